@@ -1,0 +1,1 @@
+"""lockyard: file locks and a deadlock monitor for parallel coding agents."""

@@ -1,0 +1,16 @@
+"""The `lockyard` command line (entry point)."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(help="File locks and a deadlock monitor for parallel coding agents.")
+
+
+@app.callback()
+def _root() -> None:
+    """lockyard: file locks and a deadlock monitor for parallel coding agents."""
+
+
+def main() -> None:
+    app()
