@@ -1,0 +1,349 @@
+"""The lock tools' behaviour, independent of any transport.
+
+`LockTools` is what one agent's `lock_acquire` / `lock_release` do. The in-process SDK server
+(`locking_mcp.py`) and the stdio server (`lockyard serve`) both publish `TOOL_SPECS` and call
+`LockTools.call`, so the model sees the same tools, schemas and results through either.
+
+What the monitor is told, and when (the ancestor's failures 1, 2 and 8):
+- ACQUIRED the moment a lock is taken, not when the call returns;
+- WAITING once per blocked file (one edge per (agent, file));
+- WAIT_ENDED for every wait that ends without a grant: returned, timed out or cancelled;
+- RELEASED for every lock released, including the victim's locks and the locks a cancelled
+  call had taken (the agent never hears of those, so they are given back).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+import anyio
+
+from ...core.deadlock import DeadlockInfo
+from ...core.events import LockEvent, LockEventType
+from ...core.ports import EmitLockEvent, VictimNotices, deliver
+from .tool_inputs import (
+    ACQUIRE_SPEC,
+    ACQUIRE_TOOL,
+    DEFAULT_TIMEOUT_SECONDS,
+    MAX_FILES_PER_CALL,
+    MAX_TIMEOUT_SECONDS,
+    RELEASE_SPEC,
+    RELEASE_TOOL,
+    TOOL_NAMES,
+    TOOL_SPECS,
+    AcquireInput,
+    InvalidToolInputError,
+    ReleaseInput,
+    ToolSpec,
+    parse_arguments,
+)
+
+__all__ = [
+    "ACQUIRE_SPEC",
+    "ACQUIRE_TOOL",
+    "DEADLOCK_INSTRUCTION",
+    "DEFAULT_TIMEOUT_SECONDS",
+    "MAX_FILES_PER_CALL",
+    "MAX_TIMEOUT_SECONDS",
+    "RELEASE_SPEC",
+    "RELEASE_TOOL",
+    "TOOL_NAMES",
+    "TOOL_SPECS",
+    "LockTools",
+    "ToolOutcome",
+    "ToolSpec",
+    "ToolStore",
+]
+
+logger = logging.getLogger(__name__)
+
+DEADLOCK_INSTRUCTION: Final = (
+    "You were chosen to break a deadlock: the agents in `cycle` each wait for a file the next "
+    "one holds. All your locks were released for you (listed in `released`); do not edit those "
+    "files until you lock them again. Finish or set aside work that needs none of them, then "
+    "call lock_acquire again with every file you need (timeout_seconds 0 first)."
+)
+
+
+class ToolStore(Protocol):
+    """The part of the lock store the tools use (the filesystem `LockStore` implements it)."""
+
+    def canonicalize(self, filepath: str) -> str: ...
+    def try_lock(self, filepath: str, agent_id: str) -> bool: ...
+    async def acquire_async(
+        self,
+        filepath: str,
+        agent_id: str,
+        timeout_seconds: float = ...,
+        poll_interval_ms: int = ...,
+    ) -> bool: ...
+    def release(self, filepath: str, agent_id: str) -> bool: ...
+    def holder(self, filepath: str) -> str | None: ...
+    def cleanup_agent_locks(self, agent_id: str) -> list[str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """The result of one tool call: one JSON (or, for errors, plain) text block."""
+
+    text: str
+    is_error: bool = False
+    data: Mapping[str, Any] | None = None
+
+    @classmethod
+    def success(cls, data: Mapping[str, Any]) -> ToolOutcome:
+        return cls(text=json.dumps(data, separators=(", ", ": ")), data=data)
+
+    @classmethod
+    def error(cls, text: str) -> ToolOutcome:
+        return cls(text=text, is_error=True)
+
+    def to_sdk_result(self) -> dict[str, Any]:
+        """The handler-result dict of claude_agent_sdk tools (only snake_case `is_error` counts)."""
+        result: dict[str, Any] = {"content": [{"type": "text", "text": self.text}]}
+        if self.is_error:
+            result["is_error"] = True
+        return result
+
+
+STORE_ERRORS: tuple[type[Exception], ...] = (ValueError,)
+"""What the store raises for a bad path or a bad call (its typed errors are ValueErrors)."""
+
+
+class LockTools:
+    """`lock_acquire` and `lock_release` for one agent on one lock store.
+
+    `emit_lock_event` is told every hold and wait as it happens (usually
+    `DeadlockMonitor.handle_event`); `victim_notices` tells a waiting call that this agent was
+    chosen to break a deadlock. Both are optional.
+    """
+
+    def __init__(
+        self,
+        store: ToolStore,
+        agent_id: str,
+        emit_lock_event: EmitLockEvent | None = None,
+        victim_notices: VictimNotices | None = None,
+    ) -> None:
+        if not isinstance(agent_id, str) or not agent_id.strip():
+            raise ValueError("agent_id must be a non-blank string")
+        self.store = store
+        self.agent_id = agent_id
+        self.emit_lock_event = emit_lock_event
+        self.victim_notices = victim_notices
+
+    async def call(self, tool_name: str, arguments: object) -> ToolOutcome:
+        """Run the tool named `tool_name`; an unknown name is an error result."""
+        handler = self._handlers().get(tool_name)
+        if handler is None:
+            known = ", ".join(TOOL_NAMES)
+            return ToolOutcome.error(f"Unknown tool {tool_name!r}. This server has: {known}.")
+        return await handler(arguments)
+
+    def _handlers(self) -> dict[str, Callable[[object], Awaitable[ToolOutcome]]]:
+        return {ACQUIRE_TOOL: self.acquire, RELEASE_TOOL: self.release}
+
+    async def acquire(self, arguments: object) -> ToolOutcome:
+        """`lock_acquire`: lock every file, wait for any blocked one, report the state."""
+        try:
+            request = parse_arguments(ACQUIRE_TOOL, AcquireInput, arguments)
+            keys = self._canonical_keys(ACQUIRE_TOOL, request.filepaths)
+        except InvalidToolInputError as exc:
+            return ToolOutcome.error(str(exc))
+        call = _AcquireCall(self, keys)
+        try:
+            await call.run(float(request.timeout_seconds))
+        except STORE_ERRORS as exc:
+            # Anything the store raised mid-call: give back what this call took (run() did),
+            # and tell the model plainly. Cancellation is not caught here and propagates.
+            return ToolOutcome.error(
+                f"lock_acquire failed: {exc}. Nothing was locked by this call; "
+                "fix the problem above or retry."
+            )
+        return ToolOutcome.success(call.result())
+
+    async def release(self, arguments: object) -> ToolOutcome:
+        """`lock_release`: unlock the given files (or all of this agent's); idempotent."""
+        try:
+            request = parse_arguments(RELEASE_TOOL, ReleaseInput, arguments)
+            keys = (
+                None
+                if request.filepaths is None
+                else self._canonical_keys(RELEASE_TOOL, request.filepaths)
+            )
+        except InvalidToolInputError as exc:
+            return ToolOutcome.error(str(exc))
+        if keys is None:
+            released = sorted(self.store.cleanup_agent_locks(self.agent_id))
+        else:
+            released = [key for key in keys if self.store.release(key, self.agent_id)]
+        with anyio.CancelScope(shield=True):
+            for key in released:
+                await self.emit(LockEventType.RELEASED, key)
+        return ToolOutcome.success({"released": released, "count": len(released)})
+
+    def _canonical_keys(self, tool: str, filepaths: list[str]) -> list[str]:
+        """Every path's lock key, deduplicated and sorted; a bad path rejects the whole call."""
+        keys: set[str] = set()
+        problems: list[str] = []
+        for path in filepaths:
+            try:
+                keys.add(self.store.canonicalize(path))
+            except STORE_ERRORS as exc:
+                problems.append(f"{path!r}: {exc}")
+        if problems:
+            nothing = "locked" if tool == ACQUIRE_TOOL else "released"
+            raise InvalidToolInputError(
+                f"{tool} rejected these paths: {'; '.join(problems)}. Nothing was {nothing}. "
+                "Use paths of files inside the repository (relative to its root, or absolute)."
+            )
+        return sorted(keys)
+
+    async def emit(self, event_type: LockEventType, lock_path: str) -> None:
+        """Tell the monitor, shielded from cancellation so a cancelled call still reports.
+
+        A failing monitor must not break the tool (the lock store is the truth), but it must
+        not go unnoticed either: it is logged with the event.
+        """
+        event = LockEvent(event_type=event_type, agent_id=self.agent_id, lock_path=lock_path)
+        with anyio.CancelScope(shield=True):
+            try:
+                await deliver(self.emit_lock_event, event)
+            except Exception:
+                logger.exception("emit_lock_event failed for %s", event)
+
+
+@dataclass
+class _AcquireCall:
+    """The state of one `lock_acquire` call, so every exit path can put things right."""
+
+    tools: LockTools
+    keys: list[str]
+    held: set[str] = field(default_factory=set)
+    taken_by_this_call: list[str] = field(default_factory=list)
+    waiting: set[str] = field(default_factory=set)
+    deadlock: DeadlockInfo | None = None
+    released: list[str] = field(default_factory=list)
+    _pending_waits: int = 0
+
+    @property
+    def agent_id(self) -> str:
+        return self.tools.agent_id
+
+    async def run(self, timeout_seconds: float) -> None:
+        try:
+            await self._try_all()
+            blocked = [key for key in self.keys if key not in self.held]
+            if blocked and timeout_seconds > 0:
+                await self._wait_for_any(blocked, timeout_seconds)
+            if self.deadlock is not None:
+                await self._give_way()
+        except BaseException:
+            # Cancelled (the CLI's tool timeout) or failed: the agent will never see this
+            # call's result, so it must not keep locks it does not know about.
+            with anyio.CancelScope(shield=True):
+                await self._give_back_this_calls_locks()
+            raise
+
+    async def _try_all(self) -> None:
+        store = self.tools.store
+        for key in self.keys:
+            already_mine = store.holder(key) == self.agent_id
+            if store.try_lock(key, self.agent_id):
+                self.held.add(key)
+                if not already_mine:
+                    self.taken_by_this_call.append(key)
+                await self.tools.emit(LockEventType.ACQUIRED, key)
+
+    async def _wait_for_any(self, blocked: list[str], timeout_seconds: float) -> None:
+        """Wait until ANY blocked file is granted, the timeout passes, or we are a victim."""
+        for key in blocked:
+            await self.tools.emit(LockEventType.WAITING, key)
+        self.waiting = set(blocked)
+        self._pending_waits = len(blocked)
+        try:
+            with anyio.move_on_after(timeout_seconds):
+                async with anyio.create_task_group() as group:
+                    for key in blocked:
+                        group.start_soon(self._wait_one, key, timeout_seconds, group.cancel_scope)
+                    if self.tools.victim_notices is not None:
+                        group.start_soon(self._watch_for_victim, group.cancel_scope)
+        finally:
+            with anyio.CancelScope(shield=True):
+                for key in sorted(self.waiting):
+                    await self.tools.emit(LockEventType.WAIT_ENDED, key)
+                self.waiting.clear()
+
+    async def _wait_one(self, key: str, timeout_seconds: float, group: anyio.CancelScope) -> None:
+        # The store's acquire_async is cancel-safe: when another grant cancels this wait, it
+        # leaves no lock and no queue entry behind. If it did return True, the lock is ours and
+        # is recorded before the next checkpoint, so no exit path can lose it.
+        granted = await self.tools.store.acquire_async(key, self.agent_id, timeout_seconds)
+        self._pending_waits -= 1
+        if granted:
+            self.waiting.discard(key)
+            self.held.add(key)
+            self.taken_by_this_call.append(key)
+            await self.tools.emit(LockEventType.ACQUIRED, key)
+            group.cancel()
+        elif self._pending_waits == 0:
+            group.cancel()
+
+    async def _watch_for_victim(self, group: anyio.CancelScope) -> None:
+        notices = self.tools.victim_notices
+        assert notices is not None
+        self.deadlock = await notices.wait_for_victim(self.agent_id)
+        group.cancel()
+
+    async def _give_way(self) -> None:
+        """Deadlock victim: release every lock this agent holds, so the others can proceed."""
+        self.released = sorted(self.tools.store.cleanup_agent_locks(self.agent_id))
+        self.held.clear()
+        self.taken_by_this_call.clear()
+        with anyio.CancelScope(shield=True):
+            for key in self.released:
+                await self.tools.emit(LockEventType.RELEASED, key)
+
+    async def _give_back_this_calls_locks(self) -> None:
+        for key in self.taken_by_this_call:
+            if self.tools.store.release(key, self.agent_id):
+                await self.tools.emit(LockEventType.RELEASED, key)
+        self.taken_by_this_call.clear()
+
+    def result(self) -> dict[str, Any]:
+        store = self.tools.store
+        results = [
+            {
+                "filepath": key,
+                "acquired": key in self.held,
+                "holder": self.agent_id if key in self.held else store.holder(key),
+            }
+            for key in self.keys
+        ]
+        payload: dict[str, Any] = {
+            "results": results,
+            "all_acquired": all(key in self.held for key in self.keys),
+        }
+        if self.deadlock is not None:
+            payload["deadlock"] = deadlock_payload(self.deadlock, self.released)
+        return payload
+
+
+def deadlock_payload(info: DeadlockInfo, released: list[str]) -> dict[str, Any]:
+    """The `deadlock` object a victim's lock_acquire returns: the cycle and what to do."""
+    return {
+        "victim": info.victim,
+        "cycle": [
+            {"agent": step.agent_id, "waits_for": step.lock_path, "held_by": step.held_by}
+            for step in info.cycle
+        ],
+        "agents": info.agents,
+        "files": info.lock_paths,
+        "summary": info.describe(),
+        "released": released,
+        "instruction": DEADLOCK_INSTRUCTION,
+    }
