@@ -1,0 +1,70 @@
+"""Exit codes and the one error type every `lockyard` command reports the same way.
+
+Scripts rely on these numbers; docs/cli.md and `lockyard --help` list them.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from enum import IntEnum
+from typing import ParamSpec, TypeVar
+
+import typer
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    """The command did what was asked."""
+    INVARIANT_BROKEN = 1
+    """`demo`: an edit was lost, two holders overlapped, or an agent did not finish."""
+    USAGE = 2
+    """Bad options or arguments (the same code click uses for its own usage errors)."""
+    LOCK_DIR = 3
+    """The lock directory is missing, not a directory, or cannot be read."""
+    REFUSED = 4
+    """`clean --all` without confirmation: nothing was released."""
+    UNREADABLE_ENTRIES = 5
+    """Some lock entries could not be read (corrupt or unreadable); the rest was reported."""
+
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 ok; 1 demo invariant broken; 2 usage error; 3 lock directory missing or "
+    "unreadable; 4 refused (clean --all needs --yes or a confirmation); 5 some lock entries "
+    "unreadable (reported, never deleted)."
+)
+
+
+class CliError(Exception):
+    """A failure the user can act on: printed as one line plus a hint, never a traceback."""
+
+    def __init__(self, message: str, code: ExitCode, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.hint = hint
+
+    def render(self) -> str:
+        text = f"lockyard: error: {self.message}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def reports_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """Turn a `CliError` raised by `command` into its message on stderr and its exit code."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except CliError as error:
+            print(error.render(), file=sys.stderr)
+            raise typer.Exit(int(error.code)) from None
+
+    return wrapper

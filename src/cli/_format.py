@@ -1,0 +1,55 @@
+"""Small text formatters shared by the commands' human output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def format_age(seconds: float) -> str:
+    """`0.4s`, `12s`, `5m03s`, `2h07m`, `3d04h`: short, and precise where it matters."""
+    if seconds < 0:
+        seconds = 0.0
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
+def format_ms(seconds: float | None) -> str:
+    """A duration in milliseconds with sensible precision, or `-` when there is none."""
+    if seconds is None:
+        return "-"
+    millis = seconds * 1000
+    if millis < 10:
+        return f"{millis:.2f} ms"
+    if millis < 100:
+        return f"{millis:.1f} ms"
+    return f"{millis:.0f} ms"
+
+
+def display_key(lock_key: str, base: Path | None) -> str:
+    """Show a lock key relative to `base` when it lies inside it, else unchanged."""
+    if base is None:
+        return lock_key
+    try:
+        return str(Path(lock_key).relative_to(base))
+    except ValueError:
+        return lock_key
+
+
+def print_json(payload: Any) -> None:
+    """Machine output: one JSON document on stdout, nothing else."""
+    sys.stdout.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,137 @@
+"""What the demo saw: lock events, agent progress, deadlocks and any overlap of holders.
+
+The recorder sits between the lock tools and the monitor (every LockEvent passes through
+`on_event`), and the scripted agents report their phases and critical sections to it. The
+live view reads it while the run goes on; the summary reads it at the end. Everything runs
+on one event loop, so plain dicts are enough: no method awaits while it updates state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from ...core.deadlock import DeadlockInfo
+from ...core.events import LockEvent, LockEventType
+
+
+class Phase(StrEnum):
+    STARTING = "starting"
+    LOCKING = "locking"
+    WAITING = "waiting"
+    EDITING = "editing"
+    BACKING_OFF = "backing off"
+    DONE = "done"
+    FAILED = "failed"
+
+
+@dataclass
+class AgentProgress:
+    agent_id: str
+    edits_total: int
+    edits_done: int = 0
+    phase: Phase = Phase.STARTING
+    deadlock_results: int = 0
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Two agents inside one file's critical section at once: mutual exclusion broke."""
+
+    lock_key: str
+    agent_id: str
+    other_agent_id: str
+    at: float
+
+
+@dataclass
+class SessionRecorder:
+    clock: Callable[[], float] = time.perf_counter
+    holds: dict[str, str] = field(default_factory=dict)
+    waits: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    agents: dict[str, AgentProgress] = field(default_factory=dict)
+    handoffs: list[float] = field(default_factory=list)
+    wait_events: int = 0
+    deadlocks: list[DeadlockInfo] = field(default_factory=list)
+    overlaps: list[Overlap] = field(default_factory=list)
+    anomalies: list[str] = field(default_factory=list)
+    events: int = 0
+    _released_at: dict[str, float] = field(default_factory=dict)
+    _inside: dict[str, str] = field(default_factory=dict)
+
+    def add_agent(self, agent_id: str, edits_total: int) -> None:
+        self.agents[agent_id] = AgentProgress(agent_id=agent_id, edits_total=edits_total)
+
+    # --- lock events (the emit_lock_event of every agent's tool server passes through here)
+
+    def on_event(self, event: LockEvent) -> None:
+        now = self.clock()
+        self.events += 1
+        agent, key = event.agent_id, event.lock_path
+        waiting_on = self.waits[agent]
+        if event.event_type is LockEventType.WAITING:
+            if key not in waiting_on:
+                waiting_on.append(key)
+                self.wait_events += 1
+        elif event.event_type is LockEventType.WAIT_ENDED:
+            _discard(waiting_on, key)
+        elif event.event_type is LockEventType.ACQUIRED:
+            if self.holds.get(key) == agent:
+                return  # a duplicate (the hook re-emits what the tool emitted)
+            if key in waiting_on and key in self._released_at:
+                self.handoffs.append(now - self._released_at[key])
+            _discard(waiting_on, key)
+            self.holds[key] = agent
+        elif self.holds.get(key) == agent:  # RELEASED by the holder
+            del self.holds[key]
+            self._released_at[key] = now
+
+    def waits_for(self) -> list[tuple[str, str, str | None]]:
+        """(waiting agent, lock key, current holder) for every wait edge, agents in order."""
+        return [
+            (agent, key, self.holds.get(key))
+            for agent in sorted(self.waits)
+            for key in self.waits[agent]
+        ]
+
+    def on_deadlock(self, info: DeadlockInfo) -> None:
+        self.deadlocks.append(info)
+
+    # --- what the scripted agents report
+
+    def set_phase(self, agent_id: str, phase: Phase, note: str = "") -> None:
+        progress = self.agents[agent_id]
+        progress.phase = phase
+        progress.note = note
+
+    def count_deadlock_result(self, agent_id: str) -> None:
+        self.agents[agent_id].deadlock_results += 1
+
+    def enter(self, agent_id: str, lock_key: str) -> None:
+        """An agent starts its read-modify-write of a file it believes it holds."""
+        other = self._inside.get(lock_key)
+        if other is not None and other != agent_id:
+            self.overlaps.append(Overlap(lock_key, agent_id, other, self.clock()))
+        self._inside[lock_key] = agent_id
+
+    def leave(self, agent_id: str, lock_key: str) -> None:
+        if self._inside.get(lock_key) == agent_id:
+            del self._inside[lock_key]
+        self.agents[agent_id].edits_done += 1
+
+    @property
+    def edits_done(self) -> int:
+        return sum(progress.edits_done for progress in self.agents.values())
+
+    @property
+    def edits_total(self) -> int:
+        return sum(progress.edits_total for progress in self.agents.values())
+
+
+def _discard(items: list[str], item: str) -> None:
+    if item in items:
+        items.remove(item)

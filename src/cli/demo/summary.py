@@ -1,0 +1,256 @@
+"""The demo's verdict: figures of the run and the invariants it must keep.
+
+`build_report` is pure (it takes what the recorder saw and what the files contain), so
+every rule here is unit-tested without running agents.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ...core.deadlock import DeadlockInfo
+from .._format import display_key, format_ms
+from .recorder import Overlap, SessionRecorder
+from .scenario import DeadlockGroup, Scenario
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    """How one file's content compares with the edits the run made."""
+
+    file: str
+    expected: int
+    missing: tuple[str, ...] = ()
+    duplicated: tuple[str, ...] = ()
+    unexpected: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.duplicated or self.unexpected)
+
+
+def check_file(name: str, expected: Sequence[str], content: str, header: str) -> FileCheck:
+    """Every expected line exactly once after the header, and nothing else."""
+    body = content[len(header) :] if content.startswith(header) else content
+    seen = Counter(line for line in body.splitlines() if line)
+    wanted = Counter(expected)
+    return FileCheck(
+        file=name,
+        expected=len(expected),
+        missing=tuple(sorted(line for line in wanted if seen[line] == 0)),
+        duplicated=tuple(sorted(line for line, n in seen.items() if n > 1 and line in wanted)),
+        unexpected=tuple(sorted(line for line in seen if line not in wanted)),
+    )
+
+
+def percentile(values: Sequence[float], fraction: float) -> float | None:
+    """Nearest-rank percentile (`fraction` in 0..1); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass(frozen=True)
+class DeadlockRecord:
+    cycle: str
+    agents: tuple[str, ...]
+    victim: str
+    victim_waits_on: str
+
+    @classmethod
+    def from_info(cls, info: DeadlockInfo, base: Path | None) -> DeadlockRecord:
+        steps = [
+            f"{step.agent_id} waits for {display_key(step.lock_path, base)}"
+            f" (held by {step.held_by})"
+            for step in info.cycle
+        ]
+        return cls(
+            cycle=" -> ".join(steps),
+            agents=tuple(info.agents),
+            victim=info.victim,
+            victim_waits_on=display_key(info.victim_waits_on, base),
+        )
+
+
+@dataclass(frozen=True)
+class DemoReport:
+    seed: int
+    agents: int
+    files: int
+    seconds: float
+    edits_done: int
+    edits_expected: int
+    files_edited: int
+    waits: int
+    handoffs: int
+    handoff_median_s: float | None
+    handoff_p99_s: float | None
+    deadlock_results: int
+    deadlocks: tuple[DeadlockRecord, ...]
+    file_checks: tuple[FileCheck, ...]
+    overlaps: tuple[Overlap, ...]
+    problems: tuple[str, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def lost_edits(self) -> int:
+        return sum(len(check.missing) for check in self.file_checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ok"] = self.ok
+        data["lost_edits"] = self.lost_edits
+        data["file_checks"] = [asdict(check) | {"ok": check.ok} for check in self.file_checks]
+        return data
+
+
+def build_report(
+    scenario: Scenario,
+    recorder: SessionRecorder,
+    contents: Mapping[str, str],
+    *,
+    seconds: float,
+    leftover_locks: Sequence[str],
+    base: Path | None,
+    header_of: Mapping[str, str],
+) -> DemoReport:
+    expected = scenario.expected_lines()
+    checks = tuple(
+        check_file(name, expected[name], contents.get(name, ""), header_of[name])
+        for name in scenario.files
+    )
+    deadlocks = tuple(DeadlockRecord.from_info(info, base) for info in recorder.deadlocks)
+    problems = _problems(scenario, recorder, checks, deadlocks, leftover_locks, base)
+    return DemoReport(
+        seed=scenario.seed,
+        agents=len(scenario.agents),
+        files=len(scenario.files),
+        seconds=seconds,
+        edits_done=recorder.edits_done,
+        edits_expected=scenario.total_edits,
+        files_edited=sum(1 for name in scenario.files if expected[name]),
+        waits=recorder.wait_events,
+        handoffs=len(recorder.handoffs),
+        handoff_median_s=percentile(recorder.handoffs, 0.5),
+        handoff_p99_s=percentile(recorder.handoffs, 0.99),
+        deadlock_results=sum(p.deadlock_results for p in recorder.agents.values()),
+        deadlocks=deadlocks,
+        file_checks=checks,
+        overlaps=tuple(recorder.overlaps),
+        problems=tuple(problems),
+    )
+
+
+def _problems(
+    scenario: Scenario,
+    recorder: SessionRecorder,
+    checks: Sequence[FileCheck],
+    deadlocks: Sequence[DeadlockRecord],
+    leftover_locks: Sequence[str],
+    base: Path | None,
+) -> list[str]:
+    problems: list[str] = []
+    for check in checks:
+        problems += [f"{check.file}: lost edit {line!r}" for line in check.missing]
+        problems += [f"{check.file}: edit {line!r} applied twice" for line in check.duplicated]
+        problems += [f"{check.file}: unexpected line {line!r}" for line in check.unexpected]
+    problems += [
+        f"{display_key(o.lock_key, base)}: {o.agent_id} edited while {o.other_agent_id} did"
+        for o in recorder.overlaps
+    ]
+    problems += [
+        f"{p.agent_id} did not finish ({p.edits_done}/{p.edits_total} edits, {p.phase})"
+        for p in recorder.agents.values()
+        if p.edits_done != p.edits_total
+    ]
+    problems += [
+        f"the scripted deadlock {group.name} ({', '.join(group.members)}) was not detected"
+        for group in scenario.deadlock_groups
+        if not _detected(group, deadlocks)
+    ]
+    problems += recorder.anomalies
+    problems += [f"lock left behind after the run: {key}" for key in leftover_locks]
+    return problems
+
+
+def _detected(group: DeadlockGroup, deadlocks: Sequence[DeadlockRecord]) -> bool:
+    return any(set(record.agents) == set(group.members) for record in deadlocks)
+
+
+# --- rendering for people
+
+
+def render_report(report: DemoReport, console: Console) -> None:
+    figures = Table.grid(padding=(0, 2))
+    figures.add_column(style="bold")
+    figures.add_column()
+    figures.add_row("agents", f"{report.agents} scripted agents over MCP, seed {report.seed}")
+    figures.add_row(
+        "edits",
+        f"{report.edits_done}/{report.edits_expected} edits in "
+        f"{report.files_edited}/{report.files} files, {report.seconds:.2f} s",
+    )
+    figures.add_row("waits", f"{report.waits} blocked lock requests, {report.handoffs} handoffs")
+    figures.add_row(
+        "handoff latency",
+        f"median {format_ms(report.handoff_median_s)}, p99 {format_ms(report.handoff_p99_s)}"
+        " (release to the next holder's grant)",
+    )
+    figures.add_row(
+        "deadlocks",
+        f"{len(report.deadlocks)} detected, {report.deadlock_results} victim results, "
+        "resolved softly (the victim released and retried)",
+    )
+    parts: list[Any] = [figures]
+    for number, record in enumerate(report.deadlocks, start=1):
+        line = Text(f"  {number}. ", style="bold")
+        line.append(record.cycle)
+        line.append(f"\n     victim: {record.victim}", style="yellow")
+        line.append(f" (gave up waiting for {record.victim_waits_on})")
+        parts.append(line)
+    parts.append(_checks(report))
+    style = "green" if report.ok else "red"
+    title = "lockyard demo: all invariants held" if report.ok else "lockyard demo: INVARIANT BROKEN"
+    console.print(Panel(Group(*parts), title=title, border_style=style, expand=False))
+
+
+def _checks(report: DemoReport) -> Text:
+    lines = Text()
+    lost_ok = all(check.ok for check in report.file_checks)
+    lines.append(_mark(lost_ok))
+    lines.append(
+        f" no edit lost: every expected line present exactly once in all "
+        f"{len(report.file_checks)} files\n"
+        if lost_ok
+        else f" edits lost or duplicated ({report.lost_edits} lost)\n"
+    )
+    lines.append(_mark(not report.overlaps))
+    lines.append(
+        " no two holders overlapped\n"
+        if not report.overlaps
+        else f" {len(report.overlaps)} overlapping holders\n"
+    )
+    for problem in report.problems:
+        lines.append("  ✗ ", style="red")
+        lines.append(problem + "\n")
+    lines.rstrip()
+    return lines
+
+
+def _mark(ok: bool) -> Text:
+    return Text("✓", style="green") if ok else Text("✗", style="red")

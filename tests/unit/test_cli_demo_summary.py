@@ -1,0 +1,145 @@
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from lockyard.cli.demo.recorder import SessionRecorder
+from lockyard.cli.demo.scenario import Scenario, build_scenario, file_header
+from lockyard.cli.demo.summary import (
+    DemoReport,
+    build_report,
+    check_file,
+    percentile,
+    render_report,
+)
+from lockyard.core.deadlock import CycleStep, DeadlockInfo
+
+REPO = Path("/repo")
+
+
+def test_check_file_finds_lost_duplicated_and_unexpected_lines() -> None:
+    header = "# f\n"
+    good = check_file("f", ["a 1", "b 1"], header + "b 1\na 1\n", header)
+    assert good.ok
+    bad = check_file("f", ["a 1", "b 1", "c 1"], header + "a 1\na 1\nzz\n", header)
+    assert not bad.ok
+    assert bad.missing == ("b 1", "c 1")
+    assert bad.duplicated == ("a 1",)
+    assert bad.unexpected == ("zz",)
+
+
+def test_check_file_without_its_header_counts_the_header_as_unexpected() -> None:
+    check = check_file("f", ["a 1"], "# other\na 1\n", "# f\n")
+    assert check.unexpected == ("# other",)
+
+
+@pytest.mark.parametrize(
+    ("values", "fraction", "expected"),
+    [
+        ([], 0.5, None),
+        ([3.0], 0.99, 3.0),
+        ([4.0, 1.0, 3.0, 2.0], 0.5, 2.0),
+        ([*range(1, 101)], 0.99, 99),
+    ],
+)
+def test_percentile_is_nearest_rank(
+    values: list[float], fraction: float, expected: float | None
+) -> None:
+    assert percentile(values, fraction) == expected
+
+
+def perfect_run(scenario: Scenario) -> tuple[SessionRecorder, dict[str, str]]:
+    recorder = SessionRecorder()
+    for agent in scenario.agents:
+        edits = sum(len(task.files) for task in agent.tasks)
+        recorder.add_agent(agent.agent_id, edits)
+        recorder.agents[agent.agent_id].edits_done = edits
+    for group in scenario.deadlock_groups:
+        steps = tuple(
+            CycleStep(
+                agent_id=member,
+                lock_path=str(REPO / group.files[(i + 1) % len(group.files)]),
+                held_by=group.members[(i + 1) % len(group.members)],
+            )
+            for i, member in enumerate(group.members)
+        )
+        recorder.on_deadlock(
+            DeadlockInfo(
+                cycle=steps,
+                victim=steps[0].agent_id,
+                victim_waits_on=steps[0].lock_path,
+                victim_waits_on_holder=steps[0].held_by,
+            )
+        )
+    recorder.handoffs.extend([0.001, 0.002, 0.004])
+    contents = {
+        name: file_header(name) + "".join(line + "\n" for line in lines)
+        for name, lines in scenario.expected_lines().items()
+    }
+    return recorder, contents
+
+
+def report_for(
+    scenario: Scenario,
+    recorder: SessionRecorder,
+    contents: dict[str, str],
+    leftovers: list[str] | None = None,
+) -> DemoReport:
+    return build_report(
+        scenario,
+        recorder,
+        contents,
+        seconds=1.5,
+        leftover_locks=leftovers or [],
+        base=REPO,
+        header_of={name: file_header(name) for name in scenario.files},
+    )
+
+
+def test_a_perfect_run_is_ok_and_says_so() -> None:
+    scenario = build_scenario()
+    recorder, contents = perfect_run(scenario)
+    report = report_for(scenario, recorder, contents)
+    assert report.ok, report.problems
+    assert report.edits_done == report.edits_expected == scenario.total_edits
+    assert report.handoffs == 3
+    assert report.handoff_median_s == 0.002
+    assert len(report.deadlocks) == 2
+    assert report.deadlocks[0].cycle.startswith("agent-1 waits for src/")
+    payload = json.loads(json.dumps(report.to_dict()))
+    assert payload["ok"] is True
+    assert payload["lost_edits"] == 0
+    console = Console(record=True, width=120)
+    render_report(report, console)
+    text = console.export_text()
+    assert "all invariants held" in text
+    assert "no edit lost" in text
+    assert "victim: agent-1" in text
+
+
+def test_every_broken_invariant_is_a_problem() -> None:
+    scenario = build_scenario()
+    recorder, contents = perfect_run(scenario)
+    recorder.deadlocks.pop()  # the ring's deadlock went unseen
+    lost_file = next(name for name, lines in scenario.expected_lines().items() if lines)
+    contents[lost_file] = file_header(lost_file)
+    recorder.enter("agent-1", "/repo/x")
+    recorder.enter("agent-2", "/repo/x")
+    recorder.agents["agent-8"].edits_done -= 1
+    recorder.anomalies.append("agent-3 failed: boom")
+    report = report_for(scenario, recorder, contents, leftovers=["/repo/y"])
+    assert not report.ok
+    assert report.lost_edits == len(scenario.expected_lines()[lost_file])
+    text = "\n".join(report.problems)
+    assert f"{lost_file}: lost edit" in text
+    assert "x: agent-2 edited while agent-1 did" in text
+    assert "agent-8 did not finish" in text
+    assert "scripted deadlock ring" in text
+    assert "agent-3 failed: boom" in text
+    assert "lock left behind after the run: /repo/y" in text
+    console = Console(record=True, width=120)
+    render_report(report, console)
+    rendered = console.export_text()
+    assert "INVARIANT BROKEN" in rendered
+    assert "overlapping holders" in rendered
