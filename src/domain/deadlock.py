@@ -1,0 +1,23 @@
+"""The deadlock monitor's public face: the wait-for graph, the monitor and the victim policy."""
+
+from __future__ import annotations
+
+from ..core.deadlock import CycleStep, DeadlockInfo
+from .graph import Cycle, GraphSnapshot, WaitForGraph
+from .monitor import DeadlockMonitor, MonitorSnapshot, OnDeadlock, VerifyCycle
+from .victim import AgentInfo, VictimPolicy, fewest_locks_then_youngest
+
+__all__ = [
+    "AgentInfo",
+    "Cycle",
+    "CycleStep",
+    "DeadlockInfo",
+    "DeadlockMonitor",
+    "GraphSnapshot",
+    "MonitorSnapshot",
+    "OnDeadlock",
+    "VerifyCycle",
+    "VictimPolicy",
+    "WaitForGraph",
+    "fewest_locks_then_youngest",
+]

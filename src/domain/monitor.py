@@ -1,0 +1,332 @@
+"""DeadlockMonitor: turns lock events into a wait-for graph and resolves each cycle the moment
+it closes, softly (the victim's pending acquire is told) or hard (through `on_deadlock`).
+
+Concurrency: the monitor lives on one event loop. Every change of state happens in a
+synchronous section with no `await` inside, so tasks cannot interleave within one; the only
+awaits (`verify_cycle`, `on_deadlock`) run outside them, and a cycle is re-checked against the
+graph after `verify_cycle` returns, before anyone is marked. Callbacks may therefore call back
+into the monitor freely. From another thread, go through `anyio.from_thread`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from ..core.deadlock import CycleStep, DeadlockInfo
+from ..core.events import LockEvent, LockEventType
+from .graph import Cycle, WaitForGraph
+from .victim import AgentInfo, VictimPolicy, fewest_locks_then_youngest
+
+logger = logging.getLogger(__name__)
+
+OnDeadlock = Callable[[DeadlockInfo], Awaitable[None] | None]
+"""Told about every deadlock reported (after the victim is marked). May be sync or async."""
+
+VerifyCycle = Callable[[DeadlockInfo], Awaitable[bool] | bool]
+"""Confirms with the real lock state that every edge of the cycle still exists."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Registration:
+    issue_id: str | None
+    start_time: float
+
+
+@dataclass(slots=True)
+class _VictimSignal:
+    """Wakes the pending `wait_for_victim` calls of one agent; carries the deadlock to them."""
+
+    event: anyio.Event = field(default_factory=anyio.Event)
+    info: DeadlockInfo | None = None
+
+    def deliver(self, info: DeadlockInfo) -> None:
+        self.info = info
+        self.event.set()
+
+    async def wait(self) -> DeadlockInfo:
+        await self.event.wait()
+        assert self.info is not None  # set before the event fires
+        return self.info
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorSnapshot:
+    """A read-only view of the monitor for `lockyard status` and for tests."""
+
+    holds: Mapping[str, str]
+    waits: tuple[tuple[str, str], ...]
+    agents: tuple[AgentInfo, ...]
+    victims: Mapping[str, DeadlockInfo]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "holds": dict(self.holds),
+            "waits": [{"agent_id": agent, "lock_path": lock} for agent, lock in self.waits],
+            "agents": [
+                {
+                    "agent_id": info.agent_id,
+                    "registered": info.registered,
+                    "issue_id": info.issue_id,
+                    "start_time": info.start_time,
+                    "locks_held": info.locks_held,
+                    "waits": info.waits,
+                }
+                for info in self.agents
+            ],
+            "victims": {agent: info.to_dict() for agent, info in self.victims.items()},
+        }
+
+
+def _check_agent_id(agent_id: object) -> str:
+    if not isinstance(agent_id, str) or not agent_id.strip() or "\x00" in agent_id:
+        raise ValueError(f"agent_id must be a non-blank string without NUL bytes, got {agent_id!r}")
+    return agent_id
+
+
+class DeadlockMonitor:
+    """Watches holds and waits; detects, verifies and reports deadlocks; marks victims.
+
+    Rules for events that contradict the graph (logged with both parties, never fatal):
+    - ACQUIRED of a lock recorded as held by another agent: the store handed the lock over, so
+      the recorded hold is stale; the new holder replaces it.
+    - RELEASED by an agent that does not hold the lock: ignored (it may be a late duplicate,
+      and the lock now belongs to someone else).
+    """
+
+    def __init__(
+        self,
+        on_deadlock: OnDeadlock | None = None,
+        *,
+        victim_policy: VictimPolicy | None = None,
+        verify_cycle: VerifyCycle | None = None,
+    ) -> None:
+        self._on_deadlock = on_deadlock
+        self._victim_policy: VictimPolicy = victim_policy or fewest_locks_then_youngest
+        self._verify_cycle = verify_cycle
+        self._graph = WaitForGraph()
+        self._agents: dict[str, _Registration] = {}
+        self._victims: dict[str, DeadlockInfo] = {}
+        self._signals: dict[str, _VictimSignal] = {}
+
+    # ---- agents --------------------------------------------------------------------------
+
+    def register_agent(
+        self, agent_id: str, issue_id: str | None = None, start_time: float | None = None
+    ) -> None:
+        """Record an agent (again: updates it). `start_time` defaults to now."""
+        _check_agent_id(agent_id)
+        if start_time is not None and not math.isfinite(start_time):
+            raise ValueError(f"start_time must be a finite Unix time, got {start_time!r}")
+        self._agents[agent_id] = _Registration(
+            issue_id=issue_id, start_time=time.time() if start_time is None else start_time
+        )
+
+    def unregister_agent(self, agent_id: str) -> None:
+        """Forget the agent: its holds, its waits and its victim mark."""
+        self._agents.pop(agent_id, None)
+        self._graph.remove_agent(agent_id)
+        self._victims.pop(agent_id, None)
+
+    # ---- events --------------------------------------------------------------------------
+
+    async def handle_event(self, event: LockEvent) -> DeadlockInfo | None:
+        """Apply `event`; if it closed a cycle, report it and return it (the first, if several)."""
+        changed_lock = self._apply(event)
+        if changed_lock is None:
+            return None
+        reported = await self._resolve(lambda skip: self._graph.cycle_through(changed_lock, skip))
+        return reported[0] if reported else None
+
+    def _apply(self, event: LockEvent) -> str | None:
+        """Change the graph; return the lock whose wait edges changed if a cycle may have closed."""
+        agent, lock = event.agent_id, event.lock_path
+        graph = self._graph
+        match event.event_type:
+            case LockEventType.WAITING:
+                return lock if graph.add_wait(agent, lock) else None
+            case LockEventType.WAIT_ENDED:
+                if graph.remove_wait(agent, lock):
+                    self._clear_mark_if_done(agent)
+                return None
+            case LockEventType.ACQUIRED:
+                if graph.remove_wait(agent, lock):
+                    self._clear_mark_if_done(agent)
+                previous = graph.set_holder(lock, agent)
+                if previous == agent:
+                    return None  # a duplicate (the tool, then the PostToolUse hook)
+                if previous is not None:
+                    logger.warning(
+                        "lock %s acquired by %s while recorded as held by %s: "
+                        "treating %s's hold as stale",
+                        lock, agent, previous, previous,
+                    )  # fmt: skip
+                # The lock's waiters now wait on `agent`: a cycle closes if it reaches one.
+                return lock
+            case LockEventType.RELEASED:
+                holder = graph.holder(lock)
+                if holder == agent:
+                    graph.clear_holder(lock)
+                elif holder is not None:
+                    logger.warning(
+                        "lock %s released by %s but held by %s: ignoring the release",
+                        lock, agent, holder,
+                    )  # fmt: skip
+                return None
+
+    def _clear_mark_if_done(self, agent: str) -> None:
+        """A victim's mark stands until all its waits have ended."""
+        if agent in self._victims and not self._graph.waits_of(agent):
+            del self._victims[agent]
+
+    # ---- detection and resolution --------------------------------------------------------
+
+    async def check_all(self) -> list[DeadlockInfo]:
+        """Search the whole graph (after `rebuild`) and report every deadlock found."""
+        return await self._resolve(self._graph.find_cycle)
+
+    def find_cycles(self) -> list[Cycle]:
+        """Read-only: the cycles present now (victims included), reporting nothing."""
+        return self._graph.cycles()
+
+    async def _resolve(
+        self, search: Callable[[Collection[str]], Cycle | None]
+    ) -> list[DeadlockInfo]:
+        """Report cycles found by `search` until none is left.
+
+        Marked victims are skipped: each is giving way, which breaks every cycle through it, so
+        a cycle being resolved is not reported again, while a cycle without a victim is new.
+        """
+        reported: list[DeadlockInfo] = []
+        declined: set[str] = set()  # victims of cycles `verify_cycle` rejected in this call
+        while True:
+            cycle = search(self._victims.keys() | declined)
+            if cycle is None:
+                return reported
+            info = self._deadlock_info(cycle)
+            if not await self._confirmed(info):
+                declined.add(info.victim)
+                continue
+            # The graph may have changed while verify_cycle ran: report only what still stands.
+            if not self._graph.is_intact(cycle) or any(
+                step.agent_id in self._victims for step in cycle
+            ):
+                continue
+            self._mark(info)
+            reported.append(info)
+            await self._notify(info)
+
+    def _deadlock_info(self, cycle: Cycle) -> DeadlockInfo:
+        agents = {step.agent_id: self._agent_info(step.agent_id) for step in cycle}
+        victim = self._victim_policy(cycle, agents)
+        if victim not in agents:
+            logger.error(
+                "victim policy chose %r, which is not in the cycle %s; using the default policy",
+                victim, [step.agent_id for step in cycle],
+            )  # fmt: skip
+            victim = fewest_locks_then_youngest(cycle, agents)
+        start = next(i for i, step in enumerate(cycle) if step.agent_id == victim)
+        ordered: tuple[CycleStep, ...] = cycle[start:] + cycle[:start]
+        return DeadlockInfo(
+            cycle=ordered,
+            victim=victim,
+            victim_waits_on=ordered[0].lock_path,
+            victim_waits_on_holder=ordered[0].held_by,
+        )
+
+    def _agent_info(self, agent_id: str) -> AgentInfo:
+        registration = self._agents.get(agent_id)
+        return AgentInfo(
+            agent_id=agent_id,
+            registered=registration is not None,
+            issue_id=None if registration is None else registration.issue_id,
+            start_time=None if registration is None else registration.start_time,
+            locks_held=len(self._graph.held_by(agent_id)),
+            waits=len(self._graph.waits_of(agent_id)),
+        )
+
+    async def _confirmed(self, info: DeadlockInfo) -> bool:
+        if self._verify_cycle is None:
+            return True
+        try:
+            outcome = self._verify_cycle(info)
+            if inspect.isawaitable(outcome):
+                outcome = await outcome
+        except Exception:
+            # Reporting an unconfirmed cycle could sacrifice an innocent agent; the waits'
+            # own timeouts remain the fallback.
+            logger.exception("verify_cycle failed; not reporting %s", info.describe())
+            return False
+        if not outcome:
+            logger.info("cycle dissolved in the lock store, not reported: %s", info.describe())
+        return bool(outcome)
+
+    def _mark(self, info: DeadlockInfo) -> None:
+        self._victims[info.victim] = info
+        signal = self._signals.pop(info.victim, None)
+        if signal is not None:
+            signal.deliver(info)
+        logger.warning("deadlock: %s; victim %s", info.describe(), info.victim)
+
+    async def _notify(self, info: DeadlockInfo) -> None:
+        if self._on_deadlock is None:
+            return
+        try:
+            outcome = self._on_deadlock(info)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:
+            # The event came from a lock tool; its caller must not fail because a handler did.
+            logger.exception("on_deadlock failed for %s", info.describe())
+
+    # ---- soft resolution -----------------------------------------------------------------
+
+    async def wait_for_victim(self, agent_id: str) -> DeadlockInfo:
+        """Return once `agent_id` is chosen as a victim; at once if it is marked already."""
+        marked = self._victims.get(agent_id)
+        if marked is not None:
+            return marked
+        signal = self._signals.get(agent_id)
+        if signal is None:
+            signal = self._signals[agent_id] = _VictimSignal()
+        return await signal.wait()
+
+    def victim_mark(self, agent_id: str) -> DeadlockInfo | None:
+        """The deadlock `agent_id` is marked as the victim of, if any."""
+        return self._victims.get(agent_id)
+
+    # ---- snapshots -----------------------------------------------------------------------
+
+    def rebuild(self, holds: Mapping[str, str], waits: Iterable[tuple[str, str]]) -> None:
+        """Replace the graph with the lock store's truth (`holds`: lock -> holder; `waits`:
+        (agent, lock) pairs). Raises ValueError on a malformed entry and then changes nothing.
+        Victim marks survive for victims that still wait. Call `check_all` to find cycles.
+        """
+        self._graph = WaitForGraph.from_snapshot(holds, waits)
+        for victim in list(self._victims):
+            self._clear_mark_if_done(victim)
+
+    def snapshot(self) -> MonitorSnapshot:
+        graph = self._graph.snapshot()
+        known = dict.fromkeys([*self._agents, *self._graph.agents()])
+        return MonitorSnapshot(
+            holds=graph.holds,
+            waits=graph.waits,
+            agents=tuple(self._agent_info(agent) for agent in known),
+            victims=dict(self._victims),
+        )
+
+    def describe(self) -> str:
+        """A few lines for a person: holds, waits and victims."""
+        snap = self.snapshot()
+        lines = [f"{lock} held by {holder}" for lock, holder in snap.holds.items()]
+        lines += [f"{agent} waits for {lock}" for agent, lock in snap.waits]
+        lines += [f"victim {agent}: {info.describe()}" for agent, info in snap.victims.items()]
+        return "\n".join(lines) if lines else "no locks held or awaited"
