@@ -1,0 +1,495 @@
+"""A fake Anthropic Messages API that scripts several real Claude CLI agents at once, offline.
+
+Each agent gets its own base URL (``http://127.0.0.1:<port>/agent/<name>``); the CLI appends
+``/v1/messages`` to it, so the path prefix tells agents apart without trusting anything the CLI
+puts in the prompt. Every agent follows its own script: a list of steps, each answering one
+model turn with a tool call or a final text. A step may
+
+* compute its tool call from what the model has seen so far (the earlier tool results),
+* wait for an external condition before answering (``gate``), which is how a test drives two
+  agents into a deadlock deterministically: "B asks for f1 only once A waits on f2",
+* repeat until its result satisfies a predicate (``until``).
+
+The server records every request and what it answered, so tests assert on exactly what the model
+saw. It answers in the streaming (SSE) form the CLI asks for.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_AGENT_PATH = re.compile(r"^/agent/(?P<agent>[A-Za-z0-9_.-]+)(?P<rest>/.*)$")
+_POLL_SECONDS = 0.02
+_REMINDER = "<system-reminder>"
+
+
+# --- what a script step answers -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """The model calls tool ``name`` with ``input``."""
+
+    name: str
+    input: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The model ends its turn with ``text``."""
+
+    text: str
+
+
+Action = ToolUse | Reply
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """One tool result as the model saw it, paired with the call that produced it."""
+
+    tool_use_id: str
+    name: str
+    input: Mapping[str, Any]
+    is_error: bool
+    text: str
+    """The tool's own text blocks, joined by newlines (the CLI's reminders left out)."""
+    reminders: tuple[str, ...] = ()
+    """``<system-reminder>`` blocks the CLI appended to the result (hook context lands here)."""
+
+    @property
+    def json(self) -> Any:
+        """The result text parsed as JSON (our lock tools answer in JSON), else None."""
+        try:
+            return json.loads(self.text)
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What the model knows when a step answers: the request and every tool result so far."""
+
+    agent: str
+    outcomes: tuple[ToolOutcome, ...]
+    body: Mapping[str, Any]
+
+    @property
+    def last(self) -> ToolOutcome | None:
+        return self.outcomes[-1] if self.outcomes else None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One model turn of a script.
+
+    ``action`` is the answer, or a function of the turn that returns it. ``gate`` blocks the
+    answer until it returns true (checked every 20 ms, failing the run after the server's
+    ``gate_timeout``). ``until`` re-issues this step until its latest result satisfies it.
+    """
+
+    action: Action | Callable[[Turn], Action]
+    gate: Callable[[], bool] | None = None
+    until: Callable[[ToolOutcome], bool] | None = None
+    label: str = ""
+
+
+def call(
+    name: str,
+    tool_input: Mapping[str, Any] | None = None,
+    *,
+    gate: Callable[[], bool] | None = None,
+    until: Callable[[ToolOutcome], bool] | None = None,
+    label: str = "",
+) -> Step:
+    """A step that calls tool ``name`` with ``tool_input``."""
+    return Step(ToolUse(name, dict(tool_input or {})), gate=gate, until=until, label=label)
+
+
+def say(text: str, *, gate: Callable[[], bool] | None = None) -> Step:
+    """A step that ends the agent's turn with ``text``."""
+    return Step(Reply(text), gate=gate)
+
+
+# --- what the server saw ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One request from the CLI and the answer it got."""
+
+    agent: str | None
+    path: str
+    body: Mapping[str, Any]
+    answer: Action | None
+    """None for requests that are not a scripted agent's model turn."""
+    at: float
+
+
+class ScriptError(AssertionError):
+    """The script could not be followed: a gate timed out, an agent was unknown, a step raised."""
+
+
+@dataclass
+class _AgentScript:
+    steps: list[Step]
+    done_text: str
+    cursor: int = 0
+    answered: dict[int, Action] = field(default_factory=dict)
+    """Answers by conversation length, so a retried request gets the same answer again."""
+
+
+# --- the server -------------------------------------------------------------------------------
+
+
+class FakeMessagesApi:
+    """A threaded HTTP server on 127.0.0.1 that plays the model for several scripted agents."""
+
+    def __init__(self, *, gate_timeout: float = 30.0) -> None:
+        self.gate_timeout = gate_timeout
+        self._scripts: dict[str, _AgentScript] = {}
+        self._exchanges: list[Exchange] = []
+        self._errors: list[str] = []
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._stopping = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # lifecycle
+
+    def start(self) -> FakeMessagesApi:
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()  # releases handler threads blocked in a gate
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeMessagesApi:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # scripting
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def script(self, agent: str, steps: Sequence[Step], *, done_text: str = "done") -> str:
+        """Give ``agent`` its script; returns the agent's base URL. Past the end: ``done_text``."""
+        if not _AGENT_PATH.match(f"/agent/{agent}/"):
+            raise ValueError(f"agent name {agent!r} must match [A-Za-z0-9_.-]+")
+        with self._lock:
+            self._scripts[agent] = _AgentScript(list(steps), done_text)
+        return self.base_url(agent)
+
+    def base_url(self, agent: str) -> str:
+        return f"http://127.0.0.1:{self.port}/agent/{agent}"
+
+    def cli_env(self, agent: str, home: str) -> dict[str, str]:
+        """The environment that points the bundled CLI at this server as ``agent``, offline."""
+        return {
+            "ANTHROPIC_BASE_URL": self.base_url(agent),
+            "ANTHROPIC_API_KEY": f"sk-ant-fake-{agent}",
+            "ANTHROPIC_AUTH_TOKEN": "",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "HOME": home,
+        }
+
+    # inspection
+
+    @property
+    def exchanges(self) -> list[Exchange]:
+        with self._lock:
+            return list(self._exchanges)
+
+    @property
+    def errors(self) -> list[str]:
+        with self._lock:
+            return list(self._errors)
+
+    def answers(self, agent: str) -> list[Action]:
+        """What the fake model answered ``agent``, turn by turn."""
+        return [x.answer for x in self.exchanges if x.agent == agent and x.answer is not None]
+
+    def outcomes(self, agent: str) -> tuple[ToolOutcome, ...]:
+        """Every tool result ``agent``'s model has seen, from its latest scripted request."""
+        turns = [x for x in self.exchanges if x.agent == agent and x.answer is not None]
+        if not turns:
+            return ()
+        return _outcomes(turns[-1].body)
+
+    def wait_until(self, condition: Callable[[], bool], timeout: float) -> bool:
+        """Block until ``condition()`` holds (re-checked whenever a request arrives)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not condition():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(min(remaining, 0.1))
+        return True
+
+    def raise_errors(self) -> None:
+        """Fail the test if any script step could not be followed."""
+        if errors := self.errors:
+            raise ScriptError("; ".join(errors))
+
+    # request handling
+
+    def _answer(self, agent: str | None, path: str, body: Mapping[str, Any]) -> Action | None:
+        if agent is None or not path.startswith("/v1/messages") or "count_tokens" in path:
+            return None
+        with self._lock:
+            script = self._scripts.get(agent)
+        if script is None:
+            self._fail(f"request from unscripted agent {agent!r}")
+            return Reply("unscripted agent")
+        turn = Turn(agent, _outcomes(body), body)
+        key = len(body.get("messages", []))
+        with self._lock:
+            if key in script.answered:
+                return script.answered[key]
+            try:
+                step = _next_step(script, turn)
+            except Exception as exc:  # a broken `until` must fail the test, not hang the CLI
+                self._errors.append(f"{agent}: an `until` predicate raised {exc!r}")
+                script.cursor = len(script.steps)
+                step = None
+        if step is None:
+            action: Action = Reply(script.done_text)
+        else:
+            action = self._run_step(agent, step, turn)
+        with self._lock:
+            script.answered[key] = action
+        return action
+
+    def _run_step(self, agent: str, step: Step, turn: Turn) -> Action:
+        label = step.label or str(step.action)
+        if step.gate is not None and not self._wait_gate(step.gate):
+            self._fail(f"{agent}: gate of step {label!r} did not open in {self.gate_timeout}s")
+            return Reply(f"gate timed out: {label}")
+        try:
+            return step.action(turn) if callable(step.action) else step.action
+        except Exception as exc:  # a broken script must fail the test, not hang the CLI
+            self._fail(f"{agent}: step {label!r} raised {exc!r}")
+            return Reply(f"script error: {exc!r}")
+
+    def _wait_gate(self, gate: Callable[[], bool]) -> bool:
+        deadline = time.monotonic() + self.gate_timeout
+        while not self._stopping.is_set():
+            try:
+                if gate():
+                    return True
+            except Exception as exc:
+                self._fail(f"gate raised {exc!r}")
+                return False
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL_SECONDS)
+        return False
+
+    def _fail(self, message: str) -> None:
+        with self._lock:
+            self._errors.append(message)
+
+    def _record(self, exchange: Exchange) -> None:
+        with self._changed:
+            self._exchanges.append(exchange)
+            self._changed.notify_all()
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # keep test output clean
+
+            def do_GET(self) -> None:
+                self._send_json(404, {"type": "error", "error": {"type": "not_found_error"}})
+
+            def do_HEAD(self) -> None:
+                self._send(200, "text/plain", b"")
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    body = {"unparsed": raw.decode("utf-8", "replace")}
+                matched = _AGENT_PATH.match(self.path)
+                agent = matched["agent"] if matched else None
+                path = matched["rest"] if matched else self.path
+                try:
+                    answer = api._answer(agent, path, body)
+                except Exception as exc:  # answer anyway: the CLI would retry a 5xx for a minute
+                    api._fail(f"answering {agent!r} raised {exc!r}")
+                    answer = Reply(f"harness error: {exc!r}")
+                api._record(Exchange(agent, path, body, answer, time.time()))
+                if path.startswith("/v1/messages") and "count_tokens" in path:
+                    self._send_json(200, {"input_tokens": 10})
+                elif not path.startswith("/v1/messages"):
+                    self._send_json(404, {"type": "error", "error": {"type": "not_found_error"}})
+                else:
+                    message = _message(answer or Reply("ok"), str(body.get("model", "claude")))
+                    if body.get("stream"):
+                        self._send(200, "text/event-stream", b"".join(_sse_events(message)))
+                    else:
+                        self._send_json(200, message)
+
+            def _send_json(self, status: int, payload: Mapping[str, Any]) -> None:
+                self._send(status, "application/json", json.dumps(payload).encode())
+
+            def _send(self, status: int, content_type: str, payload: bytes) -> None:
+                self.send_response(status)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        return Handler
+
+
+def _next_step(script: _AgentScript, turn: Turn) -> Step | None:
+    """Advance the cursor past the step just served, unless it must repeat."""
+    if script.answered:  # not the first turn: decide whether the previous step repeats
+        previous = script.steps[script.cursor] if script.cursor < len(script.steps) else None
+        if (
+            previous is None
+            or previous.until is None
+            or turn.last is None
+            or previous.until(turn.last)
+        ):
+            script.cursor += 1
+    return script.steps[script.cursor] if script.cursor < len(script.steps) else None
+
+
+# --- reading a request ------------------------------------------------------------------------
+
+
+def _outcomes(body: Mapping[str, Any]) -> tuple[ToolOutcome, ...]:
+    """Pair every tool_result in the conversation with the tool_use that asked for it."""
+    calls: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    found: list[ToolOutcome] = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use":
+                calls[block["id"]] = (block.get("name", ""), block.get("input") or {})
+            elif block.get("type") == "tool_result":
+                name, tool_input = calls.get(block.get("tool_use_id", ""), ("", {}))
+                texts = _result_texts(block.get("content"))
+                own = [t for t in texts if not t.startswith(_REMINDER)]
+                found.append(
+                    ToolOutcome(
+                        tool_use_id=block.get("tool_use_id", ""),
+                        name=name,
+                        input=tool_input,
+                        is_error=bool(block.get("is_error")),
+                        text="\n".join(own).strip(),
+                        reminders=tuple(t for t in texts if t.startswith(_REMINDER)),
+                    )
+                )
+    return tuple(found)
+
+
+def _result_texts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        return [
+            str(b.get("text", ""))
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text"
+        ]
+    return []
+
+
+# --- writing an answer ------------------------------------------------------------------------
+
+
+def _message(action: Action, model: str) -> dict[str, Any]:
+    if isinstance(action, ToolUse):
+        block: dict[str, Any] = {
+            "type": "tool_use",
+            "id": f"toolu_{uuid.uuid4().hex[:24]}",
+            "name": action.name,
+            "input": dict(action.input),
+        }
+        stop_reason = "tool_use"
+    else:
+        block = {"type": "text", "text": action.text}
+        stop_reason = "end_turn"
+    return {
+        "id": f"msg_{uuid.uuid4().hex[:24]}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [block],
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 10,
+            "output_tokens": 5,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+    }
+
+
+def _sse_events(message: Mapping[str, Any]) -> Iterator[bytes]:
+    """The message as the event stream of a streaming Messages API response."""
+
+    def event(name: str, data: Mapping[str, Any]) -> bytes:
+        return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+    start = {**message, "content": [], "stop_reason": None}
+    yield event("message_start", {"type": "message_start", "message": start})
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "tool_use":
+            opening = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        else:
+            opening = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        yield event(
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": opening},
+        )
+        yield event(
+            "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+        )
+        yield event("content_block_stop", {"type": "content_block_stop", "index": index})
+    yield event(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": 5},
+        },
+    )
+    yield event("message_stop", {"type": "message_stop"})
