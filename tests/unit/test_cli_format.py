@@ -1,0 +1,62 @@
+import json
+from pathlib import Path
+
+import pytest
+import typer
+
+from lockyard.cli._errors import CliError, ExitCode, reports_errors
+from lockyard.cli._format import display_key, format_age, format_ms, print_json
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (-1.0, "0.0s"),
+        (0.42, "0.4s"),
+        (12.9, "12s"),
+        (303, "5m03s"),
+        (2 * 3600 + 7 * 60, "2h07m"),
+        (3 * 86400 + 4 * 3600 + 5, "3d04h"),
+    ],
+)
+def test_format_age(seconds: float, text: str) -> None:
+    assert format_age(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(None, "-"), (0.00012, "0.12 ms"), (0.0421, "42.1 ms"), (0.5, "500 ms")],
+)
+def test_format_ms(seconds: float | None, text: str) -> None:
+    assert format_ms(seconds) == text
+
+
+def test_display_key_is_relative_inside_the_base_only() -> None:
+    assert display_key("/repo/src/a.py", Path("/repo")) == "src/a.py"
+    assert display_key("/elsewhere/a.py", Path("/repo")) == "/elsewhere/a.py"
+    assert display_key("__db__", None) == "__db__"
+
+
+def test_print_json_prints_one_sorted_document(capsys: pytest.CaptureFixture[str]) -> None:
+    print_json({"b": 1, "a": [1, 2]})
+    out = capsys.readouterr().out
+    assert json.loads(out) == {"a": [1, 2], "b": 1}
+    assert out.index('"a"') < out.index('"b"')
+
+
+def test_a_cli_error_becomes_one_line_on_stderr_and_its_exit_code(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    @reports_errors
+    def command(fail: bool) -> str:
+        if fail:
+            raise CliError("the lock dir is gone", ExitCode.LOCK_DIR, "pass --lock-dir")
+        return "fine"
+
+    assert command(False) == "fine"
+    with pytest.raises(typer.Exit) as exited:
+        command(True)
+    assert exited.value.exit_code == 3
+    err = capsys.readouterr().err
+    assert err == "lockyard: error: the lock dir is gone\n  hint: pass --lock-dir\n"
+    assert CliError("plain", ExitCode.USAGE).render() == "lockyard: error: plain"
