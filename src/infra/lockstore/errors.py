@@ -1,0 +1,36 @@
+"""Typed errors of the lock store. Each says what was wrong and what to do instead.
+
+Every validation error is raised before anything is written, so bad input changes nothing.
+The input errors are also `ValueError`s, so callers that only know the builtin still catch them.
+"""
+
+from __future__ import annotations
+
+
+class LockStoreError(Exception):
+    """Base class of every error the lock store raises on purpose."""
+
+
+class InvalidPathError(LockStoreError, ValueError):
+    """The file path is empty, not a string, contains a NUL byte, or is too long."""
+
+
+class PathOutsideRepoError(InvalidPathError):
+    """The path resolves outside the repository namespace and the store does not allow that."""
+
+
+class InvalidAgentIdError(LockStoreError, ValueError):
+    """The agent id is empty, blank, not a string, too long or contains control characters."""
+
+
+class InvalidTimeoutError(LockStoreError, ValueError):
+    """A timeout or poll interval is not a finite number within the allowed range."""
+
+
+class LockDirError(LockStoreError):
+    """The lock directory is unusable or unsafe (a symlink, owned by someone else, not a
+    directory), or an entry inside it is not what the store wrote there."""
+
+
+class CorruptRecordError(LockStoreError):
+    """A lock's holder record cannot be read as a record; the lock is left untouched."""

@@ -1,0 +1,290 @@
+"""The lock directory on disk, and the few atomic operations the store is built from.
+
+Layout (all names relative to one private directory, opened once and used through its fd):
+
+    <name>.lock/<token>        a lock: a directory holding exactly one entry, named by the
+                               grant token, whose content is the holder record (JSON)
+    <name>.tmp-<token>/<token> a lock being published (staging, same file system)
+    <name>.q/<ticket>-<token>  the wait queue of a lock; exists only while it has entries
+
+Publishing a lock: build the staging directory with the record inside, then `rename` it onto
+`<name>.lock`. The rename is atomic and fails (ENOTEMPTY/EEXIST) while the lock directory holds
+a record, so a lock appears with its whole record or not at all, and a reader never sees a
+half-written holder. An empty `<name>.lock/` is a lock in mid-release: free, and the next
+rename replaces it.
+
+Releasing by token: `unlink(<name>.lock/<token>)`, then `rmdir(<name>.lock)`. The unlink
+succeeds for exactly one caller and only while that grant is the current one, so neither a
+double release nor a release racing a cleanup can remove somebody else's fresh lock; the
+rmdir fails harmlessly if a new holder already renamed its lock in.
+
+Records are the target of a symlink (one atomic syscall, read with readlink, never followed),
+or a small file when too long for a symlink target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import Final
+
+from .errors import CorruptRecordError, LockDirError
+
+LOCK_SUFFIX: Final = ".lock"
+QUEUE_SUFFIX: Final = ".q"
+STAGING_MARK: Final = ".tmp-"
+PARTIAL_SUFFIX: Final = ".part"
+_SYMLINK_RECORD_MAX: Final = 4000
+_DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_BUSY: Final = (errno.ENOTEMPTY, errno.EEXIST)
+
+
+def default_lock_dir() -> Path:
+    """`LOCKYARD_LOCK_DIR`, else `$XDG_RUNTIME_DIR/lockyard` if usable, else /tmp/lockyard-<uid>."""
+    configured = os.environ.get("LOCKYARD_LOCK_DIR")
+    if configured:
+        return Path(configured)
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and _usable_runtime_dir(runtime):
+        return Path(runtime) / "lockyard"
+    return Path(f"/tmp/lockyard-{os.geteuid()}")
+
+
+def _usable_runtime_dir(path: str) -> bool:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return (
+        os.path.isabs(path)
+        and stat.S_ISDIR(info.st_mode)
+        and info.st_uid == os.geteuid()
+        and os.access(path, os.W_OK | os.X_OK)
+    )
+
+
+def _refuse_unsafe(path: str, info: os.stat_result) -> None:
+    if stat.S_ISLNK(info.st_mode):
+        raise LockDirError(
+            f"lock directory {path} is a symlink; refusing to follow it. "
+            "Remove it or point LOCKYARD_LOCK_DIR at a private directory"
+        )
+    if not stat.S_ISDIR(info.st_mode):
+        raise LockDirError(f"lock directory {path} exists and is not a directory")
+    if info.st_uid != os.geteuid():
+        raise LockDirError(
+            f"lock directory {path} belongs to uid {info.st_uid}, not to you "
+            f"(uid {os.geteuid()}); use a directory of your own"
+        )
+
+
+def _entry_error(name: str, error: OSError) -> LockDirError:
+    return LockDirError(
+        f"{name} in the lock directory is not a directory the store wrote "
+        f"({error.strerror}); something else put it there. Remove it to unblock that lock"
+    )
+
+
+class LockDir:
+    """One private lock directory, held open; every operation is relative to its fd."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        absolute = os.path.abspath(os.fspath(path))
+        parent = os.path.dirname(absolute)
+        try:
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(absolute, 0o700)
+            info = os.lstat(absolute)
+            _refuse_unsafe(absolute, info)
+            if stat.S_IMODE(info.st_mode) & 0o077:
+                os.chmod(absolute, 0o700, follow_symlinks=False)
+            self.fd: int = os.open(absolute, _DIR_FLAGS)
+        except LockDirError:
+            raise
+        except OSError as error:
+            raise LockDirError(f"cannot use lock directory {absolute}: {error}") from None
+        opened = os.fstat(self.fd)
+        if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+            os.close(self.fd)
+            raise LockDirError(f"lock directory {absolute} was swapped while being opened")
+        self.path: str = os.path.realpath(absolute)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    # -- locks -------------------------------------------------------------------------
+
+    def exists(self, entry: str) -> bool:
+        try:
+            os.lstat(entry, dir_fd=self.fd)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def publish(self, name: str, token: str, record: str) -> bool:
+        """Atomically create lock `name` holding `record` under `token`; False if taken."""
+        staging = f"{name}{STAGING_MARK}{token}"
+        os.mkdir(staging, 0o700, dir_fd=self.fd)
+        try:
+            self._write_record(f"{staging}/{token}", record)
+            os.rename(staging, name + LOCK_SUFFIX, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except OSError as error:
+            self.discard_staging(staging, token)
+            if error.errno in _BUSY:
+                return False
+            if error.errno == errno.ENOENT:  # staging reaped by reclaim_stale meanwhile
+                return False
+            if error.errno in (errno.ENOTDIR, errno.EISDIR):
+                raise _entry_error(name + LOCK_SUFFIX, error) from None
+            raise
+        return True
+
+    def discard_staging(self, staging: str, token: str) -> None:
+        record = f"{staging}/{token}"
+        for remove, entry in (
+            (os.unlink, record),
+            (os.unlink, record + PARTIAL_SUFFIX),
+            (os.rmdir, staging),
+        ):
+            with contextlib.suppress(OSError):
+                remove(entry, dir_fd=self.fd)
+
+    def remove_lock(self, name: str, token: str) -> bool:
+        """Release grant `token` of lock `name`; False (and nothing touched) if not current."""
+        try:
+            os.unlink(f"{name}{LOCK_SUFFIX}/{token}", dir_fd=self.fd)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        # Fails harmlessly when a new holder already renamed its lock in.
+        with contextlib.suppress(OSError):
+            os.rmdir(name + LOCK_SUFFIX, dir_fd=self.fd)
+        return True
+
+    def read_lock(self, name: str) -> tuple[str, str] | None:
+        """(token, record text) of the current holder of `name`, or None when free."""
+        return self._read_single(name + LOCK_SUFFIX)
+
+    def _read_single(self, entry: str) -> tuple[str, str] | None:
+        for _attempt in range(3):
+            try:
+                entry_fd = os.open(entry, _DIR_FLAGS, dir_fd=self.fd)
+            except FileNotFoundError:
+                return None
+            except OSError as error:
+                if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise _entry_error(entry, error) from None
+                raise
+            try:
+                tokens = [t for t in os.listdir(entry_fd) if not t.endswith(PARTIAL_SUFFIX)]
+                if not tokens:
+                    return None
+                if len(tokens) > 1:
+                    raise CorruptRecordError(
+                        f"{entry} holds {len(tokens)} entries, expected one grant"
+                    )
+                try:
+                    return tokens[0], _read_record(entry_fd, tokens[0])
+                except FileNotFoundError:
+                    continue  # released between listing and reading: look again
+            finally:
+                os.close(entry_fd)
+        return None
+
+    # -- queues ------------------------------------------------------------------------
+
+    def enqueue(self, name: str, entry: str, record: str) -> None:
+        queue = name + QUEUE_SUFFIX
+        while True:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(queue, 0o700, dir_fd=self.fd)
+            try:
+                self._write_record(f"{queue}/{entry}", record)
+            except FileNotFoundError:
+                continue  # the last waiter removed the empty queue meanwhile: recreate it
+            except NotADirectoryError as error:
+                raise _entry_error(queue, error) from None
+            return
+
+    def dequeue(self, name: str, entry: str) -> bool:
+        """Remove one queue entry (by its unique name) and the queue when it became empty."""
+        queue = name + QUEUE_SUFFIX
+        try:
+            os.unlink(f"{queue}/{entry}", dir_fd=self.fd)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        with contextlib.suppress(OSError):
+            os.rmdir(queue, dir_fd=self.fd)
+        return True
+
+    def queue_entries(self, name: str) -> list[tuple[str, str]]:
+        """(entry name, record text) of the queue of `name`, in arrival order."""
+        queue = name + QUEUE_SUFFIX
+        try:
+            queue_fd = os.open(queue, _DIR_FLAGS, dir_fd=self.fd)
+        except FileNotFoundError:
+            return []
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise _entry_error(queue, error) from None
+            raise
+        try:
+            entries = []
+            for entry in sorted(os.listdir(queue_fd)):
+                if entry.endswith(PARTIAL_SUFFIX):
+                    continue
+                try:
+                    entries.append((entry, _read_record(queue_fd, entry)))
+                except FileNotFoundError:
+                    continue  # that waiter left while we were reading
+            return entries
+        finally:
+            os.close(queue_fd)
+
+    # -- scanning ----------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        return os.listdir(self.fd)
+
+    def staging_record(self, staging: str) -> tuple[str, str] | None:
+        return self._read_single(staging)
+
+    def _write_record(self, entry: str, record: str) -> None:
+        """Make `entry` hold `record`, complete before it is visible under that name."""
+        if len(record) <= _SYMLINK_RECORD_MAX:
+            os.symlink(record, entry, dir_fd=self.fd)
+            return
+        # Too long for a symlink target: write a file under a hidden name, then rename it.
+        partial = entry + PARTIAL_SUFFIX
+        record_fd = os.open(
+            partial,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=self.fd,
+        )
+        try:
+            os.write(record_fd, record.encode())
+        finally:
+            os.close(record_fd)
+        os.rename(partial, entry, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+
+
+def _read_record(dir_fd: int, entry: str) -> str:
+    try:
+        return os.readlink(entry, dir_fd=dir_fd)
+    except OSError as error:
+        if error.errno != errno.EINVAL:  # EINVAL: not a symlink, a record file
+            raise
+    record_fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        chunks = []
+        while chunk := os.read(record_fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks).decode(errors="replace")
+    finally:
+        os.close(record_fd)

@@ -1,0 +1,108 @@
+"""Canonical lock keys: one spelling per file, and one per repository namespace.
+
+A lock key is an absolute, symlink-resolved path inside the canonical repo namespace, or a
+literal key `__name__` passed through unchanged (locks that are not files, e.g. `__schema__`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+
+from .errors import InvalidAgentIdError, InvalidPathError, PathOutsideRepoError
+
+MAX_PATH_CHARS = 4096
+"""Longer inputs are refused: no real path on Linux is longer (PATH_MAX)."""
+MAX_AGENT_ID_CHARS = 256
+
+_LITERAL_KEY = re.compile(r"__[^/\x00]+__")
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def is_literal_key(filepath: str) -> bool:
+    """`__name__` keys name a lock that is not a file; they are never resolved."""
+    return _LITERAL_KEY.fullmatch(filepath) is not None
+
+
+def validate_path_text(filepath: object, what: str = "filepath") -> str:
+    if not isinstance(filepath, str):
+        raise InvalidPathError(
+            f"{what} must be a string, got {type(filepath).__name__}; pass the path as text"
+        )
+    if not filepath.strip():
+        raise InvalidPathError(f"{what} is empty; pass a file path relative to the repository")
+    if "\x00" in filepath:
+        raise InvalidPathError(f"{what} contains a NUL byte; remove it")
+    if len(filepath) > MAX_PATH_CHARS:
+        raise InvalidPathError(
+            f"{what} is {len(filepath)} characters long; paths are limited to {MAX_PATH_CHARS}"
+        )
+    return filepath
+
+
+def validate_agent_id(agent_id: object) -> str:
+    if not isinstance(agent_id, str):
+        raise InvalidAgentIdError(
+            f"agent_id must be a string, got {type(agent_id).__name__}; pass the agent's name"
+        )
+    if not agent_id.strip():
+        raise InvalidAgentIdError("agent_id is empty; pass a non-blank agent name")
+    if len(agent_id) > MAX_AGENT_ID_CHARS:
+        raise InvalidAgentIdError(
+            f"agent_id is {len(agent_id)} characters long; the limit is {MAX_AGENT_ID_CHARS}"
+        )
+    if _CONTROL_CHARS.search(agent_id):
+        raise InvalidAgentIdError("agent_id contains control characters (NUL, newline...)")
+    return agent_id
+
+
+def canonicalize_namespace(repo_namespace: str | os.PathLike[str] | None) -> str:
+    """The repository's canonical path: absolute, `..` folded, symlinks resolved.
+
+    `None` means the current working directory.
+    """
+    if repo_namespace is None:
+        return os.path.realpath(os.getcwd())
+    text = validate_path_text(os.fspath(repo_namespace), "repo_namespace")
+    return os.path.realpath(os.path.abspath(os.path.expanduser(text)))
+
+
+def _unescape_dollars(path: str) -> str:
+    """Agents sometimes send `\\$` copied from a shell line; use `$` when that file exists."""
+    if "\\$" not in path:
+        return path
+    unescaped = path.replace("\\$", "$")
+    if os.path.lexists(unescaped) and not os.path.lexists(path):
+        return unescaped
+    return path
+
+
+def is_within(path: str, namespace: str) -> bool:
+    return path == namespace or path.startswith(namespace.rstrip("/") + "/")
+
+
+def canonicalize_in(filepath: object, namespace: str, *, allow_outside_repo: bool = False) -> str:
+    """The lock key of `filepath` inside the canonical `namespace` (see module docstring).
+
+    Relative paths are resolved against the repository, never the working directory.
+    """
+    text = validate_path_text(filepath)
+    if is_literal_key(text):
+        return text
+    joined = os.path.join(namespace, text)  # an absolute `text` replaces the namespace
+    key = os.path.realpath(_unescape_dollars(joined))
+    if not allow_outside_repo and not is_within(key, namespace):
+        raise PathOutsideRepoError(
+            f"{text!r} resolves to {key!r}, outside the repository {namespace!r}; "
+            "lock files inside the repository (or create the store with allow_outside_repo=True)"
+        )
+    if len(key) > MAX_PATH_CHARS:
+        raise InvalidPathError(f"{text!r} resolves to a path longer than {MAX_PATH_CHARS}")
+    return key
+
+
+def lock_name(namespace: str, key: str) -> str:
+    """The file-system-safe name of a lock: a hash of namespace and key (fixed length)."""
+    digest = hashlib.sha256(f"{namespace}\x00{key}".encode(errors="surrogatepass")).hexdigest()
+    return digest[:40]

@@ -1,0 +1,138 @@
+"""One waiter's place in a lock's FIFO queue, and what it watches while it waits.
+
+The recipe of etcd's mutex and ZooKeeper's lock: each waiter adds an entry named by a ticket
+(`<monotonic ns>-<token>`, so names sort in arrival order) to `<name>.q/`; only the oldest live
+entry may take the lock; every other waiter watches only its predecessor's entry, so a
+release wakes one waiter, not all. Entries record agent and process, so queued waits are
+visible on disk (`lockyard status`, the cross-process monitor) and entries of dead waiters
+are recognised and dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from .liveness import Liveness, current_process, new_token
+from .lockdir import QUEUE_SUFFIX, LockDir
+from .records import encode_waiter
+from .wakeup import WakeHub, Waker
+
+if TYPE_CHECKING:
+    from .store import LockStore
+
+
+class Wait:
+    """A queued wait for one lock: enqueue on enter, leave the queue on exit (always)."""
+
+    def __init__(
+        self,
+        *,
+        store: LockStore,
+        directory: LockDir,
+        hub: WakeHub,
+        name: str,
+        key: str,
+        agent: str,
+        push: bool,
+        poll_interval: float,
+    ) -> None:
+        self._store = store
+        self._dir = directory
+        self._hub = hub
+        self._name = name
+        self._key = key
+        self._agent = agent
+        self._push_wanted = push
+        self._poll_interval = poll_interval
+        self._queue_dir = f"{directory.path}/{name}{QUEUE_SUFFIX}"
+        self._watched: list[str] = []
+        self._topics: set[str] = set()
+        self.waker = Waker()
+        self.entry = ""
+        self.interval = poll_interval
+
+    def __enter__(self) -> Wait:
+        try:
+            self._enqueue()
+            if self._push_wanted and self._watch(self._dir.path) and self._watch(self._queue_dir):
+                # Pushed: re-check on our own only to notice processes that died silently.
+                self.interval = max(self._poll_interval, self._store.liveness_interval)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        # Synchronous on purpose: it runs to the end even when the waiting task is cancelled.
+        if self.entry:
+            self._store.drop_waiter(self._name, self.entry)
+            self.entry = ""
+        for topic in self._topics:
+            self._hub.unsubscribe(topic, self.waker)
+        self._topics.clear()
+        for directory in self._watched:
+            self._hub.unwatch(directory)
+        self._watched.clear()
+        self.waker.close()
+
+    def _watch(self, directory: str) -> bool:
+        if not self._hub.watch(directory):
+            return False
+        self._watched.append(directory)
+        return True
+
+    def _enqueue(self) -> None:
+        ticket = time.monotonic_ns()
+        token = new_token()
+        entry = f"{ticket:020d}-{token}"
+        record = encode_waiter(
+            current_process(), self._agent, token, ticket, self._key, self._store.namespace
+        )
+        self._dir.enqueue(self._name, entry, record)
+        self.entry = entry
+
+    def advance(self) -> bool:
+        """Take the lock if it is our turn; else subscribe to what ends our wait. True: ours."""
+        while True:
+            self.waker.clear()
+            topics = self._step()
+            if topics is None:
+                return True
+            if topics == self._topics:
+                return False
+            # Subscribe first, then look again: a change in between wakes the waker.
+            for topic in self._topics - topics:
+                self._hub.unsubscribe(topic, self.waker)
+            for topic in topics - self._topics:
+                self._hub.subscribe(topic, self.waker)
+            self._topics = topics
+
+    def _step(self) -> set[str] | None:
+        me = current_process().pid
+        predecessor = None
+        queued = False
+        for entry, record in self._store._read_queue(self._name):
+            if entry == self.entry:
+                queued = True
+                break
+            if record.pid != me and record.liveness()[0] is Liveness.DEAD:
+                self._store.drop_waiter(self._name, entry)
+                continue
+            predecessor = entry
+        if not queued:  # our entry was removed under us (lock dir wiped): queue again
+            self._enqueue()
+            return set()
+        if predecessor is not None:
+            return {f"{self._queue_dir}/{predecessor}"}
+        if self._store.take(self._name, self._key, self._agent, respect_queue=False):
+            self._store.drop_waiter(self._name, self.entry)
+            self.entry = ""
+            return None
+        return {self._store.lock_topic(self._name)}

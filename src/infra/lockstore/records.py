@@ -1,0 +1,147 @@
+"""What the lock directory records, and what the store reports. All JSON-dumpable.
+
+Records are written once, complete, before they become visible (see lockdir.py), so a
+reader sees a whole record or none.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import CorruptRecordError
+from .liveness import Liveness, ProcessIdentity, liveness_of
+
+LivenessText = Literal["alive", "dead", "unknown"]
+
+
+class _ProcessRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    agent_id: str
+    token: str
+    pid: int
+    start_time: int | None
+    host: str
+    boot_id: str | None
+    pid_ns: str | None = None
+    lock_path: str
+    namespace: str
+
+    def liveness(self) -> tuple[Liveness, str]:
+        return liveness_of(self.pid, self.start_time, self.host, self.boot_id, self.pid_ns)
+
+
+class HolderRecord(_ProcessRecord):
+    """Who holds a lock: agent, grant token, process (pid, start time, host, boot), when."""
+
+    acquired_at: float
+    """Wall-clock time of the grant (seconds since the epoch)."""
+
+
+class WaiterRecord(_ProcessRecord):
+    """One queued waiter; `ticket` orders the queue (arrival order)."""
+
+    ticket: int
+    since: float
+    """Wall-clock time the wait began."""
+
+
+class LockInfo(BaseModel):
+    """A lock as `list_locks` reports it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    lock_path: str
+    namespace: str | None
+    holder: HolderRecord | None
+    age_seconds: float | None
+    liveness: LivenessText
+    liveness_reason: str
+    waiters: tuple[WaiterRecord, ...] = ()
+    problem: str | None = None
+    """Set when the lock's record cannot be read; such a lock is reported, never removed."""
+
+
+class Reclamation(BaseModel):
+    """A stale lock taken away from a provably dead holder."""
+
+    model_config = ConfigDict(frozen=True)
+
+    lock_path: str
+    namespace: str
+    holder: HolderRecord
+    reason: str
+    reclaimed_by_pid: int
+    reclaimed_by_agent: str | None = None
+    reclaimed_at: float = Field(default_factory=time.time)
+
+
+class StoreSnapshot(BaseModel):
+    """Holds and waits of a whole lock directory, for rebuilding a wait-for graph.
+
+    `holds` maps lock key -> holding agent; `waits` lists (agent, lock key) in queue order.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    holds: dict[str, str]
+    waits: tuple[tuple[str, str], ...]
+    locks: tuple[LockInfo, ...]
+    taken_at: float = Field(default_factory=time.time)
+
+
+def encode_holder(me: ProcessIdentity, agent_id: str, token: str, key: str, namespace: str) -> str:
+    return json.dumps(
+        {
+            "agent_id": agent_id,
+            "token": token,
+            "pid": me.pid,
+            "start_time": me.start_time,
+            "host": me.host,
+            "boot_id": me.boot_id,
+            "pid_ns": me.pid_ns,
+            "lock_path": key,
+            "namespace": namespace,
+            "acquired_at": time.time(),
+        },
+        separators=(",", ":"),
+    )
+
+
+def encode_waiter(
+    me: ProcessIdentity, agent_id: str, token: str, ticket: int, key: str, namespace: str
+) -> str:
+    return json.dumps(
+        {
+            "agent_id": agent_id,
+            "token": token,
+            "pid": me.pid,
+            "start_time": me.start_time,
+            "host": me.host,
+            "boot_id": me.boot_id,
+            "pid_ns": me.pid_ns,
+            "lock_path": key,
+            "namespace": namespace,
+            "ticket": ticket,
+            "since": time.time(),
+        },
+        separators=(",", ":"),
+    )
+
+
+def decode_holder(text: str | bytes, where: str) -> HolderRecord:
+    try:
+        return HolderRecord.model_validate_json(text)
+    except ValidationError as error:
+        raise CorruptRecordError(f"unreadable holder record in {where}: {error}") from None
+
+
+def decode_waiter(text: str | bytes, where: str) -> WaiterRecord:
+    try:
+        return WaiterRecord.model_validate_json(text)
+    except ValidationError as error:
+        raise CorruptRecordError(f"unreadable waiter record in {where}: {error}") from None

@@ -1,0 +1,451 @@
+"""`LockStore`: file locks in one private lock directory, for one canonical repo namespace.
+
+The operations are built from the atomic steps of `lockdir.py` (publish by rename, remove by
+token) so that mutual exclusion holds under any interleaving of acquire, release, cleanup
+and stale-lock breaking; docs/lock-store.md walks through the interleavings.
+Waiters queue in arrival order (`queue.py`) and are woken by push (`wakeup.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Final
+
+from .errors import CorruptRecordError, InvalidTimeoutError
+from .liveness import Liveness, current_process, new_token
+from .lockdir import LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK, LockDir, default_lock_dir
+from .paths import canonicalize_in, canonicalize_namespace, lock_name, validate_agent_id
+from .queue import Wait
+from .records import (
+    HolderRecord,
+    LockInfo,
+    Reclamation,
+    StoreSnapshot,
+    WaiterRecord,
+    decode_holder,
+    decode_waiter,
+    encode_holder,
+)
+from .wakeup import process_hub
+
+log = logging.getLogger(__name__)
+
+MAX_TIMEOUT_SECONDS: Final = 86_400.0
+"""A day; longer waits are almost certainly a unit mistake (milliseconds passed as seconds)."""
+MIN_POLL_INTERVAL_MS: Final = 1
+MAX_POLL_INTERVAL_MS: Final = 60_000
+STALE_STAGING_SECONDS: Final = 60.0
+"""Staging directories older than this whose writer cannot be shown alive are garbage."""
+
+OnReclaim = Callable[[Reclamation], None]
+
+
+def validate_timeout(timeout_seconds: object) -> float:
+    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int | float):
+        raise InvalidTimeoutError(
+            f"timeout_seconds must be a number of seconds, got {type(timeout_seconds).__name__}"
+        )
+    value = float(timeout_seconds)
+    if not math.isfinite(value) or value < 0 or value > MAX_TIMEOUT_SECONDS:
+        raise InvalidTimeoutError(
+            f"timeout_seconds={timeout_seconds!r} is out of range; "
+            f"use 0 (do not wait) up to {MAX_TIMEOUT_SECONDS:g} seconds"
+        )
+    return value
+
+
+def validate_poll_interval(poll_interval_ms: object) -> float:
+    if isinstance(poll_interval_ms, bool) or not isinstance(poll_interval_ms, int | float):
+        raise InvalidTimeoutError(
+            f"poll_interval_ms must be a number of milliseconds, "
+            f"got {type(poll_interval_ms).__name__}"
+        )
+    value = float(poll_interval_ms)
+    if not math.isfinite(value) or not MIN_POLL_INTERVAL_MS <= value <= MAX_POLL_INTERVAL_MS:
+        raise InvalidTimeoutError(
+            f"poll_interval_ms={poll_interval_ms!r} is out of range; "
+            f"use {MIN_POLL_INTERVAL_MS} to {MAX_POLL_INTERVAL_MS} milliseconds"
+        )
+    return value / 1000.0
+
+
+class LockStore:
+    """Locks on files of one repository, kept in one lock directory shared by processes.
+
+    `use_inotify=False` disables cross-process push wake-ups (waiters in other processes
+    are then seen by polling); in-process notifications always work.
+    `liveness_interval` is how often a pushed waiter still re-checks on its own, to notice
+    holders and queued waiters that died without releasing.
+    """
+
+    def __init__(
+        self,
+        repo_namespace: str | os.PathLike[str] | None = None,
+        lock_dir: str | os.PathLike[str] | None = None,
+        *,
+        allow_outside_repo: bool = False,
+        use_inotify: bool = True,
+        liveness_interval: float = 0.5,
+        on_reclaim: OnReclaim | None = None,
+    ) -> None:
+        self.namespace: str = canonicalize_namespace(repo_namespace)
+        self.allow_outside_repo = allow_outside_repo
+        self._dir = LockDir(lock_dir if lock_dir is not None else default_lock_dir())
+        self.lock_dir: Path = Path(self._dir.path)
+        self._hub = process_hub()
+        self._use_inotify = use_inotify
+        self.liveness_interval = liveness_interval
+        self._on_reclaim = on_reclaim
+        self._grants: dict[tuple[str, str], str] = {}  # (lock name, agent) -> grant token
+        self._grants_guard = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"LockStore(namespace={self.namespace!r}, lock_dir={str(self.lock_dir)!r})"
+
+    def close(self) -> None:
+        self._dir.close()
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def canonicalize(self, filepath: str) -> str:
+        return canonicalize_in(filepath, self.namespace, allow_outside_repo=self.allow_outside_repo)
+
+    def _locate(self, filepath: str) -> tuple[str, str]:
+        key = self.canonicalize(filepath)
+        return key, lock_name(self.namespace, key)
+
+    def lock_topic(self, name: str) -> str:
+        return f"{self._dir.path}/{name}{LOCK_SUFFIX}"
+
+    # -- taking and giving back --------------------------------------------------------------
+
+    def try_lock(self, filepath: str, agent_id: str) -> bool:
+        """Take the lock now if it is free and nobody alive queues for it (or you hold it)."""
+        agent = validate_agent_id(agent_id)
+        key, name = self._locate(filepath)
+        return self.take(name, key, agent, respect_queue=True)
+
+    def take(self, name: str, key: str, agent: str, *, respect_queue: bool) -> bool:
+        """One attempt at lock `name`; reclaims it first when its holder is provably dead."""
+        for _attempt in range(8):
+            if self._dir.exists(name + LOCK_SUFFIX):
+                try:
+                    holder = self._read_holder(name)
+                except CorruptRecordError:
+                    return False  # held by something unreadable: never guess, never break
+                if holder is not None:
+                    if holder.agent_id == agent:
+                        self._remember(name, agent, holder.token)
+                        return True
+                    if not self._reclaim_if_dead(name, holder, agent):
+                        return False
+                    continue
+            if respect_queue and self._has_live_waiters(name):
+                return False
+            token = new_token()
+            record = encode_holder(current_process(), agent, token, key, self.namespace)
+            if self._dir.publish(name, token, record):
+                self._remember(name, agent, token)
+                return True
+        return False
+
+    def release(self, filepath: str, agent_id: str) -> bool:
+        """Give back your lock; False, touching nothing, when `agent_id` does not hold it."""
+        agent = validate_agent_id(agent_id)
+        _key, name = self._locate(filepath)
+        with self._grants_guard:
+            token = self._grants.pop((name, agent), None)
+        if token is not None and self._remove(name, token):
+            return True
+        try:
+            holder = self._read_holder(name)
+        except CorruptRecordError:
+            return False
+        if holder is None or holder.agent_id != agent:
+            return False
+        return self._remove(name, holder.token)
+
+    def _remove(self, name: str, token: str) -> bool:
+        if not self._dir.remove_lock(name, token):
+            return False
+        self._hub.notify(self.lock_topic(name))
+        return True
+
+    def _remember(self, name: str, agent: str, token: str) -> None:
+        with self._grants_guard:
+            self._grants[(name, agent)] = token
+
+    # -- waiting ---------------------------------------------------------------------------
+
+    async def acquire_async(
+        self,
+        filepath: str,
+        agent_id: str,
+        timeout_seconds: float = 30.0,
+        poll_interval_ms: float = 100,
+    ) -> bool:
+        """Wait (in arrival order) until the lock is yours: True, or False on timeout.
+
+        Cancel-safe: a cancelled wait leaves no lock and no queue entry behind.
+        """
+        agent = validate_agent_id(agent_id)
+        timeout = validate_timeout(timeout_seconds)
+        poll = validate_poll_interval(poll_interval_ms)
+        key, name = self._locate(filepath)
+        if self.take(name, key, agent, respect_queue=True):
+            return True
+        if timeout == 0:
+            return False
+        deadline = time.monotonic() + timeout
+        with self._wait(name, key, agent, poll) as wait:
+            while True:
+                if wait.advance():
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                await wait.waker.wait_async(min(remaining, wait.interval))
+
+    def acquire(
+        self,
+        filepath: str,
+        agent_id: str,
+        timeout_seconds: float = 30.0,
+        poll_interval_ms: float = 100,
+    ) -> bool:
+        """The blocking twin of `acquire_async`, for threads and scripts."""
+        agent = validate_agent_id(agent_id)
+        timeout = validate_timeout(timeout_seconds)
+        poll = validate_poll_interval(poll_interval_ms)
+        key, name = self._locate(filepath)
+        if self.take(name, key, agent, respect_queue=True):
+            return True
+        if timeout == 0:
+            return False
+        deadline = time.monotonic() + timeout
+        with self._wait(name, key, agent, poll) as wait:
+            while True:
+                if wait.advance():
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                wait.waker.wait(min(remaining, wait.interval))
+
+    def _wait(self, name: str, key: str, agent: str, poll: float) -> Wait:
+        return Wait(
+            store=self,
+            directory=self._dir,
+            hub=self._hub,
+            name=name,
+            key=key,
+            agent=agent,
+            push=self._use_inotify,
+            poll_interval=poll,
+        )
+
+    # -- reading (never writes) ------------------------------------------------------------
+
+    def holder_record(self, filepath: str) -> HolderRecord | None:
+        _key, name = self._locate(filepath)
+        return self._read_holder(name)
+
+    def holder(self, filepath: str) -> str | None:
+        record = self.holder_record(filepath)
+        return None if record is None else record.agent_id
+
+    def is_locked(self, filepath: str) -> bool:
+        try:
+            return self.holder_record(filepath) is not None
+        except CorruptRecordError:
+            return True
+
+    def waiters(self, filepath: str) -> list[WaiterRecord]:
+        _key, name = self._locate(filepath)
+        return [record for _entry, record in self._read_queue(name)]
+
+    def list_locks(self) -> list[LockInfo]:
+        """Every lock in the lock directory (all namespaces), with holder, age and waiters."""
+        now = time.time()
+        locks = []
+        for name in self._names_with(LOCK_SUFFIX):
+            waiters = tuple(record for _entry, record in self._read_queue(name))
+            try:
+                holder = self._read_holder(name)
+            except CorruptRecordError as error:
+                locks.append(
+                    LockInfo(
+                        lock_path=name + LOCK_SUFFIX,
+                        namespace=None,
+                        holder=None,
+                        age_seconds=None,
+                        liveness="unknown",
+                        liveness_reason="the holder record is unreadable",
+                        waiters=waiters,
+                        problem=str(error),
+                    )
+                )
+                continue
+            if holder is None:
+                continue
+            liveness, reason = holder.liveness()
+            locks.append(
+                LockInfo(
+                    lock_path=holder.lock_path,
+                    namespace=holder.namespace,
+                    holder=holder,
+                    age_seconds=max(0.0, now - holder.acquired_at),
+                    liveness=liveness.value,
+                    liveness_reason=reason,
+                    waiters=waiters,
+                )
+            )
+        return sorted(locks, key=lambda info: (info.namespace or "", info.lock_path))
+
+    def snapshot(self) -> StoreSnapshot:
+        """Holds and live waits of the whole lock directory, for a wait-for graph."""
+        locks = self.list_locks()
+        holds = {info.lock_path: info.holder.agent_id for info in locks if info.holder is not None}
+        waits = []
+        for name in self._names_with(QUEUE_SUFFIX):
+            for _entry, record in self._read_queue(name):
+                if record.liveness()[0] is not Liveness.DEAD:
+                    waits.append((record.agent_id, record.lock_path))
+        return StoreSnapshot(holds=holds, waits=tuple(waits), locks=tuple(locks))
+
+    def _read_holder(self, name: str) -> HolderRecord | None:
+        found = self._dir.read_lock(name)
+        if found is None:
+            return None
+        token, text = found
+        record = decode_holder(text, f"{name}{LOCK_SUFFIX}/{token}")
+        if record.token != token:
+            raise CorruptRecordError(f"{name}{LOCK_SUFFIX}/{token} records token {record.token}")
+        return record
+
+    def _read_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
+        entries = []
+        for entry, text in self._dir.queue_entries(name):
+            try:
+                entries.append((entry, decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}")))
+            except CorruptRecordError:
+                continue  # not written by a store: ignored, never obeyed
+        return entries
+
+    def _names_with(self, suffix: str) -> Iterator[str]:
+        for entry in self._dir.names():
+            if entry.endswith(suffix):
+                yield entry[: -len(suffix)]
+
+    def _has_live_waiters(self, name: str) -> bool:
+        if not self._dir.exists(name + QUEUE_SUFFIX):
+            return False
+        for entry, record in self._read_queue(name):
+            if record.liveness()[0] is Liveness.DEAD:
+                self.drop_waiter(name, entry)
+                continue
+            return True
+        return False
+
+    def drop_waiter(self, name: str, entry: str) -> None:
+        """Remove a queue entry and wake whoever watches it (its successor)."""
+        if self._dir.dequeue(name, entry):
+            self._hub.notify(f"{self._dir.path}/{name}{QUEUE_SUFFIX}/{entry}")
+
+    # -- cleaning up -----------------------------------------------------------------------
+
+    def cleanup_agent_locks(self, agent_id: str, *, all_namespaces: bool = False) -> list[str]:
+        """Release every lock `agent_id` holds (in this namespace, or in all); return the keys."""
+        agent = validate_agent_id(agent_id)
+        released = []
+        for name in self._names_with(LOCK_SUFFIX):
+            try:
+                holder = self._read_holder(name)
+            except CorruptRecordError:
+                continue
+            if holder is None or holder.agent_id != agent:
+                continue
+            if not all_namespaces and holder.namespace != self.namespace:
+                continue
+            if self._remove(name, holder.token):
+                released.append(holder.lock_path)
+            with self._grants_guard:
+                self._grants.pop((name, agent), None)
+        return sorted(released)
+
+    def reclaim_stale(self) -> list[Reclamation]:
+        """Reclaim every lock whose holder is provably dead; drop dead waiters and debris."""
+        reclaimed = []
+        for name in self._names_with(LOCK_SUFFIX):
+            try:
+                holder = self._read_holder(name)
+            except CorruptRecordError:
+                continue
+            if holder is not None:
+                reclamation = self._reclaim(name, holder, None)
+                if reclamation is not None:
+                    reclaimed.append(reclamation)
+        for name in self._names_with(QUEUE_SUFFIX):
+            for entry, record in self._read_queue(name):
+                if record.liveness()[0] is Liveness.DEAD:
+                    self.drop_waiter(name, entry)
+        self._remove_stale_staging()
+        return reclaimed
+
+    def _reclaim_if_dead(self, name: str, holder: HolderRecord, by_agent: str) -> bool:
+        """True when the holder was provably dead (whoever removed its lock)."""
+        if holder.liveness()[0] is not Liveness.DEAD:
+            return False
+        self._reclaim(name, holder, by_agent)
+        return True
+
+    def _reclaim(self, name: str, holder: HolderRecord, by_agent: str | None) -> Reclamation | None:
+        liveness, reason = holder.liveness()
+        if liveness is not Liveness.DEAD:
+            return None
+        # Removal by the dead holder's token: exactly one reclaimer wins, and it can never
+        # remove a fresh lock taken after the dead one was released.
+        if not self._remove(name, holder.token):
+            return None
+        reclamation = Reclamation(
+            lock_path=holder.lock_path,
+            namespace=holder.namespace,
+            holder=holder,
+            reason=reason,
+            reclaimed_by_pid=os.getpid(),
+            reclaimed_by_agent=by_agent,
+        )
+        log.warning(
+            "reclaimed stale lock %s of agent %s (%s)", holder.lock_path, holder.agent_id, reason
+        )
+        if self._on_reclaim is not None:
+            self._on_reclaim(reclamation)
+        return reclamation
+
+    def _remove_stale_staging(self) -> None:
+        now = time.time()
+        for entry in self._dir.names():
+            _base, mark, token = entry.partition(STAGING_MARK)
+            if not mark:
+                continue
+            try:
+                found = self._dir.staging_record(entry)
+                age = now - os.lstat(entry, dir_fd=self._dir.fd).st_mtime
+            except (OSError, CorruptRecordError):
+                continue
+            if found is not None:
+                try:
+                    record = decode_holder(found[1], entry)
+                except CorruptRecordError:
+                    continue
+                if record.liveness()[0] is not Liveness.DEAD and age < STALE_STAGING_SECONDS:
+                    continue
+            elif age < STALE_STAGING_SECONDS:
+                continue
+            self._dir.discard_staging(entry, token)

@@ -1,0 +1,272 @@
+"""Push wake-ups for waiters: in-process notifications, and inotify across processes.
+
+A waiter owns a `Waker` (an eventfd, so both threads and async tasks can wait on it) and
+subscribes it to *topics*: the absolute path of one directory entry, such as
+`<lock_dir>/<name>.lock` or `<lock_dir>/<name>.q/<entry>`. A topic is notified directly by
+the store in this process (release, dequeue) and, for other processes, by one inotify
+instance per process whose reader thread turns directory events into topic notifications.
+A waiter subscribes only to what it needs (the head of a queue to the lock, the others to
+their predecessor), so a release wakes one waiter, not all.
+
+Where inotify is unavailable (or disabled with LOCKYARD_NO_INOTIFY=1) `watch` returns False
+and waiters fall back to polling at their poll interval.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import os
+import select
+import struct
+import threading
+from collections.abc import Iterable
+from typing import Final
+
+import anyio
+
+_IN_MOVED_FROM: Final = 0x40
+_IN_MOVED_TO: Final = 0x80
+_IN_CREATE: Final = 0x100
+_IN_DELETE: Final = 0x200
+_IN_Q_OVERFLOW: Final = 0x4000
+_IN_IGNORED: Final = 0x8000
+_IN_ONLYDIR: Final = 0x01000000
+_IN_DONT_FOLLOW: Final = 0x02000000
+_IN_CLOEXEC: Final = 0o2000000
+_WATCH_MASK: Final = (
+    _IN_CREATE | _IN_DELETE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_ONLYDIR | _IN_DONT_FOLLOW
+)
+_EVENT_HEADER: Final = struct.Struct("iIII")
+
+
+class Waker:
+    """A level-triggered wake-up signal that threads and async tasks can wait on."""
+
+    def __init__(self) -> None:
+        self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._guard = threading.Lock()  # never write to an fd number reused after close
+
+    def wake(self) -> None:
+        with self._guard:
+            if self._fd >= 0:
+                os.eventfd_write(self._fd, 1)
+
+    def clear(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.eventfd_read(self._fd)
+
+    def wait(self, timeout: float) -> bool:
+        """Block until woken or `timeout` seconds pass; True when woken."""
+        ready, _, _ = select.select([self._fd], [], [], max(timeout, 0.0))
+        return bool(ready)
+
+    async def wait_async(self, seconds: float) -> bool:
+        """Wait until woken or `seconds` pass; True when woken."""
+        with anyio.move_on_after(max(seconds, 0.0)):
+            await anyio.wait_readable(self._fd)
+            return True
+        return False
+
+    def close(self) -> None:
+        with self._guard:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+
+class _Inotify:
+    """The ctypes binding: inotify_init1 / inotify_add_watch / inotify_rm_watch."""
+
+    def __init__(self) -> None:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        self._add = libc.inotify_add_watch
+        self._add.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+        self._add.restype = ctypes.c_int
+        self._rm = libc.inotify_rm_watch
+        self._rm.argtypes = [ctypes.c_int, ctypes.c_int]
+        self._rm.restype = ctypes.c_int
+        init = libc.inotify_init1
+        init.argtypes = [ctypes.c_int]
+        init.restype = ctypes.c_int
+        fd = init(_IN_CLOEXEC)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
+        self.fd: int = fd
+
+    def add_watch(self, path: str) -> int:
+        wd = int(self._add(self.fd, os.fsencode(path), _WATCH_MASK))
+        if wd < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"inotify_add_watch({path}): {os.strerror(code)}")
+        return wd
+
+    def rm_watch(self, wd: int) -> None:
+        self._rm(self.fd, wd)  # EINVAL when the directory is already gone: nothing to do
+
+
+def parse_events(data: bytes) -> Iterable[tuple[int, int, str]]:
+    """(watch descriptor, mask, entry name) for each inotify event in `data`."""
+    offset = 0
+    while offset + _EVENT_HEADER.size <= len(data):
+        wd, mask, _cookie, length = _EVENT_HEADER.unpack_from(data, offset)
+        offset += _EVENT_HEADER.size
+        name = os.fsdecode(data[offset : offset + length].rstrip(b"\x00"))
+        offset += length
+        yield wd, mask, name
+
+
+class WakeHub:
+    """This process's registry of topic subscribers, fed by the store and by inotify."""
+
+    def __init__(self, *, inotify_enabled: bool = True) -> None:
+        self._guard = threading.Lock()
+        self._subscribers: dict[str, set[Waker]] = {}
+        self._inotify_enabled = inotify_enabled
+        self._inotify: _Inotify | None = None
+        self._inotify_failed = False
+        self._dir_of_wd: dict[int, str] = {}
+        self._watch_of_dir: dict[str, tuple[int, int]] = {}  # dir -> (wd, reference count)
+
+    # -- subscriptions -------------------------------------------------------------------
+
+    def subscribe(self, topic: str, waker: Waker) -> None:
+        with self._guard:
+            self._subscribers.setdefault(topic, set()).add(waker)
+
+    def unsubscribe(self, topic: str, waker: Waker) -> None:
+        with self._guard:
+            wakers = self._subscribers.get(topic)
+            if wakers is not None:
+                wakers.discard(waker)
+                if not wakers:
+                    del self._subscribers[topic]
+
+    def notify(self, topic: str) -> None:
+        """Wake the subscribers of `topic`, and of its directory (`<dir>/`)."""
+        directory = topic[: topic.rfind("/") + 1]
+        with self._guard:
+            wakers = [*self._subscribers.get(topic, ()), *self._subscribers.get(directory, ())]
+        for waker in wakers:
+            waker.wake()
+
+    def _notify_all(self) -> None:
+        with self._guard:
+            wakers = [waker for group in self._subscribers.values() for waker in group]
+        for waker in wakers:
+            waker.wake()
+
+    # -- inotify -------------------------------------------------------------------------
+
+    def watch(self, directory: str) -> bool:
+        """Deliver `directory`'s events to topic subscribers; False if push is unavailable."""
+        with self._guard:
+            inotify = self._ensure_inotify()
+            if inotify is None:
+                return False
+            known = self._watch_of_dir.get(directory)
+            if known is not None:
+                self._watch_of_dir[directory] = (known[0], known[1] + 1)
+                return True
+            try:
+                wd = inotify.add_watch(directory)
+            except OSError as error:
+                if error.errno in (errno.ENOENT, errno.ENOTDIR):
+                    return False
+                raise
+            self._watch_of_dir[directory] = (wd, 1)
+            self._dir_of_wd[wd] = directory
+            return True
+
+    def unwatch(self, directory: str) -> None:
+        with self._guard:
+            known = self._watch_of_dir.get(directory)
+            if known is None or self._inotify is None:
+                return
+            wd, references = known
+            if references > 1:
+                self._watch_of_dir[directory] = (wd, references - 1)
+                return
+            del self._watch_of_dir[directory]
+            self._dir_of_wd.pop(wd, None)
+            self._inotify.rm_watch(wd)
+
+    @property
+    def push_available(self) -> bool:
+        with self._guard:
+            return self._ensure_inotify() is not None
+
+    def _ensure_inotify(self) -> _Inotify | None:
+        if self._inotify is not None or self._inotify_failed:
+            return self._inotify
+        if not self._inotify_enabled:
+            self._inotify_failed = True
+            return None
+        try:
+            self._inotify = _Inotify()
+        except (OSError, AttributeError):  # no inotify here (or no libc symbol): poll instead
+            self._inotify_failed = True
+            return None
+        reader = threading.Thread(
+            target=self._read_events, args=(self._inotify.fd,), name="lockyard-inotify", daemon=True
+        )
+        reader.start()
+        return self._inotify
+
+    def _read_events(self, fd: int) -> None:
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                return  # the fd was closed (a forked child reset its hub)
+            for wd, mask, name in parse_events(data):
+                self._dispatch(wd, mask, name)
+
+    def _dispatch(self, wd: int, mask: int, name: str) -> None:
+        if mask & _IN_Q_OVERFLOW:
+            self._notify_all()  # events were lost: every waiter re-checks
+            return
+        with self._guard:
+            directory = self._dir_of_wd.get(wd)
+            if mask & _IN_IGNORED:
+                self._dir_of_wd.pop(wd, None)
+                if directory is not None and self._watch_of_dir.get(directory, (None,))[0] == wd:
+                    del self._watch_of_dir[directory]
+                return
+        if directory is not None:
+            self.notify(f"{directory}/{name}")
+
+    def close(self) -> None:
+        with self._guard:
+            if self._inotify is not None:
+                os.close(self._inotify.fd)
+                self._inotify = None
+            self._inotify_failed = True
+
+
+def _inotify_wanted() -> bool:
+    return os.environ.get("LOCKYARD_NO_INOTIFY", "") in ("", "0")
+
+
+class _HubHolder:
+    def __init__(self) -> None:
+        self.hub = WakeHub(inotify_enabled=_inotify_wanted())
+
+    def renew_in_child(self) -> None:
+        # The reader thread does not exist in a forked child: drop the inherited inotify fd
+        # (without taking locks another thread may have held at fork time) and start over.
+        inherited = self.hub._inotify
+        if inherited is not None:
+            os.close(inherited.fd)
+        self.hub = WakeHub(inotify_enabled=_inotify_wanted())
+
+
+_holder = _HubHolder()
+os.register_at_fork(after_in_child=_holder.renew_in_child)
+
+
+def process_hub() -> WakeHub:
+    """This process's hub of wake-up topics."""
+    return _holder.hub

@@ -1,0 +1,78 @@
+"""The lock store's basic contract on a real lock directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from lockyard.infra.tools.locking import LockStore
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def store(repo: Path, tmp_path: Path) -> LockStore:
+    return LockStore(repo, tmp_path / "locks")
+
+
+def test_lock_is_exclusive_and_reacquire_succeeds(store: LockStore) -> None:
+    assert store.try_lock("a.py", "alice")
+    assert not store.try_lock("a.py", "bob")
+    assert store.try_lock("a.py", "alice")
+    assert store.holder("a.py") == "alice"
+    assert store.is_locked("a.py")
+
+
+def test_only_the_holder_releases(store: LockStore) -> None:
+    assert store.try_lock("a.py", "alice")
+    assert not store.release("a.py", "bob")
+    assert store.holder("a.py") == "alice"
+    assert store.release("a.py", "alice")
+    assert not store.release("a.py", "alice")
+    assert store.holder("a.py") is None
+    assert not store.is_locked("a.py")
+    assert store.try_lock("a.py", "bob")
+
+
+def test_holder_record_names_agent_process_and_key(store: LockStore, repo: Path) -> None:
+    assert store.try_lock("src/../a.py", "alice")
+    record = store.holder_record("a.py")
+    assert record is not None
+    assert record.agent_id == "alice"
+    assert record.pid == os.getpid()
+    assert record.lock_path == str(repo / "a.py")
+    assert record.namespace == str(repo)
+    assert record.token
+    assert record.boot_id
+
+
+def test_list_locks_and_snapshot(store: LockStore, repo: Path) -> None:
+    store.try_lock("a.py", "alice")
+    store.try_lock("b.py", "bob")
+    infos = store.list_locks()
+    assert [(info.lock_path, info.holder and info.holder.agent_id) for info in infos] == [
+        (str(repo / "a.py"), "alice"),
+        (str(repo / "b.py"), "bob"),
+    ]
+    assert all(info.liveness == "alive" for info in infos)
+    snapshot = store.snapshot()
+    assert snapshot.holds == {str(repo / "a.py"): "alice", str(repo / "b.py"): "bob"}
+    assert snapshot.waits == ()
+    assert snapshot.model_dump(mode="json")["holds"]
+
+
+def test_cleanup_releases_only_that_agent(store: LockStore, repo: Path) -> None:
+    store.try_lock("a.py", "alice")
+    store.try_lock("b.py", "alice")
+    store.try_lock("c.py", "bob")
+    assert store.cleanup_agent_locks("alice") == [str(repo / "a.py"), str(repo / "b.py")]
+    assert store.holder("a.py") is None
+    assert store.holder("c.py") == "bob"
+    assert store.cleanup_agent_locks("alice") == []
