@@ -123,7 +123,7 @@ class Inotify:
         )
         if wd < 0:
             code = ctypes.get_errno()
-            if code in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
+            if code in (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.ENOSPC):
                 return False
             raise OSError(code, os.strerror(code), str(directory))
         self._paths[wd] = directory

@@ -1,13 +1,14 @@
 """Follow changes in a lock directory by push (inotify), polling where that is unavailable.
 
 The monitor only needs to know *that* something changed, then rereads the whole state, so
-events are coalesced: one wake-up per burst. New subdirectories (queues appearing) are
-watched as they are created, up to `max_depth` levels below the root.
+events are coalesced: one wake-up per burst. The root is watched, and so is every
+subdirectory `descend` accepts (the lock queues), including ones created later.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -16,20 +17,18 @@ from .inotify import IN_CREATE, IN_ISDIR, IN_MOVED_TO, IN_Q_OVERFLOW, Inotify
 
 
 class TreeWatcher:
-    """Wakes up when anything below `root` changes (except in the `ignore` subdirectories)."""
+    """Wakes up when `root`, or a subdirectory of it that `descend` accepts, changes."""
 
     def __init__(
         self,
         root: Path,
         *,
-        ignore: frozenset[str] = frozenset(),
-        max_depth: int = 2,
+        descend: Callable[[str], bool] = lambda _name: True,
         poll_interval: float = 0.5,
         settle: float = 0.005,
     ) -> None:
         self.root = Path(root)
-        self._ignore = ignore
-        self._max_depth = max_depth
+        self._descend = descend
         self._poll_interval = poll_interval
         self._settle = settle
         self._inotify: Inotify | None = None
@@ -42,7 +41,7 @@ class TreeWatcher:
     def __enter__(self) -> TreeWatcher:
         self._inotify = Inotify.open()
         if self._inotify is not None:
-            self._watch_tree(self.root, 0)
+            self._watch_root()
         return self
 
     def __exit__(self, *_exc: object) -> None:
@@ -50,22 +49,17 @@ class TreeWatcher:
             self._inotify.close()
             self._inotify = None
 
-    def _watch_tree(self, directory: Path, depth: int) -> None:
+    def _watch_root(self) -> None:
         assert self._inotify is not None
-        if not self._inotify.watch(directory) or depth >= self._max_depth:
+        if not self._inotify.watch(self.root):
             return
         try:
-            entries = list(os.scandir(directory))
-        except OSError:
+            entries = list(os.scandir(self.root))
+        except OSError:  # pragma: no cover - the root vanished after being watched
             return
         for entry in entries:
-            if entry.name in self._ignore and depth == 0:
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                self._watch_tree(Path(entry.path), depth + 1)
-
-    def _depth_of(self, directory: Path) -> int:
-        return len(directory.relative_to(self.root).parts)
+            if self._descend(entry.name) and entry.is_dir(follow_symlinks=False):
+                self._inotify.watch(Path(entry.path))
 
     async def changed(self, max_wait: float) -> bool:
         """Wait up to `max_wait` seconds for a change; True if one was seen.
@@ -83,15 +77,12 @@ class TreeWatcher:
         events += self._inotify.read_pending()
         for event in events:
             if event.mask & IN_Q_OVERFLOW:
-                self._watch_tree(self.root, 0)  # lost events: rewatch everything
-                continue
-            if event.mask & IN_ISDIR and event.mask & (IN_CREATE | IN_MOVED_TO):
-                parent = self._inotify.path_of(event.wd)
-                if parent is None:
-                    continue
-                depth = self._depth_of(parent) + 1
-                if depth == 1 and event.name in self._ignore:
-                    continue
-                if depth <= self._max_depth:
-                    self._watch_tree(parent / event.name, depth)
+                self._watch_root()  # events were lost: make sure every queue is watched
+            elif (
+                event.mask & IN_ISDIR
+                and event.mask & (IN_CREATE | IN_MOVED_TO)
+                and self._inotify.path_of(event.wd) == self.root
+                and self._descend(event.name)
+            ):
+                self._inotify.watch(self.root / event.name)
         return True

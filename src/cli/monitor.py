@@ -1,0 +1,138 @@
+"""`lockyard monitor`: find and softly resolve deadlocks across processes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+
+from ..infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
+from ..infra.crossproc.state import LockDirUnreadableError, resolve_lock_dir
+from ._errors import CliError, ExitCode, reports_errors
+
+DEADLOCK_FOUND = 6
+"""`monitor --once`: a deadlock was found (and, unless --no-resolve, a victim noticed)."""
+
+MONITOR_HELP = f"""Find deadlocks among all agents of a lock directory, in any process, and
+resolve them softly.
+
+Rebuilds the wait-for graph from the lock directory (lock records = holds, queue entries =
+waits), follows changes by inotify (polling where unavailable), re-checks every cycle against
+the directory, and posts a victim notice (victims/<agent>.json) that makes the victim's pending
+lock_acquire return a `deadlock` result; nothing is killed and no lock is removed.
+
+Runs until interrupted; `--once` does one pass and exits {DEADLOCK_FOUND} if it found a
+deadlock, 0 if not. `--json` prints one JSON object per pass that found something (with
+`--once`: exactly one object). Exit codes: 0 ok, 2 usage, 3 lock directory unusable,
+{DEADLOCK_FOUND} deadlock found (--once).
+"""
+
+
+def monitor_command(
+    lock_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--lock-dir",
+            envvar="LOCKYARD_LOCK_DIR",
+            help="The lock directory to watch. Env: LOCKYARD_LOCK_DIR; default: the per-user "
+            "runtime directory.",
+            show_default=False,
+        ),
+    ] = None,
+    once: Annotated[
+        bool, typer.Option("--once", help="One pass, then exit (6 if a deadlock was found).")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    no_resolve: Annotated[
+        bool,
+        typer.Option("--no-resolve", help="Only report deadlocks; post no victim notices."),
+    ] = False,
+    poll_interval: Annotated[
+        float,
+        typer.Option(
+            "--poll-interval",
+            help="Seconds between rescans where inotify is unavailable.",
+            min=0.01,
+            max=60.0,
+        ),
+    ] = 0.5,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log to stderr.")] = False,
+) -> None:
+    _monitor(lock_dir, once=once, as_json=as_json, resolve=not no_resolve,
+             poll_interval=poll_interval, verbose=verbose)  # fmt: skip
+
+
+@reports_errors
+def _monitor(
+    lock_dir: Path | None,
+    *,
+    once: bool,
+    as_json: bool,
+    resolve: bool,
+    poll_interval: float,
+    verbose: bool,
+) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="lockyard monitor: %(levelname)s %(message)s",
+    )
+    try:
+        directory = resolve_lock_dir(lock_dir)
+        monitor = CrossProcessMonitor(directory, resolve=resolve)
+        if once:
+            report = anyio.run(monitor.check_once)
+            _print(report, directory, as_json=as_json, once=True)
+            if report.resolutions:
+                raise typer.Exit(DEADLOCK_FOUND)
+            return
+        if not as_json:
+            print(f"watching {directory} for deadlocks (Ctrl-C to stop)", flush=True)
+
+        async def watch() -> None:
+            await monitor.run(
+                lambda report: _print(report, directory, as_json=as_json, once=False),
+                poll_interval=poll_interval,
+            )
+
+        try:
+            anyio.run(watch)
+        except KeyboardInterrupt:
+            return
+    except LockDirUnreadableError as exc:
+        raise CliError(str(exc), ExitCode.LOCK_DIR, exc.hint) from None
+
+
+def _print(report: PassReport, lock_dir: Path, *, as_json: bool, once: bool) -> None:
+    if as_json:
+        print(json.dumps({"lock_dir": str(lock_dir), **report.to_dict()}), flush=True)
+        return
+    for resolution in report.resolutions:
+        info = resolution.deadlock
+        action = (
+            "notice posted"
+            if resolution.notice is not None
+            else "not resolved (--no-resolve or already noticed)"
+        )
+        print(f"deadlock: {info.describe()}", flush=True)
+        print(f"  victim: {info.victim} ({action})", flush=True)
+    for agent in report.stale_notices_removed:
+        print(f"removed a stale victim notice for {agent}", flush=True)
+    if once and not report.resolutions:
+        print(
+            f"no deadlock in {lock_dir} ({report.holds} locks held, {report.waits} waits)",
+            flush=True,
+        )
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "monitor",
+        help=MONITOR_HELP,
+        short_help="Find and softly resolve deadlocks across processes.",
+    )(monitor_command)

@@ -1,0 +1,172 @@
+"""`lockyard monitor`: deadlock detection across processes, from the lock directory alone.
+
+Each pass reads who holds and who waits from the lock directory (lock records and queue
+entries), rebuilds the shared `DeadlockMonitor` from it, finds every cycle, re-checks each
+cycle against a fresh read of the directory (`verify_cycle`), and resolves it softly: a victim
+notice is posted for the victim, whose pending `lock_acquire` (in whatever process) returns the
+deadlock result. Passes run when the lock directory changes (inotify), with a periodic rescan
+as backstop, or by polling where inotify is unavailable.
+
+The same `DeadlockMonitor` and victim policy as an orchestrator's in-process monitor are used,
+so both pick the same cycle and victim from the same state. Agent ages come from the lock
+records (see `LockDirSnapshot.agent_start_times`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...core.deadlock import DeadlockInfo
+from ...domain.deadlock import DeadlockMonitor, VictimPolicy
+from ..lockstore.lockdir import QUEUE_SUFFIX
+from .notices import VictimNotice, VictimNoticeBoard
+from .state import LockDirSnapshot, LockDirState
+from .watch import TreeWatcher
+
+log = logging.getLogger("lockyard.monitor")
+
+RESCAN_SECONDS = 2.0
+"""Even with push wake-ups, rescan this often: covers lost events and dying processes."""
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """One deadlock the monitor found, and the notice it posted (None if it did not)."""
+
+    deadlock: DeadlockInfo
+    notice: VictimNotice | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "deadlock": self.deadlock.to_dict(),
+            "summary": self.deadlock.describe(),
+            "victim": self.deadlock.victim,
+            "notice_posted": self.notice is not None,
+        }
+
+
+@dataclass
+class PassReport:
+    """What one pass over the lock directory found and did."""
+
+    resolutions: list[Resolution] = field(default_factory=list)
+    stale_notices_removed: list[str] = field(default_factory=list)
+    holds: int = 0
+    waits: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "deadlocks": [resolution.to_dict() for resolution in self.resolutions],
+            "stale_notices_removed": self.stale_notices_removed,
+            "holds": self.holds,
+            "waits": self.waits,
+        }
+
+
+OnResolution = Callable[[Resolution], Awaitable[None] | None]
+
+
+class CrossProcessMonitor:
+    """Finds and softly resolves deadlocks among every agent of one lock directory."""
+
+    def __init__(
+        self,
+        lock_dir: Path,
+        *,
+        resolve: bool = True,
+        victim_policy: VictimPolicy | None = None,
+    ) -> None:
+        self.lock_dir = Path(lock_dir)
+        self.state = LockDirState.open(self.lock_dir)
+        self.board = VictimNoticeBoard(self.lock_dir)
+        self.resolve = resolve
+        self._victim_policy = victim_policy
+        self._monitor = self._new_monitor()
+        self._reported: dict[str, tuple[str, str | None]] = {}  # victim -> (lock, wait id)
+
+    def _new_monitor(self) -> DeadlockMonitor:
+        return DeadlockMonitor(victim_policy=self._victim_policy, verify_cycle=self._verify)
+
+    def _verify(self, info: DeadlockInfo) -> bool:
+        """Re-read the lock directory: is every hold and wait of the cycle still real?"""
+        return self.state.read().has_cycle(info)
+
+    async def check_once(self) -> PassReport:
+        """One pass: read, detect, verify, post notices, remove stale ones."""
+        snapshot = self.state.read()
+        report = PassReport(holds=len(snapshot.holds), waits=len(snapshot.waits))
+        report.stale_notices_removed = self.board.prune(self.state.still_waiting)
+        self._forget_finished_victims(snapshot)
+        self._sync_agents(snapshot)
+        self._monitor.rebuild(snapshot.holders(), snapshot.wait_pairs())
+        for info in await self._monitor.check_all():
+            resolution = self._settle(info, snapshot)
+            if resolution is not None:
+                report.resolutions.append(resolution)
+        return report
+
+    def _forget_finished_victims(self, snapshot: LockDirSnapshot) -> None:
+        """A victim whose noticed wait is over is no victim any more, even if it waits again
+        (a retry is a new wait): start from a fresh monitor so its new cycles are reported."""
+        finished = [
+            agent
+            for agent, (lock, wait_id) in self._reported.items()
+            if not snapshot.has_wait(agent, lock, wait_id)
+        ]
+        for agent in finished:
+            del self._reported[agent]
+        if finished:
+            self._monitor = self._new_monitor()
+
+    def _sync_agents(self, snapshot: LockDirSnapshot) -> None:
+        for agent, start in snapshot.agent_start_times().items():
+            self._monitor.register_agent(agent, start_time=start)
+
+    def _settle(self, info: DeadlockInfo, snapshot: LockDirSnapshot) -> Resolution | None:
+        """Post the victim's notice; None if this very wait was already reported by us."""
+        wait = (info.victim_waits_on, snapshot.wait_id(info.victim, info.victim_waits_on))
+        if self._reported.get(info.victim) == wait:
+            return None
+        self._reported[info.victim] = wait
+        log.info("deadlock: %s; victim %s", info.describe(), info.victim)
+        if not self.resolve:
+            return Resolution(info, None)
+        current = self.board.read(info.victim)
+        if current is not None and (current.waits_on, current.wait_id) == wait:
+            return Resolution(info, None)  # another monitor posted it already
+        notice = VictimNotice(
+            agent_id=info.victim, waits_on=wait[0], wait_id=wait[1], deadlock=info
+        )
+        self.board.post(notice)
+        log.info("posted a victim notice for %s", info.victim)
+        return Resolution(info, notice)
+
+    async def run(
+        self,
+        on_report: Callable[[PassReport], Awaitable[None] | None],
+        *,
+        poll_interval: float = 0.5,
+        rescan_seconds: float = RESCAN_SECONDS,
+    ) -> None:
+        """Pass after pass until cancelled; `on_report` gets every pass that did something."""
+        watcher = TreeWatcher(
+            self.lock_dir,
+            descend=lambda name: name.endswith(QUEUE_SUFFIX),
+            poll_interval=poll_interval,
+        )
+        with watcher:
+            log.info(
+                "watching %s (%s)",
+                self.lock_dir,
+                "inotify" if watcher.pushing else f"polling every {poll_interval:g} s",
+            )
+            while True:
+                report = await self.check_once()
+                if report.resolutions or report.stale_notices_removed:
+                    outcome = on_report(report)
+                    if outcome is not None:
+                        await outcome
+                await watcher.changed(rescan_seconds)

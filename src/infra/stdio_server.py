@@ -1,0 +1,264 @@
+"""`lockyard serve`: the lock tools for one agent as a stdio MCP server.
+
+The tools, schemas, results and error texts are the in-process server's
+(`lockyard.infra.tools.mcp_server`, on `LockTools`), so Claude Code, Codex or any MCP client
+sees exactly what an SDK agent sees. Two additions only make sense over stdio:
+
+- progress notifications while `lock_acquire` waits (when the client sent a progress token):
+  they reset a stdio client's idle timer, so a long wait is not mistaken for a hung server;
+- deadlock notices from `lockyard monitor` arrive through `FileVictimNotices` in the lock
+  directory, since the monitor runs in another process.
+
+Exit policy: when the session ends cleanly (stdin closed, SIGTERM, SIGINT) the server releases
+the locks its own process holds for the agent and logs each one to stderr; an agent CLI that
+exits has finished with its files, and leaving them locked would block the others until
+someone cleans up. A crashed server (SIGKILL) cannot do this; its locks name a dead pid, so
+the store's stale-lock reclamation frees them. Locks the same agent id holds through another
+process are never touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server import Server
+from mcp.server.stdio import stdio_server
+
+from .crossproc.notices import FileVictimNotices, NoticeBoardError, VictimNoticeBoard
+from .crossproc.state import LockDirState
+from .lockstore.errors import InvalidAgentIdError, LockDirError
+from .lockstore.paths import validate_agent_id
+from .lockstore.store import LockStore
+from .tools.lock_tools import ACQUIRE_TOOL, LockTools
+from .tools.mcp_server import SERVER_VERSION, list_tools_result, to_call_tool_result
+
+log = logging.getLogger("lockyard.serve")
+
+PROGRESS_INTERVAL_SECONDS = 10.0
+"""How often a waiting lock_acquire reports progress (well inside any idle timeout)."""
+
+
+class ServeConfigError(Exception):
+    """`serve` cannot start: bad agent id, repository or lock directory (nothing was served)."""
+
+    def __init__(self, message: str, hint: str, *, lock_dir_problem: bool) -> None:
+        super().__init__(message)
+        self.hint = hint
+        self.lock_dir_problem = lock_dir_problem
+
+
+def open_serve_store(agent_id: str, repo: Path, lock_dir: Path | None) -> LockStore:
+    """The agent's lock store, or ServeConfigError before anything is served."""
+    try:
+        validate_agent_id(agent_id)
+    except InvalidAgentIdError as exc:
+        raise ServeConfigError(str(exc), "pass a short printable --agent-id",
+                               lock_dir_problem=False) from None  # fmt: skip
+    if not repo.is_dir():
+        raise ServeConfigError(f"--repo {repo} is not a directory",
+                               "pass the root of the repository the agent edits",
+                               lock_dir_problem=False)  # fmt: skip
+    try:
+        store = LockStore(str(repo), lock_dir)
+        VictimNoticeBoard(store.lock_dir).ensure()
+    except (LockDirError, NoticeBoardError) as exc:
+        hint = "pass --lock-dir (or set LOCKYARD_LOCK_DIR) to a private directory of yours"
+        raise ServeConfigError(str(exc), hint, lock_dir_problem=True) from None
+    return store
+
+
+class SessionLedger:
+    """The lock store as the session's tools see it, remembering which locks they took.
+
+    On exit the session releases exactly these (those still held by the agent), which also
+    covers a lock the agent re-took from an earlier, crashed server of the same agent id.
+    """
+
+    def __init__(self, store: LockStore, agent_id: str) -> None:
+        self.store = store
+        self.agent_id = agent_id
+        self.taken: set[str] = set()
+
+    def canonicalize(self, filepath: str) -> str:
+        return self.store.canonicalize(filepath)
+
+    def try_lock(self, filepath: str, agent_id: str) -> bool:
+        return self._note(filepath, self.store.try_lock(filepath, agent_id))
+
+    async def acquire_async(
+        self,
+        filepath: str,
+        agent_id: str,
+        timeout_seconds: float = 30.0,
+        poll_interval_ms: float = 100,
+    ) -> bool:
+        granted = await self.store.acquire_async(
+            filepath, agent_id, timeout_seconds, poll_interval_ms
+        )
+        return self._note(filepath, granted)
+
+    def release(self, filepath: str, agent_id: str) -> bool:
+        self.taken.discard(self.store.canonicalize(filepath))
+        return self.store.release(filepath, agent_id)
+
+    def holder(self, filepath: str) -> str | None:
+        return self.store.holder(filepath)
+
+    def cleanup_agent_locks(self, agent_id: str) -> list[str]:
+        released = self.store.cleanup_agent_locks(agent_id)
+        self.taken.difference_update(released)
+        return released
+
+    def _note(self, filepath: str, granted: bool) -> bool:
+        if granted:
+            self.taken.add(self.store.canonicalize(filepath))
+        return granted
+
+    def release_all(self) -> list[str]:
+        """Release every lock this session took that the agent still holds."""
+        released = [key for key in sorted(self.taken) if self.store.release(key, self.agent_id)]
+        self.taken.clear()
+        return released
+
+
+class ServeSession:
+    """One agent's tools on one lock store, and what to do when the session ends."""
+
+    def __init__(
+        self,
+        store: LockStore,
+        agent_id: str,
+        *,
+        progress_interval: float = PROGRESS_INTERVAL_SECONDS,
+    ) -> None:
+        self.store = store
+        self.agent_id = agent_id
+        self.progress_interval = progress_interval
+        self.ledger = SessionLedger(store, agent_id)
+        state = LockDirState(store)
+        self.tools = LockTools(
+            self.ledger,
+            agent_id,
+            emit_lock_event=None,  # the state on disk is what `lockyard monitor` reads
+            victim_notices=FileVictimNotices(store.lock_dir, state.still_waiting),
+        )
+
+    def build_server(self) -> Server[Any]:
+        """The MCP server; `lock_acquire` reports progress while it waits."""
+
+        async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+            return list_tools_result()
+
+        async def on_call_tool(
+            ctx: Any, params: types.CallToolRequestParams
+        ) -> types.CallToolResult:
+            if params.name != ACQUIRE_TOOL:
+                return to_call_tool_result(await self.tools.call(params.name, params.arguments))
+            return await self._acquire_with_progress(ctx, params.arguments)
+
+        server: Server[Any] = Server(
+            "lockyard",
+            version=SERVER_VERSION,
+            on_list_tools=on_list_tools,
+            on_call_tool=on_call_tool,
+        )
+        return server
+
+    async def _acquire_with_progress(
+        self, ctx: Any, arguments: dict[str, Any] | None
+    ) -> types.CallToolResult:
+        result: list[types.CallToolResult] = []
+        async with anyio.create_task_group() as group:
+
+            async def acquire() -> None:
+                result.append(to_call_tool_result(await self.tools.call(ACQUIRE_TOOL, arguments)))
+                group.cancel_scope.cancel()
+
+            group.start_soon(acquire)
+            group.start_soon(self._report_progress, ctx)
+        return result[0]
+
+    async def _report_progress(self, ctx: Any) -> None:
+        started = time.monotonic()
+        while True:
+            await anyio.sleep(self.progress_interval)
+            waited = time.monotonic() - started
+            try:
+                await ctx.session.report_progress(
+                    waited, None, f"waiting for locks ({waited:.0f} s)"
+                )
+            except Exception as exc:  # progress is a courtesy; never fail the call for it
+                log.debug("progress notification failed: %s", exc)
+                return
+
+    def release_own_locks(self) -> list[str]:
+        """Release the locks this session took and still holds; log each one."""
+        released = self.ledger.release_all()
+        for key in released:
+            log.info("released %s held by agent %s (session ended)", key, self.agent_id)
+        return released
+
+    async def run_stdio(self) -> list[str]:
+        """Serve on stdin/stdout until stdin closes or SIGTERM/SIGINT; then release our locks."""
+        server = self.build_server()
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(_cancel_on_signals, group.cancel_scope)
+                async with stdio_server(stdin=StdinLines()) as (read, write):  # type: ignore[arg-type]
+                    await server.run(read, write, server.create_initialization_options())
+                group.cancel_scope.cancel()
+        finally:
+            released = self.release_own_locks()  # synchronous: cancellation cannot cut it short
+        return released
+
+
+class StdinLines:
+    """Lines from fd 0, read so that cancellation takes effect at once.
+
+    mcp's default stdin reader blocks in a worker thread, so SIGTERM could not end the
+    session (and release the locks) until the client wrote or closed stdin. Here the event
+    loop waits for readability and `os.read` then returns what is there without blocking.
+    """
+
+    def __init__(self, fd: int = 0) -> None:
+        self._fd = fd
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        pending = b""
+        while True:
+            chunk = await self._read()
+            if not chunk:
+                if pending.strip():
+                    yield pending.decode("utf-8", errors="replace")
+                return
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    yield line.decode("utf-8", errors="replace")
+
+    async def _read(self) -> bytes:
+        try:
+            await anyio.wait_readable(self._fd)
+        except (OSError, ValueError):  # a regular file or /dev/null cannot be polled
+            return await anyio.to_thread.run_sync(os.read, self._fd, 65536)
+        return os.read(self._fd, 65536)
+
+
+async def _cancel_on_signals(scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("received %s, shutting down", signal.Signals(signum).name)
+            scope.cancel()
+            return
