@@ -16,6 +16,7 @@ MAX_PATH_CHARS = 4096
 """Longer inputs are refused: no real path on Linux is longer (PATH_MAX)."""
 MAX_AGENT_ID_CHARS = 256
 
+_O_PATH = getattr(os, "O_PATH", os.O_RDONLY)
 _LITERAL_KEY = re.compile(r"__[^/\x00]+__")
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -78,6 +79,49 @@ def _unescape_dollars(path: str) -> str:
     return path
 
 
+def resolve(path: str) -> str:
+    """`os.path.realpath(path)`, letting the kernel walk the path.
+
+    realpath lstat()s every component in Python; opening the path (or, for a file that does
+    not exist yet, its directory) with O_PATH and reading /proc/self/fd back costs a few
+    system calls whatever the depth. Anything unusual falls back to realpath.
+    """
+    resolved = _kernel_resolve(path)
+    if resolved is not None:
+        return resolved
+    directory, tail = os.path.split(path)
+    if tail in ("", ".", ".."):
+        return os.path.realpath(path)
+    parent = _kernel_resolve(directory, missing_child=tail)
+    if parent is None:
+        return os.path.realpath(path)
+    return os.path.join(parent, tail)
+
+
+def _kernel_resolve(path: str, missing_child: str | None = None) -> str | None:
+    """The resolved path of an existing `path` (whose `missing_child` must not exist)."""
+    try:
+        fd = os.open(path, _O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if missing_child is not None:
+            try:
+                os.lstat(missing_child, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+            else:
+                return None  # exists after all (e.g. a dangling symlink): let realpath decide
+        resolved = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not resolved.startswith("/") or resolved.endswith(" (deleted)"):
+        return None
+    return resolved
+
+
 def is_within(path: str, namespace: str) -> bool:
     return path == namespace or path.startswith(namespace.rstrip("/") + "/")
 
@@ -91,7 +135,7 @@ def canonicalize_in(filepath: object, namespace: str, *, allow_outside_repo: boo
     if is_literal_key(text):
         return text
     joined = os.path.join(namespace, text)  # an absolute `text` replaces the namespace
-    key = os.path.realpath(_unescape_dollars(joined))
+    key = resolve(_unescape_dollars(joined))
     if not allow_outside_repo and not is_within(key, namespace):
         raise PathOutsideRepoError(
             f"{text!r} resolves to {key!r}, outside the repository {namespace!r}; "

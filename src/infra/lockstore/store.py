@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
-from .errors import CorruptRecordError, InvalidTimeoutError
+from .errors import CorruptRecordError, InvalidTimeoutError, LockDirError
 from .liveness import Liveness, current_process, new_token
 from .lockdir import LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK, LockDir, default_lock_dir
 from .paths import canonicalize_in, canonicalize_namespace, lock_name, validate_agent_id
@@ -278,7 +278,7 @@ class LockStore:
             waiters = tuple(record for _entry, record in self._read_queue(name))
             try:
                 holder = self._read_holder(name)
-            except CorruptRecordError as error:
+            except (CorruptRecordError, LockDirError) as error:
                 locks.append(
                     LockInfo(
                         lock_path=name + LOCK_SUFFIX,
