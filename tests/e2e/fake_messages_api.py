@@ -28,7 +28,8 @@ from typing import Any
 
 _AGENT_PATH = re.compile(r"^/agent/(?P<agent>[A-Za-z0-9_.-]+)(?P<rest>/.*)$")
 _POLL_SECONDS = 0.02
-_REMINDER = "<system-reminder>"
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
+"""The CLI appends these to tool results: in a block of their own, or inside an error's text."""
 
 
 # --- what a script step answers -------------------------------------------------------------
@@ -402,16 +403,15 @@ def _outcomes(body: Mapping[str, Any]) -> tuple[ToolOutcome, ...]:
                 calls[block["id"]] = (block.get("name", ""), block.get("input") or {})
             elif block.get("type") == "tool_result":
                 name, tool_input = calls.get(block.get("tool_use_id", ""), ("", {}))
-                texts = _result_texts(block.get("content"))
-                own = [t for t in texts if not t.startswith(_REMINDER)]
+                text = "\n".join(_result_texts(block.get("content")))
                 found.append(
                     ToolOutcome(
                         tool_use_id=block.get("tool_use_id", ""),
                         name=name,
                         input=tool_input,
                         is_error=bool(block.get("is_error")),
-                        text="\n".join(own).strip(),
-                        reminders=tuple(t for t in texts if t.startswith(_REMINDER)),
+                        text=_REMINDER.sub("", text).strip(),
+                        reminders=tuple(m.group(0) for m in _REMINDER.finditer(text)),
                     )
                 )
     return tuple(found)
