@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
+
+from rich.console import Console
 
 
 def format_age(seconds: float) -> str:
@@ -53,3 +56,14 @@ def print_json(payload: Any) -> None:
     """Machine output: one JSON document on stdout, nothing else."""
     sys.stdout.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     sys.stdout.flush()
+
+
+def quiet_library_logs() -> None:
+    """Keep the library's warnings (a reclaimed lock, a deadlock found) off the terminal:
+    the command reports those itself, and a stray log line would break a live view."""
+    logging.getLogger("lockyard").setLevel(logging.ERROR)
+
+
+def line_console() -> Console:
+    """A console for line-oriented output: never wraps a long path across lines."""
+    return Console(soft_wrap=True)

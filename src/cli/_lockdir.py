@@ -1,0 +1,60 @@
+"""Find and open the lock directory an operator command works on, read-only first.
+
+The directory is checked before the store touches it, so a typo in `--lock-dir` gives a
+clear message and never creates an empty lock directory somewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..infra.lockstore.errors import LockStoreError
+from ..infra.lockstore.lockdir import default_lock_dir
+from ..infra.tools.locking import LockStore
+from ._errors import CliError, ExitCode
+
+LOCK_DIR_ENV = "LOCKYARD_LOCK_DIR"
+LOCK_DIR_HELP = (
+    "The lock directory to inspect (default: $LOCKYARD_LOCK_DIR, else the per-user runtime "
+    "directory the lock store uses)."
+)
+
+
+def resolve_lock_dir(option: Path | None) -> Path:
+    """`--lock-dir`, else $LOCKYARD_LOCK_DIR, else the store's per-user default."""
+    if option is not None:
+        return option
+    from_env = os.environ.get(LOCK_DIR_ENV)
+    if from_env:
+        return Path(from_env)
+    return Path(default_lock_dir())
+
+
+def check_lock_dir(lock_dir: Path) -> None:
+    """Raise a CliError (exit 3) unless `lock_dir` is an existing, readable directory."""
+    hint = f"pass --lock-dir DIR or set {LOCK_DIR_ENV} to the directory your agents lock in"
+    if not lock_dir.exists():
+        raise CliError(
+            f"lock directory {lock_dir} does not exist (no lock was ever taken there)",
+            ExitCode.LOCK_DIR,
+            hint,
+        )
+    if not lock_dir.is_dir():
+        raise CliError(f"{lock_dir} is not a directory", ExitCode.LOCK_DIR, hint)
+    if not os.access(lock_dir, os.R_OK | os.X_OK):
+        raise CliError(
+            f"lock directory {lock_dir} is not readable by this user",
+            ExitCode.LOCK_DIR,
+            "run as the user that owns it",
+        )
+
+
+def open_store(option: Path | None) -> LockStore:
+    """The lock store on the resolved, checked lock directory."""
+    lock_dir = resolve_lock_dir(option)
+    check_lock_dir(lock_dir)
+    try:
+        return LockStore(None, lock_dir)
+    except LockStoreError as error:
+        raise CliError(str(error), ExitCode.LOCK_DIR) from None

@@ -1,0 +1,151 @@
+"""`lockyard clean`: release stale locks (the default), one agent's locks, or all of them.
+
+Every removal goes through the lock store's API (removal by grant token), so a lock that
+changed hands meanwhile is never touched, and waiters are woken by the store's push
+notifications. A lock whose record cannot be read is reported and left alone.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from ..infra.tools.locking import LockStore
+from ._errors import EXIT_CODES_HELP, CliError, ExitCode, reports_errors
+from ._format import display_key, line_console, print_json, quiet_library_logs
+from ._lockdir import LOCK_DIR_HELP, open_store
+
+HELP = """Release locks that are left behind.
+
+By default only stale locks: those whose holder is provably dead (same host and boot, and
+its process is gone or its pid now belongs to another process). --agent ID releases that
+agent's locks; --all releases every lock and asks for confirmation first (or --yes).
+Waiting agents are woken as the locks go.
+"""
+
+
+def register(app: typer.Typer) -> None:
+    app.command("clean", help=HELP, epilog=EXIT_CODES_HELP)(clean)
+
+
+@reports_errors
+def clean(
+    lock_dir: Annotated[
+        Path | None, typer.Option("--lock-dir", metavar="DIR", help=LOCK_DIR_HELP)
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", metavar="ID", help="Release the locks held by this agent."),
+    ] = None,
+    release_all: Annotated[
+        bool, typer.Option("--all", help="Release every lock, alive holders' too.")
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (for --all).")
+    ] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document (see docs/cli.md).")
+    ] = False,
+) -> None:
+    if agent is not None and release_all:
+        raise CliError("--agent and --all cannot be combined", ExitCode.USAGE, "pick one")
+    if agent is not None and not agent.strip():
+        raise CliError("--agent needs a non-blank agent id", ExitCode.USAGE)
+    quiet_library_logs()
+    store = open_store(lock_dir)
+    unreadable = [
+        {"lock_path": info.lock_path, "problem": info.problem}
+        for info in store.list_locks()
+        if info.problem
+    ]
+    if release_all:
+        _confirm_all(store, yes)
+        mode, released = "all", release_every_lock(store)
+    elif agent is not None:
+        mode, released = "agent", release_agent(store, agent)
+    else:
+        mode, released = "stale", release_stale(store)
+    if json_output:
+        print_json(
+            {
+                "lock_dir": str(store.lock_dir),
+                "mode": mode,
+                "released": released,
+                "count": len(released),
+                "skipped_unreadable": unreadable,
+            }
+        )
+    else:
+        _render(line_console(), store, mode, released, unreadable)
+    if unreadable:
+        raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
+
+
+def release_stale(store: LockStore) -> list[dict[str, Any]]:
+    return [
+        {
+            "lock_path": reclaimed.lock_path,
+            "agent_id": reclaimed.holder.agent_id,
+            "pid": reclaimed.holder.pid,
+            "host": reclaimed.holder.host,
+            "reason": reclaimed.reason,
+        }
+        for reclaimed in store.reclaim_stale()
+    ]
+
+
+def release_agent(store: LockStore, agent_id: str) -> list[dict[str, Any]]:
+    return [
+        {"lock_path": key, "agent_id": agent_id, "reason": f"clean --agent {agent_id}"}
+        for key in store.cleanup_agent_locks(agent_id, all_namespaces=True)
+    ]
+
+
+def release_every_lock(store: LockStore) -> list[dict[str, Any]]:
+    holders = sorted({info.holder.agent_id for info in store.list_locks() if info.holder})
+    released: list[dict[str, Any]] = []
+    for agent_id in holders:
+        released += [
+            {"lock_path": key, "agent_id": agent_id, "reason": "clean --all"}
+            for key in store.cleanup_agent_locks(agent_id, all_namespaces=True)
+        ]
+    return released
+
+
+def _confirm_all(store: LockStore, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise CliError(
+            "clean --all releases every lock, live holders' included, and needs confirmation",
+            ExitCode.REFUSED,
+            "add --yes to confirm without a terminal; nothing was released",
+        )
+    count = sum(1 for info in store.list_locks() if info.holder)
+    if not typer.confirm(f"Release all {count} lock(s) in {store.lock_dir}?", default=False):
+        raise CliError("not confirmed; nothing was released", ExitCode.REFUSED)
+
+
+def _render(
+    console: Console,
+    store: LockStore,
+    mode: str,
+    released: list[dict[str, Any]],
+    unreadable: list[dict[str, Any]],
+) -> None:
+    what = {"stale": "stale lock", "agent": "lock", "all": "lock"}[mode]
+    if not released:
+        console.print(f"Nothing to release: no {what} matched in {store.lock_dir}.")
+    for entry in released:
+        name = display_key(entry["lock_path"], None)
+        console.print(f"released {name} (held by {entry['agent_id']}): {entry['reason']}")
+    if released:
+        console.print(f"{len(released)} {what}(s) released.")
+    for entry in unreadable:
+        console.print(
+            f"left alone (unreadable): {entry['lock_path']}: {entry['problem']}", style="yellow"
+        )

@@ -1,0 +1,208 @@
+"""Run the demo session: a generated repo, one lock store, one monitor, N agents over MCP.
+
+Everything is real except the agents' brains: the lock store on a real lock directory, the
+deadlock monitor, and each agent's own in-process MCP server from
+`create_locking_mcp_server`, reached through the MCP protocol (`mcp.Client`, legacy JSON-RPC
+mode, the path the Claude CLI takes). Nothing here needs a network or an API key.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+from rich.console import Console
+from rich.live import Live
+
+from ...core.deadlock import DeadlockInfo
+from ...core.events import LockEvent
+from ...domain.deadlock import DeadlockMonitor
+from ...infra.tools.locking import LockStore
+from ...infra.tools.locking_mcp import create_locking_mcp_server
+from .._errors import CliError, ExitCode
+from .agent import Pacing, Rendezvous, ScriptedAgent
+from .live import LiveView
+from .recorder import SessionRecorder
+from .scenario import Scenario, build_scenario, file_header
+from .summary import DemoReport, build_report
+
+LIVE_REFRESH_SECONDS = 0.1
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    agents: int = 8
+    files: int = 12
+    seed: int = 7
+    keep: Path | None = None
+    pacing: Pacing = field(default_factory=Pacing)
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+    repo: Path
+    lock_dir: Path
+
+
+@contextmanager
+def open_workspace(keep: Path | None) -> Iterator[Workspace]:
+    """A fresh repo and lock directory: in a temporary directory, or in `keep` (kept)."""
+    if keep is None:
+        with tempfile.TemporaryDirectory(prefix="lockyard-demo-") as temporary:
+            yield _layout(Path(temporary))
+        return
+    if keep.exists() and (not keep.is_dir() or any(keep.iterdir())):
+        raise CliError(
+            f"--keep {keep} exists and is not an empty directory",
+            ExitCode.USAGE,
+            "pass a new or empty directory, so the demo never overwrites anything",
+        )
+    keep.mkdir(parents=True, exist_ok=True)
+    yield _layout(keep.resolve())
+
+
+def _layout(root: Path) -> Workspace:
+    repo = root / "repo"
+    lock_dir = root / "locks"
+    repo.mkdir()
+    lock_dir.mkdir(mode=0o700)
+    return Workspace(root=root, repo=repo.resolve(), lock_dir=lock_dir)
+
+
+def write_repo(scenario: Scenario, repo: Path) -> None:
+    for name in scenario.files:
+        path = repo / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(file_header(name), encoding="utf-8")
+
+
+class DemoSession:
+    """One run of a scenario in a workspace; `run()` returns the report."""
+
+    def __init__(self, scenario: Scenario, workspace: Workspace, pacing: Pacing) -> None:
+        self.scenario = scenario
+        self.workspace = workspace
+        self.pacing = pacing
+        self.recorder = SessionRecorder()
+        self.store = LockStore(workspace.repo, workspace.lock_dir)
+        self.monitor = DeadlockMonitor(
+            on_deadlock=self.recorder.on_deadlock, verify_cycle=self._holds_still_stand
+        )
+
+    async def emit(self, event: LockEvent) -> None:
+        """Every agent's tool server reports here: the recorder sees it, then the monitor."""
+        self.recorder.on_event(event)
+        await self.monitor.handle_event(event)
+
+    def _holds_still_stand(self, info: DeadlockInfo) -> bool:
+        """Re-check a cycle against the lock store before anyone is made to give way.
+
+        The holds are checked; the waits are the tools' own reports (WAITING is sent before
+        the store queues the waiter, and WAIT_ENDED the moment a wait stops).
+        """
+        return all(self.store.holder(step.lock_path) == step.held_by for step in info.cycle)
+
+    async def run(self, live: Live | None = None) -> DemoReport:
+        scenario, repo = self.scenario, self.workspace.repo
+        write_repo(scenario, repo)
+        lock_keys = {name: self.store.canonicalize(name) for name in scenario.files}
+        rendezvous = {
+            group.name: Rendezvous(len(group.members), self.pacing.rendezvous_patience)
+            for group in scenario.deadlock_groups
+        }
+        started = time.perf_counter()
+        async with AsyncExitStack() as stack:
+            agents = []
+            for script in scenario.agents:
+                self.recorder.add_agent(
+                    script.agent_id, sum(len(task.files) for task in script.tasks)
+                )
+                self.monitor.register_agent(script.agent_id)
+                server = create_locking_mcp_server(
+                    script.agent_id,
+                    repo,
+                    self.emit,
+                    store=self.store,
+                    victim_notices=self.monitor,
+                )
+                session = await stack.enter_async_context(Client(server["instance"], mode="legacy"))
+                agents.append(
+                    ScriptedAgent(
+                        script,
+                        session,
+                        repo=repo,
+                        lock_keys=lock_keys,
+                        holder_of=self.store.holder,
+                        recorder=self.recorder,
+                        rendezvous=rendezvous,
+                        pacing=self.pacing,
+                        rng=random.Random(f"{scenario.seed}:{script.agent_id}"),
+                    )
+                )
+            async with anyio.create_task_group() as screen:
+                if live is not None:
+                    screen.start_soon(_redraw, live)
+                async with anyio.create_task_group() as group:
+                    for agent in agents:
+                        group.start_soon(agent.run)
+                screen.cancel_scope.cancel()
+        if live is not None:
+            live.refresh()
+        seconds = time.perf_counter() - started
+        for script in scenario.agents:
+            self.monitor.unregister_agent(script.agent_id)
+        return build_report(
+            scenario,
+            self.recorder,
+            {name: (repo / name).read_text(encoding="utf-8") for name in scenario.files},
+            seconds=seconds,
+            leftover_locks=[info.lock_path for info in self.store.list_locks()],
+            base=repo,
+            header_of={name: file_header(name) for name in scenario.files},
+        )
+
+
+async def _redraw(live: Live) -> None:
+    """Redraw from the event loop itself (the recorder is not thread-safe: no auto refresh)."""
+    while True:
+        live.refresh()
+        await anyio.sleep(LIVE_REFRESH_SECONDS)
+
+
+def run_demo(options: DemoOptions, console: Console | None) -> tuple[DemoReport, Workspace]:
+    """Build the scenario, run it (with a live view on `console` if given), return the report."""
+    try:
+        scenario = build_scenario(options.agents, options.files, options.seed)
+    except ValueError as error:
+        raise CliError(str(error), ExitCode.USAGE) from None
+    with open_workspace(options.keep) as workspace:
+        session = DemoSession(scenario, workspace, options.pacing)
+        live_context: Any = (
+            nullcontext()
+            if console is None
+            else Live(
+                LiveView(session.recorder, workspace.repo, _title(scenario)),
+                console=console,
+                auto_refresh=False,
+                transient=False,
+            )
+        )
+        with live_context as live:
+            report = anyio.run(session.run, live)
+    return report, workspace
+
+
+def _title(scenario: Scenario) -> str:
+    return (
+        f"lockyard demo: {len(scenario.agents)} agents, {len(scenario.files)} files, "
+        f"seed {scenario.seed}"
+    )

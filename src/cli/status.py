@@ -1,0 +1,166 @@
+"""`lockyard status`: every lock in a lock directory, its holder, its waiters, any deadlock.
+
+Read-only: it reads the lock directory through the store and rebuilds a private, in-memory
+deadlock monitor from the store's snapshot, so it works with no orchestrator running and
+changes nothing (a leftover lock is exactly what an operator looks for).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..core.deadlock import DeadlockInfo
+from ..domain.deadlock import DeadlockMonitor
+from ..infra.tools.locking import LockInfo, StoreSnapshot
+from ._errors import EXIT_CODES_HELP, ExitCode, reports_errors
+from ._format import display_key, format_age, print_json
+from ._lockdir import LOCK_DIR_HELP, open_store
+
+HELP = """Show every lock in the lock directory: holder, process, host, age, whether the
+holder is alive, the waiters in arrival order, and any deadlock cycle.
+
+Read-only: safe to run at any time, with or without an orchestrator running.
+"""
+
+LIVENESS_STYLES = {"alive": "green", "dead": "bold red", "unknown": "yellow"}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("status", help=HELP, epilog=EXIT_CODES_HELP)(status)
+
+
+@reports_errors
+def status(
+    lock_dir: Annotated[
+        Path | None, typer.Option("--lock-dir", metavar="DIR", help=LOCK_DIR_HELP)
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document (see docs/cli.md).")
+    ] = False,
+) -> None:
+    store = open_store(lock_dir)
+    snapshot = store.snapshot()
+    deadlocks = find_deadlocks(snapshot)
+    if json_output:
+        print_json(status_payload(store.lock_dir, snapshot, deadlocks))
+    else:
+        render_status(Console(), store.lock_dir, snapshot, deadlocks)
+    if any(info.problem for info in snapshot.locks):
+        raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
+
+
+def find_deadlocks(snapshot: StoreSnapshot) -> list[DeadlockInfo]:
+    """The cycles in the lock directory's holds and waits, with the victim the policy picks.
+
+    The monitor is private to this call: marking its victims changes nothing on disk.
+    """
+    monitor = DeadlockMonitor()
+    monitor.rebuild(snapshot.holds, snapshot.waits)
+    return anyio.run(monitor.check_all)
+
+
+def lock_payload(info: LockInfo) -> dict[str, Any]:
+    holder = info.holder
+    return {
+        "lock_path": info.lock_path,
+        "namespace": info.namespace,
+        "holder": None
+        if holder is None
+        else {
+            "agent_id": holder.agent_id,
+            "pid": holder.pid,
+            "host": holder.host,
+            "boot_id": holder.boot_id,
+            "process_start_time": holder.start_time,
+            "acquired_at": holder.acquired_at,
+            "token": holder.token,
+        },
+        "age_seconds": info.age_seconds,
+        "liveness": info.liveness,
+        "liveness_reason": info.liveness_reason,
+        "waiters": [
+            {
+                "agent_id": waiter.agent_id,
+                "pid": waiter.pid,
+                "host": waiter.host,
+                "ticket": waiter.ticket,
+                "since": waiter.since,
+                "liveness": waiter.liveness()[0].value,
+            }
+            for waiter in info.waiters
+        ],
+        "problem": info.problem,
+    }
+
+
+def status_payload(
+    lock_dir: Path, snapshot: StoreSnapshot, deadlocks: list[DeadlockInfo]
+) -> dict[str, Any]:
+    locks = [lock_payload(info) for info in snapshot.locks]
+    return {
+        "lock_dir": str(lock_dir),
+        "taken_at": snapshot.taken_at,
+        "locks": locks,
+        "deadlocks": [info.to_dict() | {"summary": info.describe()} for info in deadlocks],
+        "counts": {
+            "locks": len(locks),
+            "dead_holders": sum(1 for info in snapshot.locks if info.liveness == "dead"),
+            "waiters": sum(len(info.waiters) for info in snapshot.locks),
+            "unreadable": sum(1 for info in snapshot.locks if info.problem),
+            "deadlocks": len(deadlocks),
+        },
+    }
+
+
+def render_status(
+    console: Console, lock_dir: Path, snapshot: StoreSnapshot, deadlocks: list[DeadlockInfo]
+) -> None:
+    if not snapshot.locks:
+        console.print(f"No locks in {lock_dir}: nothing is held or awaited.")
+        return
+    table = Table(title=f"Locks in {lock_dir}", title_justify="left")
+    table.add_column("lock")
+    table.add_column("holder", no_wrap=True)
+    table.add_column("process", no_wrap=True)
+    table.add_column("age", justify="right", no_wrap=True)
+    table.add_column("holder is", no_wrap=True)
+    table.add_column("waiters (in order)")
+    now = time.time()
+    for info in snapshot.locks:
+        table.add_row(*_row(info, now))
+    console.print(table)
+    dead = sum(1 for info in snapshot.locks if info.liveness == "dead")
+    if dead:
+        console.print(
+            f"{dead} lock(s) held by dead processes: `lockyard clean` releases them.",
+            style="red",
+        )
+    for info in snapshot.locks:
+        if info.problem:
+            console.print(f"unreadable: {info.lock_path}: {info.problem}", style="yellow")
+    for deadlock in deadlocks:
+        console.print(Text("deadlock: ", style="bold red") + Text(deadlock.describe()))
+        console.print(f"  the monitor's policy would ask {deadlock.victim} to give way")
+
+
+def _row(info: LockInfo, now: float) -> tuple[str | Text, ...]:
+    base = Path(info.namespace) if info.namespace else None
+    name = display_key(info.lock_path, base)
+    holder = info.holder
+    if holder is None:
+        return (name, "-", "-", "-", Text(info.liveness, style="yellow"), info.problem or "-")
+    waiters = ", ".join(
+        f"{waiter.agent_id} (waiting {format_age(now - waiter.since)})" for waiter in info.waiters
+    )
+    age = info.age_seconds if info.age_seconds is not None else now - holder.acquired_at
+    liveness = Text(info.liveness, style=LIVENESS_STYLES.get(info.liveness, ""))
+    process = f"pid {holder.pid} on {holder.host}"
+    return (name, holder.agent_id, process, format_age(age), liveness, waiters or "-")

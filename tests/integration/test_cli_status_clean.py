@@ -1,0 +1,345 @@
+"""`lockyard status` and `lockyard clean` through the real entry point, on a real lock
+directory, with locks held and awaited by real processes (some of them SIGKILLed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lockyard.infra.tools.locking import LockStore
+
+LOCKYARD = str(Path(sys.executable).parent / "lockyard")
+
+# A lock holder: takes `holds`, says so, waits for a line on stdin, then blocks on `waits`
+# one by one (reporting each grant), then stays alive until stdin closes.
+HOLDER = """
+import sys
+from lockyard.infra.tools.locking import LockStore
+repo, lock_dir, agent, holds, waits = sys.argv[1:6]
+store = LockStore(repo, lock_dir)
+for name in filter(None, holds.split(",")):
+    assert store.try_lock(name, agent), name
+print("holding", flush=True)
+sys.stdin.readline()
+for name in filter(None, waits.split(",")):
+    granted = store.acquire(name, agent, timeout_seconds=60)
+    print(("acquired " if granted else "timeout ") + name, flush=True)
+sys.stdin.read()
+"""
+
+
+class Agents:
+    """Starts lock-holding processes and cleans them up whatever the test does."""
+
+    def __init__(self, repo: Path, lock_dir: Path) -> None:
+        self.repo = repo
+        self.lock_dir = lock_dir
+        self.processes: list[subprocess.Popen[str]] = []
+
+    def start(self, agent: str, holds: str = "", waits: str = "") -> subprocess.Popen[str]:
+        process = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(self.repo), str(self.lock_dir), agent, holds, waits],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.processes.append(process)
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "holding"
+        return process
+
+    def go(self, process: subprocess.Popen[str]) -> None:
+        """Let the process start its blocking waits."""
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
+
+    def kill(self, process: subprocess.Popen[str]) -> None:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=10)
+            for stream in (process.stdin, process.stdout):
+                if stream is not None:
+                    stream.close()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    for name in ("a.py", "b.py", "c.py"):
+        (path / name).write_text("x\n")
+    return path.resolve()
+
+
+@pytest.fixture
+def lock_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "locks"
+    path.mkdir(mode=0o700)
+    return path
+
+
+@pytest.fixture
+def agents(repo: Path, lock_dir: Path) -> Iterator[Agents]:
+    running = Agents(repo, lock_dir)
+    yield running
+    running.close()
+
+
+def lockyard(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != "LOCKYARD_LOCK_DIR"}
+    return subprocess.run(
+        [LOCKYARD, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
+        env=env,
+    )
+
+
+def status_json(lock_dir: Path) -> dict[str, Any]:
+    done = lockyard("status", "--lock-dir", str(lock_dir), "--json")
+    assert done.returncode == 0, done.stderr
+    payload: dict[str, Any] = json.loads(done.stdout)
+    return payload
+
+
+def by_file(payload: dict[str, Any], repo: Path) -> dict[str, dict[str, Any]]:
+    return {str(Path(lock["lock_path"]).relative_to(repo)): lock for lock in payload["locks"]}
+
+
+def tree(root: Path) -> dict[str, tuple[int, int, int, bytes | str]]:
+    """Everything a write could change: names, modes, sizes, mtimes, contents."""
+    seen = {}
+    for path in [root, *sorted(root.rglob("*"))]:
+        info = path.lstat()
+        if path.is_symlink():
+            content: bytes | str = os.readlink(path)
+        elif path.is_file():
+            content = path.read_bytes()
+        else:
+            content = ""
+        seen[str(path)] = (info.st_mode, info.st_size, info.st_mtime_ns, content)
+    return seen
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def queued(repo: Path, lock_dir: Path, name: str) -> list[str]:
+    return [waiter.agent_id for waiter in LockStore(repo, lock_dir).waiters(name)]
+
+
+# --- status
+
+
+def test_status_with_no_locks_says_so(lock_dir: Path) -> None:
+    done = lockyard("status", "--lock-dir", str(lock_dir))
+    assert done.returncode == 0, done.stderr
+    assert "No locks in" in done.stdout
+    payload = status_json(lock_dir)
+    assert payload["locks"] == []
+    assert payload["counts"]["locks"] == 0
+
+
+@pytest.mark.parametrize("command", ["status", "clean"])
+def test_a_missing_lock_dir_is_a_clear_error_and_is_not_created(
+    tmp_path: Path, command: str
+) -> None:
+    missing = tmp_path / "nope"
+    done = lockyard(command, "--lock-dir", str(missing))
+    assert done.returncode == 3
+    assert done.stderr.startswith(f"lockyard: error: lock directory {missing} does not exist")
+    assert "hint:" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not missing.exists()
+
+
+def test_status_lock_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    done = lockyard("status", "--lock-dir", str(not_a_dir))
+    assert done.returncode == 3
+    assert "is not a directory" in done.stderr
+
+
+def test_status_shows_holders_liveness_and_waiters_in_order_and_writes_nothing(
+    agents: Agents, repo: Path, lock_dir: Path
+) -> None:
+    agents.start("live-holder", holds="a.py")
+    doomed = agents.start("killed-holder", holds="b.py")
+    agents.kill(doomed)
+    first = agents.start("first-waiter", waits="a.py")
+    agents.go(first)
+    wait_until(lambda: queued(repo, lock_dir, "a.py") == ["first-waiter"])
+    second = agents.start("second-waiter", waits="a.py")
+    agents.go(second)
+    wait_until(lambda: queued(repo, lock_dir, "a.py") == ["first-waiter", "second-waiter"])
+
+    before = tree(lock_dir)
+    payload = status_json(lock_dir)
+    text = lockyard("status", "--lock-dir", str(lock_dir))
+    assert tree(lock_dir) == before  # read-only
+
+    locks = by_file(payload, repo)
+    assert set(locks) == {"a.py", "b.py"}
+    held = locks["a.py"]
+    assert held["holder"]["agent_id"] == "live-holder"
+    assert held["holder"]["pid"] == agents.processes[0].pid
+    assert held["liveness"] == "alive"
+    assert held["age_seconds"] >= 0
+    assert [w["agent_id"] for w in held["waiters"]] == ["first-waiter", "second-waiter"]
+    assert locks["b.py"]["holder"]["agent_id"] == "killed-holder"
+    assert locks["b.py"]["liveness"] == "dead"
+    assert payload["counts"] == {
+        "locks": 2,
+        "dead_holders": 1,
+        "waiters": 2,
+        "unreadable": 0,
+        "deadlocks": 0,
+    }
+    assert payload["deadlocks"] == []
+
+    assert text.returncode == 0, text.stderr
+    assert "live-holder" in text.stdout
+    assert "killed-holder" in text.stdout
+    assert "dead" in text.stdout
+    assert "first-waiter" in text.stdout
+    assert text.stdout.index("first-waiter") < text.stdout.index("second-waiter")
+    assert "lockyard clean" in text.stdout
+
+
+def test_status_finds_a_deadlock_between_two_processes(
+    agents: Agents, repo: Path, lock_dir: Path
+) -> None:
+    one = agents.start("agent-one", holds="a.py", waits="b.py")
+    two = agents.start("agent-two", holds="b.py", waits="a.py")
+    agents.go(one)
+    agents.go(two)
+    wait_until(lambda: queued(repo, lock_dir, "a.py") == ["agent-two"])
+    wait_until(lambda: queued(repo, lock_dir, "b.py") == ["agent-one"])
+    before = tree(lock_dir)
+    payload = status_json(lock_dir)
+    text = lockyard("status", "--lock-dir", str(lock_dir))
+    assert tree(lock_dir) == before
+
+    [deadlock] = payload["deadlocks"]
+    assert {step["agent_id"] for step in deadlock["cycle"]} == {"agent-one", "agent-two"}
+    assert deadlock["victim"] in {"agent-one", "agent-two"}
+    assert payload["counts"]["deadlocks"] == 1
+    assert "deadlock: " in text.stdout
+    assert "would ask" in text.stdout
+
+
+# --- clean
+
+
+def test_clean_reclaims_a_killed_holders_lock_and_leaves_a_live_one(
+    agents: Agents, repo: Path, lock_dir: Path
+) -> None:
+    agents.start("live-holder", holds="a.py")
+    doomed = agents.start("killed-holder", holds="b.py,c.py")
+    agents.kill(doomed)
+
+    done = lockyard("clean", "--lock-dir", str(lock_dir), "--json")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["mode"] == "stale"
+    assert payload["count"] == 2
+    released = {Path(entry["lock_path"]).name: entry for entry in payload["released"]}
+    assert set(released) == {"b.py", "c.py"}
+    assert released["b.py"]["agent_id"] == "killed-holder"
+    assert released["b.py"]["pid"] == doomed.pid
+
+    locks = by_file(status_json(lock_dir), repo)
+    assert set(locks) == {"a.py"}
+    assert locks["a.py"]["holder"]["agent_id"] == "live-holder"
+
+    again = lockyard("clean", "--lock-dir", str(lock_dir))
+    assert again.returncode == 0
+    assert "Nothing to release" in again.stdout
+
+
+def test_clean_prints_what_it_released(agents: Agents, lock_dir: Path) -> None:
+    agents.kill(agents.start("killed-holder", holds="b.py"))
+    done = lockyard("clean", "--lock-dir", str(lock_dir))
+    assert done.returncode == 0, done.stderr
+    assert "released" in done.stdout
+    assert "b.py (held by killed-holder)" in done.stdout
+    assert "1 stale lock(s) released." in done.stdout
+
+
+def test_clean_agent_releases_its_locks_and_wakes_the_waiter(
+    agents: Agents, repo: Path, lock_dir: Path
+) -> None:
+    agents.start("stuck", holds="a.py,b.py")
+    agents.start("bystander", holds="c.py")
+    waiter = agents.start("waiter", waits="a.py")
+    agents.go(waiter)
+    wait_until(lambda: queued(repo, lock_dir, "a.py") == ["waiter"])
+
+    done = lockyard("clean", "--lock-dir", str(lock_dir), "--agent", "stuck", "--json")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["mode"] == "agent"
+    assert sorted(Path(entry["lock_path"]).name for entry in payload["released"]) == [
+        "a.py",
+        "b.py",
+    ]
+    assert waiter.stdout is not None
+    assert waiter.stdout.readline().strip() == "acquired a.py"
+    locks = by_file(status_json(lock_dir), repo)
+    assert {name: lock["holder"]["agent_id"] for name, lock in locks.items()} == {
+        "a.py": "waiter",
+        "c.py": "bystander",
+    }
+
+
+def test_clean_all_without_a_terminal_or_yes_refuses_and_changes_nothing(
+    agents: Agents, lock_dir: Path
+) -> None:
+    agents.start("holder", holds="a.py,b.py")
+    before = tree(lock_dir)
+    done = lockyard("clean", "--lock-dir", str(lock_dir), "--all", stdin="y\n")
+    assert done.returncode == 4
+    assert "--yes" in done.stderr
+    assert "nothing was released" in done.stderr
+    assert tree(lock_dir) == before
+
+
+def test_clean_all_yes_releases_every_lock(agents: Agents, repo: Path, lock_dir: Path) -> None:
+    agents.start("one", holds="a.py")
+    agents.start("two", holds="b.py,c.py")
+    done = lockyard("clean", "--lock-dir", str(lock_dir), "--all", "--yes", "--json")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["mode"] == "all"
+    assert payload["count"] == 3
+    assert status_json(lock_dir)["locks"] == []
+
+
+def test_clean_agent_and_all_together_is_a_usage_error(lock_dir: Path) -> None:
+    done = lockyard("clean", "--lock-dir", str(lock_dir), "--agent", "x", "--all")
+    assert done.returncode == 2
+    assert "cannot be combined" in done.stderr
+    blank = lockyard("clean", "--lock-dir", str(lock_dir), "--agent", " ")
+    assert blank.returncode == 2
