@@ -118,7 +118,7 @@ class Wait:
         me = current_process().pid
         predecessor = None
         queued = False
-        for entry, record in self._store._read_queue(self._name):
+        for entry, record in self._store.read_queue(self._name):
             if entry == self.entry:
                 queued = True
                 break

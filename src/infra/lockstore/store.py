@@ -268,14 +268,14 @@ class LockStore:
 
     def waiters(self, filepath: str) -> list[WaiterRecord]:
         _key, name = self._locate(filepath)
-        return [record for _entry, record in self._read_queue(name)]
+        return [record for _entry, record in self.read_queue(name)]
 
     def list_locks(self) -> list[LockInfo]:
         """Every lock in the lock directory (all namespaces), with holder, age and waiters."""
         now = time.time()
         locks = []
         for name in self._names_with(LOCK_SUFFIX):
-            waiters = tuple(record for _entry, record in self._read_queue(name))
+            waiters = tuple(record for _entry, record in self._scan_queue(name))
             try:
                 holder = self._read_holder(name)
             except (CorruptRecordError, LockDirError) as error:
@@ -314,7 +314,7 @@ class LockStore:
         holds = {info.lock_path: info.holder.agent_id for info in locks if info.holder is not None}
         waits = []
         for name in self._names_with(QUEUE_SUFFIX):
-            for _entry, record in self._read_queue(name):
+            for _entry, record in self._scan_queue(name):
                 if record.liveness()[0] is not Liveness.DEAD:
                     waits.append((record.agent_id, record.lock_path))
         return StoreSnapshot(holds=holds, waits=tuple(waits), locks=tuple(locks))
@@ -329,7 +329,7 @@ class LockStore:
             raise CorruptRecordError(f"{name}{LOCK_SUFFIX}/{token} records token {record.token}")
         return record
 
-    def _read_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
+    def read_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
         entries = []
         for entry, text in self._dir.queue_entries(name):
             try:
@@ -337,6 +337,13 @@ class LockStore:
             except CorruptRecordError:
                 continue  # not written by a store: ignored, never obeyed
         return entries
+
+    def _scan_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
+        """`read_queue` for whole-directory scans: an unsafe entry is skipped, not fatal."""
+        try:
+            return self.read_queue(name)
+        except LockDirError:
+            return []
 
     def _names_with(self, suffix: str) -> Iterator[str]:
         for entry in self._dir.names():
@@ -346,7 +353,7 @@ class LockStore:
     def _has_live_waiters(self, name: str) -> bool:
         if not self._dir.exists(name + QUEUE_SUFFIX):
             return False
-        for entry, record in self._read_queue(name):
+        for entry, record in self.read_queue(name):
             if record.liveness()[0] is Liveness.DEAD:
                 self.drop_waiter(name, entry)
                 continue
@@ -367,8 +374,8 @@ class LockStore:
         for name in self._names_with(LOCK_SUFFIX):
             try:
                 holder = self._read_holder(name)
-            except CorruptRecordError:
-                continue
+            except (CorruptRecordError, LockDirError):
+                continue  # not ours to judge: reported by list_locks, never removed
             if holder is None or holder.agent_id != agent:
                 continue
             if not all_namespaces and holder.namespace != self.namespace:
@@ -385,14 +392,14 @@ class LockStore:
         for name in self._names_with(LOCK_SUFFIX):
             try:
                 holder = self._read_holder(name)
-            except CorruptRecordError:
-                continue
+            except (CorruptRecordError, LockDirError):
+                continue  # not ours to judge: reported by list_locks, never removed
             if holder is not None:
                 reclamation = self._reclaim(name, holder, None)
                 if reclamation is not None:
                     reclaimed.append(reclamation)
         for name in self._names_with(QUEUE_SUFFIX):
-            for entry, record in self._read_queue(name):
+            for entry, record in self._scan_queue(name):
                 if record.liveness()[0] is Liveness.DEAD:
                     self.drop_waiter(name, entry)
         self._remove_stale_staging()

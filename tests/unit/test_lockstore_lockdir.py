@@ -1,0 +1,182 @@
+"""The lock directory: private, refused when unsafe, never followed through planted links."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from lockyard.infra.lockstore.lockdir import LockDir
+from lockyard.infra.lockstore.paths import lock_name
+from lockyard.infra.tools.locking import (
+    CorruptRecordError,
+    LockDirError,
+    LockStore,
+    default_lock_dir,
+)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    return path
+
+
+def _name(store: LockStore, filepath: str) -> str:
+    return lock_name(store.namespace, store.canonicalize(filepath))
+
+
+def test_lock_dir_is_created_private(repo: Path, tmp_path: Path) -> None:
+    store = LockStore(repo, tmp_path / "deep" / "locks")
+    assert stat.S_IMODE(os.stat(store.lock_dir).st_mode) == 0o700
+
+
+def test_an_existing_lock_dir_is_made_private(repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "locks").mkdir(mode=0o777)
+    os.chmod(tmp_path / "locks", 0o777)
+    LockStore(repo, tmp_path / "locks")
+    assert stat.S_IMODE(os.stat(tmp_path / "locks").st_mode) == 0o700
+
+
+def test_a_symlinked_lock_dir_is_refused(repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "locks").symlink_to(tmp_path / "real")
+    with pytest.raises(LockDirError, match="symlink"):
+        LockStore(repo, tmp_path / "locks")
+
+
+def test_a_lock_dir_that_is_a_file_is_refused(repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "locks").write_text("not a directory")
+    with pytest.raises(LockDirError, match="not a directory"):
+        LockStore(repo, tmp_path / "locks")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a directory to another uid")
+def test_a_lock_dir_owned_by_someone_else_is_refused(repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "locks").mkdir(mode=0o700)
+    os.chown(tmp_path / "locks", 4242, 4242)
+    with pytest.raises(LockDirError, match="belongs to uid 4242"):
+        LockStore(repo, tmp_path / "locks")
+
+
+def test_an_unusable_lock_dir_location_is_a_lock_dir_error(repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(LockDirError, match="cannot use lock directory"):
+        LockStore(repo, tmp_path / "file" / "locks")
+
+
+def test_a_planted_symlink_in_place_of_a_lock_is_never_followed(repo: Path, tmp_path: Path) -> None:
+    store = LockStore(repo, tmp_path / "locks")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious").write_text("keep me")
+    os.symlink(victim, store.lock_dir / f"{_name(store, 'a.py')}.lock")
+    with pytest.raises(LockDirError, match="not a directory the store wrote"):
+        store.try_lock("a.py", "alice")
+    with pytest.raises(LockDirError):
+        store.holder("a.py")
+    with pytest.raises(LockDirError):
+        store.release("a.py", "alice")
+    assert store.cleanup_agent_locks("alice") == []
+    [info] = store.list_locks()
+    assert info.problem is not None
+    assert info.holder is None
+    assert sorted(os.listdir(victim)) == ["precious"]
+    assert (victim / "precious").read_text() == "keep me"
+
+
+def test_a_planted_symlink_in_place_of_a_queue_is_never_followed(
+    repo: Path, tmp_path: Path
+) -> None:
+    store = LockStore(repo, tmp_path / "locks")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    os.symlink(victim, store.lock_dir / f"{_name(store, 'a.py')}.q")
+    with pytest.raises(LockDirError):
+        store.waiters("a.py")
+    assert os.listdir(victim) == []
+
+
+def test_a_corrupt_record_is_reported_never_removed(repo: Path, tmp_path: Path) -> None:
+    store = LockStore(repo, tmp_path / "locks")
+    lock = store.lock_dir / f"{_name(store, 'a.py')}.lock"
+    lock.mkdir()
+    os.symlink("{not json", lock / "tok")
+    assert store.is_locked("a.py")
+    with pytest.raises(CorruptRecordError):
+        store.holder("a.py")
+    assert not store.try_lock("a.py", "alice")
+    assert not store.release("a.py", "alice")
+    assert store.reclaim_stale() == []
+    [info] = store.list_locks()
+    assert info.problem is not None
+    assert "unreadable" in info.problem
+    assert os.listdir(lock) == ["tok"]
+
+
+def test_a_lock_with_two_grants_is_corrupt(repo: Path, tmp_path: Path) -> None:
+    store = LockStore(repo, tmp_path / "locks")
+    assert store.try_lock("a.py", "alice")
+    lock = store.lock_dir / f"{_name(store, 'a.py')}.lock"
+    os.symlink("{}", lock / "planted")
+    with pytest.raises(CorruptRecordError, match="expected one grant"):
+        store.holder_record("a.py")
+
+
+def test_long_records_are_written_as_files_and_read_whole(repo: Path, tmp_path: Path) -> None:
+    store = LockStore(repo, tmp_path / "locks")
+    deep = "/".join(["d" * 200] * 18) + "/file.py"  # a key longer than a symlink target holds
+    assert store.try_lock(deep, "alice")
+    record = store.holder_record(deep)
+    assert record is not None
+    assert record.lock_path == str(repo / deep)
+    assert not store.try_lock(deep, "bob")
+    assert store.release(deep, "alice")
+    assert os.listdir(store.lock_dir) == []
+
+
+def test_reading_never_writes(repo: Path, tmp_path: Path) -> None:
+    store = LockStore(repo, tmp_path / "locks")
+    store.try_lock("a.py", "alice")
+
+    def tree() -> list[tuple[str, float]]:
+        return sorted(
+            (os.path.join(root, name), os.lstat(os.path.join(root, name)).st_mtime)
+            for root, dirs, files in os.walk(store.lock_dir)
+            for name in dirs + files
+        )
+
+    before = tree()
+    store.holder("a.py")
+    store.holder_record("b.py")
+    store.is_locked("a.py")
+    store.waiters("a.py")
+    store.list_locks()
+    store.snapshot()
+    assert tree() == before
+
+
+def test_default_lock_dir_prefers_env_then_runtime_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOCKYARD_LOCK_DIR", str(tmp_path / "env"))
+    assert default_lock_dir() == tmp_path / "env"
+    monkeypatch.delenv("LOCKYARD_LOCK_DIR")
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    assert default_lock_dir() == runtime / "lockyard"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "missing"))
+    assert default_lock_dir() == Path(f"/tmp/lockyard-{os.geteuid()}")
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    assert default_lock_dir() == Path(f"/tmp/lockyard-{os.geteuid()}")
+
+
+def test_close_releases_the_directory_handle(tmp_path: Path) -> None:
+    directory = LockDir(tmp_path / "locks")
+    directory.close()
+    directory.close()
+    assert directory.fd == -1
