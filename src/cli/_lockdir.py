@@ -16,8 +16,8 @@ from ._errors import CliError, ExitCode
 
 LOCK_DIR_ENV = "LOCKYARD_LOCK_DIR"
 LOCK_DIR_HELP = (
-    "The lock directory to inspect (default: $LOCKYARD_LOCK_DIR, else the per-user runtime "
-    "directory the lock store uses)."
+    "The lock directory (default: $LOCKYARD_LOCK_DIR, else the lock store's per-user "
+    "runtime directory)."
 )
 
 

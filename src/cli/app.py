@@ -8,8 +8,16 @@ from . import clean, monitor, serve, status
 from ._errors import EXIT_CODES_HELP
 from .demo import command as demo
 
+HELP = """File locks and a deadlock monitor for parallel coding agents.
+
+Start with `lockyard demo`: eight scripted agents edit a throwaway repo through the lock
+tools, and the summary checks that no edit was lost. `status` and `clean` inspect and tidy
+a lock directory; `serve` and `monitor` run the tools and the deadlock monitor across
+processes. Every command takes --help; scripts can rely on --json and the exit codes below.
+"""
+
 app = typer.Typer(
-    help="File locks and a deadlock monitor for parallel coding agents.",
+    help=HELP,
     epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=False,
@@ -19,10 +27,7 @@ app = typer.Typer(
 
 @app.callback()
 def _root() -> None:
-    """lockyard: file locks and a deadlock monitor for parallel coding agents.
-
-    Start with `lockyard demo`: eight scripted agents share a throwaway repo.
-    """
+    """lockyard: file locks and a deadlock monitor for parallel coding agents."""
 
 
 demo.register(app)

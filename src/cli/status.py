@@ -126,16 +126,21 @@ def render_status(
     if not snapshot.locks:
         console.print(f"No locks in {lock_dir}: nothing is held or awaited.")
         return
-    table = Table(title=f"Locks in {lock_dir}", title_justify="left")
-    table.add_column("lock")
-    table.add_column("holder", no_wrap=True)
-    table.add_column("process", no_wrap=True)
+    # Paths relative to the repo when every lock belongs to one, else absolute.
+    namespaces = {info.namespace for info in snapshot.locks if info.namespace}
+    base = Path(namespaces.pop()) if len(namespaces) == 1 else None
+    title = f"Locks in {lock_dir}" + (f" (repo {base})" if base else "")
+    table = Table(title=title, title_justify="left")
+    names = [display_key(info.lock_path, base) for info in snapshot.locks]
+    table.add_column("lock", overflow="fold", min_width=min(32, max(map(len, names))))
+    table.add_column("agent", overflow="fold")
+    table.add_column("pid@host", overflow="fold")
     table.add_column("age", justify="right", no_wrap=True)
-    table.add_column("holder is", no_wrap=True)
-    table.add_column("waiters (in order)")
+    table.add_column("alive?", no_wrap=True)
+    table.add_column("waiters (in order)", overflow="fold")
     now = time.time()
     for info in snapshot.locks:
-        table.add_row(*_row(info, now))
+        table.add_row(*_row(info, base, now))
     console.print(table)
     dead = sum(1 for info in snapshot.locks if info.liveness == "dead")
     if dead:
@@ -151,8 +156,7 @@ def render_status(
         console.print(f"  the monitor's policy would ask {deadlock.victim} to give way")
 
 
-def _row(info: LockInfo, now: float) -> tuple[str | Text, ...]:
-    base = Path(info.namespace) if info.namespace else None
+def _row(info: LockInfo, base: Path | None, now: float) -> tuple[str | Text, ...]:
     name = display_key(info.lock_path, base)
     holder = info.holder
     if holder is None:
@@ -162,5 +166,5 @@ def _row(info: LockInfo, now: float) -> tuple[str | Text, ...]:
     )
     age = info.age_seconds if info.age_seconds is not None else now - holder.acquired_at
     liveness = Text(info.liveness, style=LIVENESS_STYLES.get(info.liveness, ""))
-    process = f"pid {holder.pid} on {holder.host}"
+    process = f"{holder.pid}@{holder.host}"
     return (name, holder.agent_id, process, format_age(age), liveness, waiters or "-")

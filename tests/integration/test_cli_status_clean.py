@@ -343,3 +343,31 @@ def test_clean_agent_and_all_together_is_a_usage_error(lock_dir: Path) -> None:
     assert "cannot be combined" in done.stderr
     blank = lockyard("clean", "--lock-dir", str(lock_dir), "--agent", " ")
     assert blank.returncode == 2
+
+
+def test_a_corrupt_holder_record_is_reported_and_never_deleted(
+    agents: Agents, lock_dir: Path
+) -> None:
+    agents.kill(agents.start("killed-holder", holds="a.py"))
+    [lock] = [entry for entry in lock_dir.iterdir() if entry.name.endswith(".lock")]
+    [record] = list(lock.iterdir())
+    record.unlink()
+    record.symlink_to("{this is not a holder record")
+    before = tree(lock_dir)
+
+    done = lockyard("status", "--lock-dir", str(lock_dir), "--json")
+    assert done.returncode == 5
+    [entry] = json.loads(done.stdout)["locks"]
+    assert entry["holder"] is None
+    assert "unreadable holder record" in entry["problem"]
+    text = lockyard("status", "--lock-dir", str(lock_dir))
+    assert text.returncode == 5
+    assert "unreadable" in text.stdout
+    assert "Traceback" not in text.stderr
+
+    for args in ([], ["--all", "--yes"], ["--agent", "killed-holder"]):
+        cleaned = lockyard("clean", "--lock-dir", str(lock_dir), *args)
+        assert cleaned.returncode == 5, cleaned.stderr
+        assert "left alone (unreadable)" in cleaned.stdout
+        assert "Traceback" not in cleaned.stderr
+    assert tree(lock_dir) == before
