@@ -84,3 +84,19 @@ def test_phases_and_deadlocks_are_kept() -> None:
     assert recorder.agents["a"].note == "f"
     assert recorder.agents["a"].deadlock_results == 1
     assert recorder.deadlocks == [info]
+
+
+def test_handoffs_to_the_longest_waiting_agent_are_counted() -> None:
+    recorder = SessionRecorder(clock=FakeClock())
+    recorder.on_event(event(LockEventType.ACQUIRED, "a", "/r/f"))
+    for waiter in ("b", "c", "d"):
+        recorder.on_event(event(LockEventType.WAITING, waiter, "/r/f"))
+    recorder.on_event(event(LockEventType.RELEASED, "a", "/r/f"))
+    recorder.on_event(event(LockEventType.ACQUIRED, "b", "/r/f"))  # first in line
+    recorder.on_event(event(LockEventType.RELEASED, "b", "/r/f"))
+    recorder.on_event(event(LockEventType.ACQUIRED, "d", "/r/f"))  # jumped ahead of c
+    recorder.on_event(event(LockEventType.RELEASED, "d", "/r/f"))
+    recorder.on_event(event(LockEventType.WAIT_ENDED, "c", "/r/f"))
+    assert len(recorder.handoffs) == 2
+    assert recorder.handoffs_in_order == 1
+    assert recorder.waits_for() == []

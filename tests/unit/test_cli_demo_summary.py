@@ -73,6 +73,7 @@ def perfect_run(scenario: Scenario) -> tuple[SessionRecorder, dict[str, str]]:
             )
         )
     recorder.handoffs.extend([0.001, 0.002, 0.004])
+    recorder.handoffs_in_order = 3
     contents = {
         name: file_header(name) + "".join(line + "\n" for line in lines)
         for name, lines in scenario.expected_lines().items()

@@ -55,6 +55,7 @@ class SessionRecorder:
     waits: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     agents: dict[str, AgentProgress] = field(default_factory=dict)
     handoffs: list[float] = field(default_factory=list)
+    handoffs_in_order: int = 0
     wait_events: int = 0
     deadlocks: list[DeadlockInfo] = field(default_factory=list)
     overlaps: list[Overlap] = field(default_factory=list)
@@ -62,6 +63,7 @@ class SessionRecorder:
     events: int = 0
     _released_at: dict[str, float] = field(default_factory=dict)
     _inside: dict[str, str] = field(default_factory=dict)
+    _queues: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
     def add_agent(self, agent_id: str, edits_total: int) -> None:
         self.agents[agent_id] = AgentProgress(agent_id=agent_id, edits_total=edits_total)
@@ -72,19 +74,24 @@ class SessionRecorder:
         now = self.clock()
         self.events += 1
         agent, key = event.agent_id, event.lock_path
-        waiting_on = self.waits[agent]
+        waiting_on, queue = self.waits[agent], self._queues[key]
         if event.event_type is LockEventType.WAITING:
             if key not in waiting_on:
                 waiting_on.append(key)
+                queue.append(agent)
                 self.wait_events += 1
         elif event.event_type is LockEventType.WAIT_ENDED:
             _discard(waiting_on, key)
+            _discard(queue, agent)
         elif event.event_type is LockEventType.ACQUIRED:
             if self.holds.get(key) == agent:
                 return  # a duplicate (the hook re-emits what the tool emitted)
             if key in waiting_on and key in self._released_at:
                 self.handoffs.append(now - self._released_at[key])
+                if queue and queue[0] == agent:
+                    self.handoffs_in_order += 1
             _discard(waiting_on, key)
+            _discard(queue, agent)
             self.holds[key] = agent
         elif self.holds.get(key) == agent:  # RELEASED by the holder
             del self.holds[key]

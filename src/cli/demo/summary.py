@@ -95,6 +95,7 @@ class DemoReport:
     files_edited: int
     waits: int
     handoffs: int
+    handoffs_in_order: int
     handoff_median_s: float | None
     handoff_p99_s: float | None
     deadlock_results: int
@@ -146,6 +147,7 @@ def build_report(
         files_edited=sum(1 for name in scenario.files if expected[name]),
         waits=recorder.wait_events,
         handoffs=len(recorder.handoffs),
+        handoffs_in_order=recorder.handoffs_in_order,
         handoff_median_s=percentile(recorder.handoffs, 0.5),
         handoff_p99_s=percentile(recorder.handoffs, 0.99),
         deadlock_results=sum(p.deadlock_results for p in recorder.agents.values()),
@@ -205,7 +207,12 @@ def render_report(report: DemoReport, console: Console) -> None:
         f"{report.edits_done}/{report.edits_expected} edits in "
         f"{report.files_edited}/{report.files} files, {report.seconds:.2f} s",
     )
-    figures.add_row("waits", f"{report.waits} blocked lock requests, {report.handoffs} handoffs")
+    figures.add_row("waits", f"{report.waits} blocked lock requests")
+    figures.add_row(
+        "handoffs",
+        f"{report.handoffs} (a waiter got a released file); {report.handoffs_in_order} of them "
+        "to the file's longest-waiting agent",
+    )
     figures.add_row(
         "handoff latency",
         f"median {format_ms(report.handoff_median_s)}, p99 {format_ms(report.handoff_p99_s)}"
