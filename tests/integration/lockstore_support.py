@@ -95,3 +95,92 @@ def dead_pid() -> int:
     child.wait()
     assert not os.path.exists(f"/proc/{child.pid}")
     return child.pid
+
+
+WORKER = r"""
+import os, random, sys
+from lockyard.infra.lockstore.liveness import read_proc_stat
+from lockyard.infra.tools.locking import LockStore
+
+repo, lock_dir, data, agent, iterations, files = sys.argv[1:7]
+
+
+def report(reclamation):
+    with open(os.path.join(data, "reclaimed"), "a") as log:
+        log.write(reclamation.holder.agent_id + "\n")
+
+
+store = LockStore(repo, lock_dir, liveness_interval=0.05, on_reclaim=report)
+names = [f"shared-{n}.txt" for n in range(int(files))]
+rng = random.Random(agent)
+
+
+def alive(pid):
+    stat = read_proc_stat(pid)
+    return stat is not None and stat[0] not in "ZX"
+
+
+def enter(marker):
+    # A second live holder inside the critical section is an overlap; a dead one's marker
+    # is what a SIGKILLed holder leaves behind.
+    while True:
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                with open(marker) as existing:
+                    owner = int(existing.read() or 0)
+            except FileNotFoundError:
+                owner = 0
+            if owner and alive(owner):
+                with open(os.path.join(data, "overlaps"), "a") as log:
+                    log.write(f"{agent} found {owner}\n")
+                return
+            try:
+                os.unlink(marker)
+            except FileNotFoundError:
+                pass
+            continue
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return
+
+
+print("started", flush=True)
+for seq in range(int(iterations)):
+    name = rng.choice(names)
+    assert store.acquire(name, agent, timeout_seconds=120), "lock not granted in 120 s"
+    marker = os.path.join(data, name + ".owner")
+    enter(marker)
+    path = os.path.join(data, name)
+    with open(path) as current:
+        lines = current.read()
+    temporary = f"{path}.{agent}.tmp"
+    with open(temporary, "w") as updated:
+        updated.write(lines + f"{agent} {seq}\n")
+    os.replace(temporary, path)
+    os.unlink(marker)
+    assert store.release(name, agent), "lost a lock I held"
+print("done", flush=True)
+"""
+
+
+def spawn_worker(
+    repo: Path, lock_dir: Path, data: Path, agent: str, iterations: int, files: int
+) -> subprocess.Popen[str]:
+    arguments = [str(repo), str(lock_dir), str(data), agent, str(iterations), str(files)]
+    return subprocess.Popen(
+        [sys.executable, "-c", WORKER, *arguments],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def read_edits(data: Path, files: int) -> dict[str, list[int]]:
+    """agent -> the sequence numbers of its edits found in the shared files (sorted)."""
+    edits: dict[str, list[int]] = {}
+    for n in range(files):
+        for line in (data / f"shared-{n}.txt").read_text().splitlines():
+            agent, seq = line.split()
+            edits.setdefault(agent, []).append(int(seq))
+    return {agent: sorted(seqs) for agent, seqs in edits.items()}
