@@ -159,11 +159,11 @@ def render_status(
 def _row(info: LockInfo, base: Path | None, now: float) -> tuple[str | Text, ...]:
     name = display_key(info.lock_path, base)
     holder = info.holder
-    if holder is None:
-        return (name, "-", "-", "-", Text(info.liveness, style="yellow"), info.problem or "-")
     waiters = ", ".join(
         f"{waiter.agent_id} (waiting {format_age(now - waiter.since)})" for waiter in info.waiters
     )
+    if holder is None:  # an unreadable record: its problem is printed below the table
+        return (name, "-", "-", "-", Text("unreadable", style="yellow"), waiters or "-")
     age = info.age_seconds if info.age_seconds is not None else now - holder.acquired_at
     liveness = Text(info.liveness, style=LIVENESS_STYLES.get(info.liveness, ""))
     process = f"{holder.pid}@{holder.host}"

@@ -100,8 +100,12 @@ def agents(repo: Path, lock_dir: Path) -> Iterator[Agents]:
     running.close()
 
 
-def lockyard(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def lockyard(
+    *args: str, stdin: str | None = None, lock_dir_env: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if key != "LOCKYARD_LOCK_DIR"}
+    if lock_dir_env is not None:
+        env["LOCKYARD_LOCK_DIR"] = str(lock_dir_env)
     return subprocess.run(
         [LOCKYARD, *args],
         capture_output=True,
@@ -371,3 +375,34 @@ def test_a_corrupt_holder_record_is_reported_and_never_deleted(
         assert "left alone (unreadable)" in cleaned.stdout
         assert "Traceback" not in cleaned.stderr
     assert tree(lock_dir) == before
+
+
+def test_an_entry_the_store_did_not_write_is_reported_and_left_alone(lock_dir: Path) -> None:
+    (lock_dir / "junk.lock").write_text("not a lock")
+    done = lockyard("status", "--lock-dir", str(lock_dir), "--json")
+    assert done.returncode == 5
+    [entry] = json.loads(done.stdout)["locks"]
+    assert "not a directory the store wrote" in entry["problem"]
+    cleaned = lockyard("clean", "--lock-dir", str(lock_dir), "--all", "--yes")
+    assert cleaned.returncode == 5
+    assert (lock_dir / "junk.lock").read_text() == "not a lock"
+
+
+def test_the_lock_dir_comes_from_the_environment_without_an_option(
+    agents: Agents, lock_dir: Path
+) -> None:
+    agents.start("holder", holds="a.py")
+    done = lockyard("status", "--json", lock_dir_env=lock_dir)
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["lock_dir"] == str(lock_dir.resolve())
+    assert [lock["holder"]["agent_id"] for lock in payload["locks"]] == ["holder"]
+
+
+def test_a_symlinked_lock_dir_is_refused(tmp_path: Path, lock_dir: Path) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(lock_dir)
+    done = lockyard("status", "--lock-dir", str(link))
+    assert done.returncode == 3
+    assert "symlink" in done.stderr
+    assert "Traceback" not in done.stderr
