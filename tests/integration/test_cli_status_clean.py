@@ -406,3 +406,38 @@ def test_a_symlinked_lock_dir_is_refused(tmp_path: Path, lock_dir: Path) -> None
     assert done.returncode == 3
     assert "symlink" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("answer", "code", "left"), [("y", 0, 0), ("n", 4, 2)])
+def test_clean_all_asks_on_a_terminal(
+    agents: Agents, lock_dir: Path, answer: str, code: int, left: int
+) -> None:
+    agents.start("holder", holds="a.py,b.py")
+    controller, terminal = os.openpty()
+    try:
+        process = subprocess.Popen(
+            [LOCKYARD, "clean", "--lock-dir", str(lock_dir), "--all"],
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.write(controller, f"{answer}\n".encode())
+        out, err = process.communicate(timeout=60)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert process.returncode == code, err
+    assert "Release all 2 lock(s)" in out
+    assert len(status_json(lock_dir)["locks"]) == left
+
+
+def test_the_default_lock_dir_is_the_per_user_runtime_dir(tmp_path: Path) -> None:
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    env = {key: value for key, value in os.environ.items() if key != "LOCKYARD_LOCK_DIR"}
+    env["XDG_RUNTIME_DIR"] = str(runtime)
+    done = subprocess.run([LOCKYARD, "status"], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 3
+    assert f"lock directory {runtime / 'lockyard'} does not exist" in done.stderr
+    assert not (runtime / "lockyard").exists()
