@@ -102,7 +102,9 @@ import os, random, sys
 from lockyard.infra.lockstore.liveness import read_proc_stat
 from lockyard.infra.tools.locking import LockStore
 
-repo, lock_dir, data, agent, iterations, files = sys.argv[1:7]
+import time
+
+repo, lock_dir, data, agent, iterations, files, hold = sys.argv[1:8]
 
 
 def report(reclamation):
@@ -159,6 +161,7 @@ for seq in range(int(iterations)):
     with open(temporary, "w") as updated:
         updated.write(lines + f"{agent} {seq}\n")
     os.replace(temporary, path)
+    time.sleep(float(hold))
     os.unlink(marker)
     assert store.release(name, agent), "lost a lock I held"
 print("done", flush=True)
@@ -166,9 +169,16 @@ print("done", flush=True)
 
 
 def spawn_worker(
-    repo: Path, lock_dir: Path, data: Path, agent: str, iterations: int, files: int
+    repo: Path,
+    lock_dir: Path,
+    data: Path,
+    agent: str,
+    iterations: int,
+    files: int,
+    hold_seconds: float = 0.0,
 ) -> subprocess.Popen[str]:
     arguments = [str(repo), str(lock_dir), str(data), agent, str(iterations), str(files)]
+    arguments.append(str(hold_seconds))
     return subprocess.Popen(
         [sys.executable, "-c", WORKER, *arguments],
         stdout=subprocess.PIPE,

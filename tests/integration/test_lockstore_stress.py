@@ -53,37 +53,36 @@ def test_stress_no_lost_updates_and_no_overlaps(tmp_path: Path) -> None:
 def test_chaos_sigkilled_holders_are_reclaimed_and_nothing_overlaps(tmp_path: Path) -> None:
     repo, lock_dir, data = _prepare(tmp_path)
     rng = random.Random(7)
-    survivors, iterations = 3, 300
-    victims = 8
-    killed: list[str] = []
-    workers = {
-        f"survivor-{n}": spawn_worker(repo, lock_dir, data, f"survivor-{n}", iterations, FILES)
+    survivors, iterations, kills = 3, 400, 8
+    workers = [
+        spawn_worker(repo, lock_dir, data, f"survivor-{n}", iterations, FILES)
         for n in range(survivors)
-    }
-    for worker in workers.values():
+    ]
+    for worker in workers:
         expect_line(worker, "started")
-    for n in range(victims):
-        agent = f"doomed-{n}"
-        child = spawn_worker(repo, lock_dir, data, agent, 100_000, FILES)
-        expect_line(child, "started")
-        time.sleep(rng.uniform(0.05, 0.4))
-        kill(child)  # most often inside or around a critical section, holding a lock
-        killed.append(agent)
-    for worker in workers.values():
+    killed: list[str] = []
+    for n in range(kills):
+        # Victims linger in their critical sections, so a kill usually hits a holder.
+        victim = spawn_worker(repo, lock_dir, data, f"doomed-{n}", 100_000, FILES, 0.01)
+        expect_line(victim, "started")
+        time.sleep(rng.uniform(0.02, 0.2))
+        kill(victim)
+        killed.append(f"doomed-{n}")
+    for worker in workers:
         expect_line(worker, "done")
         assert worker.wait() == 0
     assert not (data / "overlaps").exists()
     edits = read_edits(data, FILES)
-    for agent in workers:
-        assert edits[agent] == list(range(iterations))
+    for n in range(survivors):
+        assert edits[f"survivor-{n}"] == list(range(iterations))
     for agent in killed:  # a killed agent's edits are a gap-free prefix: none was lost
         seqs = edits.get(agent, [])
         assert seqs == list(range(len(seqs)))
-    reclaimed_during_run = (data / "reclaimed").read_text().split()
-    assert reclaimed_during_run, "no killed holder's lock was reclaimed: the run tested nothing"
-    assert set(reclaimed_during_run) <= set(killed)
+    reclaimed_log = data / "reclaimed"
+    during_run = reclaimed_log.read_text().split() if reclaimed_log.exists() else []
     store = LockStore(repo, lock_dir)
-    leftovers = store.reclaim_stale()  # locks of killed holders that nobody needed since
-    assert {r.holder.agent_id for r in leftovers} <= set(killed)
+    leftovers = [r.holder.agent_id for r in store.reclaim_stale()]  # nobody needed them since
+    assert during_run + leftovers, "no killed holder's lock was reclaimed: the run tested nothing"
+    assert set(during_run + leftovers) <= set(killed)
     assert store.list_locks() == []
     assert store.snapshot().waits == ()
