@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import anyio
 import typer
+from anyio.abc import TaskStatus
 
 from ..infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from ..infra.crossproc.state import LockDirUnreadableError, resolve_lock_dir
@@ -18,19 +20,19 @@ from ._errors import CliError, ExitCode, reports_errors
 DEADLOCK_FOUND = 6
 """`monitor --once`: a deadlock was found (and, unless --no-resolve, a victim noticed)."""
 
-MONITOR_HELP = f"""Find deadlocks among all agents of a lock directory, in any process, and
-resolve them softly.
-
-Rebuilds the wait-for graph from the lock directory (lock records = holds, queue entries =
-waits), follows changes by inotify (polling where unavailable), re-checks every cycle against
-the directory, and posts a victim notice (victims/<agent>.json) that makes the victim's pending
-lock_acquire return a `deadlock` result; nothing is killed and no lock is removed.
-
-Runs until interrupted; `--once` does one pass and exits {DEADLOCK_FOUND} if it found a
-deadlock, 0 if not. `--json` prints one JSON object per pass that found something (with
-`--once`: exactly one object). Exit codes: 0 ok, 2 usage, 3 lock directory unusable,
-{DEADLOCK_FOUND} deadlock found (--once).
-"""
+MONITOR_HELP = (
+    "Find deadlocks among all agents of a lock directory, whatever process serves them, and "
+    "resolve them softly.\n\n"
+    "Rebuilds the wait-for graph from the lock directory (lock records are holds, queue entries "
+    "are waits), follows changes by inotify (polling where unavailable), re-checks every cycle "
+    "against the directory, and posts a victim notice (victims/<agent>.json) that makes the "
+    "victim's pending lock_acquire return a `deadlock` result. Nothing is killed and no lock "
+    "is removed by the monitor.\n\n"
+    "Runs until interrupted. --once does one pass. --json prints one JSON object per pass that "
+    "found something (with --once: exactly one object).\n\n"
+    f"Exit codes: 0 ok (--once: no deadlock); 2 usage; 3 lock directory missing or unusable; "
+    f"{DEADLOCK_FOUND} (--once) a deadlock was found."
+)
 
 
 def monitor_command(
@@ -39,8 +41,7 @@ def monitor_command(
         typer.Option(
             "--lock-dir",
             envvar="LOCKYARD_LOCK_DIR",
-            help="The lock directory to watch. Env: LOCKYARD_LOCK_DIR; default: the per-user "
-            "runtime directory.",
+            help="The lock directory to watch (default: the per-user runtime directory).",
             show_default=False,
         ),
     ] = None,
@@ -91,21 +92,30 @@ def _monitor(
             if report.resolutions:
                 raise typer.Exit(DEADLOCK_FOUND)
             return
-        if not as_json:
-            print(f"watching {directory} for deadlocks (Ctrl-C to stop)", flush=True)
 
         async def watch() -> None:
-            await monitor.run(
-                lambda report: _print(report, directory, as_json=as_json, once=False),
-                poll_interval=poll_interval,
-            )
+            async with anyio.create_task_group() as group:
+                await group.start(_stop_on_signals, group.cancel_scope)
+                if not as_json:
+                    print(f"watching {directory} for deadlocks (Ctrl-C to stop)", flush=True)
+                await monitor.run(
+                    lambda report: _print(report, directory, as_json=as_json, once=False),
+                    poll_interval=poll_interval,
+                )
 
-        try:
-            anyio.run(watch)
-        except KeyboardInterrupt:
-            return
+        anyio.run(watch)
     except LockDirUnreadableError as exc:
         raise CliError(str(exc), ExitCode.LOCK_DIR, exc.hint) from None
+
+
+async def _stop_on_signals(
+    scope: anyio.CancelScope, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()
+        async for _signum in signals:
+            scope.cancel()
+            return
 
 
 def _print(report: PassReport, lock_dir: Path, *, as_json: bool, once: bool) -> None:

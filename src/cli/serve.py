@@ -10,21 +10,21 @@ from typing import Annotated
 import anyio
 import typer
 
-from ..infra.stdio_server import ServeConfigError, ServeSession, open_serve_store
+from ..infra.crossproc.serve_config import ServeConfigError, open_serve_store
 from ._errors import CliError, ExitCode, reports_errors
 
-SERVE_HELP = """Serve lock_acquire / lock_release for ONE agent over stdio (MCP).
-
-For Claude Code, Codex and other agent CLIs: configure it as a stdio MCP server, e.g.
-`{"command": "lockyard", "args": ["serve", "--agent-id", "alice", "--repo", "."]}`.
-The tools, schemas and results are those of the in-process server. stdout carries the
-protocol only; logs go to stderr.
-
-Bad configuration (no agent id, repo not a directory, unusable lock directory) exits with a
-one-line error before any MCP traffic: 2 usage, 3 lock directory. When the session ends
-(stdin closed, SIGTERM, SIGINT) the locks this process holds for the agent are released and
-logged; a crashed server's locks are reclaimed as stale (their pid is dead).
-"""
+SERVE_HELP = (
+    "Serve lock_acquire / lock_release for ONE agent over stdio (MCP), for Claude Code, Codex "
+    "and other agent CLIs. The tools, schemas and results are those of the in-process server; "
+    "stdout carries the protocol only, logs go to stderr.\n\n"
+    'Example MCP config: {"command": "lockyard", "args": ["serve", "--agent-id", "alice", '
+    '"--repo", "."]}\n\n'
+    "Bad configuration (no agent id, repo not a directory, unusable lock directory) exits before "
+    "any MCP traffic with a one-line error: exit 2 (usage) or 3 (lock directory).\n\n"
+    "When the session ends (stdin closed, SIGTERM, SIGINT) the locks it took and still holds "
+    "are released and logged. A crashed server's locks name a dead process and are reclaimed "
+    "as stale by the next agent that wants them (or by `lockyard clean`)."
+)
 
 
 def serve_command(
@@ -33,7 +33,7 @@ def serve_command(
         typer.Option(
             "--agent-id",
             envvar="LOCKYARD_AGENT_ID",
-            help="Who the locks belong to; unique per agent. Env: LOCKYARD_AGENT_ID.",
+            help="Who the locks belong to; unique per agent.",
             show_default=False,
         ),
     ] = None,
@@ -50,8 +50,7 @@ def serve_command(
         typer.Option(
             "--lock-dir",
             envvar="LOCKYARD_LOCK_DIR",
-            help="The shared lock directory. Env: LOCKYARD_LOCK_DIR; default: a per-user "
-            "runtime directory.",
+            help="The lock directory shared by all agents (default: a per-user runtime directory).",
             show_default=False,
         ),
     ] = None,
@@ -59,12 +58,28 @@ def serve_command(
         str,
         typer.Option("--log-level", help="stderr log level: DEBUG, INFO, WARNING, ERROR."),
     ] = "INFO",
+    progress_interval: Annotated[
+        float,
+        typer.Option(
+            "--progress-interval",
+            envvar="LOCKYARD_PROGRESS_INTERVAL",
+            help="Seconds between progress notifications while lock_acquire waits.",
+            min=0.05,
+            max=3600.0,
+        ),
+    ] = 10.0,
 ) -> None:
-    _serve(agent_id, repo, lock_dir, log_level)
+    _serve(agent_id, repo, lock_dir, log_level, progress_interval)
 
 
 @reports_errors
-def _serve(agent_id: str | None, repo: Path | None, lock_dir: Path | None, log_level: str) -> None:
+def _serve(
+    agent_id: str | None,
+    repo: Path | None,
+    lock_dir: Path | None,
+    log_level: str,
+    progress_interval: float,
+) -> None:
     level = log_level.upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise CliError(f"unknown --log-level {log_level!r}", ExitCode.USAGE,
@@ -82,7 +97,9 @@ def _serve(agent_id: str | None, repo: Path | None, lock_dir: Path | None, log_l
     logging.basicConfig(
         level=level, stream=sys.stderr, format="lockyard serve [%(name)s] %(levelname)s %(message)s"
     )
-    session = ServeSession(store, agent_id)
+    from ..infra.stdio_server import ServeSession  # imports mcp: only when serving
+
+    session = ServeSession(store, agent_id, progress_interval=progress_interval)
     logging.getLogger("lockyard.serve").info(
         "serving agent %s on %s (lock dir %s)", agent_id, store.namespace, store.lock_dir
     )

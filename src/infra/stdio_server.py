@@ -24,18 +24,16 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp.types as types
+from anyio.abc import TaskStatus
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
-from .crossproc.notices import FileVictimNotices, NoticeBoardError, VictimNoticeBoard
+from .crossproc.notices import FileVictimNotices
 from .crossproc.state import LockDirState
-from .lockstore.errors import InvalidAgentIdError, LockDirError
-from .lockstore.paths import validate_agent_id
 from .lockstore.store import LockStore
 from .tools.lock_tools import ACQUIRE_TOOL, LockTools
 from .tools.mcp_server import SERVER_VERSION, list_tools_result, to_call_tool_result
@@ -44,35 +42,6 @@ log = logging.getLogger("lockyard.serve")
 
 PROGRESS_INTERVAL_SECONDS = 10.0
 """How often a waiting lock_acquire reports progress (well inside any idle timeout)."""
-
-
-class ServeConfigError(Exception):
-    """`serve` cannot start: bad agent id, repository or lock directory (nothing was served)."""
-
-    def __init__(self, message: str, hint: str, *, lock_dir_problem: bool) -> None:
-        super().__init__(message)
-        self.hint = hint
-        self.lock_dir_problem = lock_dir_problem
-
-
-def open_serve_store(agent_id: str, repo: Path, lock_dir: Path | None) -> LockStore:
-    """The agent's lock store, or ServeConfigError before anything is served."""
-    try:
-        validate_agent_id(agent_id)
-    except InvalidAgentIdError as exc:
-        raise ServeConfigError(str(exc), "pass a short printable --agent-id",
-                               lock_dir_problem=False) from None  # fmt: skip
-    if not repo.is_dir():
-        raise ServeConfigError(f"--repo {repo} is not a directory",
-                               "pass the root of the repository the agent edits",
-                               lock_dir_problem=False)  # fmt: skip
-    try:
-        store = LockStore(str(repo), lock_dir)
-        VictimNoticeBoard(store.lock_dir).ensure()
-    except (LockDirError, NoticeBoardError) as exc:
-        hint = "pass --lock-dir (or set LOCKYARD_LOCK_DIR) to a private directory of yours"
-        raise ServeConfigError(str(exc), hint, lock_dir_problem=True) from None
-    return store
 
 
 class SessionLedger:
@@ -211,7 +180,7 @@ class ServeSession:
         server = self.build_server()
         try:
             async with anyio.create_task_group() as group:
-                group.start_soon(_cancel_on_signals, group.cancel_scope)
+                await group.start(_cancel_on_signals, group.cancel_scope)
                 async with stdio_server(stdin=StdinLines()) as (read, write):  # type: ignore[arg-type]
                     await server.run(read, write, server.create_initialization_options())
                 group.cancel_scope.cancel()
@@ -256,8 +225,11 @@ class StdinLines:
         return os.read(self._fd, 65536)
 
 
-async def _cancel_on_signals(scope: anyio.CancelScope) -> None:
+async def _cancel_on_signals(
+    scope: anyio.CancelScope, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()
         async for signum in signals:
             log.info("received %s, shutting down", signal.Signals(signum).name)
             scope.cancel()

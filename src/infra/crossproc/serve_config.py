@@ -1,0 +1,43 @@
+"""Checking `lockyard serve`'s configuration before anything is served.
+
+Kept apart from the server (which imports mcp, slow to load) so that a bad configuration is
+reported at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..lockstore.errors import InvalidAgentIdError, LockDirError
+from ..lockstore.paths import validate_agent_id
+from ..lockstore.store import LockStore
+from .notices import NoticeBoardError, VictimNoticeBoard
+
+
+class ServeConfigError(Exception):
+    """`serve` cannot start: bad agent id, repository or lock directory (nothing was served)."""
+
+    def __init__(self, message: str, hint: str, *, lock_dir_problem: bool) -> None:
+        super().__init__(message)
+        self.hint = hint
+        self.lock_dir_problem = lock_dir_problem
+
+
+def open_serve_store(agent_id: str, repo: Path, lock_dir: Path | None) -> LockStore:
+    """The agent's lock store, or ServeConfigError before anything is served."""
+    try:
+        validate_agent_id(agent_id)
+    except InvalidAgentIdError as exc:
+        raise ServeConfigError(str(exc), "pass a short printable --agent-id",
+                               lock_dir_problem=False) from None  # fmt: skip
+    if not repo.is_dir():
+        raise ServeConfigError(f"--repo {repo} is not a directory",
+                               "pass the root of the repository the agent edits",
+                               lock_dir_problem=False)  # fmt: skip
+    try:
+        store = LockStore(str(repo), lock_dir)
+        VictimNoticeBoard(store.lock_dir).ensure()
+    except (LockDirError, NoticeBoardError) as exc:
+        hint = "pass --lock-dir (or set LOCKYARD_LOCK_DIR) to a private directory of yours"
+        raise ServeConfigError(str(exc), hint, lock_dir_problem=True) from None
+    return store

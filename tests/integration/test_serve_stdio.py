@@ -1,0 +1,262 @@
+"""`lockyard serve` through its real entry point, driven by a real MCP stdio client."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.tools.locking_mcp import create_locking_mcp_server
+
+pytestmark = pytest.mark.anyio
+
+LOCKYARD = str(Path(sys.executable).parent / "lockyard")
+
+
+def child_env(lock_dir: Path, **extra: str) -> dict[str, str]:
+    """What the server process gets (stdio_client scrubs everything else): the lock dir, PATH,
+    and coverage's variables so the child is measured too."""
+    env = {"LOCKYARD_LOCK_DIR": str(lock_dir), "PATH": os.environ["PATH"], **extra}
+    env.update({k: v for k, v in os.environ.items() if k.startswith(("COVERAGE_", "PYTHONPATH"))})
+    return env
+
+
+def serve_params(agent: str, repo: Path, lock_dir: Path, *args: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=LOCKYARD,
+        args=["serve", "--agent-id", agent, "--repo", str(repo), *args],
+        env=child_env(lock_dir),
+    )
+
+
+@asynccontextmanager
+async def served(agent: str, repo: Path, lock_dir: Path, *args: str) -> AsyncIterator[Client]:
+    async with Client(serve_params(agent, repo, lock_dir, *args)) as client:
+        yield client
+
+
+def text_of(result: Any) -> str:
+    assert len(result.content) == 1
+    return str(result.content[0].text)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    (path / "src").mkdir(parents=True)
+    return path
+
+
+@pytest.fixture
+def lock_dir(tmp_path: Path) -> Path:
+    return tmp_path / "locks"
+
+
+async def test_serves_the_same_tools_as_the_in_process_server(repo: Path, lock_dir: Path) -> None:
+    in_process = create_locking_mcp_server("a", str(repo), lock_dir=lock_dir / "other")
+    async with Client(in_process["instance"], mode="legacy") as local:
+        expected = (await local.list_tools()).tools
+    async with served("a", repo, lock_dir) as client:
+        tools = (await client.list_tools()).tools
+    assert [t.name for t in tools] == ["lock_acquire", "lock_release"]
+    assert [t.model_dump() for t in tools] == [t.model_dump() for t in expected]
+
+
+async def test_results_are_identical_to_the_in_process_server(repo: Path, lock_dir: Path) -> None:
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("lock_acquire", {"filepaths": ["src/b.py", "src/a.py", "./src/a.py"]}),
+        ("lock_acquire", {"filepaths": ["src/a.py"], "timeout_seconds": 0}),
+        ("lock_release", {"filepaths": ["src/a.py", "src/never.py"]}),
+        ("lock_release", {"all": True}),
+        ("lock_release", {"all": True}),
+        ("lock_acquire", {"filepaths": []}),
+        ("lock_acquire", {"filepaths": ["../outside.py"]}),
+        ("lock_acquire", {"filepaths": ["x"], "timeout_seconds": -1}),
+        ("lock_acquire", {"filepaths": ["x"], "colour": "red"}),
+        ("lock_release", {"filepaths": ["x"], "all": True}),
+        ("lock_release", {}),
+        ("no_such_tool", {}),
+    ]
+    in_process = create_locking_mcp_server("a", str(repo), lock_dir=lock_dir / "other")
+    async with Client(in_process["instance"], mode="legacy") as local:
+        expected = [await local.call_tool(name, args) for name, args in calls]
+    async with served("a", repo, lock_dir) as client:
+        got = [await client.call_tool(name, args) for name, args in calls]
+
+    assert [(text_of(r), r.is_error) for r in got] == [(text_of(r), r.is_error) for r in expected]
+    first = json.loads(text_of(got[0]))
+    assert first["all_acquired"] is True
+    assert [r["filepath"] for r in first["results"]] == [
+        str(repo / "src/a.py"),
+        str(repo / "src/b.py"),
+    ]
+    errors = [r.is_error for r in got]
+    assert errors == [False] * 5 + [True] * 7  # bad input: is_error results, never protocol errors
+
+
+async def test_progress_is_reported_while_waiting(repo: Path, lock_dir: Path) -> None:
+    other = LockStore(str(repo), lock_dir)
+    assert other.try_lock("src/a.py", "holder")
+    progress: list[tuple[float, str | None]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, message))
+
+    env = child_env(lock_dir, LOCKYARD_PROGRESS_INTERVAL="0.1")
+    params = StdioServerParameters(
+        command=LOCKYARD,
+        args=["serve", "--agent-id", "a", "--repo", str(repo)],
+        env=env,
+    )
+    async with Client(params) as client:
+        result = await client.call_tool(
+            "lock_acquire",
+            {"filepaths": ["src/a.py"], "timeout_seconds": 0.6},
+            progress_callback=on_progress,
+        )
+    data = json.loads(text_of(result))
+    assert data["all_acquired"] is False
+    assert data["results"][0]["holder"] == "holder"
+    assert len(progress) >= 2
+    assert progress[0][1] is not None
+    assert "waiting for locks" in progress[0][1]
+    assert [value for value, _ in progress] == sorted(value for value, _ in progress)
+
+
+async def test_closing_stdin_releases_the_sessions_locks(repo: Path, lock_dir: Path) -> None:
+    store = LockStore(str(repo), lock_dir)
+    assert store.try_lock("src/kept.py", "b")  # another agent's lock must survive
+    async with served("a", repo, lock_dir) as client:
+        result = await client.call_tool("lock_acquire", {"filepaths": ["src/a.py", "src/b.py"]})
+        assert json.loads(text_of(result))["all_acquired"] is True
+        assert store.holder("src/a.py") == "a"
+    assert store.holder("src/a.py") is None
+    assert store.holder("src/b.py") is None
+    assert store.holder("src/kept.py") == "b"
+
+
+def rpc(proc: subprocess.Popen[str], message: dict[str, Any]) -> dict[str, Any] | None:
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    proc.stdin.write(json.dumps(message) + "\n")
+    proc.stdin.flush()
+    if "id" not in message:
+        return None
+    answer: dict[str, Any] = json.loads(proc.stdout.readline())
+    return answer
+
+
+def start_raw_server(repo: Path, lock_dir: Path, agent: str = "a") -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [LOCKYARD, "serve", "--agent-id", agent, "--repo", str(repo)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "LOCKYARD_LOCK_DIR": str(lock_dir)},
+    )
+    init = rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})  # fmt: skip
+    assert init is not None
+    assert init["result"]["serverInfo"]["name"] == "lockyard"
+    rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return proc
+
+
+def acquire_raw(proc: subprocess.Popen[str], *paths: str) -> dict[str, Any]:
+    arguments = {"filepaths": list(paths), "timeout_seconds": 0}
+    answer = rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                        "params": {"name": "lock_acquire", "arguments": arguments}})  # fmt: skip
+    assert answer is not None
+    data: dict[str, Any] = json.loads(answer["result"]["content"][0]["text"])
+    return data
+
+
+def test_sigterm_releases_the_sessions_locks_and_logs_them(repo: Path, lock_dir: Path) -> None:
+    proc = start_raw_server(repo, lock_dir)
+    assert acquire_raw(proc, "src/a.py")["all_acquired"] is True
+    store = LockStore(str(repo), lock_dir)
+    assert store.holder("src/a.py") == "a"
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0
+    assert store.holder("src/a.py") is None
+    assert f"released {repo / 'src/a.py'}" in err
+
+
+def test_a_killed_server_leaves_a_lock_that_is_reclaimed_as_stale(
+    repo: Path, lock_dir: Path
+) -> None:
+    proc = start_raw_server(repo, lock_dir)
+    assert acquire_raw(proc, "src/a.py")["all_acquired"] is True
+    proc.kill()
+    proc.communicate(timeout=20)
+    store = LockStore(str(repo), lock_dir)
+    assert store.holder("src/a.py") == "a"  # nobody released it ...
+    assert store.try_lock("src/a.py", "b")  # ... but its holder is provably dead
+    assert store.holder("src/a.py") == "b"
+
+
+def test_stdout_carries_only_the_protocol(repo: Path, lock_dir: Path) -> None:
+    proc = start_raw_server(repo, lock_dir)
+    acquire_raw(proc, "src/a.py")
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    proc.stdin.close()
+    assert proc.wait(timeout=20) == 0
+    out, err = proc.stdout.read(), proc.stderr.read()
+    assert out == ""  # everything after the answers read above: nothing stray
+    assert "serving agent a" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "code", "message"),
+    [
+        ([], {}, 2, "serve needs an agent id"),
+        (["--agent-id", "  "], {}, 2, "serve needs an agent id"),
+        (["--agent-id", "a\nb", "--repo", "{repo}"], {}, 2, "control characters"),
+        (["--agent-id", "a"], {}, 2, "serve needs the repository"),
+        (["--agent-id", "a", "--repo", "{repo}/missing"], {}, 2, "is not a directory"),
+        (["--agent-id", "a", "--repo", "{repo}", "--log-level", "loud"], {}, 2, "--log-level"),
+        (["--repo", "{repo}"], {"LOCKYARD_AGENT_ID": ""}, 2, "agent id"),
+        (["--agent-id", "a", "--repo", "{repo}", "--lock-dir", "{file}"], {}, 3, "not a directory"),
+        (["--agent-id", "a", "--repo", "{repo}"], {"LOCKYARD_LOCK_DIR": "{file}"}, 3, "lock dir"),
+    ],
+)
+def test_bad_configuration_fails_closed_before_speaking_mcp(
+    tmp_path: Path,
+    repo: Path,
+    args: list[str],
+    env: dict[str, str],
+    code: int,
+    message: str,
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    fill = {"repo": str(repo), "file": str(a_file)}
+    base = {k: v for k, v in os.environ.items() if not k.startswith("LOCKYARD_")}
+    done = subprocess.run(
+        [LOCKYARD, "serve", *[arg.format(**fill) for arg in args]],
+        input='{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n',
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base, **{k: v.format(**fill) for k, v in env.items()}},
+    )
+    assert done.returncode == code, done.stderr
+    assert done.stdout == ""
+    assert message in done.stderr
+    assert done.stderr.startswith("lockyard: error: ")
+    assert "Traceback" not in done.stderr
