@@ -85,6 +85,12 @@ class WaitForGraph:
     def waiters_of(self, lock: str) -> tuple[str, ...]:
         return tuple(self._waiters.get(lock, ()))
 
+    def hold_count(self, agent: str) -> int:
+        return len(self._held.get(agent, ()))
+
+    def wait_count(self, agent: str) -> int:
+        return len(self._waits.get(agent, ()))
+
     def is_waiting(self, agent: str, lock: str) -> bool:
         return lock in self._waits.get(agent, ())
 

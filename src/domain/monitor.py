@@ -46,15 +46,11 @@ class _VictimSignal:
 
     event: anyio.Event = field(default_factory=anyio.Event)
     info: DeadlockInfo | None = None
+    waiters: int = 0
 
     def deliver(self, info: DeadlockInfo) -> None:
         self.info = info
         self.event.set()
-
-    async def wait(self) -> DeadlockInfo:
-        await self.event.wait()
-        assert self.info is not None  # set before the event fires
-        return self.info
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +111,9 @@ class DeadlockMonitor:
         self._agents: dict[str, _Registration] = {}
         self._victims: dict[str, DeadlockInfo] = {}
         self._signals: dict[str, _VictimSignal] = {}
+        # lock -> the agent whose hold on it ended last (released or superseded), so that its
+        # late duplicate RELEASED is recognised as such and not reported as a violation.
+        self._former_holder: dict[str, str] = {}
 
     # ---- agents --------------------------------------------------------------------------
 
@@ -163,6 +162,7 @@ class DeadlockMonitor:
                 if previous == agent:
                     return None  # a duplicate (the tool, then the PostToolUse hook)
                 if previous is not None:
+                    self._former_holder[lock] = previous
                     logger.warning(
                         "lock %s acquired by %s while recorded as held by %s: "
                         "treating %s's hold as stale",
@@ -174,6 +174,10 @@ class DeadlockMonitor:
                 holder = graph.holder(lock)
                 if holder == agent:
                     graph.clear_holder(lock)
+                    self._former_holder[lock] = agent
+                elif holder is not None and self._former_holder.get(lock) == agent:
+                    # The PostToolUse hook re-reporting a release after the lock moved on.
+                    logger.debug("late duplicate release of %s by %s ignored", lock, agent)
                 elif holder is not None:
                     logger.warning(
                         "lock %s released by %s but held by %s: ignoring the release",
@@ -183,7 +187,7 @@ class DeadlockMonitor:
 
     def _clear_mark_if_done(self, agent: str) -> None:
         """A victim's mark stands until all its waits have ended."""
-        if agent in self._victims and not self._graph.waits_of(agent):
+        if agent in self._victims and not self._graph.wait_count(agent):
             del self._victims[agent]
 
     # ---- detection and resolution --------------------------------------------------------
@@ -248,8 +252,8 @@ class DeadlockMonitor:
             registered=registration is not None,
             issue_id=None if registration is None else registration.issue_id,
             start_time=None if registration is None else registration.start_time,
-            locks_held=len(self._graph.held_by(agent_id)),
-            waits=len(self._graph.waits_of(agent_id)),
+            locks_held=self._graph.hold_count(agent_id),
+            waits=self._graph.wait_count(agent_id),
         )
 
     async def _confirmed(self, info: DeadlockInfo) -> bool:
@@ -296,7 +300,15 @@ class DeadlockMonitor:
         signal = self._signals.get(agent_id)
         if signal is None:
             signal = self._signals[agent_id] = _VictimSignal()
-        return await signal.wait()
+        signal.waiters += 1
+        try:
+            await signal.event.wait()
+        finally:
+            signal.waiters -= 1
+            if not signal.waiters and self._signals.get(agent_id) is signal:
+                del self._signals[agent_id]  # every waiter gave up: forget the signal
+        assert signal.info is not None  # set before the event fires
+        return signal.info
 
     def victim_mark(self, agent_id: str) -> DeadlockInfo | None:
         """The deadlock `agent_id` is marked as the victim of, if any."""
