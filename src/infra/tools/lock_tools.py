@@ -25,6 +25,7 @@ import anyio
 from ...core.deadlock import DeadlockInfo
 from ...core.events import LockEvent, LockEventType
 from ...core.ports import EmitLockEvent, VictimNotices, deliver
+from ..lockstore.errors import LockStoreError
 from .tool_inputs import (
     ACQUIRE_SPEC,
     ACQUIRE_TOOL,
@@ -70,7 +71,8 @@ DEADLOCK_INSTRUCTION: Final = (
 
 
 class ToolStore(Protocol):
-    """The part of the lock store the tools use (the filesystem `LockStore` implements it)."""
+    """The part of the lock store the tools use: a subset of `LockBackend`, which the
+    filesystem `LockStore` (and any future backend) implements."""
 
     def canonicalize(self, filepath: str) -> str: ...
     def try_lock(self, filepath: str, agent_id: str) -> bool: ...
@@ -79,7 +81,7 @@ class ToolStore(Protocol):
         filepath: str,
         agent_id: str,
         timeout_seconds: float = ...,
-        poll_interval_ms: int = ...,
+        poll_interval_ms: float = ...,
     ) -> bool: ...
     def release(self, filepath: str, agent_id: str) -> bool: ...
     def holder(self, filepath: str) -> str | None: ...
@@ -110,8 +112,8 @@ class ToolOutcome:
         return result
 
 
-STORE_ERRORS: tuple[type[Exception], ...] = (ValueError,)
-"""What the store raises for a bad path or a bad call (its typed errors are ValueErrors)."""
+STORE_ERRORS: Final[tuple[type[Exception], ...]] = (LockStoreError, ValueError)
+"""What the store raises on purpose: bad paths (ValueErrors too), an unusable lock directory."""
 
 
 class LockTools:
@@ -272,6 +274,12 @@ class _AcquireCall:
                         group.start_soon(self._wait_one, key, timeout_seconds, group.cancel_scope)
                     if self.tools.victim_notices is not None:
                         group.start_soon(self._watch_for_victim, group.cancel_scope)
+        except ExceptionGroup as failed:
+            # One failing wait fails the call; surface the store's own error, not a group.
+            store_errors = failed.subgroup(STORE_ERRORS)
+            if store_errors is None:
+                raise
+            raise store_errors.exceptions[0] from failed
         finally:
             with anyio.CancelScope(shield=True):
                 for key in sorted(self.waiting):

@@ -1,0 +1,308 @@
+"""Wiring for implementer agents: `ClaudeAgentOptions` with the lock tools, hooks and prompt.
+
+Two entry points:
+
+- `AgentRuntimeBuilder(repo, store=..., monitor=...).build()` -> `AgentRuntime` for one agent:
+  `runtime.options` goes to `ClaudeSDKClient`, and `async with runtime:` (or `await
+  runtime.close()`) releases the agent's locks and tells the monitor when the agent ends, for
+  whatever reason.
+- `LockCoordinator(repo)`: one lock store and one deadlock monitor shared by N agents, with
+  the monitor's cycle check wired to the store. An orchestrator needs only:
+
+      coordinator = LockCoordinator(repo)
+      async with coordinator.runtime("agent-1") as rt, ClaudeSDKClient(rt.options) as client:
+          await client.query(task)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal
+
+import anyio
+from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, McpSdkServerConfig
+
+from ..core.deadlock import DeadlockInfo
+from ..core.events import LockEvent, LockEventType
+from ..core.ports import EmitLockEvent, VictimNotices, deliver
+from ..domain.deadlock import DeadlockMonitor, OnDeadlock, VictimPolicy
+from ..prompts.loader import render_implementer_prompt
+from .hooks.deadlock import make_lock_event_hook
+from .hooks.locking import (
+    BASH_MATCHER,
+    WRITE_TOOLS_MATCHER,
+    make_commit_guard_hook,
+    make_write_guard_hook,
+)
+from .mcp import new_agent_id
+from .tools.lock_tools import LockTools
+from .tools.locking import LockStore
+from .tools.locking_mcp import lock_tools_server_config
+from .tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name, release_tool_name
+
+logger = logging.getLogger(__name__)
+
+PromptMode = Literal["append", "replace", "none"]
+_STORE_OR_LOCK_DIR = "pass either store= or lock_dir=, not both: the store has its own lock_dir"
+
+
+class AgentRuntime:
+    """One implementer agent's options plus the teardown that leaves no lock behind."""
+
+    def __init__(
+        self,
+        *,
+        agent_id: str,
+        options: ClaudeAgentOptions,
+        tools: LockTools,
+        store: LockStore,
+        monitor: DeadlockMonitor | None,
+        server_key: str,
+        prompt: str,
+    ) -> None:
+        self.agent_id = agent_id
+        self.options = options
+        self.tools = tools
+        self.store = store
+        self.monitor = monitor
+        self.server_key = server_key
+        self.prompt = prompt
+        self.closed = False
+
+    @property
+    def tool_names(self) -> tuple[str, str]:
+        """The full names the model calls: (`mcp__<key>__lock_acquire`, `..._release`)."""
+        return acquire_tool_name(self.server_key), release_tool_name(self.server_key)
+
+    async def close(self) -> list[str]:
+        """Release every lock the agent still holds, tell the monitor, then unregister it.
+
+        Idempotent; shielded, so it completes even when the caller is being cancelled.
+        Returns the lock keys released.
+        """
+        if self.closed:
+            return []
+        self.closed = True
+        with anyio.CancelScope(shield=True):
+            released = sorted(self.store.cleanup_agent_locks(self.agent_id))
+            for key in released:
+                await self.tools.emit(LockEventType.RELEASED, key)
+            if self.monitor is not None:
+                self.monitor.unregister_agent(self.agent_id)
+        if released:
+            logger.info("agent %s ended holding %d lock(s): released", self.agent_id, len(released))
+        return released
+
+    async def __aenter__(self) -> AgentRuntime:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+@dataclass
+class AgentRuntimeBuilder:
+    """Builds the `ClaudeAgentOptions` of one implementer agent.
+
+    What it adds to `base_options` (which it never mutates):
+    - `mcp_servers[server_key]`: the lock tools for this agent;
+    - `allowed_tools`: `mcp__<server_key>__lock_acquire` and `..._release`;
+    - PreToolUse hooks: the write guard (Write|Edit|MultiEdit|NotebookEdit) and the
+      `git commit` guard (Bash);
+    - PostToolUse and PostToolUseFailure hooks on the two lock tools: lock events;
+    - the implementer prompt (appended to the Claude Code preset by default);
+    - `cwd` = the repository, unless set.
+    Events go to `monitor.handle_event` and to `emit_lock_event` (both if both are given);
+    victim notices come from `victim_notices`, else from the monitor.
+    """
+
+    repo_path: str | os.PathLike[str]
+    agent_id: str | None = None
+    store: LockStore | None = None
+    lock_dir: str | os.PathLike[str] | None = None
+    monitor: DeadlockMonitor | None = None
+    emit_lock_event: EmitLockEvent | None = None
+    victim_notices: VictimNotices | None = None
+    issue_id: str | None = None
+    server_key: str = DEFAULT_SERVER_KEY
+    base_options: ClaudeAgentOptions = field(default_factory=ClaudeAgentOptions)
+    prompt_mode: PromptMode = "append"
+    guard_writes: bool = True
+    guard_commits: bool = True
+    tool_timeout_seconds: float | None = None
+    """The CLI's wall-clock limit per lock tool call (server `timeout`); None: CLI default."""
+
+    def build(self) -> AgentRuntime:
+        agent_id = self.agent_id if self.agent_id is not None else new_agent_id()
+        store = self.store if self.store is not None else LockStore(self.repo_path, self.lock_dir)
+        if self.store is not None and self.lock_dir is not None:
+            raise ValueError(
+                "pass either store= or lock_dir=, not both: the store has its lock_dir"
+            )
+        if self.tool_timeout_seconds is not None and not self.tool_timeout_seconds > 0:
+            raise ValueError("tool_timeout_seconds must be a positive number of seconds")
+        acquire, release = acquire_tool_name(self.server_key), release_tool_name(self.server_key)
+        emit = _fan_out(self.monitor, self.emit_lock_event)
+        notices = self.victim_notices if self.victim_notices is not None else self.monitor
+        tools = LockTools(store, agent_id, emit_lock_event=emit, victim_notices=notices)
+        prompt = render_implementer_prompt(
+            agent_id=agent_id,
+            repo=store.namespace,
+            lock_dir=store.lock_dir,
+            acquire_tool=acquire,
+            release_tool=release,
+        )
+        options = dataclasses.replace(
+            self.base_options,
+            mcp_servers=self._servers(tools),
+            allowed_tools=_merged(self.base_options.allowed_tools, [acquire, release]),
+            hooks=self._hooks(store, agent_id, emit, acquire, release),
+            system_prompt=self._system_prompt(prompt),
+            cwd=self.base_options.cwd if self.base_options.cwd is not None else store.namespace,
+        )
+        if self.monitor is not None:
+            self.monitor.register_agent(agent_id, self.issue_id)
+        return AgentRuntime(
+            agent_id=agent_id,
+            options=options,
+            tools=tools,
+            store=store,
+            monitor=self.monitor,
+            server_key=self.server_key,
+            prompt=prompt,
+        )
+
+    def _servers(self, tools: LockTools) -> dict[str, Any]:
+        existing = self.base_options.mcp_servers
+        if not isinstance(existing, dict):
+            raise ValueError(
+                "base_options.mcp_servers must be a dict to add the lockyard server to it "
+                "(not a path or JSON string)"
+            )
+        if self.server_key in existing:
+            raise ValueError(
+                f"base_options.mcp_servers already has a server under {self.server_key!r}: "
+                "choose another server_key"
+            )
+        config: McpSdkServerConfig = lock_tools_server_config(tools, self.server_key)
+        entry: dict[str, Any] = dict(config)
+        if self.tool_timeout_seconds is not None:
+            entry["timeout"] = round(self.tool_timeout_seconds * 1000)  # forwarded to the CLI
+        return {**existing, self.server_key: entry}
+
+    def _hooks(
+        self, store: LockStore, agent_id: str, emit: EmitLockEvent, acquire: str, release: str
+    ) -> dict[Any, list[HookMatcher]]:
+        hooks: dict[Any, list[HookMatcher]] = {
+            event: list(matchers) for event, matchers in (self.base_options.hooks or {}).items()
+        }
+        pre: list[HookMatcher] = []
+        if self.guard_writes:
+            guard = make_write_guard_hook(store, agent_id, self.server_key)
+            pre.append(HookMatcher(matcher=WRITE_TOOLS_MATCHER, hooks=[guard]))
+        if self.guard_commits:
+            commit_guard = make_commit_guard_hook(store, agent_id, self.server_key)
+            pre.append(HookMatcher(matcher=BASH_MATCHER, hooks=[commit_guard]))
+        if pre:
+            hooks.setdefault("PreToolUse", []).extend(pre)
+        events = make_lock_event_hook(
+            emit, self.server_key, agent_id=agent_id, canonicalize=store.canonicalize
+        )
+        # An exact-name list: a bare prefix like "mcp__lockyard__" would match nothing.
+        ours = f"{acquire}|{release}"
+        for event_name in ("PostToolUse", "PostToolUseFailure"):
+            hooks.setdefault(event_name, []).append(HookMatcher(matcher=ours, hooks=[events]))
+        return hooks
+
+    def _system_prompt(self, prompt: str) -> Any:
+        base = self.base_options.system_prompt
+        if self.prompt_mode == "none":
+            return base
+        if self.prompt_mode == "replace" or not base:
+            if self.prompt_mode == "replace":
+                return prompt
+            return {"type": "preset", "preset": "claude_code", "append": prompt}
+        if isinstance(base, str):
+            return f"{base}\n\n{prompt}"
+        config: dict[str, Any] = dict(base)
+        if config.get("type") == "preset":
+            config["append"] = "\n\n".join(p for p in (config.get("append"), prompt) if p)
+            return config
+        if config.get("type") == "custom":
+            config["prompt"] = f"{config['prompt']}\n\n{prompt}"
+            return config
+        raise ValueError(
+            f"cannot append the implementer prompt to a {config.get('type')!r} system prompt: "
+            "use prompt_mode='replace' or 'none' and include runtime.prompt yourself"
+        )
+
+
+def _merged(first: Sequence[str], extra: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys([*first, *extra]))
+
+
+def _fan_out(monitor: DeadlockMonitor | None, emit: EmitLockEvent | None) -> EmitLockEvent:
+    async def emit_all(event: LockEvent) -> None:
+        if monitor is not None:
+            await monitor.handle_event(event)
+        await deliver(emit, event)
+
+    return emit_all
+
+
+class LockCoordinator:
+    """One lock store and one deadlock monitor for a repository, shared by every agent.
+
+    The monitor re-checks each cycle against the store before acting (`verify_cycle`): every
+    hold in the cycle must still be held by that agent. Wait edges are the tools' own (they
+    end with WAIT_ENDED the moment a wait ends), so they are trusted as reported.
+    """
+
+    def __init__(
+        self,
+        repo_path: str | os.PathLike[str],
+        lock_dir: str | os.PathLike[str] | None = None,
+        *,
+        store: LockStore | None = None,
+        on_deadlock: OnDeadlock | None = None,
+        victim_policy: VictimPolicy | None = None,
+        server_key: str = DEFAULT_SERVER_KEY,
+        base_options: ClaudeAgentOptions | None = None,
+    ) -> None:
+        if store is not None and lock_dir is not None:
+            raise ValueError(
+                "pass either store= or lock_dir=, not both: the store has its lock_dir"
+            )
+        self.repo_path = repo_path
+        self.store = store if store is not None else LockStore(repo_path, lock_dir)
+        self.monitor = DeadlockMonitor(
+            on_deadlock, victim_policy=victim_policy, verify_cycle=self.verify_cycle
+        )
+        self.server_key = server_key
+        self.base_options = base_options if base_options is not None else ClaudeAgentOptions()
+
+    def verify_cycle(self, info: DeadlockInfo) -> bool:
+        """Whether every hold of the cycle is still real in the lock store."""
+        return all(self.store.holder(step.lock_path) == step.held_by for step in info.cycle)
+
+    def builder(self, agent_id: str | None = None, **settings: Any) -> AgentRuntimeBuilder:
+        """A builder on the shared store and monitor; `settings` override builder fields."""
+        settings.setdefault("server_key", self.server_key)
+        settings.setdefault("base_options", self.base_options)
+        return AgentRuntimeBuilder(
+            self.repo_path, agent_id=agent_id, store=self.store, monitor=self.monitor, **settings
+        )
+
+    def runtime(self, agent_id: str | None = None, **settings: Any) -> AgentRuntime:
+        """Build one agent's runtime (see `AgentRuntimeBuilder` for `settings`)."""
+        return self.builder(agent_id, **settings).build()

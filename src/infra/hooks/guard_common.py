@@ -1,0 +1,44 @@
+"""What the PreToolUse guards share: the store they read, the deny output, the repo test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from claude_agent_sdk import HookContext
+from claude_agent_sdk.types import SyncHookJSONOutput
+
+HookFn = Callable[[Any, str | None, HookContext], Any]
+
+
+class GuardStore(Protocol):
+    """What the guards read from the lock store (they never take or release a lock)."""
+
+    @property
+    def namespace(self) -> str: ...
+    def canonicalize(self, filepath: str) -> str: ...
+    def holder(self, filepath: str) -> str | None: ...
+
+
+def deny(reason: str) -> SyncHookJSONOutput:
+    """The PreToolUse output that blocks the call; the model sees `reason` as the tool error."""
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }
+    }
+
+
+def inside_repo(path: str, repo: str) -> bool:
+    """Whether `path` lies in `repo`, symlinks resolved. Relative paths count as inside."""
+    if not Path(path).is_absolute():
+        return True
+    try:
+        resolved = Path(path).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return True  # let the store judge it
+    repo_path = Path(repo).resolve()
+    return resolved == repo_path or repo_path in resolved.parents

@@ -1,0 +1,79 @@
+"""`lock_acquire` / `lock_release` as an in-process SDK MCP server (a thin adapter).
+
+The behaviour lives in `lock_tools.LockTools`; this module only wraps the shared MCP server
+in the `McpSdkServerConfig` that `ClaudeAgentOptions.mcp_servers` takes. The model sees the
+tools as `mcp__<key in mcp_servers>__lock_acquire`: the dict key, not the server name.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from claude_agent_sdk import McpSdkServerConfig
+
+from ...core.ports import EmitLockEvent, VictimNotices
+from .lock_tools import LockTools, ToolStore
+from .locking import LockStore
+from .mcp_server import build_lock_tools_server
+from .naming import DEFAULT_SERVER_KEY, check_server_key
+
+
+def create_locking_mcp_server(
+    agent_id: str,
+    repo_namespace: str | os.PathLike[str] | None = None,
+    emit_lock_event: EmitLockEvent | None = None,
+    *,
+    store: ToolStore | None = None,
+    lock_dir: str | os.PathLike[str] | None = None,
+    victim_notices: VictimNotices | None = None,
+    server_name: str = DEFAULT_SERVER_KEY,
+) -> McpSdkServerConfig:
+    """The SDK MCP server through which `agent_id` locks files of the repo `repo_namespace`.
+
+    Every hold and wait goes to `emit_lock_event` as it happens (usually
+    `DeadlockMonitor.handle_event`). Pass `store` to share one `LockStore` between agents
+    (then `repo_namespace`, if given, must be the store's repo, and `lock_dir` must be omitted);
+    otherwise one is opened on `lock_dir` (default: `LOCKYARD_LOCK_DIR`, else a per-user
+    runtime directory). `victim_notices` (usually the monitor) lets a waiting call return the
+    deadlock result when this agent is chosen as a victim.
+    """
+    tools = LockTools(
+        _resolve_store(store, repo_namespace, lock_dir),
+        agent_id,
+        emit_lock_event=emit_lock_event,
+        victim_notices=victim_notices,
+    )
+    return lock_tools_server_config(tools, server_name)
+
+
+def lock_tools_server_config(
+    tools: LockTools, server_name: str = DEFAULT_SERVER_KEY
+) -> McpSdkServerConfig:
+    """Wrap ready `LockTools` as an SDK MCP server config."""
+    check_server_key(server_name)
+    return McpSdkServerConfig(
+        type="sdk", name=server_name, instance=build_lock_tools_server(tools, server_name)
+    )
+
+
+def _resolve_store(
+    store: ToolStore | None,
+    repo_namespace: str | os.PathLike[str] | None,
+    lock_dir: str | os.PathLike[str] | None,
+) -> ToolStore:
+    if store is None:
+        return LockStore(repo_namespace, lock_dir)
+    if lock_dir is not None:
+        raise ValueError("pass either store= or lock_dir=, not both: the store has its lock_dir")
+    namespace = getattr(store, "namespace", None)
+    if (
+        repo_namespace is not None
+        and namespace is not None
+        and Path(repo_namespace).resolve() != Path(namespace).resolve()
+    ):
+        raise ValueError(
+            f"repo_namespace {os.fspath(repo_namespace)!r} is not the store's repo {namespace!r}: "
+            "pass the same repo, or omit repo_namespace"
+        )
+    return store
