@@ -116,7 +116,7 @@ def test_a_perfect_run_is_ok_and_says_so() -> None:
     text = console.export_text()
     assert "all invariants held" in text
     assert "no edit lost" in text
-    assert "victim: agent-1" in text
+    assert "victim agent-1" in text
 
 
 def test_every_broken_invariant_is_a_problem() -> None:

@@ -134,6 +134,7 @@ class ScriptedAgent:
             attempts += 1
         await self._edit(task)
         released = await call_tool(self._session, RELEASE, {"filepaths": list(task.files)})
+        self._recorder.set_phase(self.agent_id, Phase.IDLE)
         if released["count"] != len(task.files):
             self._recorder.anomalies.append(
                 f"{self.agent_id} released {released['count']} of {len(task.files)} locks "

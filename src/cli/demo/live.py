@@ -23,6 +23,7 @@ PHASE_STYLES = {
     Phase.LOCKING: "cyan",
     Phase.WAITING: "yellow",
     Phase.EDITING: "green",
+    Phase.IDLE: "dim",
     Phase.BACKING_OFF: "magenta",
     Phase.DONE: "bold green",
     Phase.FAILED: "bold red",

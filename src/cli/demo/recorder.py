@@ -23,6 +23,7 @@ class Phase(StrEnum):
     LOCKING = "locking"
     WAITING = "waiting"
     EDITING = "editing"
+    IDLE = "between tasks"
     BACKING_OFF = "backing off"
     DONE = "done"
     FAILED = "failed"

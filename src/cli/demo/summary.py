@@ -65,19 +65,21 @@ def percentile(values: Sequence[float], fraction: float) -> float | None:
 @dataclass(frozen=True)
 class DeadlockRecord:
     cycle: str
+    steps: tuple[str, ...]
     agents: tuple[str, ...]
     victim: str
     victim_waits_on: str
 
     @classmethod
     def from_info(cls, info: DeadlockInfo, base: Path | None) -> DeadlockRecord:
-        steps = [
+        steps = tuple(
             f"{step.agent_id} waits for {display_key(step.lock_path, base)}"
             f" (held by {step.held_by})"
             for step in info.cycle
-        ]
+        )
         return cls(
             cycle=" -> ".join(steps),
+            steps=steps,
             agents=tuple(info.agents),
             victim=info.victim,
             victim_waits_on=display_key(info.victim_waits_on, base),
@@ -208,27 +210,28 @@ def render_report(report: DemoReport, console: Console) -> None:
         f"{report.files_edited}/{report.files} files, {report.seconds:.2f} s",
     )
     figures.add_row("waits", f"{report.waits} blocked lock requests")
+    in_order = "all" if report.handoffs_in_order == report.handoffs else report.handoffs_in_order
     figures.add_row(
-        "handoffs",
-        f"{report.handoffs} (a waiter got a released file); {report.handoffs_in_order} of them "
-        "to the file's longest-waiting agent",
+        "handoffs", f"{report.handoffs}, {in_order} to the file's longest-waiting agent"
     )
     figures.add_row(
         "handoff latency",
         f"median {format_ms(report.handoff_median_s)}, p99 {format_ms(report.handoff_p99_s)}"
-        " (release to the next holder's grant)",
+        " (release to grant)",
     )
     figures.add_row(
         "deadlocks",
-        f"{len(report.deadlocks)} detected, {report.deadlock_results} victim results, "
-        "resolved softly (the victim released and retried)",
+        f"{len(report.deadlocks)} detected and resolved softly: each victim's pending "
+        f"lock_acquire returned the deadlock ({report.deadlock_results} results), "
+        "its locks were released, it retried and finished",
     )
     parts: list[Any] = [figures]
     for number, record in enumerate(report.deadlocks, start=1):
-        line = Text(f"  {number}. ", style="bold")
-        line.append(record.cycle)
-        line.append(f"\n     victim: {record.victim}", style="yellow")
+        line = Text(f" deadlock {number}: ", style="bold")
+        line.append(f"victim {record.victim}", style="yellow")
         line.append(f" (gave up waiting for {record.victim_waits_on})")
+        for step in record.steps:
+            line.append(f"\n   {step}")
         parts.append(line)
     parts.append(_checks(report))
     style = "green" if report.ok else "red"

@@ -1,0 +1,120 @@
+"""`lockyard demo` end to end: real store, real monitor, real MCP protocol, real files."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from lockyard.cli.app import app
+from lockyard.cli.demo import command
+from lockyard.cli.demo.runner import DemoOptions, Workspace, run_demo
+from lockyard.cli.demo.scenario import build_scenario, edit_line, file_header
+from lockyard.cli.demo.summary import DemoReport
+from lockyard.infra.tools.locking import LockStore
+
+LOCKYARD = str(Path(sys.executable).parent / "lockyard")
+
+
+def lockyard(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([LOCKYARD, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_demo_with_default_settings_exits_0_and_says_all_invariants_held() -> None:
+    done = lockyard("demo")  # stdout is a pipe: no live view
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all invariants held" in done.stdout
+    assert "no edit lost" in done.stdout
+    assert "no two holders overlapped" in done.stdout
+    assert "8 scripted agents" in done.stdout
+    assert "deadlock 1: victim " in done.stdout
+    assert "Traceback" not in done.stderr
+
+
+def test_demo_json_and_kept_workspace_show_every_edit_exactly_once(tmp_path: Path) -> None:
+    keep = tmp_path / "kept"
+    done = lockyard(
+        "demo", "--agents", "5", "--files", "6", "--seed", "3", "--keep", str(keep), "--json"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] is True
+    assert report["problems"] == []
+    assert report["workspace"] == str(keep.resolve())
+    assert report["edits_done"] == report["edits_expected"] > 0
+    assert report["lost_edits"] == 0
+    assert report["overlaps"] == []
+    # The scripted pair and ring were both detected and each victim got the deadlock result.
+    groups = [set(record["agents"]) for record in report["deadlocks"]]
+    assert {"agent-1", "agent-2"} in groups
+    assert {"agent-3", "agent-4", "agent-5"} in groups
+    assert report["deadlock_results"] >= 2
+    assert report["waits"] > 0
+    assert report["handoffs"] > 0
+    assert report["handoff_median_s"] <= report["handoff_p99_s"]
+
+    # The files themselves: the same plan, every line once, nothing else.
+    scenario = build_scenario(agents=5, files=6, seed=3)
+    for name, lines in scenario.expected_lines().items():
+        content = (keep / "repo" / name).read_text()
+        assert content.startswith(file_header(name))
+        body = content[len(file_header(name)) :].splitlines()
+        assert sorted(body) == sorted(lines)
+    assert (
+        edit_line("agent-1", 1)
+        in (keep / "repo" / scenario.agents[0].tasks[0].files[0]).read_text()
+    )
+    # Nothing is left in the kept lock directory.
+    assert LockStore(keep / "repo", keep / "locks").list_locks() == []
+
+
+def test_demo_refuses_bad_options_without_a_traceback(tmp_path: Path) -> None:
+    too_few = lockyard("demo", "--agents", "1")
+    assert too_few.returncode == 2
+    assert "--agents" in too_few.stderr
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / "precious.txt").write_text("keep me")
+    refused = lockyard("demo", "--keep", str(occupied))
+    assert refused.returncode == 2
+    assert "is not an empty directory" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert (occupied / "precious.txt").read_text() == "keep me"
+    assert sorted(path.name for path in occupied.iterdir()) == ["precious.txt"]
+
+
+def test_live_view_runs_on_a_terminal_and_the_run_still_holds() -> None:
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=120)
+    report, workspace = run_demo(DemoOptions(agents=3, files=4, seed=9), console)
+    assert report.ok, report.problems
+    assert {"agent-1", "agent-2"} in [set(record.agents) for record in report.deadlocks]
+    assert "lockyard demo: 3 agents, 4 files, seed 9" in screen.getvalue()
+    assert not workspace.root.exists()  # the temporary workspace is gone
+
+
+def test_a_broken_invariant_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command's exit status follows the report (the report's rules are unit-tested)."""
+    from lockyard.cli.demo import runner
+
+    real_run_demo = runner.run_demo
+
+    def run_then_break(
+        options: DemoOptions, console: Console | None
+    ) -> tuple[DemoReport, Workspace]:
+        report, workspace = real_run_demo(options, console)
+        broken = DemoReport(**{**report.__dict__, "problems": ("src/app/models.py: lost edit",)})
+        return broken, workspace
+
+    monkeypatch.setattr(runner, "run_demo", run_then_break)
+    result = CliRunner().invoke(app, ["demo", "--agents", "2", "--files", "3", "--no-live"])
+    assert result.exit_code == 1, result.output
+    assert "INVARIANT BROKEN" in result.output
+    assert "lost edit" in result.output
+    assert command.HELP.splitlines()[0] in CliRunner().invoke(app, ["demo", "--help"]).output
