@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -309,3 +310,35 @@ def test_a_hub_watches_and_reports_directory_events(tmp_path: Path) -> None:
     hub.unsubscribe(f"{tmp_path}/x", waker)
     waker.close()
     hub.close()
+
+
+@pytest.mark.anyio
+async def test_a_waiter_whose_entry_vanished_queues_again(repo: Path, lock_dir: Path) -> None:
+    store = LockStore(repo, lock_dir, liveness_interval=0.02)
+    assert store.try_lock("a.py", "alice")
+    async with anyio.create_task_group() as group:
+        group.start_soon(store.acquire_async, "a.py", "bob", 30)
+        await _until_queued(store, ["bob"])
+        [queue] = [lock_dir / n for n in os.listdir(lock_dir) if n.endswith(".q")]
+        shutil.rmtree(queue)  # someone wiped the queue under the waiter
+        await _until_queued(store, ["bob"])
+        store.release("a.py", "alice")
+    assert store.holder("a.py") == "bob"
+
+
+def test_a_forked_child_gets_its_own_identity_and_hub(store: LockStore) -> None:
+    assert store.try_lock("a.py", "parent")
+    assert store.acquire("a.py", "other", timeout_seconds=0.01) is False  # hub has inotify now
+    parent_hub = process_hub()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child, reported through the exit code
+        ok = (
+            process_hub() is not parent_hub
+            and store.acquire("a.py", "child", timeout_seconds=0.05) is False
+            and store.try_lock("b.py", "child")
+            and store.holder_record("b.py").pid == os.getpid()  # type: ignore[union-attr]
+        )
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert store.holder("b.py") == "child"

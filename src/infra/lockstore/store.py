@@ -32,7 +32,7 @@ from .records import (
     decode_waiter,
     encode_holder,
 )
-from .wakeup import process_hub
+from .wakeup import WakeHub, process_hub
 
 log = logging.getLogger(__name__)
 
@@ -98,12 +98,15 @@ class LockStore:
         self.allow_outside_repo = allow_outside_repo
         self._dir = LockDir(lock_dir if lock_dir is not None else default_lock_dir())
         self.lock_dir: Path = Path(self._dir.path)
-        self._hub = process_hub()
         self._use_inotify = use_inotify
         self.liveness_interval = liveness_interval
         self._on_reclaim = on_reclaim
         self._grants: dict[tuple[str, str], str] = {}  # (lock name, agent) -> grant token
         self._grants_guard = threading.Lock()
+
+    @property
+    def _hub(self) -> WakeHub:
+        return process_hub()  # looked up each time: a forked child has its own
 
     def __repr__(self) -> str:
         return f"LockStore(namespace={self.namespace!r}, lock_dir={str(self.lock_dir)!r})"

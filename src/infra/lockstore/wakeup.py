@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
-import errno
 import os
 import select
 import struct
@@ -172,10 +171,8 @@ class WakeHub:
                 return True
             try:
                 wd = inotify.add_watch(directory)
-            except OSError as error:
-                if error.errno in (errno.ENOENT, errno.ENOTDIR):
-                    return False
-                raise
+            except OSError:  # gone, or out of watches (ENOSPC): this waiter polls instead
+                return False
             self._watch_of_dir[directory] = (wd, 1)
             self._dir_of_wd[wd] = directory
             return True

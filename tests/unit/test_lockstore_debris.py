@@ -1,0 +1,113 @@
+"""What crashes leave behind (staging directories, dead or planted queue entries) is cleaned
+up or ignored, and never mistaken for a lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from lockyard.infra.lockstore.liveness import current_process
+from lockyard.infra.lockstore.paths import lock_name
+from lockyard.infra.tools.locking import LockDirError, LockStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LockStore:
+    (tmp_path / "repo").mkdir()
+    return LockStore(tmp_path / "repo", tmp_path / "locks")
+
+
+def _record(store: LockStore, filepath: str, **override: object) -> str:
+    me = current_process()
+    record: dict[str, object] = {
+        "agent_id": "crashed",
+        "token": "tok",
+        "pid": me.pid,
+        "start_time": me.start_time,
+        "host": me.host,
+        "boot_id": me.boot_id,
+        "pid_ns": me.pid_ns,
+        "lock_path": store.canonicalize(filepath),
+        "namespace": store.namespace,
+        "acquired_at": time.time(),
+    }
+    record.update(override)
+    return json.dumps(record)
+
+
+def _staging(store: LockStore, filepath: str, token: str, record: str | None, age: float) -> Path:
+    name = lock_name(store.namespace, store.canonicalize(filepath))
+    staging = store.lock_dir / f"{name}.tmp-{token}"
+    staging.mkdir()
+    if record is not None:
+        os.symlink(record, staging / token)
+    old = time.time() - age
+    os.utime(staging, (old, old))
+    return staging
+
+
+def test_reclaim_stale_removes_dead_and_old_staging_and_keeps_fresh_live_ones(
+    store: LockStore,
+) -> None:
+    dead = _staging(store, "a.py", "t1", _record(store, "a.py", pid=1, start_time=-1), 0)
+    empty_old = _staging(store, "b.py", "t2", None, 3600)
+    empty_new = _staging(store, "c.py", "t3", None, 0)
+    live_new = _staging(store, "d.py", "t4", _record(store, "d.py"), 0)
+    live_old = _staging(store, "e.py", "t5", _record(store, "e.py"), 3600)
+    corrupt = _staging(store, "f.py", "t6", "{oops", 3600)
+    assert store.reclaim_stale() == []
+    assert not dead.exists()
+    assert not empty_old.exists()
+    assert empty_new.exists()
+    assert live_new.exists()
+    assert not live_old.exists()
+    assert corrupt.exists()
+    assert store.list_locks() == []
+    assert store.try_lock("a.py", "alice")
+
+
+def test_corrupt_and_dead_queue_entries_are_ignored_then_dropped(store: LockStore) -> None:
+    name = lock_name(store.namespace, store.canonicalize("a.py"))
+    queue = store.lock_dir / f"{name}.q"
+    queue.mkdir()
+    os.symlink("{garbage", queue / "00000000000000000001-x")
+    record = json.loads(_record(store, "a.py", pid=1, start_time=-1))
+    record.update(ticket=2, since=0.0)
+    os.symlink(json.dumps(record), queue / "00000000000000000002-y")
+    assert [w.agent_id for w in store.waiters("a.py")] == ["crashed"]
+    assert store.snapshot().waits == ()
+    assert store.try_lock("a.py", "alice")  # neither entry is a live waiter
+    assert store.release("a.py", "alice")
+    store.reclaim_stale()
+    assert [entry.name for entry in queue.iterdir()] == ["00000000000000000001-x"]
+
+
+def test_a_planted_queue_symlink_is_skipped_by_scans(store: LockStore, tmp_path: Path) -> None:
+    name = lock_name(store.namespace, store.canonicalize("a.py"))
+    (tmp_path / "elsewhere").mkdir()
+    assert store.try_lock("a.py", "alice")
+    os.symlink(tmp_path / "elsewhere", store.lock_dir / f"{name}.q")
+    assert store.release("a.py", "alice")
+    with pytest.raises(LockDirError, match="Remove it"):
+        store.try_lock("a.py", "bob")  # fairness cannot be judged: say so, take nothing
+    assert store.try_lock("b.py", "alice")
+    assert [info.waiters for info in store.list_locks()] == [()]
+    assert store.snapshot().waits == ()
+    assert store.reclaim_stale() == []
+    assert os.listdir(tmp_path / "elsewhere") == []
+
+
+def test_a_record_whose_token_disagrees_with_its_name_is_corrupt(store: LockStore) -> None:
+    name = lock_name(store.namespace, store.canonicalize("a.py"))
+    lock = store.lock_dir / f"{name}.lock"
+    lock.mkdir()
+    os.symlink(_record(store, "a.py", token="other"), lock / "tok")
+    [info] = store.list_locks()
+    assert info.problem is not None
+    assert "records token other" in info.problem
+    assert store.cleanup_agent_locks("crashed") == []
+    assert store.reclaim_stale() == []
