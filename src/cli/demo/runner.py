@@ -22,10 +22,8 @@ from mcp import Client
 from rich.console import Console
 from rich.live import Live
 
-from ...core.deadlock import DeadlockInfo
 from ...core.events import LockEvent
-from ...domain.deadlock import DeadlockMonitor
-from ...infra.tools.locking import LockStore
+from ...infra.agent_runtime import LockCoordinator
 from ...infra.tools.locking_mcp import create_locking_mcp_server
 from .._errors import CliError, ExitCode
 from .agent import Pacing, Rendezvous, ScriptedAgent
@@ -93,23 +91,18 @@ class DemoSession:
         self.workspace = workspace
         self.pacing = pacing
         self.recorder = SessionRecorder()
-        self.store = LockStore(workspace.repo, workspace.lock_dir)
-        self.monitor = DeadlockMonitor(
-            on_deadlock=self.recorder.on_deadlock, verify_cycle=self._holds_still_stand
+        # The orchestrator's own wiring: one store and one monitor that re-checks every cycle
+        # against the store (its holds) before anyone is asked to give way.
+        coordinator = LockCoordinator(
+            workspace.repo, workspace.lock_dir, on_deadlock=self.recorder.on_deadlock
         )
+        self.store = coordinator.store
+        self.monitor = coordinator.monitor
 
     async def emit(self, event: LockEvent) -> None:
         """Every agent's tool server reports here: the recorder sees it, then the monitor."""
         self.recorder.on_event(event)
         await self.monitor.handle_event(event)
-
-    def _holds_still_stand(self, info: DeadlockInfo) -> bool:
-        """Re-check a cycle against the lock store before anyone is made to give way.
-
-        The holds are checked; the waits are the tools' own reports (WAITING is sent before
-        the store queues the waiter, and WAIT_ENDED the moment a wait stops).
-        """
-        return all(self.store.holder(step.lock_path) == step.held_by for step in info.cycle)
 
     async def run(self, live: Live | None = None) -> DemoReport:
         scenario, repo = self.scenario, self.workspace.repo
