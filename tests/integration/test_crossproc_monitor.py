@@ -349,3 +349,16 @@ async def test_the_watcher_falls_back_to_polling(
     with TreeWatcher(lock_dir, poll_interval=0.01) as watcher:
         assert not watcher.pushing
         assert await watcher.changed(5) is True
+
+
+async def test_the_watcher_follows_queues_that_existed_before_it(lock_dir: Path) -> None:
+    (lock_dir / "old.q").mkdir()
+    with TreeWatcher(lock_dir, descend=lambda name: name.endswith(".q")) as watcher:
+        (lock_dir / "old.q" / "1-entry").write_text("{}")
+        assert await watcher.changed(5) is True
+
+
+async def test_the_watcher_of_a_vanished_root_only_times_out(tmp_path: Path) -> None:
+    with TreeWatcher(tmp_path / "missing") as watcher:
+        assert watcher.pushing
+        assert await watcher.changed(0.05) is False

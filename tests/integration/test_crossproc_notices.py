@@ -210,3 +210,34 @@ def test_force_polling_disables_inotify(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("LOCKYARD_FORCE_POLLING", "1")
     assert not inotify_available()
     assert Inotify.open() is None
+
+
+def test_board_refuses_a_victims_dir_owned_by_someone_else(tmp_path: Path) -> None:
+    board = VictimNoticeBoard(tmp_path)
+    board.ensure()
+    if os.getuid() != 0:
+        pytest.skip("needs root to hand the directory to another user")
+    os.chown(tmp_path / "victims", 4242, 4242)
+    with pytest.raises(NoticeBoardError, match="belongs to uid 4242"):
+        board.post(notice())
+    assert os.listdir(tmp_path / "victims") == []
+
+
+async def test_any_victim_notices_returns_the_first_source_that_names_the_agent(
+    tmp_path: Path,
+) -> None:
+    from lockyard.domain.deadlock import DeadlockMonitor
+    from lockyard.infra.crossproc.notices import AnyVictimNotices
+
+    in_process = DeadlockMonitor()
+    either = AnyVictimNotices(in_process, FileVictimNotices(tmp_path, always, poll_interval=0.05))
+    posted = notice("a")
+    timer = threading.Timer(0.1, lambda: VictimNoticeBoard(tmp_path).post(posted))
+    timer.start()
+    try:
+        with anyio.fail_after(5):
+            assert await either.wait_for_victim("a") == posted.deadlock
+    finally:
+        timer.cancel()
+    with pytest.raises(ValueError, match="at least one"):
+        AnyVictimNotices()

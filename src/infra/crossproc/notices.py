@@ -27,6 +27,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...core.deadlock import DeadlockInfo
+from ...core.ports import VictimNotices
 from .inotify import IN_CREATE, IN_MOVED_TO, Inotify
 
 log = logging.getLogger(__name__)
@@ -269,3 +270,29 @@ class FileVictimNotices:
             return None
         log.info("deadlock victim notice for %s: %s", agent_id, notice.deadlock.describe())
         return notice.deadlock
+
+
+class AnyVictimNotices:
+    """Several `VictimNotices` as one: the first source to name the agent wins.
+
+    For an orchestrator whose agents share a lock directory with other processes: give its
+    tools `AnyVictimNotices(monitor, file_notices)`, so a victim hears of deadlocks found by
+    its own in-process monitor and of those `lockyard monitor` finds across processes.
+    """
+
+    def __init__(self, *sources: VictimNotices) -> None:
+        if not sources:
+            raise ValueError("AnyVictimNotices needs at least one source")
+        self._sources = sources
+
+    async def wait_for_victim(self, agent_id: str) -> DeadlockInfo:
+        found: list[DeadlockInfo] = []
+        async with anyio.create_task_group() as group:
+
+            async def listen(source: VictimNotices) -> None:
+                found.append(await source.wait_for_victim(agent_id))
+                group.cancel_scope.cancel()
+
+            for source in self._sources:
+                group.start_soon(listen, source)
+        return found[0]
