@@ -130,7 +130,7 @@ def _read_git(args: list[str], current: str, plan: CommitPlan) -> None:
             if arg in _ADD_EVERYTHING:
                 plan.add_everything = True
             elif not arg.startswith("-"):
-                plan.add_paths.append(os.path.join(directory, arg))
+                plan.add_paths.append(os.path.normpath(os.path.join(directory, arg)))
 
 
 def _read_commit_args(args: list[str], directory: str, plan: CommitPlan) -> None:
@@ -140,7 +140,7 @@ def _read_commit_args(args: list[str], directory: str, plan: CommitPlan) -> None
         arg = args[index]
         index += 1
         if only_paths or not arg.startswith("-") or arg == "-":
-            plan.commit_paths.append(os.path.join(directory, arg))
+            plan.commit_paths.append(os.path.normpath(os.path.join(directory, arg)))
         elif arg == "--":
             only_paths = True
         elif arg.startswith("--"):
