@@ -57,7 +57,8 @@ async def test_results_are_one_json_text_block_and_events_flow(repo: Path, lock_
     assert not acquired.is_error
     assert len(acquired.content) == 1
     assert acquired.content[0].type == "text"
-    keys = [str(repo.resolve() / name) for name in ("a.py", "b.py")]
+    store = LockStore(repo, lock_dir)
+    keys = [store.canonicalize(name) for name in ("a.py", "b.py")]
     assert json.loads(acquired.content[0].text) == {
         "results": [{"filepath": key, "acquired": True, "holder": "a1"} for key in keys],
         "all_acquired": True,
