@@ -38,6 +38,11 @@ class AgentRun:
         return found[-1] if found else None
 
     @property
+    def final_text(self) -> str | None:
+        """The text the session ended with (the last model turn's reply)."""
+        return None if self.result is None else self.result.result
+
+    @property
     def tool_uses(self) -> list[ToolUseBlock]:
         return [
             block

@@ -77,7 +77,7 @@ async def test_two_agents_follow_their_own_scripts_with_gates_and_repeats(
     for name, run in runs.items():
         assert run.result is not None, run.stderr
         assert run.result.is_error is False
-        assert run.result.result == f"{name} finished"
+        assert run.final_text == f"{name} finished"
         assert not any(block.is_error for block in run.tool_results)
     alpha_seen = fake_api.outcomes("alpha")
     assert alpha_seen[0].name == "mcp__board__put"
