@@ -25,7 +25,7 @@ class TreeWatcher:
         *,
         descend: Callable[[str], bool] = lambda _name: True,
         poll_interval: float = 0.5,
-        settle: float = 0.005,
+        settle: float = 0.001,
     ) -> None:
         self.root = Path(root)
         self._descend = descend
