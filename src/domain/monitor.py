@@ -138,6 +138,11 @@ class DeadlockMonitor:
 
     async def handle_event(self, event: LockEvent) -> DeadlockInfo | None:
         """Apply `event`; if it closed a cycle, report it and return it (the first, if several)."""
+        if not isinstance(event, LockEvent):
+            raise TypeError(
+                f"handle_event takes a LockEvent, got {type(event).__name__}; build one with "
+                "LockEvent(event_type=..., agent_id=..., lock_path=...)"
+            )
         changed_lock = self._apply(event)
         if changed_lock is None:
             return None
@@ -229,13 +234,20 @@ class DeadlockMonitor:
 
     def _deadlock_info(self, cycle: Cycle) -> DeadlockInfo:
         agents = {step.agent_id: self._agent_info(step.agent_id) for step in cycle}
-        victim = self._victim_policy(cycle, agents)
+        try:
+            victim: object = self._victim_policy(cycle, agents)
+        except Exception:
+            # A deadlock must not go unresolved because a custom policy failed.
+            logger.exception("victim policy failed; using the default policy")
+            victim = None
         if victim not in agents:
-            logger.error(
-                "victim policy chose %r, which is not in the cycle %s; using the default policy",
-                victim, [step.agent_id for step in cycle],
-            )  # fmt: skip
+            if victim is not None:
+                logger.error(
+                    "victim policy chose %r, not an agent of the cycle %s; using the default",
+                    victim, list(agents),
+                )  # fmt: skip
             victim = fewest_locks_then_youngest(cycle, agents)
+        assert isinstance(victim, str)
         start = next(i for i, step in enumerate(cycle) if step.agent_id == victim)
         ordered: tuple[CycleStep, ...] = cycle[start:] + cycle[:start]
         return DeadlockInfo(

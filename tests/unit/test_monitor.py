@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import anyio
 import anyio.lowlevel
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from lockyard.core.deadlock import DeadlockInfo
+from lockyard.core.deadlock import CycleStep, DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
 from lockyard.core.ports import VictimNotices
-from lockyard.domain.deadlock import AgentInfo, Cycle, DeadlockMonitor
+from lockyard.domain.deadlock import AgentInfo, Cycle, DeadlockMonitor, fewest_locks_then_youngest
 
 ACQUIRED = LockEventType.ACQUIRED
 WAITING = LockEventType.WAITING
@@ -302,7 +305,7 @@ async def test_a_pluggable_policy_is_used_and_a_bad_choice_falls_back(
 ) -> None:
     seen: list[tuple[Cycle, dict[str, AgentInfo]]] = []
 
-    def oldest(cycle: Cycle, agents: dict[str, AgentInfo]) -> str:
+    def oldest(cycle: Cycle, agents: Mapping[str, AgentInfo]) -> str:
         seen.append((cycle, dict(agents)))
         return max(agents, key=lambda a: -(agents[a].start_time or 0.0))
 
@@ -611,3 +614,115 @@ async def test_a_cancelled_wait_for_victim_leaves_nothing_behind() -> None:
         )
     assert got == found
     assert monitor._signals == {}
+
+
+@pytest.mark.anyio
+async def test_a_failing_policy_falls_back_to_the_default(caplog: pytest.LogCaptureFixture) -> None:
+    def broken(cycle: Cycle, agents: Mapping[str, AgentInfo]) -> str:
+        raise KeyError("no such agent")
+
+    monitor = DeadlockMonitor(victim_policy=broken)
+    monitor.register_agent("A", start_time=1.0)
+    monitor.register_agent("B", start_time=2.0)
+    with caplog.at_level(logging.ERROR):
+        found = await feed(
+            monitor,
+            ev(ACQUIRED, "A", "f1"),
+            ev(ACQUIRED, "B", "f2"),
+            ev(WAITING, "A", "f2"),
+            ev(WAITING, "B", "f1"),
+        )
+    assert found[0].victim == "B"  # the default: same locks, B is younger
+    assert "victim policy failed" in caplog.text
+
+
+@pytest.mark.anyio
+async def test_handle_event_rejects_what_is_not_a_lock_event() -> None:
+    monitor = DeadlockMonitor()
+    bad: object = {"event_type": "ACQUIRED", "agent_id": "A", "lock_path": "f"}
+    with pytest.raises(TypeError, match="LockEvent"):
+        await monitor.handle_event(bad)  # type: ignore[arg-type]
+    assert monitor.snapshot().holds == {}
+
+
+@pytest.mark.anyio
+async def test_on_deadlock_may_call_back_into_the_monitor() -> None:
+    # The orchestrator kills the victim from the callback: unregister and report its releases.
+    monitor: DeadlockMonitor
+    killed: list[str] = []
+
+    async def kill(info: DeadlockInfo) -> None:
+        killed.append(info.victim)
+        for lock_key in [s.lock_path for s in info.cycle if s.held_by == info.victim]:
+            await monitor.handle_event(ev(RELEASED, info.victim, lock_key))
+        monitor.unregister_agent(info.victim)
+
+    monitor = DeadlockMonitor(on_deadlock=kill)
+    found = await feed(
+        monitor,
+        ev(ACQUIRED, "A", "f1"),
+        ev(ACQUIRED, "A", "f0"),
+        ev(ACQUIRED, "B", "f2"),
+        ev(WAITING, "A", "f2"),
+        ev(WAITING, "B", "f1"),
+    )
+    assert killed == ["B"] == [info.victim for info in found]
+    snap = monitor.snapshot()
+    assert snap.holds == {"f1": "A", "f0": "A"}
+    assert snap.waits == (("A", "f2"),)
+    assert monitor.victim_mark("B") is None
+    assert await monitor.handle_event(ev(ACQUIRED, "A", "f2")) is None
+
+
+@pytest.mark.anyio
+async def test_check_all_skips_cycles_the_store_does_not_confirm_and_reports_the_rest() -> None:
+    def only_c_and_d(info: DeadlockInfo) -> bool:
+        return set(info.agents) == {"C", "D"}
+
+    monitor = DeadlockMonitor(verify_cycle=only_c_and_d)
+    monitor.rebuild(
+        holds={"f1": "A", "f2": "B", "g1": "C", "g2": "D"},
+        waits=[("A", "f2"), ("B", "f1"), ("C", "g2"), ("D", "g1")],
+    )
+    found = await monitor.check_all()
+    assert [set(info.agents) for info in found] == [{"C", "D"}]
+    assert len(monitor.find_cycles()) == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    infos=st.lists(
+        st.tuples(st.integers(0, 3), st.none() | st.floats(0, 10), st.booleans()),
+        min_size=2,
+        max_size=6,
+    ),
+    turn=st.integers(0, 5),
+)
+def test_the_default_policy_is_deterministic_and_ignores_where_the_cycle_starts(
+    infos: list[tuple[int, float | None, bool]], turn: int
+) -> None:
+    ids = [f"agent{i}" for i in range(len(infos))]
+    agents = {
+        agent_id: AgentInfo(
+            agent_id=agent_id,
+            registered=start is not None,
+            issue_id=None,
+            start_time=start,
+            locks_held=held,
+            waits=1,
+        )
+        for agent_id, (held, start, _) in zip(ids, infos, strict=True)
+    }
+    cycle = tuple(
+        CycleStep(agent_id=a, lock_path=f"l{i}", held_by=ids[(i + 1) % len(ids)])
+        for i, a in enumerate(ids)
+    )
+    turn %= len(cycle)
+    victim = fewest_locks_then_youngest(cycle, agents)
+    assert victim == fewest_locks_then_youngest(cycle[turn:] + cycle[:turn], agents)
+    fewest = min(info.locks_held for info in agents.values())
+    assert agents[victim].locks_held == fewest
+    peers = [info for info in agents.values() if info.locks_held == fewest]
+    latest = agents[victim].start_time
+    if latest is not None:  # a registered victim: no unregistered peer, and none younger
+        assert all(p.start_time is not None and p.start_time <= latest for p in peers)
