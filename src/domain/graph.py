@@ -267,9 +267,10 @@ class WaitForGraph:
         return None
 
     def cycles(self) -> list[Cycle]:
-        """Disjoint cycles covering every deadlocked group: find one, set its agents aside, repeat.
+        """Disjoint cycles such that every cycle of the graph shares an agent with one of them.
 
-        A group in which several cycles share agents is listed once.
+        Find one, set its agents aside, repeat: cycles that share agents are listed once, by the
+        first found. O(k * (V + E)) for k cycles listed.
         """
         found: list[Cycle] = []
         skip: set[str] = set()
