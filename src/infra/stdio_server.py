@@ -35,7 +35,7 @@ from mcp.server.stdio import stdio_server
 from .crossproc.notices import FileVictimNotices
 from .crossproc.state import LockDirState
 from .lockstore.store import LockStore
-from .tools.lock_tools import ACQUIRE_TOOL, LockTools
+from .tools.lock_tools import ACQUIRE_TOOL, LockTools, ToolOutcome
 from .tools.mcp_server import SERVER_VERSION, list_tools_result, to_call_tool_result
 
 log = logging.getLogger("lockyard.serve")
@@ -130,7 +130,7 @@ class ServeSession:
             ctx: Any, params: types.CallToolRequestParams
         ) -> types.CallToolResult:
             if params.name != ACQUIRE_TOOL:
-                return to_call_tool_result(await self.tools.call(params.name, params.arguments))
+                return await self._call(params.name, params.arguments)
             return await self._acquire_with_progress(ctx, params.arguments)
 
         server: Server[Any] = Server(
@@ -148,12 +148,24 @@ class ServeSession:
         async with anyio.create_task_group() as group:
 
             async def acquire() -> None:
-                result.append(to_call_tool_result(await self.tools.call(ACQUIRE_TOOL, arguments)))
+                result.append(await self._call(ACQUIRE_TOOL, arguments))
                 group.cancel_scope.cancel()
 
             group.start_soon(acquire)
             group.start_soon(self._report_progress, ctx)
         return result[0]
+
+    async def _call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        """The shared tool logic; an unexpected failure (e.g. an unreadable lock directory)
+        is still an `is_error` result the model can read, never a protocol error."""
+        try:
+            outcome = await self.tools.call(name, arguments)
+        except Exception as exc:
+            log.exception("%s failed", name)
+            return to_call_tool_result(
+                ToolOutcome.error(f"{name} failed: {exc}. Tell the user; retrying may not help.")
+            )
+        return to_call_tool_result(outcome)
 
     async def _report_progress(self, ctx: Any) -> None:
         started = time.monotonic()

@@ -260,3 +260,27 @@ def test_bad_configuration_fails_closed_before_speaking_mcp(
     assert message in done.stderr
     assert done.stderr.startswith("lockyard: error: ")
     assert "Traceback" not in done.stderr
+
+
+async def test_a_store_failure_is_an_error_result_not_a_protocol_error(
+    repo: Path, lock_dir: Path
+) -> None:
+    from lockyard.infra.lockstore.paths import lock_name
+    from lockyard.infra.stdio_server import ServeSession
+
+    store = LockStore(str(repo), lock_dir)
+    key = store.canonicalize("src/a.py")
+    broken = lock_dir / f"{lock_name(store.namespace, key)}.lock"
+    broken.mkdir()
+    (broken / "one").write_text("{}")
+    (broken / "two").write_text("{}")  # two grants in one lock: the store refuses to guess
+    session = ServeSession(store, "a")
+    async with Client(session.build_server(), mode="legacy") as client:
+        result = await client.call_tool("lock_acquire", {"filepaths": ["src/a.py"]})
+        assert result.is_error
+        assert text_of(result).startswith("lock_acquire failed: ")
+        assert "2 entries" in text_of(result)
+        ok = await client.call_tool("lock_acquire", {"filepaths": ["src/b.py"]})
+        assert not ok.is_error
+    assert sorted(p.name for p in broken.iterdir()) == ["one", "two"]  # nothing deleted
+    assert session.release_own_locks() == [str(repo / "src/b.py")]
