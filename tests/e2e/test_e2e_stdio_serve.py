@@ -2,15 +2,18 @@
 
 The same scripted session runs once through `lockyard serve` (a real subprocess the CLI starts)
 and once through the in-process SDK server; the model must see the same tools and the same
-results from both.
+results from both. Then two CLI agents, each with its own `serve` process, deadlock, and a
+`lockyard monitor` process finds and resolves the cycle from the lock directory alone.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions
 from claude_agent_sdk.types import McpStdioServerConfig
@@ -177,3 +180,81 @@ async def test_serve_gives_back_its_locks_when_the_cli_session_ends(
     assert run.result is not None, run.stderr
     assert fake_api.outcomes(agent)[0].json["all_acquired"] is True
     assert await eventually(lambda: store.holder("kept.py") is None), store.list_locks()
+
+
+async def test_lockyard_monitor_resolves_a_deadlock_between_two_serve_processes(
+    fake_api: FakeMessagesApi, repo: Path, store: LockStore, tmp_path: Path
+) -> None:
+    a, b = "ext-alice", "ext-bob"
+
+    def waits_on(agent: str, name: str) -> bool:
+        return (agent, store.canonicalize(name)) in store.snapshot().waits
+
+    scripts = {
+        a: [
+            call(ACQUIRE, {"filepaths": ["a.py"], "timeout_seconds": 0}),
+            call(
+                ACQUIRE,
+                {"filepaths": ["b.py"], "timeout_seconds": 20},
+                gate=lambda: store.holder("b.py") == b,
+            ),
+            call(RELEASE, {"all": True}),
+            say(f"{a} done"),
+        ],
+        b: [
+            call(
+                ACQUIRE,
+                {"filepaths": ["b.py"], "timeout_seconds": 0},
+                gate=lambda: store.holder("a.py") == a,
+            ),
+            call(
+                ACQUIRE,
+                {"filepaths": ["a.py"], "timeout_seconds": 20},
+                gate=lambda: waits_on(a, "b.py"),
+            ),
+            call(RELEASE, {"all": True}),
+            say(f"{b} done"),
+        ],
+    }
+    runs = {agent: AgentRun(agent) for agent in scripts}
+    monitor = await anyio.open_process(
+        [str(LOCKYARD), "monitor", "--lock-dir", str(store.lock_dir), "--json"]
+    )
+    try:
+        async with anyio.create_task_group() as group:
+            for agent, steps in scripts.items():
+                fake_api.script(agent, steps)
+                options = offline_options(
+                    fake_api,
+                    agent,
+                    tmp_path / agent,
+                    serve_options(agent, repo, store.lock_dir),
+                    runs[agent],
+                )
+                group.start_soon(run_agent, options, "lock and edit", runs[agent])
+    finally:
+        monitor.terminate()
+        with anyio.fail_after(10):
+            await monitor.wait()
+    assert monitor.stdout is not None
+    reports = [json.loads(line) for line in (await _read_all(monitor.stdout)).splitlines()]
+
+    told = {agent: fake_api.outcomes(agent)[1].json for agent in scripts}
+    victims = [agent for agent, result in told.items() if "deadlock" in result]
+    assert len(victims) == 1, told
+    victim = victims[0]
+    survivor = b if victim == a else a
+    deadlock = told[victim]["deadlock"]
+    assert deadlock["victim"] == victim
+    assert {step["agent"] for step in deadlock["cycle"]} == {a, b}
+    assert told[victim]["all_acquired"] is False
+    assert told[survivor]["all_acquired"] is True
+    for agent, run in runs.items():
+        assert run.final_text == f"{agent} done", run.stderr
+    assert victim in json.dumps(reports), reports  # the monitor process reported the cycle
+    assert await eventually(lambda: store.list_locks() == []), store.list_locks()
+
+
+async def _read_all(stream: Any) -> str:
+    chunks = [chunk async for chunk in stream]
+    return b"".join(chunks).decode()
