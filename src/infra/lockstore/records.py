@@ -6,6 +6,7 @@ reader sees a whole record or none.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from typing import Literal
@@ -95,21 +96,25 @@ class StoreSnapshot(BaseModel):
 
 
 def encode_holder(me: ProcessIdentity, agent_id: str, token: str, key: str, namespace: str) -> str:
-    return json.dumps(
-        {
-            "agent_id": agent_id,
-            "token": token,
-            "pid": me.pid,
-            "start_time": me.start_time,
-            "host": me.host,
-            "boot_id": me.boot_id,
-            "pid_ns": me.pid_ns,
-            "lock_path": key,
-            "namespace": namespace,
-            "acquired_at": time.time(),
-        },
-        separators=(",", ":"),
-    )
+    # The record is built on every grant: only the token and the time change, so the rest is
+    # serialised once per (process, agent, key). Tokens are hex, safe to splice into JSON.
+    head = _holder_head(me, agent_id, key, namespace)
+    return f'{head},"token":"{token}","acquired_at":{time.time()!r}}}'
+
+
+@functools.lru_cache(maxsize=4096)
+def _holder_head(me: ProcessIdentity, agent_id: str, key: str, namespace: str) -> str:
+    fields = {
+        "agent_id": agent_id,
+        "pid": me.pid,
+        "start_time": me.start_time,
+        "host": me.host,
+        "boot_id": me.boot_id,
+        "pid_ns": me.pid_ns,
+        "lock_path": key,
+        "namespace": namespace,
+    }
+    return json.dumps(fields, separators=(",", ":"))[:-1]
 
 
 def encode_waiter(
