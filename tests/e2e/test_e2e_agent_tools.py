@@ -7,6 +7,7 @@ server key, allowed_tools, hooks and teardown are what is tested. Only the model
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -321,7 +322,10 @@ async def test_a_tool_timeout_leaves_no_wait_edge_and_no_lock(
     assert yard.count(ACQUIRED, agent, "free.py") == 1
     assert yard.count(RELEASED, agent, "free.py") == 1
     assert yard.count(WAITING, agent, "busy.py") == 1
-    assert yard.count(WAIT_ENDED, agent, "busy.py") >= 1
+    # WAIT_ENDED from the cancelled handler, and again from the PostToolUseFailure hook, which
+    # ends a wait on every file the failed call asked for (free.py was never waited on).
+    assert yard.count(WAIT_ENDED, agent, "busy.py") == 2
+    assert yard.count(WAIT_ENDED, agent, "free.py") == 1
     assert yard.store.holder("busy.py") == "agent-blocker"
     assert yard.store.waiters("busy.py") == []
     assert yard.store.holder("free.py") is None
@@ -337,5 +341,10 @@ async def test_runtime_teardown_releases_what_the_agent_still_holds(
 
     assert yard.store.holder("kept.py") is None
     assert yard.count(RELEASED, agent, "kept.py") == 1
+    # The rendered implementer prompt reached the model, with this agent's id and lock dir.
+    system = json.dumps(fake_api.exchanges[0].body["system"])
+    assert json.dumps(runtime.prompt)[1:-1] in system
+    assert agent in runtime.prompt
+    assert str(yard.store.lock_dir) in runtime.prompt
     assert dict(yard.monitor.snapshot().holds) == {}
     yard.assert_lock_dir_empty()
