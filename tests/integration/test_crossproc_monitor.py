@@ -362,3 +362,36 @@ async def test_the_watcher_of_a_vanished_root_only_times_out(tmp_path: Path) -> 
     with TreeWatcher(tmp_path / "missing") as watcher:
         assert watcher.pushing
         assert await watcher.changed(0.05) is False
+
+
+async def test_literal_keys_of_two_repositories_are_different_locks(
+    tmp_path: Path, lock_dir: Path
+) -> None:
+    """`__db__` of repo one and `__db__` of repo two are two locks: a cycle through one of
+    them is found with the right holder (one node for both would lose a hold)."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    first, second = LockStore(str(one), lock_dir), LockStore(str(two), lock_dir)
+    assert first.try_lock("__db__", "a")
+    assert first.try_lock("f", "a")
+    assert second.try_lock("__db__", "b")
+    async with anyio.create_task_group() as group:
+        group.start_soon(first.acquire_async, "f", "b", 60)  # b waits for a
+        group.start_soon(second.acquire_async, "__db__", "a", 60)  # a waits for b, in repo two
+        await wait_until(lambda: len(first.snapshot().waits) == 2)
+        snapshot = LockDirState(first).read()
+        report = await CrossProcessMonitor(lock_dir).check_once()
+        group.cancel_scope.cancel()
+    assert snapshot.holders() == {
+        f"{one}::__db__": "a",
+        str(one / "f"): "a",
+        f"{two}::__db__": "b",
+    }
+    [found] = report.resolutions
+    assert {(s.agent_id, s.lock_path, s.held_by) for s in found.deadlock.cycle} == {
+        ("b", str(one / "f"), "a"),
+        ("a", f"{two}::__db__", "b"),
+    }
+    first.close()
+    second.close()

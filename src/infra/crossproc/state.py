@@ -54,11 +54,11 @@ class LockDirSnapshot:
         holds: dict[str, Hold] = {}
         waits: list[Wait] = []
         for info in snapshot.locks:
-            if info.holder is not None:
-                holds[info.lock_path] = Hold(
-                    info.lock_path, info.holder.agent_id, info.holder.acquired_at
-                )
-            waits.extend(_live_waits(info))
+            if info.holder is None:
+                continue  # unreadable or free: no hold, and waits on it are no edges
+            node = node_key(info.holder.namespace, info.lock_path)
+            holds[node] = Hold(node, info.holder.agent_id, info.holder.acquired_at)
+            waits.extend(_live_waits(info, node))
         return cls(holds=holds, waits=tuple(waits))
 
     def holders(self) -> dict[str, str]:
@@ -102,13 +102,20 @@ class LockDirSnapshot:
         return True
 
 
-def _live_waits(info: LockInfo) -> list[Wait]:
+def node_key(namespace: str, lock_key: str) -> str:
+    """The lock's node in the wait-for graph. A file's key is its absolute path, the same
+    for every repository. A literal key such as `__db__` is qualified with its repository
+    (`/repo::__db__`), since two repositories' `__db__` locks are different locks."""
+    return lock_key if os.path.isabs(lock_key) else f"{namespace}::{lock_key}"
+
+
+def _live_waits(info: LockInfo, node: str) -> list[Wait]:
     waits = []
     for waiter in info.waiters:
         liveness, _reason = waiter.liveness()
         if liveness is Liveness.DEAD:
             continue
-        waits.append(Wait(waiter.agent_id, info.lock_path, waiter.token, waiter.since))
+        waits.append(Wait(waiter.agent_id, node, waiter.token, waiter.since))
     return waits
 
 
