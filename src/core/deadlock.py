@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class CycleStep(BaseModel):
@@ -31,6 +31,36 @@ class DeadlockInfo(BaseModel):
     victim_waits_on: str
     victim_waits_on_holder: str
     detected_at: float = Field(default_factory=time.time)
+
+    @model_validator(mode="after")
+    def _is_a_real_cycle(self) -> DeadlockInfo:
+        """A malformed deadlock (say, a corrupted notice file) is rejected, not acted on."""
+        steps = self.cycle
+        for i, step in enumerate(steps):
+            if step.agent_id == step.held_by:
+                raise ValueError(
+                    f"cycle step {i}: {step.agent_id} waits for its own lock {step.lock_path}; "
+                    "a self-wait is no deadlock"
+                )
+            following = steps[(i + 1) % len(steps)].agent_id
+            if step.held_by != following:
+                raise ValueError(
+                    f"cycle step {i} ({step.agent_id} waits for {step.lock_path}) is held by "
+                    f"{step.held_by}, but the next step is {following}: each step's holder "
+                    "must be the next step's agent, and the last step's the first's"
+                )
+        victim_steps = [step for step in steps if step.agent_id == self.victim]
+        if not victim_steps:
+            raise ValueError(f"victim {self.victim!r} is not an agent of the cycle")
+        if not any(
+            (step.lock_path, step.held_by) == (self.victim_waits_on, self.victim_waits_on_holder)
+            for step in victim_steps
+        ):
+            raise ValueError(
+                f"victim_waits_on {self.victim_waits_on!r} held by "
+                f"{self.victim_waits_on_holder!r} is not a step of the victim in the cycle"
+            )
+        return self
 
     @property
     def agents(self) -> list[str]:
