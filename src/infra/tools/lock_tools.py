@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 import anyio
+import anyio.lowlevel
 
 from ...core.deadlock import DeadlockInfo
 from ...core.events import LockEvent, LockEventType
@@ -270,10 +271,13 @@ class _AcquireCall:
         try:
             with anyio.move_on_after(timeout_seconds):
                 async with anyio.create_task_group() as group:
+                    if self.tools.victim_notices is not None:
+                        # Watch first: when our own WAITING closed the cycle, the notice is
+                        # already there and we return without queueing behind anyone.
+                        group.start_soon(self._watch_for_victim, group.cancel_scope)
+                        await anyio.lowlevel.checkpoint()
                     for key in blocked:
                         group.start_soon(self._wait_one, key, timeout_seconds, group.cancel_scope)
-                    if self.tools.victim_notices is not None:
-                        group.start_soon(self._watch_for_victim, group.cancel_scope)
         except ExceptionGroup as failed:
             # One failing wait fails the call; surface the store's own error, not a group.
             store_errors = failed.subgroup(STORE_ERRORS)
