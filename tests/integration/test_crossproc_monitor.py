@@ -133,7 +133,7 @@ async def test_once_finds_resolves_and_does_not_repeat(store: LockStore, lock_di
             run_monitor, lock_dir, "--once", "--json", "--no-resolve"
         )
         assert report_only.returncode == 6, report_only.stderr
-        assert not (lock_dir / "victims" / "b.json").exists()
+        assert not (lock_dir / "victims").exists()  # reporting writes nothing
 
         done = await anyio.to_thread.run_sync(run_monitor, lock_dir, "--once", "--json")
         assert done.returncode == 6, done.stderr

@@ -98,7 +98,8 @@ class CrossProcessMonitor:
         """One pass: read, detect, verify, post notices, remove stale ones."""
         snapshot = self.state.read()
         report = PassReport(holds=len(snapshot.holds), waits=len(snapshot.waits))
-        report.stale_notices_removed = self.board.prune(self.state.still_waiting)
+        if self.resolve:  # --no-resolve reports only: it changes nothing on disk
+            report.stale_notices_removed = self.board.prune(self.state.still_waiting)
         self._forget_finished_victims(snapshot)
         self._sync_agents(snapshot)
         self._monitor.rebuild(snapshot.holders(), snapshot.wait_pairs())
