@@ -381,3 +381,42 @@ async def test_a_store_failure_mid_call_gives_back_the_calls_locks(
 def test_agent_id_must_be_given(store: LockStore) -> None:
     with pytest.raises(ValueError, match="agent_id"):
         LockTools(store, " ")
+
+
+@pytest.mark.anyio
+async def test_a_store_failure_mid_release_reports_what_was_released(
+    store: LockStore, events: Events, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lockyard.infra.tools.locking import CorruptRecordError
+
+    a1 = tools_for(store, "a1", events)
+    await a1.acquire({"filepaths": ["src/a.py", "src/b.py"]})
+    real_release = store.release
+
+    def release_then_fail(filepath: str, agent_id: str) -> bool:
+        if filepath.endswith("b.py"):
+            raise CorruptRecordError("unreadable holder record")
+        return real_release(filepath, agent_id)
+
+    monkeypatch.setattr(store, "release", release_then_fail)
+    outcome = await a1.release({"filepaths": ["src/a.py", "src/b.py"]})
+    assert outcome.is_error
+    assert "unreadable holder record" in outcome.text
+    assert json.dumps([key(store, "a.py")]) in outcome.text
+    assert events.of("a1")[-1] == (REL, "a.py")
+    assert store.holder("src/a.py") is None
+
+
+@pytest.mark.anyio
+async def test_an_unexpected_failure_is_an_error_result(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(agent_id: str) -> list[str]:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(store, "cleanup_agent_locks", broken)
+    with caplog.at_level(logging.ERROR):
+        outcome = await LockTools(store, "a1").call("lock_release", {"all": True})
+    assert outcome.is_error
+    assert outcome.text.startswith("lock_release failed: disk on fire.")
+    assert "lock_release failed for agent a1" in caplog.text

@@ -140,12 +140,19 @@ class LockTools:
         self.victim_notices = victim_notices
 
     async def call(self, tool_name: str, arguments: object) -> ToolOutcome:
-        """Run the tool named `tool_name`; an unknown name is an error result."""
+        """Run the tool named `tool_name`. Never raises (but for cancellation): an unknown name
+        or an unexpected failure is an error result, never a protocol error."""
         handler = self._handlers().get(tool_name)
         if handler is None:
             known = ", ".join(TOOL_NAMES)
             return ToolOutcome.error(f"Unknown tool {tool_name!r}. This server has: {known}.")
-        return await handler(arguments)
+        try:
+            return await handler(arguments)
+        except Exception as exc:
+            logger.exception("%s failed for agent %s", tool_name, self.agent_id)
+            return ToolOutcome.error(
+                f"{tool_name} failed: {exc}. Tell the user; retrying may not help."
+            )
 
     def _handlers(self) -> dict[str, Callable[[object], Awaitable[ToolOutcome]]]:
         return {ACQUIRE_TOOL: self.acquire, RELEASE_TOOL: self.release}
@@ -180,13 +187,26 @@ class LockTools:
             )
         except InvalidToolInputError as exc:
             return ToolOutcome.error(str(exc))
-        if keys is None:
-            released = sorted(self.store.cleanup_agent_locks(self.agent_id))
+        released: list[str] = []
+        try:
+            if keys is None:
+                released = sorted(self.store.cleanup_agent_locks(self.agent_id))
+            else:
+                for key in keys:
+                    if self.store.release(key, self.agent_id):
+                        released.append(key)
+        except STORE_ERRORS as exc:
+            failure: Exception | None = exc
         else:
-            released = [key for key in keys if self.store.release(key, self.agent_id)]
+            failure = None
         with anyio.CancelScope(shield=True):
             for key in released:
                 await self.emit(LockEventType.RELEASED, key)
+        if failure is not None:
+            return ToolOutcome.error(
+                f"lock_release failed: {failure}. Released before the failure: "
+                f"{json.dumps(released)}. Call lock_release again for the rest."
+            )
         return ToolOutcome.success({"released": released, "count": len(released)})
 
     def _canonical_keys(self, tool: str, filepaths: list[str]) -> list[str]:
