@@ -10,11 +10,14 @@ sees exactly what an SDK agent sees. Two additions only make sense over stdio:
   directory, since the monitor runs in another process.
 
 Exit policy: when the session ends cleanly (stdin closed, SIGTERM, SIGINT) the server releases
-the locks its own process holds for the agent and logs each one to stderr; an agent CLI that
+the locks this session took and still holds, and logs each one to stderr: an agent CLI that
 exits has finished with its files, and leaving them locked would block the others until
-someone cleans up. A crashed server (SIGKILL) cannot do this; its locks name a dead pid, so
-the store's stale-lock reclamation frees them. Locks the same agent id holds through another
-process are never touched.
+someone cleans up. A crashed server (SIGKILL) cannot do this; its locks name a dead process,
+so the store's stale-lock reclamation frees them. Other agents' locks, and locks the same
+agent id took through another process, are never touched.
+
+There is no in-process monitor here: the holds and waits on disk are what `lockyard monitor`
+reads. Lock events are logged at DEBUG level for troubleshooting.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from anyio.abc import TaskStatus
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
+from ..core.events import LockEvent
 from .crossproc.notices import FileVictimNotices
 from .crossproc.state import LockDirState
 from .lockstore.store import LockStore
@@ -116,7 +120,7 @@ class ServeSession:
         self.tools = LockTools(
             self.ledger,
             agent_id,
-            emit_lock_event=None,  # the state on disk is what `lockyard monitor` reads
+            emit_lock_event=_log_event,  # the state on disk is what `lockyard monitor` reads
             victim_notices=FileVictimNotices(store.lock_dir, state.still_waiting),
         )
 
@@ -199,6 +203,10 @@ class ServeSession:
         finally:
             released = self.release_own_locks()  # synchronous: cancellation cannot cut it short
         return released
+
+
+def _log_event(event: LockEvent) -> None:
+    log.debug("%s %s %s", event.event_type.value, event.agent_id, event.lock_path)
 
 
 class StdinLines:

@@ -284,3 +284,41 @@ async def test_a_store_failure_is_an_error_result_not_a_protocol_error(
         assert not ok.is_error
     assert sorted(p.name for p in broken.iterdir()) == ["one", "two"]  # nothing deleted
     assert session.release_own_locks() == [str(repo / "src/b.py")]
+
+
+async def test_stdin_lines_from_a_pipe_and_from_a_regular_file(tmp_path: Path) -> None:
+    from lockyard.infra.stdio_server import StdinLines
+
+    read_end, write_end = os.pipe()
+    os.write(write_end, b'{"a": 1}\n\n{"b":')
+    os.write(write_end, b" 2}\n" + '{"c": "\u00e9"}'.encode())  # the last line has no newline
+    os.close(write_end)
+    try:
+        assert [line async for line in StdinLines(read_end)] == [
+            '{"a": 1}',
+            '{"b": 2}',
+            '{"c": "\u00e9"}',
+        ]
+    finally:
+        os.close(read_end)
+
+    regular = tmp_path / "input.jsonl"
+    regular.write_bytes(b'{"x": 1}\n')
+    fd = os.open(regular, os.O_RDONLY)
+    try:
+        assert [line async for line in StdinLines(fd)] == ['{"x": 1}']
+    finally:
+        os.close(fd)
+
+
+def test_serve_with_stdin_at_end_of_file_exits_at_once(repo: Path, lock_dir: Path) -> None:
+    done = subprocess.run(
+        [LOCKYARD, "serve", "--agent-id", "a", "--repo", str(repo)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "LOCKYARD_LOCK_DIR": str(lock_dir)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
