@@ -420,3 +420,26 @@ async def test_an_unexpected_failure_is_an_error_result(
     assert outcome.is_error
     assert outcome.text.startswith("lock_release failed: disk on fire.")
     assert "lock_release failed for agent a1" in caplog.text
+
+
+@pytest.mark.anyio
+async def test_broken_victim_notices_do_not_break_the_wait(
+    store: LockStore, events: Events, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Broken:
+        async def wait_for_victim(self, agent_id: str) -> Any:
+            raise OSError("notices directory unreadable")
+
+    assert store.try_lock("src/b.py", "a2")
+    a1 = LockTools(store, "a1", emit_lock_event=events, victim_notices=Broken())
+
+    async def release_soon() -> None:
+        await eventually(lambda: bool(store.waiters("src/b.py")))
+        store.release("src/b.py", "a2")
+
+    with caplog.at_level(logging.ERROR), anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(release_soon)
+            outcome = await a1.acquire({"filepaths": ["src/b.py"], "timeout_seconds": 30})
+    assert states(outcome) == {"b.py": (True, "a1")}
+    assert "victim notices failed" in caplog.text

@@ -284,11 +284,11 @@ class _AcquireCall:
 
     async def _wait_for_any(self, blocked: list[str], timeout_seconds: float) -> None:
         """Wait until ANY blocked file is granted, the timeout passes, or we are a victim."""
-        for key in blocked:
-            await self.tools.emit(LockEventType.WAITING, key)
         self.waiting = set(blocked)
         self._pending_waits = len(blocked)
         try:
+            for key in blocked:
+                await self.tools.emit(LockEventType.WAITING, key)
             with anyio.move_on_after(timeout_seconds):
                 async with anyio.create_task_group() as group:
                     if self.tools.victim_notices is not None:
@@ -328,7 +328,12 @@ class _AcquireCall:
     async def _watch_for_victim(self, group: anyio.CancelScope) -> None:
         notices = self.tools.victim_notices
         assert notices is not None
-        self.deadlock = await notices.wait_for_victim(self.agent_id)
+        try:
+            self.deadlock = await notices.wait_for_victim(self.agent_id)
+        except Exception:
+            # Broken notices must not break the wait itself; the timeout still bounds it.
+            logger.exception("victim notices failed for agent %s", self.agent_id)
+            return
         group.cancel()
 
     async def _give_way(self) -> None:
