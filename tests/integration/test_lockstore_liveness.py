@@ -160,9 +160,12 @@ def test_a_dead_waiter_is_skipped_and_its_entry_removed(
     wait_until(lambda: [w.agent_id for w in store.waiters("a.py")] == ["doomed"])
     doomed.send_signal(signal.SIGKILL)
     doomed.wait()
+    assert [w.agent_id for w in store.waiters("a.py")] == ["doomed"]  # still on disk...
+    assert store.snapshot().waits == ()  # ...but a dead waiter waits for nothing
     patient = spawn(repo, lock_dir, "a.py", "patient", "wait", "100", str(log))
     expect_line(patient, "waiting")
-    wait_until(lambda: [w.agent_id for w in store.waiters("a.py")] == ["doomed", "patient"])
+    # The patient drops the dead entry ahead of it, then waits as the head.
+    wait_until(lambda: [w.agent_id for w in store.waiters("a.py")] == ["patient"])
     assert store.snapshot().waits == (("patient", str(repo / "a.py")),)
     assert store.release("a.py", "holder")
     expect_line(patient, "acquired")

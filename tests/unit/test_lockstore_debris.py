@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -111,3 +112,51 @@ def test_a_record_whose_token_disagrees_with_its_name_is_corrupt(store: LockStor
     assert "records token other" in info.problem
     assert store.cleanup_agent_locks("crashed") == []
     assert store.reclaim_stale() == []
+
+
+def test_a_planted_file_in_place_of_a_queue_is_refused_when_waiting(
+    store: LockStore, tmp_path: Path
+) -> None:
+    assert store.try_lock("a.py", "alice")
+    name = lock_name(store.namespace, store.canonicalize("a.py"))
+    (store.lock_dir / f"{name}.q").write_text("planted")
+    with pytest.raises(LockDirError, match="Remove it"):
+        store.acquire("a.py", "bob", timeout_seconds=1)
+    assert store.holder("a.py") == "alice"
+    assert (store.lock_dir / f"{name}.q").read_text() == "planted"
+
+
+def test_a_publish_whose_staging_was_reaped_reports_not_taken(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = store._dir
+    original = directory._write_record
+
+    def reaped_meanwhile(entry: str, record: str) -> None:
+        original(entry, record)
+        staging = entry.split("/")[0]
+        directory.discard_staging(staging, entry.split("/")[1])  # reclaim_stale got there first
+
+    monkeypatch.setattr(directory, "_write_record", reaped_meanwhile)
+    assert store.try_lock("a.py", "alice") is False
+    monkeypatch.undo()
+    assert store.try_lock("a.py", "alice") is True
+    assert [n for n in os.listdir(store.lock_dir) if ".tmp-" in n] == []
+
+
+def test_long_waiter_records_are_written_whole(store: LockStore, tmp_path: Path) -> None:
+    deep = "/".join(["w" * 200] * 18) + "/file.py"
+    assert store.try_lock(deep, "alice")
+    result: list[bool] = []
+    thread = threading.Thread(target=lambda: result.append(store.acquire(deep, "bob", 20)))
+    thread.start()
+    for _ in range(2000):
+        if store.waiters(deep):
+            break
+        time.sleep(0.005)
+    [waiter] = store.waiters(deep)
+    assert waiter.agent_id == "bob"
+    assert waiter.lock_path == str(tmp_path / "repo" / deep)
+    store.release(deep, "alice")
+    thread.join(20)
+    assert result == [True]
