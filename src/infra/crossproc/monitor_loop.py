@@ -66,9 +66,6 @@ class PassReport:
         }
 
 
-OnResolution = Callable[[Resolution], Awaitable[None] | None]
-
-
 class CrossProcessMonitor:
     """Finds and softly resolves deadlocks among every agent of one lock directory."""
 
@@ -86,6 +83,7 @@ class CrossProcessMonitor:
         self._victim_policy = victim_policy
         self._monitor = self._new_monitor()
         self._reported: dict[str, tuple[str, str | None]] = {}  # victim -> (lock, wait id)
+        self._registered: set[str] = set()
 
     def _new_monitor(self) -> DeadlockMonitor:
         return DeadlockMonitor(victim_policy=self._victim_policy, verify_cycle=self._verify)
@@ -121,10 +119,17 @@ class CrossProcessMonitor:
             del self._reported[agent]
         if finished:
             self._monitor = self._new_monitor()
+            self._registered = set()
 
     def _sync_agents(self, snapshot: LockDirSnapshot) -> None:
-        for agent, start in snapshot.agent_start_times().items():
+        """Register every holding agent with its age (see state.py); forget the others, so a
+        long-running monitor does not accumulate every agent id it ever saw."""
+        starts = snapshot.agent_start_times()
+        for agent in self._registered - starts.keys():
+            self._monitor.unregister_agent(agent)
+        for agent, start in starts.items():
             self._monitor.register_agent(agent, start_time=start)
+        self._registered = set(starts)
 
     def _settle(self, info: DeadlockInfo, snapshot: LockDirSnapshot) -> Resolution | None:
         """Post the victim's notice; None if this very wait was already reported by us."""
