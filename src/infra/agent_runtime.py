@@ -9,9 +9,9 @@ Two entry points:
 - `LockCoordinator(repo)`: one lock store and one deadlock monitor shared by N agents, with
   the monitor's cycle check wired to the store. An orchestrator needs only:
 
-      coordinator = LockCoordinator(repo)
-      async with coordinator.runtime("agent-1") as rt, ClaudeSDKClient(rt.options) as client:
-          await client.query(task)
+      async with LockCoordinator(repo) as coordinator:      # closes every agent on exit
+          async with coordinator.runtime("agent-1") as rt, ClaudeSDKClient(rt.options) as c:
+              await c.query(task)
 """
 
 from __future__ import annotations
@@ -290,6 +290,7 @@ class LockCoordinator:
         )
         self.server_key = server_key
         self.base_options = base_options if base_options is not None else ClaudeAgentOptions()
+        self._runtimes: list[AgentRuntime] = []
 
     def verify_cycle(self, info: DeadlockInfo) -> bool:
         """Whether every hold of the cycle is still real in the lock store."""
@@ -305,4 +306,22 @@ class LockCoordinator:
 
     def runtime(self, agent_id: str | None = None, **settings: Any) -> AgentRuntime:
         """Build one agent's runtime (see `AgentRuntimeBuilder` for `settings`)."""
-        return self.builder(agent_id, **settings).build()
+        runtime = self.builder(agent_id, **settings).build()
+        self._runtimes = [*(r for r in self._runtimes if not r.closed), runtime]
+        return runtime
+
+    async def aclose(self) -> dict[str, list[str]]:
+        """Close every runtime still open (agent id -> locks released); safe to repeat."""
+        open_runtimes, self._runtimes = self._runtimes, []
+        return {runtime.agent_id: await runtime.close() for runtime in open_runtimes}
+
+    async def __aenter__(self) -> LockCoordinator:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()

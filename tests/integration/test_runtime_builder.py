@@ -250,3 +250,16 @@ def test_a_given_monitor_is_used_for_events_and_victim_notices(repo: Path, tmp_p
     assert runtime.tools.victim_notices is monitor
     assert runtime.monitor is monitor
     assert monitor.snapshot().agents[0].issue_id == "ISSUE-7"
+
+
+@pytest.mark.anyio
+async def test_the_coordinator_closes_every_agent_still_open(repo: Path, tmp_path: Path) -> None:
+    async with LockCoordinator(repo, tmp_path / "locks") as coordinator:
+        alice, bob = coordinator.runtime("alice"), coordinator.runtime("bob")
+        await alice.tools.acquire({"filepaths": ["a.py"]})
+        await bob.tools.acquire({"filepaths": ["b.py"]})
+        await bob.close()  # already closed: not closed twice
+    assert alice.closed
+    assert coordinator.store.holder("a.py") is None
+    assert coordinator.monitor.snapshot().agents == ()
+    assert await coordinator.aclose() == {}
