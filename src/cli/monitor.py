@@ -15,6 +15,7 @@ from anyio.abc import TaskStatus
 
 from ..infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from ..infra.crossproc.state import LockDirUnreadableError, resolve_lock_dir
+from ..infra.lockstore.errors import LockStoreError
 from ._errors import CliError, ExitCode, reports_errors
 
 DEADLOCK_FOUND = 6
@@ -86,26 +87,43 @@ def _monitor(
     try:
         directory = resolve_lock_dir(lock_dir)
         monitor = CrossProcessMonitor(directory, resolve=resolve)
-        if once:
+    except LockDirUnreadableError as exc:
+        raise CliError(str(exc), ExitCode.LOCK_DIR, exc.hint) from None
+    except LockStoreError as exc:
+        raise CliError(str(exc), ExitCode.LOCK_DIR, _LOCK_DIR_HINT) from None
+    if once:
+        try:
             report = anyio.run(monitor.check_once)
-            _print(report, directory, as_json=as_json, once=True)
-            if report.resolutions:
-                raise typer.Exit(DEADLOCK_FOUND)
-            return
+        except (LockStoreError, OSError) as exc:
+            raise CliError(f"cannot read {directory}: {exc}", ExitCode.LOCK_DIR,
+                           _LOCK_DIR_HINT) from None  # fmt: skip
+        _print(report, directory, as_json=as_json, once=True)
+        if report.resolutions:
+            raise typer.Exit(DEADLOCK_FOUND)
+        return
+    failure: list[Exception] = []
 
-        async def watch() -> None:
-            async with anyio.create_task_group() as group:
-                await group.start(_stop_on_signals, group.cancel_scope)
-                if not as_json:
-                    print(f"watching {directory} for deadlocks (Ctrl-C to stop)", flush=True)
+    async def watch() -> None:
+        async with anyio.create_task_group() as group:
+            await group.start(_stop_on_signals, group.cancel_scope)
+            if not as_json:
+                print(f"watching {directory} for deadlocks (Ctrl-C to stop)", flush=True)
+            try:
                 await monitor.run(
                     lambda report: _print(report, directory, as_json=as_json, once=False),
                     poll_interval=poll_interval,
                 )
+            except (LockStoreError, OSError) as exc:  # e.g. the lock directory was removed
+                failure.append(exc)
+                group.cancel_scope.cancel()
 
-        anyio.run(watch)
-    except LockDirUnreadableError as exc:
-        raise CliError(str(exc), ExitCode.LOCK_DIR, exc.hint) from None
+    anyio.run(watch)
+    if failure:
+        raise CliError(f"stopped watching {directory}: {failure[0]}", ExitCode.LOCK_DIR,
+                       _LOCK_DIR_HINT)  # fmt: skip
+
+
+_LOCK_DIR_HINT = "check that the lock directory exists and is yours, then start the monitor again"
 
 
 async def _stop_on_signals(

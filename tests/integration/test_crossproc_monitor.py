@@ -395,3 +395,19 @@ async def test_literal_keys_of_two_repositories_are_different_locks(
     }
     first.close()
     second.close()
+
+
+def test_the_monitor_stops_with_an_error_when_its_lock_dir_is_removed(lock_dir: Path) -> None:
+    process = subprocess.Popen(
+        [LOCKYARD, "monitor", "--lock-dir", str(lock_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().startswith("watching")
+    lock_dir.rmdir()
+    _out, err = process.communicate(timeout=20)
+    assert process.returncode == 3
+    assert err.startswith(f"lockyard: error: stopped watching {lock_dir}: lock directory")
+    assert "Traceback" not in err

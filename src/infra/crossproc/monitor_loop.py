@@ -15,12 +15,14 @@ records (see `LockDirSnapshot.agent_start_times`).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...core.deadlock import DeadlockInfo
 from ...domain.deadlock import DeadlockMonitor, VictimPolicy
+from ..lockstore.errors import LockDirError
 from ..lockstore.lockdir import QUEUE_SUFFIX
 from .notices import VictimNotice, VictimNoticeBoard
 from .state import LockDirSnapshot, LockDirState
@@ -169,10 +171,21 @@ class CrossProcessMonitor:
                 self.lock_dir,
                 "inotify" if watcher.pushing else f"polling every {poll_interval:g} s",
             )
+            identity = _identity(self.lock_dir)
             while True:
+                if _identity(self.lock_dir) != identity:
+                    raise LockDirError(f"lock directory {self.lock_dir} was removed or replaced")
                 report = await self.check_once()
                 if report.resolutions or report.stale_notices_removed:
                     outcome = on_report(report)
                     if outcome is not None:
                         await outcome
                 await watcher.changed(rescan_seconds)
+
+
+def _identity(directory: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(directory)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
