@@ -443,3 +443,54 @@ async def test_broken_victim_notices_do_not_break_the_wait(
             outcome = await a1.acquire({"filepaths": ["src/b.py"], "timeout_seconds": 30})
     assert states(outcome) == {"b.py": (True, "a1")}
     assert "victim notices failed" in caplog.text
+
+
+@pytest.mark.anyio
+async def test_an_unreadable_holder_while_reporting_gives_back_the_calls_locks(
+    store: LockStore, events: Events, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The result could not be built: the agent never learns of the locks, so they go back."""
+    from lockyard.infra.tools.locking import CorruptRecordError
+
+    assert store.try_lock("src/b.py", "a2")
+    a1 = tools_for(store, "a1", events)
+    real_holder = store.holder
+    calls = {"n": 0}
+
+    def holder_failing_late(filepath: str) -> str | None:
+        calls["n"] += 1
+        if calls["n"] > 2:  # the two reads before try_lock pass; the report's read fails
+            raise CorruptRecordError("half-written record")
+        return real_holder(filepath)
+
+    monkeypatch.setattr(store, "holder", holder_failing_late)
+    outcome = await a1.acquire({"filepaths": ["src/a.py", "src/b.py"], "timeout_seconds": 0})
+    assert outcome.is_error
+    assert "half-written record" in outcome.text
+    monkeypatch.setattr(store, "holder", real_holder)
+    assert store.holder("src/a.py") is None
+    assert events.of("a1") == [(ACQ, "a.py"), (REL, "a.py")]
+
+
+@pytest.mark.anyio
+async def test_giving_back_continues_past_a_failing_release(
+    store: LockStore,
+    events: Events,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert store.try_lock("src/c.py", "a2")
+    a1 = tools_for(store, "a1", events)
+    real_release = store.release
+
+    def release_a_fails(filepath: str, agent_id: str) -> bool:
+        if filepath.endswith("a.py"):
+            raise OSError("EIO")
+        return real_release(filepath, agent_id)
+
+    monkeypatch.setattr(store, "release", release_a_fails)
+    with caplog.at_level(logging.ERROR), anyio.move_on_after(0.2):
+        await a1.acquire({"filepaths": ["src/a.py", "src/b.py", "src/c.py"], "timeout_seconds": 30})
+    assert store.holder("src/b.py") is None  # given back despite a.py's failure
+    assert "could not give back" in caplog.text
+    assert (REL, "b.py") in events.of("a1")

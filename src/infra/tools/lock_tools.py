@@ -99,7 +99,7 @@ class ToolOutcome:
 
     @classmethod
     def success(cls, data: Mapping[str, Any]) -> ToolOutcome:
-        return cls(text=json.dumps(data, separators=(", ", ": ")), data=data)
+        return cls(text=json.dumps(data), data=data)
 
     @classmethod
     def error(cls, text: str) -> ToolOutcome:
@@ -166,7 +166,7 @@ class LockTools:
             return ToolOutcome.error(str(exc))
         call = _AcquireCall(self, keys)
         try:
-            await call.run(float(request.timeout_seconds))
+            payload = await call.run(float(request.timeout_seconds))
         except STORE_ERRORS as exc:
             # Anything the store raised mid-call: give back what this call took (run() did),
             # and tell the model plainly. Cancellation is not caught here and propagates.
@@ -174,7 +174,7 @@ class LockTools:
                 f"lock_acquire failed: {exc}. Nothing was locked by this call; "
                 "fix the problem above or retry."
             )
-        return ToolOutcome.success(call.result())
+        return ToolOutcome.success(payload)
 
     async def release(self, arguments: object) -> ToolOutcome:
         """`lock_release`: unlock the given files (or all of this agent's); idempotent."""
@@ -257,7 +257,8 @@ class _AcquireCall:
     def agent_id(self) -> str:
         return self.tools.agent_id
 
-    async def run(self, timeout_seconds: float) -> None:
+    async def run(self, timeout_seconds: float) -> dict[str, Any]:
+        """Lock, wait, give way if chosen as a victim; the result the agent will see."""
         try:
             await self._try_all()
             blocked = [key for key in self.keys if key not in self.held]
@@ -265,6 +266,7 @@ class _AcquireCall:
                 await self._wait_for_any(blocked, timeout_seconds)
             if self.deadlock is not None:
                 await self._give_way()
+            return self.result()
         except BaseException:
             # Cancelled (the CLI's tool timeout) or failed: the agent will never see this
             # call's result, so it must not keep locks it does not know about.
@@ -347,7 +349,12 @@ class _AcquireCall:
 
     async def _give_back_this_calls_locks(self) -> None:
         for key in self.taken_by_this_call:
-            if self.tools.store.release(key, self.agent_id):
+            try:
+                released = self.tools.store.release(key, self.agent_id)
+            except Exception:  # keep going: the other locks must still be given back
+                logger.exception("could not give back %s for agent %s", key, self.agent_id)
+                continue
+            if released:
                 await self.tools.emit(LockEventType.RELEASED, key)
         self.taken_by_this_call.clear()
 
