@@ -39,8 +39,9 @@ def test_ring_members_take_opposite_orders() -> None:
             assert task.files[0] == previous.files[1]
 
 
-def test_small_team_has_only_the_pair() -> None:
-    scenario = build_scenario(agents=4, files=3, seed=1)
+@pytest.mark.parametrize(("agents", "files"), [(4, 3), (4, 12), (8, 5)])
+def test_small_teams_or_repos_have_only_the_pair(agents: int, files: int) -> None:
+    scenario = build_scenario(agents=agents, files=files, seed=1)
     assert [group.name for group in scenario.deadlock_groups] == ["pair"]
 
 
@@ -70,6 +71,12 @@ def test_every_plan_is_well_formed(agents: int, files: int, seed: int) -> None:
     assert total == scenario.total_edits == sum(len(lines) for lines in expected.values())
     for lines in expected.values():
         assert not [line for line, n in Counter(lines).items() if n > 1]
+    # A ring's files are its own: no ordinary task can block a member at the rendezvous.
+    reserved = {name for group in scenario.deadlock_groups for name in group.files}
+    assert len(reserved) == sum(len(group.members) for group in scenario.deadlock_groups)
+    for agent in scenario.agents:
+        for task in agent.tasks:
+            assert task.incremental or not set(task.files) & reserved
 
 
 def test_hot_files_are_picked_more_often() -> None:

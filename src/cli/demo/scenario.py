@@ -3,8 +3,9 @@
 Pure and seeded: the same options give the same plan (timings still vary from run to run).
 Every agent gets a few ordinary tasks on overlapping files (hot files are picked more
 often, so agents contend), and the first agents are scripted into opposite lock orders
-(a two-agent cycle, and a three-agent ring when there are enough agents) so the deadlock
-monitor has real work to do.
+(a two-agent cycle, and a three-agent ring when there are enough agents and files) on
+files reserved for them, so the deadlock monitor has real work to do. Ordinary tasks can
+deadlock among themselves too (an agent keeps what it got while it waits for the rest).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ MIN_FILES = 3
 MAX_FILES = 200
 TASKS_PER_AGENT = 4
 RING_MIN_AGENTS = 5
+RING_MIN_FILES = 6  # the pair's 2 files, the ring's 3, and at least one shared file
 
 
 @dataclass(frozen=True)
@@ -125,9 +127,9 @@ def build_scenario(agents: int = 8, files: int = 12, seed: int = 7) -> Scenario:
     agent_ids = [agent_name(index) for index in range(agents)]
 
     rings = [("pair", agent_ids[:2])]
-    if agents >= RING_MIN_AGENTS:
+    if agents >= RING_MIN_AGENTS and files >= RING_MIN_FILES:
         rings.append(("ring", agent_ids[2:5]))
-    groups = _deadlock_groups(rings, names, rng)
+    groups, shared = _deadlock_groups(rings, names, rng)
     opening = {
         member: Task(
             number=1,
@@ -145,26 +147,29 @@ def build_scenario(agents: int = 8, files: int = 12, seed: int = 7) -> Scenario:
         if agent_id in opening:
             tasks.append(opening[agent_id])
         while len(tasks) < TASKS_PER_AGENT:
-            size = min(rng.choices((1, 2, 3), weights=(4, 4, 2))[0], len(names))
-            tasks.append(Task(number=len(tasks) + 1, files=_pick_hot(rng, names, size)))
+            size = min(rng.choices((1, 2, 3), weights=(4, 4, 2))[0], len(shared))
+            tasks.append(Task(number=len(tasks) + 1, files=_pick_hot(rng, shared, size)))
         scripts.append(AgentScript(agent_id=agent_id, tasks=tuple(tasks)))
     return Scenario(seed=seed, files=names, agents=tuple(scripts), deadlock_groups=tuple(groups))
 
 
 def _deadlock_groups(
     rings: list[tuple[str, list[str]]], names: tuple[str, ...], rng: random.Random
-) -> list[DeadlockGroup]:
-    """One group per ring, on distinct files when the repo has enough of them."""
+) -> tuple[list[DeadlockGroup], tuple[str, ...]]:
+    """One group per ring on files of its own, and the files left for ordinary tasks.
+
+    A ring's files are reserved for it, taken from the least contended end of the repo:
+    a member that holds its first file waits for the others at a rendezvous the monitor
+    cannot see, so no ordinary task may be able to block another member's first file.
+    """
     needed = sum(len(members) for _, members in rings)
-    pool = rng.sample(names, needed) if needed <= len(names) else []
+    reserved = list(names[len(names) - needed :])
+    rng.shuffle(reserved)
     groups = []
     for name, members in rings:
-        if len(pool) >= len(members):
-            files, pool = pool[: len(members)], pool[len(members) :]
-        else:
-            files = rng.sample(names, len(members))
+        files, reserved = reserved[: len(members)], reserved[len(members) :]
         groups.append(DeadlockGroup(name=name, members=tuple(members), files=tuple(files)))
-    return groups
+    return groups, names[: len(names) - needed]
 
 
 def _rotate(files: tuple[str, ...], start: int) -> tuple[str, ...]:
