@@ -52,6 +52,7 @@ class Wait:
         self.waker = Waker()
         self.entry = ""
         self.interval = poll_interval
+        self._at_head = False
 
     def __enter__(self) -> Wait:
         try:
@@ -115,24 +116,35 @@ class Wait:
             self._topics = topics
 
     def _step(self) -> set[str] | None:
-        me = current_process().pid
-        predecessor = None
-        queued = False
-        for entry, record in self._store.read_queue(self._name):
-            if entry == self.entry:
-                queued = True
-                break
-            if record.pid != me and record.liveness()[0] is Liveness.DEAD:
-                self._store.drop_waiter(self._name, entry)
-                continue
-            predecessor = entry
-        if not queued:  # our entry was removed under us (lock dir wiped): queue again
-            self._enqueue()
-            return set()
-        if predecessor is not None:
-            return {f"{self._queue_dir}/{predecessor}"}
+        # Once at the head we stay there (later arrivals queue behind us): instead of reading
+        # the queue again, only check that our entry is still there.
+        if self._at_head and not self._dir.exists(f"{self._name}{QUEUE_SUFFIX}/{self.entry}"):
+            self._at_head = False
+        if not self._at_head:
+            predecessor = self._predecessor()
+            if predecessor is not None:
+                return {f"{self._queue_dir}/{predecessor}"} if predecessor else set()
+            self._at_head = True
         if self._store.take(self._name, self._key, self._agent, respect_queue=False):
             self._store.drop_waiter(self._name, self.entry)
             self.entry = ""
             return None
         return {self._store.lock_topic(self._name)}
+
+    def _predecessor(self) -> str | None:
+        """The live entry just ahead of ours (None: we are the head; "": we queued again)."""
+        me = current_process().pid
+        predecessor = None
+        for entry, record in self._store.read_queue(self._name):
+            if entry == self.entry:
+                return predecessor
+            if record.pid != me and record.liveness()[0] is Liveness.DEAD:
+                self._store.drop_waiter(self._name, entry)
+                continue
+            predecessor = entry
+        # Our entry was removed under us (the lock dir was wiped): queue again, at the back.
+        self._enqueue()
+        if self._queue_dir in self._watched:
+            self._hub.unwatch(self._queue_dir)
+            self._hub.watch(self._queue_dir)  # the directory may be a new one
+        return ""
