@@ -159,7 +159,7 @@ class FakeMessagesApi:
         self._scripts: dict[str, _AgentScript] = {}
         self._exchanges: list[Exchange] = []
         self._errors: list[str] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # wait_until holds it while conditions read state
         self._changed = threading.Condition(self._lock)
         self._stopping = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +12,16 @@ import anyio
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions, create_sdk_mcp_server, tool
 from cli_agents import AgentRun, offline_options, run_agent
-from fake_messages_api import FakeMessagesApi, Reply, Step, ToolUse, Turn, call, say
+from fake_messages_api import (
+    FakeMessagesApi,
+    Reply,
+    ScriptError,
+    Step,
+    ToolUse,
+    Turn,
+    call,
+    say,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -116,3 +127,147 @@ async def test_a_gate_that_never_opens_fails_the_run_instead_of_hanging(tmp_path
     assert "gate timed out" in str(run.result.result)
     assert len(api.errors) == 1
     assert "did not open" in api.errors[0]
+
+
+# --- the fake API's own edge cases, over plain HTTP (no CLI needed) ----------------------------
+
+
+def post(api: FakeMessagesApi, path: str, body: dict[str, Any]) -> tuple[int, str, bytes]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{api.port}{path}",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.headers["content-type"], response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers["content-type"], error.read()
+
+
+def turn_body(*messages: dict[str, Any], stream: bool = False) -> dict[str, Any]:
+    return {"model": "m", "stream": stream, "messages": list(messages), "tools": [{"name": "t"}]}
+
+
+USER = {"role": "user", "content": "go"}
+
+
+def tool_round(tool_id: str, result: str) -> list[dict[str, Any]]:
+    return [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": tool_id, "name": "t"}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": result}],
+        },
+    ]
+
+
+def test_a_retried_request_gets_the_same_answer_and_does_not_skip_a_step() -> None:
+    with FakeMessagesApi() as api:
+        api.script("r", [call("t", {"n": 1}), call("t", {"n": 2}), say("end")])
+        first = json.loads(post(api, "/agent/r/v1/messages", turn_body(USER))[2])
+        again = json.loads(post(api, "/agent/r/v1/messages", turn_body(USER))[2])
+        answered = turn_body(USER, *tool_round("x", "1"))
+        second = json.loads(post(api, "/agent/r/v1/messages", answered)[2])
+
+    assert first["content"][0]["input"] == {"n": 1}
+    assert again["content"][0]["input"] == {"n": 1}  # the same step, not the next one
+    assert second["content"][0]["input"] == {"n": 2}
+    assert api.answers("r") == [
+        ToolUse("t", {"n": 1}),
+        ToolUse("t", {"n": 1}),
+        ToolUse("t", {"n": 2}),
+    ]
+    assert api.errors == []
+
+
+def test_stream_answers_are_server_sent_events_carrying_the_tool_input() -> None:
+    with FakeMessagesApi() as api:
+        api.script("s", [call("t", {"path": "a.py"})])
+        status, content_type, payload = post(
+            api, "/agent/s/v1/messages", turn_body(USER, stream=True)
+        )
+
+    assert status == 200
+    assert content_type == "text/event-stream"
+    events = [
+        line.split(": ", 1)[1]
+        for line in payload.decode().splitlines()
+        if line.startswith("event: ")
+    ]
+    assert events[0] == "message_start"
+    assert events[-1] == "message_stop"
+    assert '"partial_json": "{\\"path\\": \\"a.py\\"}"' in payload.decode()
+
+
+def test_unscripted_agents_raising_steps_and_stray_paths_are_reported() -> None:
+    def broken(turn: Turn) -> ToolUse:
+        raise RuntimeError("bad step")
+
+    with FakeMessagesApi() as api:
+        api.script("b", [Step(broken, label="broken"), call("t", until=lambda out: out.json["k"])])
+        stranger = json.loads(post(api, "/agent/nobody/v1/messages", turn_body(USER))[2])
+        raised = json.loads(post(api, "/agent/b/v1/messages", turn_body(USER))[2])
+        post(api, "/agent/b/v1/messages", turn_body(USER, *tool_round("y", "{}")))
+        after_bad_until = json.loads(
+            post(
+                api,
+                "/agent/b/v1/messages",
+                turn_body(USER, *tool_round("y", "{}"), *tool_round("z", "no json")),
+            )[2]
+        )
+        tokens = json.loads(post(api, "/agent/b/v1/messages/count_tokens", {})[2])
+        stray_status = post(api, "/elsewhere", {})[0]
+
+    assert stranger["content"][0]["text"] == "unscripted agent"
+    assert raised["content"][0]["text"].startswith("script error")
+    assert after_bad_until["content"][0]["text"] == "done"
+    assert tokens == {"input_tokens": 10}
+    assert stray_status == 404
+    assert [e.split(":")[0] for e in api.errors] == [
+        "request from unscripted agent 'nobody'",
+        "b",
+        "b",
+    ]
+    with pytest.raises(ScriptError, match="bad step"):
+        api.raise_errors()
+
+
+def test_outcomes_pair_results_with_calls_and_keep_reminders_apart() -> None:
+    reminder = "<system-reminder>\nbudget\n</system-reminder>"
+    body = turn_body(
+        USER,
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "u1", "name": "t", "input": {"a": 1}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "u1",
+                    "is_error": True,
+                    "content": [{"type": "text", "text": f"denied: no lock\n\n{reminder}"}],
+                }
+            ],
+        },
+    )
+    with FakeMessagesApi() as api:
+        api.script("o", [say("ok")])
+        post(api, "/agent/o/v1/messages", body)
+
+    (outcome,) = api.outcomes("o")
+    assert (outcome.name, dict(outcome.input), outcome.is_error) == ("t", {"a": 1}, True)
+    assert outcome.text == "denied: no lock"
+    assert outcome.json is None
+    assert outcome.reminders == (reminder,)
+    assert api.outcomes("absent") == ()
+    assert api.wait_until(lambda: len(api.exchanges) == 1, timeout=1)
+    assert not api.wait_until(lambda: False, timeout=0.05)
+
+
+def test_agent_names_must_be_usable_in_a_url() -> None:
+    with FakeMessagesApi() as api, pytest.raises(ValueError, match="agent name"):
+        api.script("two words", [])
