@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,35 @@ def test_cleanup_releases_only_that_agent(store: LockStore, repo: Path) -> None:
     assert store.holder("a.py") is None
     assert store.holder("c.py") == "bob"
     assert store.cleanup_agent_locks("alice") == []
+
+
+def test_a_reader_never_sees_a_half_written_holder(store: LockStore, repo: Path) -> None:
+    stop = threading.Event()
+    seen = {None: 0, "writer": 0}
+    problems: list[BaseException] = []
+
+    def read() -> None:
+        reader = LockStore(repo, store.lock_dir)  # another "process" reading the directory
+        while not stop.is_set():
+            try:
+                record = reader.holder_record("a.py")
+            except BaseException as error:  # pragma: no cover - the failure being tested
+                problems.append(error)
+                return
+            seen[None if record is None else record.agent_id] += 1
+            time.sleep(0)  # hand the GIL to the writer
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    try:
+        for _ in range(20_000):
+            if min(seen.values()) >= 20:
+                break
+            assert store.try_lock("a.py", "writer")
+            assert store.release("a.py", "writer")
+    finally:
+        stop.set()
+        thread.join()
+    assert problems == []
+    assert set(seen) == {None, "writer"}
+    assert min(seen.values()) >= 20
