@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from lockyard.cli._errors import CliError, ExitCode
 from lockyard.cli.app import app
 from lockyard.cli.demo import command
 from lockyard.cli.demo.runner import DemoOptions, Workspace, run_demo
@@ -118,3 +119,11 @@ def test_a_broken_invariant_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "INVARIANT BROKEN" in result.output
     assert "lost edit" in result.output
     assert command.HELP.splitlines()[0] in CliRunner().invoke(app, ["demo", "--help"]).output
+
+
+def test_run_demo_refuses_sizes_out_of_range_before_creating_anything(tmp_path: Path) -> None:
+    keep = tmp_path / "never"
+    with pytest.raises(CliError, match="--files must be between") as refused:
+        run_demo(DemoOptions(files=2, keep=keep), None)
+    assert refused.value.code is ExitCode.USAGE
+    assert not keep.exists()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -11,7 +11,10 @@ from rich.console import Console
 from .._errors import EXIT_CODES_HELP, ExitCode, reports_errors
 from .._format import print_json, quiet_library_logs
 from .scenario import MAX_AGENTS, MAX_FILES, MIN_AGENTS, MIN_FILES
-from .summary import render_report
+from .summary import DemoReport, render_report
+
+if TYPE_CHECKING:
+    from .runner import Workspace
 
 HELP = """Run a multi-agent session on a throwaway repo and check that no edit was lost.
 
@@ -62,10 +65,14 @@ def demo(
     quiet_library_logs()
     console = Console()
     live = not (json_output or no_live) and console.is_terminal
-    report, workspace = run_demo(
-        DemoOptions(agents=agents, files=files, seed=seed, keep=keep),
-        console if live else None,
-    )
+    options = DemoOptions(agents=agents, files=files, seed=seed, keep=keep)
+    report_outcome(*run_demo(options, console if live else None), console, json_output, keep)
+
+
+def report_outcome(
+    report: DemoReport, workspace: Workspace, console: Console, json_output: bool, keep: Path | None
+) -> None:
+    """Print the summary (or its JSON); exit 1 when an invariant broke."""
     kept = str(workspace.root) if keep is not None else None
     if json_output:
         print_json(report.to_dict() | {"workspace": kept})

@@ -179,19 +179,20 @@ def run_demo(options: DemoOptions, console: Console | None) -> tuple[DemoReport,
         raise CliError(str(error), ExitCode.USAGE) from None
     with open_workspace(options.keep) as workspace:
         session = DemoSession(scenario, workspace, options.pacing)
-        live_context: Any = (
-            nullcontext()
-            if console is None
-            else Live(
-                LiveView(session.recorder, workspace.repo, _title(scenario)),
-                console=console,
-                auto_refresh=False,
-                transient=False,
-            )
-        )
-        with live_context as live:
-            report = anyio.run(session.run, live)
-    return report, workspace
+        with _live_view(session, scenario, console) as live:
+            return anyio.run(session.run, live), workspace
+
+
+def _live_view(session: DemoSession, scenario: Scenario, console: Console | None) -> Any:
+    """A rich Live on `console` (redrawn by the session itself), or no view at all."""
+    if console is None:
+        return nullcontext()
+    return Live(
+        LiveView(session.recorder, session.workspace.repo, _title(scenario)),
+        console=console,
+        auto_refresh=False,
+        transient=False,
+    )
 
 
 def _title(scenario: Scenario) -> str:
