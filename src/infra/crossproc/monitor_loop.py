@@ -80,6 +80,7 @@ class CrossProcessMonitor:
     ) -> None:
         self.lock_dir = Path(lock_dir)
         self.state = LockDirState.open(self.lock_dir)
+        self._identity = _identity(self.lock_dir)  # to notice the directory going away
         self.board = VictimNoticeBoard(self.lock_dir)
         self.resolve = resolve
         self._victim_policy = victim_policy
@@ -171,9 +172,9 @@ class CrossProcessMonitor:
                 self.lock_dir,
                 "inotify" if watcher.pushing else f"polling every {poll_interval:g} s",
             )
-            identity = _identity(self.lock_dir)
             while True:
-                if _identity(self.lock_dir) != identity:
+                current = _identity(self.lock_dir)
+                if current is None or current != self._identity:
                     raise LockDirError(f"lock directory {self.lock_dir} was removed or replaced")
                 report = await self.check_once()
                 if report.resolutions or report.stale_notices_removed:
