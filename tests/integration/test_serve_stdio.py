@@ -121,7 +121,7 @@ async def test_progress_is_reported_while_waiting(repo: Path, lock_dir: Path) ->
     async with Client(params) as client:
         result = await client.call_tool(
             "lock_acquire",
-            {"filepaths": ["src/a.py"], "timeout_seconds": 0.6},
+            {"filepaths": ["src/a.py"], "timeout_seconds": 1.0},
             progress_callback=on_progress,
         )
     data = json.loads(text_of(result))
