@@ -163,7 +163,8 @@ class ScriptedAgent:
         )
         missing = self._missing(result)
         while missing:
-            self._recorder.set_phase(self.agent_id, Phase.WAITING, ", ".join(missing))
+            names = ", ".join(self._names.get(key, key) for key in missing)
+            self._recorder.set_phase(self.agent_id, Phase.WAITING, names)
             result = await call_tool(
                 self._session,
                 ACQUIRE,
@@ -180,12 +181,10 @@ class ScriptedAgent:
             missing = still_missing
         return Outcome.LOCKED
 
-    def _missing(self, result: Mapping[str, Any]) -> list[str]:
-        return [
-            self._names.get(entry["filepath"], entry["filepath"])
-            for entry in result["results"]
-            if not entry["acquired"]
-        ]
+    @staticmethod
+    def _missing(result: Mapping[str, Any]) -> list[str]:
+        """The lock keys not granted; later calls use these exact paths, as the prompt says."""
+        return [entry["filepath"] for entry in result["results"] if not entry["acquired"]]
 
     async def _edit(self, task: Task) -> None:
         self._recorder.set_phase(self.agent_id, Phase.EDITING, ", ".join(task.files))
