@@ -20,6 +20,7 @@ from claude_agent_sdk.types import McpStdioServerConfig
 from cli_agents import AgentRun, eventually, offline_options, run_agent
 from fake_messages_api import FakeMessagesApi, Step, ToolOutcome, call, say
 
+from lockyard.infra.tools.lock_tools import TOOL_SPECS
 from lockyard.infra.tools.locking import LockStore
 from lockyard.infra.tools.locking_mcp import create_locking_mcp_server
 
@@ -154,6 +155,12 @@ async def test_cli_drives_lockyard_serve_and_sees_what_the_in_process_server_sho
         normalized(o, "sdk-a") for o in in_process
     ]
     assert tools_the_model_saw(fake_api, "ext-a") == tools_the_model_saw(fake_api, "sdk-a")
+    # ... and those are our specs, unchanged: the CLI forwards the schemas whole to the model.
+    seen = tools_the_model_saw(fake_api, "ext-a")
+    for spec in TOOL_SPECS:
+        tool = seen[f"mcp__lockyard__{spec.name}"]
+        assert tool["description"] == spec.description
+        assert tool["input_schema"] == spec.input_schema
 
     assert store.holder("held.py") == "other-agent"
     assert store.holder("a.py") is None
