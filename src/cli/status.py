@@ -19,7 +19,8 @@ from rich.text import Text
 
 from ..core.deadlock import DeadlockInfo
 from ..domain.deadlock import DeadlockMonitor
-from ..infra.tools.locking import LockInfo, StoreSnapshot
+from ..infra.crossproc.notices import VictimNotice, VictimNoticeBoard
+from ..infra.tools.locking import LockInfo, StoreSnapshot, WaiterRecord
 from ._errors import EXIT_CODES_HELP, ExitCode, reports_errors
 from ._format import display_key, format_age, print_json
 from ._lockdir import LOCK_DIR_HELP, open_store
@@ -49,10 +50,11 @@ def status(
     store = open_store(lock_dir)
     snapshot = store.snapshot()
     deadlocks = find_deadlocks(snapshot)
+    notices = VictimNoticeBoard(store.lock_dir).notices()
     if json_output:
-        print_json(status_payload(store.lock_dir, snapshot, deadlocks))
+        print_json(status_payload(store.lock_dir, snapshot, deadlocks, notices))
     else:
-        render_status(Console(), store.lock_dir, snapshot, deadlocks)
+        render_status(Console(), store.lock_dir, snapshot, deadlocks, notices)
     if any(info.problem for info in snapshot.locks):
         raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
 
@@ -102,7 +104,10 @@ def lock_payload(info: LockInfo) -> dict[str, Any]:
 
 
 def status_payload(
-    lock_dir: Path, snapshot: StoreSnapshot, deadlocks: list[DeadlockInfo]
+    lock_dir: Path,
+    snapshot: StoreSnapshot,
+    deadlocks: list[DeadlockInfo],
+    notices: list[VictimNotice],
 ) -> dict[str, Any]:
     locks = [lock_payload(info) for info in snapshot.locks]
     return {
@@ -110,6 +115,15 @@ def status_payload(
         "taken_at": snapshot.taken_at,
         "locks": locks,
         "deadlocks": [info.to_dict() | {"summary": info.describe()} for info in deadlocks],
+        "victim_notices": [
+            {
+                "agent_id": notice.agent_id,
+                "waits_on": notice.waits_on,
+                "posted_at": notice.posted_at,
+                "summary": notice.deadlock.describe(),
+            }
+            for notice in notices
+        ],
         "counts": {
             "locks": len(locks),
             "dead_holders": sum(1 for info in snapshot.locks if info.liveness == "dead"),
@@ -121,8 +135,18 @@ def status_payload(
 
 
 def render_status(
-    console: Console, lock_dir: Path, snapshot: StoreSnapshot, deadlocks: list[DeadlockInfo]
+    console: Console,
+    lock_dir: Path,
+    snapshot: StoreSnapshot,
+    deadlocks: list[DeadlockInfo],
+    notices: list[VictimNotice],
 ) -> None:
+    for notice in notices:  # posted by `lockyard monitor`, not yet taken by the victim
+        console.print(
+            f"victim notice: {notice.agent_id} is asked to give way "
+            f"({format_age(time.time() - notice.posted_at)} ago): {notice.deadlock.describe()}",
+            style="magenta",
+        )
     if not snapshot.locks:
         console.print(f"No locks in {lock_dir}: nothing is held or awaited.")
         return
@@ -159,12 +183,15 @@ def render_status(
 def _row(info: LockInfo, base: Path | None, now: float) -> tuple[str | Text, ...]:
     name = display_key(info.lock_path, base)
     holder = info.holder
-    waiters = ", ".join(
-        f"{waiter.agent_id} (waiting {format_age(now - waiter.since)})" for waiter in info.waiters
-    )
+    waiters = ", ".join(_waiter(waiter, now) for waiter in info.waiters)
     if holder is None:  # an unreadable record: its problem is printed below the table
         return (name, "-", "-", "-", Text("unreadable", style="yellow"), waiters or "-")
     age = info.age_seconds if info.age_seconds is not None else now - holder.acquired_at
     liveness = Text(info.liveness, style=LIVENESS_STYLES.get(info.liveness, ""))
     process = f"{holder.pid}@{holder.host}"
     return (name, holder.agent_id, process, format_age(age), liveness, waiters or "-")
+
+
+def _waiter(waiter: WaiterRecord, now: float) -> str:
+    dead = waiter.liveness()[0].value == "dead"
+    return f"{waiter.agent_id} ({'dead, ' if dead else ''}waiting {format_age(now - waiter.since)})"

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from lockyard.core.deadlock import CycleStep, DeadlockInfo
+from lockyard.infra.crossproc.notices import VictimNotice, VictimNoticeBoard
 from lockyard.infra.tools.locking import LockStore
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
@@ -23,6 +25,8 @@ LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 # one by one (reporting each grant), then stays alive until stdin closes.
 HOLDER = """
 import sys
+from lockyard.core.deadlock import CycleStep, DeadlockInfo
+from lockyard.infra.crossproc.notices import VictimNotice, VictimNoticeBoard
 from lockyard.infra.tools.locking import LockStore
 repo, lock_dir, agent, holds, waits = sys.argv[1:6]
 store = LockStore(repo, lock_dir)
@@ -441,3 +445,33 @@ def test_the_default_lock_dir_is_the_per_user_runtime_dir(tmp_path: Path) -> Non
     assert done.returncode == 3
     assert f"lock directory {runtime / 'lockyard'} does not exist" in done.stderr
     assert not (runtime / "lockyard").exists()
+
+
+def test_status_shows_a_pending_victim_notice_and_a_dead_waiter(
+    agents: Agents, repo: Path, lock_dir: Path
+) -> None:
+    agents.start("holder", holds="a.py")
+    doomed = agents.start("doomed-waiter", waits="a.py")
+    agents.go(doomed)
+    wait_until(lambda: queued(repo, lock_dir, "a.py") == ["doomed-waiter"])
+    agents.kill(doomed)
+    key = str(repo / "a.py")
+    info = DeadlockInfo(
+        cycle=(
+            CycleStep(agent_id="agent-x", lock_path=key, held_by="agent-y"),
+            CycleStep(agent_id="agent-y", lock_path=str(repo / "b.py"), held_by="agent-x"),
+        ),
+        victim="agent-x",
+        victim_waits_on=key,
+        victim_waits_on_holder="agent-y",
+    )
+    VictimNoticeBoard(lock_dir).post(VictimNotice(agent_id="agent-x", waits_on=key, deadlock=info))
+    before = tree(lock_dir)
+    payload = status_json(lock_dir)
+    text = lockyard("status", "--lock-dir", str(lock_dir))
+    assert tree(lock_dir) == before
+    [notice] = payload["victim_notices"]
+    assert notice["agent_id"] == "agent-x"
+    assert notice["summary"] == info.describe()
+    assert "victim notice: agent-x is asked to give way" in text.stdout
+    assert "doomed-waiter (dead, waiting" in text.stdout
