@@ -80,20 +80,20 @@ def _serve(
     log_level: str,
     progress_interval: float,
 ) -> None:
+    # Each error is ONE line (what is wrong; what to do): agent CLIs log a failed MCP server's
+    # stderr, often only its last line.
     level = log_level.upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        raise CliError(f"unknown --log-level {log_level!r}", ExitCode.USAGE,
-                       "use DEBUG, INFO, WARNING or ERROR")  # fmt: skip
+        raise _usage(f"unknown --log-level {log_level!r}; use DEBUG, INFO, WARNING or ERROR")
     if agent_id is None or not agent_id.strip():
-        raise CliError("serve needs an agent id", ExitCode.USAGE,
-                       "pass --agent-id ID (or set LOCKYARD_AGENT_ID)")  # fmt: skip
+        raise _usage("serve needs an agent id; pass --agent-id ID (or set LOCKYARD_AGENT_ID)")
     if repo is None:
-        raise CliError("serve needs the repository", ExitCode.USAGE, "pass --repo PATH")
+        raise _usage("serve needs the repository; pass --repo PATH")
     try:
         store = open_serve_store(agent_id, repo, lock_dir)
     except ServeConfigError as exc:
         code = ExitCode.LOCK_DIR if exc.lock_dir_problem else ExitCode.USAGE
-        raise CliError(str(exc), code, exc.hint) from None
+        raise CliError(f"{exc}; {exc.hint}", code) from None
     logging.basicConfig(
         level=level, stream=sys.stderr, format="lockyard serve [%(name)s] %(levelname)s %(message)s"
     )
@@ -104,6 +104,10 @@ def _serve(
         "serving agent %s on %s (lock dir %s)", agent_id, store.namespace, store.lock_dir
     )
     anyio.run(session.run_stdio)
+
+
+def _usage(message: str) -> CliError:
+    return CliError(message, ExitCode.USAGE)
 
 
 def register(app: typer.Typer) -> None:

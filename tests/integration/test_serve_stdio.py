@@ -259,6 +259,7 @@ def test_bad_configuration_fails_closed_before_speaking_mcp(
     assert done.stdout == ""
     assert message in done.stderr
     assert done.stderr.startswith("lockyard: error: ")
+    assert done.stderr.count("\n") == 1  # one line: what is wrong and what to do
     assert "Traceback" not in done.stderr
 
 
