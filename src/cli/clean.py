@@ -18,6 +18,7 @@ from ..infra.tools.locking import LockStore
 from ._errors import EXIT_CODES_HELP, CliError, ExitCode, reports_errors
 from ._format import display_key, line_console, print_json, quiet_library_logs
 from ._lockdir import LOCK_DIR_HELP, open_store
+from ._options import flag
 
 HELP = """Release locks that are left behind.
 
@@ -42,13 +43,13 @@ def clean(
         typer.Option("--agent", metavar="ID", help="Release the locks held by this agent."),
     ] = None,
     release_all: Annotated[
-        bool, typer.Option("--all", help="Release every lock, alive holders' too.")
+        bool, flag("--all", help="Release every lock, alive holders' too.")
     ] = False,
     yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (for --all).")
+        bool, flag("--yes", "-y", help="Do not ask for confirmation (for --all).")
     ] = False,
     json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document (see docs/cli.md).")
+        bool, flag("--json", help="Print one JSON document (see docs/cli.md).")
     ] = False,
 ) -> None:
     if agent is not None and release_all:

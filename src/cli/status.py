@@ -24,6 +24,7 @@ from ..infra.tools.locking import LockInfo, StoreSnapshot, WaiterRecord
 from ._errors import EXIT_CODES_HELP, ExitCode, reports_errors
 from ._format import display_key, format_age, print_json
 from ._lockdir import LOCK_DIR_HELP, open_store
+from ._options import flag
 
 HELP = """Show every lock in the lock directory: holder, process, host, age, whether the
 holder is alive, the waiters in arrival order, and any deadlock cycle.
@@ -44,7 +45,7 @@ def status(
         Path | None, typer.Option("--lock-dir", metavar="DIR", help=LOCK_DIR_HELP)
     ] = None,
     json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document (see docs/cli.md).")
+        bool, flag("--json", help="Print one JSON document (see docs/cli.md).")
     ] = False,
 ) -> None:
     store = open_store(lock_dir)

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from .._errors import EXIT_CODES_HELP, ExitCode, reports_errors
 from .._format import print_json, quiet_library_logs
+from .._options import flag
 from .scenario import MAX_AGENTS, MAX_FILES, MIN_AGENTS, MIN_FILES
 from .summary import DemoReport, render_report
 
@@ -53,11 +54,11 @@ def demo(
         ),
     ] = None,
     json_output: Annotated[
-        bool, typer.Option("--json", help="Print the summary as JSON (no live view).")
+        bool, flag("--json", help="Print the summary as JSON (no live view).")
     ] = False,
     no_live: Annotated[
         bool,
-        typer.Option("--no-live", help="No live view (it is also off when stdout is no TTY)."),
+        flag("--no-live", help="No live view (it is also off when stdout is no TTY)."),
     ] = False,
 ) -> None:
     from .runner import DemoOptions, run_demo  # mcp and the SDK load only when needed
