@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import anyio
 
 from ...core.deadlock import DeadlockInfo
 from ...domain.deadlock import DeadlockMonitor, VictimPolicy
@@ -87,20 +90,30 @@ class CrossProcessMonitor:
         self._monitor = self._new_monitor()
         self._reported: dict[str, tuple[str, str | None]] = {}  # victim -> (lock, wait id)
         self._registered: set[str] = set()
+        self._fresh: LockDirSnapshot | None = None  # the verification read of this pass
 
     def _new_monitor(self) -> DeadlockMonitor:
         return DeadlockMonitor(victim_policy=self._victim_policy, verify_cycle=self._verify)
 
     def _verify(self, info: DeadlockInfo) -> bool:
-        """Re-read the lock directory: is every hold and wait of the cycle still real?"""
-        return self.state.read().has_cycle(info)
+        """Re-read the lock directory: is every hold and wait of the cycle still real?
+
+        One fresh read serves every cycle of a pass: it is taken after detection, which is
+        what the re-check needs, and a pass that finds many cycles stays two reads long.
+        """
+        if self._fresh is None:
+            self._fresh = self.state.read()
+        return self._fresh.has_cycle(info)
 
     async def check_once(self) -> PassReport:
         """One pass: read, detect, verify, post notices, remove stale ones."""
         snapshot = self.state.read()
+        self._fresh = None
         report = PassReport(holds=len(snapshot.holds), waits=len(snapshot.waits))
         if self.resolve:  # --no-resolve reports only: it changes nothing on disk
-            report.stale_notices_removed = self.board.prune(self.state.still_waiting)
+            report.stale_notices_removed = self.board.prune(
+                lambda notice: snapshot.has_wait(notice.agent_id, notice.waits_on, notice.wait_id)
+            )
         self._forget_finished_victims(snapshot)
         self._sync_agents(snapshot)
         self._monitor.rebuild(snapshot.holders(), snapshot.wait_pairs())
@@ -176,12 +189,19 @@ class CrossProcessMonitor:
                 current = _identity(self.lock_dir)
                 if current is None or current != self._identity:
                     raise LockDirError(f"lock directory {self.lock_dir} was removed or replaced")
+                started = time.monotonic()
                 report = await self.check_once()
+                took = time.monotonic() - started
                 if report.resolutions or report.stale_notices_removed:
                     outcome = on_report(report)
                     if outcome is not None:
                         await outcome
-                await watcher.changed(rescan_seconds)
+                finished = time.monotonic()
+                if await watcher.changed(rescan_seconds):
+                    # Under constant churn, rest at least as long as a pass takes: the monitor
+                    # then uses at most half a core on a big lock directory, and on a small
+                    # one (passes of a millisecond) this costs no latency at all.
+                    await anyio.sleep(max(0.0, took - (time.monotonic() - finished)))
 
 
 def _identity(directory: Path) -> tuple[int, int] | None:
