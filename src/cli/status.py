@@ -22,7 +22,7 @@ from ..domain.deadlock import DeadlockMonitor
 from ..infra.crossproc.notices import VictimNotice, VictimNoticeBoard
 from ..infra.tools.locking import LockInfo, StoreSnapshot, WaiterRecord
 from ._errors import EXIT_CODES_HELP, ExitCode, reports_errors
-from ._format import display_key, format_age, print_json
+from ._format import display_key, format_age, print_json, quiet_library_logs
 from ._lockdir import LOCK_DIR_HELP, open_store
 from ._options import flag
 
@@ -48,6 +48,7 @@ def status(
         bool, flag("--json", help="Print one JSON document (see docs/cli.md).")
     ] = False,
 ) -> None:
+    quiet_library_logs()  # the private monitor would log each cycle it finds; we print them
     store = open_store(lock_dir)
     snapshot = store.snapshot()
     deadlocks = find_deadlocks(snapshot)

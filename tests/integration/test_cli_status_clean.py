@@ -256,6 +256,7 @@ def test_status_finds_a_deadlock_between_two_processes(
     assert payload["counts"]["deadlocks"] == 1
     assert "deadlock: " in text.stdout
     assert "would ask" in text.stdout
+    assert text.stderr == ""  # the private monitor's log lines stay off the terminal
 
 
 # --- clean

@@ -100,7 +100,7 @@ def test_live_view_runs_on_a_terminal_and_the_run_still_holds() -> None:
     assert not workspace.root.exists()  # the temporary workspace is gone
 
 
-def test_a_broken_invariant_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broken_invariant_exits_1(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The command's exit status follows the report (the report's rules are unit-tested)."""
     from lockyard.cli.demo import runner
 
@@ -114,10 +114,13 @@ def test_a_broken_invariant_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
         return broken, workspace
 
     monkeypatch.setattr(runner, "run_demo", run_then_break)
-    result = CliRunner().invoke(app, ["demo", "--agents", "2", "--files", "3", "--no-live"])
+    keep = tmp_path / "kept"
+    args = ["demo", "--agents", "2", "--files", "3", "--no-live", "--keep", str(keep)]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 1, result.output
     assert "INVARIANT BROKEN" in result.output
     assert "lost edit" in result.output
+    assert "(lockyard status --lock-dir " in " ".join(result.output.split())
     assert command.HELP.splitlines()[0] in CliRunner().invoke(app, ["demo", "--help"]).output
 
 

@@ -80,6 +80,9 @@ def report_outcome(
     else:
         render_report(report, console)
         if kept is not None:
-            console.print(f"kept: repo in {workspace.repo}, locks in {workspace.lock_dir}")
+            console.print(
+                f"kept: the repo in {workspace.repo}, the lock directory in {workspace.lock_dir}"
+                f" (lockyard status --lock-dir {workspace.lock_dir})"
+            )
     if not report.ok:
         raise typer.Exit(int(ExitCode.INVARIANT_BROKEN))
