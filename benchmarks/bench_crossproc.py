@@ -10,6 +10,8 @@
    share one process only to keep the clock common.
 2. A lock_acquire + lock_release round trip through `lockyard serve` (stdio MCP, a separate
    process) against the same two calls through the in-process server (MCP in memory).
+3. The cost of one monitor pass (read, rebuild, search; no deadlock) for 10, 100 and 500 held
+   locks with a waiter on every tenth, against the floor: the store's own `snapshot()`.
 """
 
 from __future__ import annotations
@@ -110,6 +112,44 @@ async def serve_latencies(rounds: int) -> tuple[list[float], list[float]]:
     return in_process, stdio
 
 
+async def pass_costs(lock_counts: tuple[int, ...], repeats: int) -> list[tuple[int, float, float]]:
+    rows = []
+    for count in lock_counts:
+        with tempfile.TemporaryDirectory() as tmp:
+            repo = Path(tmp) / "repo"
+            repo.mkdir()
+            store = LockStore(str(repo), Path(tmp) / "locks")
+            for i in range(count):
+                store.try_lock(f"f{i}", f"agent{i % 50}")
+            waits = [(f"f{i}", f"agent{(i + 1) % 50}") for i in range(0, count, 10)]
+            async with anyio.create_task_group() as group:
+                for path, agent in waits:
+                    group.start_soon(store.acquire_async, path, agent, 60)
+                while len(store.snapshot().waits) < len(waits):  # noqa: ASYNC110 - on disk
+                    await anyio.sleep(0.01)
+                monitor = CrossProcessMonitor(Path(tmp) / "locks", resolve=False)
+                await monitor.check_once()
+                floor = best_of(repeats, store.snapshot)
+                pass_time: list[float] = []
+                for _ in range(repeats):
+                    start = time.perf_counter()
+                    await monitor.check_once()
+                    pass_time.append(time.perf_counter() - start)
+                rows.append((count, floor, min(pass_time)))
+                group.cancel_scope.cancel()
+            store.close()
+    return rows
+
+
+def best_of(repeats: int, run: object) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()  # type: ignore[operator]
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def ms(values: list[float], q: float = 0.5) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
@@ -131,6 +171,12 @@ async def main(quick: bool) -> None:
         print(f"  {name:24}{ms(values):>8.2f}ms{ms(values, 0.9):>8.2f}ms{len(values):>5}")
     ratio = statistics.median(stdio) / statistics.median(in_process)
     print(f"  stdio costs {ratio:.1f}x the in-process round trip (median)")
+
+    print("\nmonitor pass (no deadlock), best of runs, against store.snapshot()")
+    print(f"  {'locks':>6}{'snapshot':>12}{'pass':>12}{'ratio':>8}")
+    for count, floor, pass_time in await pass_costs((10, 100, 500), 3 if quick else 10):
+        print(f"  {count:>6}{floor * 1000:>10.2f}ms{pass_time * 1000:>10.2f}ms"
+              f"{pass_time / floor:>7.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":
