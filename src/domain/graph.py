@@ -24,6 +24,7 @@ Cycle = tuple[CycleStep, ...]
 """A wait-for cycle in order: `cycle[i].held_by == cycle[i + 1].agent_id`, the last wraps around."""
 
 _NO_SKIP: frozenset[str] = frozenset()
+_NO_EDGES: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,15 +177,26 @@ class WaitForGraph:
 
     # ---- cycles --------------------------------------------------------------------------
 
-    def _successors(self, agent: str, skip: Collection[str]) -> Iterator[tuple[str, str]]:
+    def _successors(
+        self, agent: str, skip: Collection[str], skip_edges: Collection[tuple[str, str]]
+    ) -> Iterator[tuple[str, str]]:
         """(lock, holder) for each lock `agent` waits on that another, non-skipped agent holds."""
         for lock in self._waits.get(agent, ()):
             holder = self._holder.get(lock)
-            if holder is not None and holder != agent and holder not in skip:
-                yield lock, holder
+            if holder is None or holder == agent or holder in skip:
+                continue
+            if skip_edges and (agent, lock) in skip_edges:
+                continue
+            yield lock, holder
 
-    def cycle_through(self, lock: str, skip: Collection[str] = _NO_SKIP) -> Cycle | None:
-        """The shortest cycle that uses a wait edge onto `lock`, avoiding agents in `skip`.
+    def cycle_through(
+        self,
+        lock: str,
+        skip: Collection[str] = _NO_SKIP,
+        skip_edges: Collection[tuple[str, str]] = _NO_EDGES,
+    ) -> Cycle | None:
+        """The shortest cycle that uses a wait edge onto `lock`, avoiding agents in `skip` and
+        (agent, lock) wait edges in `skip_edges`.
 
         Call it after a change to `lock` (a new waiter, or a new holder): any cycle that change
         closed goes through `lock`. Breadth-first from the holder back to any waiter, so the cost
@@ -201,11 +213,11 @@ class WaitForGraph:
         queue = deque([start])
         while queue:
             agent = queue.popleft()
-            for waited, holder in self._successors(agent, skip):
+            for waited, holder in self._successors(agent, skip, skip_edges):
                 if holder in parent:
                     continue
                 parent[holder] = (agent, waited)
-                if holder in targets:
+                if holder in targets and (holder, lock) not in skip_edges:
                     return self._cycle_from_parents(parent, closer=holder, lock=lock, start=start)
                 queue.append(holder)
         return None
@@ -225,21 +237,32 @@ class WaitForGraph:
         path.reverse()
         return (CycleStep(agent_id=closer, lock_path=lock, held_by=start), *path)
 
-    def find_cycle(self, skip: Collection[str] = _NO_SKIP) -> Cycle | None:
-        """Any cycle in the whole graph avoiding agents in `skip` (depth-first, O(V + E))."""
+    def find_cycle(
+        self,
+        skip: Collection[str] = _NO_SKIP,
+        skip_edges: Collection[tuple[str, str]] = _NO_EDGES,
+    ) -> Cycle | None:
+        """Any cycle in the whole graph avoiding agents in `skip` and (agent, lock) wait edges
+        in `skip_edges` (depth-first, O(V + E))."""
         finished: set[str] = set()
         for root in self._waits:
             if root in finished or root in skip:
                 continue
-            cycle = self._cycle_from_root(root, skip, finished)
+            cycle = self._cycle_from_root(root, skip, skip_edges, finished)
             if cycle is not None:
                 return cycle
         return None
 
     def _cycle_from_root(
-        self, root: str, skip: Collection[str], finished: set[str]
+        self,
+        root: str,
+        skip: Collection[str],
+        skip_edges: Collection[tuple[str, str]],
+        finished: set[str],
     ) -> Cycle | None:
-        stack: list[tuple[str, Iterator[tuple[str, str]]]] = [(root, self._successors(root, skip))]
+        stack: list[tuple[str, Iterator[tuple[str, str]]]] = [
+            (root, self._successors(root, skip, skip_edges))
+        ]
         depth_of: dict[str, int] = {root: 0}  # agents on the current path
         via: list[str] = []  # via[i]: the lock stack[i] waits on, held by stack[i + 1]
         while stack:
@@ -256,7 +279,7 @@ class WaitForGraph:
                 if holder not in finished:
                     via.append(lock)
                     depth_of[holder] = len(stack)
-                    stack.append((holder, self._successors(holder, skip)))
+                    stack.append((holder, self._successors(holder, skip, skip_edges)))
                     break
             else:
                 stack.pop()

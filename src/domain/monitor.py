@@ -34,6 +34,10 @@ VerifyCycle = Callable[[DeadlockInfo], Awaitable[bool] | bool]
 """Confirms with the real lock state that every edge of the cycle still exists."""
 
 
+_Search = Callable[[Collection[str], Collection[tuple[str, str]]], Cycle | None]
+"""A cycle search that avoids some agents and some (agent, lock) wait edges."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Registration:
     issue_id: str | None
@@ -146,7 +150,10 @@ class DeadlockMonitor:
         changed_lock = self._apply(event)
         if changed_lock is None:
             return None
-        reported = await self._resolve(lambda skip: self._graph.cycle_through(changed_lock, skip))
+        # Look the graph up on every search: a rebuild may replace it while verify_cycle runs.
+        reported = await self._resolve(
+            lambda skip, skip_edges: self._graph.cycle_through(changed_lock, skip, skip_edges)
+        )
         return reported[0] if reported else None
 
     def _apply(self, event: LockEvent) -> str | None:
@@ -199,29 +206,32 @@ class DeadlockMonitor:
 
     async def check_all(self) -> list[DeadlockInfo]:
         """Search the whole graph (after `rebuild`) and report every deadlock found."""
-        return await self._resolve(self._graph.find_cycle)
+        return await self._resolve(
+            lambda skip, skip_edges: self._graph.find_cycle(skip, skip_edges)
+        )
 
     def find_cycles(self) -> list[Cycle]:
         """Read-only: the cycles present now (victims included), reporting nothing."""
         return self._graph.cycles()
 
-    async def _resolve(
-        self, search: Callable[[Collection[str]], Cycle | None]
-    ) -> list[DeadlockInfo]:
+    async def _resolve(self, search: _Search) -> list[DeadlockInfo]:
         """Report cycles found by `search` until none is left.
 
         Marked victims are skipped: each is giving way, which breaks every cycle through it, so
         a cycle being resolved is not reported again, while a cycle without a victim is new.
         """
         reported: list[DeadlockInfo] = []
-        declined: set[str] = set()  # victims of cycles `verify_cycle` rejected in this call
+        # When the store does not confirm a cycle, some edge of it is stale, but which one is
+        # unknown: set the victim's edge aside for this call and look again, so that other
+        # cycles are still found. Each refusal removes one edge, so this ends.
+        declined: set[tuple[str, str]] = set()
         while True:
-            cycle = search(self._victims.keys() | declined)
+            cycle = search(self._victims.keys(), declined)
             if cycle is None:
                 return reported
             info = self._deadlock_info(cycle)
             if not await self._confirmed(info):
-                declined.add(info.victim)
+                declined.add((info.victim, info.victim_waits_on))
                 continue
             # The graph may have changed while verify_cycle ran: report only what still stands.
             if not self._graph.is_intact(cycle) or any(

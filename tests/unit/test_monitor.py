@@ -726,3 +726,27 @@ def test_the_default_policy_is_deterministic_and_ignores_where_the_cycle_starts(
     latest = agents[victim].start_time
     if latest is not None:  # a registered victim: no unregistered peer, and none younger
         assert all(p.start_time is not None and p.start_time <= latest for p in peers)
+
+
+@pytest.mark.anyio
+async def test_a_refused_cycle_sets_one_edge_aside_and_other_cycles_are_still_found() -> None:
+    # The store says A no longer waits on L; A's other wait (on z) still closes a real cycle.
+    def store_has_no_wait_of_a_on_l(info: DeadlockInfo) -> bool:
+        return all((s.agent_id, s.lock_path) != ("A", "L") for s in info.cycle)
+
+    monitor = DeadlockMonitor(verify_cycle=store_has_no_wait_of_a_on_l)
+    found = await feed(
+        monitor,
+        ev(ACQUIRED, "H", "L"),
+        ev(ACQUIRED, "H", "z"),
+        ev(ACQUIRED, "H", "w"),
+        ev(ACQUIRED, "A", "x"),
+        ev(WAITING, "A", "L"),
+        ev(WAITING, "A", "z"),
+        ev(WAITING, "H", "x"),
+    )
+    assert len(found) == 1
+    assert {(s.agent_id, s.lock_path, s.held_by) for s in found[0].cycle} == {
+        ("A", "z", "H"),
+        ("H", "x", "A"),
+    }

@@ -148,3 +148,57 @@ def test_monitor_reports_exactly_the_cycles_a_brute_force_search_finds(
     steps: list[tuple[LockEventType | str, str, str]], registered: set[str]
 ) -> None:
     anyio.run(run_sequence, steps, registered)
+
+
+async def run_with_a_disagreeing_store(
+    steps: list[tuple[LockEventType | str, str, str]], refused: set[tuple[str, str]]
+) -> None:
+    """The store denies some wait edges: nothing unconfirmed is reported, nothing breaks."""
+    reports: list[DeadlockInfo] = []
+    asked: list[DeadlockInfo] = []
+
+    def confirmed(info: DeadlockInfo) -> bool:
+        return not refused & {(s.agent_id, s.lock_path) for s in info.cycle}
+
+    def verify(info: DeadlockInfo) -> bool:
+        asked.append(info)
+        return confirmed(info)
+
+    monitor = DeadlockMonitor(on_deadlock=reports.append, verify_cycle=verify)
+    model = Model()
+    for kind, agent, lock in steps:
+        model.apply(kind, agent, lock)
+        before = len(reports)
+        if isinstance(kind, LockEventType):
+            await monitor.handle_event(LockEvent(event_type=kind, agent_id=agent, lock_path=lock))
+        else:
+            monitor.unregister_agent(agent)
+        for info in reports[before:]:
+            assert model.is_real(info)
+            assert confirmed(info)
+        assert {a for a in AGENTS if monitor.victim_mark(a) is not None} <= {
+            a for a in AGENTS if model.waits_on_something(a)
+        }
+        snap = monitor.snapshot()
+        assert dict(snap.holds) == model.holds
+        assert set(snap.waits) == model.waits
+    event(f"store refused {len(asked) - len(reports)} cycles")
+    # check_all finds what is left: every cycle of confirmed edges, except those through an
+    # edge it set aside (the victim's edge of each refused cycle: which edge of a refused
+    # cycle is stale is unknown).
+    asked.clear()
+    await monitor.check_all()
+    set_aside = {(info.victim, info.victim_waits_on) for info in asked if not confirmed(info)}
+    victims = {a for a in AGENTS if monitor.victim_mark(a) is not None}
+    assert not has_cycle(model.holds, model.waits - refused - set_aside, victims)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=sequences(),
+    refused=st.sets(st.tuples(st.sampled_from(AGENTS), st.sampled_from(LOCKS)), max_size=3),
+)
+def test_cycles_the_store_refuses_are_never_reported_and_the_rest_are(
+    steps: list[tuple[LockEventType | str, str, str]], refused: set[tuple[str, str]]
+) -> None:
+    anyio.run(run_with_a_disagreeing_store, steps, refused)
