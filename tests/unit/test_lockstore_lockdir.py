@@ -180,3 +180,13 @@ def test_close_releases_the_directory_handle(tmp_path: Path) -> None:
     directory.close()
     directory.close()
     assert directory.fd == -1
+
+
+def test_a_lock_dir_removed_while_in_use_is_a_clear_error(repo: Path, tmp_path: Path) -> None:
+    store = LockStore(repo, tmp_path / "locks")
+    os.rmdir(tmp_path / "locks")
+    with pytest.raises(LockDirError, match="was removed while in use"):
+        store.try_lock("a.py", "alice")
+    with pytest.raises(LockDirError, match="was removed while in use"):
+        store._dir.enqueue("name", "entry", "{}")
+    assert store.list_locks() == []

@@ -113,6 +113,12 @@ class LockDir:
             raise LockDirError(f"lock directory {absolute} was swapped while being opened")
         self.path: str = os.path.realpath(absolute)
 
+    def _removed(self) -> LockDirError:
+        return LockDirError(
+            f"lock directory {self.path} was removed while in use; "
+            "nothing can be locked there any more: create the store again"
+        )
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
@@ -130,7 +136,10 @@ class LockDir:
     def publish(self, name: str, token: str, record: str) -> bool:
         """Atomically create lock `name` holding `record` under `token`; False if taken."""
         staging = f"{name}{STAGING_MARK}{token}"
-        os.mkdir(staging, 0o700, dir_fd=self.fd)
+        try:
+            os.mkdir(staging, 0o700, dir_fd=self.fd)
+        except FileNotFoundError:
+            raise self._removed() from None
         try:
             self._write_record(f"{staging}/{token}", record)
             os.rename(staging, name + LOCK_SUFFIX, src_dir_fd=self.fd, dst_dir_fd=self.fd)
@@ -201,8 +210,12 @@ class LockDir:
     def enqueue(self, name: str, entry: str, record: str) -> None:
         queue = name + QUEUE_SUFFIX
         while True:
-            with contextlib.suppress(FileExistsError):
+            try:
                 os.mkdir(queue, 0o700, dir_fd=self.fd)
+            except FileExistsError:
+                pass
+            except FileNotFoundError:
+                raise self._removed() from None
             try:
                 self._write_record(f"{queue}/{entry}", record)
             except FileNotFoundError:
