@@ -133,12 +133,13 @@ class Wait:
 
     def _predecessor(self) -> str | None:
         """The live entry just ahead of ours (None: we are the head; "": we queued again)."""
-        me = current_process().pid
+        me = current_process()
         predecessor = None
         for entry, record in self._store.read_queue(self._name):
             if entry == self.entry:
                 return predecessor
-            if record.pid != me and record.liveness()[0] is Liveness.DEAD:
+            ours = record.pid == me.pid and record.start_time == me.start_time
+            if not ours and record.liveness()[0] is Liveness.DEAD:
                 self._store.drop_waiter(self._name, entry)
                 continue
             predecessor = entry
