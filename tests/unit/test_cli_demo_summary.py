@@ -74,6 +74,8 @@ def perfect_run(scenario: Scenario) -> tuple[SessionRecorder, dict[str, str]]:
         )
     recorder.handoffs.extend([0.001, 0.002, 0.004])
     recorder.handoffs_in_order = 3
+    recorder.fs_cycles.extend([0.001, 0.001, 0.003])
+    recorder.loop_turns.extend([0.0005, 0.0001, 0.0002])
     contents = {
         name: file_header(name) + "".join(line + "\n" for line in lines)
         for name, lines in scenario.expected_lines().items()
@@ -117,12 +119,16 @@ def test_a_perfect_run_is_ok_and_says_so() -> None:
     assert "all invariants held" in text
     assert "no edit lost" in text
     assert "victim agent-1" in text
+    assert "= 2.0x a raw mkdir+rmdir on this disk (1.00 ms)" in text
+    assert "10.0x one pass of the busy event loop (0.20 ms)" in text
+    assert payload["mkdir_rmdir_median_s"] == 0.001
 
 
 def test_every_broken_invariant_is_a_problem() -> None:
     scenario = build_scenario()
     recorder, contents = perfect_run(scenario)
     recorder.deadlocks.pop()  # the ring's deadlock went unseen
+    recorder.handoffs.clear()  # and nobody waited: no latency, no baseline line
     lost_file = next(name for name, lines in scenario.expected_lines().items() if lines)
     contents[lost_file] = file_header(lost_file)
     recorder.enter("agent-1", "/repo/x")
@@ -144,3 +150,4 @@ def test_every_broken_invariant_is_a_problem() -> None:
     rendered = console.export_text()
     assert "INVARIANT BROKEN" in rendered
     assert "overlapping holders" in rendered
+    assert "mkdir+rmdir" not in rendered

@@ -57,6 +57,8 @@ class SessionRecorder:
     agents: dict[str, AgentProgress] = field(default_factory=dict)
     handoffs: list[float] = field(default_factory=list)
     handoffs_in_order: int = 0
+    loop_turns: list[float] = field(default_factory=list)
+    fs_cycles: list[float] = field(default_factory=list)
     wait_events: int = 0
     deadlocks: list[DeadlockInfo] = field(default_factory=list)
     overlaps: list[Overlap] = field(default_factory=list)

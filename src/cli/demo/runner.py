@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from mcp import Client
 from rich.console import Console
 from rich.live import Live
@@ -33,6 +34,8 @@ from .scenario import Scenario, build_scenario, file_header
 from .summary import DemoReport, build_report
 
 LIVE_REFRESH_SECONDS = 0.1
+LOOP_PROBE_SECONDS = 0.005
+FS_PROBE_ROUNDS = 30
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ class DemoSession:
             async with anyio.create_task_group() as screen:
                 if live is not None:
                     screen.start_soon(_redraw, live)
+                screen.start_soon(_probe_loop_turns, self.recorder)
                 async with anyio.create_task_group() as group:
                     for agent in agents:
                         group.start_soon(agent.run)
@@ -151,6 +155,7 @@ class DemoSession:
         if live is not None:
             live.refresh()
         seconds = time.perf_counter() - started
+        self.recorder.fs_cycles = measure_mkdir_rmdir(self.workspace.root)
         for script in scenario.agents:
             self.monitor.unregister_agent(script.agent_id)
         return build_report(
@@ -162,6 +167,31 @@ class DemoSession:
             base=repo,
             header_of={name: file_header(name) for name in scenario.files},
         )
+
+
+def measure_mkdir_rmdir(where: Path, rounds: int = FS_PROBE_ROUNDS) -> list[float]:
+    """The other baseline: a raw mkdir + rmdir beside the lock directory, the floor of any
+    lock handoff on this disk (taking a lock is a directory creation, giving it back a
+    removal)."""
+    probe = where / "fs-probe"
+    cycles = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        probe.mkdir()
+        probe.rmdir()
+        cycles.append(time.perf_counter() - started)
+    return cycles
+
+
+async def _probe_loop_turns(recorder: SessionRecorder) -> None:
+    """The baseline for handoff latencies: how long one pass through the busy event loop
+    takes (yield, and time until this task runs again). A waiter woken by a release needs
+    at least one such pass before it can take the lock."""
+    while True:
+        started = time.perf_counter()
+        await anyio.lowlevel.checkpoint()
+        recorder.loop_turns.append(time.perf_counter() - started)
+        await anyio.sleep(LOOP_PROBE_SECONDS)
 
 
 async def _redraw(live: Live) -> None:

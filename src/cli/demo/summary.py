@@ -100,6 +100,8 @@ class DemoReport:
     handoffs_in_order: int
     handoff_median_s: float | None
     handoff_p99_s: float | None
+    loop_turn_median_s: float | None
+    mkdir_rmdir_median_s: float | None
     deadlock_results: int
     deadlocks: tuple[DeadlockRecord, ...]
     file_checks: tuple[FileCheck, ...]
@@ -152,6 +154,8 @@ def build_report(
         handoffs_in_order=recorder.handoffs_in_order,
         handoff_median_s=percentile(recorder.handoffs, 0.5),
         handoff_p99_s=percentile(recorder.handoffs, 0.99),
+        loop_turn_median_s=percentile(recorder.loop_turns, 0.5),
+        mkdir_rmdir_median_s=percentile(recorder.fs_cycles, 0.5),
         deadlock_results=sum(p.deadlock_results for p in recorder.agents.values()),
         deadlocks=deadlocks,
         file_checks=checks,
@@ -219,6 +223,9 @@ def render_report(report: DemoReport, console: Console) -> None:
         f"median {format_ms(report.handoff_median_s)}, p99 {format_ms(report.handoff_p99_s)}"
         " (release to grant)",
     )
+    baselines = _baselines(report)
+    if baselines:
+        figures.add_row("", baselines)
     figures.add_row(
         "deadlocks",
         f"{len(report.deadlocks)} detected and resolved softly: each victim's pending "
@@ -237,6 +244,22 @@ def render_report(report: DemoReport, console: Console) -> None:
     style = "green" if report.ok else "red"
     title = "lockyard demo: all invariants held" if report.ok else "lockyard demo: INVARIANT BROKEN"
     console.print(Panel(Group(*parts), title=title, border_style=style, expand=False))
+
+
+def _baselines(report: DemoReport) -> str:
+    """The median handoff against two floors measured in the same run."""
+    handoff = report.handoff_median_s
+    if handoff is None:
+        return ""
+    parts = [
+        f"{handoff / floor:.1f}x {what} ({format_ms(floor)})"
+        for what, floor in (
+            ("a raw mkdir+rmdir on this disk", report.mkdir_rmdir_median_s),
+            ("one pass of the busy event loop", report.loop_turn_median_s),
+        )
+        if floor
+    ]
+    return ("= " + ", ".join(parts) + ", measured in this run") if parts else ""
 
 
 def _checks(report: DemoReport) -> Text:
