@@ -30,7 +30,7 @@ from .._errors import CliError, ExitCode
 from .agent import Pacing, Rendezvous, ScriptedAgent
 from .live import LiveView
 from .recorder import SessionRecorder
-from .scenario import Scenario, build_scenario, file_header
+from .scenario import AgentScript, Scenario, build_scenario, file_header
 from .summary import DemoReport, build_report
 
 LIVE_REFRESH_SECONDS = 0.1
@@ -108,42 +108,29 @@ class DemoSession:
         await self.monitor.handle_event(event)
 
     async def run(self, live: Live | None = None) -> DemoReport:
-        scenario, repo = self.scenario, self.workspace.repo
-        write_repo(scenario, repo)
-        lock_keys = {name: self.store.canonicalize(name) for name in scenario.files}
+        """Connect every agent to its own tool server, run them all, then judge the result."""
+        write_repo(self.scenario, self.workspace.repo)
+        lock_keys = {name: self.store.canonicalize(name) for name in self.scenario.files}
         rendezvous = {
             group.name: Rendezvous(len(group.members), self.pacing.rendezvous_patience)
-            for group in scenario.deadlock_groups
+            for group in self.scenario.deadlock_groups
         }
         started = time.perf_counter()
         async with AsyncExitStack() as stack:
-            agents = []
-            for script in scenario.agents:
-                self.recorder.add_agent(
-                    script.agent_id, sum(len(task.files) for task in script.tasks)
+            agents = [
+                ScriptedAgent(
+                    script,
+                    await self._connect(script, stack),
+                    repo=self.workspace.repo,
+                    lock_keys=lock_keys,
+                    holder_of=self.store.holder,
+                    recorder=self.recorder,
+                    rendezvous=rendezvous,
+                    pacing=self.pacing,
+                    rng=random.Random(f"{self.scenario.seed}:{script.agent_id}"),
                 )
-                self.monitor.register_agent(script.agent_id)
-                server = create_locking_mcp_server(
-                    script.agent_id,
-                    repo,
-                    self.emit,
-                    store=self.store,
-                    victim_notices=self.monitor,
-                )
-                session = await stack.enter_async_context(Client(server["instance"], mode="legacy"))
-                agents.append(
-                    ScriptedAgent(
-                        script,
-                        session,
-                        repo=repo,
-                        lock_keys=lock_keys,
-                        holder_of=self.store.holder,
-                        recorder=self.recorder,
-                        rendezvous=rendezvous,
-                        pacing=self.pacing,
-                        rng=random.Random(f"{scenario.seed}:{script.agent_id}"),
-                    )
-                )
+                for script in self.scenario.agents
+            ]
             async with anyio.create_task_group() as screen:
                 if live is not None:
                     screen.start_soon(_redraw, live)
@@ -154,18 +141,35 @@ class DemoSession:
                 screen.cancel_scope.cancel()
         if live is not None:
             live.refresh()
-        seconds = time.perf_counter() - started
+        return self._report(seconds=time.perf_counter() - started)
+
+    async def _connect(self, script: AgentScript, stack: AsyncExitStack) -> Client:
+        """Register the agent and open an MCP session to its own lock-tool server."""
+        self.recorder.add_agent(script.agent_id, sum(len(task.files) for task in script.tasks))
+        self.monitor.register_agent(script.agent_id)
+        server = create_locking_mcp_server(
+            script.agent_id,
+            self.workspace.repo,
+            self.emit,
+            store=self.store,
+            victim_notices=self.monitor,
+        )
+        client: Client = await stack.enter_async_context(Client(server["instance"], mode="legacy"))
+        return client
+
+    def _report(self, seconds: float) -> DemoReport:
         self.recorder.fs_cycles = measure_mkdir_rmdir(self.workspace.root)
-        for script in scenario.agents:
+        for script in self.scenario.agents:
             self.monitor.unregister_agent(script.agent_id)
+        repo = self.workspace.repo
         return build_report(
-            scenario,
+            self.scenario,
             self.recorder,
-            {name: (repo / name).read_text(encoding="utf-8") for name in scenario.files},
+            {name: (repo / name).read_text(encoding="utf-8") for name in self.scenario.files},
             seconds=seconds,
             leftover_locks=[info.lock_path for info in self.store.list_locks()],
             base=repo,
-            header_of={name: file_header(name) for name in scenario.files},
+            header_of={name: file_header(name) for name in self.scenario.files},
         )
 
 
