@@ -7,9 +7,11 @@ clear message and never creates an empty lock directory somewhere.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from ..infra.lockstore.errors import LockStoreError
+from ..infra.lockstore.errors import InvalidAgentIdError, LockStoreError
 from ..infra.lockstore.lockdir import default_lock_dir
 from ..infra.tools.locking import LockStore
 from ._errors import CliError, ExitCode
@@ -50,11 +52,20 @@ def check_lock_dir(lock_dir: Path) -> None:
         )
 
 
+@contextmanager
+def store_errors() -> Iterator[None]:
+    """Turn the store's typed errors into one-line CLI errors (never a traceback)."""
+    try:
+        yield
+    except InvalidAgentIdError as error:
+        raise CliError(str(error), ExitCode.USAGE) from None
+    except LockStoreError as error:
+        raise CliError(str(error), ExitCode.LOCK_DIR) from None
+
+
 def open_store(option: Path | None) -> LockStore:
     """The lock store on the resolved, checked lock directory."""
     lock_dir = resolve_lock_dir(option)
     check_lock_dir(lock_dir)
-    try:
+    with store_errors():
         return LockStore(None, lock_dir)
-    except LockStoreError as error:
-        raise CliError(str(error), ExitCode.LOCK_DIR) from None

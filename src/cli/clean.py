@@ -17,15 +17,16 @@ from rich.console import Console
 from ..infra.tools.locking import LockStore
 from ._errors import EXIT_CODES_HELP, CliError, ExitCode, reports_errors
 from ._format import display_key, line_console, print_json, quiet_library_logs
-from ._lockdir import LOCK_DIR_HELP, open_store
+from ._lockdir import LOCK_DIR_HELP, open_store, store_errors
 from ._options import flag
 
 HELP = """Release locks that are left behind.
 
 By default only stale locks: those whose holder is provably dead (same host and boot, and
 its process is gone or its pid now belongs to another process). --agent ID releases that
-agent's locks; --all releases every lock and asks for confirmation first (or --yes).
-Waiting agents are woken as the locks go.
+agent's locks (for an agent that is gone while its process lives on: the agent is not
+told); --all releases every lock and asks for confirmation first (or --yes). Waiting
+agents are woken as the locks go.
 """
 
 
@@ -54,22 +55,21 @@ def clean(
 ) -> None:
     if agent is not None and release_all:
         raise CliError("--agent and --all cannot be combined", ExitCode.USAGE, "pick one")
-    if agent is not None and not agent.strip():
-        raise CliError("--agent needs a non-blank agent id", ExitCode.USAGE)
     quiet_library_logs()
     store = open_store(lock_dir)
-    unreadable = [
-        {"lock_path": info.lock_path, "problem": info.problem}
-        for info in store.list_locks()
-        if info.problem
-    ]
-    if release_all:
-        _confirm_all(store, yes)
-        mode, released = "all", release_every_lock(store)
-    elif agent is not None:
-        mode, released = "agent", release_agent(store, agent)
-    else:
-        mode, released = "stale", release_stale(store)
+    with store_errors():
+        unreadable = [
+            {"lock_path": info.lock_path, "problem": info.problem}
+            for info in store.list_locks()
+            if info.problem
+        ]
+        if release_all:
+            _confirm_all(store, yes)
+            mode, released = "all", release_every_lock(store)
+        elif agent is not None:
+            mode, released = "agent", release_agent(store, agent)
+        else:
+            mode, released = "stale", release_stale(store)
     if json_output:
         print_json(
             {

@@ -23,7 +23,7 @@ from ..infra.crossproc.notices import VictimNotice, VictimNoticeBoard
 from ..infra.tools.locking import LockInfo, StoreSnapshot, WaiterRecord
 from ._errors import EXIT_CODES_HELP, ExitCode, reports_errors
 from ._format import display_key, format_age, print_json, quiet_library_logs
-from ._lockdir import LOCK_DIR_HELP, open_store
+from ._lockdir import LOCK_DIR_HELP, open_store, store_errors
 from ._options import flag
 
 HELP = """Show every lock in the lock directory: holder, process, host, age, whether the
@@ -50,7 +50,8 @@ def status(
 ) -> None:
     quiet_library_logs()  # the private monitor would log each cycle it finds; we print them
     store = open_store(lock_dir)
-    snapshot = store.snapshot()
+    with store_errors():
+        snapshot = store.snapshot()
     deadlocks = find_deadlocks(snapshot)
     notices = VictimNoticeBoard(store.lock_dir).notices()
     if json_output:

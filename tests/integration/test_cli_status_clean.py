@@ -350,8 +350,11 @@ def test_clean_agent_and_all_together_is_a_usage_error(lock_dir: Path) -> None:
     done = lockyard("clean", "--lock-dir", str(lock_dir), "--agent", "x", "--all")
     assert done.returncode == 2
     assert "cannot be combined" in done.stderr
-    blank = lockyard("clean", "--lock-dir", str(lock_dir), "--agent", " ")
-    assert blank.returncode == 2
+    for bad in (" ", "a\x01b"):
+        refused = lockyard("clean", "--lock-dir", str(lock_dir), "--agent", bad)
+        assert refused.returncode == 2
+        assert refused.stderr.startswith("lockyard: error: agent_id")
+        assert "Traceback" not in refused.stderr
 
 
 def test_a_corrupt_holder_record_is_reported_and_never_deleted(
