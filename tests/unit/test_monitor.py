@@ -750,3 +750,29 @@ async def test_a_refused_cycle_sets_one_edge_aside_and_other_cycles_are_still_fo
         ("A", "z", "H"),
         ("H", "x", "A"),
     }
+
+
+@pytest.mark.anyio
+async def test_two_events_closing_overlapping_cycles_at_once_give_one_report() -> None:
+    # A waits on f2 and f3, both held by B, which waits on f1 held by A. The two WAITING events
+    # of A arrive from two tasks while verification of the first cycle is still pending.
+    reports: list[DeadlockInfo] = []
+
+    async def slow_verify(info: DeadlockInfo) -> bool:
+        for _ in range(3):
+            await anyio.lowlevel.checkpoint()
+        return True
+
+    monitor = DeadlockMonitor(on_deadlock=reports.append, verify_cycle=slow_verify)
+    await feed(
+        monitor,
+        ev(ACQUIRED, "A", "f1"),
+        ev(ACQUIRED, "B", "f2"),
+        ev(ACQUIRED, "B", "f3"),
+        ev(WAITING, "B", "f1"),
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(monitor.handle_event, ev(WAITING, "A", "f2"))
+        tg.start_soon(monitor.handle_event, ev(WAITING, "A", "f3"))
+    assert len(reports) == 1
+    assert reports[0].victim == "A"

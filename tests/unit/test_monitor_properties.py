@@ -11,6 +11,7 @@ The model applies the same event rules to plain sets. After every event:
 from __future__ import annotations
 
 import anyio
+import anyio.lowlevel
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -202,3 +203,71 @@ def test_cycles_the_store_refuses_are_never_reported_and_the_rest_are(
     steps: list[tuple[LockEventType | str, str, str]], refused: set[tuple[str, str]]
 ) -> None:
     anyio.run(run_with_a_disagreeing_store, steps, refused)
+
+
+async def run_concurrently(
+    tasks: list[list[tuple[LockEventType | str, str, str, int]]], verify_pauses: list[int]
+) -> None:
+    """Several tasks feed events at once; verify_cycle yields to them mid-report."""
+    applied: list[tuple[LockEventType | str, str, str]] = []  # in the order the monitor saw
+    calls = 0
+
+    async def verify(info: DeadlockInfo) -> bool:
+        nonlocal calls
+        calls += 1
+        for _ in range(verify_pauses[calls % len(verify_pauses)]):
+            await anyio.lowlevel.checkpoint()
+        return True
+
+    def on_deadlock(info: DeadlockInfo) -> None:
+        event("reported while tasks ran")
+        # No one else in the cycle is giving way already: that cycle was being resolved.
+        assert all(monitor.victim_mark(s.agent_id) is None for s in info.cycle[1:])
+        snap = monitor.snapshot()  # at report time the cycle stands, whole
+        for s in info.cycle:
+            assert (s.agent_id, s.lock_path) in snap.waits
+            assert snap.holds[s.lock_path] == s.held_by
+
+    monitor = DeadlockMonitor(on_deadlock=on_deadlock, verify_cycle=verify)
+
+    async def feed(steps: list[tuple[LockEventType | str, str, str, int]]) -> None:
+        for kind, agent, lock, pauses in steps:
+            for _ in range(pauses):
+                await anyio.lowlevel.checkpoint()
+            applied.append((kind, agent, lock))  # handle_event applies before it first yields
+            if isinstance(kind, LockEventType):
+                await monitor.handle_event(
+                    LockEvent(event_type=kind, agent_id=agent, lock_path=lock)
+                )
+            else:
+                monitor.unregister_agent(agent)
+
+    async with anyio.create_task_group() as group:
+        for steps in tasks:
+            group.start_soon(feed, steps)
+
+    model = Model()
+    for kind, agent, lock in applied:
+        model.apply(kind, agent, lock)
+    snap = monitor.snapshot()
+    assert dict(snap.holds) == model.holds
+    assert set(snap.waits) == model.waits
+    victims = {a for a in AGENTS if monitor.victim_mark(a) is not None}
+    assert all(model.waits_on_something(v) for v in victims)
+    assert not has_cycle(model.holds, model.waits, victims), "a cycle went unreported"
+
+
+concurrent_step = st.tuples(
+    st.sampled_from(KINDS), st.sampled_from(AGENTS), st.sampled_from(LOCKS), st.integers(0, 2)
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    tasks=st.lists(st.lists(concurrent_step, min_size=5, max_size=25), min_size=2, max_size=4),
+    verify_pauses=st.lists(st.integers(0, 3), min_size=1, max_size=5),
+)
+def test_many_tasks_at_once_never_miss_or_invent_a_deadlock(
+    tasks: list[list[tuple[LockEventType | str, str, str, int]]], verify_pauses: list[int]
+) -> None:
+    anyio.run(run_concurrently, tasks, verify_pauses)
