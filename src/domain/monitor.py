@@ -316,6 +316,7 @@ class DeadlockMonitor:
 
     async def wait_for_victim(self, agent_id: str) -> DeadlockInfo:
         """Return once `agent_id` is chosen as a victim; at once if it is marked already."""
+        _check_agent_id(agent_id)
         marked = self._victims.get(agent_id)
         if marked is not None:
             return marked

@@ -776,3 +776,9 @@ async def test_two_events_closing_overlapping_cycles_at_once_give_one_report() -
         tg.start_soon(monitor.handle_event, ev(WAITING, "A", "f3"))
     assert len(reports) == 1
     assert reports[0].victim == "A"
+
+
+@pytest.mark.anyio
+async def test_wait_for_victim_rejects_a_blank_agent_id() -> None:
+    with pytest.raises(ValueError, match="agent_id"):
+        await DeadlockMonitor().wait_for_victim(" ")
