@@ -342,3 +342,63 @@ def test_a_forked_child_gets_its_own_identity_and_hub(store: LockStore) -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert store.holder("b.py") == "child"
+
+
+def test_a_holder_that_dies_wakes_the_head_at_once(repo: Path, lock_dir: Path) -> None:
+    holder = spawn(repo, lock_dir, "a.py", "crasher", "hold")
+    expect_line(holder, "locked")
+    # Polls every 60 s and re-checks liveness every 60 s: only the holder's pidfd can wake it.
+    store = LockStore(repo, lock_dir, liveness_interval=60)
+    result: list[bool] = []
+    thread = threading.Thread(
+        target=lambda: result.append(store.acquire("a.py", "bob", 20, poll_interval_ms=60_000))
+    )
+    thread.start()
+    wait_until(lambda: [w.agent_id for w in store.waiters("a.py")] == ["bob"])
+    wait_until(lambda: bool(process_hub()._watch_of_pid))
+    kill(holder)
+    thread.join(30)
+    assert result == [True]
+
+
+def test_a_predecessor_that_dies_wakes_its_successor_at_once(
+    repo: Path, lock_dir: Path, tmp_path: Path
+) -> None:
+    store = LockStore(repo, lock_dir, liveness_interval=60)
+    assert store.try_lock("a.py", "holder")
+    doomed = spawn(repo, lock_dir, "a.py", "doomed", "wait", "60000", str(tmp_path / "log"))
+    expect_line(doomed, "waiting")
+    wait_until(lambda: [w.agent_id for w in store.waiters("a.py")] == ["doomed"])
+    doomed.send_signal(signal.SIGSTOP)  # alive and queued, but it will never take its turn
+    result: list[bool] = []
+    thread = threading.Thread(
+        target=lambda: result.append(store.acquire("a.py", "bob", 20, poll_interval_ms=60_000))
+    )
+    thread.start()
+    wait_until(lambda: [w.agent_id for w in store.waiters("a.py")] == ["doomed", "bob"])
+    wait_until(lambda: doomed.pid in process_hub()._watch_of_pid)
+    assert store.release("a.py", "holder")
+    kill(doomed)
+    thread.join(30)
+    assert result == [True]
+    assert store.holder("a.py") == "bob"
+
+
+def test_a_hub_reports_process_exits() -> None:
+    hub = WakeHub()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    waker = Waker()
+    hub.subscribe(f"pid:{child.pid}", waker)
+    assert hub.watch_process(child.pid)
+    assert hub.watch_process(child.pid)  # counted: one pidfd
+    hub.unwatch_process(child.pid)
+    assert child.pid in hub._watch_of_pid
+    kill(child)
+    assert waker.wait(10)
+    wait_until(lambda: child.pid not in hub._watch_of_pid)  # an exited process is forgotten
+    hub.unwatch_process(child.pid)
+    assert not hub.watch_process(child.pid)  # reaped: no such process any more
+    assert not WakeHub(inotify_enabled=False).watch_process(os.getpid())
+    assert hub.watch_process(os.getpid())
+    hub.close()
+    waker.close()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from .liveness import Liveness, current_process, new_token
 from .lockdir import QUEUE_SUFFIX, LockDir
-from .records import encode_waiter
+from .records import HolderRecord, WaiterRecord, encode_waiter
 from .wakeup import WakeHub, Waker
 
 if TYPE_CHECKING:
@@ -48,6 +48,8 @@ class Wait:
         self._poll_interval = poll_interval
         self._queue_dir = f"{directory.path}/{name}{QUEUE_SUFFIX}"
         self._watched: list[str] = []
+        self._pushed = False
+        self._pids: set[int] = set()
         self._topics: set[str] = set()
         self.waker = Waker()
         self.entry = ""
@@ -58,7 +60,8 @@ class Wait:
         try:
             self._enqueue()
             if self._push_wanted and self._watch(self._dir.path) and self._watch(self._queue_dir):
-                # Pushed: re-check on our own only to notice processes that died silently.
+                # Pushed: re-check on our own only as a backstop (lost events, no pidfds).
+                self._pushed = True
                 self.interval = max(self._poll_interval, self._store.liveness_interval)
         except BaseException:
             self.__exit__(None, None, None)
@@ -78,6 +81,9 @@ class Wait:
         for topic in self._topics:
             self._hub.unsubscribe(topic, self.waker)
         self._topics.clear()
+        for pid in self._pids:
+            self._hub.unwatch_process(pid)
+        self._pids.clear()
         for directory in self._watched:
             self._hub.unwatch(directory)
         self._watched.clear()
@@ -106,6 +112,7 @@ class Wait:
             topics = self._step()
             if topics is None:
                 return True
+            topics = self._follow_exits(topics)
             if topics == self._topics:
                 return False
             # Subscribe first, then look again: a change in between wakes the waker.
@@ -115,24 +122,52 @@ class Wait:
                 self._hub.subscribe(topic, self.waker)
             self._topics = topics
 
+    def _follow_exits(self, topics: set[str]) -> set[str]:
+        """Watch the processes named by `pid:` topics; drop those that cannot be watched."""
+        wanted = {int(topic[4:]) for topic in topics if topic.startswith("pid:")}
+        for pid in self._pids - wanted:
+            self._hub.unwatch_process(pid)
+        for pid in wanted - self._pids:
+            if not self._hub.watch_process(pid):
+                topics.discard(f"pid:{pid}")
+                wanted.discard(pid)
+        self._pids = wanted
+        return topics
+
+    def _exit_topic(self, record: HolderRecord | WaiterRecord | None) -> set[str]:
+        """`pid:<pid>` for a live process of this machine other than ours, to hear of its end."""
+        if not self._pushed or record is None:
+            return set()
+        me = current_process()
+        if record.pid == me.pid and record.start_time == me.start_time:
+            return set()
+        if record.liveness()[0] is not Liveness.ALIVE:
+            return set()
+        return {f"pid:{record.pid}"}
+
     def _step(self) -> set[str] | None:
         # Once at the head we stay there (later arrivals queue behind us): instead of reading
         # the queue again, only check that our entry is still there.
         if self._at_head and not self._dir.exists(f"{self._name}{QUEUE_SUFFIX}/{self.entry}"):
             self._at_head = False
         if not self._at_head:
-            predecessor = self._predecessor()
-            if predecessor is not None:
-                return {f"{self._queue_dir}/{predecessor}"} if predecessor else set()
+            ahead = self._predecessor()
+            if ahead is not None:
+                entry, record = ahead
+                if not entry:
+                    return set()
+                return {f"{self._queue_dir}/{entry}"} | self._exit_topic(record)
             self._at_head = True
         if self._store.take(self._name, self._key, self._agent, respect_queue=False):
             self._store.drop_waiter(self._name, self.entry)
             self.entry = ""
             return None
-        return {self._store.lock_topic(self._name)}
+        holder = self._store.current_holder(self._name)
+        return {self._store.lock_topic(self._name)} | self._exit_topic(holder)
 
-    def _predecessor(self) -> str | None:
-        """The live entry just ahead of ours (None: we are the head; "": we queued again)."""
+    def _predecessor(self) -> tuple[str, WaiterRecord | None] | None:
+        """The live entry just ahead of ours and its record; None: we are the head;
+        ("", None): our entry had vanished and we queued again."""
         me = current_process()
         predecessor = None
         for entry, record in self._store.read_queue(self._name):
@@ -142,10 +177,10 @@ class Wait:
             if not ours and record.liveness()[0] is Liveness.DEAD:
                 self._store.drop_waiter(self._name, entry)
                 continue
-            predecessor = entry
+            predecessor = (entry, record)
         # Our entry was removed under us (the lock dir was wiped): queue again, at the back.
         self._enqueue()
         if self._queue_dir in self._watched:
             self._hub.unwatch(self._queue_dir)
             self._hub.watch(self._queue_dir)  # the directory may be a new one
-        return ""
+        return "", None

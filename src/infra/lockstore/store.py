@@ -332,6 +332,13 @@ class LockStore:
             raise CorruptRecordError(f"{name}{LOCK_SUFFIX}/{token} records token {record.token}")
         return record
 
+    def current_holder(self, name: str) -> HolderRecord | None:
+        """The holder of lock `name`, or None when free or unreadable (never raises)."""
+        try:
+            return self._read_holder(name)
+        except (CorruptRecordError, LockDirError):
+            return None
+
     def read_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
         entries = []
         for entry, text in self._dir.queue_entries(name):

@@ -1,4 +1,5 @@
-"""Push wake-ups for waiters: in-process notifications, and inotify across processes.
+"""Push wake-ups for waiters: in-process notifications, inotify across processes, and
+pidfds for processes that die without a word.
 
 A waiter owns a `Waker` (an eventfd, so both threads and async tasks can wait on it) and
 subscribes it to *topics*: the absolute path of one directory entry, such as
@@ -6,7 +7,9 @@ subscribes it to *topics*: the absolute path of one directory entry, such as
 the store in this process (release, dequeue) and, for other processes, by one inotify
 instance per process whose reader thread turns directory events into topic notifications.
 A waiter subscribes only to what it needs (the head of a queue to the lock, the others to
-their predecessor), so a release wakes one waiter, not all.
+their predecessor), so a release wakes one waiter, not all. It also follows the exit of the
+process it waits behind (`pid:<pid>`, from a pidfd), so a holder or predecessor that crashes
+is noticed at once and its lock reclaimed.
 
 Where inotify is unavailable (or disabled with LOCKYARD_NO_INOTIFY=1) `watch` returns False
 and waiters fall back to polling at their poll interval.
@@ -118,7 +121,12 @@ def parse_events(data: bytes) -> Iterable[tuple[int, int, str]]:
 
 
 class WakeHub:
-    """This process's registry of topic subscribers, fed by the store and by inotify."""
+    """This process's registry of topic subscribers, fed by the store, by inotify, and by
+    pidfds (a process's exit is the topic `pid:<pid>`).
+
+    One reader thread waits (epoll) on the inotify fd and the pidfds and turns what they
+    report into topic notifications.
+    """
 
     def __init__(self, *, inotify_enabled: bool = True) -> None:
         self._guard = threading.Lock()
@@ -128,6 +136,9 @@ class WakeHub:
         self._inotify_failed = False
         self._dir_of_wd: dict[int, str] = {}
         self._watch_of_dir: dict[str, tuple[int, int]] = {}  # dir -> (wd, reference count)
+        self._epoll: select.epoll | None = None
+        self._pid_of_fd: dict[int, int] = {}
+        self._watch_of_pid: dict[int, tuple[int, int]] = {}  # pid -> (pidfd, reference count)
 
     # -- subscriptions -------------------------------------------------------------------
 
@@ -198,28 +209,93 @@ class WakeHub:
     def _ensure_inotify(self) -> _Inotify | None:
         if self._inotify is not None or self._inotify_failed:
             return self._inotify
-        if not self._inotify_enabled:
+        epoll = self._ensure_reader() if self._inotify_enabled else None
+        if epoll is None:
             self._inotify_failed = True
             return None
         try:
-            self._inotify = _Inotify()
+            inotify = _Inotify()
         except (OSError, AttributeError):  # no inotify here (or no libc symbol): poll instead
             self._inotify_failed = True
             return None
-        reader = threading.Thread(
-            target=self._read_events, args=(self._inotify.fd,), name="lockyard-inotify", daemon=True
-        )
-        reader.start()
-        return self._inotify
+        epoll.register(inotify.fd, select.EPOLLIN)
+        self._inotify = inotify
+        return inotify
 
-    def _read_events(self, fd: int) -> None:
+    # -- process exits -------------------------------------------------------------------
+
+    def watch_process(self, pid: int) -> bool:
+        """Notify `pid:<pid>` when that process exits; False where pidfds are unavailable."""
+        with self._guard:
+            known = self._watch_of_pid.get(pid)
+            if known is not None:
+                self._watch_of_pid[pid] = (known[0], known[1] + 1)
+                return True
+            epoll = self._ensure_reader() if self._inotify_enabled else None
+            if epoll is None:
+                return False
+            try:
+                pidfd = os.pidfd_open(pid)
+            except (OSError, AttributeError):  # gone already, or no pidfd on this kernel
+                return False
+            epoll.register(pidfd, select.EPOLLIN)
+            self._watch_of_pid[pid] = (pidfd, 1)
+            self._pid_of_fd[pidfd] = pid
+            return True
+
+    def unwatch_process(self, pid: int) -> None:
+        with self._guard:
+            known = self._watch_of_pid.get(pid)
+            if known is None:
+                return
+            pidfd, references = known
+            if references > 1:
+                self._watch_of_pid[pid] = (pidfd, references - 1)
+                return
+            self._forget_pidfd(pidfd)
+
+    def _forget_pidfd(self, pidfd: int) -> None:
+        pid = self._pid_of_fd.pop(pidfd)
+        del self._watch_of_pid[pid]
+        os.close(pidfd)  # also leaves the epoll set
+
+    # -- the reader thread ---------------------------------------------------------------
+
+    def _ensure_reader(self) -> select.epoll | None:
+        if self._epoll is None:
+            try:
+                self._epoll = select.epoll()
+            except OSError:
+                return None
+            threading.Thread(
+                target=self._read_events, args=(self._epoll,), name="lockyard-wakeups", daemon=True
+            ).start()
+        return self._epoll
+
+    def _read_events(self, epoll: select.epoll) -> None:
         while True:
             try:
-                data = os.read(fd, 65536)
-            except OSError:
-                return  # the fd was closed (a forked child reset its hub)
-            for wd, mask, name in parse_events(data):
-                self._dispatch(wd, mask, name)
+                ready = epoll.poll()
+            except (OSError, ValueError):
+                return  # closed (a forked child reset its hub)
+            for fd, _events in ready:
+                with self._guard:
+                    inotify = self._inotify
+                    exited = self._pid_of_fd.get(fd)
+                    if exited is not None:
+                        self._forget_pidfd(fd)
+                if exited is not None:
+                    self.notify(f"pid:{exited}")
+                elif inotify is not None and fd == inotify.fd:
+                    self._read_inotify(fd)
+
+    def _read_inotify(self, fd: int) -> None:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            return  # nothing to read after all, or closed
+        for wd, mask, name in parse_events(data):
+            self._dispatch(wd, mask, name)
 
     def _dispatch(self, wd: int, mask: int, name: str) -> None:
         if mask & _IN_Q_OVERFLOW:
@@ -240,6 +316,10 @@ class WakeHub:
             if self._inotify is not None:
                 os.close(self._inotify.fd)
                 self._inotify = None
+            for pidfd in list(self._pid_of_fd):
+                self._forget_pidfd(pidfd)
+            if self._epoll is not None:
+                self._epoll.close()
             self._inotify_failed = True
 
 
@@ -251,12 +331,19 @@ class _HubHolder:
     def __init__(self) -> None:
         self.hub = WakeHub(inotify_enabled=_inotify_wanted())
 
-    def renew_in_child(self) -> None:
-        # The reader thread does not exist in a forked child: drop the inherited inotify fd
-        # (without taking locks another thread may have held at fork time) and start over.
-        inherited = self.hub._inotify
-        if inherited is not None:
-            os.close(inherited.fd)
+    def renew_in_child(self) -> None:  # pragma: no cover - runs in forked children only
+        # (test_a_forked_child_gets_its_own_identity_and_hub checks it through an exit code.)
+        # The reader thread does not exist in a forked child: drop the inherited fds (without
+        # taking locks another thread may have held at fork time) and start over.
+        old = self.hub
+        inherited = [*old._pid_of_fd]
+        if old._inotify is not None:
+            inherited.append(old._inotify.fd)
+        for fd in inherited:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if old._epoll is not None:
+            old._epoll.close()
         self.hub = WakeHub(inotify_enabled=_inotify_wanted())
 
 
