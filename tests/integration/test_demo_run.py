@@ -130,3 +130,22 @@ def test_run_demo_refuses_sizes_out_of_range_before_creating_anything(tmp_path: 
         run_demo(DemoOptions(files=2, keep=keep), None)
     assert refused.value.code is ExitCode.USAGE
     assert not keep.exists()
+
+
+def test_the_checks_catch_a_store_that_breaks_mutual_exclusion(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sabotage the real store so every request is granted: the run must be judged broken."""
+    from lockyard.infra.lockstore.store import LockStore as Store
+
+    real_take = Store.take
+
+    def grant_everything(self: Store, name: str, key: str, agent: str, **kwargs: bool) -> bool:
+        real_take(self, name, key, agent, respect_queue=False)
+        return True
+
+    monkeypatch.setattr(Store, "take", grant_everything)
+    report, _ = run_demo(DemoOptions(agents=6, files=4, seed=2), None)
+    assert not report.ok
+    assert report.overlaps  # two agents were inside one file's read-modify-write at once
+    assert any("edited while" in problem for problem in report.problems)
