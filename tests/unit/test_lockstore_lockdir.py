@@ -190,3 +190,21 @@ def test_a_lock_dir_removed_while_in_use_is_a_clear_error(repo: Path, tmp_path: 
     with pytest.raises(LockDirError, match="was removed while in use"):
         store._dir.enqueue("name", "entry", "{}")
     assert store.list_locks() == []
+
+
+def test_a_dropped_store_does_not_leak_its_directory_handle(repo: Path, tmp_path: Path) -> None:
+    import gc
+
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    LockStore(repo, tmp_path / "locks")  # warm up imports and caches
+    gc.collect()
+    before = open_fds()
+    for _ in range(50):
+        LockStore(repo, tmp_path / "locks").try_lock("a.py", "alice")
+    gc.collect()
+    assert open_fds() <= before + 2
+    with LockStore(repo, tmp_path / "locks") as store:
+        assert store.holder("a.py") == "alice"
+    assert store._dir.fd == -1

@@ -28,6 +28,7 @@ import contextlib
 import errno
 import os
 import stat
+import weakref
 from pathlib import Path
 from typing import Final
 
@@ -112,6 +113,8 @@ class LockDir:
             os.close(self.fd)
             raise LockDirError(f"lock directory {absolute} was swapped while being opened")
         self.path: str = os.path.realpath(absolute)
+        # Closed with the object too: a store dropped without close() must not leak its fd.
+        self._closer = weakref.finalize(self, os.close, self.fd)
 
     def _removed(self) -> LockDirError:
         return LockDirError(
@@ -120,9 +123,8 @@ class LockDir:
         )
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._closer()  # runs once: later calls do nothing
+        self.fd = -1
 
     # -- locks -------------------------------------------------------------------------
 

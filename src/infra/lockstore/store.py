@@ -112,7 +112,14 @@ class LockStore:
         return f"LockStore(namespace={self.namespace!r}, lock_dir={str(self.lock_dir)!r})"
 
     def close(self) -> None:
+        """Close the lock directory handle (also done when the store is garbage-collected)."""
         self._dir.close()
+
+    def __enter__(self) -> LockStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # -- keys ------------------------------------------------------------------------------
 
