@@ -221,105 +221,53 @@ def test_stdout_carries_only_the_protocol(repo: Path, lock_dir: Path) -> None:
     assert "serving agent a" in err
 
 
-@pytest.mark.parametrize(
-    ("args", "env", "code", "message"),
-    [
-        ([], {}, 2, "serve needs an agent id"),
-        (["--agent-id", "  "], {}, 2, "serve needs an agent id"),
-        (["--agent-id", "a\nb", "--repo", "{repo}"], {}, 2, "control characters"),
-        (["--agent-id", "a"], {}, 2, "serve needs the repository"),
-        (["--agent-id", "a", "--repo", "{repo}/missing"], {}, 2, "is not a directory"),
-        (["--agent-id", "a", "--repo", "{repo}", "--log-level", "loud"], {}, 2, "--log-level"),
-        (["--repo", "{repo}"], {"LOCKYARD_AGENT_ID": ""}, 2, "agent id"),
-        (["--agent-id", "a", "--repo", "{repo}", "--lock-dir", "{file}"], {}, 3, "not a directory"),
-        (["--agent-id", "a", "--repo", "{repo}"], {"LOCKYARD_LOCK_DIR": "{file}"}, 3, "lock dir"),
-    ],
-)
+BAD_CONFIGURATIONS = [
+    ([], {}, 2, "serve needs an agent id"),
+    (["--agent-id", "  "], {}, 2, "serve needs an agent id"),
+    (["--agent-id", "a\nb", "--repo", "{repo}"], {}, 2, "control characters"),
+    (["--agent-id", "a"], {}, 2, "serve needs the repository"),
+    (["--agent-id", "a", "--repo", "{repo}/missing"], {}, 2, "is not a directory"),
+    (["--agent-id", "a", "--repo", "{repo}", "--log-level", "loud"], {}, 2, "--log-level"),
+    (["--repo", "{repo}"], {"LOCKYARD_AGENT_ID": ""}, 2, "agent id"),
+    (["--agent-id", "a", "--repo", "{repo}", "--lock-dir", "{file}"], {}, 3, "not a directory"),
+    (["--agent-id", "a", "--repo", "{repo}"], {"LOCKYARD_LOCK_DIR": "{file}"}, 3, "lock dir"),
+]
+THROUGH_THE_ENTRY_POINT = {0, 4, 8}  # one of each kind in a real process; the rest in process
+
+
+@pytest.mark.parametrize("case", range(len(BAD_CONFIGURATIONS)))
 def test_bad_configuration_fails_closed_before_speaking_mcp(
-    tmp_path: Path,
-    repo: Path,
-    args: list[str],
-    env: dict[str, str],
-    code: int,
-    message: str,
+    tmp_path: Path, repo: Path, case: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    args, env, code, message = BAD_CONFIGURATIONS[case]
     a_file = tmp_path / "a-file"
     a_file.write_text("not a directory")
     fill = {"repo": str(repo), "file": str(a_file)}
-    base = {k: v for k, v in os.environ.items() if not k.startswith("LOCKYARD_")}
-    done = subprocess.run(
-        [LOCKYARD, "serve", *[arg.format(**fill) for arg in args]],
-        input='{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n',
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**base, **{k: v.format(**fill) for k, v in env.items()}},
-    )
-    assert done.returncode == code, done.stderr
-    assert done.stdout == ""
-    assert message in done.stderr
-    assert done.stderr.startswith("lockyard: error: ")
-    assert done.stderr.count("\n") == 1  # one line: what is wrong and what to do
-    assert "Traceback" not in done.stderr
+    argv = ["serve", *[arg.format(**fill) for arg in args]]
+    extra_env = {k: v.format(**fill) for k, v in env.items()}
+    if case in THROUGH_THE_ENTRY_POINT:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("LOCKYARD_")}
+        done = subprocess.run(
+            [LOCKYARD, *argv],
+            input='{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n',
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**base, **extra_env},
+        )
+        returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
+    else:
+        from typer.testing import CliRunner
 
+        from lockyard.cli.app import app
 
-async def test_a_store_failure_is_an_error_result_not_a_protocol_error(
-    repo: Path, lock_dir: Path
-) -> None:
-    from lockyard.infra.lockstore.paths import lock_name
-    from lockyard.infra.stdio_server import ServeSession
-
-    store = LockStore(str(repo), lock_dir)
-    key = store.canonicalize("src/a.py")
-    broken = lock_dir / f"{lock_name(store.namespace, key)}.lock"
-    broken.mkdir()
-    (broken / "one").write_text("{}")
-    (broken / "two").write_text("{}")  # two grants in one lock: the store refuses to guess
-    session = ServeSession(store, "a")
-    async with Client(session.build_server(), mode="legacy") as client:
-        result = await client.call_tool("lock_acquire", {"filepaths": ["src/a.py"]})
-        assert result.is_error
-        assert text_of(result).startswith("lock_acquire failed: ")
-        assert "2 entries" in text_of(result)
-        ok = await client.call_tool("lock_acquire", {"filepaths": ["src/b.py"]})
-        assert not ok.is_error
-    assert sorted(p.name for p in broken.iterdir()) == ["one", "two"]  # nothing deleted
-    assert session.release_own_locks() == [str(repo / "src/b.py")]
-
-
-async def test_stdin_lines_from_a_pipe_and_from_a_regular_file(tmp_path: Path) -> None:
-    from lockyard.infra.stdio_server import StdinLines
-
-    read_end, write_end = os.pipe()
-    os.write(write_end, b'{"a": 1}\n\n{"b":')
-    os.write(write_end, b" 2}\n" + '{"c": "\u00e9"}'.encode())  # the last line has no newline
-    os.close(write_end)
-    try:
-        assert [line async for line in StdinLines(read_end)] == [
-            '{"a": 1}',
-            '{"b": 2}',
-            '{"c": "\u00e9"}',
-        ]
-    finally:
-        os.close(read_end)
-
-    regular = tmp_path / "input.jsonl"
-    regular.write_bytes(b'{"x": 1}\n')
-    fd = os.open(regular, os.O_RDONLY)
-    try:
-        assert [line async for line in StdinLines(fd)] == ['{"x": 1}']
-    finally:
-        os.close(fd)
-
-
-def test_serve_with_stdin_at_end_of_file_exits_at_once(repo: Path, lock_dir: Path) -> None:
-    done = subprocess.run(
-        [LOCKYARD, "serve", "--agent-id", "a", "--repo", str(repo)],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "LOCKYARD_LOCK_DIR": str(lock_dir)},
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == ""
+        for name in [k for k in os.environ if k.startswith("LOCKYARD_")]:
+            monkeypatch.delenv(name)
+        result = CliRunner().invoke(app, argv, env=extra_env)
+        returncode, stdout, stderr = result.exit_code, result.stdout, result.stderr
+    assert returncode == code, stderr
+    assert stdout == ""
+    assert message in stderr
+    assert stderr.startswith("lockyard: error: ")
+    assert stderr.count("\n") == 1  # one line: what is wrong and what to do
+    assert "Traceback" not in stderr
