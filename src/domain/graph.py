@@ -66,7 +66,7 @@ class WaitForGraph:
         for lock, holder in holds.items():
             graph.set_holder(_check_key("lock key", lock), _check_key("holder", holder))
         for entry in waits:
-            if not isinstance(entry, tuple) or len(entry) != 2:
+            if not isinstance(entry, tuple | list) or len(entry) != 2:  # lists: from JSON
                 raise ValueError(f"each wait must be an (agent_id, lock_key) pair, got {entry!r}")
             agent, lock = entry
             graph.add_wait(_check_key("agent id", agent), _check_key("lock key", lock))

@@ -112,6 +112,13 @@ def test_holds_and_waits_are_kept_per_agent_and_lock() -> None:
     assert graph.agents() == ()
 
 
+def test_a_snapshot_from_json_with_lists_for_pairs_is_accepted() -> None:
+    waits: list[list[str]] = [["A", "f2"], ["B", "f1"]]
+    graph = WaitForGraph.from_snapshot({"f1": "A", "f2": "B"}, waits)  # type: ignore[arg-type]
+    assert graph.snapshot().waits == (("A", "f2"), ("B", "f1"))
+    assert graph.find_cycle() is not None
+
+
 def test_two_cycle_through_either_lock() -> None:
     graph = WaitForGraph.from_snapshot({"f1": "A", "f2": "B"}, [("A", "f2"), ("B", "f1")])
     for lock in ("f1", "f2"):
