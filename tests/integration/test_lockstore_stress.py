@@ -11,6 +11,8 @@ import random
 import time
 from pathlib import Path
 
+import anyio
+import anyio.lowlevel
 import pytest
 from lockstore_support import expect_line, kill, read_edits, spawn_worker
 
@@ -86,3 +88,44 @@ def test_chaos_sigkilled_holders_are_reclaimed_and_nothing_overlaps(tmp_path: Pa
     assert set(during_run + leftovers) <= set(killed)
     assert store.list_locks() == []
     assert store.snapshot().waits == ()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("use_inotify", [True, False])
+@pytest.mark.anyio
+async def test_many_tasks_in_one_process_never_overlap_and_never_stall(
+    tmp_path: Path, use_inotify: bool
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    # Several stores on one directory: tasks of one process, and "processes" among themselves.
+    stores = [LockStore(repo, tmp_path / "locks", use_inotify=use_inotify) for _ in range(3)]
+    inside: dict[str, str | None] = {"a.py": None, "b.py": None}
+    counts = {"a.py": 0, "b.py": 0}
+    overlaps: list[str] = []
+
+    async def agent(n: int) -> None:
+        store = stores[n % len(stores)]
+        me = f"task-{n}"
+        for i in range(40):
+            name = "a.py" if (n + i) % 3 else "b.py"
+            assert await store.acquire_async(name, me, timeout_seconds=60, poll_interval_ms=5)
+            if inside[name] is not None:
+                overlaps.append(f"{me} entered {name} held by {inside[name]}")
+            inside[name] = me
+            value = counts[name]
+            await (
+                anyio.lowlevel.checkpoint()
+            )  # let every other task run inside the critical section
+            counts[name] = value + 1
+            inside[name] = None
+            assert store.release(name, me)
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as group:
+            for n in range(12):
+                group.start_soon(agent, n)
+    assert overlaps == []
+    assert sum(counts.values()) == 12 * 40
+    assert stores[0].list_locks() == []
+    assert stores[0].snapshot().waits == ()
