@@ -114,9 +114,8 @@ async def test_many_tasks_in_one_process_never_overlap_and_never_stall(
                 overlaps.append(f"{me} entered {name} held by {inside[name]}")
             inside[name] = me
             value = counts[name]
-            await (
-                anyio.lowlevel.checkpoint()
-            )  # let every other task run inside the critical section
+            # Let every other task run inside the critical section.
+            await anyio.lowlevel.checkpoint()
             counts[name] = value + 1
             inside[name] = None
             assert store.release(name, me)
