@@ -271,3 +271,65 @@ def test_bad_configuration_fails_closed_before_speaking_mcp(
     assert stderr.startswith("lockyard: error: ")
     assert stderr.count("\n") == 1  # one line: what is wrong and what to do
     assert "Traceback" not in stderr
+
+
+async def test_a_store_failure_is_an_error_result_not_a_protocol_error(
+    repo: Path, lock_dir: Path
+) -> None:
+    from lockyard.infra.lockstore.paths import lock_name
+    from lockyard.infra.stdio_server import ServeSession
+
+    store = LockStore(str(repo), lock_dir)
+    key = store.canonicalize("src/a.py")
+    broken = lock_dir / f"{lock_name(store.namespace, key)}.lock"
+    broken.mkdir()
+    (broken / "one").write_text("{}")
+    (broken / "two").write_text("{}")  # two grants in one lock: the store refuses to guess
+    session = ServeSession(store, "a")
+    async with Client(session.build_server(), mode="legacy") as client:
+        result = await client.call_tool("lock_acquire", {"filepaths": ["src/a.py"]})
+        assert result.is_error
+        assert text_of(result).startswith("lock_acquire failed: ")
+        assert "2 entries" in text_of(result)
+        ok = await client.call_tool("lock_acquire", {"filepaths": ["src/b.py"]})
+        assert not ok.is_error
+    assert sorted(p.name for p in broken.iterdir()) == ["one", "two"]  # nothing deleted
+    assert session.release_own_locks() == [str(repo / "src/b.py")]
+
+
+async def test_stdin_lines_from_a_pipe_and_from_a_regular_file(tmp_path: Path) -> None:
+    from lockyard.infra.stdio_server import StdinLines
+
+    read_end, write_end = os.pipe()
+    os.write(write_end, b'{"a": 1}\n\n{"b":')
+    os.write(write_end, b" 2}\n" + '{"c": "\u00e9"}'.encode())  # the last line has no newline
+    os.close(write_end)
+    try:
+        assert [line async for line in StdinLines(read_end)] == [
+            '{"a": 1}',
+            '{"b": 2}',
+            '{"c": "\u00e9"}',
+        ]
+    finally:
+        os.close(read_end)
+
+    regular = tmp_path / "input.jsonl"
+    regular.write_bytes(b'{"x": 1}\n')
+    fd = os.open(regular, os.O_RDONLY)
+    try:
+        assert [line async for line in StdinLines(fd)] == ['{"x": 1}']
+    finally:
+        os.close(fd)
+
+
+def test_serve_with_stdin_at_end_of_file_exits_at_once(repo: Path, lock_dir: Path) -> None:
+    done = subprocess.run(
+        [LOCKYARD, "serve", "--agent-id", "a", "--repo", str(repo)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "LOCKYARD_LOCK_DIR": str(lock_dir)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
