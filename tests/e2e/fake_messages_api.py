@@ -133,6 +133,7 @@ class Exchange:
     answer: Action | None
     """None for requests that are not a scripted agent's model turn."""
     at: float
+    """When the answer was ready (after any gate), as ``time.time()``."""
 
 
 class ScriptError(AssertionError):
@@ -284,7 +285,7 @@ class FakeMessagesApi:
 
     def _run_step(self, agent: str, step: Step, turn: Turn) -> Action:
         label = step.label or str(step.action)
-        if step.gate is not None and not self._wait_gate(step.gate):
+        if step.gate is not None and not self._wait_gate(step.gate, f"{agent}: step {label!r}"):
             self._fail(f"{agent}: gate of step {label!r} did not open in {self.gate_timeout}s")
             return Reply(f"gate timed out: {label}")
         try:
@@ -293,14 +294,14 @@ class FakeMessagesApi:
             self._fail(f"{agent}: step {label!r} raised {exc!r}")
             return Reply(f"script error: {exc!r}")
 
-    def _wait_gate(self, gate: Callable[[], bool]) -> bool:
+    def _wait_gate(self, gate: Callable[[], bool], where: str) -> bool:
         deadline = time.monotonic() + self.gate_timeout
         while not self._stopping.is_set():
             try:
                 if gate():
                     return True
             except Exception as exc:
-                self._fail(f"gate raised {exc!r}")
+                self._fail(f"{where}: gate raised {exc!r}")
                 return False
             if time.monotonic() >= deadline:
                 return False
