@@ -17,7 +17,7 @@ import anyio
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions
 from cli_agents import AgentRun, offline_options, run_agent
-from fake_messages_api import FakeMessagesApi, Step, call, say
+from fake_messages_api import FakeMessagesApi, Step, ToolUse, Turn, call, say
 
 from lockyard.core.deadlock import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
@@ -178,6 +178,58 @@ async def test_two_agents_deadlock_the_victim_is_told_and_the_other_finishes(
     assert dict(snapshot.holds) == {}
     assert snapshot.waits == ()
     assert dict(snapshot.victims) == {}
+    yard.assert_lock_dir_empty()
+
+
+async def test_a_partial_result_is_completed_by_a_blocking_retry_when_the_holder_releases(
+    fake_api: FakeMessagesApi, yard: Lockyard
+) -> None:
+    """The implementer prompt's procedure: lock everything with timeout 0, then wait only for
+    what is missing; the holder's release hands the file over to the waiting call."""
+    a, b = "agent-patient", "agent-holder"
+
+    def retry_missing(turn: Turn) -> ToolUse:
+        assert turn.last is not None
+        missing = [r["filepath"] for r in turn.last.json["results"] if not r["acquired"]]
+        return ToolUse(ACQUIRE, {"filepaths": missing, "timeout_seconds": 20})
+
+    scripts = {
+        a: [
+            acquire("x.py", "y.py", gate=lambda: yard.store.holder("y.py") == b),
+            Step(retry_missing, until=lambda out: out.json["all_acquired"], label="retry"),
+            RELEASE_ALL,
+            say("done"),
+        ],
+        b: [
+            acquire("y.py"),
+            call(RELEASE, {"filepaths": ["y.py"]}, gate=lambda: yard.waits_on(a, "y.py")),
+            say("done"),
+        ],
+    }
+
+    async def agent_session(agent: str) -> None:
+        async with yard.runtime(agent) as runtime:
+            await run_runtime(fake_api, yard, runtime, scripts[agent])
+
+    async with anyio.create_task_group() as group:
+        for agent in scripts:
+            group.start_soon(agent_session, agent)
+
+    partial, waited, released = fake_api.outcomes(a)
+    assert partial.json == {
+        "results": [
+            {"filepath": yard.key("x.py"), "acquired": True, "holder": a},
+            {"filepath": yard.key("y.py"), "acquired": False, "holder": b},
+        ],
+        "all_acquired": False,
+    }
+    assert dict(waited.input) == {"filepaths": [yard.key("y.py")], "timeout_seconds": 20}
+    assert waited.json == {
+        "results": [{"filepath": yard.key("y.py"), "acquired": True, "holder": a}],
+        "all_acquired": True,
+    }
+    assert released.json["count"] == 2
+    assert yard.deadlocks == []
     yard.assert_lock_dir_empty()
 
 
