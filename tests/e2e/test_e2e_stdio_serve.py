@@ -265,3 +265,24 @@ async def test_lockyard_monitor_resolves_a_deadlock_between_two_serve_processes(
 async def _read_all(stream: Any) -> str:
     chunks = [chunk async for chunk in stream]
     return b"".join(chunks).decode()
+
+
+async def test_a_misconfigured_serve_fails_closed_the_agent_gets_no_lock_tools(
+    fake_api: FakeMessagesApi, tmp_path: Path
+) -> None:
+    agent = "ext-misconfigured"
+    fake_api.script(agent, [call(ACQUIRE, {"filepaths": ["a.py"]}), say("finished")])
+    run = AgentRun(agent)
+    options = serve_options(agent, tmp_path / "no-such-repo", tmp_path / "locks")
+    await run_agent(offline_options(fake_api, agent, tmp_path / "home", options, run), "go", run)
+
+    statuses = {s["name"]: s["status"] for s in run.init["mcp_servers"]}
+    assert statuses["lockyard"] == "failed"  # serve exited with its error before speaking MCP
+    assert not set(TOOLS) & set(run.init["tools"])
+    (refused,) = fake_api.outcomes(agent)
+    assert refused.is_error
+    assert "No such tool available" in refused.text
+    assert (
+        not (tmp_path / "locks").exists()
+        or LockStore(tmp_path, tmp_path / "locks").list_locks() == []
+    )
