@@ -306,6 +306,38 @@ async def test_write_to_an_unlocked_file_is_denied_and_allowed_after_lock_acquir
     assert yard.store.holder("taken.py") == "agent-other"
 
 
+async def test_edit_of_an_unlocked_file_is_denied_and_allowed_after_lock_acquire(
+    fake_api: FakeMessagesApi, yard: Lockyard
+) -> None:
+    agent = "agent-editor"
+    target = yard.repo / "module.py"
+    target.write_text("answer = 41\n")
+    edit = {"file_path": str(target), "old_string": "41", "new_string": "42"}
+    tools = ClaudeAgentOptions(tools=["Read", "Edit"], allowed_tools=["Read", "Edit"])
+
+    async with yard.runtime(agent, base_options=tools) as runtime:
+        await run_runtime(
+            fake_api,
+            yard,
+            runtime,
+            [
+                call("Read", {"file_path": str(target)}),  # the CLI's Edit needs a Read first
+                call("Edit", edit),
+                acquire("module.py"),
+                call("Edit", edit),
+                RELEASE_ALL,
+                say("done"),
+            ],
+        )
+
+    read, denied, _, edited, _ = fake_api.outcomes(agent)
+    assert not read.is_error
+    assert denied.is_error
+    assert f"{yard.key('module.py')} is not locked by you" in denied.text
+    assert not edited.is_error, edited.text
+    assert target.read_text() == "answer = 42\n"
+
+
 async def test_git_commit_of_unlocked_files_is_denied(
     fake_api: FakeMessagesApi, yard: Lockyard
 ) -> None:
