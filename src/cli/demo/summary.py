@@ -255,7 +255,7 @@ def _baselines(report: DemoReport) -> str:
         f"{handoff / floor:.1f}x {what} ({format_ms(floor)})"
         for what, floor in (
             ("a raw mkdir+rmdir on this disk", report.mkdir_rmdir_median_s),
-            ("one pass of the busy event loop", report.loop_turn_median_s),
+            ("the busy event loop's wake-up delay", report.loop_turn_median_s),
         )
         if floor
     ]
