@@ -141,6 +141,9 @@ class LockStore:
         key, name = self._locate(filepath)
         return self.take(name, key, agent, respect_queue=True)
 
+    # The methods that take a lock `name` (the hashed file-system name, not a path) are the
+    # building blocks `queue.Wait` uses; callers outside the lock store use the path API.
+
     def take(self, name: str, key: str, agent: str, *, respect_queue: bool) -> bool:
         """One attempt at lock `name`; reclaims it first when its holder is provably dead."""
         for _attempt in range(8):
