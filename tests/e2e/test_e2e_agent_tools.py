@@ -8,8 +8,7 @@ server key, allowed_tools, hooks and teardown are what is tested. Only the model
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from fake_messages_api import FakeMessagesApi, Step, ToolUse, Turn, call, say
 
 from lockyard.core.deadlock import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
+from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.infra.agent_runtime import AgentRuntime, LockCoordinator
 from lockyard.infra.tools.locking import LockStore
 
@@ -53,7 +53,7 @@ class Lockyard:
         self.homes = root / "homes"
 
     @property
-    def monitor(self) -> Any:
+    def monitor(self) -> DeadlockMonitor:
         return self.coordinator.monitor
 
     def key(self, name: str) -> str:
@@ -64,10 +64,9 @@ class Lockyard:
         return self.coordinator.runtime(agent, emit_lock_event=self.events.append, **settings)
 
     def count(self, event_type: LockEventType, agent: str, name: str) -> int:
-        key = self.key(name)
-        return Counter((e.event_type, e.agent_id, e.lock_path) for e in self.events)[
-            (event_type, agent, key)
-        ]
+        """How many times the monitor was told `event_type` for (`agent`, `name`)."""
+        wanted = (event_type, agent, self.key(name))
+        return sum((e.event_type, e.agent_id, e.lock_path) == wanted for e in self.events)
 
     def waits_on(self, agent: str, name: str) -> bool:
         """Whether `agent` is queued for `name` in the lock directory (not just the monitor)."""
@@ -81,8 +80,10 @@ class Lockyard:
 
 
 @pytest.fixture
-def yard(tmp_path: Path) -> Lockyard:
-    return Lockyard(tmp_path)
+def yard(tmp_path: Path) -> Iterator[Lockyard]:
+    yard = Lockyard(tmp_path)
+    yield yard
+    yard.store.close()
 
 
 async def run_runtime(

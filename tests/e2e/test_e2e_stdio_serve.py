@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,9 @@ def repo(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(repo: Path, tmp_path: Path) -> LockStore:
-    return LockStore(repo, tmp_path / "locks")
+def store(repo: Path, tmp_path: Path) -> Iterator[LockStore]:
+    with LockStore(repo, tmp_path / "locks") as opened:
+        yield opened
 
 
 def serve_options(agent: str, repo: Path, lock_dir: Path) -> ClaudeAgentOptions:
