@@ -90,6 +90,7 @@ def test_acquire_rejects_bad_arguments_with_a_next_step(arguments: object, expec
         ({"all": 1}, '"all" must be true or false'),
         ({"filepaths": []}, '"filepaths" is empty'),
         ({"filepaths": [7]}, '"filepaths" must be a list'),
+        ({"all": True, "filepaths": None}, '"filepaths" must be a list'),
         ({"filepaths": ["a"], "force": True}, 'unknown argument "force"'),
         ("all", "must be a JSON object"),
     ],

@@ -78,6 +78,14 @@ class ReleaseInput(BaseModel):
     )
     all: StrictBool = False
 
+    @field_validator("filepaths", mode="before")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        # Only leaving the key out means "not given": the schema forbids null, so do we.
+        if value is None:
+            raise ValueError("null")
+        return value
+
     @field_validator("filepaths")
     @classmethod
     def _paths(cls, paths: list[str] | None) -> list[str] | None:
