@@ -21,6 +21,7 @@ def fake_api() -> Iterator[FakeMessagesApi]:
     api.raise_errors()
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` selection reads the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test here runs the real CLI: label it e2e, and keep a hang from stalling CI."""
     here = Path(__file__).parent
