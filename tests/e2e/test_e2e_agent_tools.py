@@ -182,6 +182,46 @@ async def test_two_agents_deadlock_the_victim_is_told_and_the_other_finishes(
     yard.assert_lock_dir_empty()
 
 
+async def test_a_three_agent_cycle_has_one_victim_and_everyone_else_finishes(
+    fake_api: FakeMessagesApi, yard: Lockyard
+) -> None:
+    agents = ["agent-1", "agent-2", "agent-3"]
+    files = ["g1.py", "g2.py", "g3.py"]  # agent i holds files[i] and then wants files[i + 1]
+
+    def script(i: int) -> list[Step]:
+        wanted = files[(i + 1) % 3]
+        previous = agents[i - 1]
+        ready_to_wait = (  # the cycle closes in order: 1 waits, then 2, then 3
+            (lambda: all(yard.store.holder(f) is not None for f in files))
+            if i == 0
+            else (lambda: yard.waits_on(previous, files[i]))
+        )
+        return [
+            acquire(files[i]),
+            acquire(wanted, timeout=20, gate=ready_to_wait),
+            RELEASE_ALL,
+            say("done"),
+        ]
+
+    async def agent_session(i: int) -> None:
+        async with yard.runtime(agents[i]) as runtime:
+            await run_runtime(fake_api, yard, runtime, script(i))
+
+    async with anyio.create_task_group() as group:
+        for i in range(3):
+            group.start_soon(agent_session, i)
+
+    assert len(yard.deadlocks) == 1
+    deadlock = yard.deadlocks[0]
+    assert sorted(deadlock.agents) == agents
+    assert sorted(deadlock.lock_paths) == sorted(yard.key(f) for f in files)
+    waits = {agent: fake_api.outcomes(agent)[1].json for agent in agents}
+    assert [a for a, result in waits.items() if "deadlock" in result] == [deadlock.victim]
+    assert all(waits[a]["all_acquired"] for a in agents if a != deadlock.victim)
+    assert len(waits[deadlock.victim]["deadlock"]["cycle"]) == 3
+    yard.assert_lock_dir_empty()
+
+
 async def test_a_partial_result_is_completed_by_a_blocking_retry_when_the_holder_releases(
     fake_api: FakeMessagesApi, yard: Lockyard
 ) -> None:
