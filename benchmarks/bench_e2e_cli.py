@@ -11,8 +11,9 @@ next request. Measured in the same run:
   in-process  lock_acquire (timeout 0) / lock_release, options from AgentRuntimeBuilder
               (SDK server, write/commit guards, PostToolUse event hook, monitor)
   stdio       the same calls through `lockyard serve` (a separate process)
-  deadlock    two builder-made agents deadlock; the victim's turn from its blocking
-              lock_acquire to the request that carries the `deadlock` result
+  deadlock    two builder-made agents; after warm-up turns, B's blocking lock_acquire
+              closes a cycle and returns the `deadlock` result: B's turn, against the same
+              turn when B asks for a free file instead (no cycle)
 
 Figures are medians over every measured turn; the machine may be shared, so compare ratios.
 """
@@ -82,7 +83,7 @@ def lock_steps(calls: int) -> list[Step]:
 
 
 async def measure(calls: int, rounds: int) -> dict[str, list[float]]:
-    figures: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    figures: dict[str, list[float]] = {kind: [] for kind in ALL_KINDS}
     with tempfile.TemporaryDirectory() as tmp, FakeMessagesApi() as api:
         root = Path(tmp)
         (root / "repo").mkdir()
@@ -95,15 +96,19 @@ async def measure(calls: int, rounds: int) -> dict[str, list[float]]:
             for kind in kinds:
                 if kind == "deadlock":
                     for k in range(DEADLOCKS_PER_ROUND):
-                        turn = await deadlock_turn(api, coordinator, root, r * 10 + k)
-                        figures[kind].append(turn)
+                        for cycle in (k % 2 == 0, k % 2 == 1):  # alternate which goes first
+                            turn = await pair_turn(api, coordinator, root, f"{r}-{k}", cycle)
+                            figures["deadlock" if cycle else "no-cycle"].append(turn)
                 else:
                     figures[kind] += await bench.turns(kind, f"{kind}{r}")
     return figures
 
 
 KINDS = ("baseline", "in-process", "stdio", "deadlock")
-DEADLOCKS_PER_ROUND = 3
+ALL_KINDS = (*KINDS, "no-cycle")
+DEADLOCKS_PER_ROUND = 4
+WARMUP_TURNS = 6
+"""Ordinary lock turns before the measured one: a CLI's first turns overlap its startup work."""
 
 
 class Bench:
@@ -137,15 +142,23 @@ def stdio_options(agent: str, coordinator: LockCoordinator) -> ClaudeAgentOption
     return bare(mcp_servers={"lockyard": server}, allowed_tools=[ACQUIRE, RELEASE])
 
 
-async def deadlock_turn(
-    api: FakeMessagesApi, coordinator: LockCoordinator, root: Path, r: int
+async def pair_turn(
+    api: FakeMessagesApi, coordinator: LockCoordinator, root: Path, tag: str, cycle: bool
 ) -> float:
-    a, b = f"dl-a{r}", f"dl-b{r}"
+    """B's turn from its blocking lock_acquire to the next request, after warm-up turns.
+
+    A holds f1 and waits for f2; B holds f2 and then asks for f1 (closing a cycle: B, the
+    younger, is the victim and its call returns the `deadlock` result) or, without `cycle`,
+    for a free file (granted at once). Everything else is the same, gates included.
+    """
+    a, b = f"pa-{tag}-{cycle:d}", f"pb-{tag}-{cycle:d}"
     store = coordinator.store
-    f1, f2 = f"d{r}-1.py", f"d{r}-2.py"
+    f1, f2, free = (f"{tag}-{cycle:d}-{n}.py" for n in (1, 2, 3))
+    warm_a = [call(ACQUIRE, {"filepaths": [f1], "timeout_seconds": 0})] * WARMUP_TURNS
+    warm_b = [call(ACQUIRE, {"filepaths": [f2], "timeout_seconds": 0})] * WARMUP_TURNS
     scripts = {
         a: [
-            call(ACQUIRE, {"filepaths": [f1], "timeout_seconds": 0}),
+            *warm_a,
             call(
                 ACQUIRE,
                 {"filepaths": [f2], "timeout_seconds": 30},
@@ -155,14 +168,10 @@ async def deadlock_turn(
             say("done"),
         ],
         b: [
+            *warm_b,
             call(
                 ACQUIRE,
-                {"filepaths": [f2], "timeout_seconds": 0},
-                gate=lambda: store.holder(f1) == a,
-            ),
-            call(
-                ACQUIRE,
-                {"filepaths": [f1], "timeout_seconds": 30},
+                {"filepaths": [f1 if cycle else free], "timeout_seconds": 30},
                 gate=lambda: (a, store.canonicalize(f2)) in store.snapshot().waits,
             ),
             call(RELEASE, {"all": True}),
@@ -175,14 +184,16 @@ async def deadlock_turn(
 
             async def one(runtime: Any = runtime, steps: list[Step] = steps) -> None:
                 async with runtime:
-                    await session(
-                        api, runtime.agent_id, root / runtime.agent_id, runtime.options, steps
-                    )
+                    home = root / "homes" / runtime.agent_id
+                    await session(api, runtime.agent_id, home, runtime.options, steps)
 
             group.start_soon(one)
-    victim = next(agent for agent in scripts if "deadlock" in (api.outcomes(agent)[1].json or {}))
-    times = [x.at for x in api.exchanges if x.agent == victim and x.answer is not None]
-    return times[2] - times[1]  # from the blocking call's answer to the deadlock result's request
+            await anyio.sleep(0.01)  # A registers first, so B is the younger agent
+    measured = api.outcomes(b)[WARMUP_TURNS].json or {}
+    if cycle != ("deadlock" in measured):
+        raise RuntimeError(f"expected deadlock={cycle} in B's result, got {measured}")
+    times = [x.at for x in api.exchanges if x.agent == b and x.answer is not None]
+    return times[WARMUP_TURNS + 1] - times[WARMUP_TURNS]
 
 
 def main() -> None:
@@ -192,12 +203,21 @@ def main() -> None:
     calls, rounds = (10, 1) if args.quick else (30, 4)
     logging.getLogger("lockyard").setLevel(logging.ERROR)  # each deadlock logs a warning
     figures = anyio.run(measure, calls, rounds)
-    base = statistics.median(figures["baseline"])
-    print(f"CLI turns, median of {len(figures['baseline'])} per kind ({rounds} round(s)):")
-    for kind, values in figures.items():
+    print(f"Turns of {calls}-call sessions, every turn after the first ({rounds} round(s)):")
+    report(figures, "baseline", {"baseline": "no-op tool", "in-process": "in-process",
+                                 "stdio": "stdio serve"})  # fmt: skip
+    print(f"Agent B's blocking lock_acquire after {WARMUP_TURNS} lock turns, while A waits on B:")
+    report(figures, "no-cycle", {"no-cycle": "no cycle", "deadlock": "deadlock"})
+
+
+def report(figures: dict[str, list[float]], baseline: str, rows: dict[str, str]) -> None:
+    base = statistics.median(figures[baseline])
+    for kind, label in rows.items():
+        values = figures[kind]
         median = statistics.median(values)
         ratio = median / base
-        print(f"  {kind:<11} {median * 1000:8.1f} ms  {ratio:5.2f} x baseline  (n={len(values)})")
+        versus, n = rows[baseline], len(values)
+        print(f"  {label:<11} {median * 1000:8.1f} ms  {ratio:5.2f} x {versus}  (n={n})")
 
 
 if __name__ == "__main__":
