@@ -22,6 +22,7 @@ from lockyard.core.deadlock import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
 from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.infra.agent_runtime import AgentRuntime, LockCoordinator
+from lockyard.infra.mcp import get_mcp_servers
 from lockyard.infra.tools.locking import LockStore
 
 pytestmark = pytest.mark.anyio
@@ -454,6 +455,26 @@ async def test_a_tool_timeout_leaves_no_wait_edge_and_no_lock(
     assert yard.store.holder("busy.py") == "agent-blocker"
     assert yard.store.waiters("busy.py") == []
     assert yard.store.holder("free.py") is None
+
+
+async def test_get_mcp_servers_alone_is_enough_for_an_agent_to_lock(
+    fake_api: FakeMessagesApi, yard: Lockyard
+) -> None:
+    """The design's contract function, wired by hand as an orchestrator without the builder."""
+    agent = "agent-bare"
+    events: list[LockEvent] = []
+    servers = get_mcp_servers(yard.repo, agent, events.append, store=yard.store)
+    options = ClaudeAgentOptions(tools=[], mcp_servers=servers, allowed_tools=[ACQUIRE, RELEASE])
+    fake_api.script(agent, [acquire("bare.py"), RELEASE_ALL, say("done")])
+    run = AgentRun(agent)
+    await run_agent(offline_options(fake_api, agent, yard.homes / agent, options, run), "go", run)
+
+    locked, released = fake_api.outcomes(agent)
+    assert locked.json["all_acquired"] is True
+    assert released.json == {"released": [yard.key("bare.py")], "count": 1}
+    key = yard.key("bare.py")
+    assert [(e.event_type, e.lock_path) for e in events] == [(ACQUIRED, key), (RELEASED, key)]
+    yard.assert_lock_dir_empty()
 
 
 async def test_runtime_teardown_releases_what_the_agent_still_holds(
