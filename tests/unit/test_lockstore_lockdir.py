@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lockyard.infra.lockstore import lockdir as lockdir_module
 from lockyard.infra.lockstore.lockdir import LockDir
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.tools.locking import (
@@ -162,6 +163,9 @@ def test_reading_never_writes(repo: Path, tmp_path: Path) -> None:
 def test_default_lock_dir_prefers_env_then_runtime_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.delenv("LOCKYARD_LOCK_DIR", raising=False)
+    fallback = default_lock_dir()  # shared memory where there is one, else /tmp
     monkeypatch.setenv("LOCKYARD_LOCK_DIR", str(tmp_path / "env"))
     assert default_lock_dir() == tmp_path / "env"
     monkeypatch.delenv("LOCKYARD_LOCK_DIR")
@@ -170,8 +174,24 @@ def test_default_lock_dir_prefers_env_then_runtime_dir(
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     assert default_lock_dir() == runtime / "lockyard"
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "missing"))
-    assert default_lock_dir() == Path(f"/tmp/lockyard-{os.geteuid()}")
+    assert default_lock_dir() == fallback
     monkeypatch.delenv("XDG_RUNTIME_DIR")
+    assert default_lock_dir() == fallback
+
+
+def test_without_a_runtime_dir_the_default_is_on_shared_memory_else_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LOCKYARD_LOCK_DIR", raising=False)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    sticky = tmp_path / "shm"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    monkeypatch.setattr(lockdir_module, "_SHARED_MEMORY", str(sticky))
+    assert default_lock_dir() == sticky / f"lockyard-{os.geteuid()}"
+    sticky.chmod(0o777)  # not sticky: anyone could rename our entries away, so not used
+    assert default_lock_dir() == Path(f"/tmp/lockyard-{os.geteuid()}")
+    monkeypatch.setattr(lockdir_module, "_SHARED_MEMORY", str(tmp_path / "missing"))
     assert default_lock_dir() == Path(f"/tmp/lockyard-{os.geteuid()}")
 
 
