@@ -27,12 +27,14 @@ class ExitCode(IntEnum):
     """`clean --all` without confirmation: nothing was released."""
     UNREADABLE_ENTRIES = 5
     """Some lock entries could not be read (corrupt or unreadable); the rest was reported."""
+    DEADLOCK_FOUND = 6
+    """`monitor --once`: a deadlock was found (and, unless --no-resolve, a victim noticed)."""
 
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 demo invariant broken; 2 usage error; 3 lock directory missing or "
     "unreadable; 4 refused (clean --all needs --yes or a confirmation); 5 some lock entries "
-    "unreadable (reported, never deleted)."
+    "unreadable (reported, never deleted); 6 monitor --once found a deadlock."
 )
 
 

@@ -22,6 +22,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Markdown mode reflows the hard-wrapped help texts to the terminal's width.
+    rich_markup_mode="markdown",
 )
 
 

@@ -17,9 +17,9 @@ from ..infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from ..infra.crossproc.state import LockDirUnreadableError, resolve_lock_dir
 from ..infra.lockstore.errors import LockStoreError
 from ._errors import CliError, ExitCode, reports_errors
+from ._options import flag
 
-DEADLOCK_FOUND = 6
-"""`monitor --once`: a deadlock was found (and, unless --no-resolve, a victim noticed)."""
+DEADLOCK_FOUND = ExitCode.DEADLOCK_FOUND
 
 MONITOR_HELP = (
     "Find deadlocks among all agents of a lock directory, whatever process serves them, and "
@@ -32,7 +32,7 @@ MONITOR_HELP = (
     "Runs until interrupted. --once does one pass. --json prints one JSON object per pass that "
     "found something (with --once: exactly one object).\n\n"
     f"Exit codes: 0 ok (--once: no deadlock); 2 usage; 3 lock directory missing or unusable; "
-    f"{DEADLOCK_FOUND} (--once) a deadlock was found."
+    f"{DEADLOCK_FOUND.value} (--once) a deadlock was found."
 )
 
 
@@ -47,12 +47,11 @@ def monitor_command(
         ),
     ] = None,
     once: Annotated[
-        bool, typer.Option("--once", help="One pass, then exit (6 if a deadlock was found).")
+        bool, flag("--once", help="One pass, then exit (6 if a deadlock was found).")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: Annotated[bool, flag("--json", help="Machine-readable output.")] = False,
     no_resolve: Annotated[
-        bool,
-        typer.Option("--no-resolve", help="Only report deadlocks; post no victim notices."),
+        bool, flag("--no-resolve", help="Only report deadlocks; post no victim notices.")
     ] = False,
     poll_interval: Annotated[
         float,
@@ -63,7 +62,7 @@ def monitor_command(
             max=60.0,
         ),
     ] = 0.5,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log to stderr.")] = False,
+    verbose: Annotated[bool, flag("--verbose", "-v", help="Log to stderr.")] = False,
 ) -> None:
     _monitor(lock_dir, once=once, as_json=as_json, resolve=not no_resolve,
              poll_interval=poll_interval, verbose=verbose)  # fmt: skip
