@@ -25,6 +25,7 @@ import anyio
 import anyio.lowlevel
 import filelock
 
+from lockyard.infra.lockstore.lockdir import default_lock_dir
 from lockyard.infra.tools.locking import LockStore
 
 
@@ -185,10 +186,15 @@ def p99(values: list[float]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run)")
-    parser.add_argument("--lock-dir", help="parent directory for the run (default: a temp dir)")
+    parser.add_argument(
+        "--lock-dir",
+        help="parent directory for the run (default: beside the default lock directory, so the "
+        "figures are for the file system lockyard really uses)",
+    )
     args = parser.parse_args()
     cycles, rounds, poll_rounds = (2000, 200, 10) if args.quick else (20000, 1000, 40)
-    with tempfile.TemporaryDirectory(dir=args.lock_dir, prefix="lockyard-bench-") as tmp:
+    parent = args.lock_dir or str(default_lock_dir().parent)
+    with tempfile.TemporaryDirectory(dir=parent, prefix="lockyard-bench-") as tmp:
         base = Path(tmp)
         python = sys.version.split()[0]
         print(f"lock store benchmark in {base} (python {python}, {os.cpu_count()} cpus)")

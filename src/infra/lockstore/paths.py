@@ -6,6 +6,7 @@ literal key `__name__` passed through unchanged (locks that are not files, e.g. 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -43,6 +44,12 @@ def validate_path_text(filepath: object, what: str = "filepath") -> str:
 
 
 def validate_agent_id(agent_id: object) -> str:
+    if type(agent_id) is str:
+        return _validated_agent_text(agent_id)  # the same few ids come on every call
+    return _validate_agent_id(agent_id)
+
+
+def _validate_agent_id(agent_id: object) -> str:
     if not isinstance(agent_id, str):
         raise InvalidAgentIdError(
             f"agent_id must be a string, got {type(agent_id).__name__}; pass the agent's name"
@@ -56,6 +63,10 @@ def validate_agent_id(agent_id: object) -> str:
     if _CONTROL_CHARS.search(agent_id):
         raise InvalidAgentIdError("agent_id contains control characters (NUL, newline...)")
     return agent_id
+
+
+_validated_agent_text = functools.lru_cache(maxsize=4096)(_validate_agent_id)
+"""A pure check, remembered for valid ids (a refused id raises and is not remembered)."""
 
 
 def canonicalize_namespace(repo_namespace: str | os.PathLike[str] | None) -> str:
@@ -132,7 +143,7 @@ def canonicalize_in(filepath: object, namespace: str, *, allow_outside_repo: boo
     Relative paths are resolved against the repository, never the working directory.
     """
     text = validate_path_text(filepath)
-    if is_literal_key(text):
+    if text.startswith("__") and is_literal_key(text):
         return text
     joined = os.path.join(namespace, text)  # an absolute `text` replaces the namespace
     key = resolve(_unescape_dollars(joined))
@@ -146,6 +157,7 @@ def canonicalize_in(filepath: object, namespace: str, *, allow_outside_repo: boo
     return key
 
 
+@functools.lru_cache(maxsize=4096)
 def lock_name(namespace: str, key: str) -> str:
     """The file-system-safe name of a lock: a hash of namespace and key (fixed length)."""
     digest = hashlib.sha256(f"{namespace}\x00{key}".encode(errors="surrogatepass")).hexdigest()
