@@ -47,7 +47,7 @@ class Wait:
         self._push_wanted = push
         self._poll_interval = poll_interval
         self._queue_dir = f"{directory.path}/{name}{QUEUE_SUFFIX}"
-        self._watched: list[str] = []
+        self._watched: set[str] = set()  # directories whose inotify events we need now
         self._pushed = False
         self._pids: set[int] = set()
         self._topics: set[str] = set()
@@ -59,7 +59,7 @@ class Wait:
     def __enter__(self) -> Wait:
         try:
             self._enqueue()
-            if self._push_wanted and self._watch(self._dir.path) and self._watch(self._queue_dir):
+            if self._push_wanted and self._hub.push_available:
                 # Pushed: re-check on our own only as a backstop (lost events, no pidfds).
                 self._pushed = True
                 self.interval = max(self._poll_interval, self._store.liveness_interval)
@@ -89,11 +89,25 @@ class Wait:
         self._watched.clear()
         self.waker.close()
 
-    def _watch(self, directory: str) -> bool:
-        if not self._hub.watch(directory):
+    def _watch_only(self, directories: set[str]) -> bool:
+        """Have inotify report the events of exactly `directories` (where other processes
+        can end our wait); True when that changed. A directory that cannot be watched
+        (gone, or out of watches) turns push off: we poll instead."""
+        if directories == self._watched:
             return False
-        self._watched.append(directory)
+        for directory in self._watched - directories:
+            self._unwatch(directory)
+        for directory in directories - self._watched:
+            if not self._hub.watch(directory):
+                self._pushed = False
+                self.interval = self._poll_interval
+                break
+            self._watched.add(directory)
         return True
+
+    def _unwatch(self, directory: str) -> None:
+        self._watched.discard(directory)
+        self._hub.unwatch(directory)
 
     def _enqueue(self) -> None:
         ticket = time.monotonic_ns()
@@ -109,11 +123,13 @@ class Wait:
         """Take the lock if it is our turn; else subscribe to what ends our wait. True: ours."""
         while True:
             self.waker.clear()
-            topics = self._step()
-            if topics is None:
+            step = self._step()
+            if step is None:
                 return True
+            topics, directories = step
             topics = self._follow_exits(topics)
-            if topics == self._topics:
+            watches_changed = self._pushed and self._watch_only(directories)
+            if topics == self._topics and not watches_changed:
                 return False
             # Subscribe first, then look again: a change in between wakes the waker.
             for topic in self._topics - topics:
@@ -134,18 +150,24 @@ class Wait:
         self._pids = wanted
         return topics
 
+    @staticmethod
+    def _is_ours(record: HolderRecord | WaiterRecord) -> bool:
+        me = current_process()
+        return record.pid == me.pid and record.start_time == me.start_time
+
     def _exit_topic(self, record: HolderRecord | WaiterRecord | None) -> set[str]:
         """`pid:<pid>` for a live process of this machine other than ours, to hear of its end."""
         if not self._pushed or record is None:
             return set()
-        me = current_process()
-        if record.pid == me.pid and record.start_time == me.start_time:
+        if self._is_ours(record):
             return set()
         if record.liveness()[0] is not Liveness.ALIVE:
             return set()
         return {f"pid:{record.pid}"}
 
-    def _step(self) -> set[str] | None:
+    def _step(self) -> tuple[set[str], set[str]] | None:
+        """None: the lock is ours. Else the topics that end our wait, and the directories
+        whose inotify events we need to hear of them from other processes."""
         # Once at the head we stay there (later arrivals queue behind us): instead of reading
         # the queue again, only check that our entry is still there.
         if self._at_head and not self._dir.exists(f"{self._name}{QUEUE_SUFFIX}/{self.entry}"):
@@ -155,32 +177,37 @@ class Wait:
             if ahead is not None:
                 entry, record = ahead
                 if not entry:
-                    return set()
-                return {f"{self._queue_dir}/{entry}"} | self._exit_topic(record)
+                    return set(), {self._queue_dir}
+                topics = {f"{self._queue_dir}/{entry}"} | self._exit_topic(record)
+                return topics, {self._queue_dir}
             self._at_head = True
         if self._store.take(self._name, self._key, self._agent, respect_queue=False):
             self._store.drop_waiter(self._name, self.entry)
             self.entry = ""
             return None
         holder = self._store.current_holder(self._name)
-        return {self._store.lock_topic(self._name)} | self._exit_topic(holder)
+        topics = {self._store.lock_topic(self._name)} | self._exit_topic(holder)
+        # A holder in this process notifies us itself when it releases; watching the lock
+        # directory then would only wake the inotify reader thread at every lock operation,
+        # which takes the GIL from the handoff (a third of its latency). Another process
+        # removing that holder's lock (`lockyard clean`) is seen by the backstop re-check.
+        if holder is not None and self._is_ours(holder):
+            return topics, set()
+        return topics, {self._dir.path}
 
     def _predecessor(self) -> tuple[str, WaiterRecord | None] | None:
         """The live entry just ahead of ours and its record; None: we are the head;
         ("", None): our entry had vanished and we queued again."""
-        me = current_process()
         predecessor = None
         for entry, record in self._store.read_queue(self._name):
             if entry == self.entry:
                 return predecessor
-            ours = record.pid == me.pid and record.start_time == me.start_time
-            if not ours and record.liveness()[0] is Liveness.DEAD:
+            if not self._is_ours(record) and record.liveness()[0] is Liveness.DEAD:
                 self._store.drop_waiter(self._name, entry)
                 continue
             predecessor = (entry, record)
         # Our entry was removed under us (the lock dir was wiped): queue again, at the back.
         self._enqueue()
         if self._queue_dir in self._watched:
-            self._hub.unwatch(self._queue_dir)
-            self._hub.watch(self._queue_dir)  # the directory may be a new one
+            self._unwatch(self._queue_dir)  # the directory may be a new one: watch it anew
         return "", None
