@@ -1,4 +1,6 @@
+import logging
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings
@@ -13,3 +15,12 @@ if os.environ.get("CI"):
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _restore_lockyard_log_level() -> Iterator[None]:
+    """CLI commands run in process quiet the `lockyard` logger; later tests assert on its logs."""
+    logger = logging.getLogger("lockyard")
+    level = logger.level
+    yield
+    logger.setLevel(level)
