@@ -450,7 +450,7 @@ async def test_an_unreadable_holder_while_reporting_gives_back_the_calls_locks(
     store: LockStore, events: Events, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The result could not be built: the agent never learns of the locks, so they go back."""
-    from lockyard.infra.tools.locking import CorruptRecordError
+    from lockyard.infra.tools.locking import LockDirError
 
     assert store.try_lock("src/b.py", "a2")
     a1 = tools_for(store, "a1", events)
@@ -460,7 +460,7 @@ async def test_an_unreadable_holder_while_reporting_gives_back_the_calls_locks(
     def holder_failing_late(filepath: str) -> str | None:
         calls["n"] += 1
         if calls["n"] > 2:  # the two reads before try_lock pass; the report's read fails
-            raise CorruptRecordError("half-written record")
+            raise LockDirError("half-written record")
         return real_holder(filepath)
 
     monkeypatch.setattr(store, "holder", holder_failing_late)

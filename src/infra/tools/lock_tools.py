@@ -26,7 +26,7 @@ import anyio.lowlevel
 from ...core.deadlock import DeadlockInfo
 from ...core.events import LockEvent, LockEventType
 from ...core.ports import EmitLockEvent, VictimNotices, deliver
-from ..lockstore.errors import LockStoreError
+from ..lockstore.errors import CorruptRecordError, LockStoreError
 from .tool_inputs import (
     ACQUIRE_SPEC,
     ACQUIRE_TOOL,
@@ -55,6 +55,7 @@ __all__ = [
     "RELEASE_TOOL",
     "TOOL_NAMES",
     "TOOL_SPECS",
+    "UNREADABLE_HOLDER",
     "LockTools",
     "ToolOutcome",
     "ToolSpec",
@@ -69,6 +70,12 @@ DEADLOCK_INSTRUCTION: Final = (
     "files until you lock them again. Finish or set aside work that needs none of them, then "
     "call lock_acquire again with every file you need (timeout_seconds 0 first)."
 )
+
+
+UNREADABLE_HOLDER: Final = "<unreadable lock record: ask the operator to run lockyard status>"
+"""The `holder` shown for a lock whose record cannot be read. Such a lock is never granted
+or broken (the store does not guess), so the agent sees it as held; the store's own error
+text (a parser dump) is kept out of tool results."""
 
 
 class ToolStore(Protocol):
@@ -251,6 +258,7 @@ class _AcquireCall:
     waiting: set[str] = field(default_factory=set)
     deadlock: DeadlockInfo | None = None
     released: list[str] = field(default_factory=list)
+    unreadable: set[str] = field(default_factory=set)
     _pending_waits: int = 0
 
     @property
@@ -277,7 +285,7 @@ class _AcquireCall:
     async def _try_all(self) -> None:
         store = self.tools.store
         for key in self.keys:
-            already_mine = store.holder(key) == self.agent_id
+            already_mine = self.holder_of(key) == self.agent_id
             if store.try_lock(key, self.agent_id):
                 self.held.add(key)
                 if not already_mine:
@@ -316,7 +324,15 @@ class _AcquireCall:
         # The store's acquire_async is cancel-safe: when another grant cancels this wait, it
         # leaves no lock and no queue entry behind. If it did return True, the lock is ours and
         # is recorded before the next checkpoint, so no exit path can lose it.
-        granted = await self.tools.store.acquire_async(key, self.agent_id, timeout_seconds)
+        try:
+            granted = await self.tools.store.acquire_async(key, self.agent_id, timeout_seconds)
+        except CorruptRecordError as exc:
+            # This file cannot be granted in this call; its wait edge ends now, and the
+            # others keep waiting. The result shows it as held by UNREADABLE_HOLDER.
+            self._unreadable(key, exc)
+            granted = False
+            self.waiting.discard(key)
+            await self.tools.emit(LockEventType.WAIT_ENDED, key)
         self._pending_waits -= 1
         if granted:
             self.waiting.discard(key)
@@ -358,13 +374,25 @@ class _AcquireCall:
                 await self.tools.emit(LockEventType.RELEASED, key)
         self.taken_by_this_call.clear()
 
+    def holder_of(self, key: str) -> str | None:
+        """The lock's holder, or `UNREADABLE_HOLDER` when its record cannot be read."""
+        try:
+            return self.tools.store.holder(key)
+        except CorruptRecordError as exc:
+            self._unreadable(key, exc)
+            return UNREADABLE_HOLDER
+
+    def _unreadable(self, key: str, error: CorruptRecordError) -> None:
+        if key not in self.unreadable:  # once per call: the call reads a record twice
+            self.unreadable.add(key)
+            logger.warning("agent %s: lock record of %s: %s", self.agent_id, key, error)
+
     def result(self) -> dict[str, Any]:
-        store = self.tools.store
         results = [
             {
                 "filepath": key,
                 "acquired": key in self.held,
-                "holder": self.agent_id if key in self.held else store.holder(key),
+                "holder": self.agent_id if key in self.held else self.holder_of(key),
             }
             for key in self.keys
         ]

@@ -1,0 +1,156 @@
+"""lock_acquire next to a lock whose holder record cannot be read (a real corrupt record).
+
+Such a lock is never granted nor broken by the store; the tools show it as held by a fixed
+text that tells the agent what to do, lock the call's other files as usual, and keep the
+store's parser dump out of the result.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from lockyard.core.events import LockEvent, LockEventType
+from lockyard.infra.lockstore.paths import lock_name
+from lockyard.infra.tools.lock_tools import UNREADABLE_HOLDER, LockTools, ToolOutcome
+from lockyard.infra.tools.locking import CorruptRecordError, LockStore
+
+pytestmark = pytest.mark.anyio
+
+ACQ, WAIT, ENDED = LockEventType.ACQUIRED, LockEventType.WAITING, LockEventType.WAIT_ENDED
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LockStore:
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    return LockStore(repo, tmp_path / "locks")
+
+
+def corrupt(store: LockStore, path: str) -> None:
+    """Lock `path` for someone, then overwrite its holder record with garbage."""
+    assert store.try_lock(path, "someone")
+    lock = store.lock_dir / f"{lock_name(store.namespace, store.canonicalize(path))}.lock"
+    [record] = list(lock.iterdir())
+    record.unlink()
+    os.symlink("garbage{", record)
+    with pytest.raises(CorruptRecordError):
+        store.holder(path)
+
+
+class Events:
+    def __init__(self) -> None:
+        self.seen: list[tuple[LockEventType, str]] = []
+
+    async def __call__(self, event: LockEvent) -> None:
+        self.seen.append((event.event_type, Path(event.lock_path).name))
+
+
+def states(outcome: ToolOutcome) -> dict[str, tuple[bool, str | None]]:
+    assert not outcome.is_error, outcome.text
+    for leak in ("validation error", "pydantic", "HolderRecord"):
+        assert leak not in outcome.text
+    data: dict[str, Any] = json.loads(outcome.text)
+    return {Path(r["filepath"]).name: (r["acquired"], r["holder"]) for r in data["results"]}
+
+
+async def test_the_free_files_are_locked_and_the_unreadable_one_is_named(
+    store: LockStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    corrupt(store, "src/a.py")
+    events = Events()
+    bob = LockTools(store, "bob", emit_lock_event=events)
+    with caplog.at_level(logging.WARNING):
+        outcome = await bob.call(
+            "lock_acquire", {"filepaths": ["src/a.py", "src/b.py"], "timeout_seconds": 0}
+        )
+    # The operator's log has the details, once per call.
+    [logged] = [r.getMessage() for r in caplog.records if "lock record" in r.getMessage()]
+    assert "unreadable holder record" in logged
+    assert states(outcome) == {"a.py": (False, UNREADABLE_HOLDER), "b.py": (True, "bob")}
+    assert json.loads(outcome.text)["all_acquired"] is False
+    assert store.holder("src/b.py") == "bob"
+    assert events.seen == [(ACQ, "b.py")]
+    assert "lockyard status" in UNREADABLE_HOLDER
+
+
+async def test_a_wait_beside_an_unreadable_lock_is_granted_the_other_file(
+    store: LockStore,
+) -> None:
+    corrupt(store, "src/a.py")
+    assert store.try_lock("src/c.py", "carol")
+    events = Events()
+    bob = LockTools(store, "bob", emit_lock_event=events)
+
+    async def carol_releases() -> None:
+        while not store.waiters("src/c.py"):  # noqa: ASYNC110 - state in the lock directory
+            await anyio.sleep(0.005)
+        store.release("src/c.py", "carol")
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(carol_releases)
+            outcome = await bob.call(
+                "lock_acquire", {"filepaths": ["src/a.py", "src/c.py"], "timeout_seconds": 30}
+            )
+    assert states(outcome) == {"a.py": (False, UNREADABLE_HOLDER), "c.py": (True, "bob")}
+    assert events.seen == [(WAIT, "a.py"), (WAIT, "c.py"), (ACQ, "c.py"), (ENDED, "a.py")]
+    assert store.waiters("src/a.py") == []
+
+
+async def test_a_wait_that_fails_on_an_unreadable_record_ends_alone(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should the store's wait raise on the record: that file's wait edge ends at once, and
+    the call keeps waiting on the others."""
+    corrupt(store, "src/a.py")
+    assert store.try_lock("src/c.py", "carol")
+    real_wait = store.acquire_async
+
+    async def wait_raising_on_a(filepath: str, agent_id: str, *args: Any) -> bool:
+        if filepath.endswith("a.py"):
+            raise CorruptRecordError("unreadable holder record: 1 validation error for ...")
+        return await real_wait(filepath, agent_id, *args)
+
+    monkeypatch.setattr(store, "acquire_async", wait_raising_on_a)
+    events = Events()
+    bob = LockTools(store, "bob", emit_lock_event=events)
+
+    async def carol_releases() -> None:
+        while (ENDED, "a.py") not in events.seen or not store.waiters("src/c.py"):  # noqa: ASYNC110
+            await anyio.sleep(0.005)
+        store.release("src/c.py", "carol")
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(carol_releases)
+            outcome = await bob.call(
+                "lock_acquire", {"filepaths": ["src/a.py", "src/c.py"], "timeout_seconds": 30}
+            )
+    assert states(outcome) == {"a.py": (False, UNREADABLE_HOLDER), "c.py": (True, "bob")}
+    assert events.seen == [(WAIT, "a.py"), (WAIT, "c.py"), (ENDED, "a.py"), (ACQ, "c.py")]
+
+
+async def test_when_every_wait_fails_on_unreadable_records_the_call_returns_at_once(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corrupt(store, "src/a.py")
+
+    async def wait_raising(*args: Any, **kwargs: Any) -> bool:
+        raise CorruptRecordError("unreadable holder record")
+
+    monkeypatch.setattr(store, "acquire_async", wait_raising)
+    events = Events()
+    bob = LockTools(store, "bob", emit_lock_event=events)
+    with anyio.fail_after(10):  # not the 600 s timeout
+        outcome = await bob.call(
+            "lock_acquire", {"filepaths": ["src/a.py"], "timeout_seconds": 600}
+        )
+    assert states(outcome) == {"a.py": (False, UNREADABLE_HOLDER)}
+    assert events.seen == [(WAIT, "a.py"), (ENDED, "a.py")]
