@@ -12,6 +12,9 @@ Two entry points:
       async with LockCoordinator(repo) as coordinator:      # closes every agent on exit
           async with coordinator.runtime("agent-1") as rt, ClaudeSDKClient(rt.options) as c:
               await c.query(task)
+
+  With `cross_process=True` its agents also heed the victim notices `lockyard monitor` posts
+  in the lock directory, for deadlocks that cross processes (e.g. with `lockyard serve` agents).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from ..core.events import LockEvent, LockEventType
 from ..core.ports import EmitLockEvent, VictimNotices, deliver
 from ..domain.deadlock import DeadlockMonitor, OnDeadlock, VictimPolicy
 from ..prompts.loader import render_implementer_prompt
+from .crossproc.notices import AnyVictimNotices, FileVictimNotices
+from .crossproc.state import LockDirState
 from .hooks.deadlock import make_lock_event_hook
 from .hooks.locking import (
     BASH_MATCHER,
@@ -41,7 +46,7 @@ from .hooks.locking import (
 )
 from .mcp import new_agent_id
 from .tools.lock_tools import LockTools
-from .tools.locking import LockStore
+from .tools.locking import CorruptRecordError, LockStore
 from .tools.locking_mcp import lock_tools_server_config
 from .tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name, release_tool_name
 
@@ -260,12 +265,25 @@ def _fan_out(monitor: DeadlockMonitor | None, emit: EmitLockEvent | None) -> Emi
     return emit_all
 
 
+class AgentAlreadyOpenError(ValueError):
+    """`LockCoordinator.runtime(agent_id)` while a runtime of that agent id is still open.
+
+    Two runtimes of one agent id would share every lock (locks belong to the agent id), so
+    one's `lock_release {"all": true}` would release the other's files under it.
+    """
+
+
 class LockCoordinator:
     """One lock store and one deadlock monitor for a repository, shared by every agent.
 
     The monitor re-checks each cycle against the store before acting (`verify_cycle`): every
     hold in the cycle must still be held by that agent. Wait edges are the tools' own (they
     end with WAIT_ENDED the moment a wait ends), so they are trusted as reported.
+
+    The in-process monitor sees only this coordinator's agents. With `cross_process=True`, a
+    waiting agent also heeds the victim notices that `lockyard monitor` posts in the lock
+    directory, so a deadlock with agents of other processes sharing it (`lockyard serve`,
+    other coordinators) ends as soon as that monitor picks one of ours.
     """
 
     def __init__(
@@ -278,6 +296,7 @@ class LockCoordinator:
         victim_policy: VictimPolicy | None = None,
         server_key: str = DEFAULT_SERVER_KEY,
         base_options: ClaudeAgentOptions | None = None,
+        cross_process: bool = False,
     ) -> None:
         if store is not None and lock_dir is not None:
             raise ValueError(
@@ -290,24 +309,48 @@ class LockCoordinator:
         )
         self.server_key = server_key
         self.base_options = base_options if base_options is not None else ClaudeAgentOptions()
+        self.cross_process = cross_process
+        self.victim_notices: VictimNotices = self.monitor
+        """Where every agent's waiting `lock_acquire` hears that it was chosen as a victim."""
+        if cross_process:
+            on_disk = FileVictimNotices(self.store.lock_dir, LockDirState(self.store).still_waiting)
+            self.victim_notices = AnyVictimNotices(self.monitor, on_disk)
         self._runtimes: list[AgentRuntime] = []
 
     def verify_cycle(self, info: DeadlockInfo) -> bool:
-        """Whether every hold of the cycle is still real in the lock store."""
-        return all(self.store.holder(step.lock_path) == step.held_by for step in info.cycle)
+        """Whether every hold of the cycle is still real in the lock store (an unreadable
+        record proves nothing: no)."""
+        try:
+            return all(self.store.holder(step.lock_path) == step.held_by for step in info.cycle)
+        except CorruptRecordError:
+            return False
 
     def builder(self, agent_id: str | None = None, **settings: Any) -> AgentRuntimeBuilder:
-        """A builder on the shared store and monitor; `settings` override builder fields."""
+        """A builder on the shared store, monitor and victim notices; `settings` override
+        builder fields. Runtimes it builds are not tracked: `runtime()` is the usual way."""
         settings.setdefault("server_key", self.server_key)
         settings.setdefault("base_options", self.base_options)
+        settings.setdefault("victim_notices", self.victim_notices)
         return AgentRuntimeBuilder(
             self.repo_path, agent_id=agent_id, store=self.store, monitor=self.monitor, **settings
         )
 
     def runtime(self, agent_id: str | None = None, **settings: Any) -> AgentRuntime:
-        """Build one agent's runtime (see `AgentRuntimeBuilder` for `settings`)."""
+        """Build one agent's runtime (see `AgentRuntimeBuilder` for `settings`).
+
+        Raises `AgentAlreadyOpenError` if `agent_id` already has a runtime here that is not
+        closed: close it first, or give the new agent its own id.
+        """
+        self._runtimes = [r for r in self._runtimes if not r.closed]
+        if agent_id is not None and any(r.agent_id == agent_id for r in self._runtimes):
+            raise AgentAlreadyOpenError(
+                f"agent {agent_id!r} already has an open runtime in this coordinator; two "
+                "runtimes of one agent id would share (and release) each other's locks. Close "
+                "the first (`await runtime.close()` or leave its `async with`), or use another "
+                "agent id"
+            )
         runtime = self.builder(agent_id, **settings).build()
-        self._runtimes = [*(r for r in self._runtimes if not r.closed), runtime]
+        self._runtimes.append(runtime)
         return runtime
 
     async def aclose(self) -> dict[str, list[str]]:

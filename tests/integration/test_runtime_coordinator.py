@@ -1,0 +1,197 @@
+"""LockCoordinator: one runtime per agent id, and deadlocks that cross processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from lockyard.core.deadlock import CycleStep, DeadlockInfo
+from lockyard.infra.agent_runtime import AgentAlreadyOpenError, LockCoordinator
+from lockyard.infra.crossproc.notices import AnyVictimNotices
+from lockyard.infra.lockstore.paths import lock_name
+from lockyard.infra.tools.lock_tools import ToolOutcome
+
+LOCKYARD = str(Path(sys.executable).parent / "lockyard")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def lock_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "locks"
+    directory.mkdir(mode=0o700)
+    return directory
+
+
+def data(outcome: ToolOutcome) -> dict[str, Any]:
+    assert not outcome.is_error, outcome.text
+    parsed: dict[str, Any] = json.loads(outcome.text)
+    return parsed
+
+
+# -- one open runtime per agent id -----------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_second_open_runtime_of_one_agent_id_is_refused(repo: Path, lock_dir: Path) -> None:
+    async with LockCoordinator(repo, lock_dir) as coordinator:
+        alice = coordinator.runtime("alice")
+        assert data(await alice.tools.acquire({"filepaths": ["a.py"]}))["all_acquired"]
+
+        with pytest.raises(AgentAlreadyOpenError, match="'alice' already has an open runtime"):
+            coordinator.runtime("alice")
+        with pytest.raises(ValueError, match="use another agent id"):
+            coordinator.runtime("alice", issue_id="ISSUE-2")
+        # Nothing changed: alice keeps her lock, and is registered once.
+        assert coordinator.store.holder("a.py") == "alice"
+        assert [agent.agent_id for agent in coordinator.monitor.snapshot().agents] == ["alice"]
+
+        bob = coordinator.runtime("bob")  # other ids are fine
+        await alice.close()
+        again = coordinator.runtime("alice")  # once closed, the id is free again
+        assert again is not alice
+        assert data(await again.tools.acquire({"filepaths": ["a.py"]}))["all_acquired"]
+    assert again.closed
+    assert bob.closed
+    assert coordinator.store.holder("a.py") is None
+
+
+def test_a_cycle_through_an_unreadable_record_is_not_verified(repo: Path, lock_dir: Path) -> None:
+    coordinator = LockCoordinator(repo, lock_dir)
+    store = coordinator.store
+    assert store.try_lock("a.py", "alice")
+    assert store.try_lock("b.py", "bob")
+    a, b = store.canonicalize("a.py"), store.canonicalize("b.py")
+    info = DeadlockInfo(
+        cycle=(
+            CycleStep(agent_id="bob", lock_path=a, held_by="alice"),
+            CycleStep(agent_id="alice", lock_path=b, held_by="bob"),
+        ),
+        victim="bob",
+        victim_waits_on=a,
+        victim_waits_on_holder="alice",
+    )
+    assert coordinator.verify_cycle(info)
+    lock = store.lock_dir / f"{lock_name(store.namespace, a)}.lock"
+    [record] = list(lock.iterdir())
+    record.unlink()
+    os.symlink("garbage{", record)
+    assert coordinator.verify_cycle(info) is False
+
+
+# -- victim notices from `lockyard monitor` --------------------------------------------------
+
+
+def test_agents_heed_the_lock_dirs_notices_only_when_asked(repo: Path, lock_dir: Path) -> None:
+    plain = LockCoordinator(repo, lock_dir)
+    assert plain.runtime("alice").tools.victim_notices is plain.monitor
+    crossing = LockCoordinator(repo, lock_dir, cross_process=True)
+    notices = crossing.runtime("alice").tools.victim_notices
+    assert isinstance(notices, AnyVictimNotices)
+    assert crossing.builder("bob").build().tools.victim_notices is notices
+
+
+@pytest.mark.anyio
+async def test_in_process_deadlocks_are_still_resolved_with_cross_process_on(
+    repo: Path, lock_dir: Path
+) -> None:
+    async with LockCoordinator(repo, lock_dir, cross_process=True) as coordinator:
+        alice, bob = coordinator.runtime("alice"), coordinator.runtime("bob")
+        await alice.tools.acquire({"filepaths": ["a.py"]})
+        await bob.tools.acquire({"filepaths": ["b.py"]})
+        results: dict[str, dict[str, Any]] = {}
+
+        async def wait(name: str, runtime: Any, path: str) -> None:
+            outcome = await runtime.tools.acquire({"filepaths": [path], "timeout_seconds": 60})
+            results[name] = data(outcome)
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                group.start_soon(wait, "alice", alice, "b.py")
+                while not coordinator.store.waiters("b.py"):  # noqa: ASYNC110
+                    await anyio.sleep(0.005)
+                group.start_soon(wait, "bob", bob, "a.py")
+    assert results["bob"]["deadlock"]["victim"] == "bob"
+    assert results["alice"]["all_acquired"] is True
+
+
+def child_env(lock_dir: Path) -> dict[str, str]:
+    env = {"LOCKYARD_LOCK_DIR": str(lock_dir), "PATH": os.environ["PATH"]}
+    env.update({k: v for k, v in os.environ.items() if k.startswith(("COVERAGE_", "PYTHONPATH"))})
+    return env
+
+
+@pytest.mark.anyio
+async def test_lockyard_monitor_resolves_a_deadlock_with_a_serve_agent(
+    repo: Path, lock_dir: Path
+) -> None:
+    """bob (`lockyard serve`) holds f1 and waits for f2; alice (a coordinator agent) holds f2
+    and waits for f1. `lockyard monitor --once`, a third process, picks alice (the younger
+    holder); her pending lock_acquire returns the deadlock at once and bob gets f2."""
+    server = StdioServerParameters(
+        command=LOCKYARD,
+        args=["serve", "--agent-id", "bob", "--repo", str(repo)],
+        env=child_env(lock_dir),
+    )
+    f1, f2 = str(repo / "f1.py"), str(repo / "f2.py")
+    async with (
+        LockCoordinator(repo, lock_dir, cross_process=True) as coordinator,
+        Client(server) as bob,
+    ):
+        store = coordinator.store
+        first = await bob.call_tool("lock_acquire", {"filepaths": ["f1.py"]})
+        assert not first.is_error
+        alice = coordinator.runtime("alice")
+        assert data(await alice.tools.acquire({"filepaths": ["f2.py"]}))["all_acquired"]
+        results: dict[str, dict[str, Any]] = {}
+
+        async def bob_waits() -> None:
+            result = await bob.call_tool(
+                "lock_acquire", {"filepaths": ["f2.py"], "timeout_seconds": 60}
+            )
+            results["bob"] = json.loads(result.content[0].text)  # type: ignore[union-attr]
+
+        async def alice_waits() -> None:
+            outcome = await alice.tools.acquire({"filepaths": ["f1.py"], "timeout_seconds": 60})
+            results["alice"] = data(outcome)
+
+        with anyio.fail_after(30):  # far below the 60 s the two calls would otherwise wait
+            async with anyio.create_task_group() as group:
+                group.start_soon(bob_waits)
+                group.start_soon(alice_waits)
+                while not (store.waiters(f1) and store.waiters(f2)):  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+                monitor = await anyio.run_process(
+                    [LOCKYARD, "monitor", "--once", "--json", "--lock-dir", str(lock_dir)],
+                    check=False,
+                    stderr=subprocess.PIPE,
+                )
+        assert monitor.returncode == 6, monitor.stderr.decode()
+        [found] = json.loads(monitor.stdout)["deadlocks"]
+        assert found["victim"] == "alice"
+
+        deadlock = results["alice"]["deadlock"]
+        assert deadlock["victim"] == "alice"
+        assert sorted(deadlock["agents"]) == ["alice", "bob"]
+        assert deadlock["released"] == [f2]
+        assert results["alice"]["all_acquired"] is False
+        assert results["bob"]["all_acquired"] is True
+        assert store.holder(f2) == "bob"
+        assert store.waiters(f1) == []
+        # The in-process monitor was told: alice holds nothing and waits for nothing.
+        snapshot = coordinator.monitor.snapshot()
+        assert all(agent != "alice" for agent in snapshot.holds.values())
+        assert not [wait for wait in snapshot.waits if wait[0] == "alice"]
