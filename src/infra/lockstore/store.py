@@ -153,9 +153,14 @@ class LockStore:
                 except CorruptRecordError:
                     return False  # held by something unreadable: never guess, never break
                 if holder is not None:
-                    if holder.agent_id == agent:
+                    if holder.agent_id == agent and not self._provably_dead(holder):
+                        # Held by this agent id (this process, or another live one: the lock
+                        # belongs to the agent id, see Limits): keep the existing grant.
                         self._remember(name, agent, holder.token)
                         return True
+                    # A dead holder's grant is reclaimed, even one of this very agent id: a
+                    # restarted agent must not inherit a lock whose liveness still follows
+                    # its dead predecessor (anyone could reclaim it from under the new one).
                     if not self._reclaim_if_dead(name, holder, agent):
                         return False
                     continue
@@ -424,6 +429,13 @@ class LockStore:
                     self.drop_waiter(name, entry)
         self._remove_stale_staging()
         return reclaimed
+
+    @staticmethod
+    def _provably_dead(holder: HolderRecord) -> bool:
+        me = current_process()
+        if holder.pid == me.pid and holder.start_time == me.start_time:
+            return False  # our own process: no need to read /proc
+        return holder.liveness()[0] is Liveness.DEAD
 
     def _reclaim_if_dead(self, name: str, holder: HolderRecord, by_agent: str) -> bool:
         """True when the holder was provably dead (whoever removed its lock)."""
