@@ -28,6 +28,8 @@ def resolve_lock_dir(option: Path | None) -> Path:
     if option is not None:
         return option
     from_env = os.environ.get(LOCK_DIR_ENV)
+    if from_env and not from_env.strip():  # Path("  ") would be a stray relative directory
+        raise CliError(f"{LOCK_DIR_ENV} is blank", ExitCode.USAGE, "unset it or set it to a path")
     if from_env:
         return Path(from_env)
     return Path(default_lock_dir())

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from . import clean, monitor, serve, status
 from ._errors import EXIT_CODES_HELP
+from ._options import LockyardCommand, LockyardGroup
 from .demo import command as demo
 
 HELP = """File locks and a deadlock monitor for parallel coding agents.
@@ -16,7 +19,17 @@ a lock directory; `serve` and `monitor` run the tools and the deadlock monitor a
 processes. Every command takes --help; scripts can rely on --json and the exit codes below.
 """
 
-app = typer.Typer(
+
+class _LockyardApp(typer.Typer):
+    """Every command registered on it gets `LockyardCommand` (its `--help` shows no `<bool>`)."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", LockyardCommand)
+        return super().command(*args, **kwargs)
+
+
+app = _LockyardApp(
+    cls=LockyardGroup,
     help=HELP,
     epilog=EXIT_CODES_HELP,
     no_args_is_help=True,

@@ -18,7 +18,7 @@ from ..infra.tools.locking import LockStore
 from ._errors import EXIT_CODES_HELP, CliError, ExitCode, reports_errors
 from ._format import display_key, line_console, print_json, quiet_library_logs
 from ._lockdir import LOCK_DIR_HELP, open_store, store_errors
-from ._options import flag
+from ._options import flag, lock_dir_option
 
 HELP = """Release locks that are left behind.
 
@@ -36,9 +36,7 @@ def register(app: typer.Typer) -> None:
 
 @reports_errors
 def clean(
-    lock_dir: Annotated[
-        Path | None, typer.Option("--lock-dir", metavar="DIR", help=LOCK_DIR_HELP)
-    ] = None,
+    lock_dir: Annotated[Path | None, lock_dir_option(LOCK_DIR_HELP)] = None,
     agent: Annotated[
         str | None,
         typer.Option("--agent", metavar="ID", help="Release the locks held by this agent."),

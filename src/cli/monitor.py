@@ -17,7 +17,7 @@ from ..infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from ..infra.crossproc.state import LockDirUnreadableError, resolve_lock_dir
 from ..infra.lockstore.errors import LockStoreError
 from ._errors import CliError, ExitCode, reports_errors
-from ._options import flag
+from ._options import flag, lock_dir_option
 
 DEADLOCK_FOUND = ExitCode.DEADLOCK_FOUND
 
@@ -39,11 +39,9 @@ MONITOR_HELP = (
 def monitor_command(
     lock_dir: Annotated[
         Path | None,
-        typer.Option(
-            "--lock-dir",
+        lock_dir_option(
+            "The lock directory to watch (default: the per-user runtime directory).",
             envvar="LOCKYARD_LOCK_DIR",
-            help="The lock directory to watch (default: the per-user runtime directory).",
-            show_default=False,
         ),
     ] = None,
     once: Annotated[

@@ -12,6 +12,7 @@ import typer
 
 from ..infra.crossproc.serve_config import ServeConfigError, open_serve_store
 from ._errors import CliError, ExitCode, reports_errors
+from ._options import lock_dir_option
 
 SERVE_HELP = (
     "Serve lock_acquire / lock_release for ONE agent over stdio (MCP), for Claude Code, Codex "
@@ -47,11 +48,9 @@ def serve_command(
     ] = None,
     lock_dir: Annotated[
         Path | None,
-        typer.Option(
-            "--lock-dir",
+        lock_dir_option(
+            "The lock directory shared by all agents (default: a per-user runtime directory).",
             envvar="LOCKYARD_LOCK_DIR",
-            help="The lock directory shared by all agents (default: a per-user runtime directory).",
-            show_default=False,
         ),
     ] = None,
     log_level: Annotated[

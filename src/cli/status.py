@@ -1,7 +1,9 @@
 """`lockyard status`: every lock in a lock directory, its holder, its waiters, any deadlock.
 
-Read-only: it reads the lock directory through the store and rebuilds a private, in-memory
-deadlock monitor from the store's snapshot, so it works with no orchestrator running and
+Read-only: it reads the lock directory through the store and looks for deadlocks in that one
+snapshot exactly as `lockyard monitor --no-resolve` does (the same `CrossProcessMonitor` pass:
+repo-qualified nodes for literal keys, agent ages from the lock records, the same victim
+policy), so both name the same cycles and victims. It works with no orchestrator running and
 changes nothing (a leftover lock is exactly what an operator looks for).
 """
 
@@ -18,13 +20,14 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.deadlock import DeadlockInfo
-from ..domain.deadlock import DeadlockMonitor
+from ..infra.crossproc.monitor_loop import CrossProcessMonitor
 from ..infra.crossproc.notices import VictimNotice, VictimNoticeBoard
-from ..infra.tools.locking import LockInfo, StoreSnapshot, WaiterRecord
+from ..infra.crossproc.state import LockDirSnapshot, LockDirState, node_key
+from ..infra.tools.locking import LockInfo, LockStore, StoreSnapshot, WaiterRecord
 from ._errors import EXIT_CODES_HELP, ExitCode, reports_errors
 from ._format import display_key, format_age, print_json, quiet_library_logs
 from ._lockdir import LOCK_DIR_HELP, open_store, store_errors
-from ._options import flag
+from ._options import flag, lock_dir_option
 
 HELP = """Show every lock in the lock directory: holder, process, host, age, whether the
 holder is alive, the waiters in arrival order, and any deadlock cycle.
@@ -41,9 +44,7 @@ def register(app: typer.Typer) -> None:
 
 @reports_errors
 def status(
-    lock_dir: Annotated[
-        Path | None, typer.Option("--lock-dir", metavar="DIR", help=LOCK_DIR_HELP)
-    ] = None,
+    lock_dir: Annotated[Path | None, lock_dir_option(LOCK_DIR_HELP)] = None,
     json_output: Annotated[
         bool, flag("--json", help="Print one JSON document (see docs/cli.md).")
     ] = False,
@@ -52,7 +53,7 @@ def status(
     store = open_store(lock_dir)
     with store_errors():
         snapshot = store.snapshot()
-    deadlocks = find_deadlocks(snapshot)
+    deadlocks = find_deadlocks(store, snapshot)
     notices = VictimNoticeBoard(store.lock_dir).notices()
     if json_output:
         print_json(status_payload(store.lock_dir, snapshot, deadlocks, notices))
@@ -62,14 +63,35 @@ def status(
         raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
 
 
-def find_deadlocks(snapshot: StoreSnapshot) -> list[DeadlockInfo]:
-    """The cycles in the lock directory's holds and waits, with the victim the policy picks.
+def find_deadlocks(store: LockStore, snapshot: StoreSnapshot) -> list[DeadlockInfo]:
+    """The cycles in `snapshot`, with the victims `lockyard monitor` would pick.
 
-    The monitor is private to this call: marking its victims changes nothing on disk.
+    One pass of the cross-process monitor with resolving off (it posts and prunes no
+    notices), reading this very snapshot: the deadlocks shown match the table shown.
     """
-    monitor = DeadlockMonitor()
-    monitor.rebuild(snapshot.holds, snapshot.waits)
-    return anyio.run(monitor.check_all)
+    monitor = CrossProcessMonitor(store.lock_dir, resolve=False)
+    monitor.state = _SnapshotState(store, LockDirSnapshot.from_store_snapshot(snapshot))
+    report = anyio.run(monitor.check_once)
+    return [resolution.deadlock for resolution in report.resolutions]
+
+
+class _SnapshotState(LockDirState):
+    """A lock directory state frozen at one snapshot (detection and re-check both read it)."""
+
+    def __init__(self, store: LockStore, snapshot: LockDirSnapshot) -> None:
+        super().__init__(store)
+        self._snapshot = snapshot
+
+    def read(self) -> LockDirSnapshot:
+        return self._snapshot
+
+
+def graph_node(info: LockInfo) -> str:
+    """The lock's node in the wait-for graph, as deadlocks name it: a file's absolute path,
+    or `/repo::__name__` for a literal key (two repositories' `__db__` are two locks)."""
+    if info.namespace is None:
+        return info.lock_path
+    return node_key(info.namespace, info.lock_path)
 
 
 def lock_payload(info: LockInfo) -> dict[str, Any]:
@@ -77,6 +99,7 @@ def lock_payload(info: LockInfo) -> dict[str, Any]:
     return {
         "lock_path": info.lock_path,
         "namespace": info.namespace,
+        "node": graph_node(info),
         "holder": None
         if holder is None
         else {
@@ -158,7 +181,7 @@ def render_status(
     base = Path(namespaces.pop()) if len(namespaces) == 1 else None
     title = f"Locks in {lock_dir}" + (f" (repo {base})" if base else "")
     table = Table(title=title, title_justify="left")
-    names = [display_key(info.lock_path, base) for info in snapshot.locks]
+    names = [_name(info, base) for info in snapshot.locks]
     table.add_column("lock", overflow="fold", min_width=min(32, max(map(len, names))))
     table.add_column("agent", overflow="fold")
     table.add_column("pid@host", overflow="fold")
@@ -184,7 +207,7 @@ def render_status(
 
 
 def _row(info: LockInfo, base: Path | None, now: float) -> tuple[str | Text, ...]:
-    name = display_key(info.lock_path, base)
+    name = _name(info, base)
     holder = info.holder
     waiters = ", ".join(_waiter(waiter, now) for waiter in info.waiters)
     if holder is None:  # an unreadable record: its problem is printed below the table
@@ -193,6 +216,13 @@ def _row(info: LockInfo, base: Path | None, now: float) -> tuple[str | Text, ...
     liveness = Text(info.liveness, style=LIVENESS_STYLES.get(info.liveness, ""))
     process = f"{holder.pid}@{holder.host}"
     return (name, holder.agent_id, process, format_age(age), liveness, waiters or "-")
+
+
+def _name(info: LockInfo, base: Path | None) -> str:
+    """Relative to the one repo when there is one; else a literal key names its repo."""
+    if base is not None:
+        return display_key(info.lock_path, base)
+    return graph_node(info)
 
 
 def _waiter(waiter: WaiterRecord, now: float) -> str:
