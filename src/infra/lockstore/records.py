@@ -52,7 +52,11 @@ class WaiterRecord(_ProcessRecord):
 
 
 class LockInfo(BaseModel):
-    """A lock as `list_locks` reports it."""
+    """A lock as `list_locks` reports it.
+
+    `holder` is None in two cases: the record is unreadable (`problem` says why), or the lock
+    is free but reserved for its first live waiter (`liveness` is then that waiter's).
+    """
 
     model_config = ConfigDict(frozen=True)
 

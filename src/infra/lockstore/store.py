@@ -289,10 +289,16 @@ class LockStore:
         return [record for _entry, record in self.read_queue(name)]
 
     def list_locks(self) -> list[LockInfo]:
-        """Every lock in the lock directory (all namespaces), with holder, age and waiters."""
+        """Every lock in the lock directory (all namespaces), with holder, age and waiters.
+
+        A free lock with live waiters is listed too (holder None, reserved for its first
+        live waiter): `try_lock` refuses it, so whoever asks why must be able to see it.
+        """
         now = time.time()
         locks = []
-        for name in self._names_with(LOCK_SUFFIX):
+        names = dict.fromkeys(self._names_with(LOCK_SUFFIX))
+        names.update(dict.fromkeys(self._names_with(QUEUE_SUFFIX)))
+        for name in names:
             waiters = tuple(record for _entry, record in self._scan_queue(name))
             try:
                 holder = self._read_holder(name)
@@ -311,6 +317,9 @@ class LockStore:
                 )
                 continue
             if holder is None:
+                reserved = _reserved(waiters)
+                if reserved is not None:
+                    locks.append(reserved)
                 continue
             liveness, reason = holder.liveness()
             locks.append(
@@ -488,3 +497,22 @@ class LockStore:
             elif age < STALE_STAGING_SECONDS:
                 continue
             self._dir.discard_staging(entry, token)
+
+
+def _reserved(waiters: tuple[WaiterRecord, ...]) -> LockInfo | None:
+    """A free lock as seen by its queue: reserved for the first waiter not provably dead
+    (its liveness is the lock's), or None when no such waiter is left."""
+    for waiter in waiters:
+        liveness, reason = waiter.liveness()
+        if liveness is Liveness.DEAD:
+            continue
+        return LockInfo(
+            lock_path=waiter.lock_path,
+            namespace=waiter.namespace,
+            holder=None,
+            age_seconds=None,
+            liveness="alive" if liveness is Liveness.ALIVE else "unknown",
+            liveness_reason=f"free, reserved for the first waiter {waiter.agent_id}: {reason}",
+            waiters=waiters,
+        )
+    return None
