@@ -94,6 +94,47 @@ def test_paths_outside_the_repo_are_refused_unless_opted_in(
     assert opted_in.holder(str(tmp_path / "other.py")) == "alice"
 
 
+DIRECTORIES = [".", "src", "src/", "./src/..", "linked-src", "src/deeper/..", "REPO"]
+
+
+@pytest.mark.parametrize("path", DIRECTORIES)
+def test_directories_are_refused_as_lock_keys_and_change_nothing(
+    store: LockStore, repo: Path, path: str
+) -> None:
+    (repo / "src" / "deeper").mkdir()
+    (repo / "linked-src").symlink_to(repo / "src")
+    path = str(repo) if path == "REPO" else path
+    before = sorted(os.listdir(store.lock_dir))
+    for call in (
+        lambda: store.try_lock(path, "alice"),
+        lambda: store.acquire(path, "alice", 1),
+        lambda: store.canonicalize(path),
+    ):
+        with pytest.raises(InvalidPathError, match="lock files, not directories") as raised:
+            call()
+        assert not isinstance(raised.value, PathOutsideRepoError)
+    assert sorted(os.listdir(store.lock_dir)) == before
+
+
+def test_files_in_directories_and_files_not_yet_created_are_still_lock_keys(
+    store: LockStore, repo: Path
+) -> None:
+    (repo / "src" / "app.py").write_text("")
+    (repo / "src" / "dangling").symlink_to(repo / "nowhere")
+    assert store.try_lock("src/app.py", "alice")
+    assert store.try_lock("src/new_module.py", "alice")
+    assert store.try_lock("src/new_package/__init__.py", "alice")
+    assert store.try_lock("src/dangling", "alice")
+    assert store.try_lock("__schema__", "alice")  # a literal key is never a directory
+    assert {info.lock_path for info in store.list_locks()} == {
+        str(repo / "src" / "app.py"),
+        str(repo / "src" / "new_module.py"),
+        str(repo / "src" / "new_package" / "__init__.py"),
+        str(repo / "nowhere"),
+        "__schema__",
+    }
+
+
 def test_contract_canonicalize_path_uses_the_repo_namespace(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

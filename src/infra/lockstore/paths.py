@@ -10,6 +10,7 @@ import functools
 import hashlib
 import os
 import re
+import stat
 
 from .errors import InvalidAgentIdError, InvalidPathError, PathOutsideRepoError
 
@@ -90,8 +91,8 @@ def _unescape_dollars(path: str) -> str:
     return path
 
 
-def resolve(path: str) -> str:
-    """`os.path.realpath(path)`, letting the kernel walk the path.
+def resolve_entry(path: str) -> tuple[str, bool]:
+    """`os.path.realpath(path)`, and whether it names an existing directory.
 
     realpath lstat()s every component in Python; opening the path (or, for a file that does
     not exist yet, its directory) with O_PATH and reading /proc/self/fd back costs a few
@@ -102,15 +103,18 @@ def resolve(path: str) -> str:
         return resolved
     directory, tail = os.path.split(path)
     if tail in ("", ".", ".."):
-        return os.path.realpath(path)
-    parent = _kernel_resolve(directory, missing_child=tail)
-    if parent is None:
-        return os.path.realpath(path)
-    return os.path.join(parent, tail)
+        real = os.path.realpath(path)
+        return real, os.path.isdir(real)
+    found = _kernel_resolve(directory, missing_child=tail)
+    if found is None:
+        real = os.path.realpath(path)
+        return real, os.path.isdir(real)
+    return os.path.join(found[0], tail), False
 
 
-def _kernel_resolve(path: str, missing_child: str | None = None) -> str | None:
-    """The resolved path of an existing `path` (whose `missing_child` must not exist)."""
+def _kernel_resolve(path: str, missing_child: str | None = None) -> tuple[str, bool] | None:
+    """The resolved path of an existing `path` (whose `missing_child` must not exist), and
+    whether it is a directory."""
     try:
         fd = os.open(path, _O_PATH | os.O_CLOEXEC)
     except OSError:
@@ -124,13 +128,14 @@ def _kernel_resolve(path: str, missing_child: str | None = None) -> str | None:
             else:
                 return None  # exists after all (e.g. a dangling symlink): let realpath decide
         resolved = os.readlink(f"/proc/self/fd/{fd}")
+        is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
     except OSError:
         return None
     finally:
         os.close(fd)
     if not resolved.startswith("/") or resolved.endswith(" (deleted)"):
         return None
-    return resolved
+    return resolved, is_dir
 
 
 def is_within(path: str, namespace: str) -> bool:
@@ -153,11 +158,17 @@ def canonicalize_in(filepath: object, namespace: str, *, allow_outside_repo: boo
         joined = namespace + text
     else:
         joined = f"{namespace}/{text}"
-    key = resolve(_unescape_dollars(joined))
+    key, is_dir = resolve_entry(_unescape_dollars(joined))
     if not allow_outside_repo and not is_within(key, namespace):
         raise PathOutsideRepoError(
             f"{text!r} resolves to {key!r}, outside the repository {namespace!r}; "
             "lock files inside the repository (or create the store with allow_outside_repo=True)"
+        )
+    if is_dir:
+        # A lock on a directory (or on the repository root) protects none of the files in it.
+        raise InvalidPathError(
+            f"lock files, not directories: {text!r} is the directory {key!r}; "
+            "name each file you will edit (a file that does not exist yet can be locked)"
         )
     if len(key) > MAX_PATH_CHARS:
         raise InvalidPathError(f"{text!r} resolves to a path longer than {MAX_PATH_CHARS}")
