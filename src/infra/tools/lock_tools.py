@@ -269,7 +269,9 @@ class _AcquireCall:
         """Lock, wait, give way if chosen as a victim; the result the agent will see."""
         try:
             await self._try_all()
-            blocked = [key for key in self.keys if key not in self.held]
+            # An unreadable lock is never granted nor broken, and nothing in lockyard repairs
+            # it: waiting for it could only end by timeout, so it is reported at once.
+            blocked = [k for k in self.keys if k not in self.held and k not in self.unreadable]
             if blocked and timeout_seconds > 0:
                 await self._wait_for_any(blocked, timeout_seconds)
             if self.deadlock is not None:
@@ -327,8 +329,8 @@ class _AcquireCall:
         try:
             granted = await self.tools.store.acquire_async(key, self.agent_id, timeout_seconds)
         except CorruptRecordError as exc:
-            # This file cannot be granted in this call; its wait edge ends now, and the
-            # others keep waiting. The result shows it as held by UNREADABLE_HOLDER.
+            # The record became unreadable during the wait: this file cannot be granted in
+            # this call; its wait edge ends now, and the others keep waiting.
             self._unreadable(key, exc)
             granted = False
             self.waiting.discard(key)
