@@ -102,6 +102,8 @@ def test_agents_heed_the_lock_dirs_notices_only_when_asked(repo: Path, lock_dir:
     notices = crossing.runtime("alice").tools.victim_notices
     assert isinstance(notices, AnyVictimNotices)
     assert crossing.builder("bob").build().tools.victim_notices is notices
+    own = crossing.runtime("carol", victim_notices=plain.monitor).tools.victim_notices
+    assert own is plain.monitor  # a runtime's own setting wins
 
 
 @pytest.mark.anyio
