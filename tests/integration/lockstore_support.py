@@ -29,6 +29,16 @@ elif mode == "wait":
     with open(sys.argv[7], "a") as log:
         log.write(agent + "\n")
     store.release(path, agent)
+elif mode == "wait-hold":
+    print("waiting", flush=True)
+    assert store.acquire(path, agent, timeout_seconds=60)
+    print("acquired", flush=True)
+    sys.stdin.readline()
+    assert store.release(path, agent)
+    print("released", flush=True)
+    time.sleep(600)
+elif mode == "release":
+    print("released" if store.release(path, agent) else "not held", flush=True)
 elif mode == "grab":
     print("ready", flush=True)
     sys.stdin.readline()

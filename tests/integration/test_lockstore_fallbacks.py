@@ -1,0 +1,128 @@
+"""What a waiter does when push wake-ups cannot follow it: a directory that cannot be watched
+makes it poll; a queue entry that vanished makes it queue again and watch the new queue.
+
+Both waiters here run in a store whose backstop re-check is a minute away, and everything
+that ends their wait happens in other processes that stay alive (no pidfd wake-up): only the
+code under test can get them the lock before their timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from lockstore_support import expect_line, kill, spawn, wait_until
+
+from lockyard.infra.lockstore.paths import lock_name
+from lockyard.infra.lockstore.wakeup import process_hub
+from lockyard.infra.tools.locking import LockStore
+
+BACKSTOP_SECONDS = 60.0
+TIMEOUT_SECONDS = 60.0
+PATIENCE_SECONDS = 10.0
+"""How long the test waits for the grant: far beyond a poll or a wake-up, far below the
+backstop and the timeout (a wait that times out also looks once more, and may succeed)."""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def lock_dir(tmp_path: Path) -> Path:
+    return tmp_path / "locks"
+
+
+@pytest.fixture
+def store(repo: Path, lock_dir: Path) -> Iterator[LockStore]:
+    if not process_hub().push_available:
+        pytest.skip("no inotify here: these waiters poll anyway")
+    with LockStore(repo, lock_dir, liveness_interval=BACKSTOP_SECONDS) as store:
+        yield store
+
+
+class Waiter:
+    """`store.acquire` in a thread; `join()` gives [granted] once it returns, [] while it
+    still waits after `PATIENCE_SECONDS`."""
+
+    def __init__(self, store: LockStore, path: str, agent: str, poll_interval_ms: float) -> None:
+        self.result: list[bool] = []
+        self._thread = threading.Thread(
+            target=lambda: self.result.append(
+                store.acquire(path, agent, TIMEOUT_SECONDS, poll_interval_ms)
+            ),
+            daemon=True,  # a failing test must not keep the run alive until the timeout
+        )
+        self._thread.start()
+
+    def join(self) -> list[bool]:
+        self._thread.join(PATIENCE_SECONDS)
+        return self.result
+
+
+def agents_waiting(store: LockStore, path: str) -> list[str]:
+    return [waiter.agent_id for waiter in store.waiters(path)]
+
+
+def test_a_waiter_whose_directory_cannot_be_watched_falls_back_to_polling(
+    store: LockStore, repo: Path, lock_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    holder = spawn(repo, lock_dir, "a.py", "holder", "hold")
+    expect_line(holder, "locked")
+    refused: list[str] = []
+
+    def out_of_watches(directory: str) -> bool:
+        refused.append(directory)
+        return False
+
+    monkeypatch.setattr(process_hub(), "watch", out_of_watches)
+    waiter = Waiter(store, "a.py", "w", poll_interval_ms=20)
+    wait_until(lambda: agents_waiting(store, "a.py") == ["w"] and refused)
+    # Released by a third process: no in-process notification, no exit of the holder.
+    releaser = spawn(repo, lock_dir, "a.py", "holder", "release")
+    expect_line(releaser, "released")
+    releaser.wait()
+    assert waiter.join() == [True]
+    assert refused == [os.path.realpath(lock_dir)]  # the head wanted the lock directory
+    assert store.holder("a.py") == "w"
+    kill(holder)
+
+
+def test_a_waiter_whose_entry_vanished_queues_again_and_watches_the_new_queue(
+    store: LockStore, repo: Path, lock_dir: Path
+) -> None:
+    holder = spawn(repo, lock_dir, "a.py", "H", "hold")
+    expect_line(holder, "locked")
+    first = spawn(repo, lock_dir, "a.py", "P1", "wait-hold")
+    expect_line(first, "waiting")
+    wait_until(lambda: agents_waiting(store, "a.py") == ["P1"])
+    waiter = Waiter(store, "a.py", "W", poll_interval_ms=100)
+    wait_until(lambda: agents_waiting(store, "a.py") == ["P1", "W"])
+    # Swap the queue directory for a new one that holds only P1's entry: W's entry vanished,
+    # and W's inotify watch now follows the old directory, where nothing will happen.
+    name = lock_name(store.namespace, store.canonicalize("a.py"))
+    queue, old = lock_dir / f"{name}.q", lock_dir / f"{name}.q-old"
+    [p1_entry] = [entry for entry, record in store.read_queue(name) if record.agent_id == "P1"]
+    os.rename(queue, old)
+    queue.mkdir(mode=0o700)
+    os.rename(old / p1_entry, queue / p1_entry)
+    try:
+        wait_until(lambda: agents_waiting(store, "a.py") == ["P1", "W"])  # W queued again
+        kill(holder)  # P1, the head, reclaims the lock and leaves the (new) queue...
+        expect_line(first, "acquired")
+        assert first.stdin is not None
+        first.stdin.write("\n")
+        first.stdin.flush()
+        expect_line(first, "released")  # ...and releases it, staying alive
+        assert waiter.join() == [True]  # W heard P1 leave the new queue, then the release
+        assert store.holder("a.py") == "W"
+    finally:
+        kill(first)
+        shutil.rmtree(old)
