@@ -273,11 +273,12 @@ def test_bad_configuration_fails_closed_before_speaking_mcp(
     assert "Traceback" not in stderr
 
 
-async def test_a_store_failure_is_an_error_result_not_a_protocol_error(
-    repo: Path, lock_dir: Path
+async def test_an_unreadable_lock_is_reported_per_file_and_a_store_failure_is_an_error_result(
+    repo: Path, lock_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from lockyard.infra.lockstore.paths import lock_name
     from lockyard.infra.stdio_server import ServeSession
+    from lockyard.infra.tools.lock_tools import UNREADABLE_HOLDER
 
     store = LockStore(str(repo), lock_dir)
     key = store.canonicalize("src/a.py")
@@ -287,12 +288,24 @@ async def test_a_store_failure_is_an_error_result_not_a_protocol_error(
     (broken / "two").write_text("{}")  # two grants in one lock: the store refuses to guess
     session = ServeSession(store, "a")
     async with Client(session.build_server(), mode="legacy") as client:
-        result = await client.call_tool("lock_acquire", {"filepaths": ["src/a.py"]})
-        assert result.is_error
-        assert text_of(result).startswith("lock_acquire failed: ")
-        assert "2 entries" in text_of(result)
-        ok = await client.call_tool("lock_acquire", {"filepaths": ["src/b.py"]})
-        assert not ok.is_error
+        result = await client.call_tool(
+            "lock_acquire", {"filepaths": ["src/a.py", "src/b.py"], "timeout_seconds": 0}
+        )
+        assert not result.is_error
+        payload = json.loads(text_of(result))
+        assert payload["results"] == [
+            {"filepath": key, "acquired": False, "holder": UNREADABLE_HOLDER},
+            {"filepath": str(repo / "src/b.py"), "acquired": True, "holder": "a"},
+        ]
+
+        def failing_try_lock(filepath: str, agent_id: str) -> bool:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(store, "try_lock", failing_try_lock)
+        failed = await client.call_tool("lock_acquire", {"filepaths": ["src/c.py"]})
+        assert failed.is_error  # an is_error result the model can read, not a protocol error
+        assert text_of(failed).startswith("lock_acquire failed: ")
+        assert "Input/output error" in text_of(failed)
     assert sorted(p.name for p in broken.iterdir()) == ["one", "two"]  # nothing deleted
     assert session.release_own_locks() == [str(repo / "src/b.py")]
 
