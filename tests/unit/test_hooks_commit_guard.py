@@ -219,3 +219,22 @@ async def test_files_outside_the_lock_namespace_are_not_judged(repo: Path, tmp_p
 async def test_other_tools_and_malformed_inputs_pass(store: LockStore, input_data: Any) -> None:
     guard = make_commit_guard_hook(store, "a1")
     assert await guard(input_data, None, {"signal": None}) == {}
+
+
+@pytest.mark.anyio
+async def test_an_unreadable_lock_blocks_the_commit_and_does_not_crash_the_guard(
+    store: LockStore, repo: Path
+) -> None:
+    from lockyard.infra.lockstore.paths import lock_name
+    from lockyard.infra.tools.lock_tools import UNREADABLE_HOLDER
+
+    modify(repo, "a.py")
+    git(repo, "add", "a.py")
+    key = store.canonicalize("a.py")
+    entry = store.lock_dir / f"{lock_name(store.namespace, key)}.lock"
+    entry.mkdir()
+    (entry / "one").write_text("{}")
+    (entry / "two").write_text("{}")
+    text = await decide(store, "git commit -m x", repo)
+    assert text is not None
+    assert f"{key} (locked by {UNREADABLE_HOLDER})" in text

@@ -188,3 +188,25 @@ async def test_the_guard_reads_only(store: LockStore, repo: Path) -> None:
 
 def test_the_matcher_is_an_exact_name_list() -> None:
     assert WRITE_TOOLS_MATCHER == "Write|Edit|MultiEdit|NotebookEdit"
+
+
+def corrupt_lock(store: LockStore, path: str) -> None:
+    """A lock entry holding two grants: the store refuses to guess who holds it."""
+    from lockyard.infra.lockstore.paths import lock_name
+
+    entry = store.lock_dir / f"{lock_name(store.namespace, store.canonicalize(path))}.lock"
+    entry.mkdir()
+    (entry / "one").write_text("{}")
+    (entry / "two").write_text("{}")
+
+
+@pytest.mark.anyio
+async def test_an_unreadable_lock_denies_the_edit_without_parser_details(
+    store: LockStore, repo: Path
+) -> None:
+    corrupt_lock(store, "pkg/mod.py")
+    guard = make_write_guard_hook(store, "a1")
+    text = reason(await guard(pre("Edit", write_input("Edit", str(repo / "pkg/mod.py"))), "t", {}))
+    assert "is unreadable" in text
+    assert "lockyard status" in text
+    assert "entries" not in text  # the store's own explanation goes to the log, not the agent

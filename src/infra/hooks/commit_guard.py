@@ -28,7 +28,7 @@ from claude_agent_sdk import HookContext
 from claude_agent_sdk.types import SyncHookJSONOutput
 
 from ..tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
-from .guard_common import GuardStore, HookFn, deny, inside_repo
+from .guard_common import GuardStore, HookFn, deny, holder_or_unreadable, inside_repo
 
 logger = logging.getLogger(__name__)
 
@@ -285,7 +285,7 @@ def unlocked_files(
         except ValueError:
             logger.warning("commit guard: cannot canonicalize %r", path)
             continue
-        holder = store.holder(key)
+        holder = holder_or_unreadable(store, key)
         if holder != agent_id:
             problems.append((key, holder))
     return problems

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from claude_agent_sdk import HookContext
 from claude_agent_sdk.types import SyncHookJSONOutput
+
+from ..lockstore.errors import CorruptRecordError
+from ..tools.lock_tools import UNREADABLE_HOLDER
+
+logger = logging.getLogger(__name__)
 
 HookFn = Callable[[Any, str | None, HookContext], Any]
 
@@ -19,6 +25,16 @@ class GuardStore(Protocol):
     def namespace(self) -> str: ...
     def canonicalize(self, filepath: str) -> str: ...
     def holder(self, filepath: str) -> str | None: ...
+
+
+def holder_or_unreadable(store: GuardStore, key: str) -> str | None:
+    """The lock's holder, or `UNREADABLE_HOLDER` when its record cannot be read: the agent gets
+    the same fixed text the tools give, never the parser's details (those are logged)."""
+    try:
+        return store.holder(key)
+    except CorruptRecordError as exc:
+        logger.warning("guard: lock record of %s: %s", key, exc)
+        return UNREADABLE_HOLDER
 
 
 def deny(reason: str) -> SyncHookJSONOutput:

@@ -19,9 +19,10 @@ from typing import Any, Final
 from claude_agent_sdk import HookContext
 from claude_agent_sdk.types import SyncHookJSONOutput
 
+from ..tools.lock_tools import UNREADABLE_HOLDER
 from ..tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
 from .commit_guard import BASH_MATCHER, make_commit_guard_hook
-from .guard_common import GuardStore, HookFn, deny, inside_repo
+from .guard_common import GuardStore, HookFn, deny, holder_or_unreadable, inside_repo
 
 __all__ = [
     "BASH_MATCHER",
@@ -75,10 +76,15 @@ def make_write_guard_hook(
         except ValueError as exc:
             return deny(f"Cannot edit {raw}: {exc}.")
         try:
-            holder = store.holder(key)
+            holder = holder_or_unreadable(store, key)
         except Exception as exc:  # fail closed: an unreadable lock is not a granted lock
             logger.exception("write guard could not read the lock of %s", key)
             return deny(f"Cannot check the lock of {key} ({exc}); retry the edit shortly.")
+        if holder == UNREADABLE_HOLDER:
+            return deny(
+                f"The lock of {key} is unreadable, so nobody may edit it: ask the operator to "
+                "run `lockyard status`, and work on other files meanwhile."
+            )
         if holder == agent_id:
             return {}
         return deny(_not_locked_reason(key, holder, acquire))
