@@ -123,6 +123,36 @@ def test_two_stale_breakers_race_and_the_late_one_cannot_break_the_fresh_lock(
     assert other.holder("f.py") == "carol"
 
 
+def test_a_restarted_agent_races_another_breaker_for_its_own_dead_grant(
+    monkeypatch: pytest.MonkeyPatch, repo: Path, tmp_path: Path, other: LockStore
+) -> None:
+    reports: list[Reclamation] = []
+    restarted = LockStore(repo, tmp_path / "locks", on_reclaim=reports.append)
+    _plant_dead_holder(restarted, "f.py", "bob")  # bob's previous process died holding it
+
+    def carol_reclaims_and_acquires_first() -> None:
+        assert other.try_lock("f.py", "carol")
+
+    race_before_removal(monkeypatch, restarted, carol_reclaims_and_acquires_first)
+    assert restarted.try_lock("f.py", "bob") is False  # the dead grant was never bob's to keep
+    assert reports == []  # carol's unlink of the dead token won; bob's removed nothing
+    assert other.holder("f.py") == "carol"
+
+
+def test_a_restarted_agent_never_keeps_its_dead_grant(
+    repo: Path, tmp_path: Path, other: LockStore
+) -> None:
+    reports: list[Reclamation] = []
+    restarted = LockStore(repo, tmp_path / "locks", on_reclaim=reports.append)
+    _plant_dead_holder(restarted, "f.py", "bob")
+    assert restarted.try_lock("f.py", "bob")
+    record = other.holder_record("f.py")
+    assert record is not None
+    assert (record.pid, record.token == "deadbeef") == (os.getpid(), False)
+    assert [r.holder.token for r in reports] == ["deadbeef"]
+    assert not other.try_lock("f.py", "carol")  # bob's fresh grant is alive: not reclaimable
+
+
 def test_cleanup_races_a_release_and_reacquire_and_cannot_remove_the_new_grant(
     monkeypatch: pytest.MonkeyPatch, store: LockStore, other: LockStore
 ) -> None:
