@@ -210,6 +210,10 @@ def _row(info: LockInfo, base: Path | None, now: float) -> tuple[str | Text, ...
     name = _name(info, base)
     holder = info.holder
     waiters = ", ".join(_waiter(waiter, now) for waiter in info.waiters)
+    if holder is None and info.problem is None:  # free, but a live waiter has the next turn
+        live = [w.agent_id for w in info.waiters if w.liveness()[0].value != "dead"]
+        agent = Text(f"free, reserved for {live[0] if live else 'its first waiter'}", style="cyan")
+        return (name, agent, "-", "-", "-", waiters or "-")
     if holder is None:  # an unreadable record: its problem is printed below the table
         return (name, "-", "-", "-", Text("unreadable", style="yellow"), waiters or "-")
     age = info.age_seconds if info.age_seconds is not None else now - holder.acquired_at

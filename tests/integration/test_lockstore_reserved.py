@@ -3,8 +3,11 @@ for that waiter, while `snapshot()` keeps reporting only real holds."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,6 +65,31 @@ def test_a_lock_blocked_only_by_a_stalled_waiter_is_listed_as_reserved(
     assert snapshot.holds == {}  # reserved is not held: no hold, no wait-for edge to anyone
     assert snapshot.waits == (("B", str(repo / "f.py")),)
     assert snapshot.locks == (info,)
+
+
+def test_lockyard_status_shows_the_lock_as_free_and_reserved_for_the_waiter(
+    repo: Path, lock_dir: Path, stalled_waiter: subprocess.Popen[str]
+) -> None:
+    lockyard = str(Path(sys.executable).parent / "lockyard")
+    wide = os.environ | {"COLUMNS": "200"}
+    shown = subprocess.run(
+        [lockyard, "status", "--lock-dir", str(lock_dir)], capture_output=True, text=True, env=wide
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "No locks" not in shown.stdout
+    [row] = [line for line in shown.stdout.splitlines() if "f.py" in line]
+    assert "free, reserved for B" in row
+    assert "unreadable" not in shown.stdout
+    payload = subprocess.run(
+        [lockyard, "status", "--lock-dir", str(lock_dir), "--json"], capture_output=True, text=True
+    )
+    assert payload.returncode == 0, payload.stderr
+    [lock] = json.loads(payload.stdout)["locks"]
+    assert lock["holder"] is None
+    assert lock["problem"] is None
+    assert [w["agent_id"] for w in lock["waiters"]] == ["B"]
+    assert "reserved for the first waiter B" in lock["liveness_reason"]
+    assert json.loads(payload.stdout)["deadlocks"] == []
 
 
 def test_a_queue_of_dead_waiters_reserves_nothing(repo: Path, lock_dir: Path) -> None:
