@@ -31,10 +31,12 @@ def format_age(seconds: float) -> str:
 
 
 def format_ms(seconds: float | None) -> str:
-    """A duration in milliseconds with sensible precision, or `-` when there is none."""
+    """A duration in milliseconds (microseconds below 0.1 ms) with sensible precision, or `-`."""
     if seconds is None:
         return "-"
     millis = seconds * 1000
+    if millis < 0.1:  # a tmpfs directory update: microseconds, not "0.00 ms"
+        return f"{millis * 1000:.1f} µs"
     if millis < 10:
         return f"{millis:.2f} ms"
     if millis < 100:

@@ -25,7 +25,13 @@ def test_format_age(seconds: float, text: str) -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(None, "-"), (0.00012, "0.12 ms"), (0.0421, "42.1 ms"), (0.5, "500 ms")],
+    [
+        (None, "-"),
+        (0.0000024, "2.4 µs"),
+        (0.00012, "0.12 ms"),
+        (0.0421, "42.1 ms"),
+        (0.5, "500 ms"),
+    ],
 )
 def test_format_ms(seconds: float | None, text: str) -> None:
     assert format_ms(seconds) == text

@@ -8,6 +8,7 @@ mode, the path the Claude CLI takes). Nothing here needs a network or an API key
 
 from __future__ import annotations
 
+import os
 import random
 import tempfile
 import time
@@ -25,6 +26,7 @@ from rich.live import Live
 
 from ...core.events import LockEvent
 from ...infra.agent_runtime import LockCoordinator
+from ...infra.lockstore.lockdir import default_lock_dir
 from ...infra.tools.locking_mcp import create_locking_mcp_server
 from .._errors import CliError, ExitCode
 from .agent import Pacing, Rendezvous, ScriptedAgent
@@ -58,7 +60,8 @@ class Workspace:
 def open_workspace(keep: Path | None) -> Iterator[Workspace]:
     """A fresh repo and lock directory: in a temporary directory, or in `keep` (kept)."""
     if keep is None:
-        with tempfile.TemporaryDirectory(prefix="lockyard-demo-") as temporary:
+        parent = _beside_the_default_lock_dir()
+        with tempfile.TemporaryDirectory(prefix="lockyard-demo-", dir=parent) as temporary:
             yield _layout(Path(temporary))
         return
     if keep.exists() and (not keep.is_dir() or any(keep.iterdir())):
@@ -69,6 +72,14 @@ def open_workspace(keep: Path | None) -> Iterator[Workspace]:
         )
     keep.mkdir(parents=True, exist_ok=True)
     yield _layout(keep.resolve())
+
+
+def _beside_the_default_lock_dir() -> str | None:
+    """Where the default lock directory lives (tmpfs where the machine has one), so the demo
+    measures the file system lockyard really uses; None (the system temp dir) otherwise."""
+    parent = default_lock_dir().parent
+    usable = parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)
+    return str(parent) if usable else None
 
 
 def _layout(root: Path) -> Workspace:
