@@ -1,6 +1,7 @@
 import logging
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -24,3 +25,17 @@ def _restore_lockyard_log_level() -> Iterator[None]:
     level = logger.level
     yield
     logger.setLevel(level)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """An empty repository directory (modules that need files in it define their own)."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def lock_dir(tmp_path: Path) -> Path:
+    """A lock directory path the store creates on first use."""
+    return tmp_path / "locks"

@@ -32,13 +32,6 @@ LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def lock_dir(tmp_path: Path) -> Path:
     path = tmp_path / "locks"
     path.mkdir(mode=0o700)

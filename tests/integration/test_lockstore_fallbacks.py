@@ -29,18 +29,6 @@ backstop and the timeout (a wait that times out also looks once more, and may su
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def lock_dir(tmp_path: Path) -> Path:
-    return tmp_path / "locks"
-
-
-@pytest.fixture
 def store(repo: Path, lock_dir: Path) -> Iterator[LockStore]:
     if not process_hub().push_available:
         pytest.skip("no inotify here: these waiters poll anyway")

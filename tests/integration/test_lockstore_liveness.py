@@ -16,18 +16,6 @@ from lockyard.infra.lockstore.liveness import Liveness, liveness_of, read_proc_s
 from lockyard.infra.tools.locking import LockStore, Reclamation
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def lock_dir(tmp_path: Path) -> Path:
-    return tmp_path / "locks"
-
-
 def test_a_killed_holders_lock_is_reclaimed_by_the_next_acquirer_and_reported(
     repo: Path, lock_dir: Path
 ) -> None:

@@ -21,18 +21,6 @@ from lockyard.infra.tools.locking import LockStore
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def lock_dir(tmp_path: Path) -> Path:
-    return tmp_path / "locks"
-
-
-@pytest.fixture
 def stalled_waiter(repo: Path, lock_dir: Path, tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     """A holds f.py; B (a live process) queues for it and is SIGSTOPped; A releases."""
     store = LockStore(repo, lock_dir)

@@ -11,22 +11,9 @@ import os
 import signal
 from pathlib import Path
 
-import pytest
 from lockstore_support import expect_line, kill, spawn, wait_until
 
 from lockyard.infra.tools.locking import LockStore, Reclamation
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def lock_dir(tmp_path: Path) -> Path:
-    return tmp_path / "locks"
 
 
 def test_a_restarted_agent_takes_a_fresh_grant_and_others_cannot_reclaim_it(

@@ -19,18 +19,6 @@ from lockyard.infra.tools.locking import LockStore
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def lock_dir(tmp_path: Path) -> Path:
-    return tmp_path / "locks"
-
-
-@pytest.fixture
 def store(repo: Path, lock_dir: Path) -> LockStore:
     return LockStore(repo, lock_dir)
 

@@ -57,11 +57,6 @@ def repo(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def lock_dir(tmp_path: Path) -> Path:
-    return tmp_path / "locks"
-
-
 async def test_serves_the_same_tools_as_the_in_process_server(repo: Path, lock_dir: Path) -> None:
     in_process = create_locking_mcp_server("a", str(repo), lock_dir=lock_dir / "other")
     async with Client(in_process["instance"], mode="legacy") as local:

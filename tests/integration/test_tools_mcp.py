@@ -25,11 +25,6 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def lock_dir(tmp_path: Path) -> Path:
-    return tmp_path / "locks"
-
-
 @pytest.mark.anyio
 async def test_the_tools_are_listed_with_our_schemas_and_descriptions(
     repo: Path, lock_dir: Path

@@ -19,13 +19,6 @@ from lockyard.infra.tools.locking import (
 )
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    return path
-
-
 def _name(store: LockStore, filepath: str) -> str:
     return lock_name(store.namespace, store.canonicalize(filepath))
 

@@ -21,13 +21,6 @@ from lockyard.infra.tools.locking import LockStore, Reclamation
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def store(repo: Path, tmp_path: Path) -> LockStore:
     return LockStore(repo, tmp_path / "locks")
 
