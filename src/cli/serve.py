@@ -84,7 +84,7 @@ def _serve(
     level = log_level.upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise _usage(f"unknown --log-level {log_level!r}; use DEBUG, INFO, WARNING or ERROR")
-    if agent_id is None or not agent_id.strip():
+    if not agent_id:  # absent; any other id is checked by the one agent id rule below
         raise _usage("serve needs an agent id; pass --agent-id ID (or set LOCKYARD_AGENT_ID)")
     if repo is None:
         raise _usage("serve needs the repository; pass --repo PATH")

@@ -12,6 +12,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from .agent_ids import validate_agent_id
+
 NonEmptyText = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 
 
@@ -39,11 +41,16 @@ class LockEvent(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     event_type: LockEventType
-    agent_id: NonEmptyText
+    agent_id: str
     lock_path: NonEmptyText
     timestamp: float = Field(default_factory=time.time)
 
-    @field_validator("agent_id", "lock_path")
+    @field_validator("agent_id", mode="before")
+    @classmethod
+    def _one_agent_id_rule(cls, value: object) -> str:
+        return validate_agent_id(value)
+
+    @field_validator("lock_path")
     @classmethod
     def _no_blank_or_nul(cls, value: str) -> str:
         if not value.strip():

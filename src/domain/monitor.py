@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 
+from ..core.agent_ids import validate_agent_id
 from ..core.deadlock import CycleStep, DeadlockInfo
 from ..core.events import LockEvent, LockEventType
 from .graph import Cycle, WaitForGraph
@@ -85,12 +86,6 @@ class MonitorSnapshot:
         }
 
 
-def _check_agent_id(agent_id: object) -> str:
-    if not isinstance(agent_id, str) or not agent_id.strip() or "\x00" in agent_id:
-        raise ValueError(f"agent_id must be a non-blank string without NUL bytes, got {agent_id!r}")
-    return agent_id
-
-
 class DeadlockMonitor:
     """Watches holds and waits; detects, verifies and reports deadlocks; marks victims.
 
@@ -125,7 +120,7 @@ class DeadlockMonitor:
         self, agent_id: str, issue_id: str | None = None, start_time: float | None = None
     ) -> None:
         """Record an agent (again: updates it). `start_time` defaults to now."""
-        _check_agent_id(agent_id)
+        validate_agent_id(agent_id)
         if start_time is not None and not math.isfinite(start_time):
             raise ValueError(f"start_time must be a finite Unix time, got {start_time!r}")
         self._agents[agent_id] = _Registration(
@@ -316,7 +311,7 @@ class DeadlockMonitor:
 
     async def wait_for_victim(self, agent_id: str) -> DeadlockInfo:
         """Return once `agent_id` is chosen as a victim; at once if it is marked already."""
-        _check_agent_id(agent_id)
+        validate_agent_id(agent_id)
         marked = self._victims.get(agent_id)
         if marked is not None:
             return marked

@@ -218,7 +218,7 @@ def test_stdout_carries_only_the_protocol(repo: Path, lock_dir: Path) -> None:
 
 BAD_CONFIGURATIONS = [
     ([], {}, 2, "serve needs an agent id"),
-    (["--agent-id", "  "], {}, 2, "serve needs an agent id"),
+    (["--agent-id", "  ", "--repo", "{repo}"], {}, 2, "agent_id is empty"),
     (["--agent-id", "a\nb", "--repo", "{repo}"], {}, 2, "control characters"),
     (["--agent-id", "a"], {}, 2, "serve needs the repository"),
     (["--agent-id", "a", "--repo", "{repo}/missing"], {}, 2, "is not a directory"),

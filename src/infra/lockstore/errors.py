@@ -6,6 +6,8 @@ The input errors are also `ValueError`s, so callers that only know the builtin s
 
 from __future__ import annotations
 
+from ...core.agent_ids import AgentIdError
+
 
 class LockStoreError(Exception):
     """Base class of every error the lock store raises on purpose."""
@@ -19,8 +21,9 @@ class PathOutsideRepoError(InvalidPathError):
     """The path resolves outside the repository namespace and the store does not allow that."""
 
 
-class InvalidAgentIdError(LockStoreError, ValueError):
-    """The agent id is empty, blank, not a string, too long or contains control characters."""
+class InvalidAgentIdError(LockStoreError, AgentIdError):
+    """The agent id breaks the one agent id rule (`lockyard.core.agent_ids`): not a string,
+    blank, too long, or with control characters."""
 
 
 class InvalidTimeoutError(LockStoreError, ValueError):

@@ -12,15 +12,15 @@ import os
 import re
 import stat
 
+from ...core.agent_ids import AgentIdError
+from ...core.agent_ids import validate_agent_id as core_validate_agent_id
 from .errors import InvalidAgentIdError, InvalidPathError, PathOutsideRepoError
 
 MAX_PATH_CHARS = 4096
 """Longer inputs are refused: no real path on Linux is longer (PATH_MAX)."""
-MAX_AGENT_ID_CHARS = 256
 
 _O_PATH = getattr(os, "O_PATH", os.O_RDONLY)
 _LITERAL_KEY = re.compile(r"__[^/\x00]+__")
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def is_literal_key(filepath: str) -> bool:
@@ -45,29 +45,11 @@ def validate_path_text(filepath: object, what: str = "filepath") -> str:
 
 
 def validate_agent_id(agent_id: object) -> str:
-    if type(agent_id) is str:
-        return _validated_agent_text(agent_id)  # the same few ids come on every call
-    return _validate_agent_id(agent_id)
-
-
-def _validate_agent_id(agent_id: object) -> str:
-    if not isinstance(agent_id, str):
-        raise InvalidAgentIdError(
-            f"agent_id must be a string, got {type(agent_id).__name__}; pass the agent's name"
-        )
-    if not agent_id.strip():
-        raise InvalidAgentIdError("agent_id is empty; pass a non-blank agent name")
-    if len(agent_id) > MAX_AGENT_ID_CHARS:
-        raise InvalidAgentIdError(
-            f"agent_id is {len(agent_id)} characters long; the limit is {MAX_AGENT_ID_CHARS}"
-        )
-    if _CONTROL_CHARS.search(agent_id):
-        raise InvalidAgentIdError("agent_id contains control characters (NUL, newline...)")
-    return agent_id
-
-
-_validated_agent_text = functools.lru_cache(maxsize=4096)(_validate_agent_id)
-"""A pure check, remembered for valid ids (a refused id raises and is not remembered)."""
+    """The shared agent id rule (`lockyard.core.agent_ids`), raising the store's typed error."""
+    try:
+        return core_validate_agent_id(agent_id)
+    except AgentIdError as error:
+        raise InvalidAgentIdError(str(error)) from None
 
 
 def canonicalize_namespace(repo_namespace: str | os.PathLike[str] | None) -> str:

@@ -36,8 +36,9 @@ from .wakeup import WakeHub, process_hub
 
 log = logging.getLogger(__name__)
 
-MAX_TIMEOUT_SECONDS: Final = 86_400.0
-"""A day; longer waits are almost certainly a unit mistake (milliseconds passed as seconds)."""
+MAX_TIMEOUT_SECONDS: Final = 3600
+"""An hour, for every wait (the store's and the lock tools'): longer is almost certainly a unit
+mistake (milliseconds passed as seconds), and a wait that long should be a retry loop."""
 MIN_POLL_INTERVAL_MS: Final = 1
 MAX_POLL_INTERVAL_MS: Final = 60_000
 STALE_STAGING_SECONDS: Final = 60.0

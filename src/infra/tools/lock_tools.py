@@ -27,6 +27,7 @@ from ...core.deadlock import DeadlockInfo
 from ...core.events import LockEvent, LockEventType
 from ...core.ports import EmitLockEvent, VictimNotices, deliver
 from ..lockstore.errors import CorruptRecordError, LockStoreError
+from ..lockstore.paths import validate_agent_id
 from .tool_inputs import (
     ACQUIRE_SPEC,
     ACQUIRE_TOOL,
@@ -139,8 +140,7 @@ class LockTools:
         emit_lock_event: EmitLockEvent | None = None,
         victim_notices: VictimNotices | None = None,
     ) -> None:
-        if not isinstance(agent_id, str) or not agent_id.strip():
-            raise ValueError("agent_id must be a non-blank string")
+        validate_agent_id(agent_id)
         self.store = store
         self.agent_id = agent_id
         self.emit_lock_event = emit_lock_event

@@ -26,12 +26,13 @@ from pydantic import (
     model_validator,
 )
 
+from ..lockstore.store import MAX_TIMEOUT_SECONDS as MAX_TIMEOUT_SECONDS
+
 ACQUIRE_TOOL: Final = "lock_acquire"
 RELEASE_TOOL: Final = "lock_release"
 
 MAX_FILES_PER_CALL: Final = 256
 """More files than this in one call is almost certainly a mistake (a glob gone wrong)."""
-MAX_TIMEOUT_SECONDS: Final = 3600
 DEFAULT_TIMEOUT_SECONDS: Final = 30.0
 MAX_PATH_LENGTH: Final = 4096
 
