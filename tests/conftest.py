@@ -39,3 +39,7 @@ def repo(tmp_path: Path) -> Path:
 def lock_dir(tmp_path: Path) -> Path:
     """A lock directory path the store creates on first use."""
     return tmp_path / "locks"
+
+
+# The PostgreSQL server fixtures (pg_server, pg_schema, pg_backend) live in pg_support.
+from pg_support import pg_backend, pg_schema, pg_server  # noqa: E402, F401

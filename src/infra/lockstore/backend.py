@@ -1,16 +1,15 @@
-"""The interface the tools, hooks and monitor rely on; what another lock backend implements.
+"""The interface the tools, hooks and monitor rely on; what every lock backend implements.
 
-The file-system `LockStore` implements it. A PostgreSQL backend fits the same shape:
-session-scoped advisory locks (`pg_try_advisory_lock(hash(namespace, key))`, dropped with a
-crashed client) for holds, a table of (agent, key, ticket) rows for visible, ordered waits,
-and LISTEN/NOTIFY for push wake-ups; its own deadlock detector is a backstop.
+Two do: the file-system `LockStore` (lockyard.infra.lockstore) and `PgLockStore`
+(lockyard.infra.backends.postgres), whose locks belong to live database sessions and carry
+fencing numbers. `lockyard.infra.backends.open_backend` picks one from a setting.
 """
 
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from .records import HolderRecord, LockInfo, Reclamation, StoreSnapshot, WaiterRecord
+from .records import HolderRecord, LockInfo, LostLock, Reclamation, StoreSnapshot, WaiterRecord
 
 
 @runtime_checkable
@@ -18,6 +17,13 @@ class LockBackend(Protocol):
     """Locks keyed by canonical path within one repository namespace."""
 
     namespace: str
+
+    @property
+    def location(self) -> str:
+        """Where the locks live, fit to show a user (a directory; a server, no password)."""
+        ...
+
+    def close(self) -> None: ...
 
     def canonicalize(self, filepath: str) -> str: ...
 
@@ -56,3 +62,15 @@ class LockBackend(Protocol):
     def reclaim_stale(self) -> list[Reclamation]: ...
 
     def snapshot(self) -> StoreSnapshot: ...
+
+    def grant_fence(self, filepath: str, agent_id: str) -> int | None:
+        """The fencing number of the agent's current grant here (None: no fencing)."""
+        ...
+
+    def stale_grant(self, filepath: str, agent_id: str) -> str | None:
+        """Why the agent's grant of this lock, as this process knows it, is no longer valid."""
+        ...
+
+    def take_lost_locks(self, agent_id: str) -> list[LostLock]:
+        """Locks the agent lost without releasing them, each reported once."""
+        ...

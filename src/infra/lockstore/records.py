@@ -41,6 +41,9 @@ class HolderRecord(_ProcessRecord):
 
     acquired_at: float
     """Wall-clock time of the grant (seconds since the epoch)."""
+    fence: int | None = None
+    """The grant's fencing number, where the backend issues them (PostgreSQL): it only grows
+    per lock, so a write stamped with an older number is from a grant that was lost."""
 
 
 class WaiterRecord(_ProcessRecord):
@@ -83,6 +86,17 @@ class Reclamation(BaseModel):
     reclaimed_by_pid: int
     reclaimed_by_agent: str | None = None
     reclaimed_at: float = Field(default_factory=time.time)
+
+
+class LostLock(BaseModel):
+    """A lock an agent was granted and no longer holds without having released it (its
+    backend session ended, or the lock was taken over). Reported to the agent once."""
+
+    model_config = ConfigDict(frozen=True)
+
+    filepath: str
+    fence: int | None
+    reason: str
 
 
 class StoreSnapshot(BaseModel):

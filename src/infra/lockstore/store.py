@@ -25,6 +25,7 @@ from .queue import Wait
 from .records import (
     HolderRecord,
     LockInfo,
+    LostLock,
     Reclamation,
     StoreSnapshot,
     WaiterRecord,
@@ -115,6 +116,21 @@ class LockStore:
     def close(self) -> None:
         """Close the lock directory handle (also done when the store is garbage-collected)."""
         self._dir.close()
+
+    @property
+    def location(self) -> str:
+        return str(self.lock_dir)
+
+    # A lock directory issues no fencing numbers, and a grant is lost only by release or
+    # proof of death, which the holder's own calls see: nothing to report.
+    def grant_fence(self, filepath: str, agent_id: str) -> int | None:
+        return None
+
+    def stale_grant(self, filepath: str, agent_id: str) -> str | None:
+        return None
+
+    def take_lost_locks(self, agent_id: str) -> list[LostLock]:
+        return []
 
     def __enter__(self) -> LockStore:
         return self

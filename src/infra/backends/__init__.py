@@ -1,0 +1,76 @@
+"""The lock backends side by side, and the one place that picks one from a setting.
+
+- the lock directory (`lockyard.infra.lockstore`): the embedded default, one machine;
+- PostgreSQL (`lockyard.infra.backends.postgres`): agents on many hosts.
+
+A backend spec is `postgresql://...` (or the word `postgresql` for libpq's environment), a
+lock directory path, or `file` (the default lock directory). Without one, `LOCKYARD_BACKEND`
+decides, else the lock directory (`LOCKYARD_LOCK_DIR` or the per-user default).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+from ..lockstore.backend import LockBackend
+from ..lockstore.store import LockStore
+from .postgres.dsn import BackendSpecError, is_postgres_spec, redact
+
+BACKEND_ENV: Final = "LOCKYARD_BACKEND"
+FILE_WORD: Final = "file"
+
+__all__ = [
+    "BACKEND_ENV",
+    "BackendSpecError",
+    "chosen_spec",
+    "describe_spec",
+    "is_postgres_spec",
+    "open_backend",
+]
+
+
+def chosen_spec(backend: str | os.PathLike[str] | None = None) -> str | None:
+    """The spec in force: `backend`, else LOCKYARD_BACKEND, else None (the lock directory)."""
+    if backend is not None:
+        text = os.fspath(backend)
+        if not text.strip():
+            raise BackendSpecError(
+                "the backend is blank: pass postgresql://..., a lock directory, or file"
+            )
+        return text
+    from_env = os.environ.get(BACKEND_ENV, "")
+    return from_env if from_env.strip() else None
+
+
+def describe_spec(spec: str | None) -> str:
+    """A spec as it may be shown to users (no password)."""
+    return "the default lock directory" if spec is None else redact(spec)
+
+
+def open_backend(
+    repo_namespace: str | os.PathLike[str] | None = None,
+    backend: str | os.PathLike[str] | None = None,
+    *,
+    lock_dir: str | os.PathLike[str] | None = None,
+    allow_outside_repo: bool = False,
+) -> LockBackend:
+    """A lock store for `repo_namespace` on the backend `backend` names (see the module doc).
+
+    `lock_dir` is the older way to name a lock directory; it cannot be combined with a
+    PostgreSQL backend.
+    """
+    spec = chosen_spec(backend)
+    if spec is not None and is_postgres_spec(spec):
+        if lock_dir is not None:
+            raise BackendSpecError(
+                f"pass either a lock directory or the PostgreSQL backend {redact(spec)}, not both"
+            )
+        from .postgres.store import PgLockStore
+
+        return PgLockStore(repo_namespace, spec, allow_outside_repo=allow_outside_repo)
+    if spec is not None and spec.strip() != FILE_WORD:
+        if lock_dir is not None and os.fspath(lock_dir) != spec:
+            raise BackendSpecError(f"pass either lock_dir={lock_dir!s} or backend={spec}, not both")
+        lock_dir = spec
+    return LockStore(repo_namespace, lock_dir, allow_outside_repo=allow_outside_repo)

@@ -1,0 +1,378 @@
+"""lockyard's objects in PostgreSQL: one schema, created and versioned on first use.
+
+Tables (UNLOGGED: a lock outlives no server crash, since every session dies with it; skipping
+the WAL makes a grant cost no disk write):
+  holds     one row per held lock (namespace, key): agent, owning session, grant token, fence
+  waiters   one row per queued wait, ordered by `ticket` (arrival order)
+  notices   one victim notice per agent, posted by `lockyard monitor`
+Sequences: `fence_seq` (fencing numbers; logged, so they keep growing across restarts),
+`ticket_seq`, `session_seq`. Functions do each operation in one round trip.
+
+Liveness: every lockyard connection holds a session advisory lock on (class, session number)
+for as long as it lives. A row's owner is alive while that lock is held, which anyone can
+test without privileges and in O(1) with `pg_try_advisory_xact_lock_shared`: it succeeds
+only when no session holds the exclusive lock, i.e. when the owner's session has ended.
+
+Creation is safe when many clients start at once: the first takes a transaction advisory lock
+and creates everything in one transaction; the others wait on that lock, then find the
+version row. A schema whose version is newer than this lockyard's is refused, never altered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from typing import Any, Final
+
+import psycopg
+
+from ...lockstore.errors import LockStoreError
+
+SCHEMA_VERSION: Final = 1
+
+
+class SchemaError(LockStoreError):
+    """lockyard's schema in the database cannot be used (too new, or not ours)."""
+
+
+def lock_class(schema: str) -> int:
+    """The advisory-lock class (first key) of one lockyard schema, a signed 32-bit number."""
+    return zlib.crc32(f"lockyard:{schema}".encode()) - 2**31
+
+
+def channel_prefix(schema: str) -> str:
+    return "ly_" + hashlib.sha256(schema.encode()).hexdigest()[:12]
+
+
+def namespace_channel(schema: str, namespace: str) -> str:
+    """The NOTIFY channel of one namespace (grants and victim notices of its agents)."""
+    digest = hashlib.sha256(f"{schema}/{namespace}".encode(errors="surrogatepass"))
+    return f"{channel_prefix(schema)}_{digest.hexdigest()[:24]}"
+
+
+def graph_channel(schema: str) -> str:
+    """The NOTIFY channel `lockyard monitor` listens on: a wait began or a lock changed hands."""
+    return f"{channel_prefix(schema)}_graph"
+
+
+_DDL: Final = """
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE {s}.meta (
+    id boolean PRIMARY KEY DEFAULT true CHECK (id),
+    version integer NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE SEQUENCE {s}.session_seq AS integer MINVALUE 1 CYCLE;
+CREATE SEQUENCE {s}.fence_seq AS bigint;
+CREATE SEQUENCE {s}.ticket_seq AS bigint;
+CREATE UNLOGGED TABLE {s}.holds (
+    namespace text NOT NULL,
+    key text NOT NULL,
+    agent_id text NOT NULL,
+    session integer NOT NULL,
+    token text NOT NULL,
+    fence bigint NOT NULL,
+    pid integer NOT NULL,
+    start_time bigint,
+    host text NOT NULL,
+    boot_id text,
+    pid_ns text,
+    acquired_at double precision NOT NULL,
+    PRIMARY KEY (namespace, key)
+);
+CREATE INDEX holds_agent ON {s}.holds (agent_id);
+CREATE UNLOGGED TABLE {s}.waiters (
+    ticket bigint PRIMARY KEY,
+    namespace text NOT NULL,
+    key text NOT NULL,
+    agent_id text NOT NULL,
+    session integer NOT NULL,
+    token text NOT NULL,
+    pid integer NOT NULL,
+    start_time bigint,
+    host text NOT NULL,
+    boot_id text,
+    pid_ns text,
+    since double precision NOT NULL
+);
+CREATE INDEX waiters_lock ON {s}.waiters (namespace, key, ticket);
+CREATE UNLOGGED TABLE {s}.notices (
+    agent_id text PRIMARY KEY,
+    namespace text NOT NULL,
+    waits_on text NOT NULL,
+    wait_id text,
+    notice_id text NOT NULL,
+    body text NOT NULL
+);
+
+CREATE FUNCTION {s}.now_epoch() RETURNS double precision LANGUAGE sql VOLATILE
+AS $$ SELECT extract(epoch FROM clock_timestamp())::double precision $$;
+
+CREATE FUNCTION {s}.alive(p_session integer, p_me integer) RETURNS boolean
+LANGUAGE sql VOLATILE
+AS $$ SELECT p_session = p_me OR NOT pg_try_advisory_xact_lock_shared({cls}, p_session) $$;
+
+CREATE FUNCTION {s}.channel(p_ns text) RETURNS text LANGUAGE sql IMMUTABLE
+AS $$ SELECT '{prefix}_'
+    || left(encode(sha256(convert_to('{schema}/' || p_ns, 'UTF8')), 'hex'), 24) $$;
+
+CREATE FUNCTION {s}.open_session() RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE n integer;
+BEGIN
+    FOR i IN 1..1000 LOOP
+        n := nextval('{s}.session_seq');
+        IF pg_try_advisory_lock({cls}, n) THEN RETURN n; END IF;
+    END LOOP;
+    RAISE EXCEPTION 'lockyard: no free session number';
+END $$;
+
+-- Give a free lock to its first live waiter (dropping dead ones), and tell that waiter.
+CREATE FUNCTION {s}.hand_off(p_ns text, p_key text, p_me integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE w {s}.waiters; f bigint;
+BEGIN
+    IF EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = p_key) THEN
+        RETURN;
+    END IF;
+    FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
+             ORDER BY ticket FOR UPDATE LOOP
+        IF NOT {s}.alive(w.session, p_me) THEN
+            DELETE FROM {s}.waiters WHERE ticket = w.ticket;
+            CONTINUE;
+        END IF;
+        INSERT INTO {s}.holds VALUES (p_ns, p_key, w.agent_id, w.session, w.token,
+            nextval('{s}.fence_seq'), w.pid, w.start_time, w.host, w.boot_id, w.pid_ns,
+            {s}.now_epoch())
+        ON CONFLICT DO NOTHING RETURNING fence INTO f;
+        IF f IS NOT NULL THEN
+            DELETE FROM {s}.waiters WHERE ticket = w.ticket;
+            PERFORM pg_notify({s}.channel(p_ns), 'g' || w.ticket || ':' || f);
+            IF EXISTS (SELECT 1 FROM {s}.waiters WHERE namespace = p_ns AND key = p_key) THEN
+                PERFORM pg_notify('{graph}', '');
+            END IF;
+        END IF;
+        RETURN;
+    END LOOP;
+END $$;
+
+-- One attempt at a lock: 'granted', 'held' (already this agent's), 'busy', or 'queued'
+-- (free but reserved for a live waiter; only when p_respect_queue).
+CREATE FUNCTION {s}.take(p_ns text, p_key text, p_agent text, p_token text,
+    p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text,
+    p_respect_queue boolean, p_me integer, OUT outcome text, OUT o_fence bigint,
+    OUT o_agent text)
+LANGUAGE plpgsql AS $$
+DECLARE h {s}.holds; w {s}.waiters;
+BEGIN
+    FOR attempt IN 1..8 LOOP
+        SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
+        IF FOUND THEN
+            IF {s}.alive(h.session, p_me) THEN
+                o_fence := h.fence; o_agent := h.agent_id;
+                outcome := CASE WHEN h.agent_id = p_agent THEN 'held' ELSE 'busy' END;
+                RETURN;
+            END IF;
+            DELETE FROM {s}.holds WHERE namespace = p_ns AND key = p_key AND token = h.token;
+        END IF;
+        IF p_respect_queue THEN
+            FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
+                     ORDER BY ticket LOOP
+                IF {s}.alive(w.session, p_me) THEN
+                    PERFORM {s}.hand_off(p_ns, p_key, p_me);
+                    outcome := 'queued'; o_agent := w.agent_id;
+                    RETURN;
+                END IF;
+                DELETE FROM {s}.waiters WHERE ticket = w.ticket;
+            END LOOP;
+        END IF;
+        INSERT INTO {s}.holds VALUES (p_ns, p_key, p_agent, p_me, p_token,
+            nextval('{s}.fence_seq'), p_pid, p_start, p_host, p_boot, p_pidns, {s}.now_epoch())
+        ON CONFLICT DO NOTHING RETURNING fence INTO o_fence;
+        IF FOUND THEN
+            outcome := 'granted'; o_agent := p_agent;
+            RETURN;
+        END IF;
+    END LOOP;
+    outcome := 'busy';
+END $$;
+
+CREATE FUNCTION {s}.enqueue(p_ns text, p_key text, p_agent text, p_token text,
+    p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_me integer)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE t bigint;
+BEGIN
+    INSERT INTO {s}.waiters VALUES (nextval('{s}.ticket_seq'), p_ns, p_key, p_agent, p_me,
+        p_token, p_pid, p_start, p_host, p_boot, p_pidns, {s}.now_epoch())
+    RETURNING ticket INTO t;
+    PERFORM pg_notify('{graph}', '');
+    RETURN t;
+END $$;
+
+-- A queued waiter's attempt: 'granted', 'waiting' (o_agent: who is ahead or holds it), or
+-- 'gone' (its queue entry is no more, or belongs to a session of ours that ended).
+CREATE FUNCTION {s}.advance(p_ns text, p_key text, p_ticket bigint, p_token text,
+    p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
+LANGUAGE plpgsql AS $$
+DECLARE w {s}.waiters; a {s}.waiters; h {s}.holds;
+BEGIN
+    SELECT * INTO w FROM {s}.waiters WHERE ticket = p_ticket;
+    IF NOT FOUND OR w.session <> p_me THEN
+        SELECT * INTO h FROM {s}.holds
+        WHERE namespace = p_ns AND key = p_key AND token = p_token AND session = p_me;
+        IF FOUND THEN
+            outcome := 'granted'; o_fence := h.fence; o_agent := h.agent_id;
+        ELSE
+            DELETE FROM {s}.waiters WHERE ticket = p_ticket;
+            outcome := 'gone';
+        END IF;
+        RETURN;
+    END IF;
+    FOR a IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
+             AND ticket < p_ticket ORDER BY ticket LOOP
+        IF {s}.alive(a.session, p_me) THEN
+            outcome := 'waiting'; o_agent := a.agent_id;
+            RETURN;
+        END IF;
+        DELETE FROM {s}.waiters WHERE ticket = a.ticket;
+    END LOOP;
+    SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
+    IF FOUND THEN
+        IF {s}.alive(h.session, p_me) THEN
+            outcome := 'waiting'; o_agent := h.agent_id;
+            RETURN;
+        END IF;
+        DELETE FROM {s}.holds WHERE namespace = p_ns AND key = p_key AND token = h.token;
+    END IF;
+    INSERT INTO {s}.holds VALUES (p_ns, p_key, w.agent_id, p_me, p_token,
+        nextval('{s}.fence_seq'), w.pid, w.start_time, w.host, w.boot_id, w.pid_ns,
+        {s}.now_epoch())
+    ON CONFLICT DO NOTHING RETURNING fence INTO o_fence;
+    IF FOUND THEN
+        DELETE FROM {s}.waiters WHERE ticket = p_ticket;
+        outcome := 'granted'; o_agent := w.agent_id;
+    ELSE
+        outcome := 'waiting';
+    END IF;
+END $$;
+
+-- A waiter gives up: 'left', or 'granted' when the lock was handed to it meanwhile.
+CREATE FUNCTION {s}.leave(p_ns text, p_key text, p_ticket bigint, p_token text, p_me integer)
+RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM {s}.waiters WHERE ticket = p_ticket;
+    IF FOUND THEN
+        PERFORM {s}.hand_off(p_ns, p_key, p_me);
+        RETURN 'left';
+    END IF;
+    IF EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = p_key
+               AND token = p_token AND session = p_me) THEN
+        RETURN 'granted';
+    END IF;
+    RETURN 'left';
+END $$;
+
+CREATE FUNCTION {s}.release(p_ns text, p_key text, p_agent text, p_me integer)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM {s}.holds WHERE namespace = p_ns AND key = p_key AND agent_id = p_agent;
+    IF NOT FOUND THEN RETURN false; END IF;
+    PERFORM {s}.hand_off(p_ns, p_key, p_me);
+    RETURN true;
+END $$;
+
+CREATE FUNCTION {s}.cleanup(p_agent text, p_ns text, p_me integer)
+RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE r record;
+BEGIN
+    FOR r IN DELETE FROM {s}.holds WHERE agent_id = p_agent
+             AND (p_ns IS NULL OR namespace = p_ns) RETURNING namespace, key LOOP
+        PERFORM {s}.hand_off(r.namespace, r.key, p_me);
+        RETURN NEXT r.key;
+    END LOOP;
+END $$;
+
+-- Every hold and queue entry whose session has ended: removed, locks handed on.
+CREATE FUNCTION {s}.reclaim(p_me integer)
+RETURNS SETOF {s}.holds LANGUAGE plpgsql AS $$
+DECLARE h {s}.holds;
+BEGIN
+    DELETE FROM {s}.waiters w WHERE NOT {s}.alive(w.session, p_me);
+    FOR h IN SELECT * FROM {s}.holds LOOP
+        IF NOT {s}.alive(h.session, p_me) THEN
+            DELETE FROM {s}.holds
+            WHERE namespace = h.namespace AND key = h.key AND token = h.token;
+            IF FOUND THEN
+                PERFORM {s}.hand_off(h.namespace, h.key, p_me);
+                RETURN NEXT h;
+            END IF;
+        END IF;
+    END LOOP;
+END $$;
+
+CREATE FUNCTION {s}.post_notice(p_agent text, p_ns text, p_waits_on text, p_wait_id text,
+    p_notice_id text, p_body text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {s}.notices VALUES (p_agent, p_ns, p_waits_on, p_wait_id, p_notice_id, p_body)
+    ON CONFLICT (agent_id) DO UPDATE SET namespace = excluded.namespace,
+        waits_on = excluded.waits_on, wait_id = excluded.wait_id,
+        notice_id = excluded.notice_id, body = excluded.body;
+    PERFORM pg_notify({s}.channel(p_ns), 'v' || p_agent);
+END $$;
+
+INSERT INTO {s}.meta (version) VALUES ({version});
+"""
+
+
+def ddl(schema: str) -> str:
+    """The statements that create lockyard's schema `schema` (a checked plain name)."""
+    return (
+        _DDL.replace("{s}", f'"{schema}"')
+        .replace("{cls}", str(lock_class(schema)))
+        .replace("{prefix}", channel_prefix(schema))
+        .replace("{schema}", schema)
+        .replace("{graph}", graph_channel(schema))
+        .replace("{version}", str(SCHEMA_VERSION))
+    )
+
+
+def installed_version(conn: psycopg.Connection[Any], schema: str) -> int | None:
+    """The version recorded in `schema`, or None when lockyard's tables are not there."""
+    found = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".meta',)).fetchone()
+    if found is None or found[0] is None:
+        return None
+    row = conn.execute(f'SELECT version FROM "{schema}".meta').fetchone()
+    return None if row is None else int(row[0])
+
+
+def ensure_schema(conn: psycopg.Connection[Any], schema: str) -> None:
+    """Create `schema` at SCHEMA_VERSION unless it is there; refuse a newer one.
+
+    `conn` must be in autocommit mode; creation runs in one transaction of its own.
+    """
+    version = installed_version(conn, schema)
+    if version is None:
+        # Serialise creators: the losers of the race wait on this lock, then see the version.
+        # A session lock, so that the check after it runs in a new transaction: one that
+        # waited inside a transaction would still see the catalog as it was before the wait.
+        conn.execute("SELECT pg_advisory_lock(%s, -1)", (lock_class(schema),))
+        try:
+            version = installed_version(conn, schema)
+            if version is None:
+                with conn.transaction():
+                    conn.execute(ddl(schema).encode())
+                version = SCHEMA_VERSION
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s, -1)", (lock_class(schema),))
+    check_version(version, schema)
+
+
+def check_version(version: int, schema: str) -> None:
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"the database's lockyard schema {schema!r} is version {version}, newer than this "
+            f"lockyard understands ({SCHEMA_VERSION}): upgrade lockyard on this host, or use "
+            "another schema (lockyard_schema=...) for older clients"
+        )
+    if version < SCHEMA_VERSION:  # pragma: no cover - there is no older version yet
+        raise SchemaError(f"lockyard schema {schema!r} has unknown old version {version}")

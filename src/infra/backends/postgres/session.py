@@ -1,0 +1,144 @@
+"""One lockyard database session: the connection whose life is the life of its locks.
+
+The session takes a session advisory lock on (its schema's class, its session number) when
+it opens and keeps it until it ends; that lock is what proves its rows alive (schema.py).
+A broken connection is never silently replaced under a caller: the operation that met it is
+retried once on a new session (a different owner, so grants of the old one are lost and the
+store reports them), and `generation` counts sessions so the store can tell.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from ...lockstore.errors import LockStoreError
+from .dsn import KeepaliveBound, PgSpec
+from .schema import SchemaError, ensure_schema
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CONNECT_TIMEOUT_SECONDS = 5
+_ensured: set[tuple[str, str]] = set()
+_ensured_guard = threading.Lock()
+
+
+class BackendUnavailableError(LockStoreError):
+    """The PostgreSQL server cannot be reached or refused us; the text names it (no password)."""
+
+
+def connect(spec: PgSpec, bound: KeepaliveBound, *, purpose: str) -> psycopg.Connection[Any]:
+    """A new autocommit connection with lockyard's keepalive bound on both ends."""
+    try:
+        conninfo = make_conninfo(
+            spec.conninfo,
+            connect_timeout=CONNECT_TIMEOUT_SECONDS,
+            application_name=f"lockyard {purpose}",
+            **bound.client_params(),
+        )
+        conn = psycopg.connect(conninfo, autocommit=True)
+    except psycopg.Error as exc:
+        raise BackendUnavailableError(_explain(spec, exc)) from None
+    try:
+        settings = ", ".join(
+            f"set_config('{name}', '{value}', false)"
+            for name, value in bound.server_settings().items()
+        )
+        conn.execute(f"SELECT {settings}")
+        key = (spec.conninfo, spec.schema)
+        if key not in _ensured:
+            ensure_schema(conn, spec.schema)
+            with _ensured_guard:
+                _ensured.add(key)
+    except SchemaError:
+        conn.close()
+        raise
+    except psycopg.Error as exc:
+        conn.close()
+        raise BackendUnavailableError(_explain(spec, exc)) from None
+    return conn
+
+
+def _explain(spec: PgSpec, exc: psycopg.Error) -> str:
+    detail = " ".join(str(exc).split()) or type(exc).__name__
+    hint = ""
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        hint = " (grant lockyard's role the rights docs/postgres.md lists)"
+    elif "password" in detail or "authentication" in detail:
+        hint = " (check the user and password: PGPASSWORD, ~/.pgpass or the URI)"
+    return f"PostgreSQL at {spec.display} is unavailable: {detail}{hint}"
+
+
+def forget_ensured_schemas() -> None:
+    """Check the schema again on the next connection (after a test dropped it, say)."""
+    with _ensured_guard:
+        _ensured.clear()
+
+
+class Session:
+    """The store's command connection, used by one thread at a time."""
+
+    def __init__(self, spec: PgSpec, bound: KeepaliveBound) -> None:
+        self.spec = spec
+        self.bound = bound
+        self.generation = 0
+        self.number = 0
+        self._conn: psycopg.Connection[Any] | None = None
+        self._guard = threading.RLock()
+        self.closed = False
+
+    def _open(self) -> psycopg.Connection[Any]:
+        if self.closed:
+            raise BackendUnavailableError(f"the lock store on {self.spec.display} was closed")
+        conn = connect(self.spec, self.bound, purpose="store")
+        try:
+            row = conn.execute(f'SELECT "{self.spec.schema}".open_session()').fetchone()
+        except psycopg.Error as exc:
+            conn.close()
+            raise BackendUnavailableError(_explain(self.spec, exc)) from None
+        assert row is not None
+        self.number = int(row[0])
+        self.generation += 1
+        self._conn = conn
+        return conn
+
+    def run(self, operation: Callable[[psycopg.Connection[Any], int], T]) -> T:
+        """`operation(connection, session number)`, retried once on a fresh session when the
+        connection turns out to be broken."""
+        with self._guard:
+            for attempt in (1, 2):
+                conn = self._conn if self._conn is not None else self._open()
+                try:
+                    return operation(conn, self.number)
+                except psycopg.OperationalError as exc:
+                    if not _connection_lost(conn):
+                        raise BackendUnavailableError(_explain(self.spec, exc)) from None
+                    self._drop()
+                    if attempt == 2:
+                        raise BackendUnavailableError(_explain(self.spec, exc)) from None
+                    log.warning("lost the connection to %s; reconnecting", self.spec.display)
+            raise AssertionError("unreachable")  # pragma: no cover
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # pragma: no cover - closing a broken connection
+                log.debug("closing a broken connection failed", exc_info=True)
+
+    def close(self) -> None:
+        with self._guard:
+            self.closed = True
+            self._drop()
+
+
+def _connection_lost(conn: psycopg.Connection[Any]) -> bool:
+    return conn.closed or conn.broken

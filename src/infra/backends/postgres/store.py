@@ -1,0 +1,546 @@
+"""`PgLockStore`: the lock store on PostgreSQL, for agents on many hosts.
+
+Same contract as the file-system `LockStore` (the `LockBackend` protocol): locks keyed by
+(namespace, key) with the same canonical keys, granted in arrival order, released by their
+holder only, cancel-safe waits. What PostgreSQL adds:
+
+- a lock belongs to the store's database session; when the session ends (process killed,
+  host cut off past the keepalive bound, server restarted) its locks are free for the next
+  taker, with nobody's help;
+- every grant carries a fencing number from one logged sequence, so it only grows per lock;
+- a release hands the lock to the first live waiter inside the same transaction and tells it
+  by NOTIFY (`g<ticket>:<fence>`): the waiter returns without another query;
+- a waiter also re-checks every `liveness_interval` seconds, which is how it notices a holder
+  whose session died (nobody is left to notify) and a server it lost.
+
+One connection per store carries every operation (one round trip each: schema.py's
+functions), guarded by a lock so threads and tasks can share the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Final
+
+import psycopg
+
+from ...lockstore.liveness import current_process, new_token
+from ...lockstore.paths import canonicalize_in, canonicalize_namespace, validate_agent_id
+from ...lockstore.records import (
+    HolderRecord,
+    LockInfo,
+    LostLock,
+    Reclamation,
+    StoreSnapshot,
+    WaiterRecord,
+)
+from ...lockstore.store import validate_poll_interval, validate_timeout
+from ...lockstore.wakeup import Waker
+from .dsn import KeepaliveBound, PgSpec, parse_spec
+from .listener import Listener, process_listener
+from .schema import namespace_channel
+from .session import BackendUnavailableError, Session
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LIVENESS_INTERVAL: Final = 0.5
+
+_HOLD_COLUMNS: Final = (
+    "namespace, key, agent_id, token, fence, pid, start_time, host, boot_id, pid_ns, acquired_at"
+)
+_WAIT_COLUMNS: Final = (
+    "namespace, key, agent_id, token, ticket, pid, start_time, host, boot_id, pid_ns, since"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A lock this process was granted: enough to tell later whether it is still ours."""
+
+    token: str
+    fence: int
+    generation: int
+
+
+class PgLockStore:
+    """Locks on files of one repository, kept in a PostgreSQL database shared by hosts."""
+
+    def __init__(
+        self,
+        repo_namespace: str | Any | None = None,
+        backend: str | PgSpec = "postgresql",
+        *,
+        allow_outside_repo: bool = False,
+        liveness_interval: float = DEFAULT_LIVENESS_INTERVAL,
+        keepalive: KeepaliveBound | None = None,
+    ) -> None:
+        self.namespace: str = canonicalize_namespace(repo_namespace)
+        self.spec = backend if isinstance(backend, PgSpec) else parse_spec(backend)
+        self.allow_outside_repo = allow_outside_repo
+        self.liveness_interval = liveness_interval
+        self.bound = keepalive if keepalive is not None else KeepaliveBound.from_env()
+        self.schema = self.spec.schema
+        self._s = f'"{self.schema}"'
+        self._session = Session(self.spec, self.bound)
+        self._grants: dict[tuple[str, str], Grant] = {}  # (key, agent) -> grant
+        self._channel = namespace_channel(self.schema, self.namespace)
+
+    # -- identity ---------------------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """Where the locks live, as users may see it (never with a password)."""
+        return self.spec.display
+
+    def __repr__(self) -> str:
+        return f"PgLockStore(namespace={self.namespace!r}, backend={self.location!r})"
+
+    def connect(self) -> PgLockStore:
+        """Open the session now (instead of on first use): errors surface here."""
+        self._session.run(lambda conn, me: None)
+        return self
+
+    def close(self) -> None:
+        self._session.close()
+
+    def __enter__(self) -> PgLockStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def session_number(self) -> int:
+        return self._session.number
+
+    def listener(self) -> Listener:
+        return process_listener(self.spec, self.bound)
+
+    def _call(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...]:
+        def operation(conn: psycopg.Connection[Any], me: int) -> tuple[Any, ...]:
+            row = conn.execute(sql, (*params, me)).fetchone()
+            assert row is not None
+            return tuple(row)
+
+        return self._session.run(operation)
+
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return self._session.run(lambda conn, me: [tuple(r) for r in conn.execute(sql, params)])
+
+    # -- keys -------------------------------------------------------------------------------
+
+    def canonicalize(self, filepath: str) -> str:
+        return canonicalize_in(filepath, self.namespace, allow_outside_repo=self.allow_outside_repo)
+
+    # -- taking and giving back ---------------------------------------------------------------
+
+    def try_lock(self, filepath: str, agent_id: str) -> bool:
+        agent = validate_agent_id(agent_id)
+        return self._take(self.canonicalize(filepath), agent)
+
+    def _take(self, key: str, agent: str) -> bool:
+        me = current_process()
+        token = new_token()
+        outcome, fence, _holder = self._call(
+            f"SELECT * FROM {self._s}.take(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                self.namespace, key, agent, token, me.pid, me.start_time, me.host,
+                me.boot_id, me.pid_ns, True,
+            ),
+        )  # fmt: skip
+        if outcome == "granted":
+            self._remember(key, agent, token, fence)
+            return True
+        if outcome == "held":
+            known = self._grants.get((key, agent))
+            if known is None or known.fence != fence:
+                self._remember(key, agent, "", fence)
+            return True
+        return False
+
+    def _remember(self, key: str, agent: str, token: str, fence: int) -> None:
+        self._grants[(key, agent)] = Grant(token, int(fence), self._session.generation)
+
+    def release(self, filepath: str, agent_id: str) -> bool:
+        agent = validate_agent_id(agent_id)
+        key = self.canonicalize(filepath)
+        self._grants.pop((key, agent), None)
+        (released,) = self._call(
+            f"SELECT {self._s}.release(%s, %s, %s, %s)", (self.namespace, key, agent)
+        )
+        return bool(released)
+
+    def cleanup_agent_locks(self, agent_id: str, *, all_namespaces: bool = False) -> list[str]:
+        agent = validate_agent_id(agent_id)
+        namespace = None if all_namespaces else self.namespace
+        rows = self._session.run(
+            lambda conn, me: conn.execute(
+                f"SELECT * FROM {self._s}.cleanup(%s, %s, %s)", (agent, namespace, me)
+            ).fetchall()
+        )
+        for grant_key in [k for k in self._grants if k[1] == agent]:
+            del self._grants[grant_key]
+        return sorted(str(row[0]) for row in rows)
+
+    # -- waiting ------------------------------------------------------------------------------
+
+    async def acquire_async(
+        self,
+        filepath: str,
+        agent_id: str,
+        timeout_seconds: float = 30.0,
+        poll_interval_ms: float = 100,
+    ) -> bool:
+        """Wait in arrival order until the lock is yours: True, or False on timeout.
+
+        Cancel-safe: a cancelled wait leaves no queue entry, and a lock handed to it in the
+        meantime is given back (to the next waiter).
+        """
+        wait = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
+        if wait is None or isinstance(wait, bool):
+            return bool(wait)
+        try:
+            while True:
+                if wait.attempt():
+                    return True
+                remaining = wait.remaining()
+                if remaining <= 0:
+                    return wait.finish()
+                await wait.waker.wait_async(min(remaining, wait.interval))
+        except BaseException:
+            wait.abandon()  # no await in it: a cancellation cannot cut it short
+            raise
+        finally:
+            wait.close()
+
+    def acquire(
+        self,
+        filepath: str,
+        agent_id: str,
+        timeout_seconds: float = 30.0,
+        poll_interval_ms: float = 100,
+    ) -> bool:
+        """The blocking twin of `acquire_async`."""
+        wait = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
+        if wait is None or isinstance(wait, bool):
+            return bool(wait)
+        try:
+            while True:
+                if wait.attempt():
+                    return True
+                remaining = wait.remaining()
+                if remaining <= 0:
+                    return wait.finish()
+                wait.waker.wait(min(remaining, wait.interval))
+        except BaseException:
+            wait.abandon()
+            raise
+        finally:
+            wait.close()
+
+    def _begin_wait(
+        self, filepath: str, agent_id: str, timeout_seconds: float, poll_interval_ms: float
+    ) -> _Wait | bool:
+        agent = validate_agent_id(agent_id)
+        timeout = validate_timeout(timeout_seconds)
+        validate_poll_interval(poll_interval_ms)  # push, always: kept for the contract
+        key = self.canonicalize(filepath)
+        if self._take(key, agent):
+            return True
+        if timeout == 0:
+            return False
+        listener = self.listener()
+        pushing = listener.listen(self._channel)
+        wait = _Wait(self, key, agent, time.monotonic() + timeout, listener, pushing)
+        wait.enqueue()
+        return wait
+
+    # -- reading --------------------------------------------------------------------------
+
+    def holder_record(self, filepath: str) -> HolderRecord | None:
+        key = self.canonicalize(filepath)
+        rows = self._session.run(
+            lambda conn, me: conn.execute(
+                f"SELECT {_HOLD_COLUMNS} FROM {self._s}.holds "
+                f"WHERE namespace = %s AND key = %s AND {self._s}.alive(session, %s)",
+                (self.namespace, key, me),
+            ).fetchall()
+        )
+        return _holder(rows[0]) if rows else None
+
+    def holder(self, filepath: str) -> str | None:
+        record = self.holder_record(filepath)
+        return None if record is None else record.agent_id
+
+    def is_locked(self, filepath: str) -> bool:
+        return self.holder_record(filepath) is not None
+
+    def waiters(self, filepath: str) -> list[WaiterRecord]:
+        key = self.canonicalize(filepath)
+        rows = self._session.run(
+            lambda conn, me: conn.execute(
+                f"SELECT {_WAIT_COLUMNS} FROM {self._s}.waiters WHERE namespace = %s "
+                f"AND key = %s AND {self._s}.alive(session, %s) ORDER BY ticket",
+                (self.namespace, key, me),
+            ).fetchall()
+        )
+        return [_waiter(row) for row in rows]
+
+    def list_locks(self) -> list[LockInfo]:
+        """Every live lock of the database (all namespaces), with its live waiters; a free
+        lock that live waiters queue for is listed too, reserved for the first."""
+        holds, waits = self._read_all()
+        now = time.time()
+        queues: dict[tuple[str, str], list[WaiterRecord]] = {}
+        for waiter in waits:
+            queues.setdefault((waiter.namespace, waiter.lock_path), []).append(waiter)
+        infos = []
+        for hold in holds:
+            infos.append(
+                LockInfo(
+                    lock_path=hold.lock_path,
+                    namespace=hold.namespace,
+                    holder=hold,
+                    age_seconds=max(0.0, now - hold.acquired_at),
+                    liveness="alive",
+                    liveness_reason=f"its database session is open (fence {hold.fence})",
+                    waiters=tuple(queues.pop((hold.namespace, hold.lock_path), ())),
+                )
+            )
+        for (namespace, key), queue in queues.items():
+            infos.append(
+                LockInfo(
+                    lock_path=key,
+                    namespace=namespace,
+                    holder=None,
+                    age_seconds=None,
+                    liveness="alive",
+                    liveness_reason=f"free, reserved for the first waiter {queue[0].agent_id}",
+                    waiters=tuple(queue),
+                )
+            )
+        return sorted(infos, key=lambda info: (info.namespace or "", info.lock_path))
+
+    def snapshot(self) -> StoreSnapshot:
+        locks = self.list_locks()
+        holds = {info.lock_path: info.holder.agent_id for info in locks if info.holder is not None}
+        waits = tuple((w.agent_id, w.lock_path) for info in locks for w in info.waiters)
+        return StoreSnapshot(holds=holds, waits=waits, locks=tuple(locks))
+
+    def _read_all(self) -> tuple[list[HolderRecord], list[WaiterRecord]]:
+        """Live holds and waits, liveness judged once per session (not once per row)."""
+
+        def read(conn: psycopg.Connection[Any], me: int) -> tuple[list[Any], list[Any]]:
+            with conn.transaction():
+                live = f"""WITH sessions AS (
+                    SELECT session FROM {self._s}.holds UNION SELECT session FROM {self._s}.waiters
+                ), live AS (SELECT session FROM sessions WHERE {self._s}.alive(session, %s))"""
+                holds = conn.execute(
+                    f"{live} SELECT {_HOLD_COLUMNS} FROM {self._s}.holds "
+                    "WHERE session IN (SELECT session FROM live)",
+                    (me,),
+                ).fetchall()
+                waits = conn.execute(
+                    f"{live} SELECT {_WAIT_COLUMNS} FROM {self._s}.waiters "
+                    "WHERE session IN (SELECT session FROM live) ORDER BY ticket",
+                    (me,),
+                ).fetchall()
+            return holds, waits
+
+        holds, waits = self._session.run(read)
+        return [_holder(row) for row in holds], [_waiter(row) for row in waits]
+
+    # -- fencing and lost locks -----------------------------------------------------------
+
+    def grant_fence(self, filepath: str, agent_id: str) -> int | None:
+        """The fencing number of `agent_id`'s grant of this lock in this process, if any."""
+        grant = self._grants.get((self.canonicalize(filepath), agent_id))
+        return None if grant is None else grant.fence
+
+    def stale_grant(self, filepath: str, agent_id: str) -> str | None:
+        """Why this process's grant of the lock to `agent_id` is no longer valid, or None
+        (also None when this process was never granted it: nothing here to be stale)."""
+        key = self.canonicalize(filepath)
+        grant = self._grants.get((key, agent_id))
+        if grant is None:
+            return None
+        current = self.holder_record(key)
+        if current is not None and current.agent_id == agent_id and current.fence == grant.fence:
+            return None
+        now = "free" if current is None else f"fence {current.fence}, held by {current.agent_id}"
+        return f"your grant of {key} (fence {grant.fence}) is no longer valid (now {now})"
+
+    def take_lost_locks(self, agent_id: str) -> list[LostLock]:
+        """Locks `agent_id` was granted here that are not its own any more: its database
+        session ended (connection lost, server restarted) or someone released them. Each is
+        reported once; the agent must lock such a file again before editing it."""
+        mine = {key: grant for (key, agent), grant in self._grants.items() if agent == agent_id}
+        if not mine:
+            return []
+        keys = sorted(mine)
+        rows = self._session.run(
+            lambda conn, me: conn.execute(
+                f"SELECT key, fence FROM {self._s}.holds WHERE namespace = %s "
+                f"AND key = ANY(%s) AND agent_id = %s AND {self._s}.alive(session, %s)",
+                (self.namespace, keys, agent_id, me),
+            ).fetchall()
+        )
+        current = {str(key): int(fence) for key, fence in rows}
+        lost = []
+        for key, grant in mine.items():
+            if current.get(key) == grant.fence:
+                continue
+            if grant.generation != self._session.generation:
+                reason = "the database session that held it ended (connection lost)"
+            else:
+                reason = "it was released or taken over while you held it"
+            lost.append(LostLock(filepath=key, fence=grant.fence, reason=reason))
+            self._grants.pop((key, agent_id), None)
+        return sorted(lost, key=lambda item: item.filepath)
+
+    # -- cleaning up ----------------------------------------------------------------------
+
+    def reclaim_stale(self) -> list[Reclamation]:
+        """Remove every hold and queue entry whose database session has ended."""
+        rows = self._session.run(
+            lambda conn, me: conn.execute(
+                f"SELECT {_HOLD_COLUMNS} FROM {self._s}.reclaim(%s)", (me,)
+            ).fetchall()
+        )
+        return [
+            Reclamation(
+                lock_path=record.lock_path,
+                namespace=record.namespace,
+                holder=record,
+                reason="its database session ended",
+                reclaimed_by_pid=current_process().pid,
+            )
+            for record in map(_holder, rows)
+        ]
+
+
+class _Wait:
+    """One queued wait: its ticket, its wake-up subscription, and how it ends."""
+
+    def __init__(
+        self,
+        store: PgLockStore,
+        key: str,
+        agent: str,
+        deadline: float,
+        listener: Listener,
+        pushing: bool,
+    ) -> None:
+        self.store = store
+        self.key = key
+        self.agent = agent
+        self.deadline = deadline
+        self.listener = listener
+        self.interval = store.liveness_interval if pushing else min(store.liveness_interval, 0.1)
+        self.waker = Waker()
+        self.ticket = 0
+        self.token = ""
+        self._sub: str | None = None
+        self._unavailable: BackendUnavailableError | None = None
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def enqueue(self) -> None:
+        store = self.store
+        me = current_process()
+        self.token = new_token()
+        (ticket,) = store._call(
+            f"SELECT {store._s}.enqueue(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                store.namespace, self.key, self.agent, self.token, me.pid, me.start_time,
+                me.host, me.boot_id, me.pid_ns,
+            ),
+        )  # fmt: skip
+        self._resubscribe(int(ticket))
+
+    def _resubscribe(self, ticket: int) -> None:
+        if self._sub is not None:
+            self.listener.unsubscribe(self._sub, self.waker)
+        self.ticket = ticket
+        self._sub = f"g{ticket}"
+        self.listener.subscribe(self._sub, self.waker)
+
+    def attempt(self) -> bool:
+        """One step: True when the lock is ours. Server trouble is waited out until the
+        deadline (then raised); a queue entry lost with a session is made anew."""
+        self.waker.clear()
+        pushed = self.listener.take_grant(self.ticket)
+        if pushed is not None:
+            self.store._remember(self.key, self.agent, self.token, pushed)
+            return True
+        store = self.store
+        try:
+            outcome, fence, _who = store._call(
+                f"SELECT * FROM {store._s}.advance(%s, %s, %s, %s, %s)",
+                (store.namespace, self.key, self.ticket, self.token),
+            )
+            if outcome == "gone":
+                log.info("queue entry of %s on %s was lost; queueing again", self.agent, self.key)
+                self.enqueue()
+                return False
+        except BackendUnavailableError as exc:
+            self._unavailable = exc
+            return False
+        self._unavailable = None
+        if outcome == "granted":
+            store._remember(self.key, self.agent, self.token, fence)
+            return True
+        return False
+
+    def finish(self) -> bool:
+        """The deadline passed: leave the queue; True if the lock was handed over meanwhile."""
+        if self._unavailable is not None:
+            raise self._unavailable
+        if self._leave() == "granted":
+            fence = self.listener.take_grant(self.ticket)
+            if fence is None:
+                record = self.store.holder_record(self.key)
+                fence = 0 if record is None or record.fence is None else record.fence
+            self.store._remember(self.key, self.agent, self.token, fence)
+            return True
+        return False
+
+    def abandon(self) -> None:
+        """Cancelled or failed: leave no queue entry, and give back a lock handed to us."""
+        try:
+            if self._leave() == "granted":
+                self.store.release(self.key, self.agent)
+        except BackendUnavailableError:
+            log.warning("could not leave the queue of %s: server unavailable", self.key)
+
+    def _leave(self) -> str:
+        store = self.store
+        (outcome,) = store._call(
+            f"SELECT {store._s}.leave(%s, %s, %s, %s, %s)",
+            (store.namespace, self.key, self.ticket, self.token),
+        )
+        return str(outcome)
+
+    def close(self) -> None:
+        if self._sub is not None:
+            self.listener.unsubscribe(self._sub, self.waker)
+        self.waker.close()
+
+
+def _holder(row: tuple[Any, ...]) -> HolderRecord:
+    namespace, key, agent, token, fence, pid, start, host, boot, pid_ns, acquired = row
+    return HolderRecord(
+        agent_id=agent, token=token, pid=pid, start_time=start, host=host, boot_id=boot,
+        pid_ns=pid_ns, lock_path=key, namespace=namespace, acquired_at=acquired, fence=fence,
+    )  # fmt: skip
+
+
+def _waiter(row: tuple[Any, ...]) -> WaiterRecord:
+    namespace, key, agent, token, ticket, pid, start, host, boot, pid_ns, since = row
+    return WaiterRecord(
+        agent_id=agent, token=token, pid=pid, start_time=start, host=host, boot_id=boot,
+        pid_ns=pid_ns, lock_path=key, namespace=namespace, ticket=ticket, since=since,
+    )  # fmt: skip
