@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from . import clean, monitor, serve, status
+from . import clean, ipc_host, monitor, serve, status
 from ._errors import EXIT_CODES_HELP
 from ._options import LockyardCommand, LockyardGroup
 from .demo import command as demo
@@ -50,6 +50,7 @@ status.register(app)
 clean.register(app)
 serve.register(app)
 monitor.register(app)
+ipc_host.register(app)
 
 
 def main() -> None:

@@ -67,7 +67,43 @@ def serve_command(
             max=3600.0,
         ),
     ] = 10.0,
+    ipc: Annotated[
+        Path | None,
+        typer.Option(
+            "--ipc",
+            metavar="DIR",
+            help="Inside a sandbox: send every call through this IPC folder to "
+            "`lockyard ipc-host` (no lock directory, no network; the agent id is the folder's "
+            "name on the host). --repo defaults to the current directory.",
+            show_default=False,
+        ),
+    ] = None,
+    heartbeat_interval: Annotated[
+        float,
+        typer.Option(
+            "--heartbeat-interval",
+            min=0.05,
+            max=600.0,
+            help="With --ipc: seconds between heartbeats (keep well under the host's "
+            "--stale-after).",
+        ),
+    ] = 5.0,
+    host_timeout: Annotated[
+        float,
+        typer.Option(
+            "--host-timeout",
+            min=0.5,
+            max=86400.0,
+            help="With --ipc: a call fails once the host shows no sign of life for this long.",
+        ),
+    ] = 30.0,
 ) -> None:
+    if ipc is not None:
+        from .serve_ipc import serve_ipc
+
+        serve_ipc(ipc, repo, agent_id, lock_dir, log_level, progress_interval,
+                  heartbeat_interval, host_timeout)  # fmt: skip
+        return
     _serve(agent_id, repo, lock_dir, log_level, progress_interval)
 
 

@@ -27,7 +27,7 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import mcp.types as types
@@ -102,33 +102,34 @@ class SessionLedger:
         return released
 
 
-class ServeSession:
-    """One agent's tools on one lock store, and what to do when the session ends."""
+class ToolCaller(Protocol):
+    """What a stdio session serves: `LockTools`, or a client that forwards the calls."""
+
+    async def call(self, tool_name: str, arguments: object) -> ToolOutcome: ...
+
+
+class StdioToolSession:
+    """The MCP plumbing over stdio around any `ToolCaller`: tool listing, progress while
+    `lock_acquire` waits, signals, and the end-of-session hook (`end_session`)."""
 
     def __init__(
-        self,
-        store: LockStore,
-        agent_id: str,
-        *,
-        progress_interval: float = PROGRESS_INTERVAL_SECONDS,
+        self, tools: ToolCaller, *, progress_interval: float = PROGRESS_INTERVAL_SECONDS
     ) -> None:
-        self.store = store
-        self.agent_id = agent_id
+        self.tools = tools
         self.progress_interval = progress_interval
-        self.ledger = SessionLedger(store, agent_id)
-        state = LockDirState(store)
-        self.tools = LockTools(
-            self.ledger,
-            agent_id,
-            emit_lock_event=_log_event,  # the state on disk is what `lockyard monitor` reads
-            victim_notices=FileVictimNotices(store.lock_dir, state.still_waiting),
-        )
+
+    async def list_tools(self) -> types.ListToolsResult:
+        return list_tools_result()
+
+    async def end_session(self) -> list[str]:
+        """Called once when the session ends (shielded); returns the lock keys released."""
+        return []
 
     def build_server(self) -> Server[Any]:
         """The MCP server; `lock_acquire` reports progress while it waits."""
 
         async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-            return list_tools_result()
+            return await self.list_tools()
 
         async def on_call_tool(
             ctx: Any, params: types.CallToolRequestParams
@@ -184,15 +185,8 @@ class ServeSession:
                 log.debug("progress notification failed: %s", exc)
                 return
 
-    def release_own_locks(self) -> list[str]:
-        """Release the locks this session took and still holds; log each one."""
-        released = self.ledger.release_all()
-        for key in released:
-            log.info("released %s held by agent %s (session ended)", key, self.agent_id)
-        return released
-
     async def run_stdio(self) -> list[str]:
-        """Serve on stdin/stdout until stdin closes or SIGTERM/SIGINT; then release our locks."""
+        """Serve on stdin/stdout until stdin closes or SIGTERM/SIGINT; then end the session."""
         server = self.build_server()
         try:
             async with anyio.create_task_group() as group:
@@ -201,8 +195,42 @@ class ServeSession:
                     await server.run(read, write, server.create_initialization_options())
                 group.cancel_scope.cancel()
         finally:
-            released = self.release_own_locks()  # synchronous: cancellation cannot cut it short
+            with anyio.CancelScope(shield=True):
+                released = await self.end_session()
         return released
+
+
+class ServeSession(StdioToolSession):
+    """One agent's tools on one lock store, and what to do when the session ends."""
+
+    def __init__(
+        self,
+        store: LockStore,
+        agent_id: str,
+        *,
+        progress_interval: float = PROGRESS_INTERVAL_SECONDS,
+    ) -> None:
+        self.store = store
+        self.agent_id = agent_id
+        self.ledger = SessionLedger(store, agent_id)
+        state = LockDirState(store)
+        self.lock_tools = LockTools(
+            self.ledger,
+            agent_id,
+            emit_lock_event=_log_event,  # the state on disk is what `lockyard monitor` reads
+            victim_notices=FileVictimNotices(store.lock_dir, state.still_waiting),
+        )
+        super().__init__(self.lock_tools, progress_interval=progress_interval)
+
+    def release_own_locks(self) -> list[str]:
+        """Release the locks this session took and still holds; log each one."""
+        released = self.ledger.release_all()
+        for key in released:
+            log.info("released %s held by agent %s (session ended)", key, self.agent_id)
+        return released
+
+    async def end_session(self) -> list[str]:
+        return self.release_own_locks()  # synchronous: cancellation cannot cut it short
 
 
 def _log_event(event: LockEvent) -> None:

@@ -1,0 +1,645 @@
+"""`lockyard ipc-host`: the lock tools for every sandbox folder under one root.
+
+Each folder `<root>/<name>/` is one sandbox, and `name` is its agent id: a request is run as
+the agent of the folder it was found in, whatever it says (identity comes from the folder,
+never from the payload). All sandboxes share one lock store and one in-process deadlock
+monitor, so contention, FIFO handoff and soft deadlock resolution between sandboxes work as
+between agents of one orchestrator.
+
+The host wakes by inotify on every `requests/` directory (rescanning every second as well,
+and polling where inotify is unavailable). Requests are served round-robin, at most
+`per_round` per sandbox before the next sandbox's turn, so a flooding sandbox cannot starve
+the others; past its rate limit or its in-flight limit a request is refused unread.
+
+Liveness: a sandbox proves it is alive by changing its `heartbeat` file or by sending a
+request, as observed on the host's own clock (file times are never trusted). A sandbox that
+held locks or had calls in flight and then stays silent for `stale_after` seconds is taken for
+stopped: its pending calls are cancelled and its locks released, and its next call is told so.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from ...core.deadlock import DeadlockInfo
+from ...core.events import LockEvent, LockEventType
+from ...domain.monitor import DeadlockMonitor
+from ..crossproc.inotify import (
+    IN_CLOSE_WRITE,
+    IN_CREATE,
+    IN_DELETE,
+    IN_DELETE_SELF,
+    IN_MOVE_SELF,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    IN_Q_OVERFLOW,
+    Inotify,
+)
+from ..crossproc.notices import AnyVictimNotices, FileVictimNotices
+from ..crossproc.state import LockDirState
+from ..lockstore.errors import CorruptRecordError, InvalidAgentIdError
+from ..lockstore.paths import validate_agent_id
+from ..lockstore.store import LockStore
+from ..tools.lock_tools import TOOL_NAMES, TOOL_SPECS, LockTools, ToolOutcome, ToolSpec
+from .folder import (
+    HEARTBEAT,
+    HOST_STATUS,
+    MAX_HEARTBEAT_BYTES,
+    REQUESTS,
+    RESPONSES,
+    UnsafeFolderError,
+    open_dir,
+    read_small,
+    read_untrusted,
+    remove_entry,
+    write_atomic,
+)
+from .operator_tools import OPERATOR_SPECS, OPERATOR_TOOL_NAMES, OperatorTools
+from .ratelimit import TokenBucket
+from .wire import (
+    MAX_REQUEST_BYTES,
+    RATE_LIMITED,
+    RECLAIMED,
+    SHUTTING_DOWN,
+    TEMP_PREFIX,
+    TOO_MANY_IN_FLIGHT,
+    WIRE_VERSION,
+    Request,
+    WireError,
+    encode_refusal,
+    encode_result,
+    encode_tools,
+    parse_request,
+    request_id_of,
+)
+
+log = logging.getLogger("lockyard.ipc.host")
+
+MAX_UNCLAIMED_RESPONSES: Final = 256
+"""Per sandbox; past this the oldest unread response is deleted (a sandbox that never reads
+its responses cannot fill the disk)."""
+_ROOT_MASK: Final = IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM
+_SANDBOX_MASK: Final = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM
+_REQUESTS_MASK: Final = IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF
+
+
+@dataclass(frozen=True)
+class HostSettings:
+    """How the host treats sandboxes; every figure is per sandbox."""
+
+    stale_after: float = 20.0
+    """Silence (no heartbeat change, no request) after which a sandbox's locks are reclaimed."""
+    rate: float = 50.0
+    """Requests per second on average."""
+    burst: float = 100.0
+    """Requests at once before the rate applies."""
+    max_in_flight: int = 32
+    """Calls running at once (waiting lock_acquire calls count)."""
+    per_round: int = 16
+    """Requests taken from one sandbox before the next sandbox's turn."""
+    rescan_interval: float = 1.0
+    """Full rescan and liveness check cadence (inotify does the rest)."""
+    status_interval: float = 5.0
+    """How often `host.json` is rewritten in every folder (the host's own heartbeat)."""
+    cross_process: bool = False
+    """Also heed `lockyard monitor`'s victim notices (agents of other processes share the
+    lock directory)."""
+
+    def __post_init__(self) -> None:
+        if not self.stale_after > 0 or not self.rescan_interval > 0:
+            raise ValueError("stale_after and rescan_interval must be positive seconds")
+        if self.max_in_flight < 1 or self.per_round < 1:
+            raise ValueError("max_in_flight and per_round must be at least 1")
+
+
+@dataclass
+class Sandbox:
+    """What the host knows of one sandbox folder."""
+
+    name: str
+    fd: int
+    tools: LockTools
+    bucket: TokenBucket
+    last_seen: float
+    heartbeat: bytes | None = None
+    active: bool = False
+    """Sent a request since it was last reclaimed: its silence then matters."""
+    in_flight: int = 0
+    scopes: set[anyio.CancelScope] = field(default_factory=set)
+    notices: list[Mapping[str, Any]] = field(default_factory=list)
+    unclaimed: deque[str] = field(default_factory=deque)
+    backlog: bool = False
+    """More requests were waiting when its turn ended."""
+    beats: int = 0
+
+
+class IpcHost:
+    """Serves every sandbox folder under `root` on `store` until cancelled."""
+
+    def __init__(
+        self,
+        root: Path,
+        store: LockStore,
+        *,
+        admin: str | None = None,
+        settings: HostSettings | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.store = store
+        self.admin = admin
+        self.settings = settings if settings is not None else HostSettings()
+        self.monitor = DeadlockMonitor(self._on_deadlock, verify_cycle=self._verify_cycle)
+        self.victim_notices: Any = self.monitor
+        if self.settings.cross_process:
+            on_disk = FileVictimNotices(store.lock_dir, LockDirState(store).still_waiting)
+            self.victim_notices = AnyVictimNotices(self.monitor, on_disk)
+        self.sandboxes: dict[str, Sandbox] = {}
+        self.operator: OperatorTools | None = None
+        if admin is not None:
+            self.operator = OperatorTools(
+                store, admin, self.sandbox_report, self.tell, emit_lock_event=self._emit
+            )
+        self._root_fd = -1
+        self._group: TaskGroup | None = None
+        self._inotify: Inotify | None = None
+        self._refused_names: set[str] = set()
+        self._started = time.time()
+        self._status_due = 0.0
+        self._stopping = False
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled; then cancel pending calls and release every sandbox's locks."""
+        self._root_fd = open_dir(str(self.root))
+        try:
+            async with anyio.create_task_group() as group:
+                self._group = group
+                with Inotify.open() or _NoInotify() as inotify:
+                    self._inotify = inotify if isinstance(inotify, Inotify) else None
+                    self._watch(self.root, _ROOT_MASK)
+                    self._discover()
+                    self._serve_all()
+                    task_status.started()
+                    await self._loop()
+        finally:
+            self._stopping = True
+            with anyio.CancelScope(shield=True):
+                await self._release_everything()
+            for sandbox in self.sandboxes.values():
+                os.close(sandbox.fd)
+            self.sandboxes.clear()
+            os.close(self._root_fd)
+
+    async def _loop(self) -> None:
+        next_rescan = time.monotonic() + self.settings.rescan_interval
+        while True:
+            backlog = any(s.backlog for s in self.sandboxes.values())
+            due = min(next_rescan, self._status_due)
+            wait = 0.0 if backlog else max(0.0, due - time.monotonic())
+            if self._inotify is not None:
+                events = await self._inotify.wait(wait)
+                self._on_events(events)
+            else:
+                await anyio.sleep(min(wait, 0.05))
+                self._serve_all()
+            if backlog:
+                self._serve_all(only_backlog=True)
+                await anyio.lowlevel.checkpoint()
+            now = time.monotonic()
+            if now >= next_rescan:
+                next_rescan = now + self.settings.rescan_interval
+                self._discover()
+                self._serve_all()
+                await self._check_liveness()
+            if now >= self._status_due:
+                self._status_due = now + self.settings.status_interval
+                self._write_host_status()
+
+    def _on_events(self, events: list[Any]) -> None:
+        touched: set[str] = set()
+        rediscover = False
+        assert self._inotify is not None
+        for event in events:
+            if event.mask & IN_Q_OVERFLOW:
+                rediscover = True
+                touched.update(self.sandboxes)
+                continue
+            path = self._inotify.path_of(event.wd)
+            if path is None:
+                continue
+            if path == self.root:
+                rediscover = True
+            elif path.parent == self.root:  # a sandbox folder itself
+                if event.name == HEARTBEAT:
+                    self._note_heartbeat(path.name)
+                elif event.name == REQUESTS:
+                    rediscover = True  # replaced or recreated: watch the new one
+                    touched.add(path.name)
+            else:  # a requests directory
+                touched.add(path.parent.name)
+        if rediscover:
+            self._discover()
+        for name in touched:
+            sandbox = self.sandboxes.get(name)
+            if sandbox is not None:
+                self._serve(sandbox)
+
+    # -- sandboxes -------------------------------------------------------------------------
+
+    def _discover(self) -> None:
+        """Pick up new sandbox folders (and watch them); forget vanished ones' descriptors."""
+        try:
+            names = {entry.name for entry in os.scandir(self._root_fd) if _is_dir(entry)}
+        except OSError as exc:
+            log.error("cannot list %s: %s", self.root, exc)
+            return
+        for name in sorted(names - set(self.sandboxes)):
+            self._add_sandbox(name)
+        for name, sandbox in self.sandboxes.items():
+            if name in names:
+                self._watch_requests(sandbox)
+
+    def _add_sandbox(self, name: str) -> None:
+        if name.startswith(".") or name in self._refused_names:
+            return
+        try:
+            agent = validate_agent_id(name)
+        except InvalidAgentIdError as exc:
+            self._refused_names.add(name)
+            log.warning("ignoring folder %r: not usable as an agent id (%s)", name, exc)
+            return
+        try:
+            fd = open_dir(name, parent_fd=self._root_fd)
+        except UnsafeFolderError as exc:
+            log.warning("ignoring %r: %s", name, exc)
+            return
+        tools = LockTools(
+            self.store,
+            agent,
+            emit_lock_event=self._emit,
+            victim_notices=self.victim_notices,
+        )
+        sandbox = Sandbox(
+            name=name,
+            fd=fd,
+            tools=tools,
+            bucket=TokenBucket(self.settings.rate, self.settings.burst),
+            last_seen=time.monotonic(),
+        )
+        sandbox.heartbeat = read_small(fd, HEARTBEAT, MAX_HEARTBEAT_BYTES)
+        self.sandboxes[name] = sandbox
+        self.monitor.register_agent(agent)
+        self._watch(self.root / name, _SANDBOX_MASK)
+        self._watch_requests(sandbox)
+        self._write_status_file(sandbox)
+        log.info("serving sandbox %s%s", name, " (admin)" if name == self.admin else "")
+
+    def _watch(self, path: Path, mask: int) -> None:
+        if self._inotify is None:
+            return
+        try:
+            self._inotify.watch(path, mask)
+        except OSError as exc:  # e.g. the watch limit: the rescan still serves it
+            log.debug("cannot watch %s: %s", path, exc)
+
+    def _watch_requests(self, sandbox: Sandbox) -> None:
+        """Make sure `requests/` exists as a real directory, and watch it."""
+        try:
+            fd = open_dir(REQUESTS, parent_fd=sandbox.fd, create=True)
+            os.close(fd)
+            os.close(open_dir(RESPONSES, parent_fd=sandbox.fd, create=True))
+        except OSError as exc:
+            log.debug("sandbox %s: %s", sandbox.name, exc)
+            return
+        self._watch(self.root / sandbox.name / REQUESTS, _REQUESTS_MASK)
+
+    def _note_heartbeat(self, name: str) -> None:
+        sandbox = self.sandboxes.get(name)
+        if sandbox is None:
+            return
+        beat = read_small(sandbox.fd, HEARTBEAT, MAX_HEARTBEAT_BYTES)
+        if beat is not None and beat != sandbox.heartbeat:
+            sandbox.heartbeat = beat
+            sandbox.last_seen = time.monotonic()
+
+    # -- requests --------------------------------------------------------------------------
+
+    def _serve_all(self, *, only_backlog: bool = False) -> None:
+        for sandbox in list(self.sandboxes.values()):
+            if not only_backlog or sandbox.backlog:
+                self._serve(sandbox)
+
+    def _serve(self, sandbox: Sandbox) -> None:
+        """Take up to `per_round` requests from the sandbox's `requests/`."""
+        sandbox.backlog = False
+        try:
+            requests_fd = open_dir(REQUESTS, parent_fd=sandbox.fd)
+        except OSError:
+            return  # missing or replaced by a non-directory: nothing to serve
+        try:
+            taken = examined = 0
+            with os.scandir(requests_fd) as entries:
+                for entry in entries:
+                    examined += 1
+                    if taken >= self.settings.per_round or examined > 4 * self.settings.per_round:
+                        sandbox.backlog = True
+                        break
+                    if entry.name.startswith(TEMP_PREFIX):
+                        continue  # being written
+                    taken += 1
+                    self._take(sandbox, requests_fd, entry.name)
+        except OSError as exc:
+            log.debug("sandbox %s: cannot list requests: %s", sandbox.name, exc)
+        finally:
+            os.close(requests_fd)
+
+    def _take(self, sandbox: Sandbox, requests_fd: int, name: str) -> None:
+        request_id = request_id_of(name)
+        if request_id is None:
+            remove_entry(requests_fd, name)  # not a request; nobody waits for an answer
+            return
+        retry_after = sandbox.bucket.take()
+        if retry_after is not None:
+            remove_entry(requests_fd, name)
+            self._refuse(
+                sandbox,
+                request_id,
+                WireError(
+                    RATE_LIMITED,
+                    f"sandbox {sandbox.name} sent more than {self.settings.rate:g} requests per "
+                    f"second (burst {self.settings.burst:g}); the request was not run. Wait "
+                    f"{retry_after:.2f} s and send it again",
+                    retry_after=retry_after,
+                ),
+            )
+            return
+        try:
+            raw = read_untrusted(requests_fd, name, MAX_REQUEST_BYTES)
+        except FileNotFoundError:
+            return
+        except WireError as exc:
+            remove_entry(requests_fd, name)
+            self._refuse(sandbox, request_id, exc)
+            return
+        except OSError as exc:
+            remove_entry(requests_fd, name)
+            log.warning("sandbox %s: cannot read %s: %s", sandbox.name, name, exc)
+            return
+        if not remove_entry(requests_fd, name):
+            return  # withdrawn by the sandbox meanwhile
+        sandbox.last_seen = time.monotonic()
+        sandbox.active = True
+        try:
+            request = parse_request(raw, request_id)
+        except WireError as exc:
+            self._refuse(sandbox, request_id, exc)
+            return
+        if request.kind == "list_tools":
+            self._respond(sandbox, request_id, encode_tools(request_id, self.tool_list(sandbox)))
+            return
+        if sandbox.in_flight >= self.settings.max_in_flight:
+            self._refuse(
+                sandbox,
+                request_id,
+                WireError(
+                    TOO_MANY_IN_FLIGHT,
+                    f"sandbox {sandbox.name} has {sandbox.in_flight} calls running (the limit is "
+                    f"{self.settings.max_in_flight}); the request was not run. Wait for one "
+                    "to return and send it again",
+                ),
+            )
+            return
+        sandbox.in_flight += 1
+        assert self._group is not None
+        self._group.start_soon(self._run_call, sandbox, request)
+
+    def tool_list(self, sandbox: Sandbox) -> list[dict[str, Any]]:
+        specs: tuple[ToolSpec, ...] = TOOL_SPECS
+        if sandbox.name == self.admin:
+            specs += OPERATOR_SPECS
+        return [
+            {"name": s.name, "description": s.description, "input_schema": dict(s.input_schema)}
+            for s in specs
+        ]
+
+    async def _run_call(self, sandbox: Sandbox, request: Request) -> None:
+        scope = anyio.CancelScope()
+        sandbox.scopes.add(scope)
+        outcome: ToolOutcome | None = None
+        try:
+            with scope:
+                outcome = await self._dispatch(sandbox, request.tool or "", request.arguments)
+        except Exception as exc:  # the tools catch their own; this is a bug, not the sandbox's
+            log.exception("sandbox %s: %s failed", sandbox.name, request.tool)
+            outcome = ToolOutcome.error(f"{request.tool} failed: {exc}. Tell the operator.")
+        except BaseException:  # the host is stopping
+            self._refuse(sandbox, request.id, _shutdown_refusal())
+            raise
+        finally:
+            sandbox.scopes.discard(scope)
+            sandbox.in_flight -= 1
+        if outcome is None:  # cancelled by a reclaim
+            self._refuse(
+                sandbox,
+                request.id,
+                WireError(
+                    RECLAIMED,
+                    f"sandbox {sandbox.name} was silent for over {self.settings.stale_after:g} s "
+                    "(no heartbeat), so its calls were cancelled and its locks released; lock "
+                    "your files again",
+                ),
+            )
+            return
+        outcome = self._with_notices(sandbox, outcome)
+        self._respond(
+            sandbox, request.id, encode_result(request.id, outcome.text, outcome.is_error)
+        )
+
+    async def _dispatch(
+        self, sandbox: Sandbox, tool: str, arguments: Mapping[str, Any] | None
+    ) -> ToolOutcome:
+        if tool in OPERATOR_TOOL_NAMES:
+            if self.operator is None or sandbox.name != self.admin:
+                return ToolOutcome.error(
+                    f"{tool} is an operator tool: only the admin sandbox may call it, and "
+                    f"{sandbox.name} is not it. Ask the operator."
+                )
+            return await self.operator.call(tool, arguments)
+        if tool not in TOOL_NAMES:
+            known = ", ".join(spec["name"] for spec in self.tool_list(sandbox))
+            return ToolOutcome.error(f"Unknown tool {tool!r}. This server has: {known}.")
+        return await sandbox.tools.call(tool, arguments)
+
+    def _with_notices(self, sandbox: Sandbox, outcome: ToolOutcome) -> ToolOutcome:
+        """A successful result carries what happened to the sandbox's locks since its last call."""
+        if not sandbox.notices or outcome.is_error or outcome.data is None:
+            return outcome
+        notices, sandbox.notices = sandbox.notices, []
+        return ToolOutcome.success({**outcome.data, "notices": [dict(n) for n in notices]})
+
+    def tell(self, agent: str, notice: Mapping[str, Any]) -> bool:
+        sandbox = self.sandboxes.get(agent)
+        if sandbox is None:
+            return False
+        sandbox.notices.append(notice)
+        return True
+
+    # -- answers ---------------------------------------------------------------------------
+
+    def _refuse(self, sandbox: Sandbox, request_id: str, error: WireError) -> None:
+        log.debug("sandbox %s: refused %s: %s", sandbox.name, request_id, error)
+        self._respond(sandbox, request_id, encode_refusal(request_id, error))
+
+    def _respond(self, sandbox: Sandbox, request_id: str, body: bytes) -> None:
+        name = f"{request_id}.json"
+        try:
+            responses_fd = open_dir(RESPONSES, parent_fd=sandbox.fd, create=True)
+        except OSError as exc:
+            log.warning("sandbox %s: cannot answer %s: %s", sandbox.name, request_id, exc)
+            return
+        try:
+            write_atomic(responses_fd, name, body)
+            sandbox.unclaimed.append(name)
+            while len(sandbox.unclaimed) > MAX_UNCLAIMED_RESPONSES:
+                remove_entry(responses_fd, sandbox.unclaimed.popleft())
+        except OSError as exc:  # e.g. the sandbox put a directory at that name
+            log.warning("sandbox %s: cannot answer %s: %s", sandbox.name, request_id, exc)
+        finally:
+            os.close(responses_fd)
+
+    def _write_host_status(self) -> None:
+        for sandbox in self.sandboxes.values():
+            self._write_status_file(sandbox)
+
+    def _write_status_file(self, sandbox: Sandbox) -> None:
+        sandbox.beats += 1
+        body = {
+            "version": WIRE_VERSION,
+            "pid": os.getpid(),
+            "started_at": round(self._started, 3),
+            "beat": sandbox.beats,
+            "sandbox": sandbox.name,
+            "admin": sandbox.name == self.admin,
+            "stale_after": self.settings.stale_after,
+            "status_interval": self.settings.status_interval,
+        }
+        try:
+            write_atomic(sandbox.fd, HOST_STATUS, json.dumps(body).encode())
+        except OSError as exc:
+            log.debug("sandbox %s: cannot write %s: %s", sandbox.name, HOST_STATUS, exc)
+
+    # -- liveness --------------------------------------------------------------------------
+
+    async def _check_liveness(self) -> None:
+        now = time.monotonic()
+        for sandbox in list(self.sandboxes.values()):
+            self._note_heartbeat(sandbox.name)  # covers lost events and polling
+            silent = now - sandbox.last_seen
+            if sandbox.active and silent > self.settings.stale_after:
+                await self.reclaim(sandbox, silent)
+
+    async def reclaim(self, sandbox: Sandbox, silent_for: float) -> list[str]:
+        """Cancel the sandbox's calls and release its locks: it has stopped."""
+        sandbox.active = False
+        cancelled = list(sandbox.scopes)
+        for scope in cancelled:
+            scope.cancel()
+        await anyio.lowlevel.checkpoint()  # let the cancelled calls give back what they took
+        released = await self._release_agent(sandbox.name)
+        log.log(
+            logging.WARNING if cancelled or released else logging.DEBUG,
+            "sandbox %s silent for %.1f s: cancelled %d call(s), released %d lock(s)%s",
+            sandbox.name, silent_for, len(cancelled), len(released),
+            f": {', '.join(released)}" if released else "",
+        )  # fmt: skip
+        if released:
+            self.tell(
+                sandbox.name,
+                {
+                    "kind": "reclaimed",
+                    "released": released,
+                    "message": (
+                        f"Your sandbox sent no heartbeat for {silent_for:.0f} s, so the host "
+                        f"released your locks: {', '.join(released)}. Lock them again before "
+                        "editing them."
+                    ),
+                },
+            )
+        return released
+
+    async def _release_agent(self, agent: str) -> list[str]:
+        try:
+            released = sorted(self.store.cleanup_agent_locks(agent))
+        except (OSError, CorruptRecordError) as exc:
+            log.error("cannot release the locks of %s: %s", agent, exc)
+            return []
+        for key in released:
+            await self.monitor.handle_event(
+                LockEvent(event_type=LockEventType.RELEASED, agent_id=agent, lock_path=key)
+            )
+        return released
+
+    async def _release_everything(self) -> None:
+        for sandbox in self.sandboxes.values():
+            for key in await self._release_agent(sandbox.name):
+                log.info("released %s held by sandbox %s (host stopped)", key, sandbox.name)
+
+    # -- deadlocks -------------------------------------------------------------------------
+
+    async def _emit(self, event: LockEvent) -> None:
+        await self.monitor.handle_event(event)
+
+    def _verify_cycle(self, info: DeadlockInfo) -> bool:
+        try:
+            return all(self.store.holder(step.lock_path) == step.held_by for step in info.cycle)
+        except CorruptRecordError:
+            return False
+
+    def _on_deadlock(self, info: DeadlockInfo) -> None:
+        log.warning("deadlock between sandboxes: %s", info.describe())
+
+    def sandbox_report(self) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        return [
+            {
+                "name": s.name,
+                "admin": s.name == self.admin,
+                "seconds_since_seen": round(now - s.last_seen, 1),
+                "alive": not s.active or now - s.last_seen <= self.settings.stale_after,
+                "calls_in_flight": s.in_flight,
+            }
+            for s in self.sandboxes.values()
+        ]
+
+
+def _shutdown_refusal() -> WireError:
+    return WireError(SHUTTING_DOWN, "the lockyard host is stopping; the call was not completed")
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+class _NoInotify:
+    """Stands in for an Inotify when it is unavailable: the host then polls."""
+
+    def __enter__(self) -> _NoInotify:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        return None

@@ -1,0 +1,344 @@
+"""The lock tools through IPC folders: an `IpcHost` in this process, `IpcClient`s as sandboxes,
+a real lock directory. Identity, matching by id, liveness, limits and the operator tools."""
+
+from __future__ import annotations
+
+import json
+import logging
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from ipc_support import answer, call_body, running_host, sandbox, until, write_request
+
+from lockyard.infra.ipc.client import IpcClient
+from lockyard.infra.ipc.host import IpcHost
+from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.tools.lock_tools import TOOL_SPECS, LockTools
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def store(repo: Path, lock_dir: Path) -> LockStore:
+    for name in ("a.py", "b.py", "c.py"):
+        (repo / name).write_text(f"# {name}\n")
+    return LockStore(repo, lock_dir)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "ipc"
+    path.mkdir()
+    return path
+
+
+def payload(outcome: Any) -> dict[str, Any]:
+    assert not outcome.is_error, outcome.text
+    data: dict[str, Any] = json.loads(outcome.text)
+    return data
+
+
+async def holds(store: LockStore, name: str, agent: str | None) -> None:
+    """Wait until `agent` holds `name` (None: until it is free); the store is the truth."""
+    await until(lambda: store.holder(name) == agent)
+
+
+async def waits(store: LockStore, agent: str, name: str) -> None:
+    key = store.canonicalize(name)
+    await until(lambda: (agent, key) in store.snapshot().waits)
+
+
+CALLS: list[tuple[str, Any]] = [
+    ("lock_acquire", {"filepaths": ["b.py", "a.py", "./a.py"], "timeout_seconds": 0}),
+    ("lock_acquire", {"filepaths": ["c.py"], "timeout_seconds": 0}),
+    ("lock_acquire", {"filepaths": []}),
+    ("lock_acquire", {"filepaths": ["a.py"], "timeout_seconds": -1}),
+    ("lock_acquire", {"filepaths": ["../outside.py"]}),
+    ("lock_release", {"filepaths": ["a.py"], "all": True}),
+    ("lock_release", {"agent": "x"}),
+    ("lock_frobnicate", {}),
+    ("lock_release", {"all": True}),
+]
+
+
+async def test_results_and_texts_are_the_tools_own_call_for_call(
+    store: LockStore, root: Path, repo: Path
+) -> None:
+    store.try_lock("c.py", "other-agent")
+    direct = LockTools(store, "direct")
+    expected = []
+    for tool, arguments in CALLS:
+        outcome = await direct.call(tool, arguments)
+        expected.append((outcome.text.replace("direct", "<agent>"), outcome.is_error))
+
+    async with running_host(root, store), IpcClient(sandbox(root, "alice"), repo=repo) as client:
+        seen = []
+        for tool, arguments in CALLS:
+            outcome = await client.call(tool, arguments)
+            seen.append((outcome.text.replace("alice", "<agent>"), outcome.is_error))
+    assert seen == expected
+    assert [spec.name for spec in TOOL_SPECS] == ["lock_acquire", "lock_release"]
+
+
+async def test_absolute_paths_inside_the_sandbox_checkout_name_the_hosts_file(
+    store: LockStore, root: Path, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "workspace"  # the sandbox's own checkout, elsewhere
+    workspace.mkdir()
+    async with (
+        running_host(root, store),
+        IpcClient(sandbox(root, "alice"), repo=workspace) as client,
+    ):
+        result = payload(
+            await client.call(
+                "lock_acquire", {"filepaths": [str(workspace / "a.py")], "timeout_seconds": 0}
+            )
+        )
+    assert result["results"][0]["filepath"] == store.canonicalize("a.py")
+
+
+async def test_the_agent_is_the_folder_and_a_request_cannot_claim_another(
+    store: LockStore, root: Path
+) -> None:
+    mallory = sandbox(root, "mallory")
+    sandbox(root, "alice")
+    async with running_host(root, store):
+        body = call_body("impersonate1", "lock_acquire", {"filepaths": ["a.py"]})
+        write_request(mallory, "impersonate1", {**body, "agent_id": "alice"})
+        refused = await answer(mallory, "impersonate1")
+        write_request(
+            mallory, "impersonate2", call_body("impersonate2", "lock_acquire",
+                                                {"filepaths": ["a.py"], "agent_id": "alice"}),
+        )  # fmt: skip
+        in_arguments = await answer(mallory, "impersonate2")
+        write_request(mallory, "plainrequest", call_body("plainrequest", "lock_acquire",
+                                                          {"filepaths": ["b.py"]}))  # fmt: skip
+        plain = await answer(mallory, "plainrequest")
+    assert refused["ok"] is False
+    assert refused["error"]["code"] == "bad_request"
+    assert "folder" in refused["error"]["message"]
+    assert in_arguments["result"]["is_error"] is True  # the tools refuse unknown arguments
+    assert json.loads(plain["result"]["text"])["results"][0]["holder"] == "mallory"
+    assert store.holder("a.py") is None
+
+
+async def test_concurrent_calls_of_one_sandbox_each_get_their_own_answer(
+    store: LockStore, root: Path, repo: Path
+) -> None:
+    names = [f"f{i}.py" for i in range(24)]
+    results: dict[str, Any] = {}
+    async with running_host(root, store), IpcClient(sandbox(root, "alice")) as client:
+
+        async def lock(name: str) -> None:
+            outcome = await client.call("lock_acquire", {"filepaths": [name], "timeout_seconds": 0})
+            results[name] = payload(outcome)
+
+        async with anyio.create_task_group() as group:
+            for name in names:
+                group.start_soon(lock, name)
+    for name in names:
+        assert [r["filepath"] for r in results[name]["results"]] == [store.canonicalize(name)]
+
+
+async def test_a_blocked_acquire_waits_longer_than_the_host_timeout_while_the_host_lives(
+    store: LockStore, root: Path
+) -> None:
+    async with (
+        running_host(root, store, status_interval=0.1),
+        IpcClient(sandbox(root, "alice")) as alice,
+        IpcClient(sandbox(root, "bob"), host_timeout=0.5) as bob,
+    ):
+        assert payload(await alice.call("lock_acquire", {"filepaths": ["a.py"]}))["all_acquired"]
+        async with anyio.create_task_group() as group:
+            got: list[dict[str, Any]] = []
+
+            async def wait_for_a() -> None:
+                got.append(payload(await bob.call("lock_acquire", {"filepaths": ["a.py"]})))
+
+            group.start_soon(wait_for_a)
+            await waits(store, "bob", "a.py")
+            await anyio.sleep(1.5)  # three host timeouts: only the host's liveness counts
+            await alice.call("lock_release", {"all": True})
+    assert got[0]["all_acquired"] is True
+    assert store.holder("a.py") is None  # the host released bob's lock when it stopped
+
+
+async def test_without_a_host_a_call_is_withdrawn_and_says_so(root: Path) -> None:
+    folder = sandbox(root, "alice")
+    async with IpcClient(folder, host_timeout=0.3) as client:
+        outcome = await client.call("lock_acquire", {"filepaths": ["a.py"]})
+    assert outcome.is_error
+    assert "not answering" in outcome.text
+    assert "nothing was done" in outcome.text
+    assert list((folder / "requests").iterdir()) == []
+
+
+async def test_a_fifo_handoff_between_three_sandboxes(store: LockStore, root: Path) -> None:
+    order: list[str] = []
+    async with running_host(root, store), AsyncExitStack() as stack:
+        clients = {
+            name: await stack.enter_async_context(IpcClient(sandbox(root, name)))
+            for name in ("s0", "s1", "s2", "s3")
+        }
+        assert payload(await clients["s0"].call("lock_acquire", {"filepaths": ["a.py"]}))[
+            "all_acquired"
+        ]
+        async with anyio.create_task_group() as group:
+
+            async def wait_then_pass(name: str) -> None:
+                result = payload(await clients[name].call("lock_acquire", {"filepaths": ["a.py"]}))
+                assert result["all_acquired"]
+                order.append(name)
+                await clients[name].call("lock_release", {"all": True})
+
+            for name in ("s1", "s2", "s3"):
+                group.start_soon(wait_then_pass, name)
+                await waits(store, name, "a.py")  # queued in this order
+            await clients["s0"].call("lock_release", {"all": True})
+    assert order == ["s1", "s2", "s3"]
+
+
+async def test_a_deadlock_between_sandboxes_is_resolved_softly(
+    store: LockStore, root: Path
+) -> None:
+    results: dict[str, dict[str, Any]] = {}
+    async with (
+        running_host(root, store),
+        IpcClient(sandbox(root, "alice")) as alice,
+        IpcClient(sandbox(root, "bob")) as bob,
+    ):
+        payload(await alice.call("lock_acquire", {"filepaths": ["a.py"]}))
+        payload(await bob.call("lock_acquire", {"filepaths": ["b.py"]}))
+
+        async def want(client: IpcClient, name: str, agent: str) -> None:
+            results[agent] = payload(await client.call("lock_acquire", {"filepaths": [name]}))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(want, alice, "b.py", "alice")
+            await waits(store, "alice", "b.py")
+            group.start_soon(want, bob, "a.py", "bob")
+    victims = [agent for agent, result in results.items() if "deadlock" in result]
+    assert len(victims) == 1
+    survivor = "bob" if victims == ["alice"] else "alice"
+    assert results[survivor]["all_acquired"] is True
+    assert {step["agent"] for step in results[victims[0]]["deadlock"]["cycle"]} == {"alice", "bob"}
+
+
+async def test_a_silent_sandbox_loses_its_locks_and_is_told_a_live_slow_one_keeps_them(
+    store: LockStore, root: Path
+) -> None:
+    async with running_host(root, store, stale_after=0.6, rescan_interval=0.1):
+        slow = IpcClient(sandbox(root, "slow"), heartbeat_interval=0.1)
+        async with slow:
+            payload(await slow.call("lock_acquire", {"filepaths": ["b.py"]}))
+            # The stopped sandbox: one request written by hand, then silence (no heartbeat).
+            stopped = sandbox(root, "stopped")
+            write_request(stopped, "takeafile", call_body("takeafile", "lock_acquire",
+                                                          {"filepaths": ["a.py"]}))  # fmt: skip
+            assert json.loads((await answer(stopped, "takeafile"))["result"]["text"])[
+                "all_acquired"
+            ]
+            write_request(stopped, "waitforb1", call_body("waitforb1", "lock_acquire",
+                                                          {"filepaths": ["b.py"]}))  # fmt: skip
+            await holds(store, "a.py", None)  # reclaimed after 0.6 s of silence
+            cancelled = await answer(stopped, "waitforb1")
+            await anyio.sleep(1.0)  # the slow sandbox said nothing for longer than that
+            assert store.holder("b.py") == "slow"
+            # Back to life: the next call is told what happened.
+            write_request(stopped, "aftermath", call_body("aftermath", "lock_release",
+                                                          {"all": True}))  # fmt: skip
+            told = json.loads((await answer(stopped, "aftermath"))["result"]["text"])
+    assert cancelled["ok"] is False
+    assert cancelled["error"]["code"] == "reclaimed"
+    (notice,) = told["notices"]
+    assert notice["kind"] == "reclaimed"
+    assert notice["released"] == [store.canonicalize("a.py")]
+
+
+async def test_operator_tools_only_for_the_admin_folder(
+    store: LockStore, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "lockyard.ipc.host")
+    async with (
+        running_host(root, store, admin="main"),
+        IpcClient(sandbox(root, "main")) as main,
+        IpcClient(sandbox(root, "bob")) as bob,
+    ):
+        bob_tools = [tool["name"] for tool in await bob.list_tools()]
+        main_tools = [tool["name"] for tool in await main.list_tools()]
+        payload(await bob.call("lock_acquire", {"filepaths": ["a.py"]}))
+        denied = await bob.call("lock_force_release", {"filepath": "a.py", "reason": "mine"})
+        status = payload(await main.call("lock_status", {}))
+        bad = await main.call("lock_force_release", {"filepath": "a.py"})
+        forced = payload(
+            await main.call("lock_force_release", {"filepath": "a.py", "reason": "stuck for 1 h"})
+        )
+        told = payload(await bob.call("lock_acquire", {"filepaths": ["b.py"]}))
+        again = payload(await bob.call("lock_acquire", {"filepaths": ["c.py"]}))
+    assert bob_tools == ["lock_acquire", "lock_release"]
+    assert main_tools == ["lock_acquire", "lock_release", "lock_status", "lock_force_release"]
+    assert denied.is_error
+    assert "only the admin sandbox" in denied.text
+    assert [(lock["filepath"], lock["holder"]) for lock in status["locks"]] == [
+        (store.canonicalize("a.py"), "bob")
+    ]
+    assert {s["name"] for s in status["sandboxes"]} == {"main", "bob"}
+    assert bad.is_error
+    assert "reason" in bad.text
+    assert forced == {
+        "released": True,
+        "filepath": store.canonicalize("a.py"),
+        "holder": "bob",
+        "reason": "stuck for 1 h",
+        "holder_told": True,
+    }
+    assert told["notices"][0]["kind"] == "force_released"
+    assert "stuck for 1 h" in told["notices"][0]["message"]
+    assert "notices" not in again  # told once
+    assert "stuck for 1 h" in caplog.text
+
+
+async def test_rate_and_in_flight_limits_refuse_with_a_clear_error(
+    store: LockStore, root: Path
+) -> None:
+    folder = sandbox(root, "eager")
+    ids = [f"burst{i:04d}" for i in range(12)]
+    for request_id in ids:  # all written before the host starts: one burst
+        write_request(folder, request_id, call_body(request_id, "lock_release", {"all": True}))
+    async with running_host(root, store, rate=0.5, burst=4):
+        answers = [await answer(folder, request_id) for request_id in ids]
+    served = [a for a in answers if a["ok"]]
+    refused = [a for a in answers if not a["ok"]]
+    assert len(served) == 4
+    assert {a["error"]["code"] for a in refused} == {"rate_limited"}
+    assert all(a["error"]["retry_after"] > 0 for a in refused)
+    assert "requests per second" in refused[0]["error"]["message"]
+
+    busy = sandbox(root, "busy")
+    store.try_lock("a.py", "holder")
+    async with running_host(root, store, max_in_flight=2):
+        for i in range(3):
+            write_request(busy, f"waiting{i}", call_body(f"waiting{i}", "lock_acquire",
+                                                         {"filepaths": ["a.py"]}))  # fmt: skip
+            if i < 2:
+                await waits(store, "busy", "a.py")
+        third = await answer(busy, "waiting2")
+        store.release("a.py", "holder")
+        first = await answer(busy, "waiting0")
+    assert third["error"]["code"] == "too_many_in_flight"
+    assert json.loads(first["result"]["text"])["all_acquired"] is True
+
+
+async def test_the_host_releases_every_sandbox_lock_when_it_stops(
+    store: LockStore, root: Path
+) -> None:
+    async with running_host(root, store) as host:
+        assert isinstance(host, IpcHost)
+        async with IpcClient(sandbox(root, "alice")) as alice:
+            payload(await alice.call("lock_acquire", {"filepaths": ["a.py"]}))
+        # the client's exit released nothing by itself: the session did not end over MCP
+        assert store.holder("a.py") == "alice"
+    assert store.holder("a.py") is None
