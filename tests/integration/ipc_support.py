@@ -56,7 +56,7 @@ async def answer(folder: Path, request_id: str, limit: float = 20.0) -> dict[str
     """The host's response to `request_id` (read and removed), waited for by polling: the test
     side of the protocol, independent of the client under test."""
     path = folder / "responses" / f"{request_id}.json"
-    await until(path.exists, limit)
+    await until(lambda: path.is_file() and not path.is_symlink(), limit)
     data: dict[str, Any] = json.loads(path.read_bytes())
     path.unlink()
     return data
