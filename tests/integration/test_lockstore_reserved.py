@@ -86,8 +86,10 @@ def test_a_queue_of_dead_waiters_reserves_nothing(repo: Path, lock_dir: Path) ->
     me = current_process()
     ghost = ProcessIdentity(dead_pid(), None, me.host, me.boot_id, me.pid_ns)
     token = new_token()
-    record = encode_waiter(ghost, "ghost", token, 1, key, store.namespace)
-    store._dir.enqueue(lock_name(store.namespace, key), f"{1:020d}-{token}", record)
+    store._dir.enqueue(
+        lock_name(store.namespace, key),
+        lambda ticket: encode_waiter(ghost, "ghost", token, ticket, key, store.namespace),
+    )
     assert [w.agent_id for w in store.waiters("f.py")] == ["ghost"]
     assert store.list_locks() == []
     assert store.try_lock("f.py", "C")  # and the dead entry does not block either

@@ -5,7 +5,8 @@ Layout (all names relative to one private directory, opened once and used throug
     <name>.lock/<token>        a lock: a directory holding exactly one entry, named by the
                                grant token, whose content is the holder record (JSON)
     <name>.tmp-<token>/<token> a lock being published (staging, same file system)
-    <name>.q/<ticket>-<token>  the wait queue of a lock; exists only while it has entries
+    <name>.q/<ticket>          the wait queue of a lock, entries numbered in arrival order;
+                               exists only while it has entries
 
 Publishing a lock: build the staging directory with the record inside, then `rename` it onto
 `<name>.lock`. The rename is atomic and fails (ENOTEMPTY/EEXIST) while the lock directory holds
@@ -29,6 +30,7 @@ import errno
 import os
 import stat
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -41,6 +43,7 @@ PARTIAL_SUFFIX: Final = ".part"
 _SYMLINK_RECORD_MAX: Final = 4000
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _BUSY: Final = (errno.ENOTEMPTY, errno.EEXIST)
+TICKET_DIGITS: Final = 20
 
 
 def default_lock_dir() -> Path:
@@ -167,7 +170,7 @@ class LockDir:
         except FileNotFoundError:
             raise self._removed() from None
         try:
-            self._write_record(f"{staging}/{token}", record)
+            _write_record(self.fd, f"{staging}/{token}", record)
             os.rename(staging, name + LOCK_SUFFIX, src_dir_fd=self.fd, dst_dir_fd=self.fd)
         except OSError as error:
             self.discard_staging(staging, token)
@@ -233,7 +236,14 @@ class LockDir:
 
     # -- queues ------------------------------------------------------------------------
 
-    def enqueue(self, name: str, entry: str, record: str) -> None:
+    def enqueue(self, name: str, record_for: Callable[[int], str]) -> str:
+        """Add an entry to the queue of `name` and return its name (its ticket).
+
+        The ticket is one more than the highest ticket in the queue, claimed by creating the
+        entry under that name (creation fails if the name exists: then the next one is
+        tried). So entries are numbered in the order they were created, whatever any
+        process's clock says. `record_for(ticket)` gives the record to store.
+        """
         queue = name + QUEUE_SUFFIX
         while True:
             try:
@@ -242,13 +252,37 @@ class LockDir:
                 pass
             except FileNotFoundError:
                 raise self._removed() from None
-            try:
-                self._write_record(f"{queue}/{entry}", record)
-            except FileNotFoundError:
+            queue_fd = self._open_own_dir(queue)
+            if queue_fd is None:
                 continue  # the last waiter removed the empty queue meanwhile: recreate it
-            except NotADirectoryError as error:
-                raise _entry_error(queue, error) from None
-            return
+            try:
+                entry = _claim_ticket(queue_fd, record_for)
+            finally:
+                os.close(queue_fd)
+            if entry is not None:
+                return entry
+
+    def _open_own_dir(self, entry: str) -> int | None:
+        """A directory entry of ours, opened without following symlinks; None when absent.
+
+        Anything else (a symlink, a file, another user's directory) is refused: following
+        it would write or read where the store has no business."""
+        try:
+            entry_fd = os.open(entry, _DIR_FLAGS, dir_fd=self.fd)
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise _entry_error(entry, error) from None
+            raise
+        owner = os.fstat(entry_fd).st_uid
+        if owner != os.geteuid():
+            os.close(entry_fd)
+            raise LockDirError(
+                f"{entry} in the lock directory belongs to uid {owner}, not to you; "
+                "something else put it there. Remove it to unblock that lock"
+            )
+        return entry_fd
 
     def dequeue(self, name: str, entry: str) -> bool:
         """Remove one queue entry (by its unique name) and the queue when it became empty."""
@@ -275,8 +309,8 @@ class LockDir:
         try:
             entries = []
             for entry in sorted(os.listdir(queue_fd)):
-                if entry.endswith(PARTIAL_SUFFIX):
-                    continue
+                if not _is_ticket(entry):
+                    continue  # a partial record, or not the store's
                 try:
                     entries.append((entry, _read_record(queue_fd, entry)))
                 except FileNotFoundError:
@@ -293,24 +327,50 @@ class LockDir:
     def staging_record(self, staging: str) -> tuple[str, str] | None:
         return self._read_single(staging)
 
-    def _write_record(self, entry: str, record: str) -> None:
-        """Make `entry` hold `record`, complete before it is visible under that name."""
-        if len(record) <= _SYMLINK_RECORD_MAX:
-            os.symlink(record, entry, dir_fd=self.fd)
-            return
-        # Too long for a symlink target: write a file under a hidden name, then rename it.
-        partial = entry + PARTIAL_SUFFIX
-        record_fd = os.open(
-            partial,
-            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-            0o600,
-            dir_fd=self.fd,
-        )
+
+def _write_record(dir_fd: int, entry: str, record: str) -> None:
+    """Make `entry` (in the directory `dir_fd`) hold `record`, complete before it is visible
+    under that name; FileExistsError when the name is taken (creation is exclusive)."""
+    if len(record) <= _SYMLINK_RECORD_MAX:
+        os.symlink(record, entry, dir_fd=dir_fd)
+        return
+    # Too long for a symlink target: write a file under a hidden name, then link it into
+    # place (a link, unlike a rename, never replaces an existing entry).
+    partial = entry + PARTIAL_SUFFIX
+    record_fd = os.open(
+        partial,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
+        dir_fd=dir_fd,
+    )
+    try:
+        os.write(record_fd, record.encode())
+    finally:
+        os.close(record_fd)
+    try:
+        os.link(partial, entry, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(partial, dir_fd=dir_fd)
+
+
+def _claim_ticket(queue_fd: int, record_for: Callable[[int], str]) -> str | None:
+    """Create the next ticket's entry in the open queue; None when the queue was removed."""
+    while True:
+        tickets = [int(entry[:TICKET_DIGITS]) for entry in os.listdir(queue_fd) if _is_ticket(entry)]
+        ticket = max(tickets, default=0) + 1
+        entry = f"{ticket:0{TICKET_DIGITS}d}"
         try:
-            os.write(record_fd, record.encode())
-        finally:
-            os.close(record_fd)
-        os.rename(partial, entry, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+            _write_record(queue_fd, entry, record_for(ticket))
+        except FileExistsError:
+            continue  # somebody took that ticket first: read the queue again
+        except FileNotFoundError:
+            return None  # the directory was removed (it was empty): make it again
+        return entry
+
+
+def _is_ticket(entry: str) -> bool:
+    return entry[:TICKET_DIGITS].isdigit() and not entry.endswith(PARTIAL_SUFFIX)
 
 
 def _read_record(dir_fd: int, entry: str) -> str:

@@ -1,7 +1,8 @@
 """One waiter's place in a lock's FIFO queue, and what it watches while it waits.
 
 The recipe of etcd's mutex and ZooKeeper's lock: each waiter adds an entry named by a ticket
-(`<monotonic ns>-<token>`, so names sort in arrival order) to `<name>.q/`; only the oldest live
+(one more than the highest in the queue, claimed by exclusive creation, so names sort in
+arrival order whatever any process's clock says) to `<name>.q/`; only the oldest live
 entry may take the lock; every other waiter watches only its predecessor's entry, so a
 release wakes one waiter, not all. Entries record agent and process, so queued waits are
 visible on disk (`lockyard status`, the cross-process monitor) and entries of dead waiters
@@ -10,11 +11,10 @@ are recognised and dropped.
 
 from __future__ import annotations
 
-import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from .liveness import Liveness, current_process, new_token
+from .liveness import Liveness, current_process, new_token, pids_are_local
 from .lockdir import QUEUE_SUFFIX, LockDir
 from .records import HolderRecord, WaiterRecord, encode_waiter
 from .wakeup import WakeHub, Waker
@@ -110,14 +110,14 @@ class Wait:
         self._hub.unwatch(directory)
 
     def _enqueue(self) -> None:
-        ticket = time.monotonic_ns()
         token = new_token()
-        entry = f"{ticket:020d}-{token}"
-        record = encode_waiter(
-            current_process(), self._agent, token, ticket, self._key, self._store.namespace
-        )
-        self._dir.enqueue(self._name, entry, record)
-        self.entry = entry
+        me = current_process()
+        namespace = self._store.namespace
+
+        def record_for(ticket: int) -> str:
+            return encode_waiter(me, self._agent, token, ticket, self._key, namespace)
+
+        self.entry = self._dir.enqueue(self._name, record_for)
 
     def advance(self) -> bool:
         """Take the lock if it is our turn; else subscribe to what ends our wait. True: ours."""
@@ -157,7 +157,9 @@ class Wait:
 
     def _exit_topic(self, record: HolderRecord | WaiterRecord | None) -> set[str]:
         """`pid:<pid>` for a live process of this machine other than ours, to hear of its end."""
-        if not self._pushed or record is None:
+        if not self._pushed or record is None or not pids_are_local():
+            # (Recorded pids are /proc's numbers; where those are not ours, as in a pid
+            # namespace whose /proc was not remounted, pidfd_open would name another process.)
             return set()
         if self._is_ours(record):
             return set()

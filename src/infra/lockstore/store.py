@@ -43,7 +43,7 @@ mistake (milliseconds passed as seconds), and a wait that long should be a retry
 MIN_POLL_INTERVAL_MS: Final = 1
 MAX_POLL_INTERVAL_MS: Final = 60_000
 STALE_STAGING_SECONDS: Final = 60.0
-"""Staging directories older than this whose writer cannot be shown alive are garbage."""
+"""Staging directories still without a record after this long are garbage."""
 
 OnReclaim = Callable[[Reclamation], None]
 
@@ -494,6 +494,11 @@ class LockStore:
         return reclamation
 
     def _remove_stale_staging(self) -> None:
+        """Remove staging debris: a lock being published whose writer is provably dead, or
+        one still without a record after STALE_STAGING_SECONDS (its writer died between
+        `mkdir` and writing the record). A writer that is not provably dead keeps its staging
+        whatever any clock says; removing a staging under a live writer would anyway only
+        make its publish fail and be tried again, never break a lock."""
         now = time.time()
         for entry in self._dir.names():
             _base, mark, token = entry.partition(STAGING_MARK)
@@ -502,14 +507,14 @@ class LockStore:
             try:
                 found = self._dir.staging_record(entry)
                 age = now - os.lstat(entry, dir_fd=self._dir.fd).st_mtime
-            except (OSError, CorruptRecordError):
-                continue
+            except (OSError, CorruptRecordError, LockDirError):
+                continue  # not a staging directory the store wrote: a stray, left alone
             if found is not None:
                 try:
                     record = decode_holder(found[1], entry)
                 except CorruptRecordError:
                     continue
-                if record.liveness()[0] is not Liveness.DEAD and age < STALE_STAGING_SECONDS:
+                if record.liveness()[0] is not Liveness.DEAD:
                     continue
             elif age < STALE_STAGING_SECONDS:
                 continue
