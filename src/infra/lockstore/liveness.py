@@ -75,8 +75,7 @@ def _read_boot_id() -> str | None:
 def _status_fields(pid: int | str) -> dict[str, list[str]]:
     with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as status_file:
         return {
-            key: value.split()
-            for key, _, value in (line.partition(":") for line in status_file)
+            key: value.split() for key, _, value in (line.partition(":") for line in status_file)
         }
 
 

@@ -357,7 +357,9 @@ def _write_record(dir_fd: int, entry: str, record: str) -> None:
 def _claim_ticket(queue_fd: int, record_for: Callable[[int], str]) -> str | None:
     """Create the next ticket's entry in the open queue; None when the queue was removed."""
     while True:
-        tickets = [int(entry[:TICKET_DIGITS]) for entry in os.listdir(queue_fd) if _is_ticket(entry)]
+        tickets = [
+            int(entry[:TICKET_DIGITS]) for entry in os.listdir(queue_fd) if _is_ticket(entry)
+        ]
         ticket = max(tickets, default=0) + 1
         entry = f"{ticket:0{TICKET_DIGITS}d}"
         try:
