@@ -44,6 +44,7 @@ from .hooks.locking import (
     make_commit_guard_hook,
     make_write_guard_hook,
 )
+from .hooks.shell_guard import DEFAULT_POLICY, ShellGuardPolicy, make_shell_guard_hook
 from .mcp import new_agent_id
 from .tools.lock_tools import LockTools
 from .tools.locking import CorruptRecordError, LockStore
@@ -122,8 +123,8 @@ class AgentRuntimeBuilder:
     What it adds to `base_options` (which it never mutates):
     - `mcp_servers[server_key]`: the lock tools for this agent;
     - `allowed_tools`: `mcp__<server_key>__lock_acquire` and `..._release`;
-    - PreToolUse hooks: the write guard (Write|Edit|MultiEdit|NotebookEdit) and the
-      `git commit` guard (Bash);
+    - PreToolUse hooks: the write guard (Write|Edit|MultiEdit|NotebookEdit), the shell guard
+      (Bash: files a command writes must be locked) and the `git commit` guard (Bash);
     - PostToolUse and PostToolUseFailure hooks on the two lock tools: lock events;
     - the implementer prompt (appended to the Claude Code preset by default);
     - `cwd` = the repository, unless set.
@@ -144,6 +145,9 @@ class AgentRuntimeBuilder:
     prompt_mode: PromptMode = "append"
     guard_writes: bool = True
     guard_commits: bool = True
+    guard_shell: bool = True
+    shell_policy: ShellGuardPolicy = DEFAULT_POLICY
+    """What the shell guard does with commands whose write targets it cannot read."""
     tool_timeout_seconds: float | None = None
     """The CLI's wall-clock limit per lock tool call (server `timeout`); None: CLI default."""
 
@@ -215,9 +219,15 @@ class AgentRuntimeBuilder:
         if self.guard_writes:
             guard = make_write_guard_hook(store, agent_id, self.server_key)
             pre.append(HookMatcher(matcher=WRITE_TOOLS_MATCHER, hooks=[guard]))
+        bash: list[Any] = []
+        if self.guard_shell:
+            bash.append(
+                make_shell_guard_hook(store, agent_id, self.server_key, policy=self.shell_policy)
+            )
         if self.guard_commits:
-            commit_guard = make_commit_guard_hook(store, agent_id, self.server_key)
-            pre.append(HookMatcher(matcher=BASH_MATCHER, hooks=[commit_guard]))
+            bash.append(make_commit_guard_hook(store, agent_id, self.server_key))
+        if bash:
+            pre.append(HookMatcher(matcher=BASH_MATCHER, hooks=bash))
         if pre:
             hooks.setdefault("PreToolUse", []).extend(pre)
         events = make_lock_event_hook(

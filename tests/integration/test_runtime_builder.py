@@ -54,6 +54,7 @@ def test_the_options_carry_server_tools_hooks_prompt_and_cwd(
 
     hooks = options.hooks or {}
     assert [m.matcher for m in hooks["PreToolUse"]] == ["Write|Edit|MultiEdit|NotebookEdit", "Bash"]
+    assert len(hooks["PreToolUse"][1].hooks) == 2  # the shell guard, then the commit guard
     for event in ("PostToolUse", "PostToolUseFailure"):
         assert [m.matcher for m in hooks[event]] == [f"{ACQUIRE}|{RELEASE}"]
     assert set(hooks) == {"PreToolUse", "PostToolUse", "PostToolUseFailure"}  # no Stop hook
@@ -141,6 +142,7 @@ def test_guards_can_be_left_out_and_the_tool_timeout_is_forwarded(
         lock_dir=tmp_path / "locks",
         guard_writes=False,
         guard_commits=False,
+        guard_shell=False,
         tool_timeout_seconds=1.5,
         server_key="locks",
     ).build()
@@ -152,6 +154,10 @@ def test_guards_can_be_left_out_and_the_tool_timeout_is_forwarded(
         repo, agent_id="a2", lock_dir=tmp_path / "locks", guard_writes=False
     ).build()
     assert [m.matcher for m in (only_commits.options.hooks or {})["PreToolUse"]] == ["Bash"]
+    no_shell = AgentRuntimeBuilder(
+        repo, agent_id="a3", lock_dir=tmp_path / "locks", guard_writes=False, guard_shell=False
+    ).build()
+    assert len((no_shell.options.hooks or {})["PreToolUse"][0].hooks) == 1  # commits only
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,61 @@
+"""The shell guard as a PreToolUse hook for the Agent SDK (matcher "Bash")."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+import anyio
+from claude_agent_sdk import HookContext
+from claude_agent_sdk.types import SyncHookJSONOutput
+
+from ...tools.naming import DEFAULT_SERVER_KEY
+from ..guard_common import GuardStore, HookFn, deny
+from .decide import DEFAULT_POLICY, ShellGuardPolicy, decide_shell_command
+
+logger = logging.getLogger(__name__)
+
+SHELL_TOOLS = ("Bash",)
+
+
+def make_shell_guard_hook(
+    store: GuardStore,
+    agent_id: str,
+    server_key: str = DEFAULT_SERVER_KEY,
+    *,
+    policy: ShellGuardPolicy = DEFAULT_POLICY,
+) -> HookFn:
+    """PreToolUse hook denying a Bash command that would write repository files this agent
+    has not locked (or, by `policy`, whose targets cannot be read)."""
+
+    async def hook(
+        input_data: Any, tool_use_id: str | None, context: HookContext
+    ) -> SyncHookJSONOutput:
+        if not isinstance(input_data, dict) or input_data.get("tool_name") not in SHELL_TOOLS:
+            return {}
+        tool_input = input_data.get("tool_input")
+        command = tool_input.get("command") if isinstance(tool_input, dict) else None
+        if not isinstance(command, str) or not command.strip():
+            return {}
+        cwd = input_data.get("cwd")
+        decide = functools.partial(
+            decide_shell_command,
+            command,
+            cwd if isinstance(cwd, str) and cwd else None,
+            agent_id,
+            store,
+            policy=policy,
+            server_key=server_key,
+        )
+        try:
+            # In a worker thread: git queries and globs must not stall the agents' event loop.
+            decision = await anyio.to_thread.run_sync(decide)
+        except Exception as exc:  # fail closed: an unread command is not a checked command
+            logger.exception("shell guard failed on %r", command)
+            return deny(f"The shell guard could not check this command ({exc}); retry it.")
+        if decision.allowed:
+            return {}
+        return deny(decision.reason or "denied by the shell guard")
+
+    return hook

@@ -1,0 +1,167 @@
+"""The shell guard's SDK hook and decision API on a real lock store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lockyard.infra.hooks.shell_guard import (
+    ShellGuardPolicy,
+    decide_shell_command,
+    make_shell_guard_hook,
+    write_targets,
+)
+from lockyard.infra.tools.locking import LockStore
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def store(repo: Path, lock_dir: Path) -> LockStore:
+    (repo / "src").mkdir()
+    (repo / "src" / "app.py").write_text("value = 1\n")
+    return LockStore(repo, lock_dir)
+
+
+def bash(command: Any, cwd: Any = None, tool: str = "Bash") -> dict[str, Any]:
+    return {"tool_name": tool, "tool_input": {"command": command}, "cwd": cwd}
+
+
+def reason(output: Any) -> str:
+    specific = output["hookSpecificOutput"]
+    assert specific["permissionDecision"] == "deny"
+    return str(specific["permissionDecisionReason"])
+
+
+async def test_the_hook_denies_an_unlocked_write_and_names_the_file(store: LockStore) -> None:
+    hook = make_shell_guard_hook(store, "alice")
+    output = await hook(bash("sed -i s/1/2/ src/app.py", store.namespace), None, {})
+    key = store.canonicalize("src/app.py")
+    assert f"{key} (not locked)" in reason(output)
+    assert "mcp__lockyard__lock_acquire" in reason(output)
+    assert (Path(store.namespace) / "src" / "app.py").read_text() == "value = 1\n"
+
+
+async def test_the_hook_allows_the_write_once_the_agent_holds_the_lock(store: LockStore) -> None:
+    hook = make_shell_guard_hook(store, "alice")
+    assert store.try_lock("src/app.py", "alice")
+    assert await hook(bash("sed -i s/1/2/ src/app.py", store.namespace), None, {}) == {}
+
+
+async def test_the_hook_names_the_other_holder(store: LockStore) -> None:
+    hook = make_shell_guard_hook(store, "alice", server_key="locks")
+    assert store.try_lock("src/app.py", "bob")
+    text = reason(await hook(bash("rm src/app.py"), None, {}))
+    assert "locked by bob" in text
+    assert "mcp__locks__lock_acquire" in text
+    assert "waits for bob" in text
+
+
+async def test_the_hook_runs_relative_paths_from_the_repository_without_a_cwd(
+    store: LockStore,
+) -> None:
+    hook = make_shell_guard_hook(store, "alice")
+    assert "app.py" in reason(await hook(bash("cd src && rm app.py", None), None, {}))
+
+
+@pytest.mark.parametrize(
+    "input_data",
+    [
+        bash("rm src/app.py", tool="Read"),
+        bash(""),
+        bash("   "),
+        bash(None),
+        {"tool_name": "Bash", "tool_input": "rm src/app.py"},
+        "not a dict",
+    ],
+)
+async def test_the_hook_ignores_other_tools_and_empty_commands(
+    store: LockStore, input_data: Any
+) -> None:
+    assert await make_shell_guard_hook(store, "alice")(input_data, None, {}) == {}
+
+
+async def test_an_unreadable_command_is_denied_by_default_and_allowed_by_policy(
+    store: LockStore,
+) -> None:
+    strict = make_shell_guard_hook(store, "alice")
+    text = reason(await strict(bash("eval $CMD"), None, {}))
+    assert "cannot tell which files" in text
+    assert "Lock the files you mean to change" in text
+    lenient = make_shell_guard_hook(store, "alice", policy=ShellGuardPolicy(undetermined="allow"))
+    assert await lenient(bash("eval $CMD"), None, {}) == {}
+
+
+async def test_the_hook_fails_closed_when_the_store_cannot_be_read(store: LockStore) -> None:
+    class Broken:
+        namespace = store.namespace
+
+        def canonicalize(self, filepath: str) -> str:
+            return store.canonicalize(filepath)
+
+        def holder(self, filepath: str) -> str | None:
+            raise OSError("lock directory gone")
+
+    text = reason(await make_shell_guard_hook(Broken(), "alice")(bash("rm src/app.py"), None, {}))
+    assert "lock directory gone" in text
+
+
+async def test_the_hook_fails_closed_when_the_guard_itself_fails(store: LockStore) -> None:
+    class Exploding:
+        @property
+        def namespace(self) -> str:
+            raise RuntimeError("boom")
+
+        def canonicalize(self, filepath: str) -> str:
+            raise AssertionError
+
+        def holder(self, filepath: str) -> str | None:
+            raise AssertionError
+
+    text = reason(await make_shell_guard_hook(Exploding(), "alice")(bash("ls"), None, {}))
+    assert "could not check this command (boom)" in text
+
+
+def test_an_unreadable_lock_record_denies_with_the_operator_hint(store: LockStore) -> None:
+    class Corrupt:
+        namespace = store.namespace
+
+        def canonicalize(self, filepath: str) -> str:
+            return store.canonicalize(filepath)
+
+        def holder(self, filepath: str) -> str | None:
+            from lockyard.infra.lockstore.errors import CorruptRecordError
+
+            raise CorruptRecordError("garbled")
+
+    decision = decide_shell_command("rm src/app.py", None, "alice", Corrupt())
+    assert not decision.allowed
+    assert "lockyard status" in (decision.reason or "")
+
+
+def test_a_directory_created_needs_no_lock_but_one_locked_by_another_is_denied(
+    store: LockStore,
+) -> None:
+    assert decide_shell_command("mkdir -p src/new", None, "alice", store).allowed
+    assert store.try_lock("src/taken", "bob")
+    decision = decide_shell_command("mkdir src/taken", None, "alice", store)
+    assert not decision.allowed
+    assert decision.unlocked == ((store.canonicalize("src/taken"), "bob"),)
+
+
+def test_the_decision_lists_the_locked_files_it_checked(store: LockStore) -> None:
+    assert store.try_lock("src/app.py", "alice")
+    decision = decide_shell_command("touch src/app.py; touch /tmp/x", None, "alice", store)
+    assert decision.allowed
+    assert decision.locked == (store.canonicalize("src/app.py"),)
+
+
+def test_write_targets_are_absolute_and_name_the_command(tmp_path: Path) -> None:
+    found = write_targets("cd sub && echo x > out.txt; rm $X", str(tmp_path))
+    assert [t.path for t in found.targets] == [str(tmp_path / "sub" / "out.txt")]
+    assert found.files == [str(tmp_path / "sub" / "out.txt")]
+    assert found.undetermined == [
+        "`rm $X`: `rm` is given a file name that is only known when it runs"
+    ]
