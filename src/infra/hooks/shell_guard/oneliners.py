@@ -246,6 +246,7 @@ _SHELL_OUTS: Final = {
     "perl": ("system", "`", "qx", "exec"),
 }
 _STRING: Final = re.compile(r"""'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|`((?:[^`\\]|\\.)*)`""")
+_PERL_MODE: Final = re.compile(r"\s*(\+?[<>]{1,2}|-\||\|-)(:\S*)?\s*")
 _FILE_NAME: Final = re.compile(r"[\w.-]*\.[A-Za-z0-9_-]+")
 _NOT_PATHS: Final = frozenset(
     {
@@ -314,34 +315,55 @@ def _search(name: str, code: Arg, writes: tuple[str, ...]) -> Effects:
                 "run them as shell commands instead"
             ]
         )
+    if name == "perl":
+        return _perl_search(code)
     if not any(re.search(rf"\b{re.escape(call)}", code) for call in writes):
         return Effects()
-    paths = _path_literals(name, code)
+    paths = [text for text in _literals(code) if _looks_like_path(text)]
     if not paths:
         return Effects(unknown=[_COMPUTED.format(name=f"{name} -e")])
     return Effects(files=paths)
 
 
-def _path_literals(name: str, code: str) -> list[str]:
-    paths: list[str] = []
-    skip_next = False
-    for match in _STRING.finditer(code):
-        text = next(group for group in match.groups() if group is not None)
-        if name == "perl":
-            mode = text.strip()
-            if mode.startswith("<") or mode in ("-|", "|-"):
-                skip_next = mode.rstrip(":utf8").strip() in ("<", "+<") and mode.startswith("<")
-                continue
-            if skip_next:
-                skip_next = False
-                continue
-            if mode.startswith((">", "+<", "+>")):
-                text = mode.lstrip("+<>").strip()
-                if not text or text.startswith(":"):
-                    continue
-        if _looks_like_path(text):
-            paths.append(text)
-    return paths
+def _perl_search(code: str) -> Effects:
+    """perl's `open` writes only with a `>`/`+<` mode (`open(F, ">f")`, `open($f, ">", "f")`);
+    `unlink`, `rename`, `truncate`, `chmod`, `sysopen` write their path arguments."""
+    files: list[str] = []
+    writes = False
+    following: str | None = None  # "write" / "read": what the literal after a bare mode is
+    others: list[str] = []
+    for text in _literals(code):
+        mode = _PERL_MODE.fullmatch(text)
+        if mode is not None:
+            following = "write" if ">" in text or text.strip().startswith("+") else "read"
+            writes = writes or following == "write"
+            continue
+        if following is not None:
+            if following == "write" and _looks_like_path(text):
+                files.append(text)
+            following = None
+            continue
+        stripped = text.strip()
+        if stripped.startswith((">", "+<", "+>")):
+            writes = True
+            target = stripped.lstrip("+<>").strip()
+            if _looks_like_path(target):
+                files.append(target)
+        elif _looks_like_path(text):
+            others.append(text)
+    if re.search(r"\b(unlink|rename|truncate|chmod|sysopen)\b", code):
+        writes = True
+        files.extend(others)
+    if writes and not files:
+        return Effects(unknown=[_COMPUTED.format(name="perl -e")])
+    return Effects(files=files)
+
+
+def _literals(code: str) -> list[str]:
+    return [
+        next(group for group in match.groups() if group is not None)
+        for match in _STRING.finditer(code)
+    ]
 
 
 def _looks_like_path(text: str) -> bool:

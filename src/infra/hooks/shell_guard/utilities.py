@@ -83,6 +83,8 @@ def _copy_like(
     for source in sources:
         if source is None:
             effects.unknown.append(f"`{name}` is given a source that is only known when it runs")
+            if not into_directory:
+                effects.files.append(destination)
             continue
         if moves:
             (effects.trees if place.is_dir(source) else effects.files).append(source)

@@ -61,9 +61,14 @@ def _tilde(chars: list[Char], variables: Mapping[str, str | None]) -> list[Char]
     if not chars or chars[0] != ("~", False):
         return chars
     end = next((i for i, (c, _) in enumerate(chars) if c == "/"), len(chars))
-    if end != 1:
-        return chars  # ~user: left as written
-    home = variables.get("HOME")
+    if any(quoted for _, quoted in chars[:end]):
+        return chars
+    if end == 1:
+        home = variables.get("HOME")
+    else:  # ~user: that user's home, or the text as written when there is no such user
+        prefix = "".join(c for c, _ in chars[:end])
+        found = os.path.expanduser(prefix)
+        home = None if found == prefix else found
     if home is None:
         return chars
     return [(char, True) for char in home] + chars[1:]

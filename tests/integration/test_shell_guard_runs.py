@@ -1,0 +1,131 @@
+"""Property: what the shell guard allows never changes a file the agent has not locked.
+
+Hypothesis builds command lines from writers, readers, paths, `cd`, subshells and pipes; each
+runs for real (bash) in a throwaway repository, and the files that changed (content, mode,
+type, existence) are compared with the guard's decision on it:
+- an allowed command changed only files the agent holds;
+- whatever the decision, every file that changed was named: locked by the agent, or listed
+  in the denial as not locked (the guard's list of targets is complete).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lockyard.infra.hooks.shell_guard import decide_shell_command
+from lockyard.infra.tools.locking import LockStore
+
+AGENT = "alice"
+FILES = ["a.txt", "b.txt", "sub/c.txt", "sub/d.txt"]
+NEW = ["new.txt", "sub/new.txt"]
+WRITERS = [
+    "echo x > {p}",
+    "echo x >> {p}",
+    "sed -i s/a/b/ {p}",
+    "touch {p}",
+    "rm -f {p}",
+    "cp {q} {p}",
+    "mv -f {q} {p}",
+    "printf y | tee {p} > /dev/null",
+    "truncate -s 0 {p}",
+    "python3 -c \"open('{p}', 'w').write('z')\"",
+    "perl -pi -e s/a/b/ {p}",
+    "dd if=/dev/zero of={p} bs=1 count=1 status=none",
+    "chmod +x {p}",
+    "ln -sf {q} {p}",
+    "bash -c 'echo y > {p}'",
+    "cat <<EOF > {p}\nbody\nEOF",
+    "for f in {p} {q}; do echo l >> $f; done",
+    "F={p}; echo v > $F",
+]
+READERS = [
+    "cat {p} > /dev/null 2>&1 || true",
+    "wc -l {p} > /dev/null 2>&1 || true",
+    "grep -c a {p} > /dev/null 2>&1 || true",
+    "ls > /dev/null",
+    "echo {p} > /tmp/lockyard-shell-guard-scratch",
+]
+
+
+def relative_to(directory: str, path: str) -> str:
+    """`path` (repository-relative) as written from `directory`."""
+    return os.path.relpath(path, directory)
+
+
+@st.composite
+def commands(draw: st.DrawFn) -> str:
+    parts = []
+    for _ in range(draw(st.integers(1, 3))):
+        directory = draw(st.sampled_from([".", "sub"]))
+        template = draw(st.sampled_from(WRITERS + READERS))
+        p = relative_to(directory, draw(st.sampled_from(FILES + NEW)))
+        q = relative_to(directory, draw(st.sampled_from(FILES)))
+        step = template.format(p=p, q=q)
+        if directory != ".":
+            shape = draw(st.sampled_from(["cd {d} && {s}", "(cd {d}; {s})"]))
+            step = shape.format(d=directory, s=step)
+            if shape.startswith("cd"):
+                step = f"({step})"  # keep later parts in the repository root
+        parts.append(step)
+    joiner = draw(st.sampled_from(["; ", " && ", "\n"]))
+    return joiner.join(parts)
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, bytes, int]]:
+    found: dict[str, tuple[str, bytes, int]] = {}
+    for directory, dirs, files in os.walk(root):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(directory, d))]:
+            path = os.path.join(directory, name)
+            info = os.lstat(path)
+            if stat.S_ISLNK(info.st_mode):
+                found[os.path.relpath(path, root)] = ("link", os.readlink(path).encode(), 0)
+            else:
+                content = Path(path).read_bytes()
+                found[os.path.relpath(path, root)] = ("file", content, info.st_mode & 0o777)
+    return found
+
+
+def changed(
+    before: dict[str, tuple[str, bytes, int]], after: dict[str, tuple[str, bytes, int]]
+) -> set[str]:
+    return {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
+
+
+def relative(key: str, repo: Path) -> str:
+    return os.path.relpath(key, repo) if os.path.isabs(key) else key
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(command=commands(), held=st.sets(st.sampled_from(FILES + NEW)))
+def test_an_allowed_command_changes_only_locked_files(
+    tmp_path: Path, command: str, held: set[str]
+) -> None:
+    run = tmp_path / f"run-{abs(hash((command, tuple(sorted(held)))))}"
+    repo = run / "repo"
+    for name in FILES:
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(f"alpha {name}\n")
+    repo = repo.resolve()
+    store = LockStore(repo, run / "locks")
+    for name in held:
+        assert store.try_lock(name, AGENT)
+    decision = decide_shell_command(command, repo, AGENT, store, home=str(run / "home"))
+    before = snapshot(repo)
+    subprocess.run(["bash", "-c", command], cwd=repo, capture_output=True, timeout=60, check=False)
+    changes = changed(before, snapshot(repo))
+    named = {relative(key, repo) for key, _holder in decision.unlocked}
+    assert changes <= held | named, (command, decision)
+    if decision.allowed:
+        assert changes <= held, (command, decision)
+    shutil.rmtree(run, ignore_errors=True)
