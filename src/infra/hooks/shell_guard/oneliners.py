@@ -91,7 +91,7 @@ class _PythonReader(ast.NodeVisitor):
         if name in ("open", "io.open", "codecs.open"):
             mode = self._mode(node)
             if mode is None or set(mode) & _WRITE_MODES:
-                self._target(args[0] if args else _keyword(node, "file"), name, mode is None)
+                self._target(args[0] if args else _keyword(node, "file"), name)
         elif name in _PY_FIRST_ARG:
             self._target(args[0] if args else None, name)
         elif name in _PY_BOTH_ARGS:
@@ -142,7 +142,7 @@ class _PythonReader(ast.NodeVisitor):
         elif func.attr == "open":
             mode = self._mode(node, position=0)
             if mode is None or set(mode) & _WRITE_MODES:
-                self._target(path_arg, "Path.open", mode is None)
+                self._target(path_arg, "Path.open")
 
     def _process(self, node: ast.Call, name: str) -> None:
         command = node.args[0] if node.args else _keyword(node, "args")
@@ -183,7 +183,7 @@ class _PythonReader(ast.NodeVisitor):
         return None
 
     def _target(
-        self, node: ast.expr | None, name: str, mode_unknown: bool = False, tree: bool = False
+        self, node: ast.expr | None, name: str, tree: bool = False
     ) -> None:
         path = self._path(node)
         if path is None:
@@ -192,8 +192,6 @@ class _PythonReader(ast.NodeVisitor):
             self.effects.trees.append(path)
         else:
             self.effects.files.append(path)
-        if mode_unknown and path is not None:
-            pass  # a computed mode may write: the literal path is checked like any other
 
 
 def _keyword(node: ast.Call, name: str) -> ast.expr | None:
