@@ -14,9 +14,10 @@ import os
 import shutil
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lockyard.infra.hooks.shell_guard import decide_shell_command
@@ -103,15 +104,23 @@ def relative(key: str, repo: Path) -> str:
 
 
 @settings(
-    max_examples=60,
+    max_examples=int(os.environ.get("SHELL_GUARD_EXAMPLES", "60")),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(command=commands(), held=st.sets(st.sampled_from(FILES + NEW)))
+@example(command="(cd sub && ln -sf ../a.txt c.txt)\necho x >> sub/c.txt", held={"sub/c.txt"})
 def test_an_allowed_command_changes_only_locked_files(
     tmp_path: Path, command: str, held: set[str]
 ) -> None:
-    run = tmp_path / f"run-{abs(hash((command, tuple(sorted(held)))))}"
+    run = Path(tempfile.mkdtemp(dir=tmp_path))
+    try:
+        check_one_run(run, command, held)
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
+
+
+def check_one_run(run: Path, command: str, held: set[str]) -> None:
     repo = run / "repo"
     for name in FILES:
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
@@ -128,4 +137,3 @@ def test_an_allowed_command_changes_only_locked_files(
     assert changes <= held | named, (command, decision)
     if decision.allowed:
         assert changes <= held, (command, decision)
-    shutil.rmtree(run, ignore_errors=True)

@@ -19,6 +19,8 @@ class Effects:
     copies: list[tuple[str, str]] = field(default_factory=list)
     """(source directory, destination directory): every file of the source lands in the
     destination (`cp -r src dst`)."""
+    links: list[tuple[str, str]] = field(default_factory=list)
+    """(link, the file it leads to) created: later writes through the link write that file."""
     directories: list[str] = field(default_factory=list)
     """Directories created or removed (`mkdir`, `rmdir`): no file's content changes."""
     unknown: list[str] = field(default_factory=list)
@@ -34,6 +36,7 @@ class Effects:
         self.files.extend(other.files)
         self.trees.extend(other.trees)
         self.copies.extend(other.copies)
+        self.links.extend(other.links)
         self.directories.extend(other.directories)
         self.unknown.extend(other.unknown)
         self.commands.extend(other.commands)

@@ -182,9 +182,7 @@ class _PythonReader(ast.NodeVisitor):
             return self._path(node.args[0])
         return None
 
-    def _target(
-        self, node: ast.expr | None, name: str, tree: bool = False
-    ) -> None:
+    def _target(self, node: ast.expr | None, name: str, tree: bool = False) -> None:
         path = self._path(node)
         if path is None:
             self.effects.unknown.append(_COMPUTED.format(name=name))

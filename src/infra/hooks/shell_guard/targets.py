@@ -86,6 +86,8 @@ def write_targets(command: str, cwd: str, home: str | None = None) -> WriteTarge
 class _Walker:
     def __init__(self, found: WriteTargets) -> None:
         self.found = found
+        self.links: dict[str, str] = {}
+        """Links the command line creates (absolute link -> absolute file it leads to)."""
 
     def script(self, script: Script, scope: _Scope, depth: int) -> None:
         for statement in script:
@@ -180,6 +182,10 @@ class _Walker:
             self.unknown(reason, text)
         for path in effects.files:
             self.add(path, "file", cwd, text)
+        for link, leads_to in effects.links:
+            link_path, file_path = _absolute(link, cwd), _absolute(leads_to, cwd)
+            if link_path is not None and file_path is not None:
+                self.links[link_path] = file_path
         for path in effects.directories:
             self.add(path, "directory", cwd, text)
         for path in effects.trees:
@@ -265,6 +271,11 @@ class _Walker:
             )
             return
         self.found.targets.append(Target(absolute, kind, text))
+        seen = {absolute}
+        while absolute in self.links and self.links[absolute] not in seen:
+            absolute = self.links[absolute]  # a link made earlier in this line: its file too
+            seen.add(absolute)
+            self.found.targets.append(Target(absolute, kind, text))
 
     def unknown(self, reason: str, text: str) -> None:
         said = f"`{_short(text)}`: {reason}" if text else reason

@@ -124,11 +124,14 @@ def install(args: list[Arg], place: Place) -> Effects:
 
 
 def ln(args: list[Arg], place: Place) -> Effects:
+    """The link written, and the file it leads to: a later write through the link (in the same
+    command line) writes that file."""
     options = read_options(
         args, short_values="tS", long_values=frozenset({"--target-directory", "--suffix"})
     )
     targets = options.values("-t", "--target-directory")
     operands = options.operands
+    symbolic = options.has("-s", "--symbolic")
     effects = Effects()
     if targets:
         directory, sources = targets[-1], operands
@@ -144,7 +147,10 @@ def ln(args: list[Arg], place: Place) -> Effects:
     ):
         directory, sources = operands[-1], operands[:-1]
     elif len(operands) == 2:
-        _operand_files("ln", operands[1:], effects)
+        source, link = operands
+        _operand_files("ln", [link], effects)
+        if source is not None and link is not None:
+            effects.links.append((link, _link_target(source, link, symbolic)))
         return effects
     else:
         return effects
@@ -152,8 +158,18 @@ def ln(args: list[Arg], place: Place) -> Effects:
         if source is None or directory is None:
             effects.unknown.append("`ln` creates a link whose name is only known when it runs")
         else:
-            effects.files.append(os.path.join(directory, os.path.basename(source.rstrip("/"))))
+            link = os.path.join(directory, os.path.basename(source.rstrip("/")))
+            effects.files.append(link)
+            effects.links.append((link, _link_target(source, link, symbolic)))
     return effects
+
+
+def _link_target(source: str, link: str, symbolic: bool) -> str:
+    """The file a link leads to, relative to the command's directory (a relative symlink
+    target is read from the link's own directory)."""
+    if symbolic and not os.path.isabs(source):
+        return os.path.join(os.path.dirname(link), source)
+    return source
 
 
 # -- removing, creating, changing ---------------------------------------------------------------
