@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from ..infra.tools.locking import LockStore
+from ..infra.tools.locking import LockStore, WaiterRecord
 from ._errors import EXIT_CODES_HELP, CliError, ExitCode, reports_errors
 from ._format import display_key, line_console, print_json, quiet_library_logs
 from ._lockdir import LOCK_DIR_HELP, open_store, store_errors
@@ -23,10 +23,12 @@ from ._options import flag, lock_dir_option
 HELP = """Release locks that are left behind.
 
 By default only stale locks: those whose holder is provably dead (same host and boot, and
-its process is gone or its pid now belongs to another process). --agent ID releases that
-agent's locks (for an agent that is gone while its process lives on: the agent is not
-told); --all releases every lock and asks for confirmation first (or --yes). Waiting
-agents are woken as the locks go.
+its process is gone or its pid now belongs to another process), and stuck waits: a first
+waiter that left a free lock untaken past its turn (a stopped or hung process). --agent ID
+releases that agent's locks and ends its waits (for an agent that is gone while its process
+lives on: the agent is not told); --all releases every lock and ends every wait, and asks
+for confirmation first (or --yes). Waiting agents are woken as the locks go; a waiter whose
+wait was ended queues again at the back if its process is still running.
 """
 
 
@@ -64,10 +66,13 @@ def clean(
         if release_all:
             _confirm_all(store, yes)
             mode, released = "all", release_every_lock(store)
+            ended = ended_waits(store.end_waits(None), "clean --all")
         elif agent is not None:
             mode, released = "agent", release_agent(store, agent)
+            ended = ended_waits(store.end_waits(agent), f"clean --agent {agent}")
         else:
             mode, released = "stale", release_stale(store)
+            ended = ended_waits(store.end_stalled_waits(), "its turn at the free lock expired")
     if json_output:
         print_json(
             {
@@ -75,11 +80,12 @@ def clean(
                 "mode": mode,
                 "released": released,
                 "count": len(released),
+                "ended_waits": ended,
                 "skipped_unreadable": unreadable,
             }
         )
     else:
-        _render(line_console(), store, mode, released, unreadable)
+        _render(line_console(), store, mode, released, ended, unreadable)
     if unreadable:
         raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
 
@@ -115,6 +121,19 @@ def release_every_lock(store: LockStore) -> list[dict[str, Any]]:
     return released
 
 
+def ended_waits(records: list[WaiterRecord], reason: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "lock_path": record.lock_path,
+            "agent_id": record.agent_id,
+            "pid": record.pid,
+            "host": record.host,
+            "reason": reason,
+        }
+        for record in records
+    ]
+
+
 def _confirm_all(store: LockStore, yes: bool) -> None:
     if yes:
         return
@@ -134,16 +153,23 @@ def _render(
     store: LockStore,
     mode: str,
     released: list[dict[str, Any]],
+    ended: list[dict[str, Any]],
     unreadable: list[dict[str, Any]],
 ) -> None:
     what = {"stale": "stale lock", "agent": "lock", "all": "lock"}[mode]
-    if not released:
-        console.print(f"Nothing to release: no {what} matched in {store.lock_dir}.")
+    if not released and not ended:
+        console.print(f"Nothing to release: no {what} or stuck wait matched in {store.lock_dir}.")
     for entry in released:
         name = display_key(entry["lock_path"], None)
         console.print(f"released {name} (held by {entry['agent_id']}): {entry['reason']}")
     if released:
         console.print(f"{len(released)} {what}(s) released.")
+    for entry in ended:
+        name = display_key(entry["lock_path"], None)
+        console.print(
+            f"ended the wait of {entry['agent_id']} (pid {entry['pid']}) for {name}: "
+            f"{entry['reason']}"
+        )
     for entry in unreadable:
         console.print(
             f"left alone (unreadable): {entry['lock_path']}: {entry['problem']}", style="yellow"

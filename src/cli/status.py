@@ -201,6 +201,8 @@ def render_status(
     for info in snapshot.locks:
         if info.problem:
             console.print(f"unreadable: {info.lock_path}: {info.problem}", style="yellow")
+        elif info.holder is None:  # why a free lock is not free for everyone
+            console.print(f"{_name(info, base)}: {info.liveness_reason}", style="cyan")
     for deadlock in deadlocks:
         console.print(Text("deadlock: ", style="bold red") + Text(deadlock.describe()))
         console.print(f"  the monitor's policy would ask {deadlock.victim} to give way")
@@ -213,7 +215,8 @@ def _row(info: LockInfo, base: Path | None, now: float) -> tuple[str | Text, ...
     if holder is None and info.problem is None:  # free, but a live waiter has the next turn
         live = [w.agent_id for w in info.waiters if w.liveness()[0].value != "dead"]
         agent = Text(f"free, reserved for {live[0] if live else 'its first waiter'}", style="cyan")
-        return (name, agent, "-", "-", "-", waiters or "-")
+        turn = "-" if info.age_seconds is None else format_age(info.age_seconds)
+        return (name, agent, "-", turn, "-", waiters or "-")
     if holder is None:  # an unreadable record: its problem is printed below the table
         return (name, "-", "-", "-", Text("unreadable", style="yellow"), waiters or "-")
     age = info.age_seconds if info.age_seconds is not None else now - holder.acquired_at

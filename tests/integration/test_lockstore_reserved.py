@@ -8,13 +8,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lockstore_support import dead_pid, expect_line, spawn, wait_until
+from lockstore_support import dead_pid, expect_line, kill, spawn, wait_until
 
 from lockyard.infra.lockstore.liveness import ProcessIdentity, current_process, new_token
+from lockyard.infra.lockstore.lockdir import TICKET_DIGITS
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import encode_waiter
 from lockyard.infra.tools.locking import LockStore
@@ -40,6 +43,7 @@ def test_a_lock_blocked_only_by_a_stalled_waiter_is_listed_as_reserved(
     repo: Path, lock_dir: Path, stalled_waiter: subprocess.Popen[str]
 ) -> None:
     store = LockStore(repo, lock_dir)
+    _age_turn(store, "f.py", -3600)  # B's turn stays current, however slow this machine is
     assert not store.try_lock("f.py", "C")  # B is the live head: C may not jump the queue
     [info] = store.list_locks()
     assert info.lock_path == str(repo / "f.py")
@@ -52,7 +56,10 @@ def test_a_lock_blocked_only_by_a_stalled_waiter_is_listed_as_reserved(
     snapshot = store.snapshot()
     assert snapshot.holds == {}  # reserved is not held: no hold, no wait-for edge to anyone
     assert snapshot.waits == (("B", str(repo / "f.py")),)
-    assert snapshot.locks == (info,)
+    [listed] = snapshot.locks  # the same lock; only the turn's age has grown since
+    assert listed.model_copy(update={"age_seconds": None}) == info.model_copy(
+        update={"age_seconds": None}
+    )
 
 
 def test_lockyard_status_shows_the_lock_as_free_and_reserved_for_the_waiter(
@@ -65,8 +72,8 @@ def test_lockyard_status_shows_the_lock_as_free_and_reserved_for_the_waiter(
     )
     assert shown.returncode == 0, shown.stderr
     assert "No locks" not in shown.stdout
-    [row] = [line for line in shown.stdout.splitlines() if "f.py" in line]
-    assert "free, reserved for B" in row
+    [row] = [line for line in shown.stdout.splitlines() if "free, reserved for B" in line]
+    assert "f.py" in row
     assert "unreadable" not in shown.stdout
     payload = subprocess.run(
         [lockyard, "status", "--lock-dir", str(lock_dir), "--json"], capture_output=True, text=True
@@ -113,3 +120,204 @@ def test_a_held_lock_with_waiters_is_listed_once(repo: Path, lock_dir: Path) -> 
         assert store.release("f.py", "A")
         expect_line(waiter, "acquired")
         waiter.wait()
+
+
+def _turn_entry(store: LockStore, filepath: str) -> str:
+    """The path (inside the lock dir) of the first queue entry of `filepath`."""
+    name = lock_name(store.namespace, store.canonicalize(filepath))
+    [first, *_rest] = store._dir.queue_order(name)
+    return f"{store.lock_dir}/{name}.q/{first}"
+
+
+def _age_turn(store: LockStore, filepath: str, seconds: float) -> None:
+    """Make the first waiter's turn look `seconds` old (the turn start is the entry's mtime)."""
+    entry = _turn_entry(store, filepath)
+    then = time.time() - seconds
+    os.utime(entry, (then, then), follow_symlinks=False)
+
+
+def test_a_release_starts_the_first_waiters_turn(
+    repo: Path, lock_dir: Path, tmp_path: Path
+) -> None:
+    store = LockStore(repo, lock_dir)
+    assert store.try_lock("f.py", "A")
+    waiter = spawn(repo, lock_dir, "f.py", "B", "wait", "100", str(tmp_path / "log"))
+    try:
+        expect_line(waiter, "waiting")
+        wait_until(lambda: [w.agent_id for w in store.waiters("f.py")] == ["B"])
+        waiter.send_signal(signal.SIGSTOP)
+        _age_turn(store, "f.py", 3600)  # queued an hour ago, behind A
+        assert store.release("f.py", "A")
+        turn_started = os.lstat(_turn_entry(store, "f.py")).st_mtime
+        assert time.time() - turn_started < 600  # the release started B's turn
+        [info] = store.list_locks()
+        assert info.age_seconds is not None
+        assert info.age_seconds < 600
+        assert "is stopped" in info.liveness_reason  # the waiter's process is SIGSTOPped
+    finally:
+        waiter.send_signal(signal.SIGCONT)
+        kill(waiter)
+
+
+def test_a_first_waiter_that_leaves_a_free_lock_untaken_is_passed_over(
+    repo: Path, lock_dir: Path, stalled_waiter: subprocess.Popen[str]
+) -> None:
+    store = LockStore(repo, lock_dir)
+    _age_turn(store, "f.py", -3600)  # B's turn is current: nobody passes it over
+    assert not store.try_lock("f.py", "C")
+    _age_turn(store, "f.py", store.turn_timeout + 1)
+    [info] = store.list_locks()
+    assert "has not taken its turn" in info.liveness_reason
+    assert store.try_lock("f.py", "C")  # B stopped: C does not wait for it forever
+    assert store.waiters("f.py") == []
+    assert store.holder("f.py") == "C"
+
+
+def test_a_queued_waiter_passes_over_a_stalled_first_waiter(
+    repo: Path, lock_dir: Path, stalled_waiter: subprocess.Popen[str], tmp_path: Path
+) -> None:
+    store = LockStore(repo, lock_dir, liveness_interval=0.05)
+    results: list[bool] = []
+    waiter = threading.Thread(
+        target=lambda: results.append(store.acquire("f.py", "C", timeout_seconds=60))
+    )
+    waiter.start()
+    wait_until(lambda: [w.agent_id for w in store.waiters("f.py")] == ["B", "C"])
+    _age_turn(store, "f.py", store.turn_timeout + 1)
+    waiter.join()
+    assert results == [True]
+    assert store.holder("f.py") == "C"
+    # B resumes, finds its entry gone, queues again at the back and gets the lock in turn.
+    stalled_waiter.send_signal(signal.SIGCONT)
+    wait_until(lambda: [w.agent_id for w in store.waiters("f.py")] == ["B"])
+    assert store.release("f.py", "C")
+    expect_line(stalled_waiter, "acquired")
+    log = tmp_path / "log"
+    wait_until(lambda: log.exists() and log.read_text() == "B\n")
+
+
+def test_a_held_lock_is_never_taken_from_its_holder_however_old_the_waiters_turn(
+    repo: Path, lock_dir: Path
+) -> None:
+    store = LockStore(repo, lock_dir)
+    assert store.try_lock("f.py", "A")
+    waiter = spawn(repo, lock_dir, "f.py", "B", "wait", "100", str(lock_dir.parent / "log"))
+    try:
+        expect_line(waiter, "waiting")
+        wait_until(lambda: [w.agent_id for w in store.waiters("f.py")] == ["B"])
+        _age_turn(store, "f.py", store.turn_timeout + 60)
+        assert not store.try_lock("f.py", "C")
+        assert store.holder("f.py") == "A"
+        assert [w.agent_id for w in store.waiters("f.py")] == ["B"]
+        assert store.end_stalled_waits() == []  # B waits for a held lock: not stalled
+    finally:
+        assert store.release("f.py", "A")
+        expect_line(waiter, "acquired")
+        waiter.wait()
+
+
+def test_the_next_waiters_turn_starts_when_the_first_leaves(repo: Path, lock_dir: Path) -> None:
+    store = LockStore(repo, lock_dir)
+    key = store.canonicalize("f.py")
+    name = lock_name(store.namespace, key)
+    me = current_process()
+
+    def queue(agent: str) -> str:
+        token = new_token()
+        return store._dir.enqueue(
+            name, lambda ticket: encode_waiter(me, agent, token, ticket, key, store.namespace)
+        )
+
+    def age(entry: str) -> None:
+        os.utime(f"{lock_dir}/{name}.q/{entry}", (long_ago, long_ago), follow_symlinks=False)
+
+    long_ago = time.time() - 3600
+    first, second = queue("B"), queue("C")
+    age(first)
+    age(second)
+    store.drop_waiter(name, second)  # the second leaving starts nobody's turn
+    assert store._dir.turn_started(name, first) == pytest.approx(long_ago)
+    second = queue("C")
+    age(second)
+    store.drop_waiter(name, first)  # the first leaving starts the second's turn
+    started = store._dir.turn_started(name, second)
+    assert started is not None
+    assert time.time() - started < 600
+    assert not store.try_lock("f.py", "D")  # C (this live process) now has a fresh turn
+
+
+def _lockyard(*args: str) -> subprocess.CompletedProcess[str]:
+    lockyard = str(Path(sys.executable).parent / "lockyard")
+    wide = os.environ | {"COLUMNS": "200"}
+    return subprocess.run([lockyard, *args], capture_output=True, text=True, env=wide)
+
+
+def test_status_says_how_long_a_stopped_waiter_has_left_its_turn_untaken(
+    repo: Path, lock_dir: Path, stalled_waiter: subprocess.Popen[str]
+) -> None:
+    _age_turn(LockStore(repo, lock_dir), "f.py", 3600)
+    shown = _lockyard("status", "--lock-dir", str(lock_dir))
+    assert shown.returncode == 0, shown.stderr
+    [row] = [line for line in shown.stdout.splitlines() if "free, reserved for B" in line]
+    assert "1h00m" in row  # how long B has left its turn untaken
+    note = " ".join(shown.stdout.split())
+    assert "is stopped" in note
+    assert "passes it over" in note
+
+
+@pytest.mark.parametrize(
+    "options",
+    [pytest.param((), id="stale"), ("--agent", "B"), ("--all", "--yes")],
+)
+def test_clean_ends_a_stuck_wait_and_frees_the_lock(
+    repo: Path, lock_dir: Path, stalled_waiter: subprocess.Popen[str], options: tuple[str, ...]
+) -> None:
+    store = LockStore(repo, lock_dir)
+    if not options:  # a plain clean ends only waits whose turn is over
+        _age_turn(store, "f.py", -3600)  # B's turn is current
+        kept = _lockyard("clean", "--lock-dir", str(lock_dir), "--json")
+        assert json.loads(kept.stdout)["ended_waits"] == []
+        assert [w.agent_id for w in store.waiters("f.py")] == ["B"]
+        _age_turn(store, "f.py", store.turn_timeout + 1)
+    cleaned = _lockyard("clean", "--lock-dir", str(lock_dir), *options)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert "Nothing to release" not in cleaned.stdout
+    assert f"ended the wait of B (pid {stalled_waiter.pid}) for {repo / 'f.py'}" in cleaned.stdout
+    assert store.waiters("f.py") == []
+    assert store.try_lock("f.py", "C")
+
+
+def test_a_waiter_whose_wait_was_ended_never_takes_a_newcomers_reused_ticket(
+    repo: Path, lock_dir: Path
+) -> None:
+    holder = LockStore(repo, lock_dir)
+    assert holder.try_lock("f.py", "A")
+    waiting = LockStore(repo, lock_dir, liveness_interval=60)  # woken by the release only
+    results: list[bool] = []
+    thread = threading.Thread(
+        target=lambda: results.append(waiting.acquire("f.py", "W", timeout_seconds=120))
+    )
+    thread.start()
+    try:
+        wait_until(lambda: [w.agent_id for w in holder.waiters("f.py")] == ["W"])
+        [ended] = holder.end_waits("W")  # the queue empties; its ticket is free again
+        assert ended.agent_id == "W"
+        key = holder.canonicalize("f.py")
+        name = lock_name(holder.namespace, key)
+        me, token = current_process(), new_token()
+        newcomer = holder._dir.enqueue(
+            name, lambda ticket: encode_waiter(me, "X", token, ticket, key, holder.namespace)
+        )
+        assert newcomer == ended_entry_name(ended.ticket)  # the same name W had
+        assert holder.release("f.py", "A")  # wakes W, which must see that entry is not its
+        wait_until(lambda: [w.agent_id for w in holder.waiters("f.py")] == ["X", "W"])
+        assert holder.holder("f.py") is None  # free, X's turn: W did not take it
+        holder.drop_waiter(name, newcomer)
+        thread.join()
+        assert results == [True]
+    finally:
+        thread.join(timeout=120)
+
+
+def ended_entry_name(ticket: int) -> str:
+    return f"{ticket:0{TICKET_DIGITS}d}"

@@ -196,4 +196,6 @@ def liveness_of(
         return Liveness.DEAD, f"pid {pid} now belongs to another process"
     if state in ("Z", "X"):
         return Liveness.DEAD, f"process {pid} has exited (zombie)"
+    if state in ("T", "t"):
+        return Liveness.ALIVE, f"process {pid} is stopped (a signal or a debugger)"
     return Liveness.ALIVE, f"process {pid} is running"

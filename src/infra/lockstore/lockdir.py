@@ -295,6 +295,40 @@ class LockDir:
             os.rmdir(queue, dir_fd=self.fd)
         return True
 
+    def queue_record(self, name: str, entry: str) -> str | None:
+        """The record of one queue entry, or None when there is no such entry."""
+        try:
+            return _read_record(self.fd, f"{name}{QUEUE_SUFFIX}/{entry}")
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def queue_order(self, name: str) -> list[str]:
+        """The entry names of the queue of `name`, in arrival order (no records read)."""
+        try:
+            queue_fd = os.open(name + QUEUE_SUFFIX, _DIR_FLAGS, dir_fd=self.fd)
+        except OSError:
+            return []  # no queue; one that is not a directory is reported by queue_entries
+        try:
+            names = os.listdir(queue_fd)
+        finally:
+            os.close(queue_fd)
+        return sorted(entry for entry in names if not entry.endswith(PARTIAL_SUFFIX))
+
+    def stamp_turn(self, name: str, entry: str) -> None:
+        """Record now as the moment queue entry `entry` got its turn (the entry's mtime).
+
+        Best effort: an entry that left meanwhile needs no turn.
+        """
+        with contextlib.suppress(OSError):
+            os.utime(f"{name}{QUEUE_SUFFIX}/{entry}", dir_fd=self.fd, follow_symlinks=False)
+
+    def turn_started(self, name: str, entry: str) -> float | None:
+        """When queue entry `entry` got its turn (or was queued), or None when it is gone."""
+        try:
+            return os.lstat(f"{name}{QUEUE_SUFFIX}/{entry}", dir_fd=self.fd).st_mtime
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
     def queue_entries(self, name: str) -> list[tuple[str, str]]:
         """(entry name, record text) of the queue of `name`, in arrival order."""
         queue = name + QUEUE_SUFFIX

@@ -53,6 +53,7 @@ class Wait:
         self._topics: set[str] = set()
         self.waker = Waker()
         self.entry = ""
+        self._token = ""  # tells our entry from a later one with the same (reused) ticket
         self.interval = poll_interval
         self._at_head = False
 
@@ -76,7 +77,7 @@ class Wait:
     ) -> None:
         # Synchronous on purpose: it runs to the end even when the waiting task is cancelled.
         if self.entry:
-            self._store.drop_waiter(self._name, self.entry)
+            self._store.drop_waiter(self._name, self.entry, self._token)
             self.entry = ""
         for topic in self._topics:
             self._hub.unsubscribe(topic, self.waker)
@@ -118,6 +119,7 @@ class Wait:
             return encode_waiter(me, self._agent, token, ticket, self._key, namespace)
 
         self.entry = self._dir.enqueue(self._name, record_for)
+        self._token = token
 
     def advance(self) -> bool:
         """Take the lock if it is our turn; else subscribe to what ends our wait. True: ours."""
@@ -171,8 +173,9 @@ class Wait:
         """None: the lock is ours. Else the topics that end our wait, and the directories
         whose inotify events we need to hear of them from other processes."""
         # Once at the head we stay there (later arrivals queue behind us): instead of reading
-        # the queue again, only check that our entry is still there.
-        if self._at_head and not self._dir.exists(f"{self._name}{QUEUE_SUFFIX}/{self.entry}"):
+        # the queue again, only check that our entry is still there (and still ours: an
+        # operator or a successor may have ended our wait, and its ticket been reused).
+        if self._at_head and not self._store.owns_entry(self._name, self.entry, self._token):
             self._at_head = False
         if not self._at_head:
             ahead = self._predecessor()
@@ -184,7 +187,7 @@ class Wait:
                 return topics, {self._queue_dir}
             self._at_head = True
         if self._store.take(self._name, self._key, self._agent, respect_queue=False):
-            self._store.drop_waiter(self._name, self.entry)
+            self._store.drop_waiter(self._name, self.entry, self._token)
             self.entry = ""
             return None
         holder = self._store.current_holder(self._name)
@@ -202,13 +205,17 @@ class Wait:
         ("", None): our entry had vanished and we queued again."""
         predecessor = None
         for entry, record in self._store.read_queue(self._name):
-            if entry == self.entry:
+            if entry == self.entry and record.token == self._token:
                 return predecessor
             if not self._is_ours(record) and record.liveness()[0] is Liveness.DEAD:
                 self._store.drop_waiter(self._name, entry)
                 continue
+            if predecessor is None and self._store.turn_expired(self._name, entry):
+                self._store.pass_over(self._name, entry, record)  # stopped or stuck
+                continue
             predecessor = (entry, record)
-        # Our entry was removed under us (the lock dir was wiped): queue again, at the back.
+        # Our entry was removed under us (passed over, ended by `lockyard clean`, the lock dir
+        # wiped): queue again, at the back.
         self._enqueue()
         if self._queue_dir in self._watched:
             self._unwatch(self._queue_dir)  # the directory may be a new one: watch it anew

@@ -44,6 +44,10 @@ MIN_POLL_INTERVAL_MS: Final = 1
 MAX_POLL_INTERVAL_MS: Final = 60_000
 STALE_STAGING_SECONDS: Final = 60.0
 """Staging directories still without a record after this long are garbage."""
+TURN_TIMEOUT_SECONDS: Final = 5.0
+"""How long the first waiter may leave a free lock untaken before others pass it over. A
+running waiter takes its turn within milliseconds (pushed) or one poll interval; one that
+does not is stopped or stuck, and must not block a free file for everyone."""
 
 OnReclaim = Callable[[Reclamation], None]
 
@@ -84,6 +88,8 @@ class LockStore:
     are then seen by polling); in-process notifications always work.
     `liveness_interval` is how often a pushed waiter still re-checks on its own, to notice
     holders and queued waiters that died without releasing.
+    `turn_timeout` is how long the first waiter of a free lock has to take it before the
+    next one that asks passes it over (it is stopped or stuck; see TURN_TIMEOUT_SECONDS).
     """
 
     def __init__(
@@ -94,6 +100,7 @@ class LockStore:
         allow_outside_repo: bool = False,
         use_inotify: bool = True,
         liveness_interval: float = 0.5,
+        turn_timeout: float = TURN_TIMEOUT_SECONDS,
         on_reclaim: OnReclaim | None = None,
     ) -> None:
         self.namespace: str = canonicalize_namespace(repo_namespace)
@@ -102,6 +109,7 @@ class LockStore:
         self.lock_dir: Path = Path(self._dir.path)
         self._use_inotify = use_inotify
         self.liveness_interval = liveness_interval
+        self.turn_timeout = turn_timeout
         self._on_reclaim = on_reclaim
         self._grants: dict[tuple[str, str], str] = {}  # (lock name, agent) -> grant token
         self._grants_guard = threading.Lock()
@@ -207,6 +215,10 @@ class LockStore:
         return self._remove(name, holder.token)
 
     def _remove(self, name: str, token: str) -> bool:
+        # The first waiter's turn starts before the lock goes: no one can see the lock free
+        # while that waiter's turn looks old (see turn_expired).
+        if self._dir.exists(name + QUEUE_SUFFIX):
+            self._start_turn(name, after=None)
         if not self._dir.remove_lock(name, token):
             return False
         self._hub.notify(self.lock_topic(name))
@@ -316,7 +328,8 @@ class LockStore:
         names = dict.fromkeys(self._names_with(LOCK_SUFFIX))
         names.update(dict.fromkeys(self._names_with(QUEUE_SUFFIX)))
         for name in names:
-            waiters = tuple(record for _entry, record in self._scan_queue(name))
+            queue = self._scan_queue(name)
+            waiters = tuple(record for _entry, record in queue)
             try:
                 holder = self._read_holder(name)
             except (CorruptRecordError, LockDirError) as error:
@@ -334,7 +347,7 @@ class LockStore:
                 )
                 continue
             if holder is None:
-                reserved = _reserved(waiters)
+                reserved = self._reserved(name, queue, now)
                 if reserved is not None:
                     locks.append(reserved)
                 continue
@@ -402,19 +415,71 @@ class LockStore:
                 yield entry[: -len(suffix)]
 
     def _has_live_waiters(self, name: str) -> bool:
+        """Whether a waiter has the turn of free lock `name`; drops dead and stalled ones."""
         if not self._dir.exists(name + QUEUE_SUFFIX):
             return False
         for entry, record in self.read_queue(name):
             if record.liveness()[0] is Liveness.DEAD:
                 self.drop_waiter(name, entry)
                 continue
+            if self.turn_expired(name, entry):
+                self.pass_over(name, entry, record)
+                continue
             return True
         return False
 
-    def drop_waiter(self, name: str, entry: str) -> None:
-        """Remove a queue entry and wake whoever watches it (its successor)."""
+    def drop_waiter(self, name: str, entry: str, token: str | None = None) -> None:
+        """Remove a queue entry and wake whoever watches it (its successor). With `token`,
+        only while the entry is still that waiter's: tickets are reused once a queue empties,
+        so a waiter whose entry was ended by others must not remove a newcomer's."""
+        if token is not None and not self.owns_entry(name, entry, token):
+            return
+        self._start_turn(name, after=entry)
         if self._dir.dequeue(name, entry):
             self._hub.notify(f"{self._dir.path}/{name}{QUEUE_SUFFIX}/{entry}")
+
+    def owns_entry(self, name: str, entry: str, token: str) -> bool:
+        """Whether queue entry `entry` of `name` exists and is the wait with `token`."""
+        text = self._dir.queue_record(name, entry)
+        if text is None:
+            return False
+        try:
+            return decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}").token == token
+        except CorruptRecordError:
+            return False
+
+    def _start_turn(self, name: str, *, after: str | None) -> None:
+        """Stamp the start of the turn of the first waiter of `name` (with `after` given:
+        of its successor, when `after` is the first and about to leave)."""
+        order = self._dir.queue_order(name)
+        if after is not None:
+            if not order or order[0] != after:
+                return  # not the first leaving: nobody's turn starts
+            order = order[1:]
+        if order:
+            self._dir.stamp_turn(name, order[0])
+
+    def turn_expired(self, name: str, entry: str) -> bool:
+        """True when waiter `entry` has had its turn at free lock `name` for longer than
+        `turn_timeout` without taking it."""
+        started = self._dir.turn_started(name, entry)
+        if started is None or time.time() - started < self.turn_timeout:
+            return False
+        return not self._dir.exists(name + LOCK_SUFFIX)
+
+    def pass_over(self, name: str, entry: str, record: WaiterRecord) -> None:
+        """Drop the queue entry of a first waiter that did not take its turn in time.
+
+        If its process resumes, it finds its entry gone and queues again at the back.
+        """
+        log.warning(
+            "passed over waiter %s (pid %d) on %s: it left the free lock untaken for over %gs",
+            record.agent_id,
+            record.pid,
+            record.lock_path,
+            self.turn_timeout,
+        )
+        self.drop_waiter(name, entry)
 
     # -- cleaning up -----------------------------------------------------------------------
 
@@ -455,6 +520,33 @@ class LockStore:
                     self.drop_waiter(name, entry)
         self._remove_stale_staging()
         return reclaimed
+
+    def end_stalled_waits(self) -> list[WaiterRecord]:
+        """Drop the first waiter of every free lock that left its turn untaken for longer
+        than `turn_timeout` (stopped or stuck); return the waits ended."""
+        ended = []
+        for name in self._names_with(QUEUE_SUFFIX):
+            for entry, record in self._scan_queue(name):
+                if record.liveness()[0] is Liveness.DEAD:
+                    continue  # reclaim_stale drops those
+                if self.turn_expired(name, entry):
+                    self.pass_over(name, entry, record)
+                    ended.append(record)
+                break  # only the first live waiter has a turn
+        return ended
+
+    def end_waits(self, agent_id: str | None) -> list[WaiterRecord]:
+        """Drop every queue entry of `agent_id` (of every agent: None), in all namespaces.
+
+        A waiter that is still running finds its entry gone and queues again at the back.
+        """
+        ended = []
+        for name in self._names_with(QUEUE_SUFFIX):
+            for entry, record in self._scan_queue(name):
+                if agent_id is None or record.agent_id == agent_id:
+                    self.drop_waiter(name, entry)
+                    ended.append(record)
+        return ended
 
     @staticmethod
     def _provably_dead(holder: HolderRecord) -> bool:
@@ -520,21 +612,31 @@ class LockStore:
                 continue
             self._dir.discard_staging(entry, token)
 
-
-def _reserved(waiters: tuple[WaiterRecord, ...]) -> LockInfo | None:
-    """A free lock as seen by its queue: reserved for the first waiter not provably dead
-    (its liveness is the lock's), or None when no such waiter is left."""
-    for waiter in waiters:
-        liveness, reason = waiter.liveness()
-        if liveness is Liveness.DEAD:
-            continue
-        return LockInfo(
-            lock_path=waiter.lock_path,
-            namespace=waiter.namespace,
-            holder=None,
-            age_seconds=None,
-            liveness="alive" if liveness is Liveness.ALIVE else "unknown",
-            liveness_reason=f"free, reserved for the first waiter {waiter.agent_id}: {reason}",
-            waiters=waiters,
-        )
-    return None
+    def _reserved(
+        self, name: str, queue: list[tuple[str, WaiterRecord]], now: float
+    ) -> LockInfo | None:
+        """A free lock as seen by its queue: reserved for the first waiter not provably dead
+        (its liveness is the lock's; `age_seconds` is how long its turn has lasted), or None
+        when no such waiter is left."""
+        for entry, waiter in queue:
+            liveness, reason = waiter.liveness()
+            if liveness is Liveness.DEAD:
+                continue
+            started = self._dir.turn_started(name, entry)
+            turn = None if started is None else max(0.0, now - started)
+            text = f"free, reserved for the first waiter {waiter.agent_id}: {reason}"
+            if turn is not None and turn >= self.turn_timeout:
+                text += (
+                    f"; it has not taken its turn for {turn:.0f}s, so the next agent that "
+                    "asks passes it over (`lockyard clean` ends that wait now)"
+                )
+            return LockInfo(
+                lock_path=waiter.lock_path,
+                namespace=waiter.namespace,
+                holder=None,
+                age_seconds=turn,
+                liveness="alive" if liveness is Liveness.ALIVE else "unknown",
+                liveness_reason=text,
+                waiters=tuple(record for _entry, record in queue),
+            )
+        return None
