@@ -38,6 +38,14 @@ def resolve_lock_dir(option: Path | None) -> Path:
 def check_lock_dir(lock_dir: Path) -> None:
     """Raise a CliError (exit 3) unless `lock_dir` is an existing, readable directory."""
     hint = f"pass --lock-dir DIR or set {LOCK_DIR_ENV} to the directory your agents lock in"
+    try:
+        os.stat(lock_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # reported just below
+    except OSError as error:  # a name too long, a symlink loop, no permission on the way
+        raise CliError(
+            f"lock directory {lock_dir} cannot be used: {error.strerror}", ExitCode.LOCK_DIR, hint
+        ) from None
     if not lock_dir.exists():
         raise CliError(
             f"lock directory {lock_dir} does not exist (no lock was ever taken there)",

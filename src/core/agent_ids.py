@@ -12,7 +12,8 @@ _CONTROL_CHARS: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class AgentIdError(ValueError):
-    """The agent id is not a string, blank, too long or contains control characters."""
+    """The agent id is not a string, blank, too long, contains control characters or is not
+    valid UTF-8 text."""
 
 
 def validate_agent_id(agent_id: object) -> str:
@@ -37,6 +38,14 @@ def _validate(agent_id: object) -> str:
         raise AgentIdError(
             "agent_id contains control characters (NUL, newline...); pass a printable name"
         )
+    try:
+        agent_id.encode("utf-8")
+    except UnicodeEncodeError:
+        # Records are UTF-8 JSON: such an id would be written into records nobody can read.
+        raise AgentIdError(
+            "agent_id is not valid UTF-8 text (it holds bytes that are not UTF-8, or an "
+            "escaped lone surrogate); pass the agent's name as UTF-8 text"
+        ) from None
     return agent_id
 
 

@@ -6,6 +6,7 @@ literal key `__name__` passed through unchanged (locks that are not files, e.g. 
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import os
@@ -41,7 +42,21 @@ def validate_path_text(filepath: object, what: str = "filepath") -> str:
         raise InvalidPathError(
             f"{what} is {len(filepath)} characters long; paths are limited to {MAX_PATH_CHARS}"
         )
+    _refuse_non_utf8(filepath, what)
     return filepath
+
+
+def _refuse_non_utf8(text: str, what: str) -> None:
+    """Records are UTF-8 JSON: a name that is not UTF-8 (bytes decoded with surrogateescape,
+    an escaped lone surrogate) would write a record nobody can read back."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidPathError(
+            f"{what} {text.encode('utf-8', 'backslashreplace').decode('ascii', 'replace')!r} "
+            "is not valid UTF-8 text (its name holds bytes that are not UTF-8); lockyard "
+            "locks only files whose paths are UTF-8: rename the file or directory"
+        ) from None
 
 
 def validate_agent_id(agent_id: object) -> str:
@@ -58,9 +73,31 @@ def canonicalize_namespace(repo_namespace: str | os.PathLike[str] | None) -> str
     `None` means the current working directory.
     """
     if repo_namespace is None:
-        return os.path.realpath(os.getcwd())
-    text = validate_path_text(os.fspath(repo_namespace), "repo_namespace")
-    return os.path.realpath(os.path.abspath(os.path.expanduser(text)))
+        text = os.getcwd()
+    elif isinstance(repo_namespace, str | os.PathLike):
+        text = validate_path_text(os.fspath(repo_namespace), "repo_namespace")
+    else:
+        raise InvalidPathError(
+            f"repo_namespace must be the repository's path (str or os.PathLike), got "
+            f"{type(repo_namespace).__name__}; pass the path, or None for the working directory"
+        )
+    absolute = os.path.abspath(os.path.expanduser(text))
+    namespace = os.path.realpath(absolute)
+    _refuse_non_utf8(namespace, "repository")
+    if not os.path.isdir(namespace):
+        raise InvalidPathError(
+            f"repository {text!r} is not an existing directory ({_why_not_a_directory(absolute)}); "
+            "pass the path of the repository's checkout"
+        )
+    return namespace
+
+
+def _why_not_a_directory(path: str) -> str:
+    try:
+        os.stat(path)
+    except OSError as error:
+        return error.strerror or "cannot be opened"
+    return "it is a file"
 
 
 def _unescape_dollars(path: str) -> str:
@@ -83,6 +120,7 @@ def resolve_entry(path: str) -> tuple[str, bool]:
     resolved = _kernel_resolve(path)
     if resolved is not None:
         return resolved
+    _refuse_unresolvable(path)
     directory, tail = os.path.split(path)
     if tail in ("", ".", ".."):
         real = os.path.realpath(path)
@@ -92,6 +130,22 @@ def resolve_entry(path: str) -> tuple[str, bool]:
         real = os.path.realpath(path)
         return real, os.path.isdir(real)
     return os.path.join(found[0], tail), False
+
+
+def _refuse_unresolvable(path: str) -> None:
+    """A path the kernel refuses to walk names no file that could ever be edited: say so
+    instead of making up a key (realpath gives up silently on these)."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise InvalidPathError(
+                f"{path!r} goes through a symlink loop; fix or remove the looping symlink"
+            ) from None
+        if error.errno == errno.ENOTDIR:
+            raise InvalidPathError(
+                f"{path!r} goes through a file as if it were a directory; check the path"
+            ) from None
 
 
 def _kernel_resolve(path: str, missing_child: str | None = None) -> tuple[str, bool] | None:
@@ -154,6 +208,7 @@ def canonicalize_in(filepath: object, namespace: str, *, allow_outside_repo: boo
         )
     if len(key) > MAX_PATH_CHARS:
         raise InvalidPathError(f"{text!r} resolves to a path longer than {MAX_PATH_CHARS}")
+    _refuse_non_utf8(key, f"{text!r} resolves to")
     return key
 
 
