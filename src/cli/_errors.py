@@ -29,6 +29,8 @@ class ExitCode(IntEnum):
     """Some lock entries could not be read (corrupt or unreadable); the rest was reported."""
     DEADLOCK_FOUND = 6
     """`monitor --once`: a deadlock was found (and, unless --no-resolve, a victim noticed)."""
+    BACKEND = 7
+    """The PostgreSQL backend cannot be used: server down, login refused, schema too new."""
 
 
 EXIT_CODES_HELP = (

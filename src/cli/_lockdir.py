@@ -11,6 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..infra.backends import chosen_spec, is_postgres_spec, open_backend
+from ..infra.backends.postgres import BackendUnavailableError, SchemaError
+from ..infra.lockstore.backend import LockBackend
 from ..infra.lockstore.errors import InvalidAgentIdError, LockStoreError
 from ..infra.lockstore.lockdir import default_lock_dir
 from ..infra.tools.locking import LockStore
@@ -69,12 +72,28 @@ def store_errors() -> Iterator[None]:
         yield
     except InvalidAgentIdError as error:
         raise CliError(str(error), ExitCode.USAGE) from None
+    except (BackendUnavailableError, SchemaError) as error:
+        raise CliError(str(error), ExitCode.BACKEND) from None
+    except ValueError as error:  # a backend spec that cannot be used
+        raise CliError(str(error), ExitCode.USAGE) from None
     except LockStoreError as error:
         raise CliError(str(error), ExitCode.LOCK_DIR) from None
 
 
-def open_store(option: Path | None) -> LockStore:
-    """The lock store on the resolved, checked lock directory."""
+def open_store(option: Path | None, backend: str | None = None) -> LockBackend:
+    """The lock store on `--backend` (PostgreSQL, connected now so that a server that is
+    down fails here), else on the resolved, checked lock directory."""
+    with store_errors():
+        spec = chosen_spec(backend)
+    if spec is not None and is_postgres_spec(spec):
+        if option is not None:
+            raise CliError("pass either --lock-dir or a PostgreSQL --backend", ExitCode.USAGE)
+        with store_errors():
+            store = open_backend(None, spec)
+            store.connect()  # type: ignore[attr-defined]
+            return store
+    if spec is not None and spec.strip() != "file":
+        option = Path(spec) if option is None else option
     lock_dir = resolve_lock_dir(option)
     check_lock_dir(lock_dir)
     with store_errors():

@@ -40,6 +40,18 @@ def lock_dir_option(help: str, **extra: Any) -> Any:
     )
 
 
+BACKEND_HELP = (
+    "Where the locks live: postgresql://user@host:5432/db for agents on many hosts (libpq's "
+    "PG* variables, ~/.pgpass and sslmode work; the word postgresql uses them alone), or a "
+    "lock directory. Default: $LOCKYARD_BACKEND, else the lock directory (--lock-dir)."
+)
+
+
+def backend_option() -> Any:
+    """The `--backend SPEC` option of every command."""
+    return typer.Option("--backend", metavar="SPEC", help=BACKEND_HELP, show_default=False)
+
+
 def _without_bool_metavar(option: Any) -> Any:
     if option is not None:
         option.metavar = BLANK_METAVAR  # the help option is a flag too

@@ -14,11 +14,11 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from ..infra.tools.locking import LockStore, WaiterRecord
+from ..infra.tools.locking import LockBackend, WaiterRecord
 from ._errors import EXIT_CODES_HELP, CliError, ExitCode, reports_errors
 from ._format import display_key, line_console, print_json, quiet_library_logs
 from ._lockdir import LOCK_DIR_HELP, open_store, store_errors
-from ._options import flag, lock_dir_option
+from ._options import backend_option, flag, lock_dir_option
 
 HELP = """Release locks that are left behind.
 
@@ -39,6 +39,7 @@ def register(app: typer.Typer) -> None:
 @reports_errors
 def clean(
     lock_dir: Annotated[Path | None, lock_dir_option(LOCK_DIR_HELP)] = None,
+    backend: Annotated[str | None, backend_option()] = None,
     agent: Annotated[
         str | None,
         typer.Option("--agent", metavar="ID", help="Release the locks held by this agent."),
@@ -56,7 +57,7 @@ def clean(
     if agent is not None and release_all:
         raise CliError("--agent and --all cannot be combined", ExitCode.USAGE, "pick one")
     quiet_library_logs()
-    store = open_store(lock_dir)
+    store = open_store(lock_dir, backend)
     with store_errors():
         unreadable = [
             {"lock_path": info.lock_path, "problem": info.problem}
@@ -76,7 +77,7 @@ def clean(
     if json_output:
         print_json(
             {
-                "lock_dir": str(store.lock_dir),
+                "lock_dir": str(store.location),
                 "mode": mode,
                 "released": released,
                 "count": len(released),
@@ -90,7 +91,7 @@ def clean(
         raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
 
 
-def release_stale(store: LockStore) -> list[dict[str, Any]]:
+def release_stale(store: LockBackend) -> list[dict[str, Any]]:
     return [
         {
             "lock_path": reclaimed.lock_path,
@@ -103,14 +104,14 @@ def release_stale(store: LockStore) -> list[dict[str, Any]]:
     ]
 
 
-def release_agent(store: LockStore, agent_id: str) -> list[dict[str, Any]]:
+def release_agent(store: LockBackend, agent_id: str) -> list[dict[str, Any]]:
     return [
         {"lock_path": key, "agent_id": agent_id, "reason": f"clean --agent {agent_id}"}
         for key in store.cleanup_agent_locks(agent_id, all_namespaces=True)
     ]
 
 
-def release_every_lock(store: LockStore) -> list[dict[str, Any]]:
+def release_every_lock(store: LockBackend) -> list[dict[str, Any]]:
     holders = sorted({info.holder.agent_id for info in store.list_locks() if info.holder})
     released: list[dict[str, Any]] = []
     for agent_id in holders:
@@ -134,7 +135,7 @@ def ended_waits(records: list[WaiterRecord], reason: str) -> list[dict[str, Any]
     ]
 
 
-def _confirm_all(store: LockStore, yes: bool) -> None:
+def _confirm_all(store: LockBackend, yes: bool) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
@@ -144,13 +145,13 @@ def _confirm_all(store: LockStore, yes: bool) -> None:
             "add --yes to confirm without a terminal; nothing was released",
         )
     count = sum(1 for info in store.list_locks() if info.holder)
-    if not typer.confirm(f"Release all {count} lock(s) in {store.lock_dir}?", default=False):
+    if not typer.confirm(f"Release all {count} lock(s) in {store.location}?", default=False):
         raise CliError("not confirmed; nothing was released", ExitCode.REFUSED)
 
 
 def _render(
     console: Console,
-    store: LockStore,
+    store: LockBackend,
     mode: str,
     released: list[dict[str, Any]],
     ended: list[dict[str, Any]],
@@ -158,7 +159,7 @@ def _render(
 ) -> None:
     what = {"stale": "stale lock", "agent": "lock", "all": "lock"}[mode]
     if not released and not ended:
-        console.print(f"Nothing to release: no {what} or stuck wait matched in {store.lock_dir}.")
+        console.print(f"Nothing to release: no {what} or stuck wait matched in {store.location}.")
     for entry in released:
         name = display_key(entry["lock_path"], None)
         console.print(f"released {name} (held by {entry['agent_id']}): {entry['reason']}")

@@ -13,11 +13,13 @@ import anyio
 import typer
 from anyio.abc import TaskStatus
 
+from ..infra.backends import chosen_spec, is_postgres_spec, monitor_source
 from ..infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from ..infra.crossproc.state import LockDirUnreadableError, resolve_lock_dir
 from ..infra.lockstore.errors import LockStoreError
 from ._errors import CliError, ExitCode, reports_errors
-from ._options import flag, lock_dir_option
+from ._lockdir import open_store
+from ._options import backend_option, flag, lock_dir_option
 
 DEADLOCK_FOUND = ExitCode.DEADLOCK_FOUND
 
@@ -31,8 +33,12 @@ MONITOR_HELP = (
     "is removed by the monitor.\n\n"
     "Runs until interrupted. --once does one pass. --json prints one JSON object per pass that "
     "found something (with --once: exactly one object).\n\n"
+    "With --backend postgresql://... the graph is rebuilt from the database instead, from "
+    "every host's agents; of several monitors running at once only one (the leader, by an "
+    "advisory lock) posts notices, the others take over when it stops.\n\n"
     f"Exit codes: 0 ok (--once: no deadlock); 2 usage; 3 lock directory missing or unusable; "
-    f"{DEADLOCK_FOUND.value} (--once) a deadlock was found."
+    f"{DEADLOCK_FOUND.value} (--once) a deadlock was found; {ExitCode.BACKEND.value} the "
+    "PostgreSQL backend is unavailable."
 )
 
 
@@ -61,14 +67,16 @@ def monitor_command(
         ),
     ] = 0.5,
     verbose: Annotated[bool, flag("--verbose", "-v", help="Log to stderr.")] = False,
+    backend: Annotated[str | None, backend_option()] = None,
 ) -> None:
-    _monitor(lock_dir, once=once, as_json=as_json, resolve=not no_resolve,
+    _monitor(lock_dir, backend, once=once, as_json=as_json, resolve=not no_resolve,
              poll_interval=poll_interval, verbose=verbose)  # fmt: skip
 
 
 @reports_errors
 def _monitor(
     lock_dir: Path | None,
+    backend: str | None,
     *,
     once: bool,
     as_json: bool,
@@ -82,8 +90,16 @@ def _monitor(
         format="lockyard monitor: %(levelname)s %(message)s",
     )
     try:
-        directory = resolve_lock_dir(lock_dir)
-        monitor = CrossProcessMonitor(directory, resolve=resolve)
+        spec = chosen_spec(backend)
+        if spec is not None and is_postgres_spec(spec):
+            store = open_store(lock_dir, spec)
+            directory = store.location
+            monitor = CrossProcessMonitor(source=monitor_source(store), resolve=resolve)
+        else:
+            if spec is not None and spec.strip() != "file" and lock_dir is None:
+                lock_dir = Path(spec)
+            directory = str(resolve_lock_dir(lock_dir))
+            monitor = CrossProcessMonitor(Path(directory), resolve=resolve)
     except LockDirUnreadableError as exc:
         raise CliError(str(exc), ExitCode.LOCK_DIR, exc.hint) from None
     except LockStoreError as exc:
@@ -133,7 +149,7 @@ async def _stop_on_signals(
             return
 
 
-def _print(report: PassReport, lock_dir: Path, *, as_json: bool, once: bool) -> None:
+def _print(report: PassReport, lock_dir: str, *, as_json: bool, once: bool) -> None:
     if as_json:
         print(json.dumps({"lock_dir": str(lock_dir), **report.to_dict()}), flush=True)
         return
@@ -143,6 +159,8 @@ def _print(report: PassReport, lock_dir: Path, *, as_json: bool, once: bool) -> 
             "notice posted"
             if resolution.notice is not None
             else "not resolved (--no-resolve or already noticed)"
+            if report.leader
+            else "not resolved here: another monitor leads"
         )
         print(f"deadlock: {info.describe()}", flush=True)
         print(f"  victim: {info.victim} ({action})", flush=True)

@@ -12,7 +12,7 @@ import typer
 
 from ..infra.crossproc.serve_config import ServeConfigError, open_serve_store
 from ._errors import CliError, ExitCode, reports_errors
-from ._options import lock_dir_option
+from ._options import backend_option, lock_dir_option
 
 SERVE_HELP = (
     "Serve lock_acquire / lock_release for ONE agent over stdio (MCP), for Claude Code, Codex "
@@ -97,6 +97,7 @@ def serve_command(
             help="With --ipc: a call fails once the host shows no sign of life for this long.",
         ),
     ] = 30.0,
+    backend: Annotated[str | None, backend_option()] = None,
 ) -> None:
     if ipc is not None:
         from .serve_ipc import serve_ipc
@@ -104,7 +105,7 @@ def serve_command(
         serve_ipc(ipc, repo, agent_id, lock_dir, log_level, progress_interval,
                   heartbeat_interval, host_timeout)  # fmt: skip
         return
-    _serve(agent_id, repo, lock_dir, log_level, progress_interval)
+    _serve(agent_id, repo, lock_dir, log_level, progress_interval, backend)
 
 
 @reports_errors
@@ -114,6 +115,7 @@ def _serve(
     lock_dir: Path | None,
     log_level: str,
     progress_interval: float,
+    backend: str | None = None,
 ) -> None:
     # Each error is ONE line (what is wrong; what to do): agent CLIs log a failed MCP server's
     # stderr, often only its last line.
@@ -125,7 +127,7 @@ def _serve(
     if repo is None:
         raise _usage("serve needs the repository; pass --repo PATH")
     try:
-        store = open_serve_store(agent_id, repo, lock_dir)
+        store = open_serve_store(agent_id, repo, lock_dir, backend)
     except ServeConfigError as exc:
         code = ExitCode.LOCK_DIR if exc.lock_dir_problem else ExitCode.USAGE
         raise CliError(f"{exc}; {exc.hint}", code) from None
@@ -136,7 +138,7 @@ def _serve(
 
     session = ServeSession(store, agent_id, progress_interval=progress_interval)
     logging.getLogger("lockyard.serve").info(
-        "serving agent %s on %s (lock dir %s)", agent_id, store.namespace, store.lock_dir
+        "serving agent %s on %s (locks in %s)", agent_id, store.namespace, store.location
     )
     anyio.run(session.run_stdio)
 

@@ -20,14 +20,15 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.deadlock import DeadlockInfo
+from ..infra.backends import monitor_source
 from ..infra.crossproc.monitor_loop import CrossProcessMonitor
-from ..infra.crossproc.notices import VictimNotice, VictimNoticeBoard
+from ..infra.crossproc.notices import VictimNotice
 from ..infra.crossproc.state import LockDirSnapshot, LockDirState, node_key
-from ..infra.tools.locking import LockInfo, LockStore, StoreSnapshot, WaiterRecord
+from ..infra.tools.locking import LockBackend, LockInfo, StoreSnapshot, WaiterRecord
 from ._errors import EXIT_CODES_HELP, ExitCode, reports_errors
 from ._format import display_key, format_age, print_json, quiet_library_logs
 from ._lockdir import LOCK_DIR_HELP, open_store, store_errors
-from ._options import flag, lock_dir_option
+from ._options import backend_option, flag, lock_dir_option
 
 HELP = """Show every lock in the lock directory: holder, process, host, age, whether the
 holder is alive, the waiters in arrival order, and any deadlock cycle.
@@ -48,28 +49,29 @@ def status(
     json_output: Annotated[
         bool, flag("--json", help="Print one JSON document (see docs/cli.md).")
     ] = False,
+    backend: Annotated[str | None, backend_option()] = None,
 ) -> None:
     quiet_library_logs()  # the private monitor would log each cycle it finds; we print them
-    store = open_store(lock_dir)
+    store = open_store(lock_dir, backend)
     with store_errors():
         snapshot = store.snapshot()
-    deadlocks = find_deadlocks(store, snapshot)
-    notices = VictimNoticeBoard(store.lock_dir).notices()
+        deadlocks = find_deadlocks(store, snapshot)
+        notices = monitor_source(store).board.notices()
     if json_output:
-        print_json(status_payload(store.lock_dir, snapshot, deadlocks, notices))
+        print_json(status_payload(store.location, snapshot, deadlocks, notices))
     else:
-        render_status(Console(), store.lock_dir, snapshot, deadlocks, notices)
+        render_status(Console(), store.location, snapshot, deadlocks, notices)
     if any(info.problem for info in snapshot.locks):
         raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
 
 
-def find_deadlocks(store: LockStore, snapshot: StoreSnapshot) -> list[DeadlockInfo]:
+def find_deadlocks(store: LockBackend, snapshot: StoreSnapshot) -> list[DeadlockInfo]:
     """The cycles in `snapshot`, with the victims `lockyard monitor` would pick.
 
     One pass of the cross-process monitor with resolving off (it posts and prunes no
     notices), reading this very snapshot: the deadlocks shown match the table shown.
     """
-    monitor = CrossProcessMonitor(store.lock_dir, resolve=False)
+    monitor = CrossProcessMonitor(source=monitor_source(store), resolve=False)
     monitor.state = _SnapshotState(store, LockDirSnapshot.from_store_snapshot(snapshot))
     report = anyio.run(monitor.check_once)
     return [resolution.deadlock for resolution in report.resolutions]
@@ -78,7 +80,7 @@ def find_deadlocks(store: LockStore, snapshot: StoreSnapshot) -> list[DeadlockIn
 class _SnapshotState(LockDirState):
     """A lock directory state frozen at one snapshot (detection and re-check both read it)."""
 
-    def __init__(self, store: LockStore, snapshot: LockDirSnapshot) -> None:
+    def __init__(self, store: LockBackend, snapshot: LockDirSnapshot) -> None:
         super().__init__(store)
         self._snapshot = snapshot
 
@@ -110,6 +112,7 @@ def lock_payload(info: LockInfo) -> dict[str, Any]:
             "process_start_time": holder.start_time,
             "acquired_at": holder.acquired_at,
             "token": holder.token,
+            "fence": holder.fence,
         },
         "age_seconds": info.age_seconds,
         "liveness": info.liveness,
@@ -130,7 +133,7 @@ def lock_payload(info: LockInfo) -> dict[str, Any]:
 
 
 def status_payload(
-    lock_dir: Path,
+    lock_dir: str | Path,
     snapshot: StoreSnapshot,
     deadlocks: list[DeadlockInfo],
     notices: list[VictimNotice],
@@ -162,7 +165,7 @@ def status_payload(
 
 def render_status(
     console: Console,
-    lock_dir: Path,
+    lock_dir: str | Path,
     snapshot: StoreSnapshot,
     deadlocks: list[DeadlockInfo],
     notices: list[VictimNotice],
@@ -222,7 +225,8 @@ def _row(info: LockInfo, base: Path | None, now: float) -> tuple[str | Text, ...
     age = info.age_seconds if info.age_seconds is not None else now - holder.acquired_at
     liveness = Text(info.liveness, style=LIVENESS_STYLES.get(info.liveness, ""))
     process = f"{holder.pid}@{holder.host}"
-    return (name, holder.agent_id, process, format_age(age), liveness, waiters or "-")
+    who = holder.agent_id if holder.fence is None else f"{holder.agent_id} (fence {holder.fence})"
+    return (name, who, process, format_age(age), liveness, waiters or "-")
 
 
 def _name(info: LockInfo, base: Path | None) -> str:

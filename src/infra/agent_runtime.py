@@ -35,8 +35,8 @@ from ..core.events import LockEvent, LockEventType
 from ..core.ports import EmitLockEvent, VictimNotices, deliver
 from ..domain.deadlock import DeadlockMonitor, OnDeadlock, VictimPolicy
 from ..prompts.loader import render_implementer_prompt
-from .crossproc.notices import AnyVictimNotices, FileVictimNotices
-from .crossproc.state import LockDirState
+from .backends import open_backend, victim_notices_for
+from .crossproc.notices import AnyVictimNotices
 from .hooks.deadlock import make_lock_event_hook
 from .hooks.locking import (
     BASH_MATCHER,
@@ -47,14 +47,13 @@ from .hooks.locking import (
 from .hooks.shell_guard import DEFAULT_POLICY, ShellGuardPolicy, make_shell_guard_hook
 from .mcp import new_agent_id
 from .tools.lock_tools import LockTools
-from .tools.locking import CorruptRecordError, LockStore
+from .tools.locking import CorruptRecordError, LockBackend
 from .tools.locking_mcp import lock_tools_server_config
 from .tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name, release_tool_name
 
 logger = logging.getLogger(__name__)
 
 PromptMode = Literal["append", "replace", "none"]
-_STORE_OR_LOCK_DIR = "pass either store= or lock_dir=, not both: the store has its own lock_dir"
 
 
 class AgentRuntime:
@@ -66,7 +65,7 @@ class AgentRuntime:
         agent_id: str,
         options: ClaudeAgentOptions,
         tools: LockTools,
-        store: LockStore,
+        store: LockBackend,
         monitor: DeadlockMonitor | None,
         server_key: str,
         prompt: str,
@@ -134,8 +133,10 @@ class AgentRuntimeBuilder:
 
     repo_path: str | os.PathLike[str]
     agent_id: str | None = None
-    store: LockStore | None = None
+    store: LockBackend | None = None
     lock_dir: str | os.PathLike[str] | None = None
+    backend: str | None = None
+    """`postgresql://...` or a lock directory (see `open_backend`); default LOCKYARD_BACKEND."""
     monitor: DeadlockMonitor | None = None
     emit_lock_event: EmitLockEvent | None = None
     victim_notices: VictimNotices | None = None
@@ -153,11 +154,15 @@ class AgentRuntimeBuilder:
 
     def build(self) -> AgentRuntime:
         agent_id = self.agent_id if self.agent_id is not None else new_agent_id()
-        store = self.store if self.store is not None else LockStore(self.repo_path, self.lock_dir)
-        if self.store is not None and self.lock_dir is not None:
+        if self.store is not None and (self.lock_dir is not None or self.backend is not None):
             raise ValueError(
-                "pass either store= or lock_dir=, not both: the store has its lock_dir"
+                "pass either store= or lock_dir=/backend=, not both: the store has its backend"
             )
+        store = (
+            self.store
+            if self.store is not None
+            else open_backend(self.repo_path, self.backend, lock_dir=self.lock_dir)
+        )
         if self.tool_timeout_seconds is not None and not self.tool_timeout_seconds > 0:
             raise ValueError("tool_timeout_seconds must be a positive number of seconds")
         acquire, release = acquire_tool_name(self.server_key), release_tool_name(self.server_key)
@@ -167,7 +172,7 @@ class AgentRuntimeBuilder:
         prompt = render_implementer_prompt(
             agent_id=agent_id,
             repo=store.namespace,
-            lock_dir=store.lock_dir,
+            lock_dir=store.location,
             acquire_tool=acquire,
             release_tool=release,
         )
@@ -210,7 +215,7 @@ class AgentRuntimeBuilder:
         return {**existing, self.server_key: entry}
 
     def _hooks(
-        self, store: LockStore, agent_id: str, emit: EmitLockEvent, acquire: str, release: str
+        self, store: LockBackend, agent_id: str, emit: EmitLockEvent, acquire: str, release: str
     ) -> dict[Any, list[HookMatcher]]:
         hooks: dict[Any, list[HookMatcher]] = {
             event: list(matchers) for event, matchers in (self.base_options.hooks or {}).items()
@@ -301,19 +306,22 @@ class LockCoordinator:
         repo_path: str | os.PathLike[str],
         lock_dir: str | os.PathLike[str] | None = None,
         *,
-        store: LockStore | None = None,
+        store: LockBackend | None = None,
+        backend: str | None = None,
         on_deadlock: OnDeadlock | None = None,
         victim_policy: VictimPolicy | None = None,
         server_key: str = DEFAULT_SERVER_KEY,
         base_options: ClaudeAgentOptions | None = None,
         cross_process: bool = False,
     ) -> None:
-        if store is not None and lock_dir is not None:
+        if store is not None and (lock_dir is not None or backend is not None):
             raise ValueError(
-                "pass either store= or lock_dir=, not both: the store has its lock_dir"
+                "pass either store= or lock_dir=/backend=, not both: the store has its backend"
             )
         self.repo_path = repo_path
-        self.store = store if store is not None else LockStore(repo_path, lock_dir)
+        self.store: LockBackend = (
+            store if store is not None else open_backend(repo_path, backend, lock_dir=lock_dir)
+        )
         self.monitor = DeadlockMonitor(
             on_deadlock, victim_policy=victim_policy, verify_cycle=self.verify_cycle
         )
@@ -323,8 +331,8 @@ class LockCoordinator:
         self.victim_notices: VictimNotices = self.monitor
         """Where every agent's waiting `lock_acquire` hears that it was chosen as a victim."""
         if cross_process:
-            on_disk = FileVictimNotices(self.store.lock_dir, LockDirState(self.store).still_waiting)
-            self.victim_notices = AnyVictimNotices(self.monitor, on_disk)
+            shared = victim_notices_for(self.store)
+            self.victim_notices = AnyVictimNotices(self.monitor, shared)
         self._runtimes: list[AgentRuntime] = []
 
     def verify_cycle(self, info: DeadlockInfo) -> bool:

@@ -27,13 +27,16 @@ def get_mcp_servers(
     *,
     store: ToolStore | None = None,
     lock_dir: str | os.PathLike[str] | None = None,
+    backend: str | None = None,
     victim_notices: VictimNotices | None = None,
     server_key: str = DEFAULT_SERVER_KEY,
 ) -> dict[str, McpSdkServerConfig]:
     """`{server_key: <lock tools server>}` for `ClaudeAgentOptions.mcp_servers`.
 
     Without `agent_id` a fresh unique id is made up; pass one whenever you need to know it
-    (for the monitor, `lockyard status`, or to release the agent's locks later).
+    (for the monitor, `lockyard status`, or to release the agent's locks later). `backend`
+    (`postgresql://...` or a lock directory; default `LOCKYARD_BACKEND`) picks where the
+    locks live when no `store` is given.
     """
     server = create_locking_mcp_server(
         agent_id if agent_id is not None else new_agent_id(),
@@ -41,6 +44,7 @@ def get_mcp_servers(
         emit_lock_event,
         store=store,
         lock_dir=lock_dir,
+        backend=backend,
         victim_notices=victim_notices,
         server_name=server_key,
     )

@@ -6,8 +6,8 @@ sees exactly what an SDK agent sees. Two additions only make sense over stdio:
 
 - progress notifications while `lock_acquire` waits (when the client sent a progress token):
   they reset a stdio client's idle timer, so a long wait is not mistaken for a hung server;
-- deadlock notices from `lockyard monitor` arrive through `FileVictimNotices` in the lock
-  directory, since the monitor runs in another process.
+- deadlock notices from `lockyard monitor` arrive through the backend's victim notices (files
+  in the lock directory, or rows in PostgreSQL), since the monitor runs in another process.
 
 Exit policy: when the session ends cleanly (stdin closed, SIGTERM, SIGINT) the server releases
 the locks this session took and still holds, and logs each one to stderr: an agent CLI that
@@ -36,9 +36,9 @@ from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
 from ..core.events import LockEvent
-from .crossproc.notices import FileVictimNotices
-from .crossproc.state import LockDirState
-from .lockstore.store import LockStore
+from .backends import victim_notices_for
+from .lockstore.backend import LockBackend
+from .lockstore.records import LostLock
 from .tools.lock_tools import ACQUIRE_TOOL, LockTools, ToolOutcome
 from .tools.mcp_server import SERVER_VERSION, list_tools_result, to_call_tool_result
 
@@ -55,7 +55,7 @@ class SessionLedger:
     covers a lock the agent re-took from an earlier, crashed server of the same agent id.
     """
 
-    def __init__(self, store: LockStore, agent_id: str) -> None:
+    def __init__(self, store: LockBackend, agent_id: str) -> None:
         self.store = store
         self.agent_id = agent_id
         self.taken: set[str] = set()
@@ -89,6 +89,14 @@ class SessionLedger:
         released = self.store.cleanup_agent_locks(agent_id)
         self.taken.difference_update(released)
         return released
+
+    def grant_fence(self, filepath: str, agent_id: str) -> int | None:
+        return self.store.grant_fence(filepath, agent_id)
+
+    def take_lost_locks(self, agent_id: str) -> list[LostLock]:
+        lost = self.store.take_lost_locks(agent_id)
+        self.taken.difference_update(item.filepath for item in lost)
+        return lost
 
     def _note(self, filepath: str, granted: bool) -> bool:
         if granted:
@@ -205,7 +213,7 @@ class ServeSession(StdioToolSession):
 
     def __init__(
         self,
-        store: LockStore,
+        store: LockBackend,
         agent_id: str,
         *,
         progress_interval: float = PROGRESS_INTERVAL_SECONDS,
@@ -213,12 +221,11 @@ class ServeSession(StdioToolSession):
         self.store = store
         self.agent_id = agent_id
         self.ledger = SessionLedger(store, agent_id)
-        state = LockDirState(store)
         self.lock_tools = LockTools(
             self.ledger,
             agent_id,
             emit_lock_event=_log_event,  # the state on disk is what `lockyard monitor` reads
-            victim_notices=FileVictimNotices(store.lock_dir, state.still_waiting),
+            victim_notices=victim_notices_for(store),
         )
         super().__init__(self.lock_tools, progress_interval=progress_interval)
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from typing import Final
 
+from ...core.ports import VictimNotices
+from ..crossproc.sources import LockDirSource, MonitorSource
 from ..lockstore.backend import LockBackend
 from ..lockstore.store import LockStore
 from .postgres.dsn import BackendSpecError, is_postgres_spec, redact
@@ -26,7 +28,9 @@ __all__ = [
     "chosen_spec",
     "describe_spec",
     "is_postgres_spec",
+    "monitor_source",
     "open_backend",
+    "victim_notices_for",
 ]
 
 
@@ -74,3 +78,20 @@ def open_backend(
             raise BackendSpecError(f"pass either lock_dir={lock_dir!s} or backend={spec}, not both")
         lock_dir = spec
     return LockStore(repo_namespace, lock_dir, allow_outside_repo=allow_outside_repo)
+
+
+def monitor_source(store: LockBackend) -> MonitorSource:
+    """What `lockyard monitor` / `status` read and write for the backend `store` is on."""
+    if isinstance(store, LockStore):
+        return LockDirSource(store.lock_dir, store)
+    from .postgres.monitoring import PgMonitorSource
+    from .postgres.store import PgLockStore
+
+    if isinstance(store, PgLockStore):
+        return PgMonitorSource(store)
+    raise TypeError(f"no cross-process monitoring for {type(store).__name__}")
+
+
+def victim_notices_for(store: LockBackend) -> VictimNotices:
+    """Where an agent on `store` hears that `lockyard monitor` chose it as a victim."""
+    return monitor_source(store).victim_notices()

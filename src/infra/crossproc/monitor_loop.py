@@ -15,7 +15,6 @@ records (see `LockDirSnapshot.agent_start_times`).
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -25,11 +24,9 @@ import anyio
 
 from ...core.deadlock import DeadlockInfo
 from ...domain.deadlock import DeadlockMonitor, VictimPolicy
-from ..lockstore.errors import LockDirError
-from ..lockstore.lockdir import QUEUE_SUFFIX
-from .notices import VictimNotice, VictimNoticeBoard
-from .state import LockDirSnapshot, LockDirState
-from .watch import TreeWatcher
+from .notices import VictimNotice
+from .sources import LockDirSource, MonitorSource
+from .state import LockDirSnapshot
 
 log = logging.getLogger("lockyard.monitor")
 
@@ -61,6 +58,8 @@ class PassReport:
     stale_notices_removed: list[str] = field(default_factory=list)
     holds: int = 0
     waits: int = 0
+    leader: bool = True
+    """False when another monitor leads: this one found the cycles but posted nothing."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -68,6 +67,7 @@ class PassReport:
             "stale_notices_removed": self.stale_notices_removed,
             "holds": self.holds,
             "waits": self.waits,
+            "leader": self.leader,
         }
 
 
@@ -76,21 +76,29 @@ class CrossProcessMonitor:
 
     def __init__(
         self,
-        lock_dir: Path,
+        lock_dir: Path | None = None,
         *,
         resolve: bool = True,
         victim_policy: VictimPolicy | None = None,
+        source: MonitorSource | None = None,
     ) -> None:
-        self.lock_dir = Path(lock_dir)
-        self.state = LockDirState.open(self.lock_dir)
-        self._identity = _identity(self.lock_dir)  # to notice the directory going away
-        self.board = VictimNoticeBoard(self.lock_dir)
+        if source is None:
+            if lock_dir is None:
+                raise ValueError("pass a lock directory or a source")
+            source = LockDirSource(Path(lock_dir))
+        elif lock_dir is not None:
+            raise ValueError("pass either a lock directory or a source, not both")
+        self.source: MonitorSource = source
+        self.location = self.source.location
+        self.state = self.source.state
+        self.board = self.source.board
         self.resolve = resolve
         self._victim_policy = victim_policy
         self._monitor = self._new_monitor()
         self._reported: dict[str, tuple[str, str | None]] = {}  # victim -> (lock, wait id)
         self._registered: set[str] = set()
         self._fresh: LockDirSnapshot | None = None  # the verification read of this pass
+        self._leading = True
 
     def _new_monitor(self) -> DeadlockMonitor:
         return DeadlockMonitor(victim_policy=self._victim_policy, verify_cycle=self._verify)
@@ -110,10 +118,12 @@ class CrossProcessMonitor:
         snapshot = self.state.read()
         self._fresh = None
         report = PassReport(holds=len(snapshot.holds), waits=len(snapshot.waits))
-        if self.resolve:  # --no-resolve reports only: it changes nothing on disk
+        report.leader = self.source.lead()
+        if self.resolve and report.leader:  # --no-resolve reports only: it changes nothing on disk
             report.stale_notices_removed = self.board.prune(
                 lambda notice: snapshot.has_wait(notice.agent_id, notice.waits_on, notice.wait_id)
             )
+        self._leading = report.leader
         self._forget_finished_victims(snapshot)
         self._sync_agents(snapshot)
         self._monitor.rebuild(snapshot.holders(), snapshot.wait_pairs())
@@ -154,7 +164,7 @@ class CrossProcessMonitor:
             return None
         self._reported[info.victim] = wait
         log.info("deadlock: %s; victim %s", info.describe(), info.victim)
-        if not self.resolve:
+        if not self.resolve or not self._leading:
             return Resolution(info, None)
         current = self.board.read(info.victim)
         if current is not None and (current.waits_on, current.wait_id) == wait:
@@ -174,21 +184,14 @@ class CrossProcessMonitor:
         rescan_seconds: float = RESCAN_SECONDS,
     ) -> None:
         """Pass after pass until cancelled; `on_report` gets every pass that did something."""
-        watcher = TreeWatcher(
-            self.lock_dir,
-            descend=lambda name: name.endswith(QUEUE_SUFFIX),
-            poll_interval=poll_interval,
-        )
-        with watcher:
+        with self.source.feed(poll_interval) as watcher:
             log.info(
                 "watching %s (%s)",
-                self.lock_dir,
-                "inotify" if watcher.pushing else f"polling every {poll_interval:g} s",
+                self.location,
+                "push" if watcher.pushing else f"polling every {poll_interval:g} s",
             )
             while True:
-                current = _identity(self.lock_dir)
-                if current is None or current != self._identity:
-                    raise LockDirError(f"lock directory {self.lock_dir} was removed or replaced")
+                self.source.check_present()
                 started = time.monotonic()
                 report = await self.check_once()
                 took = time.monotonic() - started
@@ -202,11 +205,3 @@ class CrossProcessMonitor:
                     # then uses at most half a core on a big lock directory, and on a small
                     # one (passes of a millisecond) this costs no latency at all.
                     await anyio.sleep(max(0.0, took - (time.monotonic() - finished)))
-
-
-def _identity(directory: Path) -> tuple[int, int] | None:
-    try:
-        info = os.stat(directory)
-    except OSError:
-        return None
-    return (info.st_dev, info.st_ino)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..lockstore.errors import InvalidAgentIdError, LockDirError
+from ..backends import chosen_spec, is_postgres_spec, open_backend
+from ..lockstore.backend import LockBackend
+from ..lockstore.errors import InvalidAgentIdError, LockDirError, LockStoreError
 from ..lockstore.paths import validate_agent_id
 from ..lockstore.store import LockStore
 from .notices import NoticeBoardError, VictimNoticeBoard
@@ -23,7 +25,9 @@ class ServeConfigError(Exception):
         self.lock_dir_problem = lock_dir_problem
 
 
-def open_serve_store(agent_id: str, repo: Path, lock_dir: Path | None) -> LockStore:
+def open_serve_store(
+    agent_id: str, repo: Path, lock_dir: Path | None, backend: str | None = None
+) -> LockBackend:
     """The agent's lock store, or ServeConfigError before anything is served."""
     try:
         validate_agent_id(agent_id)
@@ -34,8 +38,18 @@ def open_serve_store(agent_id: str, repo: Path, lock_dir: Path | None) -> LockSt
         raise ServeConfigError(f"--repo {repo} is not a directory",
                                "pass the root of the repository the agent edits",
                                lock_dir_problem=False)  # fmt: skip
+    spec = chosen_spec(backend)
+    if spec is not None and is_postgres_spec(spec):
+        if lock_dir is not None:
+            raise ServeConfigError("pass either --lock-dir or a PostgreSQL --backend",
+                                   "drop one of them", lock_dir_problem=False)  # fmt: skip
+        try:
+            return open_backend(str(repo), spec).connect()  # type: ignore[attr-defined, no-any-return]
+        except LockStoreError as exc:
+            raise ServeConfigError(str(exc), "start the server or fix --backend",
+                                   lock_dir_problem=True) from None  # fmt: skip
     try:
-        store = LockStore(str(repo), lock_dir)
+        store = LockStore(str(repo), lock_dir if lock_dir is not None else spec)
         VictimNoticeBoard(store.lock_dir).ensure()
     except (LockDirError, NoticeBoardError) as exc:
         hint = "pass --lock-dir (or set LOCKYARD_LOCK_DIR) to a private directory of yours"

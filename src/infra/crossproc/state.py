@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...core.deadlock import DeadlockInfo
+from ..lockstore.backend import LockBackend
 from ..lockstore.liveness import Liveness
 from ..lockstore.lockdir import default_lock_dir
 from ..lockstore.records import LockInfo, StoreSnapshot
@@ -126,7 +127,7 @@ class LockDirState:
     granted and is no edge of the wait-for graph.
     """
 
-    def __init__(self, store: LockStore) -> None:
+    def __init__(self, store: LockBackend) -> None:
         self.store = store
 
     @classmethod

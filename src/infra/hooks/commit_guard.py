@@ -28,7 +28,14 @@ from claude_agent_sdk import HookContext
 from claude_agent_sdk.types import SyncHookJSONOutput
 
 from ..tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
-from .guard_common import GuardStore, HookFn, deny, holder_or_unreadable, inside_repo
+from .guard_common import (
+    GuardStore,
+    HookFn,
+    deny,
+    holder_or_unreadable,
+    inside_repo,
+    lost_grant,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -286,6 +293,6 @@ def unlocked_files(
             logger.warning("commit guard: cannot canonicalize %r", path)
             continue
         holder = holder_or_unreadable(store, key)
-        if holder != agent_id:
+        if holder != agent_id or lost_grant(store, key, agent_id) is not None:
             problems.append((key, holder))
     return problems

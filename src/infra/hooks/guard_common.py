@@ -25,6 +25,16 @@ class GuardStore(Protocol):
     def namespace(self) -> str: ...
     def canonicalize(self, filepath: str) -> str: ...
     def holder(self, filepath: str) -> str | None: ...
+    def stale_grant(self, filepath: str, agent_id: str) -> str | None: ...
+
+
+def lost_grant(store: GuardStore, key: str, agent_id: str) -> str | None:
+    """Why the agent's own grant of `key` is stale (a newer fencing number, a lost session),
+    or None. A store that cannot tell (an unreadable record) denies as the holder check does."""
+    try:
+        return store.stale_grant(key, agent_id)
+    except CorruptRecordError:
+        return None
 
 
 def holder_or_unreadable(store: GuardStore, key: str) -> str | None:

@@ -22,7 +22,14 @@ from claude_agent_sdk.types import SyncHookJSONOutput
 from ..tools.lock_tools import UNREADABLE_HOLDER
 from ..tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
 from .commit_guard import BASH_MATCHER, make_commit_guard_hook
-from .guard_common import GuardStore, HookFn, deny, holder_or_unreadable, inside_repo
+from .guard_common import (
+    GuardStore,
+    HookFn,
+    deny,
+    holder_or_unreadable,
+    inside_repo,
+    lost_grant,
+)
 
 __all__ = [
     "BASH_MATCHER",
@@ -84,6 +91,13 @@ def make_write_guard_hook(
             return deny(
                 f"The lock of {key} is unreadable, so nobody may edit it: ask the operator to "
                 "run `lockyard status`, and work on other files meanwhile."
+            )
+        stale = lost_grant(store, key, agent_id)
+        if stale is not None:
+            return deny(
+                f"{stale}: the lock you were granted was lost, so your edit could overwrite "
+                f'another agent\'s. Call {acquire} with {{"filepaths": ["{key}"]}}, re-read '
+                "the file, then edit."
             )
         if holder == agent_id:
             return {}

@@ -63,6 +63,15 @@ class LockBackend(Protocol):
 
     def snapshot(self) -> StoreSnapshot: ...
 
+    def end_waits(self, agent_id: str | None) -> list[WaiterRecord]:
+        """Drop the queue entries of `agent_id` (of everyone: None); running waiters queue
+        again at the back."""
+        ...
+
+    def end_stalled_waits(self) -> list[WaiterRecord]:
+        """Drop first waiters that leave a free lock untaken too long; return them."""
+        ...
+
     def grant_fence(self, filepath: str, agent_id: str) -> int | None:
         """The fencing number of the agent's current grant here (None: no fencing)."""
         ...

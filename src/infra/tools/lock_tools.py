@@ -28,6 +28,7 @@ from ...core.events import LockEvent, LockEventType
 from ...core.ports import EmitLockEvent, VictimNotices, deliver
 from ..lockstore.errors import CorruptRecordError, LockStoreError
 from ..lockstore.paths import validate_agent_id
+from ..lockstore.records import LostLock
 from .tool_inputs import (
     ACQUIRE_SPEC,
     ACQUIRE_TOOL,
@@ -73,6 +74,13 @@ DEADLOCK_INSTRUCTION: Final = (
 )
 
 
+LOST_LOCKS_INSTRUCTION: Final = (
+    "You lost the locks in `lost_locks` without releasing them (see each `reason`); another "
+    "agent may have changed those files since. Do not edit them until you lock them again, "
+    "and re-read them after you do."
+)
+
+
 UNREADABLE_HOLDER: Final = "<unreadable lock record: ask the operator to run lockyard status>"
 """The `holder` shown for a lock whose record cannot be read. Such a lock is never granted
 or broken (the store does not guess), so the agent sees it as held; the store's own error
@@ -95,6 +103,8 @@ class ToolStore(Protocol):
     def release(self, filepath: str, agent_id: str) -> bool: ...
     def holder(self, filepath: str) -> str | None: ...
     def cleanup_agent_locks(self, agent_id: str) -> list[str]: ...
+    def grant_fence(self, filepath: str, agent_id: str) -> int | None: ...
+    def take_lost_locks(self, agent_id: str) -> list[LostLock]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +183,7 @@ class LockTools:
             return ToolOutcome.error(str(exc))
         call = _AcquireCall(self, keys)
         try:
+            lost = self.store.take_lost_locks(self.agent_id)
             payload = await call.run(float(request.timeout_seconds))
         except STORE_ERRORS as exc:
             # Anything the store raised mid-call: give back what this call took (run() did),
@@ -181,7 +192,7 @@ class LockTools:
                 f"lock_acquire failed: {exc}. Nothing was locked by this call; "
                 "fix the problem above or retry."
             )
-        return ToolOutcome.success(payload)
+        return ToolOutcome.success(with_lost_locks(payload, lost))
 
     async def release(self, arguments: object) -> ToolOutcome:
         """`lock_release`: unlock the given files (or all of this agent's); idempotent."""
@@ -195,7 +206,9 @@ class LockTools:
         except InvalidToolInputError as exc:
             return ToolOutcome.error(str(exc))
         released: list[str] = []
+        lost: list[LostLock] = []
         try:
+            lost = self.store.take_lost_locks(self.agent_id)
             if keys is None:
                 released = sorted(self.store.cleanup_agent_locks(self.agent_id))
             else:
@@ -214,7 +227,9 @@ class LockTools:
                 f"lock_release failed: {failure}. Released before the failure: "
                 f"{json.dumps(released)}. Call lock_release again for the rest."
             )
-        return ToolOutcome.success({"released": released, "count": len(released)})
+        return ToolOutcome.success(
+            with_lost_locks({"released": released, "count": len(released)}, lost)
+        )
 
     def _canonical_keys(self, tool: str, filepaths: list[str]) -> list[str]:
         """Every path's lock key, deduplicated and sorted; a bad path rejects the whole call."""
@@ -390,14 +405,17 @@ class _AcquireCall:
             logger.warning("agent %s: lock record of %s: %s", self.agent_id, key, error)
 
     def result(self) -> dict[str, Any]:
-        results = [
-            {
+        results: list[dict[str, Any]] = []
+        for key in self.keys:
+            entry: dict[str, Any] = {
                 "filepath": key,
                 "acquired": key in self.held,
                 "holder": self.agent_id if key in self.held else self.holder_of(key),
             }
-            for key in self.keys
-        ]
+            fence = self.tools.store.grant_fence(key, self.agent_id) if key in self.held else None
+            if fence is not None:
+                entry["fence"] = fence  # the backend's fencing number of this grant
+            results.append(entry)
         payload: dict[str, Any] = {
             "results": results,
             "all_acquired": all(key in self.held for key in self.keys),
@@ -405,6 +423,14 @@ class _AcquireCall:
         if self.deadlock is not None:
             payload["deadlock"] = deadlock_payload(self.deadlock, self.released)
         return payload
+
+
+def with_lost_locks(payload: dict[str, Any], lost: list[LostLock]) -> dict[str, Any]:
+    """`payload` with the locks the agent lost since its last call, if any."""
+    if lost:
+        payload["lost_locks"] = [item.model_dump() for item in lost]
+        payload["lost_locks_instruction"] = LOST_LOCKS_INSTRUCTION
+    return payload
 
 
 def deadlock_payload(info: DeadlockInfo, released: list[str]) -> dict[str, Any]:

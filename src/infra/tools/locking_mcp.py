@@ -13,8 +13,8 @@ from pathlib import Path
 from claude_agent_sdk import McpSdkServerConfig
 
 from ...core.ports import EmitLockEvent, VictimNotices
+from ..backends import open_backend
 from .lock_tools import LockTools, ToolStore
-from .locking import LockStore
 from .mcp_server import build_lock_tools_server
 from .naming import DEFAULT_SERVER_KEY, check_server_key
 
@@ -26,6 +26,7 @@ def create_locking_mcp_server(
     *,
     store: ToolStore | None = None,
     lock_dir: str | os.PathLike[str] | None = None,
+    backend: str | None = None,
     victim_notices: VictimNotices | None = None,
     server_name: str = DEFAULT_SERVER_KEY,
 ) -> McpSdkServerConfig:
@@ -34,12 +35,13 @@ def create_locking_mcp_server(
     Every hold and wait goes to `emit_lock_event` as it happens (usually
     `DeadlockMonitor.handle_event`). Pass `store` to share one `LockStore` between agents
     (then `repo_namespace`, if given, must be the store's repo, and `lock_dir` must be omitted);
-    otherwise one is opened on `lock_dir` (default: `LOCKYARD_LOCK_DIR`, else a per-user
-    runtime directory). `victim_notices` (usually the monitor) lets a waiting call return the
-    deadlock result when this agent is chosen as a victim.
+    otherwise one is opened on `backend` (`postgresql://...`, default `LOCKYARD_BACKEND`) or
+    on `lock_dir` (default: `LOCKYARD_LOCK_DIR`, else a per-user runtime directory).
+    `victim_notices` (usually the monitor) lets a waiting call return the deadlock result
+    when this agent is chosen as a victim.
     """
     tools = LockTools(
-        _resolve_store(store, repo_namespace, lock_dir),
+        _resolve_store(store, repo_namespace, lock_dir, backend),
         agent_id,
         emit_lock_event=emit_lock_event,
         victim_notices=victim_notices,
@@ -61,11 +63,14 @@ def _resolve_store(
     store: ToolStore | None,
     repo_namespace: str | os.PathLike[str] | None,
     lock_dir: str | os.PathLike[str] | None,
+    backend: str | None = None,
 ) -> ToolStore:
     if store is None:
-        return LockStore(repo_namespace, lock_dir)
-    if lock_dir is not None:
-        raise ValueError("pass either store= or lock_dir=, not both: the store has its lock_dir")
+        return open_backend(repo_namespace, backend, lock_dir=lock_dir)
+    if lock_dir is not None or backend is not None:
+        raise ValueError(
+            "pass either store= or lock_dir=/backend=, not both: the store has its backend"
+        )
     namespace = getattr(store, "namespace", None)
     if (
         repo_namespace is not None

@@ -83,7 +83,7 @@ class PgLockStore:
         self.bound = keepalive if keepalive is not None else KeepaliveBound.from_env()
         self.schema = self.spec.schema
         self._s = f'"{self.schema}"'
-        self._session = Session(self.spec, self.bound)
+        self.session = Session(self.spec, self.bound)
         self._grants: dict[tuple[str, str], Grant] = {}  # (key, agent) -> grant
         self._channel = namespace_channel(self.schema, self.namespace)
 
@@ -99,11 +99,11 @@ class PgLockStore:
 
     def connect(self) -> PgLockStore:
         """Open the session now (instead of on first use): errors surface here."""
-        self._session.run(lambda conn, me: None)
+        self.session.run(lambda conn, me: None)
         return self
 
     def close(self) -> None:
-        self._session.close()
+        self.session.close()
 
     def __enter__(self) -> PgLockStore:
         return self
@@ -113,7 +113,7 @@ class PgLockStore:
 
     @property
     def session_number(self) -> int:
-        return self._session.number
+        return self.session.number
 
     def listener(self) -> Listener:
         return process_listener(self.spec, self.bound)
@@ -124,10 +124,10 @@ class PgLockStore:
             assert row is not None
             return tuple(row)
 
-        return self._session.run(operation)
+        return self.session.run(operation)
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        return self._session.run(lambda conn, me: [tuple(r) for r in conn.execute(sql, params)])
+        return self.session.run(lambda conn, me: [tuple(r) for r in conn.execute(sql, params)])
 
     # -- keys -------------------------------------------------------------------------------
 
@@ -161,7 +161,7 @@ class PgLockStore:
         return False
 
     def _remember(self, key: str, agent: str, token: str, fence: int) -> None:
-        self._grants[(key, agent)] = Grant(token, int(fence), self._session.generation)
+        self._grants[(key, agent)] = Grant(token, int(fence), self.session.generation)
 
     def release(self, filepath: str, agent_id: str) -> bool:
         agent = validate_agent_id(agent_id)
@@ -175,7 +175,7 @@ class PgLockStore:
     def cleanup_agent_locks(self, agent_id: str, *, all_namespaces: bool = False) -> list[str]:
         agent = validate_agent_id(agent_id)
         namespace = None if all_namespaces else self.namespace
-        rows = self._session.run(
+        rows = self.session.run(
             lambda conn, me: conn.execute(
                 f"SELECT * FROM {self._s}.cleanup(%s, %s, %s)", (agent, namespace, me)
             ).fetchall()
@@ -261,7 +261,7 @@ class PgLockStore:
 
     def holder_record(self, filepath: str) -> HolderRecord | None:
         key = self.canonicalize(filepath)
-        rows = self._session.run(
+        rows = self.session.run(
             lambda conn, me: conn.execute(
                 f"SELECT {_HOLD_COLUMNS} FROM {self._s}.holds "
                 f"WHERE namespace = %s AND key = %s AND {self._s}.alive(session, %s)",
@@ -279,7 +279,7 @@ class PgLockStore:
 
     def waiters(self, filepath: str) -> list[WaiterRecord]:
         key = self.canonicalize(filepath)
-        rows = self._session.run(
+        rows = self.session.run(
             lambda conn, me: conn.execute(
                 f"SELECT {_WAIT_COLUMNS} FROM {self._s}.waiters WHERE namespace = %s "
                 f"AND key = %s AND {self._s}.alive(session, %s) ORDER BY ticket",
@@ -349,7 +349,7 @@ class PgLockStore:
                 ).fetchall()
             return holds, waits
 
-        holds, waits = self._session.run(read)
+        holds, waits = self.session.run(read)
         return [_holder(row) for row in holds], [_waiter(row) for row in waits]
 
     # -- fencing and lost locks -----------------------------------------------------------
@@ -380,7 +380,7 @@ class PgLockStore:
         if not mine:
             return []
         keys = sorted(mine)
-        rows = self._session.run(
+        rows = self.session.run(
             lambda conn, me: conn.execute(
                 f"SELECT key, fence FROM {self._s}.holds WHERE namespace = %s "
                 f"AND key = ANY(%s) AND agent_id = %s AND {self._s}.alive(session, %s)",
@@ -392,7 +392,7 @@ class PgLockStore:
         for key, grant in mine.items():
             if current.get(key) == grant.fence:
                 continue
-            if grant.generation != self._session.generation:
+            if grant.generation != self.session.generation:
                 reason = "the database session that held it ended (connection lost)"
             else:
                 reason = "it was released or taken over while you held it"
@@ -402,9 +402,31 @@ class PgLockStore:
 
     # -- cleaning up ----------------------------------------------------------------------
 
+    def end_waits(self, agent_id: str | None) -> list[WaiterRecord]:
+        """Drop every queue entry of `agent_id` (of every agent: None), in all namespaces,
+        handing each lock freed that way on; a waiter still running queues again."""
+
+        def end(conn: psycopg.Connection[Any], me: int) -> list[Any]:
+            with conn.transaction():
+                rows = conn.execute(
+                    f"DELETE FROM {self._s}.waiters WHERE %s::text IS NULL OR agent_id = %s "
+                    f"RETURNING {_WAIT_COLUMNS}",
+                    (agent_id, agent_id),
+                ).fetchall()
+                for namespace, key in sorted({(row[0], row[1]) for row in rows}):
+                    conn.execute(f"SELECT {self._s}.hand_off(%s, %s, %s)", (namespace, key, me))
+            return rows
+
+        return [_waiter(row) for row in self.session.run(end)]
+
+    def end_stalled_waits(self) -> list[WaiterRecord]:
+        """Nothing to do: a release hands the lock to the first live waiter at once, so no
+        free lock waits on a waiter's turn (a stopped waiter simply holds it)."""
+        return []
+
     def reclaim_stale(self) -> list[Reclamation]:
         """Remove every hold and queue entry whose database session has ended."""
-        rows = self._session.run(
+        rows = self.session.run(
             lambda conn, me: conn.execute(
                 f"SELECT {_HOLD_COLUMNS} FROM {self._s}.reclaim(%s)", (me,)
             ).fetchall()
