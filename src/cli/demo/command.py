@@ -60,13 +60,24 @@ def demo(
         bool,
         flag("--no-live", help="No live view (it is also off when stdout is no TTY)."),
     ] = False,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend",
+            metavar="SPEC",
+            help="Where the locks live: file (the demo's lock directory, default), postgres "
+            "(a throwaway PostgreSQL server from this machine's binaries) or postgresql://... "
+            "(an existing server, in a schema dropped afterwards).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     from .runner import DemoOptions, run_demo  # mcp and the SDK load only when needed
 
     quiet_library_logs()
     console = Console()
     live = not (json_output or no_live) and console.is_terminal
-    options = DemoOptions(agents=agents, files=files, seed=seed, keep=keep)
+    options = DemoOptions(agents=agents, files=files, seed=seed, keep=keep, backend=backend)
     report_outcome(*run_demo(options, console if live else None), console, json_output, keep)
 
 

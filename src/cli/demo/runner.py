@@ -30,6 +30,7 @@ from ...infra.lockstore.lockdir import default_lock_dir
 from ...infra.tools.locking_mcp import create_locking_mcp_server
 from .._errors import CliError, ExitCode
 from .agent import Pacing, Rendezvous, ScriptedAgent
+from .backend import demo_backend
 from .live import LiveView
 from .recorder import SessionRecorder
 from .scenario import AgentScript, Scenario, build_scenario, file_header
@@ -47,6 +48,8 @@ class DemoOptions:
     seed: int = 7
     keep: Path | None = None
     pacing: Pacing = field(default_factory=Pacing)
+    backend: str | None = None
+    """None or `file`: the workspace's lock directory; `postgres` or `postgresql://...`."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,13 @@ def write_repo(scenario: Scenario, repo: Path) -> None:
 class DemoSession:
     """One run of a scenario in a workspace; `run()` returns the report."""
 
-    def __init__(self, scenario: Scenario, workspace: Workspace, pacing: Pacing) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        workspace: Workspace,
+        pacing: Pacing,
+        backend: str | None = None,
+    ) -> None:
         self.scenario = scenario
         self.workspace = workspace
         self.pacing = pacing
@@ -108,7 +117,10 @@ class DemoSession:
         # The orchestrator's own wiring: one store and one monitor that re-checks every cycle
         # against the store (its holds) before anyone is asked to give way.
         coordinator = LockCoordinator(
-            workspace.repo, workspace.lock_dir, on_deadlock=self.recorder.on_deadlock
+            workspace.repo,
+            workspace.lock_dir if backend is None else None,
+            backend=backend,
+            on_deadlock=self.recorder.on_deadlock,
         )
         self.store = coordinator.store
         self.monitor = coordinator.monitor
@@ -221,10 +233,13 @@ def run_demo(options: DemoOptions, console: Console | None) -> tuple[DemoReport,
         scenario = build_scenario(options.agents, options.files, options.seed)
     except ValueError as error:
         raise CliError(str(error), ExitCode.USAGE) from None
-    with open_workspace(options.keep) as workspace:
-        session = DemoSession(scenario, workspace, options.pacing)
-        with _live_view(session, scenario, console) as live:
-            return anyio.run(session.run, live), workspace
+    with open_workspace(options.keep) as workspace, demo_backend(options.backend) as backend:
+        session = DemoSession(scenario, workspace, options.pacing, backend)
+        try:
+            with _live_view(session, scenario, console) as live:
+                return anyio.run(session.run, live), workspace
+        finally:
+            session.store.close()
 
 
 def _live_view(session: DemoSession, scenario: Scenario, console: Console | None) -> Any:

@@ -6,7 +6,8 @@ on loopback (or on the addresses given) at a free port, requires a password over
 removed on `stop()`. PostgreSQL refuses to run as root, so under root the server runs as the
 `postgres` system user (or `LOCKYARD_PG_OS_USER`), which owns the directory.
 
-Durability is switched off (`fsync=off`): a throwaway cluster holds nothing worth an fsync.
+`fsync=off`: a throwaway cluster needs no protection from power loss (commits still reach
+the WAL, so a crash of the server itself, as the restart tests cause, loses nothing).
 """
 
 from __future__ import annotations
@@ -164,7 +165,6 @@ class ThrowawayCluster:
             "unix_socket_directories": str(self.root),
             "max_connections": str(self.max_connections),
             "fsync": "off",
-            "synchronous_commit": "off",
             "full_page_writes": "off",
             **self.settings,
         }

@@ -99,7 +99,7 @@ class Session:
             raise BackendUnavailableError(f"the lock store on {self.spec.display} was closed")
         conn = connect(self.spec, self.bound, purpose="store")
         try:
-            row = conn.execute(f'SELECT "{self.spec.schema}".open_session()').fetchone()
+            row = self._open_session(conn)
         except psycopg.Error as exc:
             conn.close()
             raise BackendUnavailableError(_explain(self.spec, exc)) from None
@@ -108,6 +108,17 @@ class Session:
         self.generation += 1
         self._conn = conn
         return conn
+
+    def _open_session(self, conn: psycopg.Connection[Any]) -> Any:
+        sql = f'SELECT "{self.spec.schema}".open_session()'
+        try:
+            return conn.execute(sql).fetchone()
+        except (psycopg.errors.InvalidSchemaName, psycopg.errors.UndefinedFunction):
+            # The schema went away since this process checked it (dropped, or lost with a
+            # server that crashed before its creation was durable): create it again.
+            forget_ensured_schemas()
+            ensure_schema(conn, self.spec.schema)
+            return conn.execute(sql).fetchone()
 
     def run(self, operation: Callable[[psycopg.Connection[Any], int], T]) -> T:
         """`operation(connection, session number)`, retried once on a fresh session when the

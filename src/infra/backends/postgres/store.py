@@ -398,6 +398,9 @@ class PgLockStore:
                 reason = "it was released or taken over while you held it"
             lost.append(LostLock(filepath=key, fence=grant.fence, reason=reason))
             self._grants.pop((key, agent_id), None)
+        if any(grant.generation != self.session.generation for grant in mine.values()):
+            # Our old session's rows are dead weight: free them now, not at the next taker.
+            self.reclaim_stale()
         return sorted(lost, key=lambda item: item.filepath)
 
     # -- cleaning up ----------------------------------------------------------------------

@@ -1,0 +1,63 @@
+"""Where the demo's locks live: its own lock directory, or PostgreSQL.
+
+`--backend postgres` starts a throwaway PostgreSQL server from this machine's server
+binaries (as the test suite does) and removes it afterwards; `--backend postgresql://...`
+uses that server, in a schema of the demo's own that is dropped at the end.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+
+from ...infra.backends import is_postgres_spec
+from ...infra.backends.postgres.cluster import ClusterError, ThrowawayCluster
+from ...infra.backends.postgres.dsn import BARE_WORDS, parse_spec
+from ...infra.backends.postgres.listener import close_listeners
+from .._errors import CliError, ExitCode
+
+FILE_CHOICES = ("file", "lockdir")
+
+
+@contextmanager
+def demo_backend(choice: str | None) -> Iterator[str | None]:
+    """A backend spec for the demo (None: its lock directory), cleaned up afterwards."""
+    if choice is None or choice.strip().lower() in FILE_CHOICES:
+        yield None
+        return
+    text = choice.strip()
+    if text.lower() in BARE_WORDS:
+        try:
+            cluster = ThrowawayCluster(max_connections=60).start()
+        except ClusterError as error:
+            raise CliError(str(error), ExitCode.BACKEND) from None
+        try:
+            yield cluster.dsn
+        finally:
+            close_listeners()
+            cluster.destroy()
+        return
+    if not is_postgres_spec(text):
+        raise CliError(
+            f"the demo cannot run on {choice!r}",
+            ExitCode.USAGE,
+            "pass --backend file, postgres (a throwaway local server) or postgresql://...",
+        )
+    schema = f"lockyard_demo_{secrets.token_hex(4)}"
+    separator = "&" if "?" in text else "?"
+    try:
+        yield f"{text}{separator}lockyard_schema={schema}"
+    finally:
+        close_listeners()
+        _drop(text, schema)
+
+
+def _drop(spec: str, schema: str) -> None:
+    try:
+        with psycopg.connect(parse_spec(spec).conninfo, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    except psycopg.Error:  # the run's own error, if any, is the one to report
+        pass

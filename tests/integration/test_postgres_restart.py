@@ -1,0 +1,50 @@
+"""A PostgreSQL server restarted under running agents: waiters resume, holders are told,
+and no lock has two holders. Runs on a private throwaway server (it is restarted)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lockyard.infra.backends.postgres import PgLockStore
+from lockyard.infra.backends.postgres.cluster import ThrowawayCluster
+
+
+@pytest.fixture
+def private_server() -> Iterator[ThrowawayCluster]:
+    with ThrowawayCluster(max_connections=20) as cluster:
+        yield cluster
+
+
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_a_restart_hands_the_lock_to_the_waiter_and_tells_the_holder(
+    repo: Path, private_server: ThrowawayCluster, mode: str
+) -> None:
+    with (
+        PgLockStore(repo, private_server.dsn) as holder,
+        PgLockStore(repo, private_server.dsn) as waiter,
+    ):
+        assert holder.try_lock("a.py", "alice")
+        granted: list[bool] = []
+        wait = threading.Thread(
+            target=lambda: granted.append(waiter.acquire("a.py", "bob", timeout_seconds=120))
+        )
+        wait.start()
+        while [w.agent_id for w in holder.waiters("a.py")] != ["bob"]:
+            assert wait.is_alive()
+            time.sleep(0.01)
+        private_server.restart(mode)  # every session ends: alice's lock with hers
+        wait.join(120)
+        assert granted == [True], "the waiter resumed on a new session and got the lock"
+        assert holder.holder("a.py") == "bob"
+        lost = holder.take_lost_locks("alice")
+        assert [item.filepath for item in lost] == [holder.canonicalize("a.py")]
+        assert "session" in lost[0].reason
+        assert not holder.try_lock("a.py", "alice"), "no second holder after the restart"
+        assert holder.stale_grant("a.py", "alice") is None
+        assert waiter.release("a.py", "bob")
+        assert holder.try_lock("a.py", "alice")
