@@ -65,11 +65,14 @@ class ThrowawayCluster:
     listen: Sequence[str] = ("127.0.0.1",)
     max_connections: int = 300
     settings: dict[str, str] = field(default_factory=dict)
+    allow_networks: Sequence[str] = ()
+    """Networks (CIDR) besides loopback whose clients may log in with the password."""
     root: Path | None = None
     port: int = 0
     password: str = field(default_factory=lambda: secrets.token_hex(12))
     _bin: Path | None = None
     _os_user: str | None = None
+    _reaper: subprocess.Popen[bytes] | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -92,9 +95,19 @@ class ThrowawayCluster:
 
     def start(self) -> ThrowawayCluster:
         """initdb (first time) and start; returns self. Raises ClusterError with the log."""
-        if self.root is None:
-            self._create()
-        self._pg_ctl("start", "-w", "-t", "60", "-l", str(self._log_file), "-o", self._options())
+        first = self.root is None
+        try:
+            if first:
+                self._create()
+            self._pg_ctl(
+                "start", "-w", "-t", "60", "-l", str(self._log_file), "-o", self._options()
+            )
+        except ClusterError:
+            if first:
+                self.destroy()
+            raise
+        if self._reaper is None:
+            self._reaper = _start_reaper(self.root)
         return self
 
     def stop(self, mode: str = "fast") -> None:
@@ -114,6 +127,11 @@ class ThrowawayCluster:
         if self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)
             self.root = None
+        if self._reaper is not None:
+            assert self._reaper.stdin is not None
+            self._reaper.stdin.close()
+            self._reaper.wait(timeout=30)
+            self._reaper = None
 
     def __enter__(self) -> ThrowawayCluster:
         return self.start()
@@ -156,6 +174,10 @@ class ThrowawayCluster:
             "--no-sync",
         )  # fmt: skip
         password_file.unlink()
+        if self.allow_networks:
+            with (self.data_dir / "pg_hba.conf").open("a") as hba:
+                for network in self.allow_networks:
+                    hba.write(f"host all all {network} scram-sha-256\n")
 
     def _options(self) -> str:
         assert self.root is not None
@@ -193,6 +215,26 @@ class ThrowawayCluster:
             ) from None
         except subprocess.TimeoutExpired:
             raise ClusterError(f"{program.name} took over 120 s\n{self.log_tail()}") from None
+
+
+_REAPER_SCRIPT = """
+read -r _ignored
+pid=$(head -n 1 "$1/data/postmaster.pid" 2>/dev/null) && kill -QUIT "$pid" 2>/dev/null
+for _ in 1 2 3 4 5 6 7 8 9 10; do [ -e "$1/data/postmaster.pid" ] || break; sleep 0.2; done
+rm -rf "$1"
+"""
+
+
+def _start_reaper(root: Path) -> subprocess.Popen[bytes]:
+    """A watcher that stops the server and removes its files when this process goes away,
+    however it ends (even SIGKILL): it waits for end-of-file on a pipe only we hold."""
+    return subprocess.Popen(
+        ["sh", "-c", _REAPER_SCRIPT, "lockyard-pg-reaper", str(root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a Ctrl-C meant for the tests must not reach it first
+    )
 
 
 def _server_os_user() -> str | None:

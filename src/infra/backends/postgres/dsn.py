@@ -60,23 +60,24 @@ class KeepaliveBound:
             value = int(raw)
         except ValueError:
             value = 0
-        if not 2 <= value <= 3600:
+        if not 3 <= value <= 3600:
             raise BackendSpecError(
-                f"{LIVENESS_ENV}={raw!r} is not a whole number of seconds from 2 to 3600"
+                f"{LIVENESS_ENV}={raw!r} is not a whole number of seconds from 3 to 3600"
             )
         return cls(value)
 
+    # A silent peer is given up after idle + count * interval seconds, at most `seconds`.
     @property
     def idle(self) -> int:
-        return max(1, self.seconds // 2)
-
-    @property
-    def interval(self) -> int:
-        return max(1, (self.seconds - self.idle) // 3)
+        return max(1, self.seconds // 3)
 
     @property
     def count(self) -> int:
-        return 3
+        return 2
+
+    @property
+    def interval(self) -> int:
+        return max(1, (self.seconds - self.idle) // self.count)
 
     def client_params(self) -> dict[str, str]:
         return {

@@ -152,4 +152,12 @@ class Session:
 
 
 def _connection_lost(conn: psycopg.Connection[Any]) -> bool:
-    return conn.closed or conn.broken
+    """Whether an OperationalError left `conn` unusable (the libpq status does not always
+    say so yet after a link went away: a ping settles it)."""
+    if conn.closed or conn.broken or conn.pgconn.status != psycopg.pq.ConnStatus.OK:
+        return True
+    try:
+        conn.execute("SELECT 1")
+    except psycopg.Error:
+        return True
+    return False
