@@ -107,7 +107,7 @@ class ThrowawayCluster:
                 self.destroy()
             raise
         if self._reaper is None:
-            self._reaper = _start_reaper(self.root)
+            self._reaper = _start_reaper(self.data_dir.parent)
         return self
 
     def stop(self, mode: str = "fast") -> None:
