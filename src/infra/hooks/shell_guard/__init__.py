@@ -7,9 +7,26 @@ and `git` know what commands write, `targets` walks a command line for its write
 `decide` checks them against the lock store.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from .decide import DEFAULT_POLICY, Decision, ShellGuardPolicy, decide_shell_command, judge
-from .hook import SHELL_TOOLS, make_shell_guard_hook
 from .targets import Target, WriteTargets, write_targets
+
+if TYPE_CHECKING:
+    from .hook import SHELL_TOOLS, make_shell_guard_hook
+
+
+def __getattr__(name: str) -> Any:
+    # The SDK hook loads claude_agent_sdk: only on demand, so agent-CLI hooks (one process
+    # per tool call) that call `decide_shell_command` do not pay for it.
+    if name in ("SHELL_TOOLS", "make_shell_guard_hook"):
+        from . import hook
+
+        return getattr(hook, name)
+    raise AttributeError(name)
+
 
 __all__ = [
     "DEFAULT_POLICY",

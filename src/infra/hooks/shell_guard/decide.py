@@ -15,8 +15,6 @@ import os
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from ...tools.lock_tools import UNREADABLE_HOLDER
-from ...tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
 from ..guard_common import GuardStore, holder_or_unreadable, inside_repo
 from .targets import WriteTargets, write_targets
 
@@ -54,18 +52,22 @@ def decide_shell_command(
     store: GuardStore,
     *,
     policy: ShellGuardPolicy = DEFAULT_POLICY,
-    server_key: str = DEFAULT_SERVER_KEY,
+    server_key: str | None = None,
+    acquire_tool: str | None = None,
     home: str | None = None,
 ) -> Decision:
     """Whether `agent_id` may run `command` in directory `cwd` (default: the repository).
 
     Only reads: the lock store (holders), the file system (globs, directories) and, for git
-    commands that rewrite the tree, read-only git queries. `home` is `$HOME` for `~`
-    (default: this process's HOME).
+    commands that rewrite the tree, read-only git queries. The denial names the lock tool
+    `acquire_tool` (default: `mcp__<server_key>__lock_acquire`, server key "lockyard").
+    `home` is `$HOME` for `~` (default: this process's HOME).
     """
     directory = os.fspath(cwd) if cwd else store.namespace
     found = write_targets(command, directory, home if home is not None else os.environ.get("HOME"))
-    return judge(found, agent_id, store, policy=policy, server_key=server_key)
+    return judge(
+        found, agent_id, store, policy=policy, server_key=server_key, acquire_tool=acquire_tool
+    )
 
 
 def judge(
@@ -74,7 +76,8 @@ def judge(
     store: GuardStore,
     *,
     policy: ShellGuardPolicy = DEFAULT_POLICY,
-    server_key: str = DEFAULT_SERVER_KEY,
+    server_key: str | None = None,
+    acquire_tool: str | None = None,
 ) -> Decision:
     """The decision on write targets already found (see `decide_shell_command`)."""
     unlocked: dict[str, str | None] = {}
@@ -105,7 +108,8 @@ def judge(
         return Decision(
             True, locked=tuple(dict.fromkeys(locked)), undetermined=tuple(found.undetermined)
         )
-    reason = _reason(unlocked, undetermined, problems, acquire_tool_name(server_key))
+    tool = acquire_tool if acquire_tool is not None else _acquire_tool_name(server_key)
+    reason = _reason(unlocked, undetermined, problems, tool)
     return Decision(
         False,
         reason,
@@ -115,6 +119,19 @@ def judge(
     )
 
 
+def _acquire_tool_name(server_key: str | None) -> str:
+    # Imported here: the tool schemas are heavy, and CLI hooks pass `acquire_tool` themselves.
+    from ...tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
+
+    return acquire_tool_name(server_key if server_key is not None else DEFAULT_SERVER_KEY)
+
+
+def _unreadable_holder() -> str:
+    from ...tools.lock_tools import UNREADABLE_HOLDER  # only when denying: see above
+
+    return UNREADABLE_HOLDER
+
+
 def _reason(
     unlocked: dict[str, str | None],
     undetermined: tuple[str, ...],
@@ -122,10 +139,13 @@ def _reason(
     acquire: str,
 ) -> str:
     parts: list[str] = []
+    unreadable = _unreadable_holder() if unlocked else ""
     if unlocked:
-        listed = ", ".join(f"{key} ({_holder_text(holder)})" for key, holder in unlocked.items())
+        listed = ", ".join(
+            f"{key} ({_holder_text(holder, unreadable)})" for key, holder in unlocked.items()
+        )
         keys = json.dumps(list(unlocked))
-        others = sorted({h for h in unlocked.values() if h is not None and h != UNREADABLE_HOLDER})
+        others = sorted({h for h in unlocked.values() if h is not None and h != unreadable})
         wait = f" (it waits for {', '.join(others)} to release them)" if others else ""
         parts.append(
             f"This command writes files you have not locked: {listed}. Call {acquire} with "
@@ -144,9 +164,9 @@ def _reason(
     return " ".join(parts)
 
 
-def _holder_text(holder: str | None) -> str:
+def _holder_text(holder: str | None, unreadable: str) -> str:
     if holder is None:
         return "not locked"
-    if holder == UNREADABLE_HOLDER:
+    if holder == unreadable:
         return "its lock is unreadable: ask the operator to run `lockyard status`"
     return f"locked by {holder}"

@@ -10,7 +10,7 @@ import anyio
 from claude_agent_sdk import HookContext
 from claude_agent_sdk.types import SyncHookJSONOutput
 
-from ...tools.naming import DEFAULT_SERVER_KEY
+from ...tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
 from ..guard_common import GuardStore, HookFn, deny
 from .decide import DEFAULT_POLICY, ShellGuardPolicy, decide_shell_command
 
@@ -28,6 +28,7 @@ def make_shell_guard_hook(
 ) -> HookFn:
     """PreToolUse hook denying a Bash command that would write repository files this agent
     has not locked (or, by `policy`, whose targets cannot be read)."""
+    acquire = acquire_tool_name(server_key)
 
     async def hook(
         input_data: Any, tool_use_id: str | None, context: HookContext
@@ -46,7 +47,7 @@ def make_shell_guard_hook(
             agent_id,
             store,
             policy=policy,
-            server_key=server_key,
+            acquire_tool=acquire,
         )
         try:
             # In a worker thread: git queries and globs must not stall the agents' event loop.
