@@ -55,6 +55,11 @@ _COMPUTED = (
 
 
 def python(args: list[Arg], place: Place) -> Effects:
+    """`python -c CODE` is read; `python -m TOOL ...` is judged as `TOOL ...` (so `python -m
+    black src` is the formatter); a script is an ordinary command."""
+    module_at = next((i for i, arg in enumerate(args) if arg == "-m"), None)
+    if module_at is not None and module_at + 1 < len(args) and "-c" not in args[:module_at]:
+        return Effects(commands=[args[module_at + 1 :]])
     options = read_options(args, short_values="cmWXQ", stop_at_first_operand=True)
     codes = options.values("-c")
     if not codes:

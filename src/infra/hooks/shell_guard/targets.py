@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from . import git, oneliners, utilities
+from . import formatters, git, oneliners, utilities
 from .effects import Arg, Effects
 from .syntax import (
     Block,
@@ -171,7 +171,7 @@ class _Walker:
             return git.git(args, place)
         if oneliners.is_python(base):
             return oneliners.python(args, place)
-        rule = utilities.RULES.get(base) or oneliners.RULES.get(base)
+        rule = utilities.RULES.get(base) or oneliners.RULES.get(base) or formatters.RULES.get(base)
         return None if rule is None else rule(args, place)
 
     def apply(self, effects: Effects, scope: _Scope, depth: int, text: str) -> None:

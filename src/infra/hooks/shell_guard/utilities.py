@@ -579,7 +579,51 @@ def ex(args: list[Arg], place: Place) -> Effects:
     return effects
 
 
+_UV_RUN_VALUES: Final = frozenset(
+    {"--with", "--with-editable", "--with-requirements", "--python", "-p", "--directory",
+     "--project", "--extra", "--group", "--only-group", "--env-file", "--index", "--package",
+     "--from", "--default-index", "--index-url", "--extra-index-url", "-w"}
+)  # fmt: skip
+
+
+def _runner(*subcommands: str, values: frozenset[str] = frozenset()) -> Rule:
+    """Project runners (`uv run`, `uv tool run`, `poetry run`, `npx`, `uvx`): the tool they
+    run, judged by its own rule (`uv run ruff format src` is `ruff format src`).
+    `subcommands` are the words that run a tool ("run", "tool run"); none: it always does."""
+
+    def rule(args: list[Arg], place: Place) -> Effects:
+        rest = args
+        if subcommands:
+            words = next(
+                (w.split() for w in subcommands if rest[: len(w.split())] == w.split()), None
+            )
+            if words is None:
+                return Effects()
+            rest = rest[len(words) :]
+        index = 0
+        while index < len(rest):
+            arg = rest[index]
+            if arg is None or not arg.startswith("-"):
+                break
+            if arg == "--":
+                index += 1
+                break
+            index += 2 if arg in values and "=" not in arg else 1
+        return _run_rest(rest[index:])
+
+    return rule
+
+
 RULES: Final[dict[str, Rule]] = {
+    "uv": _runner("run", "tool run", values=_UV_RUN_VALUES),
+    "uvx": _runner(values=_UV_RUN_VALUES),
+    "poetry": _runner("run"),
+    "pipenv": _runner("run"),
+    "pdm": _runner("run"),
+    "hatch": _runner("run"),
+    "npx": _runner(values=frozenset({"--package", "-p"})),
+    "bunx": _runner(),
+    "pnpm": _runner("exec", "dlx"),
     "cp": cp,
     "mv": mv,
     "install": install,
