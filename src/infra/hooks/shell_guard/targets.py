@@ -27,7 +27,7 @@ from .syntax import (
     Word,
     parse_shell,
 )
-from .words import MAX_FIELDS, expand
+from .words import MAX_FIELDS, expand, literal
 
 TargetKind = Literal["file", "directory"]
 
@@ -139,7 +139,7 @@ class _Walker:
             for name, value in command.assignments:
                 fields = expand(value, scope.cwd, scope.lookup()) if scope.cwd else None
                 scope.variables[name] = (
-                    fields[0] if fields is not None and len(fields) == 1 else None
+                    fields[0] if fields is not None and len(fields) == 1 else _temporary(value)
                 )
             return
         self.run(argv, scope, depth, command.text)
@@ -281,6 +281,24 @@ class _Walker:
         said = f"`{_short(text)}`: {reason}" if text else reason
         if said not in self.found.undetermined:
             self.found.undetermined.append(said)
+
+
+def _temporary(value: Word) -> str | None:
+    """`$(mktemp)` / `$(mktemp -d)` with no directory given: a new name in the temporary
+    directory, which is outside any repository (the guard assumes `$TMPDIR` is). The name is
+    unknown, so a stand-in under /tmp takes its place; anything else stays unknown (None)."""
+    if len(value) != 1 or not isinstance(value[0], Subst):
+        return None
+    script = value[0].script
+    if len(script) != 1 or not isinstance(script[0], Simple):
+        return None
+    words = [literal(word) for word in script[0].words]
+    if not words or words[0] != "mktemp" or script[0].redirects:
+        return None
+    for word in words[1:]:
+        if word is None or word.startswith(("-p", "--tmpdir")) or "/" in word:
+            return None  # a directory or path of its own choosing
+    return "/tmp/lockyard-mktemp-stand-in"
 
 
 def _absolute(path: str, cwd: str | None) -> str | None:
