@@ -165,3 +165,25 @@ def test_write_targets_are_absolute_and_name_the_command(tmp_path: Path) -> None
     assert found.undetermined == [
         "`rm $X`: `rm` is given a file name that is only known when it runs"
     ]
+
+
+def test_a_lost_grant_denies_even_though_the_agent_is_still_the_recorded_holder(
+    store: LockStore,
+) -> None:
+    class Fenced:
+        namespace = store.namespace
+
+        def canonicalize(self, filepath: str) -> str:
+            return store.canonicalize(filepath)
+
+        def holder(self, filepath: str) -> str | None:
+            return "alice"
+
+        def stale_grant(self, filepath: str, agent_id: str) -> str | None:
+            return "fencing number 3 was superseded by 4"
+
+    decision = decide_shell_command("rm src/app.py", None, "alice", Fenced())
+    assert not decision.allowed
+    assert decision.unlocked == ((store.canonicalize("src/app.py"), "alice"),)
+    assert "fencing number 3 was superseded by 4" in (decision.reason or "")
+    assert "lock it again and re-read it" in (decision.reason or "")

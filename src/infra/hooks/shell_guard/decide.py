@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from ..guard_common import GuardStore, holder_or_unreadable, inside_repo
+from ..guard_common import GuardStore, holder_or_unreadable, inside_repo, lost_grant
 from .targets import WriteTargets, write_targets
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,8 @@ class Decision:
     reason: str | None = None
     """Why it is denied, written for the agent (None when allowed)."""
     unlocked: tuple[tuple[str, str | None], ...] = ()
-    """(lock key, holder or None) of each file written that the agent does not hold."""
+    """(lock key, holder or None) of each file written that the agent does not hold (or holds
+    by a grant that was lost: a newer fencing number, a lost database session)."""
     undetermined: tuple[str, ...] = ()
     """What the command writes that the guard cannot name, one sentence each."""
     locked: tuple[str, ...] = ()
@@ -81,6 +82,7 @@ def judge(
 ) -> Decision:
     """The decision on write targets already found (see `decide_shell_command`)."""
     unlocked: dict[str, str | None] = {}
+    lost: dict[str, str | None] = {}
     locked: list[str] = []
     problems: list[str] = []
     for target in found.targets:
@@ -91,6 +93,7 @@ def judge(
         try:
             key = store.canonicalize(target.path)
             holder = holder_or_unreadable(store, key)
+            stale = lost_grant(store, key, agent_id) if holder == agent_id else None
         except ValueError as exc:
             problems.append(f"{target.path}: {exc}")
             continue
@@ -98,7 +101,13 @@ def judge(
             logger.exception("shell guard could not read the lock of %s", target.path)
             problems.append(f"cannot check the lock of {target.path} ({exc}); retry shortly")
             continue
-        if holder == agent_id:
+        if stale is not None:
+            lost.setdefault(key, holder)  # held, but by a grant that was lost since
+            problems.append(
+                f"{stale}: the lock of {key} you were granted was lost, so your write could "
+                f"overwrite another agent's; lock it again and re-read it"
+            )
+        elif holder == agent_id:
             if target.kind == "file":
                 locked.append(key)
         elif target.kind == "file" or holder is not None:
@@ -113,7 +122,7 @@ def judge(
     return Decision(
         False,
         reason,
-        unlocked=tuple(unlocked.items()),
+        unlocked=(*unlocked.items(), *lost.items()),
         undetermined=tuple(found.undetermined),
         locked=tuple(dict.fromkeys(locked)),
     )
