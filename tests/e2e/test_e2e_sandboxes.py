@@ -1,0 +1,271 @@
+"""Sandboxed agents end to end: each sandbox is a separate process tree in its own mount and pid
+namespace (`unshare`) that sees only its IPC folder at /ipc and its own checkout at /workspace;
+the host runs `lockyard ipc-host` on its own checkout and lock directory. Agents speak MCP to
+`lockyard serve --ipc` inside their sandbox; one of them is the real Claude CLI bundled in
+claude-agent-sdk, scripted through the fake Messages API.
+
+Checked: isolation, contention with FIFO handoff, a deadlock between sandboxes resolved
+softly, an admin force-release told to the holder, the CLI agent waiting for and getting a
+lock, and a SIGKILLed sandbox's locks reclaimed by the host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.abc import Process
+from anyio.streams.text import TextReceiveStream
+from cli_agents import eventually
+from fake_messages_api import FakeMessagesApi, call, say
+
+import lockyard
+from lockyard.infra.lockstore.store import LockStore
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or shutil.which("unshare") is None,
+        reason="needs root and unshare(1) to make mount namespaces",
+    ),
+]
+
+HERE = Path(__file__).parent
+PYTHON = sys.executable
+LOCKYARD = str(Path(sys.executable).parent / "lockyard")
+ACQUIRE = "mcp__lockyard__lock_acquire"
+RELEASE = "mcp__lockyard__lock_release"
+
+
+def read_only_paths() -> list[str]:
+    """What a sandbox needs of the host, read-only: Python, the environment, the package."""
+    package = Path(lockyard.__file__).resolve().parent
+    return [sys.base_prefix, sys.prefix, str(package), str(HERE / "sandbox_agent.py")]
+
+
+def sandbox_command(ipc: Path, workspace: Path, mode: str, *, network: bool) -> list[str]:
+    namespaces = ["--mount", "--pid", "--fork", "--kill-child"]
+    if not network:
+        namespaces.append("--net")
+    binds = [arg for path in read_only_paths() for arg in ("--ro", path)]
+    return [
+        "unshare", *namespaces, "--", PYTHON, str(HERE / "sandbox_launcher.py"),
+        "--ipc", str(ipc), "--workspace", str(workspace), *binds,
+        "--", PYTHON, str(HERE / "sandbox_agent.py"), mode,
+    ]  # fmt: skip
+
+
+class Sandbox:
+    """A scripted agent in its container: send it tool calls, read its results by tag."""
+
+    def __init__(self, name: str, process: Process) -> None:
+        self.name = name
+        self.process = process
+        self.lines: dict[str, dict[str, Any]] = {}
+        self.arrived = anyio.Event()
+
+    async def read(self) -> None:
+        assert self.process.stdout is not None
+        pending = ""
+        async for chunk in TextReceiveStream(self.process.stdout):
+            pending += chunk
+            *lines, pending = pending.split("\n")
+            for line in lines:
+                message = json.loads(line)
+                self.lines[message["tag"]] = message
+                self.arrived.set()
+                self.arrived = anyio.Event()
+
+    async def send(self, tag: str, tool: str, **arguments: Any) -> None:
+        assert self.process.stdin is not None
+        line = {"tag": tag, "tool": tool, "arguments": arguments}
+        await self.process.stdin.send((json.dumps(line) + "\n").encode())
+
+    async def look(self, tag: str, paths: list[str]) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        await self.process.stdin.send((json.dumps({"tag": tag, "look": paths}) + "\n").encode())
+        return await self.result(tag)
+
+    async def result(self, tag: str) -> dict[str, Any]:
+        with anyio.fail_after(60):
+            while tag not in self.lines:
+                await self.arrived.wait()
+        return self.lines[tag]
+
+    async def payload(self, tag: str) -> dict[str, Any]:
+        result = await self.result(tag)
+        assert not result["is_error"], result["text"]
+        data: dict[str, Any] = json.loads(result["text"])
+        return data
+
+    async def call(self, tag: str, tool: str, **arguments: Any) -> dict[str, Any]:
+        await self.send(tag, tool, **arguments)
+        return await self.payload(tag)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> dict[str, Path]:
+    repo = tmp_path / "host-checkout"
+    repo.mkdir()
+    root = tmp_path / "ipc"
+    root.mkdir()
+    return {"repo": repo, "root": root, "locks": tmp_path / "locks", "tmp": tmp_path}
+
+
+def checkout(world: dict[str, Path], name: str) -> Path:
+    """The sandbox's own checkout (a copy: it shares nothing with the host's)."""
+    path = world["tmp"] / f"checkout-{name}"
+    path.mkdir()
+    for file in ("a.py", "c.py", "f.py", "k.py", "x.py", "y.py"):
+        (path / file).write_text(f"# {file}\n")
+    return path
+
+
+@asynccontextmanager
+async def started_sandbox(
+    world: dict[str, Path], name: str, group: Any, mode: str = "mcp", **env: str
+) -> AsyncIterator[Sandbox]:
+    folder = world["root"] / name
+    folder.mkdir()
+    process = await anyio.open_process(
+        sandbox_command(folder, checkout(world, name), mode, network=mode == "cli"),
+        env={**os.environ, **env},
+        stderr=None,
+    )
+    sandbox = Sandbox(name, process)
+    group.start_soon(sandbox.read)
+    try:
+        yield sandbox
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with anyio.move_on_after(20):
+            await process.wait()
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    assert await eventually(condition, limit_seconds=60)
+
+
+async def test_sandboxed_agents_share_locks_through_their_ipc_folders(
+    world: dict[str, Path], fake_api: FakeMessagesApi
+) -> None:
+    store = LockStore(world["repo"], world["locks"])
+    key = store.canonicalize
+
+    def waits(agent: str, name: str) -> Callable[[], bool]:
+        return lambda: (agent, key(name)) in store.snapshot().waits
+
+    host = await anyio.open_process(
+        [LOCKYARD, "ipc-host", "--root", str(world["root"]), "--repo", str(world["repo"]),
+         "--lock-dir", str(world["locks"]), "--admin", "ops", "--stale-after", "2"],
+        stdout=None, stderr=None,
+    )  # fmt: skip
+    fake_api.script(
+        "claude",
+        [
+            call(ACQUIRE, {"filepaths": ["/workspace/c.py"], "timeout_seconds": 120}),
+            call(RELEASE, {"all": True}),
+            say("claude done"),
+        ],
+    )
+    try:
+        async with AsyncExitStack() as stack:
+            group = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(group.cancel_scope.cancel)
+            boxes = {
+                name: await stack.enter_async_context(started_sandbox(world, name, group))
+                for name in ("alice", "bob", "carol", "ops")
+            }
+            alice, bob, carol, ops = boxes.values()
+            for box in boxes.values():
+                ready = await box.result("ready")
+                assert "lock_acquire" in ready["tools"]
+            assert "lock_force_release" in (await ops.result("ready"))["tools"]
+            assert "lock_force_release" not in (await bob.result("ready"))["tools"]
+
+            # Isolation: no lock directory, no host checkout, no other sandbox, no network.
+            probes = [str(world["locks"]), str(world["repo"]), str(world["root"] / "bob")]
+            seen = await alice.look("look", probes)
+            assert seen["exists"] == dict.fromkeys(probes, False)
+            assert seen["network"] is False
+            assert set(seen["ipc"]) <= {"requests", "responses", "heartbeat", "host.json"}
+
+            # Contention and FIFO handoff between three sandboxes.
+            assert (await alice.call("a1", "lock_acquire", filepaths=["a.py"]))["all_acquired"]
+            await bob.send("b1", "lock_acquire", filepaths=["/workspace/a.py"], timeout_seconds=120)
+            await until(waits("bob", "a.py"))
+            await carol.send("c1", "lock_acquire", filepaths=["a.py"], timeout_seconds=120)
+            await until(waits("carol", "a.py"))
+            await alice.call("a2", "lock_release", filepaths=["a.py"])
+            got_b = await bob.payload("b1")
+            assert got_b["results"] == [
+                {"filepath": key("a.py"), "acquired": True, "holder": "bob"}
+            ]
+            assert "c1" not in carol.lines
+            assert store.holder("a.py") == "bob"
+            await bob.call("b2", "lock_release", all=True)
+            assert (await carol.payload("c1"))["all_acquired"] is True
+            await carol.call("c2", "lock_release", all=True)
+
+            # A deadlock between two sandboxes, resolved softly by the host's monitor.
+            await alice.call("a3", "lock_acquire", filepaths=["x.py"])
+            await bob.call("b3", "lock_acquire", filepaths=["y.py"])
+            await alice.send("a4", "lock_acquire", filepaths=["y.py"], timeout_seconds=120)
+            await until(waits("alice", "y.py"))
+            await bob.send("b4", "lock_acquire", filepaths=["x.py"], timeout_seconds=120)
+            outcomes = {"alice": await alice.payload("a4"), "bob": await bob.payload("b4")}
+            victims = [agent for agent, result in outcomes.items() if "deadlock" in result]
+            assert len(victims) == 1, outcomes
+            survivor = "bob" if victims == ["alice"] else "alice"
+            assert outcomes[survivor]["all_acquired"] is True
+            await alice.call("a5", "lock_release", all=True)
+            await bob.call("b5", "lock_release", all=True)
+
+            # The admin sandbox force-releases a lock; its holder hears why.
+            await bob.call("b6", "lock_acquire", filepaths=["f.py"])
+            await carol.send("c3", "lock_force_release", filepath="f.py", reason="mine")
+            assert (await carol.result("c3"))["is_error"] is True
+            forced = await ops.call("o1", "lock_force_release", filepath="f.py", reason="blocks CI")
+            assert forced["released"] is True
+            told = await bob.call("b7", "lock_acquire", filepaths=["y.py"], timeout_seconds=0)
+            assert told["notices"][0]["kind"] == "force_released"
+            assert "blocks CI" in told["notices"][0]["message"]
+            await bob.call("b8", "lock_release", all=True)
+
+            # The real Claude CLI, in its own sandbox, waits for a lock alice holds.
+            await alice.call("a6", "lock_acquire", filepaths=["c.py"])
+            cli_env = fake_api.cli_env("claude", "/tmp")
+            async with started_sandbox(
+                world, "claude", group, "cli", SANDBOX_CLI_ENV=json.dumps(cli_env)
+            ) as claude:
+                await until(waits("claude", "c.py"))
+                await alice.call("a7", "lock_release", all=True)
+                finished = await claude.result("result")
+            assert finished["text"] == "claude done"
+            first, released = fake_api.outcomes("claude")[:2]
+            assert first.json["results"] == [
+                {"filepath": key("c.py"), "acquired": True, "holder": "claude"}
+            ]
+            assert released.json == {"released": [key("c.py")], "count": 1}
+
+            # A sandbox killed outright: the host reclaims its locks once it is silent.
+            await carol.call("c4", "lock_acquire", filepaths=["k.py"])
+            assert store.holder("k.py") == "carol"
+            carol.process.send_signal(signal.SIGKILL)
+            await carol.process.wait()
+            await until(lambda: store.holder("k.py") is None)
+            await until(lambda: store.list_locks() == [])
+    finally:
+        host.send_signal(signal.SIGTERM)
+        with anyio.fail_after(20):
+            assert await host.wait() == 0
