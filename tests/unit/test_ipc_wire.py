@@ -110,3 +110,16 @@ def test_the_token_bucket_allows_a_burst_then_the_rate() -> None:
     assert [bucket.take() is None for _ in range(4)] == [True, True, True, False]
     with pytest.raises(ValueError, match="rate"):
         TokenBucket(rate=0, burst=1)
+
+
+def test_the_schemas_in_the_docs_are_the_codes() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "sandboxes.md").read_text()
+    blocks = {
+        title: json.loads(body)
+        for title, body in re.findall(r"(Request|Response) schema:\n\n```json\n(.*?)```", doc, re.S)
+    }
+    assert blocks == {"Request": REQUEST_SCHEMA, "Response": RESPONSE_SCHEMA}
