@@ -342,3 +342,70 @@ async def test_the_host_releases_every_sandbox_lock_when_it_stops(
         # the client's exit released nothing by itself: the session did not end over MCP
         assert store.holder("a.py") == "alice"
     assert store.holder("a.py") is None
+
+
+async def test_everything_works_by_polling_where_inotify_is_unavailable(
+    store: LockStore, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOCKYARD_FORCE_POLLING", "1")
+    async with (
+        running_host(root, store, stale_after=0.6, rescan_interval=0.1),
+        IpcClient(sandbox(root, "alice"), heartbeat_interval=0.1) as alice,
+        IpcClient(sandbox(root, "bob"), heartbeat_interval=0.1) as bob,
+    ):
+        payload(await alice.call("lock_acquire", {"filepaths": ["a.py"]}))
+        async with anyio.create_task_group() as group:
+            got: list[dict[str, Any]] = []
+
+            async def wait_for_a() -> None:
+                got.append(payload(await bob.call("lock_acquire", {"filepaths": ["a.py"]})))
+
+            group.start_soon(wait_for_a)
+            await waits(store, "bob", "a.py")
+            await alice.call("lock_release", {"all": True})
+        await anyio.sleep(1.0)  # longer than stale_after: the heartbeats keep bob's lock
+        assert store.holder("a.py") == "bob"
+        stopped = sandbox(root, "stopped")
+        write_request(stopped, "takeafile", call_body("takeafile", "lock_acquire",
+                                                      {"filepaths": ["c.py"]}))  # fmt: skip
+        await answer(stopped, "takeafile")
+        await holds(store, "c.py", None)  # no heartbeat at all: reclaimed
+    assert got[0]["all_acquired"] is True
+
+
+async def test_the_mcp_session_lists_the_hosts_tools_and_releases_on_exit(
+    store: LockStore, root: Path
+) -> None:
+    from mcp import Client
+
+    from lockyard.infra.ipc.client import IpcServeSession
+
+    async with (
+        running_host(root, store, admin="main"),
+        IpcClient(sandbox(root, "main")) as client,
+    ):
+        session = IpcServeSession(client, progress_interval=0.05)
+        async with Client(session.build_server(), mode="legacy") as mcp_client:
+            tools = [tool.name for tool in (await mcp_client.list_tools()).tools]
+            result = await mcp_client.call_tool("lock_acquire", {"filepaths": ["a.py"]})
+            assert not result.is_error
+        assert store.holder("a.py") == "main"
+        assert await session.end_session() == [store.canonicalize("a.py")]
+    assert tools == ["lock_acquire", "lock_release", "lock_status", "lock_force_release"]
+    assert store.holder("a.py") is None
+
+
+async def test_without_a_host_the_session_still_lists_the_lock_tools(root: Path) -> None:
+    from mcp import Client
+
+    from lockyard.infra.ipc.client import IpcServeSession
+
+    async with IpcClient(sandbox(root, "alone"), host_timeout=0.2) as client:
+        session = IpcServeSession(client)
+        async with Client(session.build_server(), mode="legacy") as mcp_client:
+            tools = [tool.name for tool in (await mcp_client.list_tools()).tools]
+            result = await mcp_client.call_tool("lock_release", {"all": True})
+        assert await session.end_session() == []
+    assert tools == [spec.name for spec in TOOL_SPECS]
+    assert result.is_error
+    assert "not answering" in result.content[0].text  # type: ignore[union-attr]
