@@ -69,6 +69,17 @@ def ipc_host_command(
             envvar="LOCKYARD_LOCK_DIR",
         ),
     ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend",
+            metavar="SPEC",
+            envvar="LOCKYARD_BACKEND",
+            help="postgresql://... for a PostgreSQL lock store, else a lock directory "
+            "(default: --lock-dir, else the per-user lock directory).",
+            show_default=False,
+        ),
+    ] = None,
     stale_after: Annotated[
         float,
         typer.Option(
@@ -101,7 +112,7 @@ def ipc_host_command(
     ] = "INFO",
 ) -> None:
     _run(
-        root, repo, admin, lock_dir, stale_after, rate, burst, max_in_flight,
+        root, repo, admin, lock_dir, backend, stale_after, rate, burst, max_in_flight,
         cross_process, log_level,
     )  # fmt: skip
 
@@ -112,6 +123,7 @@ def _run(
     repo: Path | None,
     admin: str | None,
     lock_dir: Path | None,
+    backend: str | None,
     stale_after: float,
     rate: float,
     burst: float,
@@ -133,7 +145,7 @@ def _run(
     try:
         check_root(root)
         check_admin(admin)
-        store = open_host_store(repo, lock_dir)
+        store = open_host_store(repo, lock_dir, backend, cross_process=cross_process)
         root_lock = RootLock(root).__enter__()
     except IpcHostConfigError as exc:
         code = ExitCode.LOCK_DIR if exc.lock_dir_problem else ExitCode.USAGE
@@ -155,7 +167,7 @@ def _run(
     host = IpcHost(root, store, admin=admin, settings=settings)
     log = logging.getLogger("lockyard.ipc.host")
     log.info(
-        "serving sandboxes under %s on %s (lock dir %s)", root, store.namespace, store.lock_dir
+        "serving sandboxes under %s on %s (locks in %s)", root, store.namespace, store.location
     )
     if admin is not None and not (root / admin).is_dir():
         log.warning("--admin %s: no folder %s yet; it is served once created", admin, root / admin)

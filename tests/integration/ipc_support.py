@@ -13,12 +13,12 @@ from typing import Any
 import anyio
 
 from lockyard.infra.ipc.host import HostSettings, IpcHost
-from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.lockstore.backend import LockBackend
 
 
 @asynccontextmanager
 async def running_host(
-    root: Path, store: LockStore, *, admin: str | None = None, **settings: Any
+    root: Path, store: LockBackend, *, admin: str | None = None, **settings: Any
 ) -> AsyncIterator[IpcHost]:
     """An `IpcHost` serving `root` until the block ends (then it releases every lock)."""
     settings.setdefault("status_interval", 0.2)

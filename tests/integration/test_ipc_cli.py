@@ -137,6 +137,7 @@ async def test_an_agent_locks_through_serve_ipc_and_a_killed_sandbox_loses_its_l
         (["--root", "{root}", "--repo", "{repo}", "--admin", "a\tb"], "--admin"),
         (["--root", "{root}", "--repo", "{repo}", "--admin", ".hidden"], "--admin"),
         (["--root", "{root}", "--repo", "{repo}", "--log-level", "LOUD"], "--log-level"),
+        (["--root", "{root}", "--repo", "{repo}", "--backend", " "], "blank"),
     ],
 )
 def test_ipc_host_usage_errors_are_one_line_and_exit_2(

@@ -385,12 +385,31 @@ async def test_the_mcp_session_lists_the_hosts_tools_and_releases_on_exit(
         IpcClient(sandbox(root, "main")) as client,
     ):
         session = IpcServeSession(client, progress_interval=0.05)
+        store.try_lock("b.py", "holder")
+        progress: list[str | None] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            progress.append(message)
+
         async with Client(session.build_server(), mode="legacy") as mcp_client:
             tools = [tool.name for tool in (await mcp_client.list_tools()).tools]
             result = await mcp_client.call_tool("lock_acquire", {"filepaths": ["a.py"]})
             assert not result.is_error
+            async with anyio.create_task_group() as group:
+
+                async def acquire_b() -> None:
+                    waited = await mcp_client.call_tool(
+                        "lock_acquire", {"filepaths": ["b.py"]}, progress_callback=on_progress
+                    )
+                    assert json.loads(waited.content[0].text)["all_acquired"]  # type: ignore[union-attr]
+
+                group.start_soon(acquire_b)
+                await until(lambda: len(progress) >= 2)  # the wait reports progress
+                store.release("b.py", "holder")
         assert store.holder("a.py") == "main"
-        assert await session.end_session() == [store.canonicalize("a.py")]
+        released = await session.end_session()
+        assert released == [store.canonicalize("a.py"), store.canonicalize("b.py")]
+        assert all(message and message.startswith("waiting for locks") for message in progress)
     assert tools == ["lock_acquire", "lock_release", "lock_status", "lock_force_release"]
     assert store.holder("a.py") is None
 
@@ -409,3 +428,40 @@ async def test_without_a_host_the_session_still_lists_the_lock_tools(root: Path)
     assert tools == [spec.name for spec in TOOL_SPECS]
     assert result.is_error
     assert "not answering" in result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_the_host_serves_sandboxes_on_the_postgresql_backend(
+    repo: Path, root: Path, pg_backend: str
+) -> None:
+    from lockyard.infra.backends import open_backend
+
+    pg_store = open_backend(str(repo), pg_backend)
+    got: list[dict[str, Any]] = []
+    try:
+        async with (
+            running_host(root, pg_store, admin="ops"),
+            IpcClient(sandbox(root, "alice")) as alice,
+            IpcClient(sandbox(root, "bob")) as bob,
+            IpcClient(sandbox(root, "ops")) as ops,
+        ):
+            payload(await alice.call("lock_acquire", {"filepaths": ["a.py"]}))
+            async with anyio.create_task_group() as group:
+
+                async def wait_for_a() -> None:
+                    got.append(payload(await bob.call("lock_acquire", {"filepaths": ["a.py"]})))
+
+                group.start_soon(wait_for_a)
+                await until(lambda: bool(pg_store.waiters("a.py")))
+                status = payload(await ops.call("lock_status", {}))
+                await alice.call("lock_release", {"all": True})
+            forced = payload(
+                await ops.call("lock_force_release", {"filepath": "a.py", "reason": "test"})
+            )
+        assert got[0]["all_acquired"] is True
+        assert [(lock["holder"], lock["waiters"]) for lock in status["locks"]] == [
+            ("alice", ["bob"])
+        ]
+        assert forced["holder"] == "bob"
+        assert pg_store.list_locks() == []
+    finally:
+        pg_store.close()

@@ -48,6 +48,7 @@ from ..crossproc.inotify import (
 )
 from ..crossproc.notices import AnyVictimNotices, FileVictimNotices
 from ..crossproc.state import LockDirState
+from ..lockstore.backend import LockBackend
 from ..lockstore.errors import CorruptRecordError, InvalidAgentIdError
 from ..lockstore.paths import validate_agent_id
 from ..lockstore.store import LockStore
@@ -150,7 +151,7 @@ class IpcHost:
     def __init__(
         self,
         root: Path,
-        store: LockStore,
+        store: LockBackend,
         *,
         admin: str | None = None,
         settings: HostSettings | None = None,
@@ -162,6 +163,8 @@ class IpcHost:
         self.monitor = DeadlockMonitor(self._on_deadlock, verify_cycle=self._verify_cycle)
         self.victim_notices: Any = self.monitor
         if self.settings.cross_process:
+            if not isinstance(store, LockStore):
+                raise ValueError("cross_process needs the lock directory backend (LockStore)")
             on_disk = FileVictimNotices(store.lock_dir, LockDirState(store).still_waiting)
             self.victim_notices = AnyVictimNotices(self.monitor, on_disk)
         self.sandboxes: dict[str, Sandbox] = {}

@@ -8,7 +8,9 @@ import os
 from pathlib import Path
 from typing import Final
 
-from ..lockstore.errors import InvalidAgentIdError, LockDirError
+from ..backends import BackendSpecError, open_backend
+from ..lockstore.backend import LockBackend
+from ..lockstore.errors import InvalidAgentIdError, LockStoreError
 from ..lockstore.paths import validate_agent_id
 from ..lockstore.store import LockStore
 
@@ -49,20 +51,34 @@ def check_admin(admin: str | None) -> str | None:
     return admin
 
 
-def open_host_store(repo: Path, lock_dir: Path | None) -> LockStore:
+def open_host_store(
+    repo: Path, lock_dir: Path | None, backend: str | None = None, *, cross_process: bool = False
+) -> LockBackend:
+    """The host's lock store on the chosen backend (see `open_backend`), or IpcHostConfigError."""
     if not repo.is_dir():
         raise IpcHostConfigError(
             f"--repo {repo} is not a directory",
             "pass the host's checkout of the repository the sandboxes edit",
         )
     try:
-        return LockStore(str(repo), lock_dir)
-    except LockDirError as exc:
+        store = open_backend(str(repo), backend, lock_dir=lock_dir)
+    except BackendSpecError as exc:
+        raise IpcHostConfigError(
+            str(exc), "pass --backend postgresql://... or a lock directory, not both"
+        ) from None
+    except LockStoreError as exc:  # an unusable lock directory, an unreachable server
         raise IpcHostConfigError(
             str(exc),
-            "pass --lock-dir (or set LOCKYARD_LOCK_DIR) to a private directory of yours",
+            "pass --lock-dir (or --backend) naming a lock store you can use",
             lock_dir_problem=True,
         ) from None
+    if cross_process and not isinstance(store, LockStore):
+        store.close()
+        raise IpcHostConfigError(
+            "--cross-process reads lockyard monitor's notices from a lock directory",
+            "drop --cross-process with the PostgreSQL backend",
+        )
+    return store
 
 
 class RootLock:

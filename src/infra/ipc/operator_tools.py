@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, StrictStr, StringConstraints, Valida
 
 from ...core.events import LockEvent, LockEventType
 from ...core.ports import EmitLockEvent, deliver
+from ..lockstore.backend import LockBackend
 from ..lockstore.errors import CorruptRecordError
-from ..lockstore.store import LockStore
 from ..tools.lock_tools import STORE_ERRORS, ToolOutcome, ToolSpec
 from ..tools.tool_inputs import MAX_PATH_LENGTH, InvalidToolInputError
 
@@ -87,7 +87,7 @@ class OperatorTools:
 
     def __init__(
         self,
-        store: LockStore,
+        store: LockBackend,
         admin: str,
         sandboxes: Callable[[], list[dict[str, Any]]],
         tell_holder: TellHolder,
