@@ -156,6 +156,7 @@ async def until(condition: Callable[[], bool]) -> None:
     assert await eventually(condition, limit_seconds=60)
 
 
+@pytest.mark.timeout(300)  # five sandboxes and a CLI start on a loaded 2-core machine
 async def test_sandboxed_agents_share_locks_through_their_ipc_folders(
     world: dict[str, Path], fake_api: FakeMessagesApi
 ) -> None:
