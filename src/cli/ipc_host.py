@@ -20,7 +20,7 @@ from ..infra.ipc.host_config import (
     open_host_store,
 )
 from ._errors import CliError, ExitCode, reports_errors
-from ._options import flag, lock_dir_option
+from ._options import backend_option, flag, lock_dir_option
 
 if TYPE_CHECKING:
     from ..infra.ipc.host import IpcHost
@@ -69,17 +69,7 @@ def ipc_host_command(
             envvar="LOCKYARD_LOCK_DIR",
         ),
     ] = None,
-    backend: Annotated[
-        str | None,
-        typer.Option(
-            "--backend",
-            metavar="SPEC",
-            envvar="LOCKYARD_BACKEND",
-            help="postgresql://... for a PostgreSQL lock store, else a lock directory "
-            "(default: --lock-dir, else the per-user lock directory).",
-            show_default=False,
-        ),
-    ] = None,
+    backend: Annotated[str | None, backend_option()] = None,
     stale_after: Annotated[
         float,
         typer.Option(

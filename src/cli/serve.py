@@ -102,7 +102,7 @@ def serve_command(
     if ipc is not None:
         from .serve_ipc import serve_ipc
 
-        serve_ipc(ipc, repo, agent_id, lock_dir, log_level, progress_interval,
+        serve_ipc(ipc, repo, agent_id, lock_dir, backend, log_level, progress_interval,
                   heartbeat_interval, host_timeout)  # fmt: skip
         return
     _serve(agent_id, repo, lock_dir, log_level, progress_interval, backend)

@@ -19,6 +19,7 @@ def serve_ipc(
     repo: Path | None,
     agent_id: str | None,
     lock_dir: Path | None,
+    backend: str | None,
     log_level: str,
     progress_interval: float,
     heartbeat_interval: float,
@@ -35,6 +36,10 @@ def serve_ipc(
     if lock_dir is not None and os.environ.get("LOCKYARD_LOCK_DIR") != str(lock_dir):
         raise _usage(
             "--lock-dir does not apply with --ipc: the host keeps the locks; drop --lock-dir"
+        )
+    if backend is not None:
+        raise _usage(
+            "--backend does not apply with --ipc: the host keeps the locks; drop --backend"
         )
     if folder.is_symlink() or not folder.is_dir():
         raise _usage(

@@ -174,6 +174,7 @@ def test_a_second_host_on_one_root_is_refused(
     [
         (["--agent-id", "alice"], "drop --agent-id"),
         (["--lock-dir", "/tmp"], "drop --lock-dir"),
+        (["--backend", "postgresql://h/db"], "drop --backend"),
         (["--log-level", "LOUD"], "--log-level"),
         (["--repo", "/nonexistent"], "--repo"),
     ],
