@@ -1,7 +1,8 @@
 """Find and open the lock directory an operator command works on, read-only first.
 
-The directory is checked before the store touches it, so a typo in `--lock-dir` gives a
-clear message and never creates an empty lock directory somewhere.
+The directory is checked before the store touches it, so a typo in `--lock-dir` never
+creates an empty lock directory somewhere. A directory that does not exist yet is a normal
+state (no agent has locked anything there): the commands report it as empty.
 """
 
 from __future__ import annotations
@@ -38,8 +39,30 @@ def resolve_lock_dir(option: Path | None) -> Path:
     return Path(default_lock_dir())
 
 
+class LockDirNotCreatedError(Exception):
+    """The lock directory does not exist yet: nothing was ever locked there."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"lock directory {path} does not exist yet")
+        self.path = path
+
+
+def location_source(option: Path | None, backend: str | None) -> str:
+    """Why a command looks where it looks: the option, the variable, or the default."""
+    if option is not None:
+        return "--lock-dir"
+    if backend is not None:
+        return "--backend"
+    if os.environ.get("LOCKYARD_BACKEND"):
+        return "$LOCKYARD_BACKEND"
+    if os.environ.get(LOCK_DIR_ENV):
+        return f"${LOCK_DIR_ENV}"
+    return "per-user default"
+
+
 def check_lock_dir(lock_dir: Path) -> None:
-    """Raise a CliError (exit 3) unless `lock_dir` is an existing, readable directory."""
+    """Raise LockDirNotCreatedError when `lock_dir` does not exist yet, and a CliError
+    (exit 3) unless it is a readable directory."""
     hint = f"pass --lock-dir DIR or set {LOCK_DIR_ENV} to the directory your agents lock in"
     try:
         os.stat(lock_dir)
@@ -49,12 +72,8 @@ def check_lock_dir(lock_dir: Path) -> None:
         raise CliError(
             f"lock directory {lock_dir} cannot be used: {error.strerror}", ExitCode.LOCK_DIR, hint
         ) from None
-    if not lock_dir.exists():
-        raise CliError(
-            f"lock directory {lock_dir} does not exist (no lock was ever taken there)",
-            ExitCode.LOCK_DIR,
-            hint,
-        )
+    if not lock_dir.exists() and not lock_dir.is_symlink():
+        raise LockDirNotCreatedError(lock_dir)
     if not lock_dir.is_dir():
         raise CliError(f"{lock_dir} is not a directory", ExitCode.LOCK_DIR, hint)
     if not os.access(lock_dir, os.R_OK | os.X_OK):
@@ -82,7 +101,8 @@ def store_errors() -> Iterator[None]:
 
 def open_store(option: Path | None, backend: str | None = None) -> LockBackend:
     """The lock store on `--backend` (PostgreSQL, connected now so that a server that is
-    down fails here), else on the resolved, checked lock directory."""
+    down fails here), else on the resolved, checked lock directory (LockDirNotCreatedError
+    when it does not exist yet)."""
     with store_errors():
         spec = chosen_spec(backend)
     if spec is not None and is_postgres_spec(spec):

@@ -17,7 +17,13 @@ from rich.console import Console
 from ..infra.tools.locking import LockBackend, WaiterRecord
 from ._errors import EXIT_CODES_HELP, CliError, ExitCode, reports_errors
 from ._format import display_key, line_console, print_json, quiet_library_logs
-from ._lockdir import LOCK_DIR_HELP, open_store, store_errors
+from ._lockdir import (
+    LOCK_DIR_HELP,
+    LockDirNotCreatedError,
+    location_source,
+    open_store,
+    store_errors,
+)
 from ._options import backend_option, flag, lock_dir_option
 
 HELP = """Release locks that are left behind.
@@ -57,7 +63,13 @@ def clean(
     if agent is not None and release_all:
         raise CliError("--agent and --all cannot be combined", ExitCode.USAGE, "pick one")
     quiet_library_logs()
-    store = open_store(lock_dir, backend)
+    try:
+        store = open_store(lock_dir, backend)
+    except LockDirNotCreatedError as missing:  # nothing locked yet: nothing to clean
+        mode = "all" if release_all else "agent" if agent is not None else "stale"
+        source = location_source(lock_dir, backend)
+        _report_not_created(missing.path, source, mode, json_output)
+        return
     with store_errors():
         unreadable = [
             {"lock_path": info.lock_path, "problem": info.problem}
@@ -89,6 +101,25 @@ def clean(
         _render(line_console(), store, mode, released, ended, unreadable)
     if unreadable:
         raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
+
+
+def _report_not_created(path: Path, source: str, mode: str, json_output: bool) -> None:
+    if json_output:
+        print_json(
+            {
+                "lock_dir": str(path),
+                "mode": mode,
+                "released": [],
+                "count": 0,
+                "ended_waits": [],
+                "skipped_unreadable": [],
+            }
+        )
+        return
+    line_console().print(
+        f"Nothing to release: {path} ({source}) does not exist yet "
+        "(no agent has locked anything there)."
+    )
 
 
 def release_stale(store: LockBackend) -> list[dict[str, Any]]:

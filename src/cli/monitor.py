@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ from ..infra.backends import chosen_spec, is_postgres_spec, monitor_source
 from ..infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from ..infra.crossproc.state import LockDirUnreadableError, resolve_lock_dir
 from ..infra.lockstore.errors import LockStoreError
+from ..infra.lockstore.lockdir import default_lock_dir
+from ..infra.lockstore.store import LockStore
 from ._errors import CliError, ExitCode, reports_errors
 from ._lockdir import open_store
 from ._options import backend_option, flag, lock_dir_option
@@ -31,12 +34,14 @@ MONITOR_HELP = (
     "against the directory, and posts a victim notice (victims/<agent>.json) that makes the "
     "victim's pending lock_acquire return a `deadlock` result. Nothing is killed and no lock "
     "is removed by the monitor.\n\n"
+    "A lock directory that does not exist yet is created (--once: reported as empty), so the "
+    "monitor can start before the agents.\n\n"
     "Runs until interrupted. --once does one pass. --json prints one JSON object per pass that "
     "found something (with --once: exactly one object).\n\n"
     "With --backend postgresql://... the graph is rebuilt from the database instead, from "
     "every host's agents; of several monitors running at once only one (the leader, by an "
     "advisory lock) posts notices, the others take over when it stops.\n\n"
-    f"Exit codes: 0 ok (--once: no deadlock); 2 usage; 3 lock directory missing or unusable; "
+    f"Exit codes: 0 ok (--once: no deadlock); 2 usage; 3 lock directory unusable; "
     f"{DEADLOCK_FOUND.value} (--once) a deadlock was found; {ExitCode.BACKEND.value} the "
     "PostgreSQL backend is unavailable."
 )
@@ -98,6 +103,14 @@ def _monitor(
         else:
             if spec is not None and spec.strip() != "file" and lock_dir is None:
                 lock_dir = Path(spec)
+            chosen = lock_dir if lock_dir is not None else default_lock_dir()
+            if not os.path.lexists(chosen):
+                # Nothing locked yet, a normal state: one pass finds nothing; a watching
+                # monitor creates the directory (as the first agent would) and waits.
+                if once:
+                    _print(PassReport(), str(chosen), as_json=as_json, once=True)
+                    return
+                LockStore(lock_dir=chosen).close()
             directory = str(resolve_lock_dir(lock_dir))
             monitor = CrossProcessMonitor(Path(directory), resolve=resolve)
     except LockDirUnreadableError as exc:

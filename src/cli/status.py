@@ -27,7 +27,13 @@ from ..infra.crossproc.state import LockDirSnapshot, LockDirState, node_key
 from ..infra.tools.locking import LockBackend, LockInfo, StoreSnapshot, WaiterRecord
 from ._errors import EXIT_CODES_HELP, ExitCode, reports_errors
 from ._format import display_key, format_age, print_json, quiet_library_logs
-from ._lockdir import LOCK_DIR_HELP, open_store, store_errors
+from ._lockdir import (
+    LOCK_DIR_HELP,
+    LockDirNotCreatedError,
+    location_source,
+    open_store,
+    store_errors,
+)
 from ._options import backend_option, flag, lock_dir_option
 
 HELP = """Show every lock in the lock directory: holder, process, host, age, whether the
@@ -52,17 +58,36 @@ def status(
     backend: Annotated[str | None, backend_option()] = None,
 ) -> None:
     quiet_library_logs()  # the private monitor would log each cycle it finds; we print them
-    store = open_store(lock_dir, backend)
+    source = location_source(lock_dir, backend)
+    try:
+        store = open_store(lock_dir, backend)
+    except LockDirNotCreatedError as missing:  # nothing locked yet: empty, not an error
+        _show_not_created(missing.path, source, json_output)
+        return
     with store_errors():
         snapshot = store.snapshot()
         deadlocks = find_deadlocks(store, snapshot)
         notices = monitor_source(store).board.notices()
     if json_output:
-        print_json(status_payload(store.location, snapshot, deadlocks, notices))
+        payload = status_payload(store.location, snapshot, deadlocks, notices)
+        print_json(payload | {"lock_dir_source": source, "lock_dir_exists": True})
     else:
-        render_status(Console(), store.location, snapshot, deadlocks, notices)
+        where = f"{store.location} ({source})"
+        render_status(Console(), where, snapshot, deadlocks, notices)
     if any(info.problem for info in snapshot.locks):
         raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
+
+
+def _show_not_created(path: Path, source: str, json_output: bool) -> None:
+    if json_output:
+        empty = StoreSnapshot(holds={}, waits=(), locks=())
+        payload = status_payload(path, empty, [], [])
+        print_json(payload | {"lock_dir_source": source, "lock_dir_exists": False})
+        return
+    Console().print(
+        f"No locks in {path} ({source}): the directory does not exist yet, so no agent has "
+        "locked anything there."
+    )
 
 
 def find_deadlocks(store: LockBackend, snapshot: StoreSnapshot) -> list[DeadlockInfo]:
@@ -182,7 +207,7 @@ def render_status(
     # Paths relative to the repo when every lock belongs to one, else absolute.
     namespaces = {info.namespace for info in snapshot.locks if info.namespace}
     base = Path(namespaces.pop()) if len(namespaces) == 1 else None
-    title = f"Locks in {lock_dir}" + (f" (repo {base})" if base else "")
+    title = f"Locks in {lock_dir}" + (f", repo {base}" if base else "")
     table = Table(title=title, title_justify="left")
     names = [_name(info, base) for info in snapshot.locks]
     table.add_column("lock", overflow="fold", min_width=min(32, max(map(len, names))))

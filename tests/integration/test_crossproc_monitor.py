@@ -98,7 +98,28 @@ def test_once_on_a_quiet_lock_dir_reports_no_deadlock(lock_dir: Path) -> None:
     }
 
 
-@pytest.mark.parametrize("problem", ["missing", "symlink", "file"])
+def test_a_monitor_started_before_any_agent_creates_the_lock_dir_and_watches(
+    tmp_path: Path,
+) -> None:
+    lock_dir = tmp_path / "not-yet"
+    process = subprocess.Popen(
+        [LOCKYARD, "monitor", "--lock-dir", str(lock_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith(f"watching {lock_dir}")
+        assert lock_dir.is_dir()
+        assert oct(lock_dir.stat().st_mode & 0o777) == oct(0o700)
+    finally:
+        process.terminate()
+        process.communicate(timeout=20)
+    assert process.returncode == 0
+
+
+@pytest.mark.parametrize("problem", ["symlink", "file"])
 def test_an_unusable_lock_dir_is_a_clear_error(tmp_path: Path, problem: str) -> None:
     target = tmp_path / "locks"
     if problem == "symlink":

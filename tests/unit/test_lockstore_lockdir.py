@@ -153,7 +153,7 @@ def test_reading_never_writes(repo: Path, tmp_path: Path) -> None:
     assert tree() == before
 
 
-def test_default_lock_dir_prefers_env_then_runtime_dir(
+def test_default_lock_dir_is_the_environment_variable_else_the_same_for_every_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
@@ -164,15 +164,15 @@ def test_default_lock_dir_prefers_env_then_runtime_dir(
     monkeypatch.delenv("LOCKYARD_LOCK_DIR")
     runtime = tmp_path / "run"
     runtime.mkdir(mode=0o700)
+    # A desktop shell has XDG_RUNTIME_DIR, an MCP stdio server usually not: same directory.
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    assert default_lock_dir() == runtime / "lockyard"
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "missing"))
     assert default_lock_dir() == fallback
-    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     assert default_lock_dir() == fallback
 
 
-def test_without_a_runtime_dir_the_default_is_on_shared_memory_else_tmp(
+def test_the_default_is_on_shared_memory_else_tmp(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("LOCKYARD_LOCK_DIR", raising=False)

@@ -47,18 +47,17 @@ TICKET_DIGITS: Final = 20
 
 
 def default_lock_dir() -> Path:
-    """`LOCKYARD_LOCK_DIR`, else `$XDG_RUNTIME_DIR/lockyard`, else `/dev/shm/lockyard-<uid>`,
-    else `/tmp/lockyard-<uid>`.
+    """`LOCKYARD_LOCK_DIR`, else `/dev/shm/lockyard-<uid>`, else `/tmp/lockyard-<uid>`.
 
+    The same for every process of one user whatever its environment: MCP stdio clients,
+    cron, ssh and IDE-launched servers pass different variables (`XDG_RUNTIME_DIR` is
+    often missing), and an agent and `lockyard status` must find the same locks.
     A memory file system first: every lock operation is a few directory updates, which cost
     microseconds on tmpfs and a tenth of a millisecond or more on a journalled disk.
     """
     configured = os.environ.get("LOCKYARD_LOCK_DIR")
     if configured:
         return Path(configured)
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and _usable_runtime_dir(runtime):
-        return Path(runtime) / "lockyard"
     if _usable_shared_memory_dir(_SHARED_MEMORY):
         return Path(_SHARED_MEMORY) / f"lockyard-{os.geteuid()}"
     return Path(f"/tmp/lockyard-{os.geteuid()}")
@@ -75,19 +74,6 @@ def _usable_shared_memory_dir(path: str) -> bool:
         return False
     sticky_shared = stat.S_ISDIR(info.st_mode) and bool(info.st_mode & stat.S_ISVTX)
     return sticky_shared and os.access(path, os.W_OK | os.X_OK)
-
-
-def _usable_runtime_dir(path: str) -> bool:
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return False
-    return (
-        os.path.isabs(path)
-        and stat.S_ISDIR(info.st_mode)
-        and info.st_uid == os.geteuid()
-        and os.access(path, os.W_OK | os.X_OK)
-    )
 
 
 def _refuse_unsafe(path: str, info: os.stat_result) -> None:
