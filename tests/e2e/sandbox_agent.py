@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
-SERVE_ARGS = ["serve", "--ipc", "/ipc", "--repo", "/workspace", "--heartbeat-interval", "0.5"]
+SERVE_ARGS = ["serve", "--ipc", "/ipc", "--repo", "/workspace", "--heartbeat-interval", "0.3"]
 
 
 def emit(line: dict[str, Any]) -> None:

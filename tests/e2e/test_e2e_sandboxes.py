@@ -168,7 +168,7 @@ async def test_sandboxed_agents_share_locks_through_their_ipc_folders(
 
     host = await anyio.open_process(
         [LOCKYARD, "ipc-host", "--root", str(world["root"]), "--repo", str(world["repo"]),
-         "--lock-dir", str(world["locks"]), "--admin", "ops", "--stale-after", "2"],
+         "--lock-dir", str(world["locks"]), "--admin", "ops", "--stale-after", "3"],
         stdout=None, stderr=None,
     )  # fmt: skip
     fake_api.script(

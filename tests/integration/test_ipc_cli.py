@@ -44,7 +44,7 @@ def store(repo: Path, lock_dir: Path) -> LockStore:
 def host(root: Path, repo: Path, lock_dir: Path) -> Iterator[subprocess.Popen[str]]:
     process = subprocess.Popen(
         [LOCKYARD, "ipc-host", "--root", str(root), "--repo", str(repo), "--lock-dir",
-         str(lock_dir), "--stale-after", "1", "--admin", "alice"],
+         str(lock_dir), "--stale-after", "2", "--admin", "alice"],
         env=child_env(), stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     yield process
@@ -94,7 +94,7 @@ async def test_an_agent_locks_through_serve_ipc_and_a_killed_sandbox_loses_its_l
 ) -> None:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    async with Client(serve_ipc(root / "alice", workspace)) as alice:
+    async with Client(serve_ipc(root / "alice", workspace, "--heartbeat-interval", "0.2")) as alice:
         tools = [tool.name for tool in (await alice.list_tools()).tools]
         acquired = await alice.call_tool(
             "lock_acquire", {"filepaths": [str(workspace / "a.py")], "timeout_seconds": 0}
@@ -114,7 +114,7 @@ async def test_an_agent_locks_through_serve_ipc_and_a_killed_sandbox_loses_its_l
         assert store.holder("b.py") == "bob"
         bob.send_signal(signal.SIGKILL)  # the container stops: no goodbye
         bob.wait(10)
-        await until(lambda: store.holder("b.py") is None)  # host: --stale-after 1
+        await until(lambda: store.holder("b.py") is None)  # host: --stale-after 2
     finally:
         if bob.poll() is None:
             bob.kill()
