@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from . import clean, ipc_host, monitor, serve, status
+from . import clean, hook, ipc_host, monitor, serve, status
 from ._errors import EXIT_CODES_HELP
 from ._options import LockyardCommand, LockyardGroup
 from .demo import command as demo
@@ -51,6 +51,17 @@ clean.register(app)
 serve.register(app)
 monitor.register(app)
 ipc_host.register(app)
+
+
+@app.command(  # type: ignore[untyped-decorator]  # typer's command() is untyped via _LockyardApp
+    "hook",
+    help=hook.HOOK_USAGE,
+    short_help="Guard one tool call of an agent CLI session (run by the CLI's hooks).",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def _hook(ctx: typer.Context) -> None:
+    raise typer.Exit(hook.main(list(ctx.args)))
 
 
 def main() -> None:

@@ -10,7 +10,16 @@ from typing import Annotated
 import anyio
 import typer
 
+from ..infra.backends import chosen_spec, is_postgres_spec
 from ..infra.crossproc.serve_config import ServeConfigError, open_serve_store
+from ..infra.session.identity import SessionIdentityError, check_cli_name, repository_root
+from ..infra.session.registry import SessionRegistryError
+from ..infra.session.serve_session import (
+    DerivedSession,
+    derive_session,
+    register_session,
+    unregister_session,
+)
 from ._errors import CliError, ExitCode, reports_errors
 from ._options import backend_option, lock_dir_option
 
@@ -34,7 +43,8 @@ def serve_command(
         typer.Option(
             "--agent-id",
             envvar="LOCKYARD_AGENT_ID",
-            help="Who the locks belong to; unique per agent.",
+            help="Who the locks belong to; unique per agent (default: derived from the CLI "
+            "process that started this server).",
             show_default=False,
         ),
     ] = None,
@@ -42,7 +52,8 @@ def serve_command(
         Path | None,
         typer.Option(
             "--repo",
-            help="The repository the agent edits (paths are resolved inside it).",
+            help="The repository the agent edits (default: the git repository around the "
+            "working directory).",
             show_default=False,
         ),
     ] = None,
@@ -57,6 +68,14 @@ def serve_command(
         str,
         typer.Option("--log-level", help="stderr log level: DEBUG, INFO, WARNING, ERROR."),
     ] = "INFO",
+    cli: Annotated[
+        str,
+        typer.Option(
+            "--cli",
+            help="The agent CLI this server runs under (claude-code, codex, opencode, gemini): "
+            "names the session in derived agent ids and in `lockyard status`.",
+        ),
+    ] = "agent",
     progress_interval: Annotated[
         float,
         typer.Option(
@@ -105,7 +124,7 @@ def serve_command(
         serve_ipc(ipc, repo, agent_id, lock_dir, backend, log_level, progress_interval,
                   heartbeat_interval, host_timeout)  # fmt: skip
         return
-    _serve(agent_id, repo, lock_dir, log_level, progress_interval, backend)
+    _serve(agent_id, repo, lock_dir, log_level, progress_interval, backend, cli)
 
 
 @reports_errors
@@ -116,31 +135,58 @@ def _serve(
     log_level: str,
     progress_interval: float,
     backend: str | None = None,
+    cli: str = "agent",
 ) -> None:
     # Each error is ONE line (what is wrong; what to do): agent CLIs log a failed MCP server's
     # stderr, often only its last line.
     level = log_level.upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise _usage(f"unknown --log-level {log_level!r}; use DEBUG, INFO, WARNING or ERROR")
-    if not agent_id:  # absent; any other id is checked by the one agent id rule below
-        raise _usage("serve needs an agent id; pass --agent-id ID (or set LOCKYARD_AGENT_ID)")
+    session: DerivedSession | None = None
+    if not agent_id:  # absent or empty: the session of the CLI that started this server
+        spec = chosen_spec(backend)
+        if spec is not None and is_postgres_spec(spec):
+            raise _usage(
+                "an agent CLI session (no --agent-id) keeps its session and hooks in a lock "
+                "directory; pass --agent-id ID to serve from PostgreSQL"
+            )
+        try:
+            check_cli_name(cli)
+            session = derive_session(cli)
+        except SessionIdentityError as exc:
+            raise _usage(str(exc)) from None
+        agent_id = session.agent_id
     if repo is None:
-        raise _usage("serve needs the repository; pass --repo PATH")
+        found = repository_root(Path.cwd())
+        if found is None:
+            raise _usage(f"{Path.cwd()} is in no git repository; pass --repo PATH")
+        repo = Path(found)
     try:
-        store = open_serve_store(agent_id, repo, lock_dir, backend)
+        store = open_serve_store(
+            agent_id, repo, lock_dir, backend, None if session is None else session.owner
+        )
+        record = (
+            None if session is None else register_session(session, store.lock_dir, store.namespace)
+        )
     except ServeConfigError as exc:
         code = ExitCode.LOCK_DIR if exc.lock_dir_problem else ExitCode.USAGE
         raise CliError(f"{exc}; {exc.hint}", code) from None
+    except (SessionRegistryError, OSError) as exc:
+        raise CliError(f"cannot register the session: {exc}", ExitCode.LOCK_DIR) from None
     logging.basicConfig(
         level=level, stream=sys.stderr, format="lockyard serve [%(name)s] %(levelname)s %(message)s"
     )
     from ..infra.stdio_server import ServeSession  # imports mcp: only when serving
 
-    session = ServeSession(store, agent_id, progress_interval=progress_interval)
+    serving = ServeSession(store, agent_id, progress_interval=progress_interval)
     logging.getLogger("lockyard.serve").info(
         "serving agent %s on %s (locks in %s)", agent_id, store.namespace, store.location
     )
-    anyio.run(session.run_stdio)
+    try:
+        anyio.run(serving.run_stdio)
+    finally:
+        if record is not None:
+            unregister_session(record, store.lock_dir)
 
 
 def _usage(message: str) -> CliError:

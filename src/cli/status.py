@@ -24,6 +24,7 @@ from ..infra.backends import monitor_source
 from ..infra.crossproc.monitor_loop import CrossProcessMonitor
 from ..infra.crossproc.notices import VictimNotice
 from ..infra.crossproc.state import LockDirSnapshot, LockDirState, node_key
+from ..infra.session.registry import SessionRecord, SessionRegistry
 from ..infra.tools.locking import LockBackend, LockInfo, StoreSnapshot, WaiterRecord
 from ._errors import EXIT_CODES_HELP, ExitCode, reports_errors
 from ._format import display_key, format_age, print_json, quiet_library_logs
@@ -68,11 +69,16 @@ def status(
         snapshot = store.snapshot()
         deadlocks = find_deadlocks(store, snapshot)
         notices = monitor_source(store).board.notices()
+    # Agent CLI sessions are registered in a lock directory (none with PostgreSQL).
+    session_dir = getattr(store, "lock_dir", None)
+    sessions = SessionRegistry(session_dir).sessions() if session_dir is not None else []
     if json_output:
         payload = status_payload(store.location, snapshot, deadlocks, notices)
+        payload["sessions"] = sessions_payload(sessions, snapshot)
         print_json(payload | {"lock_dir_source": source, "lock_dir_exists": True})
     else:
         where = f"{store.location} ({source})"
+        render_sessions(Console(), sessions, snapshot)
         render_status(Console(), where, snapshot, deadlocks, notices)
     if any(info.problem for info in snapshot.locks):
         raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
@@ -186,6 +192,57 @@ def status_payload(
             "deadlocks": len(deadlocks),
         },
     }
+
+
+def _held_by(agent_id: str, snapshot: StoreSnapshot) -> list[str]:
+    return sorted(
+        info.lock_path
+        for info in snapshot.locks
+        if info.holder is not None and info.holder.agent_id == agent_id
+    )
+
+
+def sessions_payload(
+    sessions: list[tuple[SessionRecord, bool]], snapshot: StoreSnapshot
+) -> list[dict[str, Any]]:
+    """Each agent CLI session (`lockyard serve` without --agent-id) and the locks it holds."""
+    return [
+        {
+            "agent_id": record.agent_id,
+            "cli": record.cli,
+            "cli_pid": record.anchor_pid,
+            "alive": alive,
+            "server_pid": record.server_pid,
+            "repo": record.repo,
+            "started_at": record.started_at,
+            "locks": _held_by(record.agent_id, snapshot),
+        }
+        for record, alive in sessions
+    ]
+
+
+def render_sessions(
+    console: Console, sessions: list[tuple[SessionRecord, bool]], snapshot: StoreSnapshot
+) -> None:
+    """The agent CLI sessions: which CLI process is which agent, and what it holds."""
+    if not sessions:
+        return
+    table = Table(title="Agent CLI sessions", title_justify="left")
+    for column in ("agent", "CLI", "CLI pid", "alive?", "holds", "repo"):
+        table.add_column(column, overflow="fold")
+    now = time.time()
+    for record, alive in sessions:
+        held = _held_by(record.agent_id, snapshot)
+        state = (
+            Text(f"yes ({format_age(now - record.started_at)})", style="green")
+            if alive
+            else Text("closed", style="red")
+        )
+        holds = ", ".join(display_key(key, Path(record.repo)) for key in held) or "-"
+        table.add_row(
+            record.agent_id, record.cli, str(record.anchor_pid), state, holds, record.repo
+        )
+    console.print(table)
 
 
 def render_status(

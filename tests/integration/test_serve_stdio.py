@@ -217,17 +217,18 @@ def test_stdout_carries_only_the_protocol(repo: Path, lock_dir: Path) -> None:
 
 
 BAD_CONFIGURATIONS = [
-    ([], {}, 2, "serve needs an agent id"),
+    ([], {}, 2, "is in no git repository; pass --repo PATH"),
     (["--agent-id", "  ", "--repo", "{repo}"], {}, 2, "agent_id is empty"),
     (["--agent-id", "a\nb", "--repo", "{repo}"], {}, 2, "control characters"),
-    (["--agent-id", "a"], {}, 2, "serve needs the repository"),
+    (["--agent-id", "a"], {}, 2, "is in no git repository; pass --repo PATH"),
+    (["--repo", "{repo}", "--cli", "Claude Code"], {}, 2, "CLI name 'Claude Code' must be"),
     (["--agent-id", "a", "--repo", "{repo}/missing"], {}, 2, "is not a directory"),
     (["--agent-id", "a", "--repo", "{repo}", "--log-level", "loud"], {}, 2, "--log-level"),
-    (["--repo", "{repo}"], {"LOCKYARD_AGENT_ID": ""}, 2, "agent id"),
+    (["--repo", "{repo}"], {"LOCKYARD_AGENT_ID": "  "}, 2, "agent_id is empty"),
     (["--agent-id", "a", "--repo", "{repo}", "--lock-dir", "{file}"], {}, 3, "not a directory"),
     (["--agent-id", "a", "--repo", "{repo}"], {"LOCKYARD_LOCK_DIR": "{file}"}, 3, "lock dir"),
 ]
-THROUGH_THE_ENTRY_POINT = {0, 4, 8}  # one of each kind in a real process; the rest in process
+THROUGH_THE_ENTRY_POINT = {0, 5, 9}  # one of each kind in a real process; the rest in process
 
 
 @pytest.mark.parametrize("case", range(len(BAD_CONFIGURATIONS)))
@@ -240,6 +241,7 @@ def test_bad_configuration_fails_closed_before_speaking_mcp(
     fill = {"repo": str(repo), "file": str(a_file)}
     argv = ["serve", *[arg.format(**fill) for arg in args]]
     extra_env = {k: v.format(**fill) for k, v in env.items()}
+    monkeypatch.chdir(tmp_path)  # outside any git repository: no default --repo
     if case in THROUGH_THE_ENTRY_POINT:
         base = {k: v for k, v in os.environ.items() if not k.startswith("LOCKYARD_")}
         done = subprocess.run(
@@ -249,6 +251,7 @@ def test_bad_configuration_fails_closed_before_speaking_mcp(
             text=True,
             timeout=60,
             env={**base, **extra_env},
+            cwd=tmp_path,
         )
         returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
     else:

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..backends import chosen_spec, is_postgres_spec, open_backend
 from ..lockstore.backend import LockBackend
 from ..lockstore.errors import InvalidAgentIdError, LockDirError, LockStoreError
+from ..lockstore.liveness import ProcessIdentity
 from ..lockstore.paths import validate_agent_id
 from ..lockstore.store import LockStore
 from .notices import NoticeBoardError, VictimNoticeBoard
@@ -26,9 +27,15 @@ class ServeConfigError(Exception):
 
 
 def open_serve_store(
-    agent_id: str, repo: Path, lock_dir: Path | None, backend: str | None = None
+    agent_id: str,
+    repo: Path,
+    lock_dir: Path | None,
+    backend: str | None = None,
+    owner: ProcessIdentity | None = None,
 ) -> LockBackend:
-    """The agent's lock store, or ServeConfigError before anything is served."""
+    """The agent's lock store, or ServeConfigError before anything is served.
+
+    `owner`: the process its lock records name (an agent CLI session's CLI process)."""
     try:
         validate_agent_id(agent_id)
     except InvalidAgentIdError as exc:
@@ -49,7 +56,7 @@ def open_serve_store(
             raise ServeConfigError(str(exc), "start the server or fix --backend",
                                    lock_dir_problem=True) from None  # fmt: skip
     try:
-        store = LockStore(str(repo), lock_dir if lock_dir is not None else spec)
+        store = LockStore(str(repo), lock_dir if lock_dir is not None else spec, owner=owner)
         VictimNoticeBoard(store.lock_dir).ensure()
     except (LockDirError, NoticeBoardError) as exc:
         hint = "pass --lock-dir (or set LOCKYARD_LOCK_DIR) to a private directory of yours"

@@ -19,15 +19,11 @@ import json
 import logging
 import os
 import shlex
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import anyio
-from claude_agent_sdk import HookContext
-from claude_agent_sdk.types import SyncHookJSONOutput
-
-from ..tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
 from .guard_common import (
     GuardStore,
     HookFn,
@@ -36,6 +32,10 @@ from .guard_common import (
     inside_repo,
     lost_grant,
 )
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import HookContext
+    from claude_agent_sdk.types import SyncHookJSONOutput
 
 logger = logging.getLogger(__name__)
 
@@ -176,11 +176,13 @@ def _read_short_cluster(letters: str, plan: CommitPlan) -> int:
 # --- asking git ---------------------------------------------------------------------------
 
 
-async def _git(directory: str, *args: str) -> list[str] | None:
+def _git(directory: str, *args: str) -> list[str] | None:
     """Run git in `directory`; the NUL-separated names it prints, or None if git failed."""
     try:
-        done = await anyio.run_process(["git", "-C", directory, *args], check=False)
-    except OSError:
+        done = subprocess.run(
+            ["git", "-C", directory, *args], capture_output=True, check=False, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
         return None
     if done.returncode != 0:
         return None
@@ -193,53 +195,59 @@ _UNTRACKED: Final = ("ls-files", "-z", "--full-name", "--others", "--exclude-sta
 _CHANGED_IN: Final = ("ls-files", "-z", "--full-name", "--modified", "--deleted")
 
 
-async def files_in_commit(plan: CommitPlan | None, cwd: str) -> tuple[str, list[str]] | None:
-    """(work tree root, paths relative to it) the commit would include; None if not in git."""
+def files_in_commit(plan: CommitPlan | None, cwd: str) -> tuple[str, list[str]] | None:
+    """(work tree root, paths relative to it) the commit would include; None if not in git.
+
+    Runs git (blocking): async callers run it in a worker thread."""
     directory = cwd if plan is None else os.path.join(cwd, plan.directory)
-    top = await _git(directory, "rev-parse", "--show-toplevel")
+    top = _git(directory, "rev-parse", "--show-toplevel")
     if not top:
         return None
     root = top[0].strip()
     if plan is None:  # unparseable: assume the worst a plain commit could do
-        return root, sorted({*await _names(root, _STAGED), *await _names(root, _MODIFIED)})
+        return root, sorted({*_names(root, _STAGED), *_names(root, _MODIFIED)})
 
     def absolute(paths: list[str]) -> list[str]:
         return [os.path.join(cwd, path) for path in paths]
 
     names: set[str] = set()
     if plan.add_everything:
-        names.update(await _names(root, _MODIFIED))
-        names.update(await _names(root, _UNTRACKED))
+        names.update(_names(root, _MODIFIED))
+        names.update(_names(root, _UNTRACKED))
     if plan.add_paths:
-        names.update(await _names(root, _CHANGED_IN, "--others", "--", *absolute(plan.add_paths)))
+        names.update(_names(root, _CHANGED_IN, "--others", "--", *absolute(plan.add_paths)))
     if plan.commit_paths:
         # `git commit <paths>` commits those paths only (unless --include).
         paths = absolute(plan.commit_paths)
-        names.update(await _names(root, _CHANGED_IN, "--", *paths))
-        names.update(await _names(root, _STAGED, "--", *paths))
+        names.update(_names(root, _CHANGED_IN, "--", *paths))
+        names.update(_names(root, _STAGED, "--", *paths))
         if not plan.include:
             return root, sorted(names)
-    names.update(await _names(root, _STAGED))
+    names.update(_names(root, _STAGED))
     if plan.all_tracked:
-        names.update(await _names(root, _MODIFIED))
+        names.update(_names(root, _MODIFIED))
     return root, sorted(names)
 
 
-async def _names(root: str, command: tuple[str, ...], *extra: str) -> list[str]:
-    return await _git(root, *command, *extra) or []
+def _names(root: str, command: tuple[str, ...], *extra: str) -> list[str]:
+    return _git(root, *command, *extra) or []
 
 
 # --- the hook ----------------------------------------------------------------------------
 
 
 def make_commit_guard_hook(
-    store: GuardStore, agent_id: str, server_key: str = DEFAULT_SERVER_KEY
+    store: GuardStore, agent_id: str, server_key: str = "lockyard"
 ) -> HookFn:
     """PreToolUse hook (matcher "Bash") denying a `git commit` of files this agent has not locked.
 
     Files outside the store's repository are not judged. If git cannot tell what would be
     committed (not a repository), the command is left to fail or succeed on its own.
     """
+    import anyio.to_thread  # the SDK path only: `lockyard hook` runs without anyio
+
+    from ..tools.naming import acquire_tool_name
+
     acquire = acquire_tool_name(server_key)
 
     async def hook(
@@ -249,33 +257,44 @@ def make_commit_guard_hook(
             return {}
         tool_input = input_data.get("tool_input")
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
-        if not isinstance(command, str) or "commit" not in command:
-            return {}
-        plan = plan_commit(command)
-        if plan is not None and not plan.commits:
+        if not isinstance(command, str):
             return {}
         cwd = input_data.get("cwd")
-        found = await files_in_commit(
-            plan, cwd if isinstance(cwd, str) and cwd else store.namespace
+        reason = await anyio.to_thread.run_sync(
+            commit_denial, store, agent_id, command, cwd, acquire
         )
-        if found is None:
-            return {}
-        problems = unlocked_files(store, agent_id, *found)
-        if not problems:
-            return {}
-        listed = ", ".join(
-            f"{key} ({'not locked' if holder is None else f'locked by {holder}'})"
-            for key, holder in problems
-        )
-        keys = json.dumps([key for key, _ in problems])
-        return deny(
-            f"This git commit would include files you have not locked: {listed}. "
-            f'Lock them first with {acquire} {{"filepaths": {keys}}}, or leave them out of '
-            "the commit (unstage them with `git restore --staged <file>`, do not use -a, or "
-            "name only your files: `git commit <your files> -m ...`)."
-        )
+        return {} if reason is None else deny(reason)
 
     return hook
+
+
+def commit_denial(
+    store: GuardStore, agent_id: str, command: str, cwd: object, acquire: str
+) -> str | None:
+    """None unless `command` runs a `git commit` that would include repo files `agent_id` has
+    not locked; then the reason to deny it. Blocking (it asks git)."""
+    if "commit" not in command:
+        return None
+    plan = plan_commit(command)
+    if plan is not None and not plan.commits:
+        return None
+    found = files_in_commit(plan, cwd if isinstance(cwd, str) and cwd else store.namespace)
+    if found is None:
+        return None
+    problems = unlocked_files(store, agent_id, *found)
+    if not problems:
+        return None
+    listed = ", ".join(
+        f"{key} ({'not locked' if holder is None else f'locked by {holder}'})"
+        for key, holder in problems
+    )
+    keys = json.dumps([key for key, _ in problems])
+    return (
+        f"This git commit would include files you have not locked: {listed}. "
+        f'Lock them first with {acquire} {{"filepaths": {keys}}}, or leave them out of '
+        "the commit (unstage them with `git restore --staged <file>`, do not use -a, or "
+        "name only your files: `git commit <your files> -m ...`)."
+    )
 
 
 def unlocked_files(

@@ -1,21 +1,26 @@
-"""What the PreToolUse guards share: the store they read, the deny output, the repo test."""
+"""What the PreToolUse guards share: the store they read, the deny output, the repo test.
+
+Standard library only at import time: the agent CLI hooks (`lockyard hook`, one process per
+tool call) use these too, and must start fast.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
-
-from claude_agent_sdk import HookContext
-from claude_agent_sdk.types import SyncHookJSONOutput
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..lockstore.errors import CorruptRecordError
-from ..tools.lock_tools import UNREADABLE_HOLDER
+from ..tools.holder_text import UNREADABLE_HOLDER
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import HookContext
+    from claude_agent_sdk.types import SyncHookJSONOutput
 
 logger = logging.getLogger(__name__)
 
-HookFn = Callable[[Any, str | None, HookContext], Any]
+HookFn = Callable[[Any, "str | None", "HookContext"], Any]
 
 
 class GuardStore(Protocol):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from .errors import CorruptRecordError, InvalidTimeoutError, LockDirError
-from .liveness import Liveness, current_process, new_token
+from .liveness import Liveness, ProcessIdentity, current_process, new_token
 from .lockdir import LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK, LockDir, default_lock_dir
 from .paths import canonicalize_in, canonicalize_namespace, lock_name, validate_agent_id
 from .queue import Wait
@@ -90,6 +90,9 @@ class LockStore:
     holders and queued waiters that died without releasing.
     `turn_timeout` is how long the first waiter of a free lock has to take it before the
     next one that asks passes it over (it is stopped or stuck; see TURN_TIMEOUT_SECONDS).
+    `owner` is the process the store's lock records name as holder (default: this process);
+    an agent CLI session's server names the CLI process, so the session's locks live as long
+    as the CLI does. Queue entries always name this process: the waiting is done here.
     """
 
     def __init__(
@@ -102,7 +105,9 @@ class LockStore:
         liveness_interval: float = 0.5,
         turn_timeout: float = TURN_TIMEOUT_SECONDS,
         on_reclaim: OnReclaim | None = None,
+        owner: ProcessIdentity | None = None,
     ) -> None:
+        self._owner = owner
         self.namespace: str = canonicalize_namespace(repo_namespace)
         self.allow_outside_repo = allow_outside_repo
         self._dir = LockDir(lock_dir if lock_dir is not None else default_lock_dir())
@@ -192,7 +197,9 @@ class LockStore:
             if respect_queue and self._has_live_waiters(name):
                 return False
             token = new_token()
-            record = encode_holder(current_process(), agent, token, key, self.namespace)
+            record = encode_holder(
+                self._owner or current_process(), agent, token, key, self.namespace
+            )
             if self._dir.publish(name, token, record):
                 self._remember(name, agent, token)
                 return True

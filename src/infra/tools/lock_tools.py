@@ -29,6 +29,7 @@ from ...core.ports import EmitLockEvent, VictimNotices, deliver
 from ..lockstore.errors import CorruptRecordError, LockStoreError
 from ..lockstore.paths import validate_agent_id
 from ..lockstore.records import LostLock
+from .holder_text import UNREADABLE_HOLDER
 from .tool_inputs import (
     ACQUIRE_SPEC,
     ACQUIRE_TOOL,
@@ -79,12 +80,6 @@ LOST_LOCKS_INSTRUCTION: Final = (
     "agent may have changed those files since. Do not edit them until you lock them again, "
     "and re-read them after you do."
 )
-
-
-UNREADABLE_HOLDER: Final = "<unreadable lock record: ask the operator to run lockyard status>"
-"""The `holder` shown for a lock whose record cannot be read. Such a lock is never granted
-or broken (the store does not guess), so the agent sees it as held; the store's own error
-text (a parser dump) is kept out of tool results."""
 
 
 class ToolStore(Protocol):

@@ -1,0 +1,73 @@
+"""`lockyard hook <event>`: the agent CLI hook, as a command.
+
+Parsed by hand, not by typer: a hook is one process per tool call, so this path imports only
+what judging the call needs (see `lockyard.infra.agentcli.hook_runner`). The typer command of
+the same name exists for `lockyard --help` and delegates here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Final
+
+HOOK_USAGE: Final = """usage: lockyard hook pre-tool-use --cli NAME [--lock-dir DIR]
+                                            [--agent-id ID --repo PATH]
+
+Judge one tool call of an agent CLI session (JSON on stdin), answering in that CLI's hook
+format: a write to a file the session has not locked, or a `git commit` of such files, is
+denied with a reason that tells the agent what to do. NAME: claude-code, codex, gemini,
+opencode. Without --agent-id the session is found from the process tree: the agent CLI
+process above this hook that runs `lockyard serve`. `lockyard init` writes these hooks.
+"""
+
+EVENTS: Final = frozenset({"pre-tool-use", "PreToolUse", "BeforeTool"})
+_OPTIONS: Final = ("--cli", "--lock-dir", "--agent-id", "--repo")
+
+
+def main(argv: list[str]) -> int:
+    """Run the hook; the exit code. Usage errors exit 2 (which every supported CLI reads as
+    'blocked', so a misconfigured hook fails closed)."""
+    from ..infra.agentcli.formats import FORMATS
+
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stdout.write(HOOK_USAGE)
+        return 0 if argv else 2
+    event, rest = argv[0], argv[1:]
+    options: dict[str, str] = {}
+    while rest:
+        option = rest.pop(0)
+        name, sep, value = option.partition("=")
+        if name not in _OPTIONS:
+            return _usage(f"unknown option {option!r}")
+        if not sep:
+            if not rest:
+                return _usage(f"{name} needs a value")
+            value = rest.pop(0)
+        options[name] = value
+    if event not in EVENTS:
+        return _usage(f"unknown hook event {event!r}; lockyard handles pre-tool-use")
+    cli = options.get("--cli", "claude-code")
+    fmt = FORMATS.get(cli)
+    if fmt is None:
+        return _usage(f"unknown --cli {cli!r}; use one of {', '.join(sorted(FORMATS))}")
+    from ..infra.agentcli.hook_runner import MAX_PAYLOAD_BYTES, HookSettings, run_pre_tool_use
+
+    raw = sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1)
+    settings = HookSettings(
+        lock_dir=options.get("--lock-dir") or os.environ.get("LOCKYARD_LOCK_DIR") or None,
+        agent_id=options.get("--agent-id") or None,
+        repo=options.get("--repo") or None,
+    )
+    answer = run_pre_tool_use(fmt, raw, settings)
+    if answer.stdout:
+        sys.stdout.write(answer.stdout + "\n")
+    if answer.stderr:
+        sys.stderr.write(answer.stderr + "\n")
+    sys.stdout.flush()
+    return answer.exit_code
+
+
+def _usage(message: str) -> int:
+    sys.stderr.write(f"lockyard: error: {message}\n{HOOK_USAGE}")
+    return 2

@@ -1,0 +1,168 @@
+"""Each agent CLI's hook protocol: what a tool call looks like on stdin, how to answer.
+
+A hook sees a tool call as one of three kinds: a *write* (the file-editing tools, with the
+paths they would write), a *shell* command (judged by the `git commit` guard), or anything
+else (allowed: the hook is matched to the first two, anything else is not ours to judge).
+
+- Claude Code: writes are Write, Edit, MultiEdit, NotebookEdit; the shell is Bash; a deny is
+  `hookSpecificOutput.permissionDecision: "deny"` with its reason, exit 0.
+- Codex CLI: writes are apply_patch (and its matcher aliases Edit, Write), with the patch in
+  `tool_input.command`; the shell is Bash; a deny is the same JSON as Claude Code's.
+- Gemini CLI: writes are write_file and replace; the shell is run_shell_command; a deny is
+  `{"decision": "deny", "reason": ...}`, exit 0.
+- OpenCode: lockyard's plugin passes write, edit, multiedit, patch and apply_patch, and bash;
+  it reads `{"decision": "deny", "reason": ...}` and throws the reason, which blocks the tool.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from .patch_paths import patch_targets
+
+ToolKind = Literal["write", "shell", "other"]
+
+ACQUIRE_TOOL: Final = "lock_acquire"
+
+
+class PayloadError(ValueError):
+    """The hook's stdin is not a tool call this CLI sends (not JSON, fields missing or wrong)."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call as the guards need it."""
+
+    tool_name: str
+    kind: ToolKind
+    paths: list[str] = field(default_factory=list)
+    command: str | None = None
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class HookAnswer:
+    """What the hook process prints and how it exits."""
+
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int = 0
+
+
+class CliFormat:
+    """One CLI's hook protocol. Subclasses name the tools and the answer format."""
+
+    name: str = ""
+    display: str = ""
+    write_tools: frozenset[str] = frozenset()
+    shell_tools: frozenset[str] = frozenset()
+    acquire_tool: str = ACQUIRE_TOOL
+    """The lock tool's name as this CLI shows it to the model."""
+
+    def parse(self, payload: object) -> ToolCall:
+        if not isinstance(payload, dict):
+            raise PayloadError(f"the hook input is a JSON {type(payload).__name__}, not an object")
+        tool = payload.get(self.tool_name_field)
+        if not isinstance(tool, str) or not tool:
+            raise PayloadError(f"the hook input has no {self.tool_name_field!r}")
+        tool_input = payload.get(self.tool_input_field)
+        cwd = payload.get("cwd")
+        cwd = cwd if isinstance(cwd, str) and cwd else None
+        if tool in self.write_tools:
+            if not isinstance(tool_input, dict):
+                raise PayloadError(f"the {tool} call has no {self.tool_input_field!r} object")
+            paths = self.write_paths(tool, tool_input)
+            if not paths:
+                raise PayloadError(f"the {tool} call names no file to write")
+            return ToolCall(tool, "write", paths=paths, cwd=cwd)
+        if tool in self.shell_tools:
+            command = tool_input.get("command") if isinstance(tool_input, dict) else None
+            if not isinstance(command, str):
+                raise PayloadError(f"the {tool} call has no command string")
+            return ToolCall(tool, "shell", command=command, cwd=cwd)
+        return ToolCall(tool, "other", cwd=cwd)
+
+    tool_name_field: str = "tool_name"
+    tool_input_field: str = "tool_input"
+
+    def write_paths(self, tool: str, tool_input: dict[str, Any]) -> list[str]:
+        return _first_string(tool_input, ("file_path", "notebook_path", "filePath", "path"))
+
+    def allow(self) -> HookAnswer:
+        return HookAnswer()
+
+    def deny(self, reason: str) -> HookAnswer:
+        return HookAnswer(stdout=json.dumps({"decision": "deny", "reason": reason}))
+
+
+def _first_string(tool_input: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
+    for key in keys:
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            return [value]
+    return []
+
+
+class ClaudeCode(CliFormat):
+    name = "claude-code"
+    display = "Claude Code"
+    write_tools = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+    shell_tools = frozenset({"Bash"})
+    acquire_tool = f"mcp__lockyard__{ACQUIRE_TOOL}"
+
+    def deny(self, reason: str) -> HookAnswer:
+        output = {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": reason,
+            }
+        }
+        return HookAnswer(stdout=json.dumps(output))
+
+
+class Codex(ClaudeCode):
+    name = "codex"
+    display = "Codex CLI"
+    write_tools = frozenset({"apply_patch", "Edit", "Write"})
+    shell_tools = frozenset({"Bash"})
+    acquire_tool = f"mcp__lockyard__{ACQUIRE_TOOL}"
+
+    def write_paths(self, tool: str, tool_input: dict[str, Any]) -> list[str]:
+        for key in ("command", "patch", "input"):
+            value = tool_input.get(key)
+            if isinstance(value, str) and "*** " in value:
+                return patch_targets(value)
+        return super().write_paths(tool, tool_input)
+
+
+class Gemini(CliFormat):
+    name = "gemini"
+    display = "Gemini CLI"
+    write_tools = frozenset({"write_file", "replace"})
+    shell_tools = frozenset({"run_shell_command"})
+
+
+class OpenCode(CliFormat):
+    """Fed by lockyard's OpenCode plugin: `{"tool_name", "tool_input", "cwd"}`."""
+
+    name = "opencode"
+    display = "OpenCode"
+    write_tools = frozenset({"write", "edit", "multiedit", "patch", "apply_patch"})
+    shell_tools = frozenset({"bash"})
+    acquire_tool = f"lockyard_{ACQUIRE_TOOL}"
+
+    def write_paths(self, tool: str, tool_input: dict[str, Any]) -> list[str]:
+        for key in ("patchText", "patch", "input"):
+            value = tool_input.get(key)
+            if isinstance(value, str) and "*** " in value:
+                return patch_targets(value)
+        return super().write_paths(tool, tool_input)
+
+
+FORMATS: Final[dict[str, CliFormat]] = {
+    fmt.name: fmt for fmt in (ClaudeCode(), Codex(), Gemini(), OpenCode())
+}
+"""Every CLI lockyard knows, by the name `--cli` takes."""

@@ -1,0 +1,127 @@
+"""`lockyard hook pre-tool-use`: judge one tool call of an agent CLI session.
+
+The CLI runs this once per matched tool call, with the call as JSON on stdin. The answer
+follows that CLI's protocol (`formats.py`). Whatever goes wrong (an empty, huge or damaged
+payload, no session, an unreadable lock directory) ends in a clear deny, never in a crash
+or a silent allow: a guard that cannot judge a write refuses it.
+
+Start-up is the cost that matters (one process per tool call): everything imported here is
+standard library plus lockyard's light modules (no pydantic, mcp or SDK).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from typing import Final
+
+from ..hooks.commit_guard import commit_denial
+from ..hooks.lockdir_reader import LockDirReader
+from ..hooks.write_check import write_denial
+from ..lockstore.lockdir import default_lock_dir
+from ..session.registry import SessionRegistry
+from .formats import CliFormat, HookAnswer, PayloadError, ToolCall
+
+logger = logging.getLogger(__name__)
+
+MAX_PAYLOAD_BYTES: Final = 32 * 1024 * 1024
+"""Larger hook inputs are refused unread (a write that large should be split anyway)."""
+
+
+@dataclass(frozen=True)
+class HookSettings:
+    """What the hook command was told; all optional: the session supplies the rest."""
+
+    lock_dir: str | None = None
+    agent_id: str | None = None
+    repo: str | None = None
+
+
+@dataclass(frozen=True)
+class Identity:
+    agent_id: str
+    repo: str
+
+
+class NoSessionError(Exception):
+    """No agent id could be found for this hook process."""
+
+
+def run_pre_tool_use(fmt: CliFormat, raw: bytes, settings: HookSettings) -> HookAnswer:
+    """The answer to one PreToolUse-style hook call. Never raises."""
+    try:
+        return _judge(fmt, raw, settings)
+    except Exception as exc:  # the guard must answer, and a guard that cannot judge refuses
+        logger.exception("lockyard hook failed")
+        return fmt.deny(
+            f"lockyard's guard failed while checking this call ({type(exc).__name__}: {exc}), "
+            "so it is refused. Retry it; if it fails again, ask the operator to run "
+            "`lockyard status`."
+        )
+
+
+def _judge(fmt: CliFormat, raw: bytes, settings: HookSettings) -> HookAnswer:
+    if len(raw) > MAX_PAYLOAD_BYTES:
+        return fmt.deny(
+            f"This tool call is larger than {MAX_PAYLOAD_BYTES // (1024 * 1024)} MiB, too large "
+            "for lockyard's guard to check, so it is refused: write the file in smaller parts."
+        )
+    try:
+        call = fmt.parse(_load(raw))
+    except PayloadError as exc:
+        return fmt.deny(
+            f"lockyard's guard could not read this tool call ({exc}), so it is refused. "
+            f"Retry the call; if it is refused again, {fmt.display}'s hook input format may "
+            "have changed: tell the operator."
+        )
+    if call.kind == "other":
+        return fmt.allow()
+    lock_dir = settings.lock_dir or str(default_lock_dir())
+    try:
+        identity = find_identity(settings, lock_dir)
+    except NoSessionError as exc:
+        return fmt.deny(f"{exc} Until then lockyard refuses edits and commits in this session.")
+    reader = LockDirReader(identity.repo, lock_dir)
+    try:
+        reason = _denial(fmt, call, reader, identity.agent_id)
+    finally:
+        reader.close()
+    return fmt.allow() if reason is None else fmt.deny(reason)
+
+
+def _load(raw: bytes) -> object:
+    if not raw.strip():
+        raise PayloadError("the hook input is empty")
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise PayloadError(f"the hook input is not JSON: {str(exc)[:120]}") from None
+
+
+def _denial(fmt: CliFormat, call: ToolCall, reader: LockDirReader, agent_id: str) -> str | None:
+    if call.kind == "write":
+        for path in call.paths:
+            reason = write_denial(reader, agent_id, path, call.cwd, fmt.acquire_tool)
+            if reason is not None:
+                return reason
+        return None
+    assert call.command is not None
+    return commit_denial(reader, agent_id, call.command, call.cwd, fmt.acquire_tool)
+
+
+def find_identity(settings: HookSettings, lock_dir: str) -> Identity:
+    """The agent id and repository this hook judges for: given explicitly, else the session
+    of the agent CLI process this hook runs under."""
+    if settings.agent_id:
+        repo = settings.repo or os.getcwd()
+        return Identity(settings.agent_id, repo)
+    record = SessionRegistry(lock_dir).find_for_this_process()
+    if record is None:
+        raise NoSessionError(
+            "No lockyard session runs for this agent CLI: its MCP server (`lockyard serve`) is "
+            f"not running, or uses another lock directory than {lock_dir}. Check the CLI's MCP "
+            "servers (lockyard must be connected), then retry."
+        )
+    return Identity(record.agent_id, record.repo)

@@ -1,0 +1,69 @@
+"""Who holds a lock, read straight from the lock directory (standard library only).
+
+The agent CLI hooks run as one short process per tool call; loading the whole store (its
+pydantic records) would cost more than the check itself. This reader answers the guards'
+one question, "who holds this file's lock?", with the store's own key and naming functions,
+and counts a holder whose process is provably dead as no holder, as the store does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from ..lockstore.errors import CorruptRecordError
+from ..lockstore.liveness import Liveness, liveness_of
+from ..lockstore.lockdir import LockDir
+from ..lockstore.paths import canonicalize_in, canonicalize_namespace, lock_name
+
+
+class LockDirReader:
+    """A read-only `GuardStore` over one lock directory and one repository."""
+
+    def __init__(self, repo: str | os.PathLike[str], lock_dir: str | os.PathLike[str]) -> None:
+        self.namespace: str = canonicalize_namespace(repo)
+        self._dir = LockDir(lock_dir)
+
+    def close(self) -> None:
+        self._dir.close()
+
+    def canonicalize(self, filepath: str) -> str:
+        return canonicalize_in(filepath, self.namespace)
+
+    def stale_grant(self, filepath: str, agent_id: str) -> str | None:
+        """Never stale: a lock directory grant has no fencing number to fall behind."""
+        return None
+
+    def holder(self, filepath: str) -> str | None:
+        """The agent holding the lock of `filepath`; None when free or its holder is dead."""
+        found = self._dir.read_lock(lock_name(self.namespace, self.canonicalize(filepath)))
+        if found is None:
+            return None
+        token, text = found
+        record = _parse(text, token)
+        alive, _why = liveness_of(
+            record["pid"],
+            record["start_time"],
+            record["host"],
+            record["boot_id"],
+            record.get("pid_ns"),
+        )
+        return None if alive is Liveness.DEAD else str(record["agent_id"])
+
+
+def _parse(text: str, token: str) -> dict[str, Any]:
+    try:
+        record: Any = json.loads(text)
+    except ValueError:
+        raise CorruptRecordError("the lock record is not JSON") from None
+    ok = (
+        isinstance(record, dict)
+        and isinstance(record.get("agent_id"), str)
+        and type(record.get("pid")) is int
+        and isinstance(record.get("host"), str)
+        and record.get("token") == token
+    )
+    if not ok:
+        raise CorruptRecordError("the lock record lacks its agent, process or token")
+    return dict(record)

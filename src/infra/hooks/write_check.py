@@ -1,0 +1,77 @@
+"""The write guard's decision: may this agent edit this file now? (standard library only)
+
+Shared by the SDK hook (`locking.make_write_guard_hook`) and the agent CLI hooks
+(`lockyard hook`), so both give the same answer and the same reason texts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from ..tools.holder_text import UNREADABLE_HOLDER
+from .guard_common import GuardStore, holder_or_unreadable, inside_repo, lost_grant
+
+logger = logging.getLogger(__name__)
+
+
+def write_denial(
+    store: GuardStore,
+    agent_id: str,
+    raw_path: str,
+    cwd: object,
+    acquire: str,
+    *,
+    allow_outside_repo: bool = True,
+) -> str | None:
+    """None when `agent_id` may write `raw_path` (relative to `cwd`), else the reason it may not.
+
+    Files outside the repository are allowed unless `allow_outside_repo=False`; paths the
+    store rejects (a directory, say) are denied; an unreadable lock is never a granted lock.
+    `acquire` is the lock tool's name as the model sees it, for the reason texts.
+    """
+    path = absolute(raw_path, cwd)
+    if not inside_repo(path, store.namespace):
+        if allow_outside_repo:
+            return None
+        return f"{raw_path} is outside the repository {store.namespace}: edit files inside it."
+    try:
+        key = store.canonicalize(path)
+    except ValueError as exc:
+        return f"Cannot edit {raw_path}: {exc}."
+    try:
+        holder = holder_or_unreadable(store, key)
+    except Exception as exc:  # fail closed: an unreadable lock is not a granted lock
+        logger.exception("write guard could not read the lock of %s", key)
+        return f"Cannot check the lock of {key} ({exc}); retry the edit shortly."
+    if holder == UNREADABLE_HOLDER:
+        return (
+            f"The lock of {key} is unreadable, so nobody may edit it: ask the operator to "
+            "run `lockyard status`, and work on other files meanwhile."
+        )
+    stale = lost_grant(store, key, agent_id)
+    if stale is not None:
+        return (
+            f"{stale}: the lock you were granted was lost, so your edit could overwrite "
+            f'another agent\'s. Call {acquire} with {{"filepaths": ["{key}"]}}, re-read '
+            "the file, then edit."
+        )
+    if holder == agent_id:
+        return None
+    return not_locked_reason(key, holder, acquire)
+
+
+def not_locked_reason(key: str, holder: str | None, acquire: str) -> str:
+    call = f'{acquire} with {{"filepaths": ["{key}"]}}'
+    if holder is None:
+        return f"{key} is not locked by you. Call {call} first, then retry this edit."
+    return (
+        f"{key} is locked by agent {holder}. Call {call} (it waits for {holder} to release it), "
+        "or work on other files first; then retry this edit."
+    )
+
+
+def absolute(path: str, cwd: object) -> str:
+    if os.path.isabs(path) or not isinstance(cwd, str) or not cwd:
+        return path
+    return os.path.join(cwd, path)

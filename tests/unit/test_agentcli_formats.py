@@ -1,0 +1,115 @@
+"""Each agent CLI's hook payloads read into tool calls, and denies written in its format."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lockyard.infra.agentcli.formats import ACQUIRE_TOOL as HOOK_ACQUIRE_TOOL
+from lockyard.infra.agentcli.formats import FORMATS, PayloadError
+from lockyard.infra.agentcli.patch_paths import patch_targets
+from lockyard.infra.tools.tool_inputs import ACQUIRE_TOOL
+
+PATCH = """*** Begin Patch
+*** Add File: src/new.py
++print("hi")
+*** Update File: src/old.py
+@@
+-a
++b
+*** Move to: src/moved.py
+*** Delete File: src/gone.py
+*** Update File: src/old.py
+*** End Patch
+"""
+
+
+def test_the_hooks_name_the_lock_tool_the_servers_publish() -> None:
+    assert HOOK_ACQUIRE_TOOL == ACQUIRE_TOOL
+
+
+def test_a_patch_writes_every_file_it_adds_updates_moves_or_deletes_once() -> None:
+    assert patch_targets(PATCH) == ["src/new.py", "src/old.py", "src/moved.py", "src/gone.py"]
+    assert patch_targets("no patch here") == []
+
+
+@pytest.mark.parametrize(
+    ("cli", "tool", "tool_input", "paths"),
+    [
+        ("claude-code", "Write", {"file_path": "a.py", "content": ""}, ["a.py"]),
+        ("claude-code", "Edit", {"file_path": "/r/a.py"}, ["/r/a.py"]),
+        ("claude-code", "MultiEdit", {"file_path": "a.py", "edits": []}, ["a.py"]),
+        ("claude-code", "NotebookEdit", {"notebook_path": "n.ipynb"}, ["n.ipynb"]),
+        ("codex", "apply_patch", {"command": PATCH}, patch_targets(PATCH)),
+        ("codex", "apply_patch", {"patch": PATCH}, patch_targets(PATCH)),
+        ("gemini", "write_file", {"file_path": "a.py", "content": ""}, ["a.py"]),
+        ("gemini", "replace", {"file_path": "a.py", "old_string": "", "new_string": ""}, ["a.py"]),
+        ("opencode", "write", {"filePath": "a.py", "content": ""}, ["a.py"]),
+        ("opencode", "edit", {"filePath": "a.py"}, ["a.py"]),
+        ("opencode", "patch", {"patchText": PATCH}, patch_targets(PATCH)),
+    ],
+)
+def test_write_tools_are_read_with_the_paths_they_write(
+    cli: str, tool: str, tool_input: dict[str, object], paths: list[str]
+) -> None:
+    call = FORMATS[cli].parse({"tool_name": tool, "tool_input": tool_input, "cwd": "/r"})
+    assert (call.kind, call.paths, call.cwd) == ("write", paths, "/r")
+
+
+@pytest.mark.parametrize(
+    ("cli", "tool"),
+    [
+        ("claude-code", "Bash"),
+        ("codex", "Bash"),
+        ("gemini", "run_shell_command"),
+        ("opencode", "bash"),
+    ],
+)
+def test_shell_tools_are_read_with_their_command(cli: str, tool: str) -> None:
+    call = FORMATS[cli].parse({"tool_name": tool, "tool_input": {"command": "git commit -a"}})
+    assert (call.kind, call.command, call.cwd) == ("shell", "git commit -a", None)
+
+
+def test_other_tools_are_not_judged() -> None:
+    call = FORMATS["claude-code"].parse({"tool_name": "Read", "tool_input": {"file_path": "a"}})
+    assert call.kind == "other"
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ([1, 2], "JSON list, not an object"),
+        ({"tool_input": {}}, "no 'tool_name'"),
+        ({"tool_name": ""}, "no 'tool_name'"),
+        ({"tool_name": "Write", "tool_input": "a.py"}, "no 'tool_input' object"),
+        ({"tool_name": "Write", "tool_input": {"content": "x"}}, "names no file"),
+        ({"tool_name": "Write", "tool_input": {"file_path": 7}}, "names no file"),
+        ({"tool_name": "Bash", "tool_input": {"command": ["git"]}}, "no command string"),
+        ({"tool_name": "Bash"}, "no command string"),
+    ],
+)
+def test_payloads_missing_what_a_guard_needs_are_refused_with_the_reason(
+    payload: object, message: str
+) -> None:
+    with pytest.raises(PayloadError, match=message):
+        FORMATS["claude-code"].parse(payload)
+
+
+def test_a_deny_is_written_in_each_clis_own_format() -> None:
+    for cli in ("claude-code", "codex"):
+        output = json.loads(FORMATS[cli].deny("locked").stdout)
+        assert output == {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": "locked",
+            }
+        }
+    for cli in ("gemini", "opencode"):
+        assert json.loads(FORMATS[cli].deny("locked").stdout) == {
+            "decision": "deny",
+            "reason": "locked",
+        }
+    assert all(FORMATS[cli].allow().stdout == "" for cli in FORMATS)
+    assert all(FORMATS[cli].deny("x").exit_code == 0 for cli in FORMATS)
