@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from . import clean, hook, ipc_host, monitor, serve, status
+from . import clean, hook, init, ipc_host, monitor, serve, status
 from ._errors import EXIT_CODES_HELP
 from ._options import LockyardCommand, LockyardGroup
 from .demo import command as demo
@@ -51,6 +51,7 @@ clean.register(app)
 serve.register(app)
 monitor.register(app)
 ipc_host.register(app)
+init.register(app)
 
 
 @app.command(  # type: ignore[untyped-decorator]  # typer's command() is untyped via _LockyardApp

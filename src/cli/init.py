@@ -1,0 +1,168 @@
+"""`lockyard init` and `lockyard uninstall`: set a repository up for agent CLI sessions.
+
+Never asks a question: everything comes from the arguments and the repository's files, so it
+runs the same from a terminal, a script or an agent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..infra.agentcli.config_files import ConfigFileError, FileChange
+from ..infra.agentcli.setups import SETUPS, CliSetup, Invocation, Plan
+from ..infra.session.identity import repository_root
+from ._errors import CliError, ExitCode, reports_errors
+from ._options import flag, lock_dir_option
+
+INIT_HELP = """Set this repository up for agent CLI sessions side by side: each session gets
+the lock tools (an MCP server, `lockyard serve`, with an agent id of its own) and a hook that
+refuses its edits and commits of files it has not locked.
+
+CLIs: claude-code, codex, opencode, gemini. None named: the ones this repository already has
+configuration for, else claude-code. Existing files are merged into (other entries are kept);
+running it again changes nothing; `lockyard uninstall` takes back exactly what it added. An
+existing file that is not valid JSON/TOML, or an entry named `lockyard` that lockyard did not
+write, stops it before anything is written.
+"""
+
+UNINSTALL_HELP = """Remove what `lockyard init` added for the named CLIs (none named: every CLI
+it finds set up). Other entries in the same files are kept; files lockyard created and that
+hold nothing else are deleted."""
+
+CliNames = Annotated[
+    list[str] | None,
+    typer.Argument(help="claude-code, codex, opencode, gemini", show_default=False),
+]
+RepoOption = Annotated[
+    Path | None,
+    typer.Option("--repo", help="The repository (default: the one around the working directory).",
+                 show_default=False),
+]  # fmt: skip
+DryRun = Annotated[bool, flag("--dry-run", help="Show the changes as a diff; write nothing.")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("init", help=INIT_HELP)(init)
+    app.command("uninstall", help=UNINSTALL_HELP)(uninstall)
+
+
+@reports_errors
+def init(
+    clis: CliNames = None,
+    repo: RepoOption = None,
+    dry_run: DryRun = False,
+    lock_dir: Annotated[
+        Path | None,
+        lock_dir_option(
+            "A lock directory to write into every command (default: each command's own default)."
+        ),
+    ] = None,
+    command: Annotated[
+        str | None,
+        typer.Option(
+            "--command",
+            help="How the CLIs start lockyard (default: `lockyard` if it "
+            "is on PATH, else this installation's absolute path).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    root = _repository(repo)
+    plan = Plan(root)
+    chosen = (
+        _chosen(clis) or [s for s in SETUPS.values() if s.detect(root)] or [SETUPS["claude-code"]]
+    )
+    how = Invocation(command or default_command(), None if lock_dir is None else str(lock_dir))
+    with _config_errors():
+        for setup in chosen:
+            setup.install(plan, how)
+        changes = plan.changes()
+    _report(root, changes, dry_run, f"set up for {', '.join(s.display for s in chosen)}")
+
+
+@reports_errors
+def uninstall(clis: CliNames = None, repo: RepoOption = None, dry_run: DryRun = False) -> None:
+    root = _repository(repo)
+    plan = Plan(root)
+    with _config_errors():
+        chosen = _chosen(clis) or [s for s in SETUPS.values() if s.installed(plan)]
+        others = [s for s in SETUPS.values() if s not in chosen]
+        for setup in chosen:
+            setup.uninstall(plan, others)
+        changes = plan.changes()
+    names = ", ".join(s.display for s in chosen) or "no agent CLI"
+    _report(root, changes, dry_run, f"lockyard removed for {names}")
+
+
+def default_command() -> str:
+    """`lockyard` when PATH finds this very installation, else its absolute path."""
+    ours = Path(sys.executable).parent / "lockyard"
+    found = shutil.which("lockyard")
+    if not ours.exists():
+        return found or "lockyard"
+    if found is not None and Path(found).resolve() == ours.resolve():
+        return "lockyard"
+    return str(ours)
+
+
+def _repository(repo: Path | None) -> Path:
+    start = Path.cwd() if repo is None else repo
+    if not start.is_dir():
+        raise CliError(f"{start} is not a directory", ExitCode.USAGE, "pass --repo PATH")
+    root = repository_root(start)
+    if root is None:
+        raise CliError(
+            f"{start.resolve()} is not inside a git repository",
+            ExitCode.USAGE,
+            "run this in the repository the agents edit (or pass --repo PATH); `git init` first "
+            "if it has none",
+        )
+    return Path(root)
+
+
+def _chosen(names: list[str] | None) -> list[CliSetup]:
+    chosen: list[CliSetup] = []
+    for name in names or []:
+        setup = SETUPS.get(name)
+        if setup is None:
+            raise CliError(
+                f"unknown agent CLI {name!r}", ExitCode.USAGE, f"use {', '.join(SETUPS)}"
+            )
+        if setup not in chosen:
+            chosen.append(setup)
+    return chosen
+
+
+@contextlib.contextmanager
+def _config_errors() -> Iterator[None]:
+    """A file that cannot be edited safely is a usage error: one line, nothing written."""
+    try:
+        yield
+    except ConfigFileError as exc:
+        raise CliError(str(exc), ExitCode.USAGE) from None
+
+
+def _report(root: Path, changes: list[FileChange], dry_run: bool, done: str) -> None:
+    if not changes:
+        typer.echo(f"{root}: nothing to change ({done} already).")
+        return
+    for change in changes:
+        if dry_run:
+            typer.echo(change.diff(root), nl=False)
+            continue
+        change.apply()
+        verb = (
+            "created" if change.before is None else "removed" if change.after is None else "updated"
+        )
+        typer.echo(f"{verb} {change.path.relative_to(root)}")
+    if dry_run:
+        typer.echo(f"(dry run: nothing written; without --dry-run: {done})")
+    else:
+        typer.echo(f"{root}: {done}.")

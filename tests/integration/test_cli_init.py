@@ -1,0 +1,233 @@
+"""`lockyard init` / `lockyard uninstall` on real repositories: merging, idempotence, dry runs,
+exact removal, and every kind of bad existing file (nothing written)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lockyard.cli.app import app
+
+LOCKYARD = str(Path(sys.executable).parent / "lockyard")
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    monkeypatch.chdir(root)
+    return root
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout + result.stderr
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(root)): path.read_text()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and ".git" not in path.relative_to(root).parts
+    }
+
+
+def test_init_with_no_cli_named_sets_up_claude_code(repo: Path) -> None:
+    code, out = run("init", "--command", "lockyard")
+    assert code == 0, out
+    assert json.loads((repo / ".mcp.json").read_text()) == {
+        "mcpServers": {
+            "lockyard": {
+                "type": "stdio",
+                "command": "lockyard",
+                "args": ["serve", "--cli", "claude-code"],
+            }
+        }
+    }
+    settings = json.loads((repo / ".claude/settings.json").read_text())
+    assert settings["hooks"]["PreToolUse"] == [
+        {
+            "matcher": "Write|Edit|MultiEdit|NotebookEdit|Bash",
+            "hooks": [
+                {"type": "command", "command": "lockyard hook pre-tool-use --cli claude-code"}
+            ],
+        }
+    ]
+    assert settings["permissions"]["allow"] == [
+        "mcp__lockyard__lock_acquire",
+        "mcp__lockyard__lock_release",
+    ]
+    assert settings["enabledMcpjsonServers"] == ["lockyard"]
+    assert "lock_acquire" in (repo / "CLAUDE.md").read_text()
+    assert "created .mcp.json" in out
+
+
+def test_init_merges_keeps_other_entries_and_is_idempotent(repo: Path) -> None:
+    (repo / ".claude").mkdir()
+    (repo / ".claude/settings.json").write_text(json.dumps({
+        "model": "opus",
+        "hooks": {"PreToolUse": [
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": "audit"}]}
+        ]},
+        "permissions": {"allow": ["Read"]},
+    }))  # fmt: skip
+    (repo / "CLAUDE.md").write_text("# Project\n\nBe nice.\n")
+    assert run("init", "claude-code", "--command", "lockyard")[0] == 0
+    settings = json.loads((repo / ".claude/settings.json").read_text())
+    assert settings["model"] == "opus"
+    assert settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"] == "audit"
+    assert len(settings["hooks"]["PreToolUse"]) == 2
+    assert settings["permissions"]["allow"][0] == "Read"
+    assert (repo / "CLAUDE.md").read_text().startswith("# Project\n\nBe nice.\n")
+    first = snapshot(repo)
+    code, out = run("init", "claude-code", "--command", "lockyard")
+    assert (code, snapshot(repo)) == (0, first)
+    assert "nothing to change" in out
+
+
+def test_uninstall_takes_back_exactly_what_init_added(repo: Path) -> None:
+    (repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"db": {"command": "pg-mcp"}}}))
+    (repo / "AGENTS.md").write_text("Team rules.\n")
+    (repo / ".codex").mkdir()
+    (repo / ".codex/config.toml").write_text('model = "o4"\n')
+    before = {k: json.loads(v) if k.endswith(".json") else v for k, v in snapshot(repo).items()}
+    assert (
+        run("init", "claude-code", "codex", "opencode", "gemini", "--command", "lockyard")[0] == 0
+    )
+    assert (repo / ".opencode/plugin/lockyard.js").exists()
+    assert run("uninstall")[0] == 0
+    after = {k: json.loads(v) if k.endswith(".json") else v for k, v in snapshot(repo).items()}
+    assert after == before
+    assert not (repo / ".claude").exists()
+    assert not (repo / ".opencode").exists()
+
+
+def test_clis_sharing_agents_md_keep_its_block_until_the_last_one_goes(repo: Path) -> None:
+    assert run("init", "codex", "opencode", "--command", "lockyard")[0] == 0
+    assert run("uninstall", "codex")[0] == 0
+    assert "lockyard:begin" in (repo / "AGENTS.md").read_text()
+    assert run("uninstall", "opencode")[0] == 0
+    assert not (repo / "AGENTS.md").exists()
+
+
+def test_init_finds_the_clis_a_repository_is_configured_for(repo: Path) -> None:
+    (repo / ".gemini").mkdir()
+    (repo / "opencode.json").write_text("{}")
+    code, out = run("init", "--command", "lockyard")
+    assert code == 0, out
+    assert "OpenCode, Gemini CLI" in out
+    assert not (repo / ".mcp.json").exists()
+
+
+def test_each_cli_gets_its_own_mcp_and_hook_configuration(repo: Path) -> None:
+    assert run("init", "codex", "opencode", "gemini", "--command", "/opt/ly bin/lockyard",
+               "--lock-dir", "/run/locks")[0] == 0  # fmt: skip
+    codex = tomllib.loads((repo / ".codex/config.toml").read_text())
+    assert codex["mcp_servers"]["lockyard"] == {
+        "command": "/opt/ly bin/lockyard",
+        "args": ["serve", "--cli", "codex", "--lock-dir", "/run/locks"],
+    }
+    hooks = json.loads((repo / ".codex/hooks.json").read_text())["hooks"]["PreToolUse"][0]
+    assert hooks["matcher"] == "apply_patch|Edit|Write|Bash"
+    assert hooks["hooks"][0]["command"] == (
+        "'/opt/ly bin/lockyard' hook pre-tool-use --cli codex --lock-dir /run/locks"
+    )
+    opencode = json.loads((repo / "opencode.json").read_text())["mcp"]["lockyard"]
+    assert opencode["command"][:4] == ["/opt/ly bin/lockyard", "serve", "--cli", "opencode"]
+    plugin = (repo / ".opencode/plugin/lockyard.js").read_text()
+    assert '"--lock-dir", "/run/locks"' in plugin
+    assert "tool.execute.before" in plugin
+    gemini = json.loads((repo / ".gemini/settings.json").read_text())
+    assert gemini["hooks"]["BeforeTool"][0]["matcher"] == "write_file|replace|run_shell_command"
+    assert gemini["mcpServers"]["lockyard"]["args"][:3] == ["serve", "--cli", "gemini"]
+
+
+def test_dry_run_shows_a_diff_and_writes_nothing(repo: Path) -> None:
+    code, out = run("init", "codex", "--dry-run", "--command", "lockyard")
+    assert code == 0
+    assert "+++ b/.codex/config.toml" in out
+    assert "+[mcp_servers.lockyard]" in out
+    assert "dry run: nothing written" in out
+    assert snapshot(repo) == {}
+    assert run("init", "codex", "--command", "lockyard")[0] == 0
+    code, out = run("uninstall", "--dry-run")
+    assert "--- a/.codex/config.toml" in out
+    assert (repo / ".codex/config.toml").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (".mcp.json", "{not json", ".mcp.json is not valid JSON"),
+        (".mcp.json", "[1]", "holds a JSON list, not an object"),
+        (".mcp.json", '{"mcpServers": []}', "mcpServers is not an object"),
+        (".mcp.json", '{"mcpServers": {"lockyard": {"command": "npx", "args": ["other-locks"]}}}',
+         "already has an MCP server named 'lockyard' that does not run `lockyard serve`"),
+        (".claude/settings.json", '{"hooks": {"PreToolUse": {}}}',
+         "hooks.PreToolUse is not a list"),
+        (".codex/config.toml", "model = ", "config.toml is not valid TOML"),
+        (".codex/config.toml", '[mcp_servers.lockyard]\ncommand = "x"\n', "lockyard did not write"),
+        ("opencode.json", "// jsonc\n{}", "opencode.json is not valid JSON"),
+        (".opencode/plugin/lockyard.js", "export {}", "exists and lockyard did not write it"),
+        ("AGENTS.md", "<!-- lockyard:begin -->\nhalf a block\n", "never ends"),
+    ],
+)  # fmt: skip
+def test_a_bad_existing_file_stops_init_with_a_clear_error_and_nothing_written(
+    repo: Path, name: str, content: str, message: str
+) -> None:
+    (repo / name).parent.mkdir(parents=True, exist_ok=True)
+    (repo / name).write_text(content)
+    before = snapshot(repo)
+    code, out = run("init", "claude-code", "codex", "opencode", "--command", "lockyard")
+    assert code == 2
+    assert message in out
+    assert "lockyard: error:" in out
+    assert snapshot(repo) == before
+
+
+def test_init_outside_a_repository_and_unknown_clis_are_usage_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out = run("init")
+    assert code == 2
+    assert "is not inside a git repository" in out
+    code, out = run("init", "--repo", str(tmp_path / "missing"))
+    assert (code, "is not a directory" in out) == (2, True)
+    subprocess.run(["git", "init", "-q"], check=True)
+    code, out = run("init", "cursor")
+    assert code == 2
+    assert "unknown agent CLI 'cursor'" in out
+    assert list(tmp_path.iterdir()) == [tmp_path / ".git"]
+
+
+def test_init_never_asks_when_stdin_is_not_a_terminal(repo: Path) -> None:
+    done = subprocess.run(
+        [LOCKYARD, "init", "--command", "lockyard"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, cwd=repo, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (repo / ".mcp.json").exists()
+
+
+def test_the_default_command_is_this_installation(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert run("init")[0] == 0
+    command = json.loads((repo / ".mcp.json").read_text())["mcpServers"]["lockyard"]["command"]
+    assert command == LOCKYARD
+    monkeypatch.setenv("PATH", f"{Path(LOCKYARD).parent}:/usr/bin:/bin")
+    assert run("init")[0] == 0
+    assert (
+        json.loads((repo / ".mcp.json").read_text())["mcpServers"]["lockyard"]["command"]
+        == "lockyard"
+    )
