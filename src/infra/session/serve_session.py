@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..lockstore.liveness import ProcessIdentity, current_process
+from ..lockstore.liveness import ProcessIdentity, boottime_offset_ticks, current_process
 from .identity import server_anchor, session_agent_id
 from .process_tree import ProcessRef
 from .registry import SessionRecord, SessionRegistry, new_record
@@ -23,10 +23,12 @@ class DerivedSession:
 
     @property
     def owner(self) -> ProcessIdentity:
-        """The CLI process as the lock records name it: the session's locks live as long as it."""
-        return dataclasses.replace(
-            current_process(), pid=self.anchor.pid, start_time=self.anchor.start_time
-        )
+        """The CLI process as the lock records name it: the session's locks live as long as it.
+        Its start time is stored as the store stores its own: without this process's
+        boot-time offset (none where it is unknown, as for the store's own records)."""
+        offset = boottime_offset_ticks()
+        start = None if offset is None else self.anchor.start_time - offset
+        return dataclasses.replace(current_process(), pid=self.anchor.pid, start_time=start)
 
 
 def derive_session(cli: str) -> DerivedSession:
