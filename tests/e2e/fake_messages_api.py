@@ -236,7 +236,7 @@ class FakeMessagesApi:
         turns = [x for x in self.exchanges if x.agent == agent and x.answer is not None]
         if not turns:
             return ()
-        return _outcomes(turns[-1].body)
+        return self._read_outcomes(turns[-1].body)
 
     def wait_until(self, condition: Callable[[], bool], timeout: float) -> bool:
         """Block until ``condition()`` holds (re-checked whenever a request arrives)."""
@@ -256,16 +256,42 @@ class FakeMessagesApi:
 
     # request handling
 
+    # the model API's protocol (another CLI's fake overrides these four)
+
+    def _is_model_turn(self, path: str) -> bool:
+        return path.startswith("/v1/messages") and "count_tokens" not in path
+
+    def _turn_key(self, body: Mapping[str, Any]) -> int:
+        """The conversation's length: a retried request has the same key, a new turn not."""
+        return len(body.get("messages", []))
+
+    def _read_outcomes(self, body: Mapping[str, Any]) -> tuple[ToolOutcome, ...]:
+        return _outcomes(body)
+
+    def _reply(
+        self, handler: Any, path: str, body: Mapping[str, Any], answer: Action | None
+    ) -> None:
+        if path.startswith("/v1/messages") and "count_tokens" in path:
+            handler._send_json(200, {"input_tokens": 10})
+        elif not path.startswith("/v1/messages"):
+            handler._send_json(404, {"type": "error", "error": {"type": "not_found_error"}})
+        else:
+            message = _message(answer or Reply("ok"), str(body.get("model", "claude")))
+            if body.get("stream"):
+                handler._send(200, "text/event-stream", b"".join(_sse_events(message)))
+            else:
+                handler._send_json(200, message)
+
     def _answer(self, agent: str | None, path: str, body: Mapping[str, Any]) -> Action | None:
-        if agent is None or not path.startswith("/v1/messages") or "count_tokens" in path:
+        if agent is None or not self._is_model_turn(path):
             return None
         with self._lock:
             script = self._scripts.get(agent)
         if script is None:
             self._fail(f"request from unscripted agent {agent!r}")
             return Reply("unscripted agent")
-        turn = Turn(agent, _outcomes(body), body)
-        key = len(body.get("messages", []))
+        turn = Turn(agent, self._read_outcomes(body), body)
+        key = self._turn_key(body)
         with self._lock:
             if key in script.answered:
                 return script.answered[key]
@@ -348,16 +374,7 @@ class FakeMessagesApi:
                     api._fail(f"answering {agent!r} raised {exc!r}")
                     answer = Reply(f"harness error: {exc!r}")
                 api._record(Exchange(agent, path, body, answer, time.time()))
-                if path.startswith("/v1/messages") and "count_tokens" in path:
-                    self._send_json(200, {"input_tokens": 10})
-                elif not path.startswith("/v1/messages"):
-                    self._send_json(404, {"type": "error", "error": {"type": "not_found_error"}})
-                else:
-                    message = _message(answer or Reply("ok"), str(body.get("model", "claude")))
-                    if body.get("stream"):
-                        self._send(200, "text/event-stream", b"".join(_sse_events(message)))
-                    else:
-                        self._send_json(200, message)
+                api._reply(self, path, body, answer)
 
             def _send_json(self, status: int, payload: Mapping[str, Any]) -> None:
                 self._send(status, "application/json", json.dumps(payload).encode())

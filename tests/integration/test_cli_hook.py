@@ -101,7 +101,7 @@ def test_each_cli_gets_its_deny_in_its_own_format(as_alice: Any, repo: Path) -> 
     _, out = as_alice(payload("write_file", {"file_path": "a.py"}, repo), "gemini")
     answer = json.loads(out)
     assert answer["decision"] == "deny"
-    assert "a.py is not locked by you. Call lock_acquire" in answer["reason"]
+    assert "a.py is not locked by you. Call mcp_lockyard_lock_acquire" in answer["reason"]
     patch = "*** Begin Patch\n*** Update File: a.py\n@@\n-a\n+b\n*** End Patch\n"
     _, out = as_alice(payload("apply_patch", {"command": patch}, repo), "codex")
     assert "Call mcp__lockyard__lock_acquire" in str(claude_reason(out))
@@ -267,3 +267,16 @@ def test_the_installed_command_answers_through_the_entry_point(repo: Path, lock_
     assert json.loads(done.stdout)["decision"] == "deny"
     listed = subprocess.run([LOCKYARD, "--help"], capture_output=True, text=True, check=True)
     assert "hook" in listed.stdout
+
+
+def test_a_shell_command_that_writes_an_unlocked_file_is_denied_by_the_shell_guard(
+    as_alice: Any, store: LockStore, repo: Path
+) -> None:
+    _, out = as_alice(payload("Bash", {"command": "sed -i s/a/b/ a.py"}, repo))
+    reason = str(claude_reason(out))
+    assert f"This command writes files you have not locked: {repo.resolve()}/a.py" in reason
+    assert "mcp__lockyard__lock_acquire" in reason
+    _, out = as_alice(payload("run_shell_command", {"command": "echo x > a.py"}, repo), "gemini")
+    assert "Call mcp_lockyard_lock_acquire" in json.loads(out)["reason"]
+    assert store.try_lock("a.py", "alice")
+    assert as_alice(payload("Bash", {"command": "sed -i s/a/b/ a.py"}, repo)) == (0, "")

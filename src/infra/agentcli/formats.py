@@ -143,6 +143,7 @@ class Gemini(CliFormat):
     display = "Gemini CLI"
     write_tools = frozenset({"write_file", "replace"})
     shell_tools = frozenset({"run_shell_command"})
+    acquire_tool = f"mcp_lockyard_{ACQUIRE_TOOL}"
 
 
 class OpenCode(CliFormat):

@@ -1,5 +1,8 @@
 """`lockyard hook pre-tool-use`: judge one tool call of an agent CLI session.
 
+A write tool's call is judged by the write guard; a shell tool's by the shell guard (what
+files the command writes, parsed) and then the `git commit` guard (what a commit would take).
+
 The CLI runs this once per matched tool call, with the call as JSON on stdin. The answer
 follows that CLI's protocol (`formats.py`). Whatever goes wrong (an empty, huge or damaged
 payload, no session, an unreadable lock directory) ends in a clear deny, never in a crash
@@ -108,6 +111,15 @@ def _denial(fmt: CliFormat, call: ToolCall, reader: LockDirReader, agent_id: str
                 return reason
         return None
     assert call.command is not None
+    # The shell guard parses the command (tree-sitter): loaded for shell calls only, so a
+    # write's hook does not pay for it.
+    from ..hooks.shell_guard.decide import decide_shell_command
+
+    decision = decide_shell_command(
+        call.command, call.cwd, agent_id, reader, acquire_tool=fmt.acquire_tool
+    )
+    if not decision.allowed:
+        return decision.reason or "denied by the shell guard"
     return commit_denial(reader, agent_id, call.command, call.cwd, fmt.acquire_tool)
 
 

@@ -1,0 +1,80 @@
+"""Agent CLI sessions as their users run them: the CLI's own executable, started in a
+repository that `lockyard init` set up, talking to a scripted fake of its model API.
+
+`CliSession` is one such process. It starts in a process group of its own, so a test can
+kill the whole session (the CLI, its lockyard server, its hooks) at once, as a crash would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+LOCKYARD = str(Path(sys.executable).parent / "lockyard")
+
+
+class CliSession:
+    """One agent CLI process with its output kept in files (no pipe can fill up)."""
+
+    def __init__(self, name: str, argv: list[str], cwd: Path, env: dict[str, str], logs: Path):
+        logs.mkdir(parents=True, exist_ok=True)
+        self.name = name
+        self.stdout_path = logs / f"{name}.out"
+        self.stderr_path = logs / f"{name}.err"
+        with self.stdout_path.open("wb") as out, self.stderr_path.open("wb") as err:
+            self.process = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                start_new_session=True,
+            )  # fmt: skip
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def agent_id(self, cli: str) -> str:
+        """The lockyard agent id this session gets: the CLI process anchors it."""
+        return f"{cli}-{self.pid}"
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            message = f"{self.name} did not finish in {timeout} s:\n{self.logs()}"
+            raise AssertionError(message) from None
+
+    def kill(self) -> None:
+        """SIGKILL the session's whole process group: no cleanup runs anywhere in it."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def logs(self) -> str:
+        out = self.stdout_path.read_text(errors="replace")[-3000:]
+        err = self.stderr_path.read_text(errors="replace")[-3000:]
+        return f"--- {self.name} stdout\n{out}\n--- {self.name} stderr\n{err}"
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def init_repo(repo: Path, *clis: str, lock_dir: Path | None = None) -> None:
+    """A git repository set up by the real `lockyard init` command."""
+    repo.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    extra = [] if lock_dir is None else ["--lock-dir", str(lock_dir)]
+    subprocess.run(
+        [LOCKYARD, "init", *clis, "--command", LOCKYARD, *extra],
+        cwd=repo, check=True, capture_output=True, timeout=120,
+    )  # fmt: skip

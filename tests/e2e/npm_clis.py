@@ -1,0 +1,69 @@
+"""Agent CLIs from the npm registry, at pinned exact versions, installed once into a cache.
+
+`installed_cli(name)` installs the package with npm (`--ignore-scripts` is not used: the
+Codex and OpenCode packages pick their platform binary in a dependency) into
+`$LOCKYARD_CLI_CACHE` (default `~/.cache/lockyard-test-clis`), one directory per
+package and version, and returns the path of its executable. A second call, or a second CI
+run with the cache kept, finds it there and costs nothing. Tests that need a CLI call this
+in a fixture and skip with the reason when npm or the registry is not reachable.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+
+@dataclass(frozen=True)
+class NpmCli:
+    package: str
+    version: str
+    executable: str
+
+
+PINNED: Final = {
+    "gemini": NpmCli("@google/gemini-cli", "0.61.0", "gemini"),
+    "codex": NpmCli("@openai/codex", "0.169.0", "codex"),
+    "opencode": NpmCli("opencode-ai", "1.18.33", "opencode"),
+}
+
+
+class CliUnavailableError(Exception):
+    """The CLI could not be installed here (no npm, no registry); the message says why."""
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("LOCKYARD_CLI_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "lockyard-test-clis"
+
+
+def installed_cli(name: str) -> Path:
+    """The executable of the pinned CLI `name`, installing it into the cache if needed."""
+    cli = PINNED[name]
+    home = cache_root() / f"{cli.package.replace('/', '+')}@{cli.version}"
+    executable = home / "node_modules" / ".bin" / cli.executable
+    if executable.exists():
+        return executable
+    npm = shutil.which("npm")
+    if npm is None:
+        raise CliUnavailableError("npm is not installed")
+    home.mkdir(parents=True, exist_ok=True)
+    with (home / ".install.lock").open("w") as lock:  # parallel test workers install once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if executable.exists():
+            return executable
+        done = subprocess.run(
+            [npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error",
+             "--prefix", str(home), f"{cli.package}@{cli.version}"],
+            capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        if done.returncode != 0 or not executable.exists():
+            raise CliUnavailableError(
+                f"npm install {cli.package}@{cli.version} failed: {done.stderr.strip()[-500:]}"
+            )
+    return executable
