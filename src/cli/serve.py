@@ -165,8 +165,12 @@ def _serve(
         store = open_serve_store(
             agent_id, repo, lock_dir, backend, None if session is None else session.owner
         )
+        # A derived session always serves from a lock directory (PostgreSQL was refused above).
+        session_dir = None if session is None else Path(getattr(store, "lock_dir"))  # noqa: B009
         record = (
-            None if session is None else register_session(session, store.lock_dir, store.namespace)
+            None
+            if session is None or session_dir is None
+            else register_session(session, session_dir, store.namespace)
         )
     except ServeConfigError as exc:
         code = ExitCode.LOCK_DIR if exc.lock_dir_problem else ExitCode.USAGE
@@ -185,8 +189,8 @@ def _serve(
     try:
         anyio.run(serving.run_stdio)
     finally:
-        if record is not None:
-            unregister_session(record, store.lock_dir)
+        if record is not None and session_dir is not None:
+            unregister_session(record, session_dir)
 
 
 def _usage(message: str) -> CliError:
