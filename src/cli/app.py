@@ -16,7 +16,9 @@ HELP = """File locks and a deadlock monitor for parallel coding agents.
 Start with `lockyard demo`: eight scripted agents edit a throwaway repo through the lock
 tools, and the summary checks that no edit was lost. `status` and `clean` inspect and tidy
 a lock directory; `serve` and `monitor` run the tools and the deadlock monitor across
-processes. Every command takes --help; scripts can rely on --json and the exit codes below.
+processes; `ipc-host` (with `serve --ipc` inside each container) serves sandboxed agents
+through mounted folders. Every command takes --help; scripts can rely on --json and the exit
+codes below.
 """
 
 

@@ -66,11 +66,12 @@ def serve_ipc(
                 host_timeout=host_timeout,
             )
         )
-    except PermissionError as exc:
+    except OSError as exc:  # unwritable, or requests/ or responses/ are not directories
         raise CliError(
-            f"cannot use the IPC folder {folder}: {exc.strerror}",
+            f"cannot use the IPC folder {folder}: {exc.strerror or exc}",
             ExitCode.USAGE,
-            "mount it read-write for this user",
+            "mount the sandbox's own folder read-write for this user, with requests/ and "
+            "responses/ as plain directories (or absent)",
         ) from None
 
 

@@ -196,3 +196,16 @@ def test_serve_ipc_needs_a_real_folder(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert "is not a directory" in done.stderr
+
+
+def test_serve_ipc_refuses_a_folder_whose_requests_is_a_symlink(root: Path, tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", root / "alice" / "requests")
+    done = subprocess.run(
+        [LOCKYARD, "serve", "--ipc", str(root / "alice"), "--repo", str(tmp_path)],
+        env=child_env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "cannot use the IPC folder" in done.stderr
+    assert "requests is not a directory" in done.stderr
+    assert list((tmp_path / "elsewhere").iterdir()) == []
