@@ -465,3 +465,24 @@ async def test_the_host_serves_sandboxes_on_the_postgresql_backend(
         assert pg_store.list_locks() == []
     finally:
         pg_store.close()
+
+
+async def test_the_shell_client_in_the_docs_speaks_the_protocol(
+    store: LockStore, root: Path
+) -> None:
+    import re
+
+    doc = (Path(__file__).parents[2] / "docs" / "sandboxes.md").read_text()
+    (script,) = re.findall(r"fits in a shell script.*?```bash\n(.*?)```", doc, re.S)
+    folder = sandbox(root, "shell")
+    async with running_host(root, store):
+        done = await anyio.run_process(
+            ["bash", "-euc", script.replace("/ipc/", f"{folder}/")], check=False
+        )
+    assert done.returncode == 0, done.stderr
+    reply = json.loads(done.stdout)
+    assert reply["ok"] is True
+    assert json.loads(reply["result"]["text"])["results"] == [
+        {"filepath": store.canonicalize("src/app.py"), "acquired": True, "holder": "shell"}
+    ]
+    assert list((folder / "responses").iterdir()) == []
