@@ -136,6 +136,8 @@ def _reset(args: list[Arg], place: Place) -> Effects:
 
 
 def _stash(args: list[Arg], place: Place) -> Effects:
+    """`pop`/`apply` write the stash's files; `push` (also `git stash` alone or with options)
+    reverts the modified files (and with `-u`/`-a` removes the untracked ones)."""
     action = args[0] if args else "push"
     if action in ("pop", "apply"):
         ref = next((a for a in args[1:] if a is None or not a.startswith("-")), "stash@{0}")
@@ -146,27 +148,23 @@ def _stash(args: list[Arg], place: Place) -> Effects:
             ["stash", "show", "--name-only", "-z", "--include-untracked", ref],
             f"git stash {action}",
         )
-    if (
-        action
-        in (
-            "push",
-            "save",
-            "-u",
-            "--include-untracked",
-            "-k",
-            "--keep-index",
-            "-m",
-            "--message",
-            "-p",
+    if action is not None and action not in ("push", "save") and not action.startswith("-"):
+        return Effects()  # list, show, drop, clear, branch, create, store
+    rest = args[1:] if action in ("push", "save") else args
+    options = read_options(
+        rest, short_values="m", long_values=frozenset({"--message", "--pathspec-from-file"})
+    )
+    effects = _changed(place, ["HEAD"], options.operands)
+    if options.has("-u", "--include-untracked", "-a", "--all"):
+        specs = [p for p in options.operands if p is not None]
+        effects.merge(
+            _listed(
+                place,
+                ["ls-files", "-z", "--full-name", "--others", "--exclude-standard", "--", *specs],
+                "git stash -u",
+            )
         )
-        or action is None
-    ):
-        rest = args[1:] if action in ("push", "save") else args
-        pathspecs = read_options(
-            rest, short_values="m", long_values=frozenset({"--message", "--pathspec-from-file"})
-        ).operands
-        return _changed(place, ["HEAD"], pathspecs)
-    return Effects()  # list, show, drop, clear, branch...
+    return effects
 
 
 def _apply(args: list[Arg], place: Place) -> Effects:
@@ -213,12 +211,8 @@ def _clean(args: list[Arg], place: Place) -> Effects:
     options = read_options(args, short_values="e", long_values=frozenset({"--exclude"}))
     if options.has("-n", "--dry-run") or not options.has("-f", "--force"):
         return Effects()
-    query = [a for a in args if a is not None and a not in ("-f", "--force", "-i", "--interactive")]
-    query = [
-        a if not (a.startswith("-") and not a.startswith("--") and "f" in a) else a.replace("f", "")
-        for a in query
-    ]
-    found = _git(place, ["clean", "--dry-run", *[a for a in query if a != "-"]])
+    query = [_without_action_flags(a) for a in args if a is not None and a != "-"]
+    found = _git(place, ["clean", "--dry-run", *[a for a in query if a]])
     if found is None:
         return _unknown("`git clean`: git could not list what it would remove")
     effects = Effects()
@@ -227,6 +221,17 @@ def _clean(args: list[Arg], place: Place) -> Effects:
         if name:
             (effects.trees if name.endswith("/") else effects.files).append(name)
     return effects
+
+
+def _without_action_flags(arg: str) -> str:
+    """An argument of `git clean` for its dry run: no force, no prompt, and not quiet (a quiet
+    dry run lists nothing)."""
+    if arg in ("-f", "--force", "-i", "--interactive", "-q", "--quiet"):
+        return ""
+    if arg.startswith("-") and not arg.startswith("--"):
+        letters = "".join(c for c in arg[1:] if c not in "fiq")
+        return f"-{letters}" if letters else ""
+    return arg
 
 
 def _mv(args: list[Arg], place: Place) -> Effects:
