@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +189,16 @@ def test_a_lost_grant_denies_even_though_the_agent_is_still_the_recorded_holder(
     assert decision.unlocked == ((store.canonicalize("src/app.py"), "alice"),)
     assert "fencing number 3 was superseded by 4" in (decision.reason or "")
     assert "lock it again and re-read it" in (decision.reason or "")
+
+
+def test_the_decision_api_loads_neither_the_sdk_nor_the_tool_schemas() -> None:
+    """Agent-CLI hooks run one process per tool call and import only the decision."""
+    probe = (
+        "import sys\n"
+        "from lockyard.infra.hooks.shell_guard import decide_shell_command\n"
+        "print(sorted(m for m in ('claude_agent_sdk', 'pydantic', 'mcp') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "[]"

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from ...tools.holder_text import UNREADABLE_HOLDER
 from ..guard_common import GuardStore, holder_or_unreadable, inside_repo, lost_grant
 from .targets import WriteTargets, write_targets
 
@@ -129,16 +130,10 @@ def judge(
 
 
 def _acquire_tool_name(server_key: str | None) -> str:
-    # Imported here: the tool schemas are heavy, and CLI hooks pass `acquire_tool` themselves.
+    # Imported here: the tool schemas load pydantic; CLI hooks pass `acquire_tool` themselves.
     from ...tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
 
     return acquire_tool_name(server_key if server_key is not None else DEFAULT_SERVER_KEY)
-
-
-def _unreadable_holder() -> str:
-    from ...tools.lock_tools import UNREADABLE_HOLDER  # only when denying: see above
-
-    return UNREADABLE_HOLDER
 
 
 def _reason(
@@ -148,7 +143,7 @@ def _reason(
     acquire: str,
 ) -> str:
     parts: list[str] = []
-    unreadable = _unreadable_holder() if unlocked else ""
+    unreadable = UNREADABLE_HOLDER
     if unlocked:
         listed = ", ".join(
             f"{key} ({_holder_text(holder, unreadable)})" for key, holder in unlocked.items()
