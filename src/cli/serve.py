@@ -11,7 +11,11 @@ import anyio
 import typer
 
 from ..infra.backends import chosen_spec, is_postgres_spec
+from ..infra.crossproc.agent_claims import AgentClaim, AgentIdInUseError
 from ..infra.crossproc.serve_config import ServeConfigError, open_serve_store
+from ..infra.lockstore.backend import LockBackend
+from ..infra.lockstore.errors import LockStoreError
+from ..infra.lockstore.store import LockStore
 from ..infra.session.identity import SessionIdentityError, check_cli_name, repository_root
 from ..infra.session.registry import SessionRegistryError
 from ..infra.session.serve_session import (
@@ -165,6 +169,25 @@ def _serve(
         store = open_serve_store(
             agent_id, repo, lock_dir, backend, None if session is None else session.owner
         )
+    except ServeConfigError as exc:
+        code = ExitCode.LOCK_DIR if exc.lock_dir_problem else ExitCode.USAGE
+        raise CliError(f"{exc}; {exc.hint}", code) from None
+    claim = _claim_agent_id(store, agent_id)
+    try:
+        _serve_claimed(store, agent_id, session, level, progress_interval)
+    finally:
+        if claim is not None:
+            claim.release()
+
+
+def _serve_claimed(
+    store: LockBackend,
+    agent_id: str,
+    session: DerivedSession | None,
+    level: str,
+    progress_interval: float,
+) -> None:
+    try:
         # A derived session always serves from a lock directory (PostgreSQL was refused above).
         session_dir = None if session is None else Path(getattr(store, "lock_dir"))  # noqa: B009
         record = (
@@ -172,9 +195,6 @@ def _serve(
             if session is None or session_dir is None
             else register_session(session, session_dir, store.namespace)
         )
-    except ServeConfigError as exc:
-        code = ExitCode.LOCK_DIR if exc.lock_dir_problem else ExitCode.USAGE
-        raise CliError(f"{exc}; {exc.hint}", code) from None
     except (SessionRegistryError, OSError) as exc:
         raise CliError(f"cannot register the session: {exc}", ExitCode.LOCK_DIR) from None
     logging.basicConfig(
@@ -191,6 +211,23 @@ def _serve(
     finally:
         if record is not None and session_dir is not None:
             unregister_session(record, session_dir)
+
+
+def _claim_agent_id(store: LockBackend, agent_id: str) -> AgentClaim | None:
+    """Refuse a second live server under one agent id (both would hold every lock of it).
+    A lock directory only: a PostgreSQL store ties locks to database sessions instead."""
+    if not isinstance(store, LockStore):
+        return None
+    try:
+        return AgentClaim(store.lock_dir, agent_id).acquire()
+    except AgentIdInUseError as exc:
+        raise CliError(
+            f"{exc} (a live `lockyard serve`); two servers under one id would share every "
+            "lock; give each agent session its own --agent-id",
+            ExitCode.USAGE,
+        ) from None
+    except LockStoreError as exc:
+        raise CliError(f"cannot claim agent id {agent_id!r}: {exc}", ExitCode.LOCK_DIR) from None
 
 
 def _usage(message: str) -> CliError:
