@@ -288,3 +288,34 @@ async def test_the_monitor_resolves_a_deadlock_between_two_sessions_and_one_moni
         survivor = "bob" if victim == "alice" else "alice"
         assert "deadlock" in outcomes[victim]
         assert outcomes[survivor]["all_acquired"], "the survivor got the victim's lock"
+
+
+def test_the_documented_grants_are_enough_for_an_agent_role(
+    repo: Path, pg_server: PgServer, pg_schema: str, pg_backend: str
+) -> None:
+    PgLockStore(repo, pg_backend).connect().close()  # the owner creates the schema
+    role, password = f"agent_{pg_schema}", "agent-pw"
+    grants = f"""
+        CREATE ROLE {role} LOGIN PASSWORD '{password}';
+        GRANT USAGE ON SCHEMA {pg_schema} TO {role};
+        GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {pg_schema} TO {role};
+        GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA {pg_schema} TO {role};
+        GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {pg_schema} TO {role};
+    """
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+        admin.execute(grants.encode())
+    try:
+        as_agent = f"postgresql://{role}:{password}@{pg_backend.split('@', 1)[1]}"
+        with PgLockStore(repo, as_agent) as one, PgLockStore(repo, as_agent) as two:
+            assert one.try_lock("a.py", "alice")
+            assert not two.try_lock("a.py", "bob")
+            assert two.acquire("a.py", "bob", timeout_seconds=0.05) is False
+            assert one.release("a.py", "alice")
+            assert two.try_lock("a.py", "bob")
+            assert [info.holder.agent_id for info in one.list_locks() if info.holder] == ["bob"]
+            assert one.cleanup_agent_locks("bob") == [one.canonicalize("a.py")]
+            assert one.reclaim_stale() == []
+    finally:
+        with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")

@@ -210,4 +210,16 @@ class PgMonitorSource:
         return self.state.read()
 
     def victim_notices(self) -> PgVictimNotices:
-        return PgVictimNotices(self.store, self.state.still_waiting)
+        return PgVictimNotices(self.store, self.still_waiting)
+
+    def still_waiting(self, notice: VictimNotice) -> bool:
+        """Is the noticed wait (its queue entry, by token) still there? One indexed read."""
+        if notice.wait_id is None:
+            return self.state.still_waiting(notice)
+        rows = self.store.session.run(
+            lambda conn, me: conn.execute(
+                f'SELECT 1 FROM "{self.store.schema}".waiters WHERE token = %s AND agent_id = %s',
+                (notice.wait_id, notice.agent_id),
+            ).fetchall()
+        )
+        return bool(rows)

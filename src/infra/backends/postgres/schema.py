@@ -96,6 +96,7 @@ CREATE UNLOGGED TABLE {s}.waiters (
     since double precision NOT NULL
 );
 CREATE INDEX waiters_lock ON {s}.waiters (namespace, key, ticket);
+CREATE INDEX waiters_token ON {s}.waiters (token);
 CREATE UNLOGGED TABLE {s}.notices (
     agent_id text PRIMARY KEY,
     namespace text NOT NULL,
