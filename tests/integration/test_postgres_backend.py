@@ -319,3 +319,26 @@ def test_the_documented_grants_are_enough_for_an_agent_role(
         with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
             admin.execute(f"DROP OWNED BY {role}")
             admin.execute(f"DROP ROLE {role}")
+
+
+def test_the_bare_word_takes_everything_from_libpq_environment(
+    repo: Path, pg_server: PgServer, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    params = psycopg.conninfo.conninfo_to_dict(pg_server.dsn)
+    for name, variable in [
+        ("host", "PGHOST"),
+        ("port", "PGPORT"),
+        ("user", "PGUSER"),
+        ("password", "PGPASSWORD"),
+        ("dbname", "PGDATABASE"),
+    ]:
+        if params.get(name) is not None:
+            monkeypatch.setenv(variable, str(params[name]))
+    monkeypatch.setenv("PGSSLMODE", "disable")
+    monkeypatch.setenv("PGAPPNAME", "overridden by lockyard")
+    spec = parse_spec("postgresql", schema=pg_schema)
+    assert spec.conninfo == ""
+    assert str(params["password"]) not in spec.display
+    with PgLockStore(repo, spec) as one, PgLockStore(repo, spec) as two:
+        assert one.try_lock("a.py", "alice")
+        assert two.holder("a.py") == "alice"

@@ -20,6 +20,8 @@ functions), guarded by a lock so threads and tasks can share the store.
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Final
@@ -69,7 +71,7 @@ class PgLockStore:
 
     def __init__(
         self,
-        repo_namespace: str | Any | None = None,
+        repo_namespace: str | os.PathLike[str] | None = None,
         backend: str | PgSpec = "postgresql",
         *,
         allow_outside_repo: bool = False,
@@ -85,6 +87,7 @@ class PgLockStore:
         self._s = f'"{self.schema}"'
         self.session = Session(self.spec, self.bound)
         self._grants: dict[tuple[str, str], Grant] = {}  # (key, agent) -> grant
+        self._grants_guard = threading.Lock()  # threads share a store
         self._channel = namespace_channel(self.schema, self.namespace)
 
     # -- identity ---------------------------------------------------------------------------
@@ -161,12 +164,21 @@ class PgLockStore:
         return False
 
     def _remember(self, key: str, agent: str, token: str, fence: int) -> None:
-        self._grants[(key, agent)] = Grant(token, int(fence), self.session.generation)
+        with self._grants_guard:
+            self._grants[(key, agent)] = Grant(token, int(fence), self.session.generation)
+
+    def _forget(self, key: str, agent: str) -> None:
+        with self._grants_guard:
+            self._grants.pop((key, agent), None)
+
+    def _grants_of(self, agent: str) -> dict[str, Grant]:
+        with self._grants_guard:
+            return {key: grant for (key, who), grant in self._grants.items() if who == agent}
 
     def release(self, filepath: str, agent_id: str) -> bool:
         agent = validate_agent_id(agent_id)
         key = self.canonicalize(filepath)
-        self._grants.pop((key, agent), None)
+        self._forget(key, agent)
         (released,) = self._call(
             f"SELECT {self._s}.release(%s, %s, %s, %s)", (self.namespace, key, agent)
         )
@@ -180,8 +192,8 @@ class PgLockStore:
                 f"SELECT * FROM {self._s}.cleanup(%s, %s, %s)", (agent, namespace, me)
             ).fetchall()
         )
-        for grant_key in [k for k in self._grants if k[1] == agent]:
-            del self._grants[grant_key]
+        for key in self._grants_of(agent):
+            self._forget(key, agent)
         return sorted(str(row[0]) for row in rows)
 
     # -- waiting ------------------------------------------------------------------------------
@@ -376,7 +388,7 @@ class PgLockStore:
         """Locks `agent_id` was granted here that are not its own any more: its database
         session ended (connection lost, server restarted) or someone released them. Each is
         reported once; the agent must lock such a file again before editing it."""
-        mine = {key: grant for (key, agent), grant in self._grants.items() if agent == agent_id}
+        mine = self._grants_of(agent_id)
         if not mine:
             return []
         keys = sorted(mine)
@@ -397,7 +409,7 @@ class PgLockStore:
             else:
                 reason = "it was released or taken over while you held it"
             lost.append(LostLock(filepath=key, fence=grant.fence, reason=reason))
-            self._grants.pop((key, agent_id), None)
+            self._forget(key, agent_id)
         if any(grant.generation != self.session.generation for grant in mine.values()):
             # Our old session's rows are dead weight: free them now, not at the next taker.
             self.reclaim_stale()
