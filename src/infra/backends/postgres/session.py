@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -26,6 +27,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CONNECT_TIMEOUT_SECONDS = 5
+CONNECT_RETRY_PAUSES = (0.1, 0.4)
+"""A connection that drops while it is being set up (a link just back, a server still
+starting) is tried again after these pauses; a refused login or an absent server is not."""
 _ensured: set[tuple[str, str]] = set()
 _ensured_guard = threading.Lock()
 
@@ -36,16 +40,20 @@ class BackendUnavailableError(LockStoreError):
 
 def connect(spec: PgSpec, bound: KeepaliveBound, *, purpose: str) -> psycopg.Connection[Any]:
     """A new autocommit connection with lockyard's keepalive bound on both ends."""
-    try:
-        conninfo = make_conninfo(
-            spec.conninfo,
-            connect_timeout=CONNECT_TIMEOUT_SECONDS,
-            application_name=f"lockyard {purpose}",
-            **bound.client_params(),
-        )
-        conn = psycopg.connect(conninfo, autocommit=True)
-    except psycopg.Error as exc:
-        raise BackendUnavailableError(_explain(spec, exc)) from None
+    conninfo = make_conninfo(
+        spec.conninfo,
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        application_name=f"lockyard {purpose}",
+        **bound.client_params(),
+    )
+    for pause in (*CONNECT_RETRY_PAUSES, None):
+        try:
+            conn = psycopg.connect(conninfo, autocommit=True)
+            break
+        except psycopg.Error as exc:
+            if pause is None or not _transient(exc):
+                raise BackendUnavailableError(_explain(spec, exc)) from None
+            time.sleep(pause)
     try:
         settings = ", ".join(
             f"set_config('{name}', '{value}', false)"
@@ -64,6 +72,11 @@ def connect(spec: PgSpec, bound: KeepaliveBound, *, purpose: str) -> psycopg.Con
         conn.close()
         raise BackendUnavailableError(_explain(spec, exc)) from None
     return conn
+
+
+def _transient(exc: psycopg.Error) -> bool:
+    text = str(exc)
+    return "closed the connection unexpectedly" in text or "the database system is" in text
 
 
 def _explain(spec: PgSpec, exc: psycopg.Error) -> str:
