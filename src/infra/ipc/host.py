@@ -90,6 +90,7 @@ log = logging.getLogger("lockyard.ipc.host")
 MAX_UNCLAIMED_RESPONSES: Final = 256
 """Per sandbox; past this the oldest unread response is deleted (a sandbox that never reads
 its responses cannot fill the disk)."""
+MAX_STUCK_ENTRIES: Final = 1024
 _ROOT_MASK: Final = IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM
 _SANDBOX_MASK: Final = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM
 _REQUESTS_MASK: Final = IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF
@@ -140,6 +141,8 @@ class Sandbox:
     scopes: set[anyio.CancelScope] = field(default_factory=set)
     notices: list[Mapping[str, Any]] = field(default_factory=list)
     unclaimed: deque[str] = field(default_factory=deque)
+    stuck: set[str] = field(default_factory=set)
+    """Request entries refused but not removable (non-empty directories): skipped."""
     backlog: bool = False
     """More requests were waiting when its turn ended."""
     beats: int = 0
@@ -359,8 +362,8 @@ class IpcHost:
                     if taken >= self.settings.per_round or examined > 4 * self.settings.per_round:
                         sandbox.backlog = True
                         break
-                    if entry.name.startswith(TEMP_PREFIX):
-                        continue  # being written
+                    if entry.name.startswith(TEMP_PREFIX) or entry.name in sandbox.stuck:
+                        continue  # being written, or already refused and not removable
                     taken += 1
                     self._take(sandbox, requests_fd, entry.name)
         except OSError as exc:
@@ -371,11 +374,11 @@ class IpcHost:
     def _take(self, sandbox: Sandbox, requests_fd: int, name: str) -> None:
         request_id = request_id_of(name)
         if request_id is None:
-            remove_entry(requests_fd, name)  # not a request; nobody waits for an answer
+            self._discard(sandbox, requests_fd, name)  # not a request; nobody waits for it
             return
         retry_after = sandbox.bucket.take()
         if retry_after is not None:
-            remove_entry(requests_fd, name)
+            self._discard(sandbox, requests_fd, name)
             self._refuse(
                 sandbox,
                 request_id,
@@ -393,11 +396,11 @@ class IpcHost:
         except FileNotFoundError:
             return
         except WireError as exc:
-            remove_entry(requests_fd, name)
+            self._discard(sandbox, requests_fd, name)
             self._refuse(sandbox, request_id, exc)
             return
         except OSError as exc:
-            remove_entry(requests_fd, name)
+            self._discard(sandbox, requests_fd, name)
             log.warning("sandbox %s: cannot read %s: %s", sandbox.name, name, exc)
             return
         if not remove_entry(requests_fd, name):
@@ -427,6 +430,16 @@ class IpcHost:
         sandbox.in_flight += 1
         assert self._group is not None
         self._group.start_soon(self._run_call, sandbox, request)
+
+    def _discard(self, sandbox: Sandbox, requests_fd: int, name: str) -> None:
+        """Remove a request entry; one that cannot be removed (a non-empty directory) is
+        remembered and skipped from then on, so it is answered once, not on every pass."""
+        if not remove_entry(requests_fd, name) and len(sandbox.stuck) < MAX_STUCK_ENTRIES:
+            try:
+                os.stat(name, dir_fd=requests_fd, follow_symlinks=False)
+            except OSError:
+                return  # gone after all
+            sandbox.stuck.add(name)
 
     def tool_list(self, sandbox: Sandbox) -> list[dict[str, Any]]:
         specs: tuple[ToolSpec, ...] = TOOL_SPECS
