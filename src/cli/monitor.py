@@ -15,6 +15,7 @@ import typer
 from anyio.abc import TaskStatus
 
 from ..infra.backends import chosen_spec, is_postgres_spec, monitor_source
+from ..infra.backends.postgres import BackendUnavailableError
 from ..infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from ..infra.crossproc.state import LockDirUnreadableError, resolve_lock_dir
 from ..infra.lockstore.errors import LockStoreError
@@ -121,7 +122,7 @@ def _monitor(
         try:
             report = anyio.run(monitor.check_once)
         except (LockStoreError, OSError) as exc:
-            raise CliError(f"cannot read {directory}: {exc}", ExitCode.LOCK_DIR,
+            raise CliError(f"cannot read {directory}: {exc}", _exit_code(exc),
                            _LOCK_DIR_HINT) from None  # fmt: skip
         _print(report, directory, as_json=as_json, once=True)
         if report.resolutions:
@@ -145,8 +146,13 @@ def _monitor(
 
     anyio.run(watch)
     if failure:
-        raise CliError(f"stopped watching {directory}: {failure[0]}", ExitCode.LOCK_DIR,
+        raise CliError(f"stopped watching {directory}: {failure[0]}", _exit_code(failure[0]),
                        _LOCK_DIR_HINT)  # fmt: skip
+
+
+def _exit_code(error: Exception) -> ExitCode:
+    """A lost PostgreSQL server is the backend's exit code; anything else the lock dir's."""
+    return ExitCode.BACKEND if isinstance(error, BackendUnavailableError) else ExitCode.LOCK_DIR
 
 
 _LOCK_DIR_HINT = "check that the lock directory exists and is yours, then start the monitor again"

@@ -3,6 +3,8 @@ and no lock has two holders. Runs on a private throwaway server (it is restarted
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -48,3 +50,25 @@ def test_a_restart_hands_the_lock_to_the_waiter_and_tells_the_holder(
         assert holder.stale_grant("a.py", "alice") is None
         assert waiter.release("a.py", "bob")
         assert holder.try_lock("a.py", "alice")
+
+
+def test_a_watching_monitor_stops_with_the_backend_exit_code_when_the_server_goes(
+    private_server: ThrowawayCluster,
+) -> None:
+    lockyard = str(Path(sys.executable).parent / "lockyard")
+    monitor = subprocess.Popen(
+        [lockyard, "monitor", "--backend", private_server.dsn],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert monitor.stdout is not None
+        assert monitor.stdout.readline().startswith("watching postgresql://")
+        private_server.stop("fast")
+        _out, err = monitor.communicate(timeout=120)
+    finally:
+        monitor.kill()
+    assert monitor.returncode == 7, err
+    assert "stopped watching postgresql://" in err
+    assert private_server.password not in err
