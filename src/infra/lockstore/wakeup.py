@@ -61,9 +61,14 @@ class Waker:
             os.eventfd_read(self._fd)
 
     def wait(self, timeout: float) -> bool:
-        """Block until woken or `timeout` seconds pass; True when woken."""
-        ready, _, _ = select.select([self._fd], [], [], max(timeout, 0.0))
-        return bool(ready)
+        """Block until woken or `timeout` seconds pass; True when woken.
+
+        poll, not select: select cannot take a descriptor numbered 1024 or more, which a
+        busy process hands out.
+        """
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        return bool(poller.poll(max(timeout, 0.0) * 1000.0))
 
     async def wait_async(self, seconds: float) -> bool:
         """Wait until woken or `seconds` pass; True when woken."""
