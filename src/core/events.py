@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
@@ -44,6 +44,27 @@ class LockEvent(BaseModel):
     agent_id: str
     lock_path: NonEmptyText
     timestamp: float = Field(default_factory=time.time)
+
+    def __init__(
+        self,
+        event_type: LockEventType | str,
+        agent_id: str,
+        lock_path: str,
+        timestamp: float | None = None,
+        **extra: Any,
+    ) -> None:
+        """Positionally, as the original design builds events
+        (`LockEvent(event_type, agent_id, lock_path, timestamp)`), or by keyword; a missing
+        timestamp is now."""
+        fields: dict[str, Any] = {
+            "event_type": event_type,
+            "agent_id": agent_id,
+            "lock_path": lock_path,
+            **extra,
+        }
+        if timestamp is not None:
+            fields["timestamp"] = timestamp
+        super().__init__(**fields)
 
     @field_validator("agent_id", mode="before")
     @classmethod

@@ -16,9 +16,11 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectSendStream
 
 from ..core.agent_ids import validate_agent_id
 from ..core.deadlock import CycleStep, DeadlockInfo
@@ -33,6 +35,13 @@ OnDeadlock = Callable[[DeadlockInfo], Awaitable[None] | None]
 
 VerifyCycle = Callable[[DeadlockInfo], Awaitable[bool] | bool]
 """Confirms with the real lock state that every edge of the cycle still exists."""
+
+HolderInStore = Callable[[str], Awaitable[str | None] | str | None]
+"""The lock store's current holder of a lock (None: free), to correct a stale hold; raises
+LookupError when the store cannot tell."""
+
+FORMER_HOLDERS_KEPT: Final = 4096
+"""How many released locks remember who released them last (oldest forgotten first)."""
 
 
 _Search = Callable[[Collection[str], Collection[tuple[str, str]]], Cycle | None]
@@ -102,8 +111,11 @@ class DeadlockMonitor:
         *,
         victim_policy: VictimPolicy | None = None,
         verify_cycle: VerifyCycle | None = None,
+        holder_in_store: HolderInStore | None = None,
     ) -> None:
-        self._on_deadlock = on_deadlock
+        self.on_deadlock = on_deadlock
+        self._holder_in_store = holder_in_store
+        self._reports: MemoryObjectSendStream[DeadlockInfo] | None = None
         self._victim_policy: VictimPolicy = victim_policy or fewest_locks_then_youngest
         self._verify_cycle = verify_cycle
         self._graph = WaitForGraph()
@@ -112,7 +124,28 @@ class DeadlockMonitor:
         self._signals: dict[str, _VictimSignal] = {}
         # lock -> the agent whose hold on it ended last (released or superseded), so that its
         # late duplicate RELEASED is recognised as such and not reported as a violation.
+        # Bounded: a late duplicate comes right after the release, not 4,096 locks later.
         self._former_holder: dict[str, str] = {}
+
+    @property
+    def on_deadlock(self) -> OnDeadlock | None:
+        """Told about every deadlock reported; may be set or replaced at any time."""
+        return self._on_deadlock
+
+    @on_deadlock.setter
+    def on_deadlock(self, callback: OnDeadlock | None) -> None:
+        if callback is not None and not callable(callback):
+            raise TypeError(
+                f"on_deadlock must be a function taking a DeadlockInfo (or None), "
+                f"got {type(callback).__name__}"
+            )
+        self._on_deadlock = callback
+
+    def _remember_former_holder(self, lock: str, agent: str) -> None:
+        self._former_holder.pop(lock, None)
+        self._former_holder[lock] = agent
+        if len(self._former_holder) > FORMER_HOLDERS_KEPT:
+            del self._former_holder[next(iter(self._former_holder))]
 
     # ---- agents --------------------------------------------------------------------------
 
@@ -169,7 +202,7 @@ class DeadlockMonitor:
                 if previous == agent:
                     return None  # a duplicate (the tool, then the PostToolUse hook)
                 if previous is not None:
-                    self._former_holder[lock] = previous
+                    self._remember_former_holder(lock, previous)
                     logger.warning(
                         "lock %s acquired by %s while recorded as held by %s: "
                         "treating %s's hold as stale",
@@ -181,7 +214,7 @@ class DeadlockMonitor:
                 holder = graph.holder(lock)
                 if holder == agent:
                     graph.clear_holder(lock)
-                    self._former_holder[lock] = agent
+                    self._remember_former_holder(lock, agent)
                 elif holder is not None and self._former_holder.get(lock) == agent:
                     # The PostToolUse hook re-reporting a release after the lock moved on.
                     logger.debug("late duplicate release of %s by %s ignored", lock, agent)
@@ -216,17 +249,23 @@ class DeadlockMonitor:
         a cycle being resolved is not reported again, while a cycle without a victim is new.
         """
         reported: list[DeadlockInfo] = []
-        # When the store does not confirm a cycle, some edge of it is stale, but which one is
-        # unknown: set the victim's edge aside for this call and look again, so that other
-        # cycles are still found. Each refusal removes one edge, so this ends.
+        # When the store does not confirm a cycle, some edge of it is stale. With
+        # `holder_in_store` the stale holds are read from the store and corrected, which
+        # removes the stale edge for good. Otherwise (or when no hold was stale) which edge is
+        # stale is unknown: set the victim's edge aside for this call and look again, so that
+        # other cycles are still found. Each refusal removes one edge, so this ends.
         declined: set[tuple[str, str]] = set()
+        corrections_left = 64  # a store that keeps changing cannot keep this call going
         while True:
             cycle = search(self._victims.keys(), declined)
             if cycle is None:
                 return reported
             info = self._deadlock_info(cycle)
             if not await self._confirmed(info):
-                declined.add((info.victim, info.victim_waits_on))
+                if corrections_left > 0 and await self._correct_stale_holds(cycle):
+                    corrections_left -= 1
+                else:
+                    declined.add((info.victim, info.victim_waits_on))
                 continue
             # The graph may have changed while verify_cycle ran: report only what still stands.
             if not self._graph.is_intact(cycle) or any(
@@ -289,6 +328,36 @@ class DeadlockMonitor:
             logger.info("cycle dissolved in the lock store, not reported: %s", info.describe())
         return bool(outcome)
 
+    async def _correct_stale_holds(self, cycle: Cycle) -> bool:
+        """Make the cycle's holds agree with the store; True when one was stale."""
+        if self._holder_in_store is None:
+            return False
+        corrected = False
+        for step in cycle:
+            try:
+                actual = self._holder_in_store(step.lock_path)
+                if inspect.isawaitable(actual):
+                    actual = await actual
+            except LookupError:
+                continue  # the store cannot tell (an unreadable record): leave that hold
+            except Exception:
+                logger.exception("holder_in_store failed for %s", step.lock_path)
+                return corrected
+            # Only what the graph still believes is corrected: events may have moved on.
+            if actual == step.held_by or self._graph.holder(step.lock_path) != step.held_by:
+                continue
+            logger.warning(
+                "monitor's hold of %s by %s was stale (the store says %s): corrected",
+                step.lock_path, step.held_by, actual or "free",
+            )  # fmt: skip
+            if actual is None:
+                self._graph.clear_holder(step.lock_path)
+            else:
+                self._graph.set_holder(step.lock_path, actual)
+            self._remember_former_holder(step.lock_path, step.held_by)
+            corrected = True
+        return corrected
+
     def _mark(self, info: DeadlockInfo) -> None:
         self._victims[info.victim] = info
         signal = self._signals.pop(info.victim, None)
@@ -299,12 +368,41 @@ class DeadlockMonitor:
     async def _notify(self, info: DeadlockInfo) -> None:
         if self._on_deadlock is None:
             return
+        if self._reports is not None:
+            self._reports.send_nowait(info)  # run by `run_callbacks`, off the event's path
+            return
+        await self._call_on_deadlock(info)
+
+    async def run_callbacks(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run `on_deadlock` off the reporting path until cancelled: each report in a task of
+        its own, so neither the event that closed the cycle (an agent's tool call) nor other
+        reports wait for a slow callback. Start it in a task group (`LockCoordinator` does);
+        without it, `on_deadlock` runs in the task that reported the event."""
+        if self._reports is not None:
+            raise RuntimeError("run_callbacks is already running for this monitor")
+        send, receive = anyio.create_memory_object_stream[DeadlockInfo](math.inf)
+        self._reports = send
+        try:
+            async with anyio.create_task_group() as group:
+                task_status.started()
+                async for info in receive:
+                    group.start_soon(self._call_on_deadlock, info)
+        finally:
+            self._reports = None
+            send.close()
+            receive.close()
+
+    async def _call_on_deadlock(self, info: DeadlockInfo) -> None:
+        if self._on_deadlock is None:
+            return
         try:
             outcome = self._on_deadlock(info)
             if inspect.isawaitable(outcome):
                 await outcome
         except Exception:
-            # The event came from a lock tool; its caller must not fail because a handler did.
+            # A reporting call must not fail because a handler did, nor the callback runner.
             logger.exception("on_deadlock failed for %s", info.describe())
 
     # ---- soft resolution -----------------------------------------------------------------

@@ -19,6 +19,7 @@ Two entry points:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -288,12 +289,24 @@ class AgentAlreadyOpenError(ValueError):
     """
 
 
+class CoordinatorNotOpenError(RuntimeError):
+    """`LockCoordinator.runtime()` with an `on_deadlock` callback before `async with`: the
+    callback runs in the coordinator's own task group, which exists only while it is open."""
+
+
 class LockCoordinator:
     """One lock store and one deadlock monitor for a repository, shared by every agent.
 
     The monitor re-checks each cycle against the store before acting (`verify_cycle`): every
-    hold in the cycle must still be held by that agent. Wait edges are the tools' own (they
-    end with WAIT_ENDED the moment a wait ends), so they are trusted as reported.
+    hold in the cycle must still be held by that agent; a hold the store no longer has is
+    corrected in the monitor from the store (`holder_in_store`). Wait edges are the tools'
+    own (they end with WAIT_ENDED the moment a wait ends), so they are trusted as reported.
+
+    While open (`async with`), the coordinator runs in a task group of its own: the
+    `on_deadlock` callbacks (never inside an agent's tool call; errors are logged), and a
+    re-sync of the monitor with the store every `resync_interval` seconds (rebuild from the
+    store's holds and its agents' queued waits, then `check_all`), which catches what events
+    missed (a lock removed by `lockyard clean`, a hold taken outside the tools).
 
     The in-process monitor sees only this coordinator's agents. With `cross_process=True`, a
     waiting agent also heeds the victim notices that `lockyard monitor` posts in the lock
@@ -313,7 +326,10 @@ class LockCoordinator:
         server_key: str = DEFAULT_SERVER_KEY,
         base_options: ClaudeAgentOptions | None = None,
         cross_process: bool = False,
+        resync_interval: float = 2.0,
     ) -> None:
+        if not resync_interval > 0:
+            raise ValueError("resync_interval must be a positive number of seconds")
         if store is not None and (lock_dir is not None or backend is not None):
             raise ValueError(
                 "pass either store= or lock_dir=/backend=, not both: the store has its backend"
@@ -323,8 +339,13 @@ class LockCoordinator:
             store if store is not None else open_backend(repo_path, backend, lock_dir=lock_dir)
         )
         self.monitor = DeadlockMonitor(
-            on_deadlock, victim_policy=victim_policy, verify_cycle=self.verify_cycle
+            on_deadlock,
+            victim_policy=victim_policy,
+            verify_cycle=self.verify_cycle,
+            holder_in_store=self.holder_in_store,
         )
+        self.resync_interval = resync_interval
+        self._background: contextlib.AsyncExitStack | None = None
         self.server_key = server_key
         self.base_options = base_options if base_options is not None else ClaudeAgentOptions()
         self.cross_process = cross_process
@@ -343,6 +364,31 @@ class LockCoordinator:
         except CorruptRecordError:
             return False
 
+    def holder_in_store(self, lock_path: str) -> str | None:
+        """The store's holder of `lock_path`; LookupError when its record is unreadable."""
+        try:
+            return self.store.holder(lock_path)
+        except CorruptRecordError as exc:
+            raise LookupError(str(exc)) from None
+
+    async def resync(self) -> list[DeadlockInfo]:
+        """Rebuild the monitor from the store (every hold; the queued waits of the agents it
+        knows, so agents of other processes are left to `lockyard monitor`), then report
+        every deadlock found. Returns the reports."""
+        known = {info.agent_id for info in self.monitor.snapshot().agents}
+        truth = self.store.snapshot()
+        waits = [(agent, lock) for agent, lock in truth.waits if agent in known]
+        self.monitor.rebuild(truth.holds, waits)
+        return await self.monitor.check_all()
+
+    async def _resync_forever(self) -> None:
+        while True:
+            await anyio.sleep(self.resync_interval)
+            try:
+                await self.resync()
+            except Exception:  # the next pass tries again; events keep the monitor going
+                logger.exception("re-sync of the deadlock monitor with the lock store failed")
+
     def builder(self, agent_id: str | None = None, **settings: Any) -> AgentRuntimeBuilder:
         """A builder on the shared store, monitor and victim notices; `settings` override
         builder fields. Runtimes it builds are not tracked: `runtime()` is the usual way."""
@@ -359,6 +405,12 @@ class LockCoordinator:
         Raises `AgentAlreadyOpenError` if `agent_id` already has a runtime here that is not
         closed: close it first, or give the new agent its own id.
         """
+        if self.monitor.on_deadlock is not None and self._background is None:
+            raise CoordinatorNotOpenError(
+                "open the coordinator before building runtimes: `async with "
+                "LockCoordinator(...) as coordinator:`; it runs on_deadlock in a task group of "
+                "its own, never inside an agent's tool call"
+            )
         self._runtimes = [r for r in self._runtimes if not r.closed]
         if agent_id is not None and any(r.agent_id == agent_id for r in self._runtimes):
             raise AgentAlreadyOpenError(
@@ -377,6 +429,14 @@ class LockCoordinator:
         return {runtime.agent_id: await runtime.close() for runtime in open_runtimes}
 
     async def __aenter__(self) -> LockCoordinator:
+        if self._background is not None:
+            raise RuntimeError("this LockCoordinator is already open")
+        async with contextlib.AsyncExitStack() as stack:
+            group = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(group.cancel_scope.cancel)  # runs first on exit: stop the loops
+            await group.start(self.monitor.run_callbacks)
+            group.start_soon(self._resync_forever)
+            self._background = stack.pop_all()
         return self
 
     async def __aexit__(
@@ -385,4 +445,9 @@ class LockCoordinator:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        await self.aclose()
+        try:
+            await self.aclose()
+        finally:
+            background, self._background = self._background, None
+            if background is not None:
+                await background.aclose()

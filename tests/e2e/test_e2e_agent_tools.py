@@ -8,7 +8,7 @@ server key, allowed_tools, hooks and teardown are what is tested. Only the model
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,9 +81,10 @@ class Lockyard:
 
 
 @pytest.fixture
-def yard(tmp_path: Path) -> Iterator[Lockyard]:
+async def yard(tmp_path: Path) -> AsyncIterator[Lockyard]:
     yard = Lockyard(tmp_path)
-    yield yard
+    async with yard.coordinator:  # runs on_deadlock in its own task group
+        yield yard
     yard.store.close()
 
 

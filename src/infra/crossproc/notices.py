@@ -285,6 +285,15 @@ class AnyVictimNotices:
             raise ValueError("AnyVictimNotices needs at least one source")
         self._sources = sources
 
+    def victim_mark(self, agent_id: str) -> DeadlockInfo | None:
+        """The first mark a source that keeps marks (a `DeadlockMonitor`) has for the agent."""
+        for source in self._sources:
+            peek = getattr(source, "victim_mark", None)
+            mark = peek(agent_id) if callable(peek) else None
+            if isinstance(mark, DeadlockInfo):
+                return mark
+        return None
+
     async def wait_for_victim(self, agent_id: str) -> DeadlockInfo:
         found: list[DeadlockInfo] = []
         async with anyio.create_task_group() as group:

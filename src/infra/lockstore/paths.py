@@ -29,13 +29,18 @@ def is_literal_key(filepath: str) -> bool:
     return _LITERAL_KEY.fullmatch(filepath) is not None
 
 
-def validate_path_text(filepath: object, what: str = "filepath") -> str:
+_FILE_PATH_WANTED = "pass a file path relative to the repository"
+
+
+def validate_path_text(
+    filepath: object, what: str = "filepath", wanted: str = _FILE_PATH_WANTED
+) -> str:
     if not isinstance(filepath, str):
         raise InvalidPathError(
             f"{what} must be a string, got {type(filepath).__name__}; pass the path as text"
         )
     if not filepath.strip():
-        raise InvalidPathError(f"{what} is empty; pass a file path relative to the repository")
+        raise InvalidPathError(f"{what} is empty; {wanted}")
     if "\x00" in filepath:
         raise InvalidPathError(f"{what} contains a NUL byte; remove it")
     if len(filepath) > MAX_PATH_CHARS:
@@ -75,7 +80,11 @@ def canonicalize_namespace(repo_namespace: str | os.PathLike[str] | None) -> str
     if repo_namespace is None:
         text = os.getcwd()
     elif isinstance(repo_namespace, str | os.PathLike):
-        text = validate_path_text(os.fspath(repo_namespace), "repo_namespace")
+        text = validate_path_text(
+            os.fspath(repo_namespace),
+            "repo_namespace",
+            "pass the repository's root directory (or None for the current directory)",
+        )
     else:
         raise InvalidPathError(
             f"repo_namespace must be the repository's path (str or os.PathLike), got "

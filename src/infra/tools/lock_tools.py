@@ -289,9 +289,13 @@ class _AcquireCall:
             return self.result()
         except BaseException:
             # Cancelled (the CLI's tool timeout) or failed: the agent will never see this
-            # call's result, so it must not keep locks it does not know about.
+            # call's result, so it must not keep locks it does not know about. A deadlock
+            # victim gives way however its call ends: the others wait for its locks.
             with anyio.CancelScope(shield=True):
-                await self._give_back_this_calls_locks()
+                if self.deadlock is not None:
+                    await self._give_way()
+                else:
+                    await self._give_back_this_calls_locks()
             raise
 
     async def _try_all(self) -> None:
@@ -308,6 +312,7 @@ class _AcquireCall:
         """Wait until ANY blocked file is granted, the timeout passes, or we are a victim."""
         self.waiting = set(blocked)
         self._pending_waits = len(blocked)
+        ended_normally = False
         try:
             for key in blocked:
                 await self.tools.emit(LockEventType.WAITING, key)
@@ -320,6 +325,7 @@ class _AcquireCall:
                         await anyio.lowlevel.checkpoint()
                     for key in blocked:
                         group.start_soon(self._wait_one, key, timeout_seconds, group.cancel_scope)
+            ended_normally = True
         except ExceptionGroup as failed:
             # One failing wait fails the call; surface the store's own error, not a group.
             store_errors = failed.subgroup(STORE_ERRORS)
@@ -327,6 +333,10 @@ class _AcquireCall:
                 raise
             raise store_errors.exceptions[0] from failed
         finally:
+            # Read the victim mark before the waits end (ending them clears it): a call
+            # cancelled before its watcher heard of the deadlock must still give way.
+            if not ended_normally:
+                self.deadlock = self.deadlock or self._victim_mark()
             with anyio.CancelScope(shield=True):
                 for key in sorted(self.waiting):
                     await self.tools.emit(LockEventType.WAIT_ENDED, key)
@@ -365,6 +375,18 @@ class _AcquireCall:
             logger.exception("victim notices failed for agent %s", self.agent_id)
             return
         group.cancel()
+
+    def _victim_mark(self) -> DeadlockInfo | None:
+        """The deadlock this agent is marked the victim of, if its notices can tell at once."""
+        peek = getattr(self.tools.victim_notices, "victim_mark", None)
+        if not callable(peek):
+            return None
+        try:
+            mark = peek(self.agent_id)
+        except Exception:
+            logger.exception("victim notices failed for agent %s", self.agent_id)
+            return None
+        return mark if isinstance(mark, DeadlockInfo) else None
 
     async def _give_way(self) -> None:
         """Deadlock victim: release every lock this agent holds, so the others can proceed."""
