@@ -215,3 +215,13 @@ def test_every_input_error_is_a_lock_store_error_and_a_value_error() -> None:
 def test_a_bad_namespace_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidPathError, match="repo_namespace"):
         LockStore("", tmp_path / "locks")
+
+
+def test_an_empty_namespace_is_refused_asking_for_the_repository(tmp_path: Path) -> None:
+    with pytest.raises(InvalidPathError) as refused:
+        LockStore("", tmp_path / "locks")
+    message = str(refused.value)
+    assert message.startswith("repo_namespace is empty;")
+    assert "repository's root directory" in message
+    assert "file path" not in message
+    assert not (tmp_path / "locks").exists()
