@@ -53,7 +53,10 @@ class ProcessIdentity:
 
 
 def read_proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time in ticks) of a live pid, or None when there is no such pid."""
+    """(state letter, start time in ticks) of a live pid, or None when there is no such pid.
+
+    Raises OSError (PermissionError under a restricted /proc, `hidepid`) when it cannot tell.
+    """
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat_file:
             raw = stat_file.read()
@@ -134,7 +137,10 @@ _HOST: Final = socket.gethostname()
 
 def _identify_current(offset: int | None) -> ProcessIdentity:
     pid, pid_ns = proc_view()
-    stat = read_proc_stat(pid)
+    try:
+        stat = read_proc_stat(pid)
+    except OSError:
+        stat = None  # no readable /proc: records carry no start time; never judged DEAD
     return ProcessIdentity(
         pid=pid,
         start_time=None if stat is None or offset is None else stat[1] - offset,
@@ -187,7 +193,10 @@ def liveness_of(
         return Liveness.UNKNOWN, "holder's boot cannot be compared with this one"
     if pid_ns is None or pid_ns != me.pid_ns:
         return Liveness.UNKNOWN, "holder runs in another pid namespace"
-    stat = read_proc_stat(pid)
+    try:
+        stat = read_proc_stat(pid)
+    except OSError as error:  # a restricted /proc (hidepid): no proof either way
+        return Liveness.UNKNOWN, f"cannot read /proc/{pid}/stat ({error.strerror})"
     if stat is None:
         return Liveness.DEAD, f"process {pid} no longer exists"
     state, started = stat

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import logging
 import os
 import select
 import struct
@@ -28,6 +29,8 @@ from collections.abc import Iterable
 from typing import Final
 
 import anyio
+
+logger = logging.getLogger(__name__)
 
 _IN_MOVED_FROM: Final = 0x40
 _IN_MOVED_TO: Final = 0x80
@@ -281,8 +284,14 @@ class WakeHub:
         while True:
             try:
                 ready = epoll.poll()
-            except (OSError, ValueError):
-                return  # closed (a forked child reset its hub)
+            except (OSError, ValueError) as error:
+                if epoll.closed or self._epoll is not epoll:
+                    return  # closed (this hub, or a forked child's reset)
+                restarted = self._restart_epoll(epoll, error)
+                if restarted is None:
+                    return
+                epoll = restarted
+                continue
             for fd, _events in ready:
                 with self._guard:
                     inotify = self._inotify
@@ -293,6 +302,35 @@ class WakeHub:
                     self.notify(f"pid:{exited}")
                 elif inotify is not None and fd == inotify.fd:
                     self._read_inotify(fd)
+
+    def _restart_epoll(self, broken: select.epoll, error: BaseException) -> select.epoll | None:
+        """Replace a failing epoll with a new one watching the same fds; None: push is off."""
+        logger.error("wake-up reader: epoll.poll() failed (%s); restarting it", error)
+        with self._guard:
+            try:
+                epoll = select.epoll()
+                if self._inotify is not None:
+                    epoll.register(self._inotify.fd, select.EPOLLIN)
+                for pidfd in self._pid_of_fd:
+                    epoll.register(pidfd, select.EPOLLIN)
+            except OSError as again:
+                logger.critical(
+                    "wake-up reader cannot restart (%s): push wake-ups are off in this "
+                    "process; waiters fall back to polling",
+                    again,
+                )
+                self._inotify_failed = True
+                if self._inotify is not None:
+                    os.close(self._inotify.fd)
+                    self._inotify = None
+                self._epoll = None
+                restarted = None
+            else:
+                self._epoll = restarted = epoll
+            with contextlib.suppress(OSError):
+                broken.close()
+        self._notify_all()  # events may have been lost meanwhile: every waiter re-checks
+        return restarted
 
     def _read_inotify(self, fd: int) -> None:
         try:
