@@ -373,15 +373,19 @@ class LockStore:
         return sorted(locks, key=lambda info: (info.namespace or "", info.lock_path))
 
     def snapshot(self) -> StoreSnapshot:
-        """Holds and live waits of the whole lock directory, for a wait-for graph."""
+        """Holds and live waits of the whole lock directory, for a wait-for graph.
+
+        One pass over the directory: the waits are those `list_locks` read with each lock (a
+        queue whose every waiter is dead is not listed, and has no live wait anyway)."""
         locks = self.list_locks()
         holds = {info.lock_path: info.holder.agent_id for info in locks if info.holder is not None}
-        waits = []
-        for name in self._names_with(QUEUE_SUFFIX):
-            for _entry, record in self._scan_queue(name):
-                if record.liveness()[0] is not Liveness.DEAD:
-                    waits.append((record.agent_id, record.lock_path))
-        return StoreSnapshot(holds=holds, waits=tuple(waits), locks=tuple(locks))
+        waits = tuple(
+            (waiter.agent_id, waiter.lock_path)
+            for info in locks
+            for waiter in info.waiters
+            if waiter.liveness()[0] is not Liveness.DEAD
+        )
+        return StoreSnapshot(holds=holds, waits=waits, locks=tuple(locks))
 
     def _read_holder(self, name: str) -> HolderRecord | None:
         found = self._dir.read_lock(name)
