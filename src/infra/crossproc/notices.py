@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...core.deadlock import DeadlockInfo
 from ...core.ports import VictimNotices
-from .inotify import IN_CREATE, IN_MOVED_TO, Inotify
+from ..lockstore.wakeup import Waker, process_hub
+from .inotify import inotify_available
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +217,9 @@ class FileVictimNotices:
 
     `wait_for_victim` returns when a notice for the agent appears whose wait still exists
     (level-triggered: a notice already there when the call starts counts). Wake-ups come
-    from inotify on the victims directory, with polling as the fallback and backstop.
+    from the process's one inotify instance (the lock store's wake hub, which watches the
+    victims directory once however many waits are pending), with polling as the fallback
+    and backstop.
     """
 
     def __init__(
@@ -231,33 +234,32 @@ class FileVictimNotices:
         self._poll_interval = poll_interval
 
     async def wait_for_victim(self, agent_id: str) -> DeadlockInfo:
-        watcher = self._open_watcher()
+        hub = process_hub()
+        directory = str(self.board.directory)
+        topic = f"{directory}/{notice_file_name(agent_id)}"
+        waker = Waker()
+        pushed = self._board_usable() and inotify_available() and hub.watch(directory)
+        hub.subscribe(topic, waker)
         try:
             while True:
+                waker.clear()
                 found = self._take(agent_id)
                 if found is not None:
                     return found
-                if watcher is None:
-                    await anyio.sleep(self._poll_interval)
-                else:
-                    await watcher.wait(self._poll_interval * 4)
+                await waker.wait_async(self._poll_interval * (4 if pushed else 1))
         finally:
-            if watcher is not None:
-                watcher.close()
+            hub.unsubscribe(topic, waker)
+            if pushed:
+                hub.unwatch(directory)
+            waker.close()
 
-    def _open_watcher(self) -> Inotify | None:
+    def _board_usable(self) -> bool:
         try:
             self.board.ensure()
         except (NoticeBoardError, OSError) as exc:
             log.warning("victim notices unavailable, polling: %s", exc)
-            return None
-        watcher = Inotify.open()
-        if watcher is not None and not watcher.watch(
-            self.board.directory, IN_CREATE | IN_MOVED_TO
-        ):  # pragma: no cover - the directory was just ensured
-            watcher.close()
-            return None
-        return watcher
+            return False
+        return True
 
     def _take(self, agent_id: str) -> DeadlockInfo | None:
         if not self.board.path_for(agent_id).exists():
