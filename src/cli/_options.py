@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import typer
+from typer._click import ClickException  # typer's own click: what its parser raises
 from typer.core import TyperCommand, TyperGroup
 
 BLANK_METAVAR = " "
@@ -66,7 +69,45 @@ class LockyardCommand(TyperCommand):
 
 
 class LockyardGroup(TyperGroup):
-    """The command group, whose `--help` shows no `<bool>` after it."""
+    """The command group, whose `--help` shows no `<bool>` after it, and whose usage errors
+    are one line on stderr like every other lockyard error (not click's boxed panel)."""
 
     def get_help_option(self, ctx: Any) -> Any:  # a click Context
         return _without_bool_metavar(super().get_help_option(ctx))
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        try:
+            outcome = super().main(
+                args, prog_name, complete_var, False, windows_expand_args, **extra
+            )
+        except ClickException as error:
+            line = usage_error_line(error)
+            if line:  # `lockyard` alone printed its help: nothing is wrong to say
+                typer.echo(line, err=True)
+            sys.exit(error.exit_code)
+        except typer.Abort:
+            typer.echo("lockyard: aborted", err=True)
+            sys.exit(1)
+        sys.exit(outcome if isinstance(outcome, int) else 0)
+
+
+def usage_error_line(error: ClickException) -> str:
+    """`lockyard: error: <click's message>; see '<command> --help'` on one line ("" when
+    click has nothing to say, as after the help `lockyard` alone prints)."""
+    message = " ".join(error.format_message().split()).rstrip(".")
+    context = getattr(error, "ctx", None)
+    if not message:
+        return ""
+    if context is None:
+        return f"lockyard: error: {message}"
+    return f"lockyard: error: {message}; see '{context.command_path} --help'"
