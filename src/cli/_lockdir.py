@@ -99,10 +99,13 @@ def store_errors() -> Iterator[None]:
         raise CliError(str(error), ExitCode.LOCK_DIR) from None
 
 
-def open_store(option: Path | None, backend: str | None = None) -> LockBackend:
+def open_store(
+    option: Path | None, backend: str | None = None, *, read_only: bool = False
+) -> LockBackend:
     """The lock store on `--backend` (PostgreSQL, connected now so that a server that is
     down fails here), else on the resolved, checked lock directory (LockDirNotCreatedError
-    when it does not exist yet)."""
+    when it does not exist yet). `read_only` for inspecting: the lock directory is then left
+    exactly as it is (not created, its mode not tightened)."""
     with store_errors():
         spec = chosen_spec(backend)
     if spec is not None and is_postgres_spec(spec):
@@ -117,4 +120,4 @@ def open_store(option: Path | None, backend: str | None = None) -> LockBackend:
     lock_dir = resolve_lock_dir(option)
     check_lock_dir(lock_dir)
     with store_errors():
-        return LockStore(None, lock_dir)
+        return LockStore(None, lock_dir, read_only=read_only)

@@ -61,7 +61,7 @@ def status(
     quiet_library_logs()  # the private monitor would log each cycle it finds; we print them
     source = location_source(lock_dir, backend)
     try:
-        store = open_store(lock_dir, backend)
+        store = open_store(lock_dir, backend, read_only=True)  # inspecting changes nothing
     except LockDirNotCreatedError as missing:  # nothing locked yet: empty, not an error
         _show_not_created(missing.path, source, json_output)
         return

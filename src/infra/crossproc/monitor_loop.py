@@ -85,7 +85,8 @@ class CrossProcessMonitor:
         if source is None:
             if lock_dir is None:
                 raise ValueError("pass a lock directory or a source")
-            source = LockDirSource(Path(lock_dir))
+            # A monitor that resolves nothing writes nothing, not even the directory's mode.
+            source = LockDirSource(Path(lock_dir), read_only=not resolve)
         elif lock_dir is not None:
             raise ValueError("pass either a lock directory or a source, not both")
         self.source: MonitorSource = source

@@ -66,9 +66,14 @@ class MonitorSource(Protocol):
 class LockDirSource:
     """The lock directory: lock records and queues, `victims/` notices, inotify."""
 
-    def __init__(self, lock_dir: Path, store: LockStore | None = None) -> None:
+    def __init__(
+        self, lock_dir: Path, store: LockStore | None = None, *, read_only: bool = False
+    ) -> None:
+        """`read_only`: a store opened here leaves the lock directory exactly as it is."""
         self.lock_dir = Path(lock_dir)
-        self.state = LockDirState(store if store is not None else LockStore(lock_dir=lock_dir))
+        if store is None:
+            store = LockStore(lock_dir=lock_dir, read_only=read_only)
+        self.state = LockDirState(store)
         self.board = VictimNoticeBoard(self.lock_dir)
         self._identity = _identity(self.lock_dir)
 

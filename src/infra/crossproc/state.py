@@ -131,8 +131,9 @@ class LockDirState:
         self.store = store
 
     @classmethod
-    def open(cls, lock_dir: Path) -> LockDirState:
-        return cls(LockStore(lock_dir=lock_dir))
+    def open(cls, lock_dir: Path, *, read_only: bool = False) -> LockDirState:
+        """`read_only`: the lock directory must exist and is left exactly as it is."""
+        return cls(LockStore(lock_dir=lock_dir, read_only=read_only))
 
     def read(self) -> LockDirSnapshot:
         return LockDirSnapshot.from_store_snapshot(self.store.snapshot())

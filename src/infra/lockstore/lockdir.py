@@ -101,16 +101,19 @@ def _entry_error(name: str, error: OSError) -> LockDirError:
 class LockDir:
     """One private lock directory, held open; every operation is relative to its fd."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+        """`read_only`: for inspecting (`lockyard status`): the directory must exist and is
+        neither created nor tightened to 0700 (reading it changes nothing)."""
         absolute = os.path.abspath(os.fspath(path))
         parent = os.path.dirname(absolute)
         try:
-            os.makedirs(parent, mode=0o700, exist_ok=True)
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(absolute, 0o700)
+            if not read_only:
+                os.makedirs(parent, mode=0o700, exist_ok=True)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(absolute, 0o700)
             info = os.lstat(absolute)
             _refuse_unsafe(absolute, info)
-            if stat.S_IMODE(info.st_mode) & 0o077:
+            if not read_only and stat.S_IMODE(info.st_mode) & 0o077:
                 os.chmod(absolute, 0o700, follow_symlinks=False)
             self.fd: int = os.open(absolute, _DIR_FLAGS)
         except LockDirError:

@@ -106,11 +106,14 @@ class LockStore:
         turn_timeout: float = TURN_TIMEOUT_SECONDS,
         on_reclaim: OnReclaim | None = None,
         owner: ProcessIdentity | None = None,
+        read_only: bool = False,
     ) -> None:
         self._owner = owner
         self.namespace: str = canonicalize_namespace(repo_namespace)
         self.allow_outside_repo = allow_outside_repo
-        self._dir = LockDir(lock_dir if lock_dir is not None else default_lock_dir())
+        self._dir = LockDir(
+            lock_dir if lock_dir is not None else default_lock_dir(), read_only=read_only
+        )
         self.lock_dir: Path = Path(self._dir.path)
         self._use_inotify = use_inotify
         self.liveness_interval = liveness_interval
