@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         InvalidPathError,
         InvalidTimeoutError,
         LockDirError,
+        LockDirFullError,
         LockStoreError,
         PathOutsideRepoError,
     )
@@ -33,6 +34,7 @@ _HOMES = {
     "InvalidPathError": "errors",
     "InvalidTimeoutError": "errors",
     "LockDirError": "errors",
+    "LockDirFullError": "errors",
     "LockStoreError": "errors",
     "PathOutsideRepoError": "errors",
     "Liveness": "liveness",
@@ -56,6 +58,7 @@ __all__ = [
     "Liveness",
     "LockBackend",
     "LockDirError",
+    "LockDirFullError",
     "LockInfo",
     "LockStore",
     "LockStoreError",

@@ -35,5 +35,10 @@ class LockDirError(LockStoreError):
     directory), or an entry inside it is not what the store wrote there."""
 
 
+class LockDirFullError(LockDirError):
+    """The lock directory's file system is full (or over quota): nothing was written.
+    Releasing still works; locking works again once there is space."""
+
+
 class CorruptRecordError(LockStoreError):
     """A lock's holder record cannot be read as a record; the lock is left untouched."""

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from .errors import CorruptRecordError, LockDirError
+from .errors import CorruptRecordError, LockDirError, LockDirFullError
 
 LOCK_SUFFIX: Final = ".lock"
 QUEUE_SUFFIX: Final = ".q"
@@ -43,6 +43,7 @@ PARTIAL_SUFFIX: Final = ".part"
 _SYMLINK_RECORD_MAX: Final = 4000
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _BUSY: Final = (errno.ENOTEMPTY, errno.EEXIST)
+_FULL: Final = (errno.ENOSPC, errno.EDQUOT)
 TICKET_DIGITS: Final = 20
 
 
@@ -134,6 +135,13 @@ class LockDir:
             "nothing can be locked there any more: create the store again"
         )
 
+    def _full(self) -> LockDirFullError:
+        return LockDirFullError(
+            f"the lock directory {self.path} is full (no space left on its file system), so "
+            "nothing could be written there. Free space on that file system (or make it "
+            "bigger), or point LOCKYARD_LOCK_DIR at a directory on another one"
+        )
+
     def close(self) -> None:
         self._closer()  # runs once: later calls do nothing
         self.fd = -1
@@ -158,6 +166,10 @@ class LockDir:
             os.mkdir(staging, 0o700, dir_fd=self.fd)
         except FileNotFoundError:
             raise self._removed() from None
+        except OSError as error:
+            if error.errno in _FULL:
+                raise self._full() from None
+            raise
         try:
             _write_record(self.fd, f"{staging}/{token}", record)
             os.rename(staging, name + LOCK_SUFFIX, src_dir_fd=self.fd, dst_dir_fd=self.fd)
@@ -169,6 +181,8 @@ class LockDir:
                 return False
             if error.errno in (errno.ENOTDIR, errno.EISDIR):
                 raise _entry_error(name + LOCK_SUFFIX, error) from None
+            if error.errno in _FULL:
+                raise self._full() from None
             raise
         return True
 
@@ -241,11 +255,22 @@ class LockDir:
                 pass
             except FileNotFoundError:
                 raise self._removed() from None
+            except OSError as error:
+                if error.errno in _FULL:
+                    raise self._full() from None
+                raise
             queue_fd = self._open_own_dir(queue)
             if queue_fd is None:
                 continue  # the last waiter removed the empty queue meanwhile: recreate it
             try:
                 entry = _claim_ticket(queue_fd, record_for)
+            except OSError as error:
+                if error.errno not in _FULL:
+                    raise
+                # Leave no empty queue behind (fails harmlessly if others queue there).
+                with contextlib.suppress(OSError):
+                    os.rmdir(queue, dir_fd=self.fd)
+                raise self._full() from None
             finally:
                 os.close(queue_fd)
             if entry is not None:
@@ -367,10 +392,12 @@ def _write_record(dir_fd: int, entry: str, record: str) -> None:
         dir_fd=dir_fd,
     )
     try:
-        os.write(record_fd, record.encode())
-    finally:
-        os.close(record_fd)
-    try:
+        try:
+            unwritten = memoryview(record.encode())
+            while unwritten:  # a short write (a file system filling up) is written on
+                unwritten = unwritten[os.write(record_fd, unwritten) :]
+        finally:
+            os.close(record_fd)
         os.link(partial, entry, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     finally:
         with contextlib.suppress(OSError):

@@ -11,13 +11,17 @@ are recognised and dropped.
 
 from __future__ import annotations
 
+import logging
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from .errors import LockDirFullError
 from .liveness import Liveness, current_process, new_token, pids_are_local
 from .lockdir import QUEUE_SUFFIX, LockDir
 from .records import HolderRecord, WaiterRecord, encode_waiter
 from .wakeup import WakeHub, Waker
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .store import LockStore
@@ -56,6 +60,7 @@ class Wait:
         self._token = ""  # tells our entry from a later one with the same (reused) ticket
         self.interval = poll_interval
         self._at_head = False
+        self._told_full = False
 
     def __enter__(self) -> Wait:
         try:
@@ -186,7 +191,7 @@ class Wait:
                 topics = {f"{self._queue_dir}/{entry}"} | self._exit_topic(record)
                 return topics, {self._queue_dir}
             self._at_head = True
-        if self._store.take(self._name, self._key, self._agent, respect_queue=False):
+        if self._take_if_space():
             self._store.drop_waiter(self._name, self.entry, self._token)
             self.entry = ""
             return None
@@ -199,6 +204,20 @@ class Wait:
         if holder is not None and self._is_ours(holder):
             return topics, set()
         return topics, {self._dir.path}
+
+    def _take_if_space(self) -> bool:
+        """Our turn: take the lock. A full lock directory cannot hold the grant's record:
+        keep our place and try again at the next wake-up or backstop re-check, when space
+        may have been freed (releases need none), rather than end the wait with an error."""
+        try:
+            taken = self._store.take(self._name, self._key, self._agent, respect_queue=False)
+        except LockDirFullError as full:
+            if not self._told_full:
+                self._told_full = True
+                log.warning("agent %s keeps waiting for %s: %s", self._agent, self._key, full)
+            return False
+        self._told_full = False
+        return taken
 
     def _predecessor(self) -> tuple[str, WaiterRecord | None] | None:
         """The live entry just ahead of ours and its record; None: we are the head;
