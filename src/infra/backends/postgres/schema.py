@@ -132,7 +132,9 @@ CREATE FUNCTION {s}.hand_off(p_ns text, p_key text, p_me integer) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE w {s}.waiters; f bigint;
 BEGIN
-    IF EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = p_key) THEN
+    -- The common case, nobody queued, costs one index probe (no cursor).
+    IF NOT EXISTS (SELECT 1 FROM {s}.waiters WHERE namespace = p_ns AND key = p_key)
+       OR EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = p_key) THEN
         RETURN;
     END IF;
     FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
@@ -175,7 +177,9 @@ BEGIN
             END IF;
             DELETE FROM {s}.holds WHERE namespace = p_ns AND key = p_key AND token = h.token;
         END IF;
-        IF p_respect_queue THEN
+        IF p_respect_queue AND EXISTS (
+            SELECT 1 FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
+        ) THEN
             FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
                      ORDER BY ticket LOOP
                 IF {s}.alive(w.session, p_me) THEN
