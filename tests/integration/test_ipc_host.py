@@ -486,3 +486,26 @@ async def test_the_shell_client_in_the_docs_speaks_the_protocol(
         {"filepath": store.canonicalize("src/app.py"), "acquired": True, "holder": "shell"}
     ]
     assert list((folder / "responses").iterdir()) == []
+
+
+async def test_a_call_the_agent_gives_up_on_is_cancelled_on_the_host_and_takes_nothing(
+    store: LockStore, root: Path
+) -> None:
+    bob_folder = sandbox(root, "bob")
+    async with (
+        running_host(root, store),
+        IpcClient(sandbox(root, "alice")) as alice,
+        IpcClient(bob_folder) as bob,
+    ):
+        payload(await alice.call("lock_acquire", {"filepaths": ["a.py"]}))
+        async with anyio.create_task_group() as group:
+            group.start_soon(bob.call, "lock_acquire", {"filepaths": ["a.py", "b.py"]})
+            await waits(store, "bob", "a.py")
+            assert store.holder("b.py") == "bob"  # taken by the call, before it waited
+            group.cancel_scope.cancel()  # the agent CLI's tool timeout, say
+        await until(lambda: not store.snapshot().waits)  # the host ended bob's wait
+        await holds(store, "b.py", None)  # ... and gave back what the call took
+        await alice.call("lock_release", {"all": True})
+        await anyio.sleep(0.3)  # a cancelled call would have been granted a.py by now
+        assert store.holder("a.py") is None
+        assert list((bob_folder / "responses").iterdir()) == []  # nobody waits: no answer

@@ -123,3 +123,22 @@ def test_the_schemas_in_the_docs_are_the_codes() -> None:
         for title, body in re.findall(r"(Request|Response) schema:\n\n```json\n(.*?)```", doc, re.S)
     }
     assert blocks == {"Request": REQUEST_SCHEMA, "Response": RESPONSE_SCHEMA}
+
+
+def test_a_cancel_names_its_target_and_nothing_else() -> None:
+    cancel = Request(new_request_id(), "cancel", target=new_request_id())
+    raw = encode_request(cancel)
+    assert valid(REQUEST_SCHEMA, raw)
+    assert parse_request(raw, cancel.id) == cancel
+    for body, says in (
+        (b'{"version":1,"id":"abcdefgh","kind":"cancel"}', '"target"'),
+        (b'{"version":1,"id":"abcdefgh","kind":"cancel","target":"../x"}', '"target"'),
+        (
+            b'{"version":1,"id":"abcdefgh","kind":"cancel","target":"abcdefgh","tool":"x"}',
+            "takes no",
+        ),
+        (b'{"version":1,"id":"abcdefgh","kind":"list_tools","target":"abcdefgh"}', '"target"'),
+        (b'{"version":1,"id":"abcdefgh","kind":"call","tool":"x","target":"abcdefgh"}', '"target"'),
+    ):
+        with pytest.raises(WireError, match=says):
+            parse_request(body, "abcdefgh")

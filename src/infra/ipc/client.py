@@ -163,6 +163,12 @@ class IpcClient:
                 if not done.is_set() and self._host_silent():
                     raise HostUnavailableError(self._withdraw(request.id))
             return self._answers.pop(request.id)
+        except HostUnavailableError:
+            raise  # withdrawn already, as far as it could be
+        except BaseException:  # cancelled: the agent CLI gave up on the call
+            if request.kind == "call" and not done.is_set():
+                self._abandon(request.id)
+            raise
         finally:
             self._pending.pop(request.id, None)
             self._answers.pop(request.id, None)
@@ -176,6 +182,18 @@ class IpcClient:
             self._host_status = status
             self._host_seen = time.monotonic()
         return time.monotonic() - self._host_seen >= self.host_timeout
+
+    def _abandon(self, request_id: str) -> None:
+        """Take back a call nobody waits for any more: unsent if still unread, else ask the
+        host to cancel it (it then gives back what the call took, as a cancelled in-process
+        call does)."""
+        if remove_entry(self._requests_fd, request_file_name(request_id)):
+            return
+        cancel = Request(new_request_id(), "cancel", target=request_id)
+        try:
+            write_atomic(self._requests_fd, request_file_name(cancel.id), encode_request(cancel))
+        except OSError as exc:
+            log.warning("could not cancel call %s on the host: %s", request_id, exc)
 
     def _withdraw(self, request_id: str) -> str:
         never_run = remove_entry(self._requests_fd, request_file_name(request_id))

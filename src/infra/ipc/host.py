@@ -138,10 +138,13 @@ class Sandbox:
     active: bool = False
     """Sent a request since it was last reclaimed: its silence then matters."""
     in_flight: int = 0
-    scopes: set[anyio.CancelScope] = field(default_factory=set)
+    scopes: dict[str, anyio.CancelScope] = field(default_factory=dict)
+    """The running calls, by request id."""
     notices: list[Mapping[str, Any]] = field(default_factory=list)
     unclaimed: deque[str] = field(default_factory=deque)
     stuck: set[str] = field(default_factory=set)
+    withdrawn: set[str] = field(default_factory=set)
+    """Calls the sandbox cancelled: they end without an answer."""
     """Request entries refused but not removable (non-empty directories): skipped."""
     backlog: bool = False
     """More requests were waiting when its turn ended."""
@@ -412,6 +415,12 @@ class IpcHost:
         except WireError as exc:
             self._refuse(sandbox, request_id, exc)
             return
+        if request.kind == "cancel":
+            scope = sandbox.scopes.get(request.target or "")
+            if scope is not None:  # the client gave up on it: run its cleanup, answer nothing
+                sandbox.withdrawn.add(request.target or "")
+                scope.cancel()
+            return
         if request.kind == "list_tools":
             self._respond(sandbox, request_id, encode_tools(request_id, self.tool_list(sandbox)))
             return
@@ -428,6 +437,8 @@ class IpcHost:
             )
             return
         sandbox.in_flight += 1
+        # Registered before the task starts, so a cancel read in this same pass finds it.
+        sandbox.scopes[request.id] = anyio.CancelScope()
         assert self._group is not None
         self._group.start_soon(self._run_call, sandbox, request)
 
@@ -451,8 +462,7 @@ class IpcHost:
         ]
 
     async def _run_call(self, sandbox: Sandbox, request: Request) -> None:
-        scope = anyio.CancelScope()
-        sandbox.scopes.add(scope)
+        scope = sandbox.scopes[request.id]
         outcome: ToolOutcome | None = None
         try:
             with scope:
@@ -464,8 +474,11 @@ class IpcHost:
             self._refuse(sandbox, request.id, _shutdown_refusal())
             raise
         finally:
-            sandbox.scopes.discard(scope)
+            sandbox.scopes.pop(request.id, None)
             sandbox.in_flight -= 1
+        if request.id in sandbox.withdrawn:  # cancelled by the sandbox: nobody waits
+            sandbox.withdrawn.discard(request.id)
+            return
         if outcome is None:  # cancelled by a reclaim
             self._refuse(
                 sandbox,
@@ -569,7 +582,7 @@ class IpcHost:
     async def reclaim(self, sandbox: Sandbox, silent_for: float) -> list[str]:
         """Cancel the sandbox's calls and release its locks: it has stopped."""
         sandbox.active = False
-        cancelled = list(sandbox.scopes)
+        cancelled = list(sandbox.scopes.values())
         for scope in cancelled:
             scope.cancel()
         await anyio.lowlevel.checkpoint()  # let the cancelled calls give back what they took

@@ -29,8 +29,8 @@ REQUEST_SUFFIX: Final = ".json"
 TEMP_PREFIX: Final = "."
 """Files being written (temp names) start with a dot; readers skip them."""
 
-Kind = Literal["call", "list_tools"]
-KINDS: Final[tuple[str, ...]] = ("call", "list_tools")
+Kind = Literal["call", "list_tools", "cancel"]
+KINDS: Final[tuple[str, ...]] = ("call", "list_tools", "cancel")
 
 # Error codes of a refused request (`"ok": false`). Stable: clients may branch on them.
 BAD_REQUEST: Final = "bad_request"
@@ -74,6 +74,14 @@ REQUEST_SCHEMA: Final[dict[str, Any]] = {
         "arguments": {
             "type": "object",
             "description": "The tool's arguments, as its input_schema describes (kind 'call').",
+        },
+        "target": {
+            "type": "string",
+            "pattern": f"^{REQUEST_ID_PATTERN}$",
+            "description": (
+                "kind 'cancel': the id of this sandbox's call to abandon (the host gives back "
+                "what it took). A cancel is never answered."
+            ),
         },
     },
     "required": ["version", "id", "kind"],
@@ -149,6 +157,7 @@ class Request:
     kind: Kind
     tool: str | None = None
     arguments: Mapping[str, Any] | None = None
+    target: str | None = None
 
 
 def new_request_id() -> str:
@@ -173,6 +182,8 @@ def encode_request(request: Request) -> bytes:
     if request.kind == "call":
         body["tool"] = request.tool
         body["arguments"] = dict(request.arguments or {})
+    elif request.kind == "cancel":
+        body["target"] = request.target
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -210,10 +221,19 @@ def parse_request(raw: bytes, file_id: str) -> Request:
     if body.get("id") != file_id:
         raise WireError(BAD_REQUEST, f'"id" must equal the file name ({file_id!r})')
     kind = body.get("kind")
+    if kind in ("list_tools", "cancel") and ("tool" in body or "arguments" in body):
+        raise WireError(BAD_REQUEST, f'a "{kind}" request takes no "tool" or "arguments"')
     if kind == "list_tools":
-        if "tool" in body or "arguments" in body:
-            raise WireError(BAD_REQUEST, 'a "list_tools" request takes no "tool" or "arguments"')
+        if "target" in body:
+            raise WireError(BAD_REQUEST, 'only a "cancel" request takes a "target"')
         return Request(file_id, "list_tools")
+    if kind == "cancel":
+        target = body.get("target")
+        if not isinstance(target, str) or not _REQUEST_ID.fullmatch(target):
+            raise WireError(BAD_REQUEST, '"target" must be the id of the call to cancel')
+        return Request(file_id, "cancel", target=target)
+    if "target" in body:
+        raise WireError(BAD_REQUEST, 'only a "cancel" request takes a "target"')
     if kind != "call":
         raise WireError(BAD_REQUEST, f'"kind" must be one of {list(KINDS)}, got {kind!r}')
     tool = body.get("tool")
@@ -228,8 +248,8 @@ def parse_request(raw: bytes, file_id: str) -> Request:
 def _unknown_fields_text(unknown: Sequence[str]) -> str:
     listed = ", ".join(f'"{name}"' for name in unknown)
     return (
-        f"unknown field(s) {listed}: a request carries only version, id, kind, tool and "
-        "arguments. Who sent it is the folder it was written to, never a field"
+        f"unknown field(s) {listed}: a request carries only version, id, kind, tool, "
+        "arguments and target. Who sent it is the folder it was written to, never a field"
     )
 
 
