@@ -509,3 +509,46 @@ async def test_a_call_the_agent_gives_up_on_is_cancelled_on_the_host_and_takes_n
         await anyio.sleep(0.3)  # a cancelled call would have been granted a.py by now
         assert store.holder("a.py") is None
         assert list((bob_folder / "responses").iterdir()) == []  # nobody waits: no answer
+
+
+async def test_with_cross_process_a_sandbox_heeds_lockyard_monitor_in_a_cycle_with_an_outsider(
+    store: LockStore, root: Path, repo: Path
+) -> None:
+    from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor
+    from lockyard.infra.crossproc.notices import FileVictimNotices
+    from lockyard.infra.crossproc.state import LockDirState
+
+    outsider_store = LockStore(repo, store.lock_dir)  # an agent outside the sandboxes
+    outsider = LockTools(
+        outsider_store,
+        "outsider",
+        victim_notices=FileVictimNotices(
+            outsider_store.lock_dir, LockDirState(outsider_store).still_waiting
+        ),
+    )
+    results: dict[str, dict[str, Any]] = {}
+    monitor = CrossProcessMonitor(store.lock_dir)
+    async with (
+        running_host(root, store, cross_process=True),
+        IpcClient(sandbox(root, "alice")) as alice,
+        anyio.create_task_group() as group,
+    ):
+        group.start_soon(lambda: monitor.run(lambda _report: None))
+        payload(await outsider.call("lock_acquire", {"filepaths": ["b.py"]}))
+        payload(await alice.call("lock_acquire", {"filepaths": ["a.py"]}))  # alice: youngest
+
+        async def alice_wants_b() -> None:
+            results["alice"] = payload(await alice.call("lock_acquire", {"filepaths": ["b.py"]}))
+
+        async with anyio.create_task_group() as calls:
+            calls.start_soon(alice_wants_b)
+            await waits(store, "alice", "b.py")
+            results["outsider"] = payload(
+                await outsider.call("lock_acquire", {"filepaths": ["a.py"]})
+            )
+        group.cancel_scope.cancel()
+    victims = [agent for agent, result in results.items() if "deadlock" in result]
+    assert victims == ["alice"], results  # the sandbox heard lockyard monitor's notice
+    assert {s["agent"] for s in results["alice"]["deadlock"]["cycle"]} == {"alice", "outsider"}
+    assert results["outsider"]["all_acquired"] is True
+    outsider_store.cleanup_agent_locks("outsider")
