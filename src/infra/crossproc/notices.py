@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...core.deadlock import DeadlockInfo
 from ...core.ports import VictimNotices
+from ..lockstore.own_files import NotOwnFileError, read_own_file
 from ..lockstore.wakeup import Waker, process_hub
 from .inotify import inotify_available
 
@@ -139,13 +140,15 @@ class VictimNoticeBoard:
 
     def _load(self, path: Path) -> VictimNotice | None:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            # Never blocks on a FIFO in place of a notice, never follows a symlink.
+            raw = read_own_file(path)
+        except NotOwnFileError as exc:
+            log.warning("ignoring victim notice %s: it %s", path, exc)
+            return None
         except OSError as exc:
             if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
                 log.warning("cannot read victim notice %s: %s", path, exc)
             return None
-        with os.fdopen(fd, encoding="utf-8") as handle:
-            raw = handle.read()
         try:
             return VictimNotice.model_validate_json(raw)
         except ValidationError:

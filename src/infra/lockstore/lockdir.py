@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Final
 
 from .errors import CorruptRecordError, LockDirError, LockDirFullError
+from .own_files import NotOwnFileError, read_own_file
 
 LOCK_SUFFIX: Final = ".lock"
 QUEUE_SUFFIX: Final = ".q"
@@ -213,16 +214,17 @@ class LockDir:
 
     def _read_single(self, entry: str) -> tuple[str, str] | None:
         for _attempt in range(3):
-            try:
-                entry_fd = os.open(entry, _DIR_FLAGS, dir_fd=self.fd)
-            except FileNotFoundError:
+            entry_fd = self._open_own_dir(entry)
+            if entry_fd is None:
                 return None
-            except OSError as error:
-                if error.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise _entry_error(entry, error) from None
-                raise
             try:
-                tokens = [t for t in os.listdir(entry_fd) if not t.endswith(PARTIAL_SUFFIX)]
+                try:
+                    listed = os.listdir(entry_fd)
+                except FileNotFoundError:
+                    # Removed after we opened it (a release). Local file systems list a
+                    # removed directory as empty; FUSE ones report it gone: same thing.
+                    return None
+                tokens = [t for t in listed if not t.endswith(PARTIAL_SUFFIX)]
                 if not tokens:
                     return None
                 if len(tokens) > 1:
@@ -289,7 +291,11 @@ class LockDir:
             if error.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise _entry_error(entry, error) from None
             raise
-        owner = os.fstat(entry_fd).st_uid
+        try:
+            owner = os.fstat(entry_fd).st_uid
+        except FileNotFoundError:  # removed since the open (FUSE reports it so): absent
+            os.close(entry_fd)
+            return None
         if owner != os.geteuid():
             os.close(entry_fd)
             raise LockDirError(
@@ -310,10 +316,11 @@ class LockDir:
         return True
 
     def queue_record(self, name: str, entry: str) -> str | None:
-        """The record of one queue entry, or None when there is no such entry."""
+        """The record of one queue entry, or None when there is no such entry (or what is
+        there is not a record the store wrote)."""
         try:
             return _read_record(self.fd, f"{name}{QUEUE_SUFFIX}/{entry}")
-        except (FileNotFoundError, NotADirectoryError):
+        except (FileNotFoundError, NotADirectoryError, CorruptRecordError):
             return None
 
     def queue_order(self, name: str) -> list[str]:
@@ -324,9 +331,11 @@ class LockDir:
             return []  # no queue; one that is not a directory is reported by queue_entries
         try:
             names = os.listdir(queue_fd)
+        except FileNotFoundError:
+            return []  # removed after we opened it (FUSE says so; local file systems: empty)
         finally:
             os.close(queue_fd)
-        return sorted(entry for entry in names if not entry.endswith(PARTIAL_SUFFIX))
+        return sorted(entry for entry in names if _is_ticket(entry))
 
     def stamp_turn(self, name: str, entry: str) -> None:
         """Record now as the moment queue entry `entry` got its turn (the entry's mtime).
@@ -345,24 +354,24 @@ class LockDir:
 
     def queue_entries(self, name: str) -> list[tuple[str, str]]:
         """(entry name, record text) of the queue of `name`, in arrival order."""
-        queue = name + QUEUE_SUFFIX
-        try:
-            queue_fd = os.open(queue, _DIR_FLAGS, dir_fd=self.fd)
-        except FileNotFoundError:
+        queue_fd = self._open_own_dir(name + QUEUE_SUFFIX)
+        if queue_fd is None:
             return []
-        except OSError as error:
-            if error.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise _entry_error(queue, error) from None
-            raise
         try:
+            try:
+                listed = os.listdir(queue_fd)
+            except FileNotFoundError:
+                return []  # the last waiter removed the queue after we opened it (FUSE)
             entries = []
-            for entry in sorted(os.listdir(queue_fd)):
+            for entry in sorted(listed):
                 if not _is_ticket(entry):
                     continue  # a partial record, or not the store's
                 try:
                     entries.append((entry, _read_record(queue_fd, entry)))
                 except FileNotFoundError:
                     continue  # that waiter left while we were reading
+                except CorruptRecordError:
+                    continue  # a FIFO or another user's file: no waiter, never obeyed
             return entries
         finally:
             os.close(queue_fd)
@@ -370,7 +379,10 @@ class LockDir:
     # -- scanning ----------------------------------------------------------------------
 
     def names(self) -> list[str]:
-        return os.listdir(self.fd)
+        try:
+            return os.listdir(self.fd)
+        except FileNotFoundError:
+            raise self._removed() from None
 
     def staging_record(self, staging: str) -> tuple[str, str] | None:
         return self._read_single(staging)
@@ -407,9 +419,11 @@ def _write_record(dir_fd: int, entry: str, record: str) -> None:
 def _claim_ticket(queue_fd: int, record_for: Callable[[int], str]) -> str | None:
     """Create the next ticket's entry in the open queue; None when the queue was removed."""
     while True:
-        tickets = [
-            int(entry[:TICKET_DIGITS]) for entry in os.listdir(queue_fd) if _is_ticket(entry)
-        ]
+        try:
+            listed = os.listdir(queue_fd)
+        except FileNotFoundError:
+            return None  # removed after we opened it (FUSE says so): make it again
+        tickets = [int(entry[:TICKET_DIGITS]) for entry in listed if _is_ticket(entry)]
         ticket = max(tickets, default=0) + 1
         entry = f"{ticket:0{TICKET_DIGITS}d}"
         try:
@@ -431,11 +445,7 @@ def _read_record(dir_fd: int, entry: str) -> str:
     except OSError as error:
         if error.errno != errno.EINVAL:  # EINVAL: not a symlink, a record file
             raise
-    record_fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
-        chunks = []
-        while chunk := os.read(record_fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks).decode(errors="replace")
-    finally:
-        os.close(record_fd)
+        return read_own_file(entry, dir_fd=dir_fd).decode(errors="replace")
+    except NotOwnFileError as error:
+        raise CorruptRecordError(f"{entry} {error}; remove it to unblock that lock") from None
