@@ -108,6 +108,8 @@ def test_queue_order_is_arrival_order_whatever_a_waiters_clock_says(
         assert store.release("a.py", "host")
         expect_line(early, "acquired")
         expect_line(late, "acquired")
+        for child in (early, late):  # each writes the log while it holds the lock, then exits
+            assert child.wait(60) == 0
         assert log.read_text().split() == ["early", "late"]
     finally:
         for child in (early, late):
