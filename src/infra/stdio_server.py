@@ -22,6 +22,7 @@ reads. Lock events are logged at DEBUG level for troubleshooting.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -32,11 +33,14 @@ from typing import Any, Protocol
 import anyio
 import mcp.types as types
 from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
 from ..core.events import LockEvent
 from .backends import victim_notices_for
+from .jsonrpc_screen import screen
 from .lockstore.backend import LockBackend
 from .lockstore.records import LostLock
 from .tools.lock_tools import ACQUIRE_TOOL, LockTools, ToolOutcome
@@ -199,7 +203,10 @@ class StdioToolSession:
         try:
             async with anyio.create_task_group() as group:
                 await group.start(_cancel_on_signals, group.cancel_scope)
-                async with stdio_server(stdin=StdinLines()) as (read, write):  # type: ignore[arg-type]
+                replies, to_forward = anyio.create_memory_object_stream[types.JSONRPCMessage](64)
+                lines = ScreenedLines(StdinLines(), replies)
+                async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
+                    group.start_soon(_forward_replies, to_forward, write)
                     await server.run(read, write, server.create_initialization_options())
                 group.cancel_scope.cancel()
         finally:
@@ -256,21 +263,26 @@ class StdinLines:
         self._fd = fd
 
     def __aiter__(self) -> AsyncIterator[str]:
-        return self._lines()
+        return self._decoded()
 
-    async def _lines(self) -> AsyncIterator[str]:
+    async def _decoded(self) -> AsyncIterator[str]:
+        async for line in self.raw_lines():
+            yield line.decode("utf-8", errors="replace")
+
+    async def raw_lines(self) -> AsyncIterator[bytes]:
+        """The non-blank lines, as bytes (without their newline)."""
         pending = b""
         while True:
             chunk = await self._read()
             if not chunk:
                 if pending.strip():
-                    yield pending.decode("utf-8", errors="replace")
+                    yield pending
                 return
             pending += chunk
             *lines, pending = pending.split(b"\n")
             for line in lines:
                 if line.strip():
-                    yield line.decode("utf-8", errors="replace")
+                    yield line
 
     async def _read(self) -> bytes:
         try:
@@ -278,6 +290,43 @@ class StdinLines:
         except (OSError, ValueError):  # a regular file or /dev/null cannot be polled
             return await anyio.to_thread.run_sync(os.read, self._fd, 65536)
         return os.read(self._fd, 65536)
+
+
+class ScreenedLines:
+    """The client's lines that the mcp server can answer; every other line is answered here
+    (`jsonrpc_screen`), through `replies`, so no request goes unanswered."""
+
+    def __init__(
+        self, lines: StdinLines, replies: MemoryObjectSendStream[types.JSONRPCMessage]
+    ) -> None:
+        self._lines = lines
+        self._replies = replies
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._screened()
+
+    async def _screened(self) -> AsyncIterator[str]:
+        async for raw in self._lines.raw_lines():
+            screened = screen(raw)
+            if screened.reply is not None:
+                log.info("answered a malformed message: %s", _summary(screened.reply))
+                await self._replies.send(screened.reply)
+            if screened.line is not None:
+                yield screened.line
+
+
+def _summary(reply: types.JSONRPCMessage) -> str:
+    return reply.model_dump_json(by_alias=True, exclude_none=True)[:200]
+
+
+async def _forward_replies(
+    replies: MemoryObjectReceiveStream[types.JSONRPCMessage], write: Any
+) -> None:
+    """Send the screen's answers on the server's own output stream (one writer per line)."""
+    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+        async with replies:
+            async for message in replies:
+                await write.send(SessionMessage(message))
 
 
 async def _cancel_on_signals(
