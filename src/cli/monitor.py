@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +22,7 @@ from ..infra.crossproc.state import LockDirUnreadableError, resolve_lock_dir
 from ..infra.lockstore.errors import LockStoreError
 from ..infra.lockstore.lockdir import default_lock_dir
 from ..infra.lockstore.store import LockStore
+from ._detached_output import DetachedOutput
 from ._errors import CliError, ExitCode, reports_errors
 from ._lockdir import open_store
 from ._options import backend_option, flag, lock_dir_option
@@ -129,22 +131,27 @@ def _monitor(
             raise typer.Exit(DEADLOCK_FOUND)
         return
     failure: list[Exception] = []
+    # Resolution must not wait for whoever reads stdout: a reader that stops reading would
+    # block the loop at the first full pipe. Lines go out from a thread, or are counted.
+    output = DetachedOutput(lambda count: _dropped_line(count, directory, as_json=as_json))
 
     async def watch() -> None:
         async with anyio.create_task_group() as group:
             await group.start(_stop_on_signals, group.cancel_scope)
             if not as_json:
-                print(f"watching {directory} for deadlocks (Ctrl-C to stop)", flush=True)
+                output.line(f"watching {directory} for deadlocks (Ctrl-C to stop)")
             try:
                 await monitor.run(
-                    lambda report: _print(report, directory, as_json=as_json, once=False),
+                    lambda report: _print(report, directory, as_json=as_json, once=False,
+                                          write=output.line),
                     poll_interval=poll_interval,
-                )
+                )  # fmt: skip
             except (LockStoreError, OSError) as exc:  # e.g. the lock directory was removed
                 failure.append(exc)
                 group.cancel_scope.cancel()
 
     anyio.run(watch)
+    output.drain(_DRAIN_SECONDS)  # a reader that is still reading gets the last lines
     if failure:
         raise CliError(f"stopped watching {directory}: {failure[0]}", _exit_code(failure[0]),
                        _LOCK_DIR_HINT)  # fmt: skip
@@ -168,9 +175,29 @@ async def _stop_on_signals(
             return
 
 
-def _print(report: PassReport, lock_dir: str, *, as_json: bool, once: bool) -> None:
+_DRAIN_SECONDS = 2.0
+
+
+def _dropped_line(count: int, lock_dir: str, *, as_json: bool) -> str:
     if as_json:
-        print(json.dumps({"lock_dir": str(lock_dir), **report.to_dict()}), flush=True)
+        return json.dumps({"lock_dir": str(lock_dir), "dropped_reports": count})
+    return f"({count} report(s) not printed: stdout was not being read)"
+
+
+def _print_line(text: str) -> None:
+    print(text, flush=True)
+
+
+def _print(
+    report: PassReport,
+    lock_dir: str,
+    *,
+    as_json: bool,
+    once: bool,
+    write: Callable[[str], None] = _print_line,
+) -> None:
+    if as_json:
+        write(json.dumps({"lock_dir": str(lock_dir), **report.to_dict()}))
         return
     for resolution in report.resolutions:
         info = resolution.deadlock
@@ -181,15 +208,12 @@ def _print(report: PassReport, lock_dir: str, *, as_json: bool, once: bool) -> N
             if report.leader
             else "not resolved here: another monitor leads"
         )
-        print(f"deadlock: {info.describe()}", flush=True)
-        print(f"  victim: {info.victim} ({action})", flush=True)
+        write(f"deadlock: {info.describe()}")
+        write(f"  victim: {info.victim} ({action})")
     for agent in report.stale_notices_removed:
-        print(f"removed a stale victim notice for {agent}", flush=True)
+        write(f"removed a stale victim notice for {agent}")
     if once and not report.resolutions:
-        print(
-            f"no deadlock in {lock_dir} ({report.holds} locks held, {report.waits} waits)",
-            flush=True,
-        )
+        write(f"no deadlock in {lock_dir} ({report.holds} locks held, {report.waits} waits)")
 
 
 def register(app: typer.Typer) -> None:
