@@ -6,9 +6,10 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+if TYPE_CHECKING:  # rich loads in ~0.1 s: imported when there is something to render
+    from rich.console import Console
 
 
 def format_age(seconds: float) -> str:
@@ -68,4 +69,18 @@ def quiet_library_logs() -> None:
 
 def line_console() -> Console:
     """A console for line-oriented output: never wraps a long path across lines."""
+    from rich.console import Console
+
     return Console(soft_wrap=True)
+
+
+PIPE_WIDTH = 1000
+"""The width tables get in a pipe or a file: their content's, never rich's default of 80
+columns (which crops or drops the widest columns)."""
+
+
+def table_console() -> Console:
+    """A console for tables: the terminal's width on a terminal, else as wide as they are."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=PIPE_WIDTH)

@@ -13,9 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..infra.backends import chosen_spec, is_postgres_spec, open_backend
-from ..infra.backends.postgres import BackendUnavailableError, SchemaError
 from ..infra.lockstore.backend import LockBackend
-from ..infra.lockstore.errors import InvalidAgentIdError, LockStoreError
+from ..infra.lockstore.errors import BackendError, InvalidAgentIdError, LockStoreError
 from ..infra.lockstore.lockdir import default_lock_dir
 from ..infra.tools.locking import LockStore
 from ._errors import CliError, ExitCode
@@ -91,7 +90,7 @@ def store_errors() -> Iterator[None]:
         yield
     except InvalidAgentIdError as error:
         raise CliError(str(error), ExitCode.USAGE) from None
-    except (BackendUnavailableError, SchemaError) as error:
+    except BackendError as error:
         raise CliError(str(error), ExitCode.BACKEND) from None
     except ValueError as error:  # a backend spec that cannot be used
         raise CliError(str(error), ExitCode.USAGE) from None

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+import sys
+from typing import Annotated, Any
 
 import typer
 
-from . import clean, hook, init, ipc_host, monitor, serve, status
 from ._errors import EXIT_CODES_HELP
 from ._options import LockyardCommand, LockyardGroup
-from .demo import command as demo
 
 HELP = """File locks and a deadlock monitor for parallel coding agents.
 
@@ -30,42 +30,93 @@ class _LockyardApp(typer.Typer):
         return super().command(*args, **kwargs)
 
 
-app = _LockyardApp(
-    cls=LockyardGroup,
-    help=HELP,
-    epilog=EXIT_CODES_HELP,
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    # Markdown mode reflows the hard-wrapped help texts to the terminal's width.
-    rich_markup_mode="markdown",
-)
+# Each command's module, imported only when that command runs (or for the full --help): a
+# command's start-up must not pay for the imports of the others (mcp for serve, the SDK and
+# the demo's scenario for demo, psycopg for the PostgreSQL backend).
+COMMAND_MODULES: dict[str, str] = {
+    "demo": "lockyard.cli.demo.command",
+    "status": "lockyard.cli.status",
+    "clean": "lockyard.cli.clean",
+    "serve": "lockyard.cli.serve",
+    "monitor": "lockyard.cli.monitor",
+    "ipc-host": "lockyard.cli.ipc_host",
+    "init": "lockyard.cli.init",
+    "uninstall": "lockyard.cli.init",
+}
 
 
-@app.callback()
-def _root() -> None:
-    """lockyard: file locks and a deadlock monitor for parallel coding agents."""
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"lockyard {version('lockyard')}")
+        raise typer.Exit()
 
 
-demo.register(app)
-status.register(app)
-clean.register(app)
-serve.register(app)
-monitor.register(app)
-ipc_host.register(app)
-init.register(app)
+def build_app(only: str | None = None) -> typer.Typer:
+    """The command line with every command, or with just `only` (a name of COMMAND_MODULES)."""
+    app = _LockyardApp(
+        cls=LockyardGroup,
+        help=HELP,
+        epilog=EXIT_CODES_HELP,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        # Markdown mode reflows the hard-wrapped help texts to the terminal's width.
+        rich_markup_mode="markdown",
+    )
+
+    @app.callback()
+    def _root(
+        version: Annotated[
+            bool,
+            typer.Option(
+                "--version",
+                callback=_version,
+                is_eager=True,
+                help="Print lockyard's version and exit.",
+                metavar=" ",
+            ),
+        ] = False,
+    ) -> None:
+        """lockyard: file locks and a deadlock monitor for parallel coding agents."""
+
+    modules = [COMMAND_MODULES[only]] if only in COMMAND_MODULES else COMMAND_MODULES.values()
+    for module in dict.fromkeys(modules):
+        importlib.import_module(module).register(app)
+    if only is None or only not in COMMAND_MODULES:
+        _register_hook(app)
+    return app
 
 
-@app.command(  # type: ignore[untyped-decorator]  # typer's command() is untyped via _LockyardApp
-    "hook",
-    help=hook.HOOK_USAGE,
-    short_help="Guard one tool call of an agent CLI session (run by the CLI's hooks).",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    add_help_option=False,
-)
-def _hook(ctx: typer.Context) -> None:
-    raise typer.Exit(hook.main(list(ctx.args)))
+def _register_hook(app: typer.Typer) -> None:
+    from . import hook
+
+    @app.command(
+        "hook",
+        help=hook.HOOK_USAGE,
+        short_help="Guard one tool call of an agent CLI session (run by the CLI's hooks).",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        add_help_option=False,
+    )
+    def _hook(ctx: typer.Context) -> None:
+        raise typer.Exit(hook.main(list(ctx.args)))
 
 
-def main() -> None:
-    app()
+def __getattr__(name: str) -> Any:
+    """`app`: the full command line, built on first use (tests and tools import it)."""
+    if name == "app":
+        return build_app()
+    raise AttributeError(name)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the command line, importing only the command that is asked for."""
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--version"]:  # no command needed to say it
+        from importlib.metadata import version
+
+        print(f"lockyard {version('lockyard')}")
+        return
+    first = next((arg for arg in args if not arg.startswith("-")), None)
+    build_app(first)(args)

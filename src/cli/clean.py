@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from ..infra.tools.locking import LockBackend, WaiterRecord
 from ._errors import EXIT_CODES_HELP, CliError, ExitCode, reports_errors
@@ -25,6 +24,9 @@ from ._lockdir import (
     store_errors,
 )
 from ._options import backend_option, flag, lock_dir_option
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 HELP = """Release locks that are left behind.
 

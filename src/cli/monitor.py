@@ -16,14 +16,14 @@ import typer
 from anyio.abc import TaskStatus
 
 from ..infra.backends import chosen_spec, is_postgres_spec, monitor_source
-from ..infra.backends.postgres import BackendUnavailableError
 from ..infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from ..infra.crossproc.state import LockDirUnreadableError, resolve_lock_dir
-from ..infra.lockstore.errors import LockStoreError
+from ..infra.lockstore.errors import BackendError, LockStoreError
 from ..infra.lockstore.lockdir import default_lock_dir
 from ..infra.lockstore.store import LockStore
 from ._detached_output import DetachedOutput
 from ._errors import CliError, ExitCode, reports_errors
+from ._format import quiet_library_logs
 from ._lockdir import open_store
 from ._options import backend_option, flag, lock_dir_option
 
@@ -34,7 +34,7 @@ MONITOR_HELP = (
     "resolve them softly.\n\n"
     "Rebuilds the wait-for graph from the lock directory (lock records are holds, queue entries "
     "are waits), follows changes by inotify (polling where unavailable), re-checks every cycle "
-    "against the directory, and posts a victim notice (victims/<agent>.json) that makes the "
+    "against the directory, and posts a victim notice (`victims/<agent>.json`) that makes the "
     "victim's pending lock_acquire return a `deadlock` result. Nothing is killed and no lock "
     "is removed by the monitor.\n\n"
     "A lock directory that does not exist yet is created (--once: reported as empty), so the "
@@ -97,6 +97,8 @@ def _monitor(
         stream=sys.stderr,
         format="lockyard monitor: %(levelname)s %(message)s",
     )
+    if not verbose:  # each deadlock is printed below; the library's own report would repeat it
+        quiet_library_logs()
     try:
         spec = chosen_spec(backend)
         if spec is not None and is_postgres_spec(spec):
@@ -159,7 +161,7 @@ def _monitor(
 
 def _exit_code(error: Exception) -> ExitCode:
     """A lost PostgreSQL server is the backend's exit code; anything else the lock dir's."""
-    return ExitCode.BACKEND if isinstance(error, BackendUnavailableError) else ExitCode.LOCK_DIR
+    return ExitCode.BACKEND if isinstance(error, BackendError) else ExitCode.LOCK_DIR
 
 
 _LOCK_DIR_HINT = "check that the lock directory exists and is yours, then start the monitor again"

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from ..core.deadlock import DeadlockInfo
 from ..infra.backends import monitor_source
@@ -27,7 +24,7 @@ from ..infra.crossproc.state import LockDirSnapshot, LockDirState, node_key
 from ..infra.session.registry import SessionRecord, SessionRegistry
 from ..infra.tools.locking import LockBackend, LockInfo, StoreSnapshot, WaiterRecord
 from ._errors import EXIT_CODES_HELP, ExitCode, reports_errors
-from ._format import display_key, format_age, print_json, quiet_library_logs
+from ._format import display_key, format_age, print_json, quiet_library_logs, table_console
 from ._lockdir import (
     LOCK_DIR_HELP,
     LockDirNotCreatedError,
@@ -36,6 +33,10 @@ from ._lockdir import (
     store_errors,
 )
 from ._options import backend_option, flag, lock_dir_option
+
+if TYPE_CHECKING:  # rich loads in ~0.1 s: only the table output imports it
+    from rich.console import Console
+    from rich.text import Text
 
 HELP = """Show every lock in the lock directory: holder, process, host, age, whether the
 holder is alive, the waiters in arrival order, and any deadlock cycle.
@@ -78,8 +79,8 @@ def status(
         print_json(payload | {"lock_dir_source": source, "lock_dir_exists": True})
     else:
         where = f"{store.location} ({source})"
-        render_sessions(Console(), sessions, snapshot)
-        render_status(Console(), where, snapshot, deadlocks, notices)
+        render_sessions(table_console(), sessions, snapshot)
+        render_status(table_console(), where, snapshot, deadlocks, notices)
     if any(info.problem for info in snapshot.locks):
         raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
 
@@ -90,7 +91,7 @@ def _show_not_created(path: Path, source: str, json_output: bool) -> None:
         payload = status_payload(path, empty, [], [])
         print_json(payload | {"lock_dir_source": source, "lock_dir_exists": False})
         return
-    Console().print(
+    table_console().print(
         f"No locks in {path} ({source}): the directory does not exist yet, so no agent has "
         "locked anything there."
     )
@@ -225,6 +226,9 @@ def render_sessions(
     console: Console, sessions: list[tuple[SessionRecord, bool]], snapshot: StoreSnapshot
 ) -> None:
     """The agent CLI sessions: which CLI process is which agent, and what it holds."""
+    from rich.table import Table
+    from rich.text import Text
+
     if not sessions:
         return
     table = Table(title="Agent CLI sessions", title_justify="left")
@@ -252,6 +256,9 @@ def render_status(
     deadlocks: list[DeadlockInfo],
     notices: list[VictimNotice],
 ) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     for notice in notices:  # posted by `lockyard monitor`, not yet taken by the victim
         console.print(
             f"victim notice: {notice.agent_id} is asked to give way "
@@ -294,6 +301,8 @@ def render_status(
 
 
 def _row(info: LockInfo, base: Path | None, now: float) -> tuple[str | Text, ...]:
+    from rich.text import Text
+
     name = _name(info, base)
     holder = info.holder
     waiters = ", ".join(_waiter(waiter, now) for waiter in info.waiters)

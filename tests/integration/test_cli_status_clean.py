@@ -506,3 +506,65 @@ def test_status_shows_a_pending_victim_notice_and_a_dead_waiter(
     assert notice["summary"] == info.describe()
     assert "victim notice: agent-x is asked to give way" in text.stdout
     assert "doomed-waiter (dead, waiting" in text.stdout
+
+
+# --- output for people and pipes
+
+
+def test_monitor_reports_each_deadlock_once_without_verbose(
+    agents: Agents, repo: Path, lock_dir: Path
+) -> None:
+    one = agents.start("agent-one", holds="a.py", waits="b.py")
+    two = agents.start("agent-two", holds="b.py", waits="a.py")
+    agents.go(one)
+    agents.go(two)
+    wait_until(lambda: queued(repo, lock_dir, "a.py") == ["agent-two"])
+    wait_until(lambda: queued(repo, lock_dir, "b.py") == ["agent-one"])
+    done = lockyard("monitor", "--once", "--no-resolve", "--lock-dir", str(lock_dir))
+    assert done.returncode == 6, done.stderr
+    both = done.stdout + done.stderr
+    assert both.count("agent-one waits for") == 1  # printed once, not logged a second time
+    assert done.stderr == ""
+
+
+def test_status_in_a_pipe_shows_every_column_uncropped(
+    agents: Agents, repo: Path, lock_dir: Path
+) -> None:
+    deep = "src/" + "/".join(f"package_{n}" for n in range(8)) + "/module.py"
+    holder = agents.start("holder-with-a-rather-long-agent-name", holds=deep)
+    waiters = [agents.start(f"waiter-{n}", waits=deep) for n in range(3)]
+    for waiter in waiters:
+        agents.go(waiter)
+        name = waiter.args[5]
+        wait_until(lambda name=name: name in queued(repo, lock_dir, deep))
+    env = {key: value for key, value in os.environ.items() if key != "COLUMNS"}
+    done = subprocess.run(
+        [LOCKYARD, "status", "--lock-dir", str(lock_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    [row] = [line for line in done.stdout.splitlines() if "holder-with-a-rather-long" in line]
+    assert deep in row  # one line, nothing folded or cropped at 80 columns
+    assert "waiter-0" in row
+    assert "waiter-2" in row
+    assert "waiters (in order)" in done.stdout
+    assert "…" not in done.stdout
+    assert holder.poll() is None
+
+
+def test_version_and_the_monitor_help_say_what_they_should() -> None:
+    version = lockyard("--version")
+    assert version.returncode == 0
+    assert version.stdout.startswith("lockyard ")
+    assert version.stdout.strip().split(" ")[1][0].isdigit()
+    helped = subprocess.run(
+        [LOCKYARD, "monitor", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ | {"COLUMNS": "200"},
+    )
+    assert "victims/<agent>.json" in helped.stdout

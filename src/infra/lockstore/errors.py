@@ -13,6 +13,11 @@ class LockStoreError(Exception):
     """Base class of every error the lock store raises on purpose."""
 
 
+class BackendError(LockStoreError):
+    """A lock server (PostgreSQL) cannot be used: unreachable, refused us, or a schema that
+    is not ours. Defined here so that callers can catch it without importing that backend."""
+
+
 class InvalidPathError(LockStoreError, ValueError):
     """The file path is empty, not a string, contains a NUL byte, or is too long."""
 

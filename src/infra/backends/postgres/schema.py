@@ -26,12 +26,12 @@ from typing import Any, Final
 
 import psycopg
 
-from ...lockstore.errors import LockStoreError
+from ...lockstore.errors import BackendError
 
 SCHEMA_VERSION: Final = 1
 
 
-class SchemaError(LockStoreError):
+class SchemaError(BackendError):
     """lockyard's schema in the database cannot be used (too new, or not ours)."""
 
 

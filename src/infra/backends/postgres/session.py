@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from ...lockstore.errors import LockStoreError
+from ...lockstore.errors import BackendError
 from .dsn import KeepaliveBound, PgSpec
 from .schema import SchemaError, ensure_schema
 
@@ -34,7 +34,7 @@ _ensured: set[tuple[str, str]] = set()
 _ensured_guard = threading.Lock()
 
 
-class BackendUnavailableError(LockStoreError):
+class BackendUnavailableError(BackendError):
     """The PostgreSQL server cannot be reached or refused us; the text names it (no password)."""
 
 
