@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import claude_agent_sdk
 from cli_sessions import CliSession
 from fake_gemini_api import FakeGeminiApi
 from fake_messages_api import FakeMessagesApi
+from fake_responses_api import FakeResponsesApi
 from npm_clis import installed_cli
 
 CLAUDE = str(Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude")
@@ -34,6 +36,10 @@ class CliDriver:
 
     def write(self, path: Path, content: str) -> tuple[str, dict[str, Any]]:
         return self.write_tool, {"file_path": str(path), "content": content}
+
+    def run(self, command: str) -> tuple[str, dict[str, Any]]:
+        """A call of the CLI's shell tool."""
+        return self.shell, {"command": command}
 
     def read(self, path: Path) -> tuple[str, dict[str, Any]] | None:
         return None if self.read_tool is None else (self.read_tool, {"file_path": str(path)})
@@ -81,6 +87,42 @@ class GeminiDriver(CliDriver):
         return CliSession(name, argv, repo, env, tmp / "logs")
 
 
+class CodexDriver(CliDriver):
+    """Codex CLI from npm, run as `codex exec` with a custom model provider (the fake
+    Responses API) in a trusted project. Its writes go through its shell tool: with the
+    fake's model name Codex offers no `apply_patch` tool."""
+
+    def api(self) -> FakeMessagesApi:
+        return FakeResponsesApi(gate_timeout=30.0)
+
+    def write(self, path: Path, content: str) -> tuple[str, dict[str, Any]]:
+        return self.run(f"printf %s {shlex.quote(content)} > {shlex.quote(str(path))}")
+
+    def run(self, command: str) -> tuple[str, dict[str, Any]]:
+        return self.shell, {"cmd": command}
+
+    def start(self, name: str, api: FakeMessagesApi, repo: Path, tmp: Path) -> CliSession:
+        codex = installed_cli("codex")
+        home = tmp / f"home-{name}"
+        home.mkdir(parents=True, exist_ok=True)
+        # What a user's own configuration holds: the model provider (here, the fake) and the
+        # project marked trusted (Codex reads a project's .codex/ only then).
+        (home / "config.toml").write_text(
+            'model = "gpt-5"\nmodel_provider = "fake"\n\n'
+            "[model_providers.fake]\n"
+            'name = "fake"\n'
+            f'base_url = "{api.base_url(name)}/v1"\n'
+            'env_key = "FAKE_OPENAI_KEY"\nwire_api = "responses"\n\n'
+            f'[projects."{repo}"]\ntrust_level = "trusted"\n'
+        )
+        env = {"PATH": os.environ["PATH"], **api.cli_env(name, str(home))}
+        # Codex asks a person to review a project's command hooks before they run; a test has
+        # none to ask, so it takes Codex's switch for automation that vets hooks itself.
+        argv = [str(codex), "exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust",
+                "-s", "workspace-write", "go"]  # fmt: skip
+        return CliSession(name, argv, repo, env, tmp / "logs")
+
+
 DRIVERS = {
     "claude-code": ClaudeCodeDriver(
         "claude-code", "mcp__lockyard__lock_acquire", "mcp__lockyard__lock_release", "Bash",
@@ -89,5 +131,9 @@ DRIVERS = {
     "gemini": GeminiDriver(
         "gemini", "mcp_lockyard_lock_acquire", "mcp_lockyard_lock_release", "run_shell_command",
         "write_file", None,
+    ),
+    "codex": CodexDriver(
+        "codex", "mcp__lockyard__lock_acquire", "mcp__lockyard__lock_release", "exec_command",
+        "exec_command", None,
     ),
 }  # fmt: skip

@@ -16,6 +16,8 @@ from cli_sessions import LOCKYARD, CliSession, init_repo, wait_for
 from fake_messages_api import FakeMessagesApi, Step, call, say
 from npm_clis import CliUnavailableError
 
+from lockyard.infra.session.process_tree import ancestors
+from lockyard.infra.session.registry import SessionRecord, SessionRegistry
 from lockyard.infra.tools.locking import LockStore
 
 SESSION_SECONDS = 120.0
@@ -63,31 +65,55 @@ def sessions() -> Iterator[list[CliSession]]:
 
 
 class Sessions:
-    """The sessions of one test: started by name, their agent ids known once started."""
+    """The sessions of one test, started by name. A session's agent id is read from the
+    session registry: the CLI process that started lockyard's server is the started process
+    itself or, for a CLI whose launcher runs the real program as a child (Codex's node
+    wrapper), a descendant of it."""
 
     def __init__(self, driver: CliDriver, api: FakeMessagesApi, repo: Path, tmp: Path,
-                 started: list[CliSession]) -> None:  # fmt: skip
+                 started: list[CliSession], lock_dir: Path) -> None:  # fmt: skip
         self.driver, self.api, self.repo, self.tmp, self.started = driver, api, repo, tmp, started
-        self.ids: dict[str, str] = {}
+        self.registry = SessionRegistry(lock_dir)
+        self.processes: dict[str, CliSession] = {}
+        self._ids: dict[str, SessionRecord] = {}
 
     def start(self, name: str, steps: list[Step]) -> CliSession:
         self.api.script(name, steps)
         session = self.driver.start(name, self.api, self.repo, self.tmp)
         self.started.append(session)
-        self.ids[name] = session.agent_id(self.driver.cli)
+        self.processes[name] = session
+        # Known once its server registers (and remembered after the session ends).
+        wait_for(lambda: self.record(name) is not None, SESSION_SECONDS, f"{name}'s session")
         return session
 
+    def record(self, name: str) -> SessionRecord | None:
+        if name not in self._ids and name in self.processes:
+            root = self.processes[name].pid
+            for record, _alive in self.registry.sessions():
+                chain = [record.anchor_pid, *(ref.pid for ref in ancestors(record.anchor_pid))]
+                if root in chain and record.cli == self.driver.cli:
+                    self._ids[name] = record
+        return self._ids.get(name)
+
+    @property
+    def ids(self) -> dict[str, str]:
+        return {name: r.agent_id for name in self.processes if (r := self.record(name))}
+
     def holds(self, store: LockStore, name: str, path: str) -> bool:
-        return name in self.ids and store.holder(path) == self.ids[name]
+        record = self.record(name)
+        return record is not None and store.holder(path) == record.agent_id
 
     def waits(self, store: LockStore, name: str, path: str) -> bool:
-        return name in self.ids and any(w.agent_id == self.ids[name] for w in store.waiters(path))
+        record = self.record(name)
+        return record is not None and any(
+            w.agent_id == record.agent_id for w in store.waiters(path)
+        )
 
 
 @pytest.fixture
 def clis(driver: CliDriver, api: FakeMessagesApi, repo: Path, tmp_path: Path,
-         sessions: list[CliSession]) -> Sessions:  # fmt: skip
-    return Sessions(driver, api, repo, tmp_path, sessions)
+         sessions: list[CliSession], lock_dir: Path) -> Sessions:  # fmt: skip
+    return Sessions(driver, api, repo, tmp_path, sessions, lock_dir)
 
 
 def write_step(driver: CliDriver, path: Path, content: str, **gate: object) -> Step:
@@ -103,13 +129,16 @@ def test_two_sessions_contend_hand_a_file_over_and_unlocked_edits_and_commits_ar
     alice = clis.start("alice", [
         call(driver.acquire, {"filepaths": ["shared.py"], "timeout_seconds": 0}),
         write_step(driver, target, "alice\n"),
-        call(driver.shell, {"command": "git add -A && git commit -qm wip"}),
+        call(*driver.run("git add -A && git commit -qm wip")),
         call(driver.release, {"all": True}, gate=lambda: clis.waits(store, "bob", "shared.py")),
         say("alice done"),
     ])  # fmt: skip
     bob = clis.start("bob", [
         write_step(driver, target, "bob too early\n",
-                   gate=lambda: clis.holds(store, "alice", "shared.py")),
+                   # (and once bob's own server is up: a write before that is denied too,
+                   # for want of a session, which is not what this step is about)
+                   gate=lambda: clis.holds(store, "alice", "shared.py")
+                   and clis.record("bob") is not None),
         call(driver.acquire, {"filepaths": ["shared.py"], "timeout_seconds": 90}),
         *([call(*read)] if read else []),
         write_step(driver, target, "bob\n"),
@@ -127,7 +156,8 @@ def test_two_sessions_contend_hand_a_file_over_and_unlocked_edits_and_commits_ar
     bob_seen = api.outcomes("bob")
     denied, waited, rewritten = bob_seen[0], bob_seen[1], bob_seen[-1]
     assert denied.is_error
-    assert f"{repo}/shared.py is locked by agent {clis.ids['alice']}" in denied.text
+    assert f"{repo}/shared.py" in denied.text
+    assert f"locked by {clis.ids['alice']}" in denied.text.replace("locked by agent", "locked by")
     assert driver.acquire in denied.text
     assert waited.json["all_acquired"] is True
     assert waited.json["results"][0]["holder"] == clis.ids["bob"]
@@ -189,8 +219,11 @@ def test_a_killed_sessions_locks_are_reclaimed_and_a_live_idle_sessions_are_kept
     ])  # fmt: skip
     wait_for(lambda: clis.holds(store, "alice", "a.py"), SESSION_SECONDS, "alice's lock")
     record = store.holder_record("a.py")
+    session = clis.record("alice")
     assert record is not None
-    assert record.pid == alice.pid  # the lock names the CLI process itself, not its server
+    assert session is not None
+    assert record.pid == session.anchor_pid  # the lock names the CLI process, not its server
+    assert session.anchor_pid != session.server_pid
     assert not store.try_lock("a.py", "intruder")  # a live, idle session keeps its lock
     alice.kill()  # the CLI, its server and its hooks at once: nothing gets to clean up
     killed.set()

@@ -133,6 +133,7 @@ def test_each_cli_gets_its_own_mcp_and_hook_configuration(repo: Path) -> None:
     assert codex["mcp_servers"]["lockyard"] == {
         "command": "/opt/ly bin/lockyard",
         "args": ["serve", "--cli", "codex", "--lock-dir", "/run/locks"],
+        "default_tools_approval_mode": "approve",
     }
     hooks = json.loads((repo / ".codex/hooks.json").read_text())["hooks"]["PreToolUse"][0]
     assert hooks["matcher"] == "apply_patch|Edit|Write|Bash"

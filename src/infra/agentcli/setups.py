@@ -379,9 +379,15 @@ class CodexSetup(_HookListSetup):
                 "(nothing was written)"
             )
         args = ", ".join(_toml_string(arg) for arg in how.serve_args(self.name))
-        block = (
-            f"[mcp_servers.{SERVER_KEY}]\ncommand = {_toml_string(how.command)}\nargs = [{args}]\n"
-        )
+        # The lock tools are harmless: approved, so no approval prompt (and no refusal in
+        # `codex exec`, whose approval policy is "never") stands between the agent and them.
+        block = "\n".join([
+            f"[mcp_servers.{SERVER_KEY}]",
+            f"command = {_toml_string(how.command)}",
+            f"args = [{args}]",
+            'default_tools_approval_mode = "approve"',
+            "",
+        ])  # fmt: skip
         new_text = with_block(path, text, block, HASH)
         load_toml(path, new_text)  # a table defined twice would make Codex refuse the file
         plan.set(self.server_file, new_text)
