@@ -32,7 +32,8 @@ class CliDriver:
     """A tool the CLI insists on before it overwrites an existing file (None: no such rule)."""
 
     def api(self) -> FakeMessagesApi:
-        return FakeMessagesApi(gate_timeout=30.0)
+        # A gate waits for another CLI session to start and act: minutes on a loaded machine.
+        return FakeMessagesApi(gate_timeout=120.0)
 
     def write(self, path: Path, content: str) -> tuple[str, dict[str, Any]]:
         return self.write_tool, {"file_path": str(path), "content": content}
@@ -69,7 +70,7 @@ class GeminiDriver(CliDriver):
     """Gemini CLI from npm, run as `gemini -p` with an explicit model (no routing call)."""
 
     def api(self) -> FakeMessagesApi:
-        return FakeGeminiApi(gate_timeout=30.0)
+        return FakeGeminiApi(gate_timeout=120.0)
 
     def start(self, name: str, api: FakeMessagesApi, repo: Path, tmp: Path) -> CliSession:
         gemini = installed_cli("gemini")
@@ -93,7 +94,7 @@ class CodexDriver(CliDriver):
     fake's model name Codex offers no `apply_patch` tool."""
 
     def api(self) -> FakeMessagesApi:
-        return FakeResponsesApi(gate_timeout=30.0)
+        return FakeResponsesApi(gate_timeout=120.0)
 
     def write(self, path: Path, content: str) -> tuple[str, dict[str, Any]]:
         return self.run(f"printf %s {shlex.quote(content)} > {shlex.quote(str(path))}")
