@@ -3,7 +3,10 @@
     python3 -m uv run python benchmarks/bench_lockstore.py [--quick] [--lock-dir DIR]
 
 1. Uncontended acquire+release cycle (public API, path canonicalisation included) against the
-   floor, raw os.mkdir+os.rmdir, and against filelock.FileLock.
+   floor, raw os.mkdir+os.rmdir, and against filelock.FileLock. The lock key's computation
+   (repository-relative `src/module.py`) and the cycle are also measured against the same
+   store keyed by absolute paths (`/…/repo/src/module.py`, how keys were computed before
+   they were repository-relative), as a ratio in the same run.
 2. Cross-process handoff latency: one process releases, the queued waiter in another process
    acquires (push: inotify) against a waiter that polls every 100 ms (the ancestor's design).
 3. In-process handoff latency: release in one task to acquire in a waiting task.
@@ -25,8 +28,45 @@ import anyio
 import anyio.lowlevel
 import filelock
 
+from lockyard.infra.lockstore.errors import InvalidPathError, PathOutsideRepoError
 from lockyard.infra.lockstore.lockdir import default_lock_dir
+from lockyard.infra.lockstore.paths import (
+    MAX_PATH_CHARS,
+    is_literal_key,
+    resolve_entry,
+    unescape_dollars,
+    validate_path_text,
+)
 from lockyard.infra.tools.locking import LockStore
+
+
+def absolute_key(filepath: str, namespace: str) -> str:
+    """The key computation of the absolute-path design: the resolved absolute path inside
+    the repository directory (the baseline the repository-relative key is measured against)."""
+    text = validate_path_text(filepath)
+    if text.startswith("__") and is_literal_key(text):
+        return text
+    if text.startswith("/"):
+        joined = text
+    elif namespace.endswith("/"):
+        joined = namespace + text
+    else:
+        joined = f"{namespace}/{text}"
+    key, is_dir = resolve_entry(unescape_dollars(joined))
+    if not (key == namespace or key.startswith(namespace.rstrip("/") + "/")):
+        raise PathOutsideRepoError(f"{text!r} is outside {namespace!r}")
+    if is_dir:
+        raise InvalidPathError(f"{text!r} is a directory")
+    if len(key) > MAX_PATH_CHARS:
+        raise InvalidPathError(f"{text!r} is too long")
+    return key
+
+
+class AbsoluteKeyStore(LockStore):
+    """The same store with absolute-path keys: the cycle's baseline."""
+
+    def canonicalize(self, filepath: str) -> str:
+        return absolute_key(filepath, self.root)
 
 
 def per_op_us(run: Callable[[int], None], iterations: int, repeats: int = 5) -> float:
@@ -44,6 +84,7 @@ def bench_cycle(base: Path, iterations: int) -> list[tuple[str, float]]:
     (repo / "src").mkdir(parents=True, exist_ok=True)
     (repo / "src" / "module.py").touch()  # agents lock files that exist
     store = LockStore(repo, base / "locks")
+    absolute = AbsoluteKeyStore(repo, base / "locks")
     raw = str(base / "locks" / "raw.lock")
     file_lock = filelock.FileLock(str(base / "locks" / "flock.lock"))
 
@@ -62,15 +103,29 @@ def bench_cycle(base: Path, iterations: int) -> list[tuple[str, float]]:
             file_lock.acquire()
             file_lock.release()
 
+    def absolute_cycle(n: int) -> None:
+        for _ in range(n):
+            absolute.try_lock("src/module.py", "bench")
+            absolute.release("src/module.py", "bench")
+
     def canonicalize_only(n: int) -> None:
         for _ in range(n):
             store.canonicalize("src/module.py")
 
+    def absolute_key_only(n: int) -> None:
+        root = store.root
+        for _ in range(n):
+            absolute_key("src/module.py", root)
+
+    assert store.canonicalize("src/module.py") == "src/module.py"
+    assert absolute.canonicalize("src/module.py") == f"{store.root}/src/module.py"
     floor = per_op_us(raw_cycle, iterations)
     return [
         ("raw os.mkdir + os.rmdir (floor)", floor),
         ("LockStore try_lock + release", per_op_us(store_cycle, iterations)),
+        ("  the same, keyed by absolute paths", per_op_us(absolute_cycle, iterations)),
         ("  of which path canonicalisation x2", 2 * per_op_us(canonicalize_only, iterations)),
+        ("  absolute-path key x2 (before)", 2 * per_op_us(absolute_key_only, iterations)),
         ("filelock.FileLock acquire + release", per_op_us(filelock_cycle, iterations)),
     ]
 
@@ -203,6 +258,16 @@ def main() -> int:
         floor = rows[0][1]
         for label, value in rows:
             print(f"   {label:<40} {value:8.1f} us   {value / floor:5.2f}x floor")
+        figures = dict(rows)
+        key_ratio = (
+            figures["  of which path canonicalisation x2"]
+            / figures["  absolute-path key x2 (before)"]
+        )
+        cycle_ratio = (
+            figures["LockStore try_lock + release"] / figures["  the same, keyed by absolute paths"]
+        )
+        print(f"   repository-relative key vs absolute-path key: {key_ratio:.2f}x (target <= 1.2x)")
+        print(f"   cycle with relative keys vs absolute keys:    {cycle_ratio:.2f}x (target <= 1x)")
         print("\n2. cross-process handoff (release -> acquire in another process)")
         push = bench_cross_process(base, rounds, push=True, poll_ms=100)
         poll = bench_cross_process(base, poll_rounds, push=False, poll_ms=100)

@@ -157,7 +157,11 @@ def _run(
     host = IpcHost(root, store, admin=admin, settings=settings)
     log = logging.getLogger("lockyard.ipc.host")
     log.info(
-        "serving sandboxes under %s on %s (locks in %s)", root, store.namespace, store.location
+        "serving sandboxes under %s on %s (namespace %s, locks in %s)",
+        root,
+        store.root,
+        store.namespace,
+        store.location,
     )
     if admin is not None and not (root / admin).is_dir():
         log.warning("--admin %s: no folder %s yet; it is served once created", admin, root / admin)

@@ -68,6 +68,17 @@ def serve_command(
             envvar="LOCKYARD_LOCK_DIR",
         ),
     ] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "--namespace",
+            envvar="LOCKYARD_NAMESPACE",
+            help="The repository's name for locks: checkouts given one name share locks "
+            "wherever they are (other hosts, containers). Default: the repository's own "
+            "identity, shared by its git worktrees.",
+            show_default=False,
+        ),
+    ] = None,
     log_level: Annotated[
         str,
         typer.Option("--log-level", help="stderr log level: DEBUG, INFO, WARNING, ERROR."),
@@ -128,7 +139,7 @@ def serve_command(
         serve_ipc(ipc, repo, agent_id, lock_dir, backend, log_level, progress_interval,
                   heartbeat_interval, host_timeout)  # fmt: skip
         return
-    _serve(agent_id, repo, lock_dir, log_level, progress_interval, backend, cli)
+    _serve(agent_id, repo, lock_dir, log_level, progress_interval, backend, cli, namespace)
 
 
 @reports_errors
@@ -140,6 +151,7 @@ def _serve(
     progress_interval: float,
     backend: str | None = None,
     cli: str = "agent",
+    namespace: str | None = None,
 ) -> None:
     # Each error is ONE line (what is wrong; what to do): agent CLIs log a failed MCP server's
     # stderr, often only its last line.
@@ -167,7 +179,12 @@ def _serve(
         repo = Path(found)
     try:
         store = open_serve_store(
-            agent_id, repo, lock_dir, backend, None if session is None else session.owner
+            agent_id,
+            repo,
+            lock_dir,
+            backend,
+            None if session is None else session.owner,
+            namespace,
         )
     except ServeConfigError as exc:
         code = ExitCode.LOCK_DIR if exc.lock_dir_problem else ExitCode.USAGE
@@ -193,7 +210,7 @@ def _serve_claimed(
         record = (
             None
             if session is None or session_dir is None
-            else register_session(session, session_dir, store.namespace)
+            else register_session(session, session_dir, store.root)
         )
     except (SessionRegistryError, OSError) as exc:
         raise CliError(f"cannot register the session: {exc}", ExitCode.LOCK_DIR) from None
@@ -204,7 +221,11 @@ def _serve_claimed(
 
     serving = ServeSession(store, agent_id, progress_interval=progress_interval)
     logging.getLogger("lockyard.serve").info(
-        "serving agent %s on %s (locks in %s)", agent_id, store.namespace, store.location
+        "serving agent %s on %s (namespace %s, locks in %s)",
+        agent_id,
+        store.root,
+        store.namespace,
+        store.location,
     )
     try:
         anyio.run(serving.run_stdio)

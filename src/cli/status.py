@@ -24,7 +24,14 @@ from ..infra.crossproc.state import LockDirSnapshot, LockDirState, node_key
 from ..infra.session.registry import SessionRecord, SessionRegistry
 from ..infra.tools.locking import LockBackend, LockInfo, StoreSnapshot, WaiterRecord
 from ._errors import EXIT_CODES_HELP, ExitCode, reports_errors
-from ._format import display_key, format_age, print_json, quiet_library_logs, table_console
+from ._format import (
+    EARLIER_FORMAT_ADVICE,
+    display_key,
+    format_age,
+    print_json,
+    quiet_library_logs,
+    table_console,
+)
 from ._lockdir import (
     LOCK_DIR_HELP,
     LockDirNotCreatedError,
@@ -121,8 +128,8 @@ class _SnapshotState(LockDirState):
 
 
 def graph_node(info: LockInfo) -> str:
-    """The lock's node in the wait-for graph, as deadlocks name it: a file's absolute path,
-    or `/repo::__name__` for a literal key (two repositories' `__db__` are two locks)."""
+    """The lock's node in the wait-for graph, as deadlocks name it: `namespace::key` (a lock
+    is the pair: two repositories' `src/app.py` are two locks)."""
     if info.namespace is None:
         return info.lock_path
     return node_key(info.namespace, info.lock_path)
@@ -138,6 +145,7 @@ def lock_payload(info: LockInfo) -> dict[str, Any]:
         if holder is None
         else {
             "agent_id": holder.agent_id,
+            "checkout": holder.checkout,
             "pid": holder.pid,
             "host": holder.host,
             "boot_id": holder.boot_id,
@@ -161,6 +169,7 @@ def lock_payload(info: LockInfo) -> dict[str, Any]:
             for waiter in info.waiters
         ],
         "problem": info.problem,
+        "earlier_format": info.earlier_format,
     }
 
 
@@ -173,6 +182,7 @@ def status_payload(
     locks = [lock_payload(info) for info in snapshot.locks]
     return {
         "lock_dir": str(lock_dir),
+        "namespaces": sorted({info.namespace for info in snapshot.locks if info.namespace}),
         "taken_at": snapshot.taken_at,
         "locks": locks,
         "deadlocks": [info.to_dict() | {"summary": info.describe()} for info in deadlocks],
@@ -268,21 +278,29 @@ def render_status(
     if not snapshot.locks:
         console.print(f"No locks in {lock_dir}: nothing is held or awaited.")
         return
-    # Paths relative to the repo when every lock belongs to one, else absolute.
+    # Bare keys when every lock belongs to one namespace, else `namespace::key`.
     namespaces = {info.namespace for info in snapshot.locks if info.namespace}
-    base = Path(namespaces.pop()) if len(namespaces) == 1 else None
-    title = f"Locks in {lock_dir}" + (f", repo {base}" if base else "")
+    single = namespaces.pop() if len(namespaces) == 1 else None
+    # Where the holders' checkouts are: in the title when all share one, else per lock.
+    checkouts = {_checkout(info) for info in snapshot.locks if info.holder is not None}
+    one_checkout = checkouts.pop() if len(checkouts) == 1 else None
+    title = f"Locks in {lock_dir}" + (f", namespace {single}" if single else "")
+    if one_checkout is not None:
+        title += f"\nheld from the checkout {one_checkout}"
     table = Table(title=title, title_justify="left")
-    names = [_name(info, base) for info in snapshot.locks]
+    names = [_name(info, single) for info in snapshot.locks]
     table.add_column("lock", overflow="fold", min_width=min(32, max(map(len, names))))
     table.add_column("agent", overflow="fold")
     table.add_column("pid@host", overflow="fold")
+    if one_checkout is None:
+        table.add_column("checkout", overflow="fold")
     table.add_column("age", justify="right", no_wrap=True)
     table.add_column("alive?", no_wrap=True)
     table.add_column("waiters (in order)", overflow="fold")
     now = time.time()
     for info in snapshot.locks:
-        table.add_row(*_row(info, base, now))
+        row = _row(info, single, now)
+        table.add_row(*(row if one_checkout is None else row[:3] + row[4:]))
     console.print(table)
     dead = sum(1 for info in snapshot.locks if info.liveness == "dead")
     if dead:
@@ -294,36 +312,54 @@ def render_status(
         if info.problem:
             console.print(f"unreadable: {info.lock_path}: {info.problem}", style="yellow")
         elif info.holder is None:  # why a free lock is not free for everyone
-            console.print(f"{_name(info, base)}: {info.liveness_reason}", style="cyan")
+            console.print(f"{_name(info, single)}: {info.liveness_reason}", style="cyan")
+    for info in snapshot.locks:
+        if info.earlier_format and info.holder is not None:
+            console.print(
+                f"earlier format: {info.lock_path} (held by {info.holder.agent_id}, "
+                f"{info.liveness}) was {EARLIER_FORMAT_ADVICE}.",
+                style="yellow",
+            )
     for deadlock in deadlocks:
-        console.print(Text("deadlock: ", style="bold red") + Text(deadlock.describe()))
+        shown = deadlock.within(single) if single is not None else deadlock
+        console.print(Text("deadlock: ", style="bold red") + Text(shown.describe()))
         console.print(f"  the monitor's policy would ask {deadlock.victim} to give way")
 
 
-def _row(info: LockInfo, base: Path | None, now: float) -> tuple[str | Text, ...]:
+def _row(info: LockInfo, namespace: str | None, now: float) -> tuple[str | Text, ...]:
     from rich.text import Text
 
-    name = _name(info, base)
+    name = _name(info, namespace)
     holder = info.holder
     waiters = ", ".join(_waiter(waiter, now) for waiter in info.waiters)
     if holder is None and info.problem is None:  # free, but a live waiter has the next turn
         live = [w.agent_id for w in info.waiters if w.liveness()[0].value != "dead"]
         agent = Text(f"free, reserved for {live[0] if live else 'its first waiter'}", style="cyan")
         turn = "-" if info.age_seconds is None else format_age(info.age_seconds)
-        return (name, agent, "-", turn, "-", waiters or "-")
+        return (name, agent, "-", "-", turn, "-", waiters or "-")
     if holder is None:  # an unreadable record: its problem is printed below the table
-        return (name, "-", "-", "-", Text("unreadable", style="yellow"), waiters or "-")
+        return (name, "-", "-", "-", "-", Text("unreadable", style="yellow"), waiters or "-")
     age = info.age_seconds if info.age_seconds is not None else now - holder.acquired_at
     liveness = Text(info.liveness, style=LIVENESS_STYLES.get(info.liveness, ""))
     process = f"{holder.pid}@{holder.host}"
     who = holder.agent_id if holder.fence is None else f"{holder.agent_id} (fence {holder.fence})"
-    return (name, who, process, format_age(age), liveness, waiters or "-")
+    return (name, who, process, _checkout(info), format_age(age), liveness, waiters or "-")
 
 
-def _name(info: LockInfo, base: Path | None) -> str:
-    """Relative to the one repo when there is one; else a literal key names its repo."""
-    if base is not None:
-        return display_key(info.lock_path, base)
+def _checkout(info: LockInfo) -> str:
+    """The holder's checkout root, or what to know when its record does not say."""
+    if info.holder is None or info.holder.checkout is None:
+        return "not recorded"
+    return info.holder.checkout
+
+
+def _name(info: LockInfo, namespace: str | None) -> str:
+    """The bare key when every lock is of one namespace; else qualified with its own. An
+    earlier version's absolute key names its file by itself."""
+    if info.earlier_format:
+        return info.lock_path
+    if namespace is not None and info.namespace == namespace:
+        return info.lock_path
     return graph_node(info)
 
 

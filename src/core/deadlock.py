@@ -62,6 +62,19 @@ class DeadlockInfo(BaseModel):
             )
         return self
 
+    def within(self, namespace: str) -> DeadlockInfo:
+        """The same deadlock with lock names short where they are in `namespace`: a
+        cross-process monitor names locks `namespace::key`; an agent of that namespace reads
+        `src/app.py`."""
+        prefix = f"{namespace}::"
+        steps = tuple(
+            step.model_copy(update={"lock_path": step.lock_path.removeprefix(prefix)})
+            for step in self.cycle
+        )
+        return self.model_copy(
+            update={"cycle": steps, "victim_waits_on": self.victim_waits_on.removeprefix(prefix)}
+        )
+
     @property
     def agents(self) -> list[str]:
         return [step.agent_id for step in self.cycle]

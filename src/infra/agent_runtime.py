@@ -138,6 +138,8 @@ class AgentRuntimeBuilder:
     lock_dir: str | os.PathLike[str] | None = None
     backend: str | None = None
     """`postgresql://...` or a lock directory (see `open_backend`); default LOCKYARD_BACKEND."""
+    namespace: str | None = None
+    """The repository's explicit name (see `LockStore`); only without `store`."""
     monitor: DeadlockMonitor | None = None
     emit_lock_event: EmitLockEvent | None = None
     victim_notices: VictimNotices | None = None
@@ -155,14 +157,19 @@ class AgentRuntimeBuilder:
 
     def build(self) -> AgentRuntime:
         agent_id = self.agent_id if self.agent_id is not None else new_agent_id()
-        if self.store is not None and (self.lock_dir is not None or self.backend is not None):
+        if self.store is not None and (
+            self.lock_dir is not None or self.backend is not None or self.namespace is not None
+        ):
             raise ValueError(
-                "pass either store= or lock_dir=/backend=, not both: the store has its backend"
+                "pass either store= or lock_dir=/backend=/namespace=, not both: the store has "
+                "its own"
             )
         store = (
             self.store
             if self.store is not None
-            else open_backend(self.repo_path, self.backend, lock_dir=self.lock_dir)
+            else open_backend(
+                self.repo_path, self.backend, lock_dir=self.lock_dir, namespace=self.namespace
+            )
         )
         if self.tool_timeout_seconds is not None and not self.tool_timeout_seconds > 0:
             raise ValueError("tool_timeout_seconds must be a positive number of seconds")
@@ -172,7 +179,7 @@ class AgentRuntimeBuilder:
         tools = LockTools(store, agent_id, emit_lock_event=emit, victim_notices=notices)
         prompt = render_implementer_prompt(
             agent_id=agent_id,
-            repo=store.namespace,
+            repo=store.root,
             lock_dir=store.location,
             acquire_tool=acquire,
             release_tool=release,
@@ -183,7 +190,7 @@ class AgentRuntimeBuilder:
             allowed_tools=_merged(self.base_options.allowed_tools, [acquire, release]),
             hooks=self._hooks(store, agent_id, emit, acquire, release),
             system_prompt=self._system_prompt(prompt),
-            cwd=self.base_options.cwd if self.base_options.cwd is not None else store.namespace,
+            cwd=self.base_options.cwd if self.base_options.cwd is not None else store.root,
         )
         if self.monitor is not None:
             self.monitor.register_agent(agent_id, self.issue_id)
@@ -321,6 +328,7 @@ class LockCoordinator:
         *,
         store: LockBackend | None = None,
         backend: str | None = None,
+        namespace: str | None = None,
         on_deadlock: OnDeadlock | None = None,
         victim_policy: VictimPolicy | None = None,
         server_key: str = DEFAULT_SERVER_KEY,
@@ -330,13 +338,18 @@ class LockCoordinator:
     ) -> None:
         if not resync_interval > 0:
             raise ValueError("resync_interval must be a positive number of seconds")
-        if store is not None and (lock_dir is not None or backend is not None):
+        if store is not None and (
+            lock_dir is not None or backend is not None or namespace is not None
+        ):
             raise ValueError(
-                "pass either store= or lock_dir=/backend=, not both: the store has its backend"
+                "pass either store= or lock_dir=/backend=/namespace=, not both: the store has "
+                "its own"
             )
         self.repo_path = repo_path
         self.store: LockBackend = (
-            store if store is not None else open_backend(repo_path, backend, lock_dir=lock_dir)
+            store
+            if store is not None
+            else open_backend(repo_path, backend, lock_dir=lock_dir, namespace=namespace)
         )
         self.monitor = DeadlockMonitor(
             on_deadlock,

@@ -28,6 +28,7 @@ def get_mcp_servers(
     store: ToolStore | None = None,
     lock_dir: str | os.PathLike[str] | None = None,
     backend: str | None = None,
+    namespace: str | None = None,
     victim_notices: VictimNotices | None = None,
     server_key: str = DEFAULT_SERVER_KEY,
 ) -> dict[str, McpSdkServerConfig]:
@@ -36,7 +37,10 @@ def get_mcp_servers(
     Without `agent_id` a fresh unique id is made up; pass one whenever you need to know it
     (for the monitor, `lockyard status`, or to release the agent's locks later). `backend`
     (`postgresql://...` or a lock directory; default `LOCKYARD_BACKEND`) picks where the
-    locks live when no `store` is given.
+    locks live when no `store` is given. `namespace` names the repository explicitly, so that
+    checkouts elsewhere (other hosts, containers) given the same name share locks; by default
+    it is the repository's own identity, shared by its git worktrees (or
+    `LOCKYARD_NAMESPACE` when set).
     """
     server = create_locking_mcp_server(
         agent_id if agent_id is not None else new_agent_id(),
@@ -45,6 +49,7 @@ def get_mcp_servers(
         store=store,
         lock_dir=lock_dir,
         backend=backend,
+        namespace=namespace,
         victim_notices=victim_notices,
         server_name=server_key,
     )

@@ -64,6 +64,10 @@ class SessionLedger:
         self.agent_id = agent_id
         self.taken: set[str] = set()
 
+    @property
+    def namespace(self) -> str:
+        return self.store.namespace
+
     def canonicalize(self, filepath: str) -> str:
         return self.store.canonicalize(filepath)
 

@@ -147,7 +147,7 @@ def test_literal_keys_of_two_repos_make_no_false_deadlock(
     assert json_of(status)["deadlocks"] == []
     assert monitor.returncode == 0, monitor.stdout
     nodes = {lock["node"] for lock in json_of(status)["locks"]}
-    assert nodes == {f"{a}::__db__", f"{b}::__db__", f"{a}/f.py"}
+    assert nodes == {f"{a}::__db__", f"{b}::__db__", f"{a}::f.py"}
 
     text = lockyard("status", "--lock-dir", str(agents.lock_dir))
     assert f"{a}::__db__" in text.stdout  # the table names each repo's key

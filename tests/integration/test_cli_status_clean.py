@@ -128,7 +128,10 @@ def status_json(lock_dir: Path) -> dict[str, Any]:
 
 
 def by_file(payload: dict[str, Any], repo: Path) -> dict[str, dict[str, Any]]:
-    return {str(Path(lock["lock_path"]).relative_to(repo)): lock for lock in payload["locks"]}
+    """The locks by key; every holder's checkout is `repo`."""
+    for lock in payload["locks"]:
+        assert lock["holder"] is None or lock["holder"]["checkout"] == str(repo)
+    return {lock["lock_path"]: lock for lock in payload["locks"]}
 
 
 def tree(root: Path) -> dict[str, tuple[int, int, int, bytes | str]]:

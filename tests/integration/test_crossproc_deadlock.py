@@ -68,7 +68,7 @@ async def test_two_serve_processes_deadlock_and_the_monitor_resolves_it(tmp_path
     repo.mkdir()
     lock_dir = tmp_path / "locks"
     lock_dir.mkdir(mode=0o700)
-    f1, f2 = str(repo / "f1.py"), str(repo / "f2.py")
+    f1, f2 = "f1.py", "f2.py"  # repository-relative keys, also in the monitor's cycle
     monitor = await start_monitor(lock_dir)
     try:
         async with serve("alice", repo, lock_dir) as alice, serve("bob", repo, lock_dir) as bob:

@@ -21,10 +21,16 @@ from lockyard.core.deadlock import DeadlockInfo
 from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from lockyard.infra.crossproc.notices import FileVictimNotices, VictimNotice, VictimNoticeBoard
-from lockyard.infra.crossproc.state import LockDirState
+from lockyard.infra.crossproc.state import LockDirState, node_key
 from lockyard.infra.crossproc.watch import TreeWatcher
 from lockyard.infra.lockstore.store import LockStore
 from lockyard.infra.tools.lock_tools import LockTools
+
+
+def node(store: LockStore, path: str) -> str:
+    """The wait-for graph node of `path` as a monitor reading the lock directory names it."""
+    return node_key(store.namespace, store.canonicalize(path))
+
 
 pytestmark = pytest.mark.anyio
 
@@ -159,9 +165,7 @@ async def test_once_finds_resolves_and_does_not_repeat(store: LockStore, lock_di
         assert found["victim"] == "b"
         assert found["notice_posted"] is True
         assert found["summary"].startswith("b waits for ")
-        assert DeadlockInfo.model_validate(found["deadlock"]).victim_waits_on == store.canonicalize(
-            "f1"
-        )
+        assert DeadlockInfo.model_validate(found["deadlock"]).victim_waits_on == node(store, "f1")
         notice = VictimNoticeBoard(lock_dir).read("b")
         assert notice is not None
         assert notice.deadlock.victim == "b"
@@ -222,8 +226,9 @@ async def test_in_process_and_cross_process_monitors_agree(
     [mine] = [resolution.deadlock for resolution in report.resolutions]
     [theirs] = seen
     assert mine.victim == theirs.victim == "bob"
-    assert mine.cycle == theirs.cycle  # both start at the victim
-    assert mine.victim_waits_on == theirs.victim_waits_on == store.canonicalize("c2")
+    assert mine.within(store.namespace).cycle == theirs.cycle  # both start at the victim
+    assert mine.victim_waits_on == node(store, "c2")
+    assert theirs.victim_waits_on == store.canonicalize("c2") == "c2"
 
 
 async def test_agent_ages_and_counts_come_from_the_lock_records(store: LockStore) -> None:
@@ -236,9 +241,9 @@ async def test_agent_ages_and_counts_come_from_the_lock_records(store: LockStore
     assert starts["a"] == store.holder_record("old").acquired_at  # type: ignore[union-attr]
     assert starts["a"] < starts["b"]
     assert snapshot.holders() == {
-        store.canonicalize("old"): "a",
-        store.canonicalize("x"): "b",
-        store.canonicalize("newer"): "a",
+        node(store, "old"): "a",
+        node(store, "x"): "b",
+        node(store, "newer"): "a",
     }
 
 
@@ -257,7 +262,7 @@ def test_a_dead_waiters_queue_entry_is_no_wait(
     deadline = time.monotonic() + 10
     while not store.waiters("f1") and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert LockDirState(store).read().has_wait("ghost", store.canonicalize("f1"), None)
+    assert LockDirState(store).read().has_wait("ghost", node(store, "f1"), None)
     process.kill()
     process.wait()
     assert [w.agent_id for w in store.waiters("f1")] == ["ghost"]  # still on disk ...
@@ -400,12 +405,12 @@ async def test_literal_keys_of_two_repositories_are_different_locks(
         group.cancel_scope.cancel()
     assert snapshot.holders() == {
         f"{one}::__db__": "a",
-        str(one / "f"): "a",
+        f"{one}::f": "a",
         f"{two}::__db__": "b",
     }
     [found] = report.resolutions
     assert {(s.agent_id, s.lock_path, s.held_by) for s in found.deadlock.cycle} == {
-        ("b", str(one / "f"), "a"),
+        ("b", f"{one}::f", "a"),
         ("a", f"{two}::__db__", "b"),
     }
     first.close()

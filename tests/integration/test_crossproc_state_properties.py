@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from lockyard.core.events import LockEvent, LockEventType
 from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor
-from lockyard.infra.crossproc.state import LockDirState
+from lockyard.infra.crossproc.state import LockDirState, node_key
 from lockyard.infra.lockstore.store import LockStore
 
 AGENTS = ("a", "b", "c", "d")
@@ -58,8 +58,13 @@ async def check(holds: dict[str, str], wanted: set[tuple[str, str]]) -> None:
             group.cancel_scope.cancel()
         store.close()
 
-        assert snapshot.holders() == {store.canonicalize(f): a for f, a in holds.items()}
-        assert sorted(snapshot.wait_pairs()) == sorted((a, store.canonicalize(f)) for a, f in waits)
+        ns = store.namespace
+        assert snapshot.holders() == {
+            node_key(ns, store.canonicalize(f)): a for f, a in holds.items()
+        }
+        assert sorted(snapshot.wait_pairs()) == sorted(
+            (a, node_key(ns, store.canonicalize(f))) for a, f in waits
+        )
         first_grant = {a: i for i, a in reversed(list(enumerate(holds.values())))}
         starts = snapshot.agent_start_times()
         assert sorted(starts, key=starts.__getitem__) == sorted(first_grant, key=first_grant.get)

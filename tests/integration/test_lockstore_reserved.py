@@ -46,7 +46,7 @@ def test_a_lock_blocked_only_by_a_stalled_waiter_is_listed_as_reserved(
     _age_turn(store, "f.py", -3600)  # B's turn stays current, however slow this machine is
     assert not store.try_lock("f.py", "C")  # B is the live head: C may not jump the queue
     [info] = store.list_locks()
-    assert info.lock_path == str(repo / "f.py")
+    assert info.lock_path == "f.py"
     assert info.namespace == str(repo)
     assert info.holder is None
     assert info.problem is None
@@ -55,7 +55,7 @@ def test_a_lock_blocked_only_by_a_stalled_waiter_is_listed_as_reserved(
     assert [(w.agent_id, w.pid) for w in info.waiters] == [("B", stalled_waiter.pid)]
     snapshot = store.snapshot()
     assert snapshot.holds == {}  # reserved is not held: no hold, no wait-for edge to anyone
-    assert snapshot.waits == (("B", str(repo / "f.py")),)
+    assert snapshot.waits == (("B", "f.py"),)
     [listed] = snapshot.locks  # the same lock; only the turn's age has grown since
     assert listed.model_copy(update={"age_seconds": None}) == info.model_copy(
         update={"age_seconds": None}
@@ -95,7 +95,9 @@ def test_a_queue_of_dead_waiters_reserves_nothing(repo: Path, lock_dir: Path) ->
     token = new_token()
     store._dir.enqueue(
         lock_name(store.namespace, key),
-        lambda ticket: encode_waiter(ghost, "ghost", token, ticket, key, store.namespace),
+        lambda ticket: encode_waiter(
+            ghost, "ghost", token, ticket, key, store.namespace, store.root
+        ),
     )
     assert [w.agent_id for w in store.waiters("f.py")] == ["ghost"]
     assert store.list_locks() == []
@@ -225,7 +227,10 @@ def test_the_next_waiters_turn_starts_when_the_first_leaves(repo: Path, lock_dir
     def queue(agent: str) -> str:
         token = new_token()
         return store._dir.enqueue(
-            name, lambda ticket: encode_waiter(me, agent, token, ticket, key, store.namespace)
+            name,
+            lambda ticket: encode_waiter(
+                me, agent, token, ticket, key, store.namespace, store.root
+            ),
         )
 
     def age(entry: str) -> None:
@@ -306,7 +311,10 @@ def test_a_waiter_whose_wait_was_ended_never_takes_a_newcomers_reused_ticket(
         name = lock_name(holder.namespace, key)
         me, token = current_process(), new_token()
         newcomer = holder._dir.enqueue(
-            name, lambda ticket: encode_waiter(me, "X", token, ticket, key, holder.namespace)
+            name,
+            lambda ticket: encode_waiter(
+                me, "X", token, ticket, key, holder.namespace, holder.root
+            ),
         )
         assert newcomer == ended_entry_name(ended.ticket)  # the same name W had
         assert holder.release("f.py", "A")  # wakes W, which must see that entry is not its

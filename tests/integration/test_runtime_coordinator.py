@@ -148,7 +148,7 @@ async def test_lockyard_monitor_resolves_a_deadlock_with_a_serve_agent(
         args=["serve", "--agent-id", "bob", "--repo", str(repo)],
         env=child_env(lock_dir),
     )
-    f1, f2 = str(repo / "f1.py"), str(repo / "f2.py")
+    f1, f2 = "f1.py", "f2.py"  # repository-relative keys, also in the monitor's cycle
     async with (
         LockCoordinator(repo, lock_dir, cross_process=True) as coordinator,
         Client(server) as bob,

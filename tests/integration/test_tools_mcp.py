@@ -118,7 +118,7 @@ def test_agent_ids_are_unique() -> None:
 def test_store_and_its_settings_must_agree(repo: Path, lock_dir: Path, tmp_path: Path) -> None:
     store = LockStore(repo, lock_dir)
     create_locking_mcp_server("a1", repo, None, store=store)  # same repo: fine
-    with pytest.raises(ValueError, match="not the store's repo"):
+    with pytest.raises(ValueError, match="not in the store's checkout"):
         create_locking_mcp_server("a1", tmp_path, None, store=store)
     with pytest.raises(ValueError, match="not both"):
         create_locking_mcp_server("a1", None, None, store=store, lock_dir=lock_dir)

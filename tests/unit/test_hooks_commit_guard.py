@@ -198,12 +198,25 @@ async def test_without_a_cwd_the_repository_is_used(store: LockStore, repo: Path
 
 
 @pytest.mark.anyio
-async def test_files_outside_the_lock_namespace_are_not_judged(repo: Path, tmp_path: Path) -> None:
-    store = LockStore(repo / "sub", tmp_path / "locks")  # the namespace is a subdirectory
+async def test_files_of_another_checkout_are_not_judged(repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    store = LockStore(tmp_path / "elsewhere", tmp_path / "locks")
     modify(repo, "a.py")
     assert await decide(store, "git commit -am x", repo) is None
-    modify(repo, "sub/c.py")
-    assert await decide(store, "git commit -am x", repo) is not None
+
+
+@pytest.mark.anyio
+async def test_a_store_opened_on_a_subdirectory_guards_the_whole_checkout(
+    repo: Path, tmp_path: Path
+) -> None:
+    store = LockStore(repo / "sub", tmp_path / "locks")
+    assert store.root == str(repo)
+    modify(repo, "a.py")
+    reason = await decide(store, "git commit -am x", repo / "sub")
+    assert reason is not None
+    assert "a.py (not locked)" in reason
+    assert store.try_lock("a.py", "a1")
+    assert await decide(store, "git commit -am x", repo / "sub") is None
 
 
 @pytest.mark.anyio

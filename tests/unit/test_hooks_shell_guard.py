@@ -43,7 +43,7 @@ async def test_the_hook_denies_an_unlocked_write_and_names_the_file(store: LockS
     key = store.canonicalize("src/app.py")
     assert f"{key} (not locked)" in reason(output)
     assert "mcp__lockyard__lock_acquire" in reason(output)
-    assert (Path(store.namespace) / "src" / "app.py").read_text() == "value = 1\n"
+    assert (Path(store.root) / "src" / "app.py").read_text() == "value = 1\n"
 
 
 async def test_the_hook_allows_the_write_once_the_agent_holds_the_lock(store: LockStore) -> None:

@@ -42,8 +42,9 @@ def test_holder_record_names_agent_process_and_key(store: LockStore, repo: Path)
     assert record is not None
     assert record.agent_id == "alice"
     assert record.pid == os.getpid()
-    assert record.lock_path == str(repo / "a.py")
+    assert record.lock_path == "a.py"
     assert record.namespace == str(repo)
+    assert record.checkout == str(repo)  # where the holder's checkout is
     assert record.token
     assert record.boot_id
 
@@ -53,12 +54,12 @@ def test_list_locks_and_snapshot(store: LockStore, repo: Path) -> None:
     store.try_lock("b.py", "bob")
     infos = store.list_locks()
     assert [(info.lock_path, info.holder and info.holder.agent_id) for info in infos] == [
-        (str(repo / "a.py"), "alice"),
-        (str(repo / "b.py"), "bob"),
+        ("a.py", "alice"),
+        ("b.py", "bob"),
     ]
     assert all(info.liveness == "alive" for info in infos)
     snapshot = store.snapshot()
-    assert snapshot.holds == {str(repo / "a.py"): "alice", str(repo / "b.py"): "bob"}
+    assert snapshot.holds == {"a.py": "alice", "b.py": "bob"}
     assert snapshot.waits == ()
     assert snapshot.model_dump(mode="json")["holds"]
 
@@ -67,7 +68,7 @@ def test_cleanup_releases_only_that_agent(store: LockStore, repo: Path) -> None:
     store.try_lock("a.py", "alice")
     store.try_lock("b.py", "alice")
     store.try_lock("c.py", "bob")
-    assert store.cleanup_agent_locks("alice") == [str(repo / "a.py"), str(repo / "b.py")]
+    assert store.cleanup_agent_locks("alice") == ["a.py", "b.py"]
     assert store.holder("a.py") is None
     assert store.holder("c.py") == "bob"
     assert store.cleanup_agent_locks("alice") == []

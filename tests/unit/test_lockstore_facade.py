@@ -31,7 +31,7 @@ def test_the_contract_functions_work_together(repo: Path, tmp_path: Path) -> Non
     assert locking.wait_for_lock("a.py", "bob", ns, timeout_seconds=1)
     assert not locking.wait_for_lock("a.py", "carol", ns, timeout_seconds=0)
     assert anyio.run(locking.wait_for_lock_async, "b.py", "bob", ns, 1.0, 100)
-    assert locking.cleanup_agent_locks("bob") == [str(repo / "a.py"), str(repo / "b.py")]
+    assert locking.cleanup_agent_locks("bob") == ["a.py", "b.py"]
     assert locking.get_lock_holder("a.py", ns) is None
     assert (tmp_path / "locks").is_dir()
 
@@ -41,7 +41,7 @@ def test_cleanup_in_one_namespace_leaves_the_others(repo: Path, tmp_path: Path) 
     other.mkdir()
     assert locking.try_lock("a.py", "alice", str(repo))
     assert locking.try_lock("a.py", "alice", str(other))
-    assert locking.cleanup_agent_locks("alice", str(repo)) == [str(repo / "a.py")]
+    assert locking.cleanup_agent_locks("alice", str(repo)) == ["a.py"]
     assert locking.get_lock_holder("a.py", str(other)) == "alice"
 
 

@@ -1,4 +1,4 @@
-"""Canonical lock keys and the typed errors for bad input (which change nothing)."""
+"""Repository-relative lock keys and the typed errors for bad input (which change nothing)."""
 
 from __future__ import annotations
 
@@ -35,47 +35,59 @@ def test_relative_paths_resolve_against_the_repo_not_the_cwd(
     store: LockStore, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert store.canonicalize("src/a.py") == str(repo / "src" / "a.py")
-    assert store.canonicalize("./src/../src/./a.py") == str(repo / "src" / "a.py")
-    assert store.canonicalize(str(repo / "src" / "a.py")) == str(repo / "src" / "a.py")
+    assert store.canonicalize("src/a.py") == "src/a.py"
+    assert store.canonicalize("./src/../src/./a.py") == "src/a.py"
+    assert store.canonicalize(str(repo / "src" / "a.py")) == "src/a.py"
+
+
+def test_a_key_passed_back_in_names_the_same_file(store: LockStore, repo: Path) -> None:
+    (repo / "__init__.py").touch()
+    (repo / "__build__").touch()  # a file named like a literal key is that file
+    for path in ("src/a.py", "__init__.py", str(repo / "__build__"), "__db__"):
+        key = store.canonicalize(path)
+        assert store.canonicalize(key) == key
+    assert store.canonicalize(str(repo / "__build__")) == "./__build__"
+    assert store.canonicalize("__build__") == "__build__"  # the literal lock, not the file
 
 
 def test_symlinks_in_existing_ancestors_of_new_files_are_resolved(
     store: LockStore, repo: Path
 ) -> None:
     (repo / "link").symlink_to(repo / "src")
-    assert store.canonicalize("link/new_file.py") == str(repo / "src" / "new_file.py")
+    assert store.canonicalize("link/new_file.py") == "src/new_file.py"
     (repo / "src" / "exists.py").touch()
     (repo / "alias.py").symlink_to(repo / "src" / "exists.py")
-    assert store.canonicalize("alias.py") == str(repo / "src" / "exists.py")
+    assert store.canonicalize("alias.py") == "src/exists.py"
 
 
 def test_a_symlink_then_dotdot_resolves_physically(store: LockStore, repo: Path) -> None:
     (repo / "src" / "deep").mkdir()
     (repo / "shortcut").symlink_to(repo / "src" / "deep")
-    assert store.canonicalize("shortcut/../x.py") == str(repo / "src" / "x.py")
+    assert store.canonicalize("shortcut/../x.py") == "src/x.py"
 
 
 def test_shell_escaped_dollar_is_unescaped_only_when_that_file_exists(
     store: LockStore, repo: Path
 ) -> None:
-    assert store.canonicalize("src/\\$tmp.py") == str(repo / "src" / "\\$tmp.py")
+    assert store.canonicalize("src/\\$tmp.py") == "src/\\$tmp.py"
     (repo / "src" / "$tmp.py").touch()
-    assert store.canonicalize("src/\\$tmp.py") == str(repo / "src" / "$tmp.py")
+    assert store.canonicalize("src/\\$tmp.py") == "src/$tmp.py"
 
 
 def test_literal_keys_pass_through(store: LockStore) -> None:
     assert store.canonicalize("__schema__") == "__schema__"
     assert store.try_lock("__schema__", "alice")
     assert store.holder("__schema__") == "alice"
-    assert store.canonicalize("__a/b__").endswith("/__a/b__")  # not a literal key: a path
+    assert store.canonicalize("__a/b__") == "__a/b__"  # not a literal key: a path in the repo
+    assert store.try_lock("__a/b__", "alice")
+    assert {info.lock_path for info in store.list_locks()} == {"__schema__", "__a/b__"}
 
 
 def test_two_spellings_of_one_repo_share_one_set_of_locks(repo: Path, tmp_path: Path) -> None:
     (tmp_path / "repo-link").symlink_to(repo)
     first = LockStore(repo, tmp_path / "locks")
     second = LockStore(f"{tmp_path}/repo-link/src/../", tmp_path / "locks")
-    assert first.namespace == second.namespace == str(repo)
+    assert first.namespace == second.namespace == str(repo)  # not a git checkout: its path
     assert first.try_lock("src/a.py", "alice")
     assert not second.try_lock(str(tmp_path / "repo-link" / "src" / "a.py"), "bob")
     assert second.holder("src/a.py") == "alice"
@@ -86,12 +98,13 @@ def test_paths_outside_the_repo_are_refused_unless_opted_in(
 ) -> None:
     (repo / "escape").symlink_to(tmp_path)
     for outside in ("../other.py", "/etc/passwd", "escape/x.py"):
-        with pytest.raises(PathOutsideRepoError, match="outside the repository"):
+        with pytest.raises(PathOutsideRepoError, match="outside the checkout"):
             store.try_lock(outside, "alice")
     assert store.list_locks() == []
     opted_in = LockStore(repo, tmp_path / "locks", allow_outside_repo=True)
     assert opted_in.try_lock("../other.py", "alice")
     assert opted_in.holder(str(tmp_path / "other.py")) == "alice"
+    assert opted_in.canonicalize("../other.py") == str(tmp_path / "other.py")  # absolute
 
 
 DIRECTORIES = [".", "src", "src/", "./src/..", "linked-src", "src/deeper/..", "REPO"]
@@ -127,10 +140,10 @@ def test_files_in_directories_and_files_not_yet_created_are_still_lock_keys(
     assert store.try_lock("src/dangling", "alice")
     assert store.try_lock("__schema__", "alice")  # a literal key is never a directory
     assert {info.lock_path for info in store.list_locks()} == {
-        str(repo / "src" / "app.py"),
-        str(repo / "src" / "new_module.py"),
-        str(repo / "src" / "new_package" / "__init__.py"),
-        str(repo / "nowhere"),
+        "src/app.py",
+        "src/new_module.py",
+        "src/new_package/__init__.py",
+        "nowhere",
         "__schema__",
     }
 
@@ -139,9 +152,11 @@ def test_contract_canonicalize_path_uses_the_repo_namespace(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LOCKYARD_LOCK_DIR", str(tmp_path / "env-locks"))
-    assert canonicalize_path("src/a.py", str(repo)) == str(repo / "src" / "a.py")
+    assert canonicalize_path("src/a.py", str(repo)) == "src/a.py"
+    assert canonicalize_path(str(repo / "src" / "a.py"), str(repo)) == "src/a.py"
+    assert canonicalize_path("__db__", str(repo)) == "__db__"
     monkeypatch.chdir(repo)
-    assert canonicalize_path("src/a.py") == str(repo / "src" / "a.py")
+    assert canonicalize_path("src/a.py") == "src/a.py"  # the working directory's checkout
 
 
 BAD_PATHS: list[object] = ["", "   ", "a\x00b", "x" * 5000, None, 42, b"bytes.py"]
@@ -212,7 +227,7 @@ def test_every_input_error_is_a_lock_store_error_and_a_value_error() -> None:
         assert issubclass(error, ValueError)
 
 
-def test_a_bad_namespace_is_refused(tmp_path: Path) -> None:
+def test_a_bad_repo_path_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidPathError, match="repo_namespace"):
         LockStore("", tmp_path / "locks")
 

@@ -10,11 +10,21 @@ from pathlib import Path
 
 from ..backends import chosen_spec, is_postgres_spec, open_backend
 from ..lockstore.backend import LockBackend
-from ..lockstore.errors import InvalidAgentIdError, LockDirError, LockStoreError
+from ..lockstore.errors import (
+    InvalidAgentIdError,
+    InvalidNamespaceError,
+    LockDirError,
+    LockStoreError,
+)
+from ..lockstore.identity import validate_namespace
 from ..lockstore.liveness import ProcessIdentity
 from ..lockstore.paths import validate_agent_id
 from ..lockstore.store import LockStore
 from .notices import NoticeBoardError, VictimNoticeBoard
+
+_NAMESPACE_HINT = (
+    "pass --namespace NAME (or set LOCKYARD_NAMESPACE) to a short name, or leave both unset"
+)
 
 
 class ServeConfigError(Exception):
@@ -32,6 +42,7 @@ def open_serve_store(
     lock_dir: Path | None,
     backend: str | None = None,
     owner: ProcessIdentity | None = None,
+    namespace: str | None = None,
 ) -> LockBackend:
     """The agent's lock store, or ServeConfigError before anything is served.
 
@@ -45,19 +56,32 @@ def open_serve_store(
         raise ServeConfigError(f"--repo {repo} is not a directory",
                                "pass the root of the repository the agent edits",
                                lock_dir_problem=False)  # fmt: skip
+    try:
+        if namespace is not None:
+            validate_namespace(namespace)
+    except InvalidNamespaceError as exc:
+        raise ServeConfigError(str(exc), _NAMESPACE_HINT, lock_dir_problem=False) from None
     spec = chosen_spec(backend)
     if spec is not None and is_postgres_spec(spec):
         if lock_dir is not None:
             raise ServeConfigError("pass either --lock-dir or a PostgreSQL --backend",
                                    "drop one of them", lock_dir_problem=False)  # fmt: skip
         try:
-            return open_backend(str(repo), spec).connect()  # type: ignore[attr-defined, no-any-return]
+            store = open_backend(str(repo), spec, namespace=namespace)
+            return store.connect()  # type: ignore[attr-defined, no-any-return]
         except LockStoreError as exc:
             raise ServeConfigError(str(exc), "start the server or fix --backend",
                                    lock_dir_problem=True) from None  # fmt: skip
     try:
-        store = LockStore(str(repo), lock_dir if lock_dir is not None else spec, owner=owner)
+        store = LockStore(
+            str(repo),
+            lock_dir if lock_dir is not None else spec,
+            owner=owner,
+            namespace=namespace,
+        )
         VictimNoticeBoard(store.lock_dir).ensure()
+    except InvalidNamespaceError as exc:
+        raise ServeConfigError(str(exc), _NAMESPACE_HINT, lock_dir_problem=False) from None
     except (LockDirError, NoticeBoardError) as exc:
         hint = "pass --lock-dir (or set LOCKYARD_LOCK_DIR) to a private directory of yours"
         raise ServeConfigError(str(exc), hint, lock_dir_problem=True) from None

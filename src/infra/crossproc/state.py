@@ -103,11 +103,14 @@ class LockDirSnapshot:
         return True
 
 
+NODE_SEPARATOR = "::"
+
+
 def node_key(namespace: str, lock_key: str) -> str:
-    """The lock's node in the wait-for graph. A file's key is its absolute path, the same
-    for every repository. A literal key such as `__db__` is qualified with its repository
-    (`/repo::__db__`), since two repositories' `__db__` locks are different locks."""
-    return lock_key if os.path.isabs(lock_key) else f"{namespace}::{lock_key}"
+    """The lock's node in the wait-for graph: its key qualified with its namespace
+    (`proj-3f2a9c1b7e40::src/app.py`), since a lock is the pair (namespace, key): two
+    repositories' `src/app.py` (or `__db__`) are two locks, two worktrees' one lock."""
+    return f"{namespace}{NODE_SEPARATOR}{lock_key}"
 
 
 def _live_waits(info: LockInfo, node: str) -> list[Wait]:

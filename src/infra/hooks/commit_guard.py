@@ -278,7 +278,7 @@ def commit_denial(
     plan = plan_commit(command)
     if plan is not None and not plan.commits:
         return None
-    found = files_in_commit(plan, cwd if isinstance(cwd, str) and cwd else store.namespace)
+    found = files_in_commit(plan, cwd if isinstance(cwd, str) and cwd else store.root)
     if found is None:
         return None
     problems = unlocked_files(store, agent_id, *found)
@@ -304,7 +304,7 @@ def unlocked_files(
     problems: list[tuple[str, str | None]] = []
     for name in names:
         path = os.path.join(root, name)
-        if not inside_repo(path, store.namespace):
+        if not inside_repo(path, store.root):
             continue
         try:
             key = store.canonicalize(path)

@@ -28,6 +28,8 @@ class GuardStore(Protocol):
 
     @property
     def namespace(self) -> str: ...
+    @property
+    def root(self) -> str: ...
     def canonicalize(self, filepath: str) -> str: ...
     def holder(self, filepath: str) -> str | None: ...
     def stale_grant(self, filepath: str, agent_id: str) -> str | None: ...
@@ -64,7 +66,8 @@ def deny(reason: str) -> SyncHookJSONOutput:
 
 
 def inside_repo(path: str, repo: str) -> bool:
-    """Whether `path` lies in `repo`, symlinks resolved. Relative paths count as inside."""
+    """Whether `path` lies in the checkout rooted at `repo`, symlinks resolved. Relative
+    paths count as inside."""
     if not Path(path).is_absolute():
         return True
     try:

@@ -13,23 +13,31 @@ import os
 from typing import Any
 
 from ..lockstore.errors import CorruptRecordError
+from ..lockstore.identity import RepoIdentity, resolve_identity
 from ..lockstore.liveness import Liveness, liveness_of
 from ..lockstore.lockdir import LockDir
-from ..lockstore.paths import canonicalize_in, canonicalize_namespace, lock_name
+from ..lockstore.paths import lock_name
 
 
 class LockDirReader:
     """A read-only `GuardStore` over one lock directory and one repository."""
 
-    def __init__(self, repo: str | os.PathLike[str], lock_dir: str | os.PathLike[str]) -> None:
-        self.namespace: str = canonicalize_namespace(repo)
+    def __init__(
+        self,
+        repo: str | os.PathLike[str],
+        lock_dir: str | os.PathLike[str],
+        namespace: str | None = None,
+    ) -> None:
+        self.identity: RepoIdentity = resolve_identity(repo, namespace)
+        self.namespace: str = self.identity.namespace
+        self.root: str = self.identity.root
         self._dir = LockDir(lock_dir)
 
     def close(self) -> None:
         self._dir.close()
 
     def canonicalize(self, filepath: str) -> str:
-        return canonicalize_in(filepath, self.namespace)
+        return self.identity.key(filepath)
 
     def stale_grant(self, filepath: str, agent_id: str) -> str | None:
         """Never stale: a lock directory grant has no fencing number to fall behind."""

@@ -31,10 +31,10 @@ def write_denial(
     `acquire` is the lock tool's name as the model sees it, for the reason texts.
     """
     path = absolute(raw_path, cwd)
-    if not inside_repo(path, store.namespace):
+    if not inside_repo(path, store.root):
         if allow_outside_repo:
             return None
-        return f"{raw_path} is outside the repository {store.namespace}: edit files inside it."
+        return f"{raw_path} is outside the repository {store.root}: edit files inside it."
     try:
         key = store.canonicalize(path)
     except ValueError as exc:

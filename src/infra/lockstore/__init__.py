@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .errors import (
         CorruptRecordError,
         InvalidAgentIdError,
+        InvalidNamespaceError,
         InvalidPathError,
         InvalidTimeoutError,
         LockDirError,
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
         LockStoreError,
         PathOutsideRepoError,
     )
+    from .identity import NAMESPACE_ENV, RepoIdentity, resolve_identity, validate_namespace
     from .liveness import Liveness
     from .lockdir import default_lock_dir
     from .records import HolderRecord, LockInfo, Reclamation, StoreSnapshot, WaiterRecord
@@ -31,12 +33,17 @@ _HOMES = {
     "LockBackend": "backend",
     "CorruptRecordError": "errors",
     "InvalidAgentIdError": "errors",
+    "InvalidNamespaceError": "errors",
     "InvalidPathError": "errors",
     "InvalidTimeoutError": "errors",
     "LockDirError": "errors",
     "LockDirFullError": "errors",
     "LockStoreError": "errors",
     "PathOutsideRepoError": "errors",
+    "NAMESPACE_ENV": "identity",
+    "RepoIdentity": "identity",
+    "resolve_identity": "identity",
+    "validate_namespace": "identity",
     "Liveness": "liveness",
     "default_lock_dir": "lockdir",
     "HolderRecord": "records",
@@ -50,9 +57,11 @@ _HOMES = {
 
 __all__ = [
     "MAX_TIMEOUT_SECONDS",
+    "NAMESPACE_ENV",
     "CorruptRecordError",
     "HolderRecord",
     "InvalidAgentIdError",
+    "InvalidNamespaceError",
     "InvalidPathError",
     "InvalidTimeoutError",
     "Liveness",
@@ -64,9 +73,12 @@ __all__ = [
     "LockStoreError",
     "PathOutsideRepoError",
     "Reclamation",
+    "RepoIdentity",
     "StoreSnapshot",
     "WaiterRecord",
     "default_lock_dir",
+    "resolve_identity",
+    "validate_namespace",
 ]
 
 

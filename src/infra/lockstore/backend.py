@@ -3,6 +3,12 @@
 Two do: the file-system `LockStore` (lockyard.infra.lockstore) and `PgLockStore`
 (lockyard.infra.backends.postgres), whose locks belong to live database sessions and carry
 fencing numbers. `lockyard.infra.backends.open_backend` picks one from a setting.
+
+A lock is the pair (namespace, key): the repository's identity and the file's path relative
+to the checkout's root (see `identity.py`). A backend opens a checkout with
+`resolve_identity(repo_path, namespace)` and stores only these pairs, so it never sees a
+machine's absolute paths: `identity.key(filepath)` is its `canonicalize`, and
+`identity.namespace` its namespace.
 """
 
 from __future__ import annotations
@@ -14,9 +20,12 @@ from .records import HolderRecord, LockInfo, LostLock, Reclamation, StoreSnapsho
 
 @runtime_checkable
 class LockBackend(Protocol):
-    """Locks keyed by canonical path within one repository namespace."""
+    """Locks keyed by repository-relative path within one repository namespace."""
 
     namespace: str
+    """The repository's identity (shared by its worktrees, or an explicit name)."""
+    root: str
+    """This checkout's root directory on this machine: keys are relative to it."""
 
     @property
     def location(self) -> str:

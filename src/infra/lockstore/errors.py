@@ -23,7 +23,12 @@ class InvalidPathError(LockStoreError, ValueError):
 
 
 class PathOutsideRepoError(InvalidPathError):
-    """The path resolves outside the repository namespace and the store does not allow that."""
+    """The path resolves outside the agent's checkout and the store does not allow that."""
+
+
+class InvalidNamespaceError(LockStoreError, ValueError):
+    """An explicit namespace is empty, too long, not a string, or contains `/`, NUL or
+    control characters."""
 
 
 class InvalidAgentIdError(LockStoreError, AgentIdError):

@@ -1,7 +1,7 @@
-"""Canonical lock keys: one spelling per file, and one per repository namespace.
+"""The building blocks of lock keys: input checks, path resolution, lock names.
 
-A lock key is an absolute, symlink-resolved path inside the canonical repo namespace, or a
-literal key `__name__` passed through unchanged (locks that are not files, e.g. `__schema__`).
+`identity.py` turns a file path into its repository-relative key with these; a literal key
+`__name__` (a lock that is not a file, e.g. `__schema__`) is passed through unchanged.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import stat
 
 from ...core.agent_ids import AgentIdError
 from ...core.agent_ids import validate_agent_id as core_validate_agent_id
-from .errors import InvalidAgentIdError, InvalidPathError, PathOutsideRepoError
+from .errors import InvalidAgentIdError, InvalidPathError
 
 MAX_PATH_CHARS = 4096
 """Longer inputs are refused: no real path on Linux is longer (PATH_MAX)."""
@@ -47,11 +47,11 @@ def validate_path_text(
         raise InvalidPathError(
             f"{what} is {len(filepath)} characters long; paths are limited to {MAX_PATH_CHARS}"
         )
-    _refuse_non_utf8(filepath, what)
+    refuse_non_utf8(filepath, what)
     return filepath
 
 
-def _refuse_non_utf8(text: str, what: str) -> None:
+def refuse_non_utf8(text: str, what: str) -> None:
     """Records are UTF-8 JSON: a name that is not UTF-8 (bytes decoded with surrogateescape,
     an escaped lone surrogate) would write a record nobody can read back."""
     try:
@@ -72,44 +72,7 @@ def validate_agent_id(agent_id: object) -> str:
         raise InvalidAgentIdError(str(error)) from None
 
 
-def canonicalize_namespace(repo_namespace: str | os.PathLike[str] | None) -> str:
-    """The repository's canonical path: absolute, `..` folded, symlinks resolved.
-
-    `None` means the current working directory.
-    """
-    if repo_namespace is None:
-        text = os.getcwd()
-    elif isinstance(repo_namespace, str | os.PathLike):
-        text = validate_path_text(
-            os.fspath(repo_namespace),
-            "repo_namespace",
-            "pass the repository's root directory (or None for the current directory)",
-        )
-    else:
-        raise InvalidPathError(
-            f"repo_namespace must be the repository's path (str or os.PathLike), got "
-            f"{type(repo_namespace).__name__}; pass the path, or None for the working directory"
-        )
-    absolute = os.path.abspath(os.path.expanduser(text))
-    namespace = os.path.realpath(absolute)
-    _refuse_non_utf8(namespace, "repository")
-    if not os.path.isdir(namespace):
-        raise InvalidPathError(
-            f"repository {text!r} is not an existing directory ({_why_not_a_directory(absolute)}); "
-            "pass the path of the repository's checkout"
-        )
-    return namespace
-
-
-def _why_not_a_directory(path: str) -> str:
-    try:
-        os.stat(path)
-    except OSError as error:
-        return error.strerror or "cannot be opened"
-    return "it is a file"
-
-
-def _unescape_dollars(path: str) -> str:
+def unescape_dollars(path: str) -> str:
     """Agents sometimes send `\\$` copied from a shell line; use `$` when that file exists."""
     if "\\$" not in path:
         return path
@@ -183,46 +146,11 @@ def _kernel_resolve(path: str, missing_child: str | None = None) -> tuple[str, b
     return resolved, is_dir
 
 
-def is_within(path: str, namespace: str) -> bool:
-    return path == namespace or path.startswith(namespace.rstrip("/") + "/")
-
-
-def canonicalize_in(filepath: object, namespace: str, *, allow_outside_repo: bool = False) -> str:
-    """The lock key of `filepath` inside the canonical `namespace` (see module docstring).
-
-    Relative paths are resolved against the repository, never the working directory.
-    """
-    text = validate_path_text(filepath)
-    if text.startswith("__") and is_literal_key(text):
-        return text
-    # os.path.join, spelled out (it is a fifth of this function's own time): an absolute
-    # `text` replaces the namespace.
-    if text.startswith("/"):
-        joined = text
-    elif namespace.endswith("/"):
-        joined = namespace + text
-    else:
-        joined = f"{namespace}/{text}"
-    key, is_dir = resolve_entry(_unescape_dollars(joined))
-    if not allow_outside_repo and not is_within(key, namespace):
-        raise PathOutsideRepoError(
-            f"{text!r} resolves to {key!r}, outside the repository {namespace!r}; "
-            "lock files inside the repository (or create the store with allow_outside_repo=True)"
-        )
-    if is_dir:
-        # A lock on a directory (or on the repository root) protects none of the files in it.
-        raise InvalidPathError(
-            f"lock files, not directories: {text!r} is the directory {key!r}; "
-            "name each file you will edit (a file that does not exist yet can be locked)"
-        )
-    if len(key) > MAX_PATH_CHARS:
-        raise InvalidPathError(f"{text!r} resolves to a path longer than {MAX_PATH_CHARS}")
-    _refuse_non_utf8(key, f"{text!r} resolves to")
-    return key
-
-
 @functools.lru_cache(maxsize=4096)
 def lock_name(namespace: str, key: str) -> str:
-    """The file-system-safe name of a lock: a hash of namespace and key (fixed length)."""
+    """The file-system-safe name of a lock: a hash of namespace and key (fixed length).
+
+    Every checkout of one namespace computes the same name for one repository-relative key,
+    so agents in two worktrees contend for one lock directory entry."""
     digest = hashlib.sha256(f"{namespace}\x00{key}".encode(errors="surrogatepass")).hexdigest()
     return digest[:40]

@@ -118,10 +118,10 @@ class Wait:
     def _enqueue(self) -> None:
         token = new_token()
         me = current_process()
-        namespace = self._store.namespace
+        namespace, checkout = self._store.namespace, self._store.root
 
         def record_for(ticket: int) -> str:
-            return encode_waiter(me, self._agent, token, ticket, self._key, namespace)
+            return encode_waiter(me, self._agent, token, ticket, self._key, namespace, checkout)
 
         self.entry = self._dir.enqueue(self._name, record_for)
         self._token = token

@@ -30,7 +30,17 @@ class _ProcessRecord(BaseModel):
     boot_id: str | None
     pid_ns: str | None = None
     lock_path: str
+    """The lock key: repository-relative (`src/app.py`) or a literal `__name__`. A record
+    written by a lockyard version before repository-relative keys has an absolute path."""
     namespace: str
+    checkout: str | None = None
+    """The root of the checkout the agent works in (on `host`); None in older records."""
+
+    @property
+    def earlier_format(self) -> bool:
+        """Written by a lockyard version before repository-relative keys: its `lock_path` is
+        an absolute path and its `namespace` the repository directory the agent named."""
+        return self.checkout is None
 
     def liveness(self) -> tuple[Liveness, str]:
         return liveness_of(self.pid, self.start_time, self.host, self.boot_id, self.pid_ns)
@@ -72,6 +82,9 @@ class LockInfo(BaseModel):
     waiters: tuple[WaiterRecord, ...] = ()
     problem: str | None = None
     """Set when the lock's record cannot be read; such a lock is reported, never removed."""
+    earlier_format: bool = False
+    """Held under a record of a lockyard version before repository-relative keys (see
+    `LockStore`: a store opened while it is held keeps its file locked)."""
 
 
 class Reclamation(BaseModel):
@@ -113,15 +126,24 @@ class StoreSnapshot(BaseModel):
     taken_at: float = Field(default_factory=time.time)
 
 
-def encode_holder(me: ProcessIdentity, agent_id: str, token: str, key: str, namespace: str) -> str:
+def encode_holder(
+    me: ProcessIdentity,
+    agent_id: str,
+    token: str,
+    key: str,
+    namespace: str,
+    checkout: str | None = None,
+) -> str:
     # The record is built on every grant: only the token and the time change, so the rest is
     # serialised once per (process, agent, key). Tokens are hex, safe to splice into JSON.
-    head = _holder_head(me, agent_id, key, namespace)
+    head = _holder_head(me, agent_id, key, namespace, checkout)
     return f'{head},"token":"{token}","acquired_at":{time.time()!r}}}'
 
 
 @functools.lru_cache(maxsize=4096)
-def _holder_head(me: ProcessIdentity, agent_id: str, key: str, namespace: str) -> str:
+def _holder_head(
+    me: ProcessIdentity, agent_id: str, key: str, namespace: str, checkout: str | None
+) -> str:
     fields = {
         "agent_id": agent_id,
         "pid": me.pid,
@@ -131,12 +153,19 @@ def _holder_head(me: ProcessIdentity, agent_id: str, key: str, namespace: str) -
         "pid_ns": me.pid_ns,
         "lock_path": key,
         "namespace": namespace,
+        "checkout": checkout,
     }
     return json.dumps(fields, separators=(",", ":"))[:-1]
 
 
 def encode_waiter(
-    me: ProcessIdentity, agent_id: str, token: str, ticket: int, key: str, namespace: str
+    me: ProcessIdentity,
+    agent_id: str,
+    token: str,
+    ticket: int,
+    key: str,
+    namespace: str,
+    checkout: str,
 ) -> str:
     return json.dumps(
         {
@@ -149,6 +178,7 @@ def encode_waiter(
             "pid_ns": me.pid_ns,
             "lock_path": key,
             "namespace": namespace,
+            "checkout": checkout,
             "ticket": ticket,
             "since": time.time(),
         },

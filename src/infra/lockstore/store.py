@@ -1,4 +1,7 @@
-"""`LockStore`: file locks in one private lock directory, for one canonical repo namespace.
+"""`LockStore`: file locks in one private lock directory, for one checkout of a repository.
+
+A lock is (namespace, repository-relative key) (see `identity.py`): stores opened on two
+worktrees of one clone, or on two checkouts given one explicit namespace, share their locks.
 
 The operations are built from the atomic steps of `lockdir.py` (publish by rename, remove by
 token) so that mutual exclusion holds under any interleaving of acquire, release, cleanup
@@ -18,9 +21,10 @@ from pathlib import Path
 from typing import Final
 
 from .errors import CorruptRecordError, InvalidTimeoutError, LockDirError
+from .identity import RepoIdentity, identity_of, resolve_identity
 from .liveness import Liveness, ProcessIdentity, current_process, new_token
 from .lockdir import LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK, LockDir, default_lock_dir
-from .paths import canonicalize_in, canonicalize_namespace, lock_name, validate_agent_id
+from .paths import lock_name, validate_agent_id
 from .queue import Wait
 from .records import (
     HolderRecord,
@@ -84,6 +88,11 @@ def validate_poll_interval(poll_interval_ms: object) -> float:
 class LockStore:
     """Locks on files of one repository, kept in one lock directory shared by processes.
 
+    `repo_namespace` is a directory of the checkout (default: the working directory);
+    relative file paths are resolved in the checkout's root. `namespace` names the repository
+    explicitly (default: `LOCKYARD_NAMESPACE`, else the repository's own identity; see
+    `identity.py`).
+
     `use_inotify=False` disables cross-process push wake-ups (waiters in other processes
     are then seen by polling); in-process notifications always work.
     `liveness_interval` is how often a pushed waiter still re-checks on its own, to notice
@@ -100,6 +109,7 @@ class LockStore:
         repo_namespace: str | os.PathLike[str] | None = None,
         lock_dir: str | os.PathLike[str] | None = None,
         *,
+        namespace: str | None = None,
         allow_outside_repo: bool = False,
         use_inotify: bool = True,
         liveness_interval: float = 0.5,
@@ -109,7 +119,10 @@ class LockStore:
         read_only: bool = False,
     ) -> None:
         self._owner = owner
-        self.namespace: str = canonicalize_namespace(repo_namespace)
+        self.identity: RepoIdentity = resolve_identity(repo_namespace, namespace)
+        self.namespace: str = self.identity.namespace
+        self.root: str = self.identity.root
+        """This checkout's root: lock keys are relative to it."""
         self.allow_outside_repo = allow_outside_repo
         self._dir = LockDir(
             lock_dir if lock_dir is not None else default_lock_dir(), read_only=read_only
@@ -121,13 +134,18 @@ class LockStore:
         self._on_reclaim = on_reclaim
         self._grants: dict[tuple[str, str], str] = {}  # (lock name, agent) -> grant token
         self._grants_guard = threading.Lock()
+        self._earlier: dict[str, str] = self._find_earlier_locks()
+        """lock name -> name of a lock an earlier lockyard version holds on the same file."""
 
     @property
     def _hub(self) -> WakeHub:
         return process_hub()  # looked up each time: a forked child has its own
 
     def __repr__(self) -> str:
-        return f"LockStore(namespace={self.namespace!r}, lock_dir={str(self.lock_dir)!r})"
+        return (
+            f"LockStore(namespace={self.namespace!r}, root={self.root!r}, "
+            f"lock_dir={str(self.lock_dir)!r})"
+        )
 
     def close(self) -> None:
         """Close the lock directory handle (also done when the store is garbage-collected)."""
@@ -157,7 +175,8 @@ class LockStore:
     # -- keys ------------------------------------------------------------------------------
 
     def canonicalize(self, filepath: str) -> str:
-        return canonicalize_in(filepath, self.namespace, allow_outside_repo=self.allow_outside_repo)
+        """The repository-relative lock key of `filepath` (`__name__` keys as they are)."""
+        return self.identity.key(filepath, allow_outside_repo=self.allow_outside_repo)
 
     def _locate(self, filepath: str) -> tuple[str, str]:
         key = self.canonicalize(filepath)
@@ -179,6 +198,8 @@ class LockStore:
 
     def take(self, name: str, key: str, agent: str, *, respect_queue: bool) -> bool:
         """One attempt at lock `name`; reclaims it first when its holder is provably dead."""
+        if self._earlier and self._held_by_earlier_version(name, agent):
+            return False
         for _attempt in range(8):
             if self._dir.exists(name + LOCK_SUFFIX):
                 try:
@@ -201,7 +222,7 @@ class LockStore:
                 return False
             token = new_token()
             record = encode_holder(
-                self._owner or current_process(), agent, token, key, self.namespace
+                self._owner or current_process(), agent, token, key, self.namespace, self.root
             )
             if self._dir.publish(name, token, record):
                 self._remember(name, agent, token)
@@ -311,7 +332,10 @@ class LockStore:
 
     def holder_record(self, filepath: str) -> HolderRecord | None:
         _key, name = self._locate(filepath)
-        return self._read_holder(name)
+        record = self._read_holder(name)
+        if record is None and self._earlier and name in self._earlier:
+            return self._read_holder(self._earlier[name])
+        return record
 
     def holder(self, filepath: str) -> str | None:
         record = self.holder_record(filepath)
@@ -371,6 +395,7 @@ class LockStore:
                     liveness=liveness.value,
                     liveness_reason=reason,
                     waiters=waiters,
+                    earlier_format=holder.earlier_format,
                 )
             )
         return sorted(locks, key=lambda info: (info.namespace or "", info.lock_path))
@@ -494,6 +519,66 @@ class LockStore:
             self.turn_timeout,
         )
         self.drop_waiter(name, entry)
+
+    # -- locks of an earlier lockyard version ------------------------------------------------
+
+    # A version before repository-relative keys named a lock by (repository directory,
+    # absolute path): another lock name for the same file. Its live locks are found when the
+    # store opens, translated to this store's keys, and honoured until released or their
+    # holder is provably dead; they are never treated as free. (A lock such a version takes
+    # after this store opened is not seen: stop the earlier version's agents before starting
+    # this one's; `lockyard status` lists what they still hold.)
+
+    def _find_earlier_locks(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for name in self._names_with(LOCK_SUFFIX):
+            try:
+                holder = self._read_holder(name)
+            except (CorruptRecordError, LockDirError):
+                continue
+            if holder is None or not holder.earlier_format:
+                continue
+            key = self._key_of_earlier(holder)
+            if key is not None:
+                found[lock_name(self.namespace, key)] = name
+        if found:
+            log.warning(
+                "%d lock(s) in %s were taken by an earlier lockyard version; their files stay "
+                "locked until released (`lockyard status` lists them)",
+                len(found),
+                self._dir.path,
+            )
+        return found
+
+    def _key_of_earlier(self, holder: HolderRecord) -> str | None:
+        """This store's key for the file an earlier-format record locks, or None when that
+        record is about another repository (or one this host cannot see)."""
+        try:
+            theirs = identity_of(os.path.realpath(holder.namespace), None)
+            ours = identity_of(self.root, None)
+        except (OSError, ValueError):
+            return None
+        if theirs.namespace != ours.namespace:
+            return None
+        path = holder.lock_path
+        if path.startswith("/") and theirs.contains(path) and path != theirs.root:
+            return path[len(theirs.root.rstrip("/")) + 1 :]
+        return path  # a literal key, or a file outside the repository
+
+    def _held_by_earlier_version(self, name: str, agent: str) -> bool:
+        earlier = self._earlier.get(name)
+        if earlier is None:
+            return False
+        try:
+            holder = self._read_holder(earlier)
+        except CorruptRecordError:
+            return True  # never guess
+        if holder is not None and self._reclaim_if_dead(earlier, holder, agent):
+            holder = None
+        if holder is None:
+            self._earlier.pop(name, None)
+            return False
+        return True
 
     # -- cleaning up -----------------------------------------------------------------------
 

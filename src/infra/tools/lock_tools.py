@@ -369,11 +369,14 @@ class _AcquireCall:
         notices = self.tools.victim_notices
         assert notices is not None
         try:
-            self.deadlock = await notices.wait_for_victim(self.agent_id)
+            deadlock = await notices.wait_for_victim(self.agent_id)
         except Exception:
             # Broken notices must not break the wait itself; the timeout still bounds it.
             logger.exception("victim notices failed for agent %s", self.agent_id)
             return
+        namespace = getattr(self.tools.store, "namespace", None)
+        # A cross-process monitor names locks `namespace::key`; the agent knows them as keys.
+        self.deadlock = deadlock.within(namespace) if isinstance(namespace, str) else deadlock
         group.cancel()
 
     def _victim_mark(self) -> DeadlockInfo | None:

@@ -1,8 +1,10 @@
 """The lock store's contract, as the design documents name it.
 
 `LockStore` (lockyard.infra.lockstore) does the work; the functions below keep the user's
-contract callable exactly so, each on a cached default store per (repo namespace, lock dir).
-The lock directory is `LOCKYARD_LOCK_DIR`, else a private per-user runtime directory.
+contract callable exactly so, each on a cached default store per (checkout, namespace, lock
+dir). `repo_namespace` is the checkout's directory (default: the working directory); the
+namespace is the repository's identity, or `LOCKYARD_NAMESPACE` when set. The lock directory
+is `LOCKYARD_LOCK_DIR`, else a private per-user runtime directory.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from ..lockstore import (
     CorruptRecordError,
     HolderRecord,
     InvalidAgentIdError,
+    InvalidNamespaceError,
     InvalidPathError,
     InvalidTimeoutError,
     Liveness,
@@ -29,13 +32,14 @@ from ..lockstore import (
     WaiterRecord,
     default_lock_dir,
 )
-from ..lockstore.paths import canonicalize_namespace
+from ..lockstore.identity import canonical_repo_path, namespace_from_env
 
 __all__ = [
     "MAX_TIMEOUT_SECONDS",
     "CorruptRecordError",
     "HolderRecord",
     "InvalidAgentIdError",
+    "InvalidNamespaceError",
     "InvalidPathError",
     "InvalidTimeoutError",
     "Liveness",
@@ -61,24 +65,27 @@ __all__ = [
     "wait_for_lock_async",
 ]
 
-_stores: dict[tuple[str, str], LockStore] = {}
+_stores: dict[tuple[str, str | None, str], LockStore] = {}
 _stores_guard = threading.Lock()
 
 
 def get_store(repo_namespace: str | os.PathLike[str] | None = None) -> LockStore:
-    """The cached store for this repo namespace (canonical) and the current lock directory."""
-    namespace = canonicalize_namespace(repo_namespace)
+    """The cached store for this checkout (canonical path), the current `LOCKYARD_NAMESPACE`
+    and the current lock directory. The checkout's identity is read once per store."""
+    repo = canonical_repo_path(repo_namespace)
+    explicit = namespace_from_env()
     lock_dir = os.path.abspath(default_lock_dir())
     with _stores_guard:
-        store = _stores.get((namespace, lock_dir))
+        store = _stores.get((repo, explicit, lock_dir))
         if store is None:
-            store = LockStore(namespace, lock_dir)
-            _stores[(namespace, lock_dir)] = store
+            store = LockStore(repo, lock_dir, namespace=explicit)
+            _stores[(repo, explicit, lock_dir)] = store
         return store
 
 
 def canonicalize_path(filepath: str, repo_namespace: str | None = None) -> str:
-    """The lock key of `filepath`: absolute and resolved inside the repo, or `__name__` as is."""
+    """The lock key of `filepath`: its path relative to the checkout's root (`src/app.py`,
+    the same in every worktree of the repository), or a literal `__name__` as it is."""
     return get_store(repo_namespace).canonicalize(filepath)
 
 

@@ -27,6 +27,7 @@ def create_locking_mcp_server(
     store: ToolStore | None = None,
     lock_dir: str | os.PathLike[str] | None = None,
     backend: str | None = None,
+    namespace: str | None = None,
     victim_notices: VictimNotices | None = None,
     server_name: str = DEFAULT_SERVER_KEY,
 ) -> McpSdkServerConfig:
@@ -36,12 +37,13 @@ def create_locking_mcp_server(
     `DeadlockMonitor.handle_event`). Pass `store` to share one `LockStore` between agents
     (then `repo_namespace`, if given, must be the store's repo, and `lock_dir` must be omitted);
     otherwise one is opened on `backend` (`postgresql://...`, default `LOCKYARD_BACKEND`) or
-    on `lock_dir` (default: `LOCKYARD_LOCK_DIR`, else a per-user runtime directory).
+    on `lock_dir` (default: `LOCKYARD_LOCK_DIR`, else a per-user runtime directory), for the
+    repository `namespace` (default: the repository's identity, see `LockStore`).
     `victim_notices` (usually the monitor) lets a waiting call return the deadlock result
     when this agent is chosen as a victim.
     """
     tools = LockTools(
-        _resolve_store(store, repo_namespace, lock_dir, backend),
+        _resolve_store(store, repo_namespace, lock_dir, backend, namespace),
         agent_id,
         emit_lock_event=emit_lock_event,
         victim_notices=victim_notices,
@@ -64,21 +66,25 @@ def _resolve_store(
     repo_namespace: str | os.PathLike[str] | None,
     lock_dir: str | os.PathLike[str] | None,
     backend: str | None = None,
+    namespace: str | None = None,
 ) -> ToolStore:
     if store is None:
-        return open_backend(repo_namespace, backend, lock_dir=lock_dir)
+        return open_backend(repo_namespace, backend, lock_dir=lock_dir, namespace=namespace)
     if lock_dir is not None or backend is not None:
         raise ValueError(
             "pass either store= or lock_dir=/backend=, not both: the store has its backend"
         )
-    namespace = getattr(store, "namespace", None)
-    if (
-        repo_namespace is not None
-        and namespace is not None
-        and Path(repo_namespace).resolve() != Path(namespace).resolve()
-    ):
+    if namespace is not None and namespace != getattr(store, "namespace", namespace):
         raise ValueError(
-            f"repo_namespace {os.fspath(repo_namespace)!r} is not the store's repo {namespace!r}: "
-            "pass the same repo, or omit repo_namespace"
+            f"namespace {namespace!r} is not the store's namespace "
+            f"{getattr(store, 'namespace', None)!r}: pass either store= or namespace="
         )
+    root = getattr(store, "root", None)
+    if repo_namespace is not None and isinstance(root, str):
+        given = Path(repo_namespace).resolve()
+        if given != Path(root) and Path(root) not in given.parents:
+            raise ValueError(
+                f"repo_namespace {os.fspath(repo_namespace)!r} is not in the store's checkout "
+                f"{root!r}: pass the same repo, or omit repo_namespace"
+            )
     return store

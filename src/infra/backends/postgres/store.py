@@ -28,8 +28,9 @@ from typing import Any, Final
 
 import psycopg
 
+from ...lockstore.identity import RepoIdentity, resolve_identity
 from ...lockstore.liveness import current_process, new_token
-from ...lockstore.paths import canonicalize_in, canonicalize_namespace, validate_agent_id
+from ...lockstore.paths import validate_agent_id
 from ...lockstore.records import (
     HolderRecord,
     LockInfo,
@@ -74,11 +75,15 @@ class PgLockStore:
         repo_namespace: str | os.PathLike[str] | None = None,
         backend: str | PgSpec = "postgresql",
         *,
+        namespace: str | None = None,
         allow_outside_repo: bool = False,
         liveness_interval: float = DEFAULT_LIVENESS_INTERVAL,
         keepalive: KeepaliveBound | None = None,
     ) -> None:
-        self.namespace: str = canonicalize_namespace(repo_namespace)
+        # (namespace, repository-relative key) pairs only: see lockstore/identity.py.
+        self.identity: RepoIdentity = resolve_identity(repo_namespace, namespace)
+        self.namespace: str = self.identity.namespace
+        self.root: str = self.identity.root
         self.spec = backend if isinstance(backend, PgSpec) else parse_spec(backend)
         self.allow_outside_repo = allow_outside_repo
         self.liveness_interval = liveness_interval
@@ -135,7 +140,7 @@ class PgLockStore:
     # -- keys -------------------------------------------------------------------------------
 
     def canonicalize(self, filepath: str) -> str:
-        return canonicalize_in(filepath, self.namespace, allow_outside_repo=self.allow_outside_repo)
+        return self.identity.key(filepath, allow_outside_repo=self.allow_outside_repo)
 
     # -- taking and giving back ---------------------------------------------------------------
 

@@ -65,7 +65,7 @@ def decide_shell_command(
     `acquire_tool` (default: `mcp__<server_key>__lock_acquire`, server key "lockyard").
     `home` is `$HOME` for `~` (default: this process's HOME).
     """
-    directory = os.fspath(cwd) if cwd else store.namespace
+    directory = os.fspath(cwd) if cwd else store.root
     found = write_targets(command, directory, home if home is not None else os.environ.get("HOME"))
     return judge(
         found, agent_id, store, policy=policy, server_key=server_key, acquire_tool=acquire_tool
@@ -87,7 +87,7 @@ def judge(
     locked: list[str] = []
     problems: list[str] = []
     for target in found.targets:
-        if not inside_repo(target.path, store.namespace):
+        if not inside_repo(target.path, store.root):
             continue
         if os.path.isdir(target.path):
             continue  # an existing directory: its files were listed one by one where written
