@@ -39,7 +39,7 @@ def reason(output: Any) -> str:
 
 async def test_the_hook_denies_an_unlocked_write_and_names_the_file(store: LockStore) -> None:
     hook = make_shell_guard_hook(store, "alice")
-    output = await hook(bash("sed -i s/1/2/ src/app.py", store.namespace), None, {})
+    output = await hook(bash("sed -i s/1/2/ src/app.py", store.root), None, {})
     key = store.canonicalize("src/app.py")
     assert f"{key} (not locked)" in reason(output)
     assert "mcp__lockyard__lock_acquire" in reason(output)
@@ -49,7 +49,7 @@ async def test_the_hook_denies_an_unlocked_write_and_names_the_file(store: LockS
 async def test_the_hook_allows_the_write_once_the_agent_holds_the_lock(store: LockStore) -> None:
     hook = make_shell_guard_hook(store, "alice")
     assert store.try_lock("src/app.py", "alice")
-    assert await hook(bash("sed -i s/1/2/ src/app.py", store.namespace), None, {}) == {}
+    assert await hook(bash("sed -i s/1/2/ src/app.py", store.root), None, {}) == {}
 
 
 async def test_the_hook_names_the_other_holder(store: LockStore) -> None:
@@ -99,6 +99,7 @@ async def test_an_unreadable_command_is_denied_by_default_and_allowed_by_policy(
 async def test_the_hook_fails_closed_when_the_store_cannot_be_read(store: LockStore) -> None:
     class Broken:
         namespace = store.namespace
+        root = store.root
 
         def canonicalize(self, filepath: str) -> str:
             return store.canonicalize(filepath)
@@ -112,8 +113,10 @@ async def test_the_hook_fails_closed_when_the_store_cannot_be_read(store: LockSt
 
 async def test_the_hook_fails_closed_when_the_guard_itself_fails(store: LockStore) -> None:
     class Exploding:
+        namespace = store.namespace
+
         @property
-        def namespace(self) -> str:
+        def root(self) -> str:
             raise RuntimeError("boom")
 
         def canonicalize(self, filepath: str) -> str:
@@ -129,6 +132,7 @@ async def test_the_hook_fails_closed_when_the_guard_itself_fails(store: LockStor
 def test_an_unreadable_lock_record_denies_with_the_operator_hint(store: LockStore) -> None:
     class Corrupt:
         namespace = store.namespace
+        root = store.root
 
         def canonicalize(self, filepath: str) -> str:
             return store.canonicalize(filepath)
@@ -174,6 +178,7 @@ def test_a_lost_grant_denies_even_though_the_agent_is_still_the_recorded_holder(
 ) -> None:
     class Fenced:
         namespace = store.namespace
+        root = store.root
 
         def canonicalize(self, filepath: str) -> str:
             return store.canonicalize(filepath)
