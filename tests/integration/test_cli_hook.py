@@ -94,7 +94,7 @@ def test_a_write_to_another_agents_file_is_denied_naming_the_holder(
     assert code == 0
     reason = claude_reason(out)
     assert reason is not None
-    assert f"{repo.resolve()}/a.py is locked by agent bob" in reason
+    assert reason.startswith("a.py is locked by agent bob")
 
 
 def test_each_cli_gets_its_deny_in_its_own_format(as_alice: Any, repo: Path) -> None:
@@ -274,7 +274,7 @@ def test_a_shell_command_that_writes_an_unlocked_file_is_denied_by_the_shell_gua
 ) -> None:
     _, out = as_alice(payload("Bash", {"command": "sed -i s/a/b/ a.py"}, repo))
     reason = str(claude_reason(out))
-    assert f"This command writes files you have not locked: {repo.resolve()}/a.py" in reason
+    assert "This command writes files you have not locked: a.py" in reason
     assert "mcp__lockyard__lock_acquire" in reason
     _, out = as_alice(payload("run_shell_command", {"command": "echo x > a.py"}, repo), "gemini")
     assert "Call mcp_lockyard_lock_acquire" in json.loads(out)["reason"]
