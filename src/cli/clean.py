@@ -87,6 +87,11 @@ def clean(
         if release_all:
             _confirm_all(store, yes)
             mode, released = "all", release_every_lock(store)
+            released += [
+                {"lock_path": entry, "agent_id": "?", "reason": "clean --all: unreadable record"}
+                for entry in getattr(store, "remove_unreadable", list)()
+            ]
+            unreadable = [entry for entry in unreadable if not _gone(store, entry)]
             ended = ended_waits(store.end_waits(None), "clean --all")
         elif agent is not None:
             mode, released = "agent", release_agent(store, agent)
@@ -172,6 +177,10 @@ def release_every_lock(store: LockBackend) -> list[dict[str, Any]]:
             for key in store.cleanup_agent_locks(agent_id, all_namespaces=True)
         ]
     return released
+
+
+def _gone(store: LockBackend, entry: dict[str, Any]) -> bool:
+    return not any(info.lock_path == entry["lock_path"] for info in store.list_locks())
 
 
 def ended_waits(records: list[WaiterRecord], reason: str) -> list[dict[str, Any]]:

@@ -375,14 +375,14 @@ def test_clean_agent_and_all_together_is_a_usage_error(lock_dir: Path) -> None:
         assert "Traceback" not in refused.stderr
 
 
-def test_a_corrupt_holder_record_is_reported_and_never_deleted(
-    agents: Agents, lock_dir: Path
+def test_a_corrupt_holder_record_is_reported_with_its_file_and_only_clean_all_removes_it(
+    agents: Agents, repo: Path, lock_dir: Path
 ) -> None:
     agents.kill(agents.start("killed-holder", holds="a.py"))
     [lock] = [entry for entry in lock_dir.iterdir() if entry.name.endswith(".lock")]
     [record] = list(lock.iterdir())
     record.unlink()
-    record.symlink_to("{this is not a holder record")
+    record.symlink_to(json.dumps({"agent_id": "killed-holder", "lock_path": str(repo / "a.py")}))
     before = tree(lock_dir)
 
     done = lockyard("status", "--lock-dir", str(lock_dir), "--json")
@@ -390,17 +390,26 @@ def test_a_corrupt_holder_record_is_reported_and_never_deleted(
     [entry] = json.loads(done.stdout)["locks"]
     assert entry["holder"] is None
     assert "unreadable holder record" in entry["problem"]
+    assert f"(for {repo / 'a.py'})" in entry["problem"]  # the file it blocks
+    assert "token: Field required" in entry["problem"]  # one line per field, no pydantic URL
+    assert "errors.pydantic.dev" not in entry["problem"]
+    assert "\n" not in entry["problem"]
     text = lockyard("status", "--lock-dir", str(lock_dir))
     assert text.returncode == 5
     assert "unreadable" in text.stdout
     assert "Traceback" not in text.stderr
 
-    for args in ([], ["--all", "--yes"], ["--agent", "killed-holder"]):
+    for args in ([], ["--agent", "killed-holder"]):  # never judged by liveness or agent
         cleaned = lockyard("clean", "--lock-dir", str(lock_dir), *args)
         assert cleaned.returncode == 5, cleaned.stderr
         assert "left alone (unreadable)" in cleaned.stdout
         assert "Traceback" not in cleaned.stderr
     assert tree(lock_dir) == before
+    # An operator's --all removes it (by the token it was found under), and the file is free.
+    cleaned = lockyard("clean", "--lock-dir", str(lock_dir), "--all", "--yes")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert "unreadable record" in cleaned.stdout
+    assert LockStore(repo, lock_dir).try_lock("a.py", "next-agent")
 
 
 def test_an_entry_the_store_did_not_write_is_reported_and_left_alone(lock_dir: Path) -> None:

@@ -16,7 +16,12 @@ from pathlib import Path
 import pytest
 from lockstore_support import dead_pid, expect_line, kill, spawn, wait_until
 
-from lockyard.infra.lockstore.liveness import ProcessIdentity, current_process, new_token
+from lockyard.infra.lockstore.liveness import (
+    ProcessIdentity,
+    current_process,
+    new_token,
+    read_proc_stat,
+)
 from lockyard.infra.lockstore.lockdir import TICKET_DIGITS
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import encode_waiter
@@ -32,6 +37,7 @@ def stalled_waiter(repo: Path, lock_dir: Path, tmp_path: Path) -> Iterator[subpr
     expect_line(waiter, "waiting")
     wait_until(lambda: [w.agent_id for w in store.waiters("f.py")] == ["B"])
     waiter.send_signal(signal.SIGSTOP)
+    wait_until(lambda: _state(waiter.pid) == "T")  # a signal is delivered, not instant
     assert store.release("f.py", "A")
     yield waiter
     waiter.send_signal(signal.SIGCONT)
@@ -124,6 +130,11 @@ def test_a_held_lock_with_waiters_is_listed_once(repo: Path, lock_dir: Path) -> 
         waiter.wait()
 
 
+def _state(pid: int) -> str | None:
+    stat = read_proc_stat(pid)
+    return None if stat is None else stat[0]
+
+
 def _turn_entry(store: LockStore, filepath: str) -> str:
     """The path (inside the lock dir) of the first queue entry of `filepath`."""
     name = lock_name(store.namespace, store.canonicalize(filepath))
@@ -148,6 +159,7 @@ def test_a_release_starts_the_first_waiters_turn(
         expect_line(waiter, "waiting")
         wait_until(lambda: [w.agent_id for w in store.waiters("f.py")] == ["B"])
         waiter.send_signal(signal.SIGSTOP)
+        wait_until(lambda: _state(waiter.pid) == "T")  # a signal is delivered, not instant
         _age_turn(store, "f.py", 3600)  # queued an hour ago, behind A
         assert store.release("f.py", "A")
         turn_started = os.lstat(_turn_entry(store, "f.py")).st_mtime

@@ -190,11 +190,34 @@ def decode_holder(text: str | bytes, where: str) -> HolderRecord:
     try:
         return HolderRecord.model_validate_json(text)
     except ValidationError as error:
-        raise CorruptRecordError(f"unreadable holder record in {where}: {error}") from None
+        raise CorruptRecordError(
+            f"unreadable holder record in {where}{_belongs_to(text)}: {_summary(error)}"
+        ) from None
+
+
+def _summary(error: ValidationError) -> str:
+    """pydantic's errors on one line: `pid: Input should be a valid integer; token: missing`."""
+    parts = []
+    for detail in error.errors(include_url=False):
+        field = ".".join(str(part) for part in detail["loc"]) or "record"
+        parts.append(f"{field}: {detail['msg']}")
+    return "; ".join(parts)
+
+
+def _belongs_to(text: str | bytes) -> str:
+    """` (for <file>)` when a damaged record still names its file, else nothing."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return ""
+    path = data.get("lock_path") if isinstance(data, dict) else None
+    return f" (for {path})" if isinstance(path, str) else ""
 
 
 def decode_waiter(text: str | bytes, where: str) -> WaiterRecord:
     try:
         return WaiterRecord.model_validate_json(text)
     except ValidationError as error:
-        raise CorruptRecordError(f"unreadable waiter record in {where}: {error}") from None
+        raise CorruptRecordError(
+            f"unreadable waiter record in {where}: {_summary(error)}"
+        ) from None

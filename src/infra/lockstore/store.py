@@ -620,6 +620,25 @@ class LockStore:
         self._remove_stale_staging()
         return reclaimed
 
+    def remove_unreadable(self) -> list[str]:
+        """Remove every lock whose holder record cannot be read (an operator's decision:
+        such a lock blocks its file for everyone, and nobody can tell whose it was). Each is
+        removed by the token it was found under, so a lock taken since is never touched.
+        Returns the lock entries removed."""
+        removed = []
+        for name in self._names_with(LOCK_SUFFIX):
+            try:
+                self._read_holder(name)
+                continue
+            except CorruptRecordError:
+                pass
+            except LockDirError:
+                continue  # not a directory the store wrote: reported, never removed here
+            found = self._dir.read_lock(name)
+            if found is not None and self._remove(name, found[0]):
+                removed.append(name + LOCK_SUFFIX)
+        return removed
+
     def end_stalled_waits(self) -> list[WaiterRecord]:
         """Drop the first waiter of every free lock that left its turn untaken for longer
         than `turn_timeout` (stopped or stuck); return the waits ended."""
