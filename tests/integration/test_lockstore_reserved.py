@@ -305,18 +305,18 @@ def test_clean_ends_a_stuck_wait_and_frees_the_lock(
 
 
 def test_a_waiter_whose_wait_was_ended_never_takes_a_newcomers_reused_ticket(
-    repo: Path, lock_dir: Path
+    repo: Path, lock_dir: Path, tmp_path: Path
 ) -> None:
     holder = LockStore(repo, lock_dir)
     assert holder.try_lock("f.py", "A")
-    waiting = LockStore(repo, lock_dir, liveness_interval=60)  # woken by the release only
-    results: list[bool] = []
-    thread = threading.Thread(
-        target=lambda: results.append(waiting.acquire("f.py", "W", timeout_seconds=120))
-    )
-    thread.start()
+    # W is a process held stopped while its wait is ended and its ticket is reused, so the
+    # interleaving is forced: W cannot queue again before the newcomer takes the ticket.
+    waiter = spawn(repo, lock_dir, "f.py", "W", "wait", "100", str(tmp_path / "log"))
     try:
+        expect_line(waiter, "waiting")
         wait_until(lambda: [w.agent_id for w in holder.waiters("f.py")] == ["W"])
+        waiter.send_signal(signal.SIGSTOP)
+        wait_until(lambda: _state(waiter.pid) == "T")
         [ended] = holder.end_waits("W")  # the queue empties; its ticket is free again
         assert ended.agent_id == "W"
         key = holder.canonicalize("f.py")
@@ -329,14 +329,16 @@ def test_a_waiter_whose_wait_was_ended_never_takes_a_newcomers_reused_ticket(
             ),
         )
         assert newcomer == ended_entry_name(ended.ticket)  # the same name W had
+        waiter.send_signal(signal.SIGCONT)
         assert holder.release("f.py", "A")  # wakes W, which must see that entry is not its
         wait_until(lambda: [w.agent_id for w in holder.waiters("f.py")] == ["X", "W"])
         assert holder.holder("f.py") is None  # free, X's turn: W did not take it
         holder.drop_waiter(name, newcomer)
-        thread.join()
-        assert results == [True]
+        expect_line(waiter, "acquired")
+        assert waiter.wait(timeout=60) == 0
     finally:
-        thread.join(timeout=120)
+        waiter.send_signal(signal.SIGCONT)
+        kill(waiter)
 
 
 def ended_entry_name(ticket: int) -> str:
