@@ -45,6 +45,8 @@ elif mode == "grab":
     reclaimed = []
     store = LockStore(repo, lock_dir, on_reclaim=reclaimed.append)
     print("won" if store.try_lock(path, agent) else "lost", len(reclaimed), flush=True)
+    if len(sys.argv) > 6 and sys.argv[6] == "stay":
+        sys.stdin.readline()  # a winner that exited would be a dead holder, fairly reclaimed
 """
 
 

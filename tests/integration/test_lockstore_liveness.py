@@ -108,7 +108,7 @@ def test_a_gone_pid_is_dead_and_a_zombie_is_dead(repo: Path, lock_dir: Path) -> 
 def test_concurrent_reclaimers_reclaim_exactly_once(repo: Path, lock_dir: Path) -> None:
     holder = spawn(repo, lock_dir, "a.py", "crasher", "hold")
     expect_line(holder, "locked")
-    grabbers = [spawn(repo, lock_dir, "a.py", f"grabber-{n}", "grab") for n in range(4)]
+    grabbers = [spawn(repo, lock_dir, "a.py", f"grabber-{n}", "grab", "stay") for n in range(4)]
     for child in grabbers:
         expect_line(child, "ready")
     kill(holder)
@@ -117,7 +117,9 @@ def test_concurrent_reclaimers_reclaim_exactly_once(repo: Path, lock_dir: Path) 
         child.stdin.write("go\n")
         child.stdin.flush()
     outcomes = [expect_line(child, "").split() for child in grabbers]
-    for child in grabbers:
+    for child in grabbers:  # all four stay alive until every one has tried
+        child.stdin.write("done\n")
+        child.stdin.flush()
         child.wait()
     assert sorted(word for word, _count in outcomes) == ["lost", "lost", "lost", "won"]
     assert sum(int(count) for _word, count in outcomes) == 1
