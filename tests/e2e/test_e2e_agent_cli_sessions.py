@@ -136,12 +136,18 @@ def test_two_sessions_contend_hand_a_file_over_and_unlocked_edits_and_commits_ar
         call(driver.release, {"all": True}, gate=lambda: clis.waits(store, "bob", "shared.py")),
         say("alice done"),
     ])  # fmt: skip
+    # (gated on bob's own server being up: a write before that is denied too, for want of a
+    # session, which is not what this step is about)
+    alice_has_written = lambda: (  # noqa: E731
+        clis.holds(store, "alice", "shared.py") and clis.record("bob") is not None
+        and target.exists() and target.read_text() == "alice\n"
+    )  # fmt: skip
+    # A CLI that refuses to overwrite a file it has not read (Claude Code checks this before
+    # any hook runs) reads alice's file first, so the refusal seen is the write guard's.
+    first_read = [call(*read, gate=alice_has_written)] if read else []
     bob = clis.start("bob", [
-        write_step(driver, target, "bob too early\n",
-                   # (and once bob's own server is up: a write before that is denied too,
-                   # for want of a session, which is not what this step is about)
-                   gate=lambda: clis.holds(store, "alice", "shared.py")
-                   and clis.record("bob") is not None),
+        *first_read,
+        write_step(driver, target, "bob too early\n", gate=alice_has_written),
         call(driver.acquire, {"filepaths": ["shared.py"], "timeout_seconds": 90}),
         *([call(*read)] if read else []),
         write_step(driver, target, "bob\n"),
@@ -157,9 +163,10 @@ def test_two_sessions_contend_hand_a_file_over_and_unlocked_edits_and_commits_ar
     assert "This git commit would include files you have not locked" in commit.text
     assert released.json["count"] == 1
     bob_seen = api.outcomes("bob")
-    denied, waited, rewritten = bob_seen[0], bob_seen[1], bob_seen[-1]
+    first = len(first_read)
+    denied, waited, rewritten = bob_seen[first], bob_seen[first + 1], bob_seen[-1]
     assert denied.is_error
-    assert f"{repo}/shared.py" in denied.text
+    assert "shared.py" in denied.text.replace(str(target), "")  # named by its key, not path
     assert f"locked by {clis.ids['alice']}" in denied.text.replace("locked by agent", "locked by")
     assert driver.acquire in denied.text
     assert waited.json["all_acquired"] is True
