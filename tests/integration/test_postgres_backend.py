@@ -342,3 +342,54 @@ def test_the_bare_word_takes_everything_from_libpq_environment(
     with PgLockStore(repo, spec) as one, PgLockStore(repo, spec) as two:
         assert one.try_lock("a.py", "alice")
         assert two.holder("a.py") == "alice"
+
+
+def test_a_transaction_the_server_rolls_back_to_break_a_deadlock_runs_again(
+    stores: list[PgLockStore],
+) -> None:
+    """Two clients whose transactions lock rows in opposite orders: the server aborts one with
+    'deadlock detected'; that client's operation runs again instead of failing the agent."""
+    first, second = stores
+    schema = first.session.spec.schema
+    first.session.run(
+        lambda conn, _me: conn.execute(
+            f'CREATE TABLE IF NOT EXISTS "{schema}".crossing (id int PRIMARY KEY, n int);'
+            f'INSERT INTO "{schema}".crossing VALUES (1, 0), (2, 0) ON CONFLICT DO NOTHING'
+        )
+    )
+    both_hold_one = threading.Barrier(2)
+    attempts: list[str] = []
+
+    def crossing(order: tuple[int, int], name: str) -> Any:
+        def operation(conn: psycopg.Connection[Any], _me: int) -> None:
+            attempts.append(name)
+            with conn.transaction():
+                conn.execute(f'UPDATE "{schema}".crossing SET n = n + 1 WHERE id = %s', (order[0],))
+                if attempts.count(name) == 1:
+                    both_hold_one.wait(timeout=30)  # the first attempts cross for certain
+                conn.execute(f'UPDATE "{schema}".crossing SET n = n + 1 WHERE id = %s', (order[1],))
+
+        return operation
+
+    errors: list[BaseException] = []
+
+    def run(store: PgLockStore, order: tuple[int, int], name: str) -> None:
+        try:
+            store.session.run(crossing(order, name))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=run, args=(first, (1, 2), "a")),
+        threading.Thread(target=run, args=(second, (2, 1), "b")),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert sorted(attempts) in (["a", "a", "b"], ["a", "b", "b"])  # one ran twice
+    [(total,)] = first.session.run(
+        lambda conn, _me: conn.execute(f'SELECT sum(n) FROM "{schema}".crossing').fetchall()
+    )
+    assert total == 4  # both transactions took effect exactly once

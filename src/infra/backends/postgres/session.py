@@ -10,6 +10,7 @@ store reports them), and `generation` counts sessions so the store can tell.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +24,9 @@ from .dsn import KeepaliveBound, PgSpec
 from .schema import SchemaError, ensure_schema
 
 log = logging.getLogger(__name__)
+
+# A transaction rolled back to break a deadlock between clients is run again this many times.
+_MAX_ROLLBACK_RETRIES = 20
 
 T = TypeVar("T")
 
@@ -135,12 +139,14 @@ class Session:
 
     def run(self, operation: Callable[[psycopg.Connection[Any], int], T]) -> T:
         """`operation(connection, session number)`, retried once on a fresh session when the
-        connection turns out to be broken."""
+        connection turns out to be broken, and again when the server rolled it back to break
+        a deadlock or a serialization conflict between two clients' transactions."""
         with self._guard:
+            rollbacks = 0
             for attempt in (1, 2):
                 conn = self._conn if self._conn is not None else self._open()
                 try:
-                    return operation(conn, self.number)
+                    return self._retrying_rollbacks(operation, conn, rollbacks)
                 except psycopg.OperationalError as exc:
                     if not _connection_lost(conn):
                         raise BackendUnavailableError(_explain(self.spec, exc)) from None
@@ -149,6 +155,23 @@ class Session:
                         raise BackendUnavailableError(_explain(self.spec, exc)) from None
                     log.warning("lost the connection to %s; reconnecting", self.spec.display)
             raise AssertionError("unreachable")  # pragma: no cover
+
+    def _retrying_rollbacks(
+        self,
+        operation: Callable[[psycopg.Connection[Any], int], T],
+        conn: psycopg.Connection[Any],
+        rollbacks: int,
+    ) -> T:
+        # Every operation is one autocommit statement or one explicit transaction, so a
+        # transaction the server rolled back left nothing behind and may simply run again.
+        while True:
+            try:
+                return operation(conn, self.number)
+            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+                rollbacks += 1
+                if rollbacks >= _MAX_ROLLBACK_RETRIES:
+                    raise
+                time.sleep(random.uniform(0, 0.002 * rollbacks))  # de-synchronise the pair
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
