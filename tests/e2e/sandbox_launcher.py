@@ -53,14 +53,15 @@ def main() -> None:
             os.symlink(os.readlink(path), root / path.lstrip("/"))
         elif os.path.isdir(path):
             bind(path, root / path.lstrip("/"), read_only=True)
-    for path in options.ro:
-        bind(path, root / path.lstrip("/"), read_only=True)
-    (root / "dev").mkdir()
-    for device in DEVICES:
-        bind(f"/dev/{device}", root / "dev" / device, read_only=False)
+    # The fresh scratch folders first, the read-only binds on top: a checkout or venv that
+    # lives under /tmp (as a CI clone may) stays visible instead of hidden by the new /tmp.
     for fresh in ("tmp", "dev/shm", "run"):
         (root / fresh).mkdir(parents=True, exist_ok=True)
         mount("-t", "tmpfs", "tmpfs", str(root / fresh))
+    for path in options.ro:
+        bind(path, root / path.lstrip("/"), read_only=True)
+    for device in DEVICES:
+        bind(f"/dev/{device}", root / "dev" / device, read_only=False)
     (root / "proc").mkdir()
     mount("-t", "proc", "proc", str(root / "proc"))  # this pid namespace's processes only
     bind(options.ipc, root / "ipc", read_only=False)
