@@ -16,14 +16,16 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from .errors import CorruptRecordError, InvalidTimeoutError, LockDirError
-from .identity import RepoIdentity, identity_of, resolve_identity
+from . import reading, reclamation, reporting
+from .earlier import find_earlier_locks, held_by_earlier_version
+from .errors import CorruptRecordError, InvalidTimeoutError
+from .identity import RepoIdentity, resolve_identity
 from .liveness import Liveness, ProcessIdentity, current_process, new_token
-from .lockdir import LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK, LockDir, default_lock_dir
+from .lockdir import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir, default_lock_dir
 from .paths import lock_name, validate_agent_id
 from .queue import Wait
 from .records import (
@@ -33,7 +35,6 @@ from .records import (
     Reclamation,
     StoreSnapshot,
     WaiterRecord,
-    decode_holder,
     decode_waiter,
     encode_holder,
 )
@@ -46,8 +47,6 @@ MAX_TIMEOUT_SECONDS: Final = 3600
 mistake (milliseconds passed as seconds), and a wait that long should be a retry loop."""
 MIN_POLL_INTERVAL_MS: Final = 1
 MAX_POLL_INTERVAL_MS: Final = 60_000
-STALE_STAGING_SECONDS: Final = 60.0
-"""Staging directories still without a record after this long are garbage."""
 TURN_TIMEOUT_SECONDS: Final = 5.0
 """How long the first waiter may leave a free lock untaken before others pass it over. A
 running waiter takes its turn within milliseconds (pushed) or one poll interval; one that
@@ -134,7 +133,7 @@ class LockStore:
         self._on_reclaim = on_reclaim
         self._grants: dict[tuple[str, str], str] = {}  # (lock name, agent) -> grant token
         self._grants_guard = threading.Lock()
-        self._earlier: dict[str, str] = self._find_earlier_locks()
+        self._earlier: dict[str, str] = find_earlier_locks(self._dir, self.namespace, self.root)
         """lock name -> name of a lock an earlier lockyard version holds on the same file."""
 
     @property
@@ -198,7 +197,7 @@ class LockStore:
 
     def take(self, name: str, key: str, agent: str, *, respect_queue: bool) -> bool:
         """One attempt at lock `name`; reclaims it first when its holder is provably dead."""
-        if self._earlier and self._held_by_earlier_version(name, agent):
+        if self._earlier and held_by_earlier_version(self, name, agent):
             return False
         for _attempt in range(8):
             if self._dir.exists(name + LOCK_SUFFIX):
@@ -207,7 +206,7 @@ class LockStore:
                 except CorruptRecordError:
                     return False  # held by something unreadable: never guess, never break
                 if holder is not None:
-                    if holder.agent_id == agent and not self._provably_dead(holder):
+                    if holder.agent_id == agent and not reclamation.provably_dead(holder):
                         # Held by this agent id (this process, or another live one: the lock
                         # belongs to the agent id, see Limits): keep the existing grant.
                         self._remember(name, agent, holder.token)
@@ -215,7 +214,7 @@ class LockStore:
                     # A dead holder's grant is reclaimed, even one of this very agent id: a
                     # restarted agent must not inherit a lock whose liveness still follows
                     # its dead predecessor (anyone could reclaim it from under the new one).
-                    if not self._reclaim_if_dead(name, holder, agent):
+                    if not reclamation.reclaim_if_dead(self, name, holder, agent):
                         return False
                     continue
             if respect_queue and self._has_live_waiters(name):
@@ -258,6 +257,10 @@ class LockStore:
     def _remember(self, name: str, agent: str, token: str) -> None:
         with self._grants_guard:
             self._grants[(name, agent)] = token
+
+    def _forget(self, name: str, agent: str) -> None:
+        with self._grants_guard:
+            self._grants.pop((name, agent), None)
 
     # -- waiting ---------------------------------------------------------------------------
 
@@ -352,106 +355,23 @@ class LockStore:
         return [record for _entry, record in self.read_queue(name)]
 
     def list_locks(self) -> list[LockInfo]:
-        """Every lock in the lock directory (all namespaces), with holder, age and waiters.
-
-        A free lock with live waiters is listed too (holder None, reserved for its first
-        live waiter): `try_lock` refuses it, so whoever asks why must be able to see it.
-        """
-        now = time.time()
-        locks = []
-        names = dict.fromkeys(self._names_with(LOCK_SUFFIX))
-        names.update(dict.fromkeys(self._names_with(QUEUE_SUFFIX)))
-        for name in names:
-            queue = self._scan_queue(name)
-            waiters = tuple(record for _entry, record in queue)
-            try:
-                holder = self._read_holder(name)
-            except (CorruptRecordError, LockDirError) as error:
-                locks.append(
-                    LockInfo(
-                        lock_path=name + LOCK_SUFFIX,
-                        namespace=None,
-                        holder=None,
-                        age_seconds=None,
-                        liveness="unknown",
-                        liveness_reason="the holder record is unreadable",
-                        waiters=waiters,
-                        problem=str(error),
-                    )
-                )
-                continue
-            if holder is None:
-                reserved = self._reserved(name, queue, now)
-                if reserved is not None:
-                    locks.append(reserved)
-                continue
-            liveness, reason = holder.liveness()
-            locks.append(
-                LockInfo(
-                    lock_path=holder.lock_path,
-                    namespace=holder.namespace,
-                    holder=holder,
-                    age_seconds=max(0.0, now - holder.acquired_at),
-                    liveness=liveness.value,
-                    liveness_reason=reason,
-                    waiters=waiters,
-                    earlier_format=holder.earlier_format,
-                )
-            )
-        return sorted(locks, key=lambda info: (info.namespace or "", info.lock_path))
+        """Every lock in the lock directory (all namespaces), with holder, age and waiters
+        (see `reporting.list_locks`)."""
+        return reporting.list_locks(self._dir, self.turn_timeout)
 
     def snapshot(self) -> StoreSnapshot:
-        """Holds and live waits of the whole lock directory, for a wait-for graph.
-
-        One pass over the directory: the waits are those `list_locks` read with each lock (a
-        queue whose every waiter is dead is not listed, and has no live wait anyway)."""
-        locks = self.list_locks()
-        holds = {info.lock_path: info.holder.agent_id for info in locks if info.holder is not None}
-        waits = tuple(
-            (waiter.agent_id, waiter.lock_path)
-            for info in locks
-            for waiter in info.waiters
-            if waiter.liveness()[0] is not Liveness.DEAD
-        )
-        return StoreSnapshot(holds=holds, waits=waits, locks=tuple(locks))
+        """Holds and live waits of the whole lock directory, for a wait-for graph."""
+        return reporting.snapshot(self._dir, self.turn_timeout)
 
     def _read_holder(self, name: str) -> HolderRecord | None:
-        found = self._dir.read_lock(name)
-        if found is None:
-            return None
-        token, text = found
-        record = decode_holder(text, f"{name}{LOCK_SUFFIX}/{token}")
-        if record.token != token:
-            raise CorruptRecordError(f"{name}{LOCK_SUFFIX}/{token} records token {record.token}")
-        return record
+        return reading.read_holder(self._dir, name)
 
     def current_holder(self, name: str) -> HolderRecord | None:
         """The holder of lock `name`, or None when free or unreadable (never raises)."""
-        try:
-            return self._read_holder(name)
-        except (CorruptRecordError, LockDirError):
-            return None
+        return reading.current_holder(self._dir, name)
 
     def read_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
-        entries = []
-        for entry, text in self._dir.queue_entries(name):
-            try:
-                entries.append((entry, decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}")))
-            except CorruptRecordError:
-                continue  # not written by a store: ignored, never obeyed
-        return entries
-
-    def _scan_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
-        """`read_queue` for whole-directory scans: an unsafe entry is skipped, not fatal."""
-        try:
-            return self.read_queue(name)
-        except LockDirError:
-            return []
-
-    def _names_with(self, suffix: str) -> Iterator[str]:
-        for entry in self._dir.names():
-            if entry.endswith(suffix):
-                yield entry[: -len(suffix)]
+        return reading.read_queue(self._dir, name)
 
     def _has_live_waiters(self, name: str) -> bool:
         """Whether a waiter has the turn of free lock `name`; drops dead and stalled ones."""
@@ -520,241 +440,29 @@ class LockStore:
         )
         self.drop_waiter(name, entry)
 
-    # -- locks of an earlier lockyard version ------------------------------------------------
-
-    # A version before repository-relative keys named a lock by (repository directory,
-    # absolute path): another lock name for the same file. Its live locks are found when the
-    # store opens, translated to this store's keys, and honoured until released or their
-    # holder is provably dead; they are never treated as free. (A lock such a version takes
-    # after this store opened is not seen: stop the earlier version's agents before starting
-    # this one's; `lockyard status` lists what they still hold.)
-
-    def _find_earlier_locks(self) -> dict[str, str]:
-        found: dict[str, str] = {}
-        for name in self._names_with(LOCK_SUFFIX):
-            try:
-                holder = self._read_holder(name)
-            except (CorruptRecordError, LockDirError):
-                continue
-            if holder is None or not holder.earlier_format:
-                continue
-            key = self._key_of_earlier(holder)
-            if key is not None:
-                found[lock_name(self.namespace, key)] = name
-        if found:
-            log.warning(
-                "%d lock(s) in %s were taken by an earlier lockyard version; their files stay "
-                "locked until released (`lockyard status` lists them)",
-                len(found),
-                self._dir.path,
-            )
-        return found
-
-    def _key_of_earlier(self, holder: HolderRecord) -> str | None:
-        """This store's key for the file an earlier-format record locks, or None when that
-        record is about another repository (or one this host cannot see)."""
-        try:
-            theirs = identity_of(os.path.realpath(holder.namespace), None)
-            ours = identity_of(self.root, None)
-        except (OSError, ValueError):
-            return None
-        if theirs.namespace != ours.namespace:
-            return None
-        path = holder.lock_path
-        if path.startswith("/") and theirs.contains(path) and path != theirs.root:
-            return path[len(theirs.root.rstrip("/")) + 1 :]
-        return path  # a literal key, or a file outside the repository
-
-    def _held_by_earlier_version(self, name: str, agent: str) -> bool:
-        earlier = self._earlier.get(name)
-        if earlier is None:
-            return False
-        try:
-            holder = self._read_holder(earlier)
-        except CorruptRecordError:
-            return True  # never guess
-        if holder is not None and self._reclaim_if_dead(earlier, holder, agent):
-            holder = None
-        if holder is None:
-            self._earlier.pop(name, None)
-            return False
-        return True
-
     # -- cleaning up -----------------------------------------------------------------------
 
     def cleanup_agent_locks(self, agent_id: str, *, all_namespaces: bool = False) -> list[str]:
         """Release every lock `agent_id` holds (in this namespace, or in all); return the keys."""
-        agent = validate_agent_id(agent_id)
-        released = []
-        for name in self._names_with(LOCK_SUFFIX):
-            try:
-                holder = self._read_holder(name)
-            except (CorruptRecordError, LockDirError):
-                continue  # not ours to judge: reported by list_locks, never removed
-            if holder is None or holder.agent_id != agent:
-                continue
-            if not all_namespaces and holder.namespace != self.namespace:
-                continue
-            if self._remove(name, holder.token):
-                released.append(holder.lock_path)
-            with self._grants_guard:
-                self._grants.pop((name, agent), None)
-        return sorted(released)
+        return reclamation.cleanup_agent_locks(self, agent_id, all_namespaces=all_namespaces)
 
     def reclaim_stale(self) -> list[Reclamation]:
         """Reclaim every lock whose holder is provably dead; drop dead waiters and debris."""
-        reclaimed = []
-        for name in self._names_with(LOCK_SUFFIX):
-            try:
-                holder = self._read_holder(name)
-            except (CorruptRecordError, LockDirError):
-                continue  # not ours to judge: reported by list_locks, never removed
-            if holder is not None:
-                reclamation = self._reclaim(name, holder, None)
-                if reclamation is not None:
-                    reclaimed.append(reclamation)
-        for name in self._names_with(QUEUE_SUFFIX):
-            for entry, record in self._scan_queue(name):
-                if record.liveness()[0] is Liveness.DEAD:
-                    self.drop_waiter(name, entry)
-        self._remove_stale_staging()
-        return reclaimed
+        return reclamation.reclaim_stale(self)
 
     def remove_unreadable(self) -> list[str]:
-        """Remove every lock whose holder record cannot be read (an operator's decision:
-        such a lock blocks its file for everyone, and nobody can tell whose it was). Each is
-        removed by the token it was found under, so a lock taken since is never touched.
-        Returns the lock entries removed."""
-        removed = []
-        for name in self._names_with(LOCK_SUFFIX):
-            try:
-                self._read_holder(name)
-                continue
-            except CorruptRecordError:
-                pass
-            except LockDirError:
-                continue  # not a directory the store wrote: reported, never removed here
-            found = self._dir.read_lock(name)
-            if found is not None and self._remove(name, found[0]):
-                removed.append(name + LOCK_SUFFIX)
-        return removed
+        """Remove every lock whose holder record cannot be read (an operator's decision);
+        return the lock entries removed (see `reclamation.remove_unreadable`)."""
+        return reclamation.remove_unreadable(self)
 
     def end_stalled_waits(self) -> list[WaiterRecord]:
         """Drop the first waiter of every free lock that left its turn untaken for longer
         than `turn_timeout` (stopped or stuck); return the waits ended."""
-        ended = []
-        for name in self._names_with(QUEUE_SUFFIX):
-            for entry, record in self._scan_queue(name):
-                if record.liveness()[0] is Liveness.DEAD:
-                    continue  # reclaim_stale drops those
-                if self.turn_expired(name, entry):
-                    self.pass_over(name, entry, record)
-                    ended.append(record)
-                break  # only the first live waiter has a turn
-        return ended
+        return reclamation.end_stalled_waits(self)
 
     def end_waits(self, agent_id: str | None) -> list[WaiterRecord]:
         """Drop every queue entry of `agent_id` (of every agent: None), in all namespaces.
 
         A waiter that is still running finds its entry gone and queues again at the back.
         """
-        ended = []
-        for name in self._names_with(QUEUE_SUFFIX):
-            for entry, record in self._scan_queue(name):
-                if agent_id is None or record.agent_id == agent_id:
-                    self.drop_waiter(name, entry)
-                    ended.append(record)
-        return ended
-
-    @staticmethod
-    def _provably_dead(holder: HolderRecord) -> bool:
-        me = current_process()
-        if holder.pid == me.pid and holder.start_time == me.start_time:
-            return False  # our own process: no need to read /proc
-        return holder.liveness()[0] is Liveness.DEAD
-
-    def _reclaim_if_dead(self, name: str, holder: HolderRecord, by_agent: str) -> bool:
-        """True when the holder was provably dead (whoever removed its lock)."""
-        if holder.liveness()[0] is not Liveness.DEAD:
-            return False
-        self._reclaim(name, holder, by_agent)
-        return True
-
-    def _reclaim(self, name: str, holder: HolderRecord, by_agent: str | None) -> Reclamation | None:
-        liveness, reason = holder.liveness()
-        if liveness is not Liveness.DEAD:
-            return None
-        # Removal by the dead holder's token: exactly one reclaimer wins, and it can never
-        # remove a fresh lock taken after the dead one was released.
-        if not self._remove(name, holder.token):
-            return None
-        reclamation = Reclamation(
-            lock_path=holder.lock_path,
-            namespace=holder.namespace,
-            holder=holder,
-            reason=reason,
-            reclaimed_by_pid=os.getpid(),
-            reclaimed_by_agent=by_agent,
-        )
-        log.warning(
-            "reclaimed stale lock %s of agent %s (%s)", holder.lock_path, holder.agent_id, reason
-        )
-        if self._on_reclaim is not None:
-            self._on_reclaim(reclamation)
-        return reclamation
-
-    def _remove_stale_staging(self) -> None:
-        """Remove staging debris: a lock being published whose writer is provably dead, or
-        one still without a record after STALE_STAGING_SECONDS (its writer died between
-        `mkdir` and writing the record). A writer that is not provably dead keeps its staging
-        whatever any clock says; removing a staging under a live writer would anyway only
-        make its publish fail and be tried again, never break a lock."""
-        now = time.time()
-        for entry in self._dir.names():
-            _base, mark, token = entry.partition(STAGING_MARK)
-            if not mark:
-                continue
-            try:
-                found = self._dir.staging_record(entry)
-                age = now - os.lstat(entry, dir_fd=self._dir.fd).st_mtime
-            except (OSError, CorruptRecordError, LockDirError):
-                continue  # not a staging directory the store wrote: a stray, left alone
-            if found is not None:
-                try:
-                    record = decode_holder(found[1], entry)
-                except CorruptRecordError:
-                    continue
-                if record.liveness()[0] is not Liveness.DEAD:
-                    continue
-            elif age < STALE_STAGING_SECONDS:
-                continue
-            self._dir.discard_staging(entry, token)
-
-    def _reserved(
-        self, name: str, queue: list[tuple[str, WaiterRecord]], now: float
-    ) -> LockInfo | None:
-        """A free lock as seen by its queue: reserved for the first waiter not provably dead
-        (its liveness is the lock's; `age_seconds` is how long its turn has lasted), or None
-        when no such waiter is left."""
-        for entry, waiter in queue:
-            liveness, reason = waiter.liveness()
-            if liveness is Liveness.DEAD:
-                continue
-            started = self._dir.turn_started(name, entry)
-            turn = None if started is None else max(0.0, now - started)
-            text = f"free, reserved for the first waiter {waiter.agent_id}: {reason}"
-            if turn is not None and turn >= self.turn_timeout:
-                text += (
-                    f"; it has not taken its turn for {turn:.0f}s, so the next agent that "
-                    "asks passes it over (`lockyard clean` ends that wait now)"
-                )
-            return LockInfo(
-                lock_path=waiter.lock_path,
-                namespace=waiter.namespace,
-                holder=None,
-                age_seconds=turn,
-                liveness="alive" if liveness is Liveness.ALIVE else "unknown",
-                liveness_reason=text,
-                waiters=tuple(record for _entry, record in queue),
-            )
-        return None
+        return reclamation.end_waits(self, agent_id)

@@ -1,0 +1,116 @@
+"""What the lock directory holds, as `lockyard status` and the deadlock monitor see it.
+
+Reporting only reads: a lock whose record cannot be read is listed with its problem, never
+removed, and a free lock with live waiters is listed as reserved for the first of them.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .errors import CorruptRecordError, LockDirError
+from .liveness import Liveness
+from .lockdir import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
+from .reading import names_with, read_holder, scan_queue
+from .records import LockInfo, StoreSnapshot, WaiterRecord
+
+
+def list_locks(directory: LockDir, turn_timeout: float) -> list[LockInfo]:
+    """Every lock in the lock directory (all namespaces), with holder, age and waiters.
+
+    A free lock with live waiters is listed too (holder None, reserved for its first
+    live waiter): `try_lock` refuses it, so whoever asks why must be able to see it.
+    `turn_timeout` is how long that waiter may leave its turn untaken (said when exceeded).
+    """
+    now = time.time()
+    locks = []
+    names = dict.fromkeys(names_with(directory, LOCK_SUFFIX))
+    names.update(dict.fromkeys(names_with(directory, QUEUE_SUFFIX)))
+    for name in names:
+        queue = scan_queue(directory, name)
+        waiters = tuple(record for _entry, record in queue)
+        try:
+            holder = read_holder(directory, name)
+        except (CorruptRecordError, LockDirError) as error:
+            locks.append(
+                LockInfo(
+                    lock_path=name + LOCK_SUFFIX,
+                    namespace=None,
+                    holder=None,
+                    age_seconds=None,
+                    liveness="unknown",
+                    liveness_reason="the holder record is unreadable",
+                    waiters=waiters,
+                    problem=str(error),
+                )
+            )
+            continue
+        if holder is None:
+            reserved = _reserved(directory, name, queue, now, turn_timeout)
+            if reserved is not None:
+                locks.append(reserved)
+            continue
+        liveness, reason = holder.liveness()
+        locks.append(
+            LockInfo(
+                lock_path=holder.lock_path,
+                namespace=holder.namespace,
+                holder=holder,
+                age_seconds=max(0.0, now - holder.acquired_at),
+                liveness=liveness.value,
+                liveness_reason=reason,
+                waiters=waiters,
+                earlier_format=holder.earlier_format,
+            )
+        )
+    return sorted(locks, key=lambda info: (info.namespace or "", info.lock_path))
+
+
+def snapshot(directory: LockDir, turn_timeout: float) -> StoreSnapshot:
+    """Holds and live waits of the whole lock directory, for a wait-for graph.
+
+    One pass over the directory: the waits are those `list_locks` read with each lock (a
+    queue whose every waiter is dead is not listed, and has no live wait anyway)."""
+    locks = list_locks(directory, turn_timeout)
+    holds = {info.lock_path: info.holder.agent_id for info in locks if info.holder is not None}
+    waits = tuple(
+        (waiter.agent_id, waiter.lock_path)
+        for info in locks
+        for waiter in info.waiters
+        if waiter.liveness()[0] is not Liveness.DEAD
+    )
+    return StoreSnapshot(holds=holds, waits=waits, locks=tuple(locks))
+
+
+def _reserved(
+    directory: LockDir,
+    name: str,
+    queue: list[tuple[str, WaiterRecord]],
+    now: float,
+    turn_timeout: float,
+) -> LockInfo | None:
+    """A free lock as seen by its queue: reserved for the first waiter not provably dead
+    (its liveness is the lock's; `age_seconds` is how long its turn has lasted), or None
+    when no such waiter is left."""
+    for entry, waiter in queue:
+        liveness, reason = waiter.liveness()
+        if liveness is Liveness.DEAD:
+            continue
+        started = directory.turn_started(name, entry)
+        turn = None if started is None else max(0.0, now - started)
+        text = f"free, reserved for the first waiter {waiter.agent_id}: {reason}"
+        if turn is not None and turn >= turn_timeout:
+            text += (
+                f"; it has not taken its turn for {turn:.0f}s, so the next agent that "
+                "asks passes it over (`lockyard clean` ends that wait now)"
+            )
+        return LockInfo(
+            lock_path=waiter.lock_path,
+            namespace=waiter.namespace,
+            holder=None,
+            age_seconds=turn,
+            liveness="alive" if liveness is Liveness.ALIVE else "unknown",
+            liveness_reason=text,
+            waiters=tuple(record for _entry, record in queue),
+        )
+    return None
