@@ -33,7 +33,7 @@ from lockyard.infra.crossproc.notices import FileVictimNotices
 from lockyard.infra.crossproc.state import LockDirState
 from lockyard.infra.lockstore.store import LockStore
 from lockyard.infra.tools.lock_tools import LockTools
-from lockyard.infra.tools.locking_mcp import create_locking_mcp_server
+from lockyard.infra.transports.sdk.server import create_locking_mcp_server
 
 POLL_SECONDS = 0.5
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from lockyard.core.deadlock import DeadlockInfo
+from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
 from lockyard.domain.deadlock import DeadlockMonitor
 

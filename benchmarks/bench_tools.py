@@ -35,7 +35,7 @@ from mcp import Client
 
 from lockyard.infra.agent_runtime import LockCoordinator
 from lockyard.infra.tools.lock_tools import LockTools
-from lockyard.infra.tools.locking_mcp import create_locking_mcp_server
+from lockyard.infra.transports.sdk.server import create_locking_mcp_server
 
 
 def median_us(samples: list[float]) -> float:

@@ -12,7 +12,7 @@ import anyio
 import typer
 from anyio.abc import TaskStatus
 
-from ..infra.ipc.host_config import (
+from ..infra.transports.ipc.host_config import (
     IpcHostConfigError,
     RootLock,
     check_admin,
@@ -23,7 +23,7 @@ from ._errors import CliError, ExitCode, reports_errors
 from ._options import backend_option, flag, lock_dir_option
 
 if TYPE_CHECKING:
-    from ..infra.ipc.host import IpcHost
+    from ..infra.transports.ipc.host import IpcHost
 
 HELP = (
     "Serve lock_acquire / lock_release to sandboxed agents (containers with no shared lock "
@@ -145,7 +145,10 @@ def _run(
         stream=sys.stderr,
         format="lockyard ipc-host [%(name)s] %(levelname)s %(message)s",
     )
-    from ..infra.ipc.host import HostSettings, IpcHost  # imports the tools: only when serving
+    from ..infra.transports.ipc.host import (  # imports the tools: only when serving
+        HostSettings,
+        IpcHost,
+    )
 
     settings = HostSettings(
         stale_after=stale_after,

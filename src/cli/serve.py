@@ -12,7 +12,6 @@ import typer
 
 from ..infra.backends import chosen_spec, is_postgres_spec
 from ..infra.crossproc.agent_claims import AgentClaim, AgentIdInUseError
-from ..infra.crossproc.serve_config import ServeConfigError, open_serve_store
 from ..infra.lockstore.backend import LockBackend
 from ..infra.lockstore.errors import LockStoreError
 from ..infra.lockstore.store import LockStore
@@ -24,6 +23,7 @@ from ..infra.session.serve_session import (
     register_session,
     unregister_session,
 )
+from ..infra.transports.stdio.serve_config import ServeConfigError, open_serve_store
 from ._errors import CliError, ExitCode, reports_errors
 from ._options import backend_option, lock_dir_option
 
@@ -217,7 +217,7 @@ def _serve_claimed(
     logging.basicConfig(
         level=level, stream=sys.stderr, format="lockyard serve [%(name)s] %(levelname)s %(message)s"
     )
-    from ..infra.stdio_server import ServeSession  # imports mcp: only when serving
+    from ..infra.transports.stdio.server import ServeSession  # imports mcp: only when serving
 
     serving = ServeSession(store, agent_id, progress_interval=progress_interval)
     logging.getLogger("lockyard.serve").info(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import anyio
 import typer
 
-from ..core.deadlock import DeadlockInfo
+from ..core.deadlock_info import DeadlockInfo
 from ..infra.backends import monitor_source
 from ..infra.crossproc.monitor_loop import CrossProcessMonitor
 from ..infra.crossproc.notices import VictimNotice

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from .deadlock import DeadlockInfo
+from .deadlock_info import DeadlockInfo
 from .events import LockEvent
 
 EmitLockEvent = Callable[[LockEvent], Awaitable[None] | None]

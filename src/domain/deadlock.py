@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..core.deadlock import CycleStep, DeadlockInfo
+from ..core.deadlock_info import CycleStep, DeadlockInfo
 from .graph import Cycle, GraphSnapshot, WaitForGraph
 from .monitor import DeadlockMonitor, MonitorSnapshot, OnDeadlock, VerifyCycle
 from .victim import AgentInfo, VictimPolicy, fewest_locks_then_youngest

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from ..core.deadlock import CycleStep
+from ..core.deadlock_info import CycleStep
 
 Cycle = tuple[CycleStep, ...]
 """A wait-for cycle in order: `cycle[i].held_by == cycle[i + 1].agent_id`, the last wraps around."""

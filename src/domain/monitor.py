@@ -23,7 +23,7 @@ import anyio.abc
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..core.agent_ids import validate_agent_id
-from ..core.deadlock import CycleStep, DeadlockInfo
+from ..core.deadlock_info import CycleStep, DeadlockInfo
 from ..core.events import LockEvent, LockEventType
 from .graph import Cycle, WaitForGraph
 from .victim import AgentInfo, VictimPolicy, fewest_locks_then_youngest

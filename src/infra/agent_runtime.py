@@ -31,26 +31,26 @@ from typing import Any, Literal
 import anyio
 from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, McpSdkServerConfig
 
-from ..core.deadlock import DeadlockInfo
+from ..core.deadlock_info import DeadlockInfo
 from ..core.events import LockEvent, LockEventType
 from ..core.ports import EmitLockEvent, VictimNotices, deliver
 from ..domain.deadlock import DeadlockMonitor, OnDeadlock, VictimPolicy
 from ..prompts.loader import render_implementer_prompt
 from .backends import open_backend, victim_notices_for
 from .crossproc.notices import AnyVictimNotices
-from .hooks.deadlock import make_lock_event_hook
-from .hooks.locking import (
+from .hooks.lock_events import make_lock_event_hook
+from .hooks.shell_guard import DEFAULT_POLICY, ShellGuardPolicy, make_shell_guard_hook
+from .hooks.write_guard.hook import (
     BASH_MATCHER,
     WRITE_TOOLS_MATCHER,
     make_commit_guard_hook,
     make_write_guard_hook,
 )
-from .hooks.shell_guard import DEFAULT_POLICY, ShellGuardPolicy, make_shell_guard_hook
-from .mcp import new_agent_id
 from .tools.lock_tools import LockTools
 from .tools.locking import CorruptRecordError, LockBackend
-from .tools.locking_mcp import lock_tools_server_config
 from .tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name, release_tool_name
+from .transports.sdk.server import lock_tools_server_config
+from .transports.sdk.servers import new_agent_id
 
 logger = logging.getLogger(__name__)
 

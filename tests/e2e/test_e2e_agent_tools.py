@@ -18,12 +18,12 @@ from claude_agent_sdk import ClaudeAgentOptions
 from cli_agents import AgentRun, offline_options, run_agent
 from fake_messages_api import FakeMessagesApi, Step, ToolUse, Turn, call, say
 
-from lockyard.core.deadlock import DeadlockInfo
+from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
 from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.infra.agent_runtime import AgentRuntime, LockCoordinator
-from lockyard.infra.mcp import get_mcp_servers
 from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.transports.sdk.servers import get_mcp_servers
 
 pytestmark = pytest.mark.anyio
 

@@ -23,7 +23,7 @@ from fake_messages_api import FakeMessagesApi, Step, ToolOutcome, call, say
 
 from lockyard.infra.tools.lock_tools import TOOL_SPECS
 from lockyard.infra.tools.locking import LockStore
-from lockyard.infra.tools.locking_mcp import create_locking_mcp_server
+from lockyard.infra.transports.sdk.server import create_locking_mcp_server
 
 pytestmark = pytest.mark.anyio
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import anyio
 
-from lockyard.infra.ipc.host import HostSettings, IpcHost
 from lockyard.infra.lockstore.backend import LockBackend
+from lockyard.infra.transports.ipc.host import HostSettings, IpcHost
 
 
 @asynccontextmanager

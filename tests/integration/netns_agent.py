@@ -19,7 +19,7 @@ import anyio
 
 from lockyard.infra.backends import victim_notices_for
 from lockyard.infra.backends.postgres import PgLockStore
-from lockyard.infra.hooks.locking import make_write_guard_hook
+from lockyard.infra.hooks.write_guard.hook import make_write_guard_hook
 from lockyard.infra.tools.lock_tools import LockTools
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from lockyard.core.deadlock import CycleStep, DeadlockInfo
+from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 from lockyard.infra.crossproc.notices import VictimNotice, VictimNoticeBoard
 from lockyard.infra.tools.locking import LockStore
 
@@ -25,7 +25,7 @@ LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 # one by one (reporting each grant), then stays alive until stdin closes.
 HOLDER = """
 import sys
-from lockyard.core.deadlock import CycleStep, DeadlockInfo
+from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 from lockyard.infra.crossproc.notices import VictimNotice, VictimNoticeBoard
 from lockyard.infra.tools.locking import LockStore
 repo, lock_dir, agent, holds, waits = sys.argv[1:6]

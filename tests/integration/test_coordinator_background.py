@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from lockyard.core.deadlock import DeadlockInfo
+from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
 from lockyard.domain.graph import Cycle
 from lockyard.domain.victim import AgentInfo

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from lockyard.core.deadlock import CycleStep, DeadlockInfo
+from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 from lockyard.infra.crossproc.inotify import Inotify, inotify_available
 from lockyard.infra.crossproc.notices import (
     FileVictimNotices,

@@ -23,7 +23,7 @@ from lockyard.cli.demo.recorder import Phase, SessionRecorder
 from lockyard.cli.demo.scenario import AgentScript, Task, edit_line
 from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.infra.tools.locking import LockStore
-from lockyard.infra.tools.locking_mcp import create_locking_mcp_server
+from lockyard.infra.transports.sdk.server import create_locking_mcp_server
 
 FAST = Pacing(
     edit=(0.0, 0.001),

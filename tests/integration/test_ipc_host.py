@@ -13,10 +13,10 @@ import anyio
 import pytest
 from ipc_support import answer, call_body, running_host, sandbox, until, write_request
 
-from lockyard.infra.ipc.client import IpcClient
-from lockyard.infra.ipc.host import IpcHost
 from lockyard.infra.lockstore.store import LockStore
 from lockyard.infra.tools.lock_tools import TOOL_SPECS, LockTools
+from lockyard.infra.transports.ipc.client import IpcClient
+from lockyard.infra.transports.ipc.host import IpcHost
 
 pytestmark = pytest.mark.anyio
 
@@ -378,7 +378,7 @@ async def test_the_mcp_session_lists_the_hosts_tools_and_releases_on_exit(
 ) -> None:
     from mcp import Client
 
-    from lockyard.infra.ipc.client import IpcServeSession
+    from lockyard.infra.transports.ipc.client import IpcServeSession
 
     async with (
         running_host(root, store, admin="main"),
@@ -417,7 +417,7 @@ async def test_the_mcp_session_lists_the_hosts_tools_and_releases_on_exit(
 async def test_without_a_host_the_session_still_lists_the_lock_tools(root: Path) -> None:
     from mcp import Client
 
-    from lockyard.infra.ipc.client import IpcServeSession
+    from lockyard.infra.transports.ipc.client import IpcServeSession
 
     async with IpcClient(sandbox(root, "alone"), host_timeout=0.2) as client:
         session = IpcServeSession(client)

@@ -12,9 +12,9 @@ import anyio
 import pytest
 from ipc_support import answer, call_body, running_host, sandbox, until, write_request
 
-from lockyard.infra.ipc.host import IpcHost
-from lockyard.infra.ipc.wire import MAX_REQUEST_BYTES
 from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.transports.ipc.host import IpcHost
+from lockyard.infra.transports.ipc.wire import MAX_REQUEST_BYTES
 
 pytestmark = pytest.mark.anyio
 

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ipc_support import answer, call_body, running_host, sandbox, until, write_request
 
-from lockyard.infra.ipc.host import IpcHost
 from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.transports.ipc.host import IpcHost
 
 pytestmark = pytest.mark.anyio
 

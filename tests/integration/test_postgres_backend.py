@@ -26,10 +26,10 @@ from lockyard.infra.backends.postgres import (
 )
 from lockyard.infra.backends.postgres.schema import SCHEMA_VERSION, ensure_schema
 from lockyard.infra.backends.postgres.session import forget_ensured_schemas
-from lockyard.infra.hooks.locking import make_write_guard_hook
+from lockyard.infra.hooks.write_guard.hook import make_write_guard_hook
 from lockyard.infra.lockstore.store import LockStore
-from lockyard.infra.mcp import get_mcp_servers
 from lockyard.infra.tools.lock_tools import LockTools
+from lockyard.infra.transports.sdk.servers import get_mcp_servers
 from pg_support import PgServer
 
 

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from lockyard.core.deadlock import CycleStep, DeadlockInfo
+from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 from lockyard.infra.agent_runtime import AgentAlreadyOpenError, LockCoordinator
 from lockyard.infra.crossproc.notices import AnyVictimNotices
 from lockyard.infra.lockstore.paths import lock_name

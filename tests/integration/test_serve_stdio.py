@@ -16,7 +16,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from lockyard.infra.lockstore.store import LockStore
-from lockyard.infra.tools.locking_mcp import create_locking_mcp_server
+from lockyard.infra.transports.sdk.server import create_locking_mcp_server
 
 pytestmark = pytest.mark.anyio
 
@@ -275,8 +275,8 @@ async def test_an_unreadable_lock_is_reported_per_file_and_a_store_failure_is_an
     repo: Path, lock_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from lockyard.infra.lockstore.paths import lock_name
-    from lockyard.infra.stdio_server import ServeSession
     from lockyard.infra.tools.lock_tools import UNREADABLE_HOLDER
+    from lockyard.infra.transports.stdio.server import ServeSession
 
     store = LockStore(str(repo), lock_dir)
     key = store.canonicalize("src/a.py")
@@ -309,7 +309,7 @@ async def test_an_unreadable_lock_is_reported_per_file_and_a_store_failure_is_an
 
 
 async def test_stdin_lines_from_a_pipe_and_from_a_regular_file(tmp_path: Path) -> None:
-    from lockyard.infra.stdio_server import StdinLines
+    from lockyard.infra.transports.stdio.server import StdinLines
 
     read_end, write_end = os.pipe()
     os.write(write_end, b'{"a": 1}\n\n{"b":')

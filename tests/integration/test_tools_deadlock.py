@@ -12,13 +12,13 @@ import anyio
 import pytest
 from mcp import Client
 
-from lockyard.core.deadlock import DeadlockInfo
+from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.core.events import LockEventType
 from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.infra.agent_runtime import LockCoordinator
 from lockyard.infra.tools.lock_tools import DEADLOCK_INSTRUCTION
 from lockyard.infra.tools.locking import LockStore
-from lockyard.infra.tools.locking_mcp import create_locking_mcp_server
+from lockyard.infra.transports.sdk.server import create_locking_mcp_server
 
 
 @pytest.fixture

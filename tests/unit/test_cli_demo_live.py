@@ -4,7 +4,7 @@ from rich.console import Console
 
 from lockyard.cli.demo.live import LiveView
 from lockyard.cli.demo.recorder import Phase, SessionRecorder
-from lockyard.core.deadlock import CycleStep, DeadlockInfo
+from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
 
 

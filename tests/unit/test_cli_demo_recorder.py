@@ -1,5 +1,5 @@
 from lockyard.cli.demo.recorder import Phase, SessionRecorder
-from lockyard.core.deadlock import CycleStep, DeadlockInfo
+from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
 
 

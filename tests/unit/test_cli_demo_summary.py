@@ -13,7 +13,7 @@ from lockyard.cli.demo.summary import (
     percentile,
     render_report,
 )
-from lockyard.core.deadlock import CycleStep, DeadlockInfo
+from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 
 REPO = Path("/repo")
 

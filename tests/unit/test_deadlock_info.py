@@ -1,4 +1,4 @@
-from lockyard.core.deadlock import CycleStep, DeadlockInfo
+from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 
 
 def test_deadlock_info_describes_its_cycle_and_round_trips_as_json() -> None:

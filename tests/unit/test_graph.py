@@ -8,7 +8,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from lockyard.core.deadlock import CycleStep
+from lockyard.core.deadlock_info import CycleStep
 from lockyard.domain.deadlock import Cycle, WaitForGraph
 
 # ---- a brute-force reference -----------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from lockyard.core.events import LockEvent, LockEventType
-from lockyard.infra.hooks.deadlock import (
+from lockyard.infra.hooks.lock_events import (
     events_from_result,
     make_lock_event_hook,
     tool_result_payload,
@@ -169,7 +169,7 @@ async def test_unreadable_responses_are_logged(
     recorder: Recorder, caplog: pytest.LogCaptureFixture
 ) -> None:
     hook = make_lock_event_hook(recorder, agent_id="a1")
-    with caplog.at_level(logging.WARNING, logger="lockyard.infra.hooks.deadlock"):
+    with caplog.at_level(logging.WARNING, logger="lockyard.infra.hooks.lock_events"):
         await hook(_post(ACQUIRE, "garbage"), "t", {"signal": None})
     assert "unreadable" in caplog.text
 

@@ -8,7 +8,11 @@ from typing import Any
 
 import pytest
 
-from lockyard.infra.hooks.locking import WRITE_TOOLS, WRITE_TOOLS_MATCHER, make_write_guard_hook
+from lockyard.infra.hooks.write_guard.hook import (
+    WRITE_TOOLS,
+    WRITE_TOOLS_MATCHER,
+    make_write_guard_hook,
+)
 from lockyard.infra.tools.locking import LockStore
 
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lockyard.infra.ipc.ratelimit import TokenBucket
-from lockyard.infra.ipc.wire import (
+from lockyard.infra.transports.ipc.ratelimit import TokenBucket
+from lockyard.infra.transports.ipc.wire import (
     REQUEST_SCHEMA,
     RESPONSE_SCHEMA,
     Request,

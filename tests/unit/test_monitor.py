@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockyard.core.deadlock import CycleStep, DeadlockInfo
+from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
 from lockyard.core.ports import VictimNotices
 from lockyard.domain.deadlock import AgentInfo, Cycle, DeadlockMonitor, fewest_locks_then_youngest

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from lockyard.core.deadlock import DeadlockInfo
+from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
 from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.domain.monitor import FORMER_HOLDERS_KEPT

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from lockyard.core.deadlock import CycleStep, DeadlockInfo
+from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 
 
 def step(agent: str, lock: str, holder: str) -> CycleStep:

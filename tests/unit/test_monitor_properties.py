@@ -15,7 +15,7 @@ import anyio.lowlevel
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from lockyard.core.deadlock import DeadlockInfo
+from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
 from lockyard.domain.deadlock import DeadlockMonitor
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from lockyard.core.deadlock import DeadlockInfo
+from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
 from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.domain.graph import Cycle

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from ...core.deadlock import DeadlockInfo
+from ...core.deadlock_info import DeadlockInfo
 from ...core.events import LockEvent, LockEventType
 
 

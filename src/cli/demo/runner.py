@@ -27,7 +27,7 @@ from rich.live import Live
 from ...core.events import LockEvent
 from ...infra.agent_runtime import LockCoordinator
 from ...infra.lockstore.lockdir import default_lock_dir
-from ...infra.tools.locking_mcp import create_locking_mcp_server
+from ...infra.transports.sdk.server import create_locking_mcp_server
 from .._errors import CliError, ExitCode
 from .agent import Pacing, Rendezvous, ScriptedAgent
 from .backend import demo_backend

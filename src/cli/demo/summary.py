@@ -18,7 +18,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ...core.deadlock import DeadlockInfo
+from ...core.deadlock_info import DeadlockInfo
 from .._format import display_key, format_ms
 from .recorder import Overlap, SessionRecorder
 from .scenario import DeadlockGroup, Scenario

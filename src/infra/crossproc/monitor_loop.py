@@ -22,7 +22,7 @@ from pathlib import Path
 
 import anyio
 
-from ...core.deadlock import DeadlockInfo
+from ...core.deadlock_info import DeadlockInfo
 from ...domain.deadlock import DeadlockMonitor, VictimPolicy
 from .notices import VictimNotice
 from .sources import LockDirSource, MonitorSource

@@ -26,7 +26,7 @@ from urllib.parse import quote
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ...core.deadlock import DeadlockInfo
+from ...core.deadlock_info import DeadlockInfo
 from ...core.ports import VictimNotices
 from ..lockstore.own_files import NotOwnFileError, read_own_file
 from ..lockstore.wakeup import Waker, process_hub

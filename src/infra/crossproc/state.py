@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...core.deadlock import DeadlockInfo
+from ...core.deadlock_info import DeadlockInfo
 from ..lockstore.backend import LockBackend
 from ..lockstore.liveness import Liveness
 from ..lockstore.lockdir import default_lock_dir

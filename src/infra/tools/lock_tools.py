@@ -1,8 +1,8 @@
 """The lock tools' behaviour, independent of any transport.
 
 `LockTools` is what one agent's `lock_acquire` / `lock_release` do. The in-process SDK server
-(`locking_mcp.py`) and the stdio server (`lockyard serve`) both publish `TOOL_SPECS` and call
-`LockTools.call`, so the model sees the same tools, schemas and results through either.
+(`transports/sdk/server.py`) and the stdio server (`lockyard serve`) both publish `TOOL_SPECS`
+and call `LockTools.call`, so the model sees the same tools, schemas and results through either.
 
 What the monitor is told, and when (the ancestor's failures 1, 2 and 8):
 - ACQUIRED the moment a lock is taken, not when the call returns;
@@ -23,7 +23,7 @@ from typing import Any, Final, Protocol
 import anyio
 import anyio.lowlevel
 
-from ...core.deadlock import DeadlockInfo
+from ...core.deadlock_info import DeadlockInfo
 from ...core.events import LockEvent, LockEventType
 from ...core.ports import EmitLockEvent, VictimNotices, deliver
 from ..lockstore.errors import CorruptRecordError, LockStoreError

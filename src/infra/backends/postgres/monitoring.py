@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 
-from ....core.deadlock import DeadlockInfo
+from ....core.deadlock_info import DeadlockInfo
 from ...crossproc.notices import VictimNotice
 from ...crossproc.state import LockDirSnapshot, LockDirState
 from ...lockstore.wakeup import Waker

@@ -2,7 +2,7 @@
 
 `make_write_guard_hook` denies Write, Edit, MultiEdit and NotebookEdit on a file inside the
 repository unless the lock store says this agent holds its lock; `make_commit_guard_hook`
-(in `commit_guard.py`) denies a Bash `git commit` that would include files the agent has not
+(in `commit_guard/`) denies a Bash `git commit` that would include files the agent has not
 locked. Both only read the store: no hook takes or releases a lock, and none runs at the end
 of a turn (the ancestor's Stop hook released everything behind the monitor's back).
 
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from ..tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
-from .commit_guard import BASH_MATCHER, make_commit_guard_hook
-from .guard_common import GuardStore, HookFn, deny
-from .write_check import write_denial
+from ...tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
+from ..commit_guard.decide import BASH_MATCHER, make_commit_guard_hook
+from ..guard_common import GuardStore, HookFn, deny
+from .decide import write_denial
 
 if TYPE_CHECKING:
     from claude_agent_sdk import HookContext

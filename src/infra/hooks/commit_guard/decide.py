@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from .guard_common import (
+from ..guard_common import (
     GuardStore,
     HookFn,
     deny,
@@ -246,7 +246,7 @@ def make_commit_guard_hook(
     """
     import anyio.to_thread  # the SDK path only: `lockyard hook` runs without anyio
 
-    from ..tools.naming import acquire_tool_name
+    from ...tools.naming import acquire_tool_name
 
     acquire = acquire_tool_name(server_key)
 

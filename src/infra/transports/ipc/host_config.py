@@ -8,11 +8,11 @@ import os
 from pathlib import Path
 from typing import Final
 
-from ..backends import BackendSpecError, open_backend
-from ..lockstore.backend import LockBackend
-from ..lockstore.errors import InvalidAgentIdError, LockStoreError
-from ..lockstore.paths import validate_agent_id
-from ..lockstore.store import LockStore
+from ...backends import BackendSpecError, open_backend
+from ...lockstore.backend import LockBackend
+from ...lockstore.errors import InvalidAgentIdError, LockStoreError
+from ...lockstore.paths import validate_agent_id
+from ...lockstore.store import LockStore
 
 HOST_LOCK: Final = ".lockyard-ipc-host.lock"
 

@@ -27,8 +27,8 @@ from typing import Any, Final
 import mcp.types as types
 from pydantic import ValidationError
 
-from .tools.lock_tools import ToolOutcome
-from .tools.mcp_server import to_call_tool_result
+from ...tools.lock_tools import ToolOutcome
+from ...tools.mcp_server import to_call_tool_result
 
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600

@@ -38,13 +38,13 @@ from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
-from ..core.events import LockEvent
-from .backends import victim_notices_for
+from ....core.events import LockEvent
+from ...backends import victim_notices_for
+from ...lockstore.backend import LockBackend
+from ...lockstore.records import LostLock
+from ...tools.lock_tools import ACQUIRE_TOOL, LockTools, ToolOutcome
+from ...tools.mcp_server import SERVER_VERSION, list_tools_result, to_call_tool_result
 from .jsonrpc_screen import screen
-from .lockstore.backend import LockBackend
-from .lockstore.records import LostLock
-from .tools.lock_tools import ACQUIRE_TOOL, LockTools, ToolOutcome
-from .tools.mcp_server import SERVER_VERSION, list_tools_result, to_call_tool_result
 
 log = logging.getLogger("lockyard.serve")
 

@@ -32,10 +32,10 @@ from typing import Any, Final
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from ...core.deadlock import DeadlockInfo
-from ...core.events import LockEvent, LockEventType
-from ...domain.monitor import DeadlockMonitor
-from ..crossproc.inotify import (
+from ....core.deadlock_info import DeadlockInfo
+from ....core.events import LockEvent, LockEventType
+from ....domain.monitor import DeadlockMonitor
+from ...crossproc.inotify import (
     IN_CLOSE_WRITE,
     IN_CREATE,
     IN_DELETE,
@@ -46,13 +46,13 @@ from ..crossproc.inotify import (
     IN_Q_OVERFLOW,
     Inotify,
 )
-from ..crossproc.notices import AnyVictimNotices, FileVictimNotices
-from ..crossproc.state import LockDirState
-from ..lockstore.backend import LockBackend
-from ..lockstore.errors import CorruptRecordError, InvalidAgentIdError
-from ..lockstore.paths import validate_agent_id
-from ..lockstore.store import LockStore
-from ..tools.lock_tools import TOOL_NAMES, TOOL_SPECS, LockTools, ToolOutcome, ToolSpec
+from ...crossproc.notices import AnyVictimNotices, FileVictimNotices
+from ...crossproc.state import LockDirState
+from ...lockstore.backend import LockBackend
+from ...lockstore.errors import CorruptRecordError, InvalidAgentIdError
+from ...lockstore.paths import validate_agent_id
+from ...lockstore.store import LockStore
+from ...tools.lock_tools import TOOL_NAMES, TOOL_SPECS, LockTools, ToolOutcome, ToolSpec
 from .folder import (
     HEARTBEAT,
     HOST_STATUS,

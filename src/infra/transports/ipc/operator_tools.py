@@ -14,12 +14,12 @@ from typing import Annotated, Any, Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict, StrictStr, StringConstraints, ValidationError
 
-from ...core.events import LockEvent, LockEventType
-from ...core.ports import EmitLockEvent, deliver
-from ..lockstore.backend import LockBackend
-from ..lockstore.errors import CorruptRecordError
-from ..tools.lock_tools import STORE_ERRORS, ToolOutcome, ToolSpec
-from ..tools.tool_inputs import MAX_PATH_LENGTH, InvalidToolInputError
+from ....core.events import LockEvent, LockEventType
+from ....core.ports import EmitLockEvent, deliver
+from ...lockstore.backend import LockBackend
+from ...lockstore.errors import CorruptRecordError
+from ...tools.lock_tools import STORE_ERRORS, ToolOutcome, ToolSpec
+from ...tools.tool_inputs import MAX_PATH_LENGTH, InvalidToolInputError
 
 log = logging.getLogger("lockyard.ipc.host")
 

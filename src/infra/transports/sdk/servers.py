@@ -8,10 +8,10 @@ import socket
 
 from claude_agent_sdk import McpSdkServerConfig
 
-from ..core.ports import EmitLockEvent, VictimNotices
-from .tools.lock_tools import ToolStore
-from .tools.locking_mcp import create_locking_mcp_server
-from .tools.naming import DEFAULT_SERVER_KEY
+from ....core.ports import EmitLockEvent, VictimNotices
+from ...tools.lock_tools import ToolStore
+from ...tools.naming import DEFAULT_SERVER_KEY
+from .server import create_locking_mcp_server
 
 
 def new_agent_id(prefix: str = "agent") -> str:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 import os
 
-from ..tools.holder_text import UNREADABLE_HOLDER
-from .guard_common import GuardStore, holder_or_unreadable, inside_repo, lost_grant
+from ...tools.holder_text import UNREADABLE_HOLDER
+from ..guard_common import GuardStore, holder_or_unreadable, inside_repo, lost_grant
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The lock tools as an in-process MCP server for claude-agent-sdk agents."""

@@ -1,0 +1,1 @@
+"""The lock tools as an MCP server over stdio (`lockyard serve`), one process per agent session."""
