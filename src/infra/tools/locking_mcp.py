@@ -1,0 +1,8 @@
+"""`lockyard.infra.tools.locking_mcp`: the design's import path for the in-process SDK server.
+
+The server lives in `lockyard.infra.transports.sdk.server`; this module only names it here.
+"""
+
+from ..transports.sdk.server import create_locking_mcp_server, lock_tools_server_config
+
+__all__ = ["create_locking_mcp_server", "lock_tools_server_config"]
