@@ -29,7 +29,8 @@ from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from lockyard.infra.crossproc.notices import FileVictimNotices
 from lockyard.infra.crossproc.state import LockDirState, node_key
-from lockyard.infra.hooks.write_guard.hook import make_commit_guard_hook, make_write_guard_hook
+from lockyard.infra.hooks.commit_guard.hook import make_commit_guard_hook
+from lockyard.infra.hooks.write_guard.hook import make_write_guard_hook
 from lockyard.infra.lockstore.identity import NAMESPACE_ENV
 from lockyard.infra.lockstore.liveness import current_process, new_token
 from lockyard.infra.lockstore.lockdir import LockDir

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from lockyard.infra.hooks.commit_guard.decide import CommitPlan, plan_commit
-from lockyard.infra.hooks.write_guard.hook import make_commit_guard_hook
+from lockyard.infra.hooks.commit_guard.hook import make_commit_guard_hook
 from lockyard.infra.tools.locking import LockStore
 
 

@@ -1,4 +1,4 @@
-"""PreToolUse guard: deny a Bash `git commit` that would include files the agent has not locked.
+"""The commit guard's decision: would this Bash `git commit` include files the agent has not locked?
 
 We read the command (without running it) for what the commit would take:
 - `git commit` alone: the staged files (`git diff --cached`);
@@ -22,24 +22,11 @@ import shlex
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Final
 
-from ..guard_common import (
-    GuardStore,
-    HookFn,
-    deny,
-    holder_or_unreadable,
-    inside_repo,
-    lost_grant,
-)
-
-if TYPE_CHECKING:
-    from claude_agent_sdk import HookContext
-    from claude_agent_sdk.types import SyncHookJSONOutput
+from ..guard_common import GuardStore, holder_or_unreadable, inside_repo, lost_grant
 
 logger = logging.getLogger(__name__)
-
-BASH_MATCHER: Final = "Bash"
 
 
 @dataclass
@@ -231,41 +218,6 @@ def files_in_commit(plan: CommitPlan | None, cwd: str) -> tuple[str, list[str]] 
 
 def _names(root: str, command: tuple[str, ...], *extra: str) -> list[str]:
     return _git(root, *command, *extra) or []
-
-
-# --- the hook ----------------------------------------------------------------------------
-
-
-def make_commit_guard_hook(
-    store: GuardStore, agent_id: str, server_key: str = "lockyard"
-) -> HookFn:
-    """PreToolUse hook (matcher "Bash") denying a `git commit` of files this agent has not locked.
-
-    Files outside the store's repository are not judged. If git cannot tell what would be
-    committed (not a repository), the command is left to fail or succeed on its own.
-    """
-    import anyio.to_thread  # the SDK path only: `lockyard hook` runs without anyio
-
-    from ...tools.naming import acquire_tool_name
-
-    acquire = acquire_tool_name(server_key)
-
-    async def hook(
-        input_data: Any, tool_use_id: str | None, context: HookContext
-    ) -> SyncHookJSONOutput:
-        if not isinstance(input_data, dict) or input_data.get("tool_name") != "Bash":
-            return {}
-        tool_input = input_data.get("tool_input")
-        command = tool_input.get("command") if isinstance(tool_input, dict) else None
-        if not isinstance(command, str):
-            return {}
-        cwd = input_data.get("cwd")
-        reason = await anyio.to_thread.run_sync(
-            commit_denial, store, agent_id, command, cwd, acquire
-        )
-        return {} if reason is None else deny(reason)
-
-    return hook
 
 
 def commit_denial(

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from ...tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
-from ..commit_guard.decide import BASH_MATCHER, make_commit_guard_hook
 from ..guard_common import GuardStore, HookFn, deny
 from .decide import write_denial
 
@@ -24,12 +23,10 @@ if TYPE_CHECKING:
     from claude_agent_sdk.types import SyncHookJSONOutput
 
 __all__ = [
-    "BASH_MATCHER",
     "WRITE_TOOLS",
     "WRITE_TOOLS_MATCHER",
     "GuardStore",
     "deny",
-    "make_commit_guard_hook",
     "make_write_guard_hook",
 ]
 
