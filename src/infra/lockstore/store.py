@@ -52,6 +52,8 @@ TURN_TIMEOUT_SECONDS: Final = 5.0
 running waiter takes its turn within milliseconds (pushed) or one poll interval; one that
 does not is stopped or stuck, and must not block a free file for everyone."""
 
+_MAX_GRANTED_SPELLINGS: Final = 4096
+
 OnReclaim = Callable[[Reclamation], None]
 
 
@@ -132,6 +134,9 @@ class LockStore:
         self.turn_timeout = turn_timeout
         self._on_reclaim = on_reclaim
         self._grants: dict[tuple[str, str], str] = {}  # (lock name, agent) -> grant token
+        self._granted: dict[tuple[str, str], tuple[str, str]] = {}
+        """(lock key, agent) -> (lock name, agent) of the grants made here: `release` of a
+        key this store granted skips canonicalising it (see release)."""
         self._grants_guard = threading.Lock()
         self._earlier: dict[str, str] = find_earlier_locks(self._dir, self.namespace, self.root)
         """lock name -> name of a lock an earlier lockyard version holds on the same file."""
@@ -199,6 +204,13 @@ class LockStore:
         """One attempt at lock `name`; reclaims it first when its holder is provably dead."""
         if self._earlier and held_by_earlier_version(self, name, agent):
             return False
+        # The usual case first: nobody queues, so publish at once. The publishing rename
+        # fails while anybody holds the lock; only then is the holder read (below), so a
+        # free lock costs no look at the lock entry. With a queue, the holder is read first:
+        # an agent that already holds the lock keeps it even while others queue.
+        queued = respect_queue and self._dir.exists(name + QUEUE_SUFFIX)
+        if not queued and self._publish(name, key, agent):
+            return True
         for _attempt in range(8):
             if self._dir.exists(name + LOCK_SUFFIX):
                 try:
@@ -209,7 +221,7 @@ class LockStore:
                     if holder.agent_id == agent and not reclamation.provably_dead(holder):
                         # Held by this agent id (this process, or another live one: the lock
                         # belongs to the agent id, see Limits): keep the existing grant.
-                        self._remember(name, agent, holder.token)
+                        self._remember(name, agent, holder.token, key)
                         return True
                     # A dead holder's grant is reclaimed, even one of this very agent id: a
                     # restarted agent must not inherit a lock whose liveness still follows
@@ -219,17 +231,31 @@ class LockStore:
                     continue
             if respect_queue and self._has_live_waiters(name):
                 return False
-            token = new_token()
-            record = encode_holder(
-                self._owner or current_process(), agent, token, key, self.namespace, self.root
-            )
-            if self._dir.publish(name, token, record):
-                self._remember(name, agent, token)
+            if self._publish(name, key, agent):
                 return True
         return False
 
+    def _publish(self, name: str, key: str, agent: str) -> bool:
+        token = new_token()
+        record = encode_holder(
+            self._owner or current_process(), agent, token, key, self.namespace, self.root
+        )
+        if not self._dir.publish(name, token, record):
+            return False
+        self._remember(name, agent, token, key)
+        return True
+
     def release(self, filepath: str, agent_id: str) -> bool:
         """Give back your lock; False, touching nothing, when `agent_id` does not hold it."""
+        if type(filepath) is str and type(agent_id) is str:
+            # A lock this store granted under this very key needs no canonicalising: the
+            # grant's token names the lock, and removal by token succeeds only while that
+            # grant is current (else the full path below decides, as for any other path).
+            with self._grants_guard:
+                granted = self._granted.pop((filepath, agent_id), None)
+                token = None if granted is None else self._grants.pop(granted, None)
+            if granted is not None and token is not None and self._remove(granted[0], token):
+                return True
         agent = validate_agent_id(agent_id)
         _key, name = self._locate(filepath)
         with self._grants_guard:
@@ -254,9 +280,12 @@ class LockStore:
         self._hub.notify(self.lock_topic(name))
         return True
 
-    def _remember(self, name: str, agent: str, token: str) -> None:
+    def _remember(self, name: str, agent: str, token: str, key: str) -> None:
         with self._grants_guard:
             self._grants[(name, agent)] = token
+            if len(self._granted) >= _MAX_GRANTED_SPELLINGS:
+                self._granted.clear()  # a hint only: dropping it costs a canonicalisation
+            self._granted[(key, agent)] = (name, agent)
 
     def _forget(self, name: str, agent: str) -> None:
         with self._grants_guard:

@@ -32,7 +32,7 @@ from ..lockstore import (
     WaiterRecord,
     default_lock_dir,
 )
-from ..lockstore.identity import canonical_repo_path, namespace_from_env
+from ..lockstore.identity import NAMESPACE_ENV, canonical_repo_path, namespace_from_env
 
 __all__ = [
     "MAX_TIMEOUT_SECONDS",
@@ -68,10 +68,23 @@ __all__ = [
 _stores: dict[tuple[str, str | None, str], LockStore] = {}
 _stores_guard = threading.Lock()
 
+_LOCK_DIR_ENV = "LOCKYARD_LOCK_DIR"
+_MAX_RECENT = 256
+_RecentKey = tuple[bool, str, str | None, str | None]
+_recent: dict[_RecentKey, tuple[LockStore, int, int]] = {}
+"""(whether the repository is the working directory, that directory or the absolute path
+given, LOCKYARD_NAMESPACE and LOCKYARD_LOCK_DIR as set) -> the store `get_store` found for
+them, and the (device, inode) of the directory it was opened on. Every contract call looks
+its store up: this answers with a `getcwd` or one `stat` instead of canonicalising the
+repository path and probing the default lock directory each time."""
+
 
 def get_store(repo_namespace: str | os.PathLike[str] | None = None) -> LockStore:
     """The cached store for this checkout (canonical path), the current `LOCKYARD_NAMESPACE`
     and the current lock directory. The checkout's identity is read once per store."""
+    recent = _recent_store(repo_namespace)
+    if recent is not None:
+        return recent
     repo = canonical_repo_path(repo_namespace)
     explicit = namespace_from_env()
     lock_dir = os.path.abspath(default_lock_dir())
@@ -80,7 +93,58 @@ def get_store(repo_namespace: str | os.PathLike[str] | None = None) -> LockStore
         if store is None:
             store = LockStore(repo, lock_dir, namespace=explicit)
             _stores[(repo, explicit, lock_dir)] = store
-        return store
+    _note_recent(repo_namespace, store)
+    return store
+
+
+def _recent_key(repo_namespace: object) -> _RecentKey | None:
+    """The `_recent` key of a call, or None when the call takes the full path (a relative or
+    `~` repository path, or a relative lock directory: both depend on more than this)."""
+    lock_dir = os.environ.get(_LOCK_DIR_ENV)
+    if lock_dir and not lock_dir.startswith("/"):
+        return None
+    namespace = os.environ.get(NAMESPACE_ENV)
+    if repo_namespace is None:
+        return True, os.getcwd(), namespace, lock_dir
+    if type(repo_namespace) is str and repo_namespace.startswith("/"):
+        return False, repo_namespace, namespace, lock_dir
+    return None
+
+
+def _recent_store(repo_namespace: object) -> LockStore | None:
+    """The store of an earlier call with the same arguments and environment, while its
+    directory is still the same one (a symlink in the path retargeted, or the directory
+    replaced, sends the call down the full path)."""
+    try:
+        key = _recent_key(repo_namespace)
+    except OSError:
+        return None  # e.g. the working directory was removed: the full path says so
+    if key is None:
+        return None
+    entry = _recent.get(key)
+    if entry is None:
+        return None
+    store, device, inode = entry
+    if key[0]:
+        return store  # getcwd() names the directory canonically: no symlink to re-read
+    try:
+        info = os.stat(key[1])
+    except OSError:
+        return None
+    return store if (info.st_dev, info.st_ino) == (device, inode) else None
+
+
+def _note_recent(repo_namespace: object, store: LockStore) -> None:
+    try:
+        key = _recent_key(repo_namespace)
+        if key is None:
+            return
+        info = os.stat(key[1])
+    except OSError:
+        return
+    if len(_recent) >= _MAX_RECENT:
+        _recent.clear()
+    _recent[key] = (store, info.st_dev, info.st_ino)
 
 
 def canonicalize_path(filepath: str, repo_namespace: str | None = None) -> str:
