@@ -13,9 +13,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..infra.backends import chosen_spec, is_postgres_spec, open_backend
-from ..infra.lockstore.backend import LockBackend
-from ..infra.lockstore.errors import BackendError, InvalidAgentIdError, LockStoreError
-from ..infra.lockstore.lockdir import default_lock_dir
+from ..infra.lockstore import (
+    BackendError,
+    InvalidAgentIdError,
+    LockBackend,
+    LockStoreError,
+    default_lock_dir,
+)
 from ..infra.tools.locking import LockStore
 from ._errors import CliError, ExitCode
 

@@ -18,9 +18,7 @@ from anyio.abc import TaskStatus
 from ..infra.backends import chosen_spec, is_postgres_spec, monitor_source
 from ..infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from ..infra.crossproc.state import LockDirUnreadableError, resolve_lock_dir
-from ..infra.lockstore.errors import BackendError, LockStoreError
-from ..infra.lockstore.lockdir import default_lock_dir
-from ..infra.lockstore.store import LockStore
+from ..infra.lockstore import BackendError, LockStore, LockStoreError, default_lock_dir
 from ._detached_output import DetachedOutput
 from ._errors import CliError, ExitCode, reports_errors
 from ._format import quiet_library_logs

@@ -12,9 +12,7 @@ import typer
 
 from ..infra.backends import chosen_spec, is_postgres_spec
 from ..infra.crossproc.agent_claims import AgentClaim, AgentIdInUseError
-from ..infra.lockstore.backend import LockBackend
-from ..infra.lockstore.errors import LockStoreError
-from ..infra.lockstore.store import LockStore
+from ..infra.lockstore import LockBackend, LockStore, LockStoreError
 from ..infra.session.identity import SessionIdentityError, check_cli_name, repository_root
 from ..infra.session.registry import SessionRegistryError
 from ..infra.session.serve_session import (

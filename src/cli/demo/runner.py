@@ -26,7 +26,7 @@ from rich.live import Live
 
 from ...core.events import LockEvent
 from ...infra.agent_runtime import LockCoordinator
-from ...infra.lockstore.lockdir import default_lock_dir
+from ...infra.lockstore import default_lock_dir
 from ...infra.transports.sdk.server import create_locking_mcp_server
 from .._errors import CliError, ExitCode
 from .agent import Pacing, Rendezvous, ScriptedAgent

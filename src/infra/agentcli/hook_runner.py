@@ -23,7 +23,7 @@ from typing import Final
 from ..hooks.commit_guard.decide import commit_denial
 from ..hooks.lockdir_reader import LockDirReader
 from ..hooks.write_guard.decide import write_denial
-from ..lockstore.lockdir import default_lock_dir
+from ..lockstore import default_lock_dir
 from ..session.registry import SessionRegistry
 from .formats import CliFormat, HookAnswer, PayloadError, ToolCall
 

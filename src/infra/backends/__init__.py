@@ -15,8 +15,7 @@ from typing import Final
 
 from ...core.ports import VictimNotices
 from ..crossproc.sources import LockDirSource, MonitorSource
-from ..lockstore.backend import LockBackend
-from ..lockstore.store import LockStore
+from ..lockstore import LockBackend, LockStore
 from .postgres.dsn import BackendSpecError, is_postgres_spec, redact
 
 BACKEND_ENV: Final = "LOCKYARD_BACKEND"

@@ -15,10 +15,16 @@ import hashlib
 from pathlib import Path
 from typing import Final
 
-from ..lockstore.errors import CorruptRecordError
-from ..lockstore.liveness import Liveness, current_process, new_token
-from ..lockstore.lockdir import LockDir
-from ..lockstore.records import HolderRecord, decode_holder, encode_holder
+from ..lockstore import (
+    CorruptRecordError,
+    HolderRecord,
+    Liveness,
+    LockDir,
+    current_process,
+    decode_holder,
+    encode_holder,
+    new_token,
+)
 
 AGENTS_DIR: Final = "agents"
 

@@ -28,8 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...core.deadlock_info import DeadlockInfo
 from ...core.ports import VictimNotices
-from ..lockstore.own_files import NotOwnFileError, read_own_file
-from ..lockstore.wakeup import Waker, process_hub
+from ..lockstore import NotOwnFileError, Waker, process_hub, read_own_file
 from .inotify import inotify_available
 
 log = logging.getLogger(__name__)

@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ...core.ports import VictimNotices
-from ..lockstore.errors import LockDirError
-from ..lockstore.lockdir import QUEUE_SUFFIX
-from ..lockstore.store import LockStore
+from ..lockstore import QUEUE_SUFFIX, LockDirError, LockStore
 from .notices import FileVictimNotices, VictimNotice, VictimNoticeBoard
 from .state import LockDirSnapshot, LockDirState
 from .watch import TreeWatcher

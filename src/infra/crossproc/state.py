@@ -19,11 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...core.deadlock_info import DeadlockInfo
-from ..lockstore.backend import LockBackend
-from ..lockstore.liveness import Liveness
-from ..lockstore.lockdir import default_lock_dir
-from ..lockstore.records import LockInfo, StoreSnapshot
-from ..lockstore.store import LockStore
+from ..lockstore import Liveness, LockBackend, LockInfo, LockStore, StoreSnapshot, default_lock_dir
 from .notices import VictimNotice
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..lockstore.errors import CorruptRecordError
+from ..lockstore import CorruptRecordError
 from ..tools.holder_text import UNREADABLE_HOLDER
 
 if TYPE_CHECKING:

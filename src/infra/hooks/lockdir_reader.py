@@ -12,11 +12,15 @@ import json
 import os
 from typing import Any
 
-from ..lockstore.errors import CorruptRecordError
-from ..lockstore.identity import RepoIdentity, resolve_identity
-from ..lockstore.liveness import Liveness, liveness_of
-from ..lockstore.lockdir import LockDir
-from ..lockstore.paths import lock_name
+from ..lockstore import (
+    CorruptRecordError,
+    Liveness,
+    LockDir,
+    RepoIdentity,
+    liveness_of,
+    lock_name,
+    resolve_identity,
+)
 
 
 class LockDirReader:

@@ -1,5 +1,9 @@
 """The lock store: atomic directory locks with liveness, FIFO queues and push wake-ups.
 
+This module is the store's one entrance: code outside `lockyard.infra.lockstore` imports
+these names from here, never from the modules inside (an import-linter contract checks it),
+so the modules inside can be split and renamed without touching their users.
+
 The names below are loaded on first use: `paths`, `lockdir` and `liveness` need only the
 standard library, and the agent CLI hooks (one process per tool call) import just those,
 without paying for the pydantic records the rest of the store uses.
@@ -13,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .backend import LockBackend
     from .errors import (
+        BackendError,
         CorruptRecordError,
         InvalidAgentIdError,
         InvalidNamespaceError,
@@ -23,14 +28,41 @@ if TYPE_CHECKING:
         LockStoreError,
         PathOutsideRepoError,
     )
-    from .identity import NAMESPACE_ENV, RepoIdentity, resolve_identity, validate_namespace
-    from .liveness import Liveness
-    from .lockdir import default_lock_dir
-    from .records import HolderRecord, LockInfo, Reclamation, StoreSnapshot, WaiterRecord
-    from .store import MAX_TIMEOUT_SECONDS, LockStore
+    from .identity import (
+        NAMESPACE_ENV,
+        RepoIdentity,
+        canonical_repo_path,
+        namespace_from_env,
+        resolve_identity,
+        validate_namespace,
+    )
+    from .liveness import (
+        Liveness,
+        ProcessIdentity,
+        boottime_offset_ticks,
+        current_process,
+        liveness_of,
+        new_token,
+    )
+    from .lockdir import QUEUE_SUFFIX, LockDir, default_lock_dir
+    from .own_files import NotOwnFileError, read_own_file
+    from .paths import lock_name, validate_agent_id
+    from .records import (
+        HolderRecord,
+        LockInfo,
+        LostLock,
+        Reclamation,
+        StoreSnapshot,
+        WaiterRecord,
+        decode_holder,
+        encode_holder,
+    )
+    from .store import MAX_TIMEOUT_SECONDS, LockStore, validate_poll_interval, validate_timeout
+    from .wakeup import Waker, process_hub
 
 _HOMES = {
     "LockBackend": "backend",
+    "BackendError": "errors",
     "CorruptRecordError": "errors",
     "InvalidAgentIdError": "errors",
     "InvalidNamespaceError": "errors",
@@ -42,22 +74,44 @@ _HOMES = {
     "PathOutsideRepoError": "errors",
     "NAMESPACE_ENV": "identity",
     "RepoIdentity": "identity",
+    "canonical_repo_path": "identity",
+    "namespace_from_env": "identity",
     "resolve_identity": "identity",
     "validate_namespace": "identity",
     "Liveness": "liveness",
+    "ProcessIdentity": "liveness",
+    "boottime_offset_ticks": "liveness",
+    "current_process": "liveness",
+    "liveness_of": "liveness",
+    "new_token": "liveness",
+    "LockDir": "lockdir",
+    "QUEUE_SUFFIX": "lockdir",
     "default_lock_dir": "lockdir",
+    "NotOwnFileError": "own_files",
+    "read_own_file": "own_files",
+    "lock_name": "paths",
+    "validate_agent_id": "paths",
     "HolderRecord": "records",
     "LockInfo": "records",
+    "LostLock": "records",
     "Reclamation": "records",
     "StoreSnapshot": "records",
     "WaiterRecord": "records",
-    "MAX_TIMEOUT_SECONDS": "store",
+    "decode_holder": "records",
+    "encode_holder": "records",
     "LockStore": "store",
+    "MAX_TIMEOUT_SECONDS": "store",
+    "validate_poll_interval": "store",
+    "validate_timeout": "store",
+    "Waker": "wakeup",
+    "process_hub": "wakeup",
 }
 
 __all__ = [
     "MAX_TIMEOUT_SECONDS",
     "NAMESPACE_ENV",
+    "QUEUE_SUFFIX",
+    "BackendError",
     "CorruptRecordError",
     "HolderRecord",
     "InvalidAgentIdError",
@@ -66,19 +120,38 @@ __all__ = [
     "InvalidTimeoutError",
     "Liveness",
     "LockBackend",
+    "LockDir",
     "LockDirError",
     "LockDirFullError",
     "LockInfo",
     "LockStore",
     "LockStoreError",
+    "LostLock",
+    "NotOwnFileError",
     "PathOutsideRepoError",
+    "ProcessIdentity",
     "Reclamation",
     "RepoIdentity",
     "StoreSnapshot",
     "WaiterRecord",
+    "Waker",
+    "boottime_offset_ticks",
+    "canonical_repo_path",
+    "current_process",
+    "decode_holder",
     "default_lock_dir",
+    "encode_holder",
+    "liveness_of",
+    "lock_name",
+    "namespace_from_env",
+    "new_token",
+    "process_hub",
+    "read_own_file",
     "resolve_identity",
+    "validate_agent_id",
     "validate_namespace",
+    "validate_poll_interval",
+    "validate_timeout",
 ]
 
 

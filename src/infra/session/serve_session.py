@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..lockstore.liveness import ProcessIdentity, boottime_offset_ticks, current_process
+from ..lockstore import ProcessIdentity, boottime_offset_ticks, current_process
 from .identity import server_anchor, session_agent_id
 from .process_tree import ProcessRef
 from .registry import SessionRecord, SessionRegistry, new_record

@@ -26,9 +26,7 @@ import anyio.lowlevel
 from ...core.deadlock_info import DeadlockInfo
 from ...core.events import LockEvent, LockEventType
 from ...core.ports import EmitLockEvent, VictimNotices, deliver
-from ..lockstore.errors import CorruptRecordError, LockStoreError
-from ..lockstore.paths import validate_agent_id
-from ..lockstore.records import LostLock
+from ..lockstore import CorruptRecordError, LockStoreError, LostLock, validate_agent_id
 from .holder_text import UNREADABLE_HOLDER
 from .tool_inputs import (
     ACQUIRE_SPEC,

@@ -14,6 +14,7 @@ import threading
 
 from ..lockstore import (
     MAX_TIMEOUT_SECONDS,
+    NAMESPACE_ENV,
     CorruptRecordError,
     HolderRecord,
     InvalidAgentIdError,
@@ -30,9 +31,10 @@ from ..lockstore import (
     Reclamation,
     StoreSnapshot,
     WaiterRecord,
+    canonical_repo_path,
     default_lock_dir,
+    namespace_from_env,
 )
-from ..lockstore.identity import NAMESPACE_ENV, canonical_repo_path, namespace_from_env
 
 __all__ = [
     "MAX_TIMEOUT_SECONDS",

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..lockstore.store import MAX_TIMEOUT_SECONDS as MAX_TIMEOUT_SECONDS
+from ..lockstore import MAX_TIMEOUT_SECONDS as MAX_TIMEOUT_SECONDS
 
 ACQUIRE_TOOL: Final = "lock_acquire"
 RELEASE_TOOL: Final = "lock_release"

@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 
-from ...lockstore.wakeup import Waker
+from ...lockstore import Waker
 from .dsn import KeepaliveBound, PgSpec
 from .session import BackendUnavailableError, connect
 

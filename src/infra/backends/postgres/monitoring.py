@@ -24,7 +24,7 @@ import psycopg
 from ....core.deadlock_info import DeadlockInfo
 from ...crossproc.notices import VictimNotice
 from ...crossproc.state import LockDirSnapshot, LockDirState
-from ...lockstore.wakeup import Waker
+from ...lockstore import Waker
 from .schema import graph_channel, lock_class, namespace_channel
 from .store import PgLockStore
 

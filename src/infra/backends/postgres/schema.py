@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import psycopg
 
-from ...lockstore.errors import BackendError
+from ...lockstore import BackendError
 
 SCHEMA_VERSION: Final = 1
 

@@ -28,19 +28,22 @@ from typing import Any, Final
 
 import psycopg
 
-from ...lockstore.identity import RepoIdentity, resolve_identity
-from ...lockstore.liveness import current_process, new_token
-from ...lockstore.paths import validate_agent_id
-from ...lockstore.records import (
+from ...lockstore import (
     HolderRecord,
     LockInfo,
     LostLock,
     Reclamation,
+    RepoIdentity,
     StoreSnapshot,
     WaiterRecord,
+    Waker,
+    current_process,
+    new_token,
+    resolve_identity,
+    validate_agent_id,
+    validate_poll_interval,
+    validate_timeout,
 )
-from ...lockstore.store import validate_poll_interval, validate_timeout
-from ...lockstore.wakeup import Waker
 from .dsn import KeepaliveBound, PgSpec, parse_spec
 from .listener import Listener, process_listener
 from .schema import namespace_channel

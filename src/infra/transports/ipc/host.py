@@ -48,10 +48,13 @@ from ...crossproc.inotify import (
 )
 from ...crossproc.notices import AnyVictimNotices, FileVictimNotices
 from ...crossproc.state import LockDirState
-from ...lockstore.backend import LockBackend
-from ...lockstore.errors import CorruptRecordError, InvalidAgentIdError
-from ...lockstore.paths import validate_agent_id
-from ...lockstore.store import LockStore
+from ...lockstore import (
+    CorruptRecordError,
+    InvalidAgentIdError,
+    LockBackend,
+    LockStore,
+    validate_agent_id,
+)
 from ...tools.lock_tools import TOOL_NAMES, TOOL_SPECS, LockTools, ToolOutcome, ToolSpec
 from .folder import (
     HEARTBEAT,

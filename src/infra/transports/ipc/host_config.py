@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Final
 
 from ...backends import BackendSpecError, open_backend
-from ...lockstore.backend import LockBackend
-from ...lockstore.errors import InvalidAgentIdError, LockStoreError
-from ...lockstore.paths import validate_agent_id
-from ...lockstore.store import LockStore
+from ...lockstore import (
+    InvalidAgentIdError,
+    LockBackend,
+    LockStore,
+    LockStoreError,
+    validate_agent_id,
+)
 
 HOST_LOCK: Final = ".lockyard-ipc-host.lock"
 

@@ -16,8 +16,7 @@ from pydantic import BaseModel, ConfigDict, StrictStr, StringConstraints, Valida
 
 from ....core.events import LockEvent, LockEventType
 from ....core.ports import EmitLockEvent, deliver
-from ...lockstore.backend import LockBackend
-from ...lockstore.errors import CorruptRecordError
+from ...lockstore import CorruptRecordError, LockBackend
 from ...tools.lock_tools import STORE_ERRORS, ToolOutcome, ToolSpec
 from ...tools.tool_inputs import MAX_PATH_LENGTH, InvalidToolInputError
 

@@ -10,17 +10,17 @@ from pathlib import Path
 
 from ...backends import chosen_spec, is_postgres_spec, open_backend
 from ...crossproc.notices import NoticeBoardError, VictimNoticeBoard
-from ...lockstore.backend import LockBackend
-from ...lockstore.errors import (
+from ...lockstore import (
     InvalidAgentIdError,
     InvalidNamespaceError,
+    LockBackend,
     LockDirError,
+    LockStore,
     LockStoreError,
+    ProcessIdentity,
+    validate_agent_id,
+    validate_namespace,
 )
-from ...lockstore.identity import validate_namespace
-from ...lockstore.liveness import ProcessIdentity
-from ...lockstore.paths import validate_agent_id
-from ...lockstore.store import LockStore
 
 _NAMESPACE_HINT = (
     "pass --namespace NAME (or set LOCKYARD_NAMESPACE) to a short name, or leave both unset"

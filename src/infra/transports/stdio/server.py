@@ -40,8 +40,7 @@ from mcp.shared.message import SessionMessage
 
 from ....core.events import LockEvent
 from ...backends import victim_notices_for
-from ...lockstore.backend import LockBackend
-from ...lockstore.records import LostLock
+from ...lockstore import LockBackend, LostLock
 from ...tools.lock_tools import ACQUIRE_TOOL, LockTools, ToolOutcome
 from ...tools.mcp_server import SERVER_VERSION, list_tools_result, to_call_tool_result
 from .jsonrpc_screen import screen
