@@ -17,10 +17,10 @@ from ..infra.lockstore import (
     BackendError,
     InvalidAgentIdError,
     LockBackend,
+    LockStore,
     LockStoreError,
     default_lock_dir,
 )
-from ..infra.tools.locking import LockStore
 from ._errors import CliError, ExitCode
 
 LOCK_DIR_ENV = "LOCKYARD_LOCK_DIR"

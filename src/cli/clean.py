@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..infra.tools.locking import LockBackend, WaiterRecord
+from ..infra.lockstore import LockBackend, WaiterRecord
 from ._errors import EXIT_CODES_HELP, CliError, ExitCode, reports_errors
 from ._format import (
     EARLIER_FORMAT_ADVICE,

@@ -21,8 +21,8 @@ from ..infra.backends import monitor_source
 from ..infra.crossproc.monitor_loop import CrossProcessMonitor
 from ..infra.crossproc.notices import VictimNotice
 from ..infra.crossproc.state import LockDirSnapshot, LockDirState, node_key
+from ..infra.lockstore import LockBackend, LockInfo, StoreSnapshot, WaiterRecord
 from ..infra.session.registry import SessionRecord, SessionRegistry
-from ..infra.tools.locking import LockBackend, LockInfo, StoreSnapshot, WaiterRecord
 from ._errors import EXIT_CODES_HELP, ExitCode, reports_errors
 from ._format import (
     EARLIER_FORMAT_ADVICE,

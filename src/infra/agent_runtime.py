@@ -42,8 +42,8 @@ from .hooks.commit_guard.hook import BASH_MATCHER, make_commit_guard_hook
 from .hooks.lock_events import make_lock_event_hook
 from .hooks.shell_guard import DEFAULT_POLICY, ShellGuardPolicy, make_shell_guard_hook
 from .hooks.write_guard.hook import WRITE_TOOLS_MATCHER, make_write_guard_hook
+from .lockstore import CorruptRecordError, LockBackend
 from .tools.lock_tools import LockTools
-from .tools.locking import CorruptRecordError, LockBackend
 from .tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name, release_tool_name
 from .transports.sdk.server import lock_tools_server_config
 from .transports.sdk.servers import new_agent_id

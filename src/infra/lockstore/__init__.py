@@ -16,6 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .backend import LockBackend
+    from .default_store import (
+        canonicalize_path,
+        cleanup_agent_locks,
+        get_lock_holder,
+        get_store,
+        is_locked,
+        list_locks,
+        release_lock,
+        try_lock,
+        wait_for_lock,
+        wait_for_lock_async,
+    )
     from .errors import (
         BackendError,
         CorruptRecordError,
@@ -62,6 +74,16 @@ if TYPE_CHECKING:
 
 _HOMES = {
     "LockBackend": "backend",
+    "canonicalize_path": "default_store",
+    "cleanup_agent_locks": "default_store",
+    "get_lock_holder": "default_store",
+    "get_store": "default_store",
+    "is_locked": "default_store",
+    "list_locks": "default_store",
+    "release_lock": "default_store",
+    "try_lock": "default_store",
+    "wait_for_lock": "default_store",
+    "wait_for_lock_async": "default_store",
     "BackendError": "errors",
     "CorruptRecordError": "errors",
     "InvalidAgentIdError": "errors",
@@ -137,21 +159,31 @@ __all__ = [
     "Waker",
     "boottime_offset_ticks",
     "canonical_repo_path",
+    "canonicalize_path",
+    "cleanup_agent_locks",
     "current_process",
     "decode_holder",
     "default_lock_dir",
     "encode_holder",
+    "get_lock_holder",
+    "get_store",
+    "is_locked",
+    "list_locks",
     "liveness_of",
     "lock_name",
     "namespace_from_env",
     "new_token",
     "process_hub",
     "read_own_file",
+    "release_lock",
     "resolve_identity",
+    "try_lock",
     "validate_agent_id",
     "validate_namespace",
     "validate_poll_interval",
     "validate_timeout",
+    "wait_for_lock",
+    "wait_for_lock_async",
 ]
 
 

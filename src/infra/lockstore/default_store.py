@@ -1,10 +1,9 @@
-"""The lock store's contract, as the design documents name it.
+"""The lock store as module-level functions (`try_lock`, `wait_for_lock`, `release_lock`...).
 
-`LockStore` (lockyard.infra.lockstore) does the work; the functions below keep the user's
-contract callable exactly so, each on a cached default store per (checkout, namespace, lock
-dir). `repo_namespace` is the checkout's directory (default: the working directory); the
-namespace is the repository's identity, or `LOCKYARD_NAMESPACE` when set. The lock directory
-is `LOCKYARD_LOCK_DIR`, else a private per-user runtime directory.
+`LockStore` does the work; each function below runs on a cached default store per
+(checkout, namespace, lock dir). `repo_namespace` is the checkout's directory (default: the
+working directory); the namespace is the repository's identity, or `LOCKYARD_NAMESPACE` when
+set. The lock directory is `LOCKYARD_LOCK_DIR`, else a private per-user runtime directory.
 """
 
 from __future__ import annotations
@@ -12,51 +11,14 @@ from __future__ import annotations
 import os
 import threading
 
-from ..lockstore import (
-    MAX_TIMEOUT_SECONDS,
-    NAMESPACE_ENV,
-    CorruptRecordError,
-    HolderRecord,
-    InvalidAgentIdError,
-    InvalidNamespaceError,
-    InvalidPathError,
-    InvalidTimeoutError,
-    Liveness,
-    LockBackend,
-    LockDirError,
-    LockInfo,
-    LockStore,
-    LockStoreError,
-    PathOutsideRepoError,
-    Reclamation,
-    StoreSnapshot,
-    WaiterRecord,
-    canonical_repo_path,
-    default_lock_dir,
-    namespace_from_env,
-)
+from .identity import NAMESPACE_ENV, canonical_repo_path, namespace_from_env
+from .lockdir import default_lock_dir
+from .records import LockInfo
+from .store import LockStore
 
 __all__ = [
-    "MAX_TIMEOUT_SECONDS",
-    "CorruptRecordError",
-    "HolderRecord",
-    "InvalidAgentIdError",
-    "InvalidNamespaceError",
-    "InvalidPathError",
-    "InvalidTimeoutError",
-    "Liveness",
-    "LockBackend",
-    "LockDirError",
-    "LockInfo",
-    "LockStore",
-    "LockStoreError",
-    "PathOutsideRepoError",
-    "Reclamation",
-    "StoreSnapshot",
-    "WaiterRecord",
     "canonicalize_path",
     "cleanup_agent_locks",
-    "default_lock_dir",
     "get_lock_holder",
     "get_store",
     "is_locked",
