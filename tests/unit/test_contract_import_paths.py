@@ -15,6 +15,18 @@ ALIASES = {
     ),
     "lockyard.infra.mcp": ("lockyard.infra.transports.sdk.servers", {"get_mcp_servers"}),
     "lockyard.infra.hooks.deadlock": ("lockyard.infra.hooks.lock_events", {"make_lock_event_hook"}),
+    "lockyard.infra.tools.locking": (
+        "lockyard.infra.lockstore",
+        {
+            "canonicalize_path",
+            "try_lock",
+            "wait_for_lock_async",
+            "release_lock",
+            "get_lock_holder",
+            "cleanup_agent_locks",
+            "LockStore",
+        },
+    ),
 }
 
 
@@ -55,14 +67,8 @@ def test_domain_deadlock_names_the_monitor_graph_and_value_types() -> None:
         assert getattr(alias, name).__module__ != alias.__name__, name
 
 
-def test_lock_store_contract_functions_are_callable_from_tools_locking() -> None:
-    locking = importlib.import_module("lockyard.infra.tools.locking")
-    for name in (
-        "canonicalize_path",
-        "try_lock",
-        "wait_for_lock_async",
-        "release_lock",
-        "get_lock_holder",
-        "cleanup_agent_locks",
-    ):
-        assert callable(getattr(locking, name)), name
+def test_the_lock_store_functions_live_in_default_store() -> None:
+    package = importlib.import_module("lockyard.infra.lockstore")
+    home = importlib.import_module("lockyard.infra.lockstore.default_store")
+    for name in home.__all__:
+        assert getattr(package, name) is getattr(home, name), name
