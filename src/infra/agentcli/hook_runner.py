@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from ..hooks.commit_guard.decide import commit_denial
-from ..hooks.lockdir_reader import LockDirReader
 from ..hooks.write_guard.decide import write_denial
 from ..lockstore import default_lock_dir
 from ..session.registry import SessionRegistry
 from .formats import CliFormat, HookAnswer, PayloadError, ToolCall
+from .lockdir_reader import LockDirReader
 
 logger = logging.getLogger(__name__)
 
