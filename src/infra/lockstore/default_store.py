@@ -32,15 +32,30 @@ __all__ = [
 _stores: dict[tuple[str, str | None, str], LockStore] = {}
 _stores_guard = threading.Lock()
 
-_LOCK_DIR_ENV = "LOCKYARD_LOCK_DIR"
-_MAX_RECENT = 256
-_RecentKey = tuple[bool, str, str | None, str | None]
+_EnvValue = str | bytes | None
+_RecentKey = tuple[bool, str, _EnvValue, _EnvValue]
 _recent: dict[_RecentKey, tuple[LockStore, int, int]] = {}
 """(whether the repository is the working directory, that directory or the absolute path
 given, LOCKYARD_NAMESPACE and LOCKYARD_LOCK_DIR as set) -> the store `get_store` found for
 them, and the (device, inode) of the directory it was opened on. Every contract call looks
 its store up: this answers with a `getcwd` or one `stat` instead of canonicalising the
 repository path and probing the default lock directory each time."""
+_MAX_RECENT = 256
+
+_ENV_KEYS = (os.fsencode(NAMESPACE_ENV), b"LOCKYARD_LOCK_DIR")
+
+
+def _env_values() -> tuple[_EnvValue, _EnvValue]:
+    """LOCKYARD_NAMESPACE and LOCKYARD_LOCK_DIR as set (bytes, or str off POSIX), or None.
+
+    os.environ decodes key and value on every lookup; on POSIX its backing dict (bytes to
+    bytes, kept in step by every os.environ update) answers in a tenth of the time."""
+    environ_bytes = getattr(os.environ, "_data", None)
+    if isinstance(environ_bytes, dict):
+        namespace: bytes | None = environ_bytes.get(_ENV_KEYS[0])
+        lock_dir: bytes | None = environ_bytes.get(_ENV_KEYS[1])
+        return namespace, lock_dir
+    return os.environ.get(NAMESPACE_ENV), os.environ.get("LOCKYARD_LOCK_DIR")
 
 
 def get_store(repo_namespace: str | os.PathLike[str] | None = None) -> LockStore:
@@ -64,10 +79,9 @@ def get_store(repo_namespace: str | os.PathLike[str] | None = None) -> LockStore
 def _recent_key(repo_namespace: object) -> _RecentKey | None:
     """The `_recent` key of a call, or None when the call takes the full path (a relative or
     `~` repository path, or a relative lock directory: both depend on more than this)."""
-    lock_dir = os.environ.get(_LOCK_DIR_ENV)
-    if lock_dir and not lock_dir.startswith("/"):
+    namespace, lock_dir = _env_values()
+    if lock_dir and not os.path.isabs(lock_dir):
         return None
-    namespace = os.environ.get(NAMESPACE_ENV)
     if repo_namespace is None:
         return True, os.getcwd(), namespace, lock_dir
     if type(repo_namespace) is str and repo_namespace.startswith("/"):

@@ -29,6 +29,7 @@ import hashlib
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -71,13 +72,20 @@ class RepoIdentity:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_root_slash", self.root.rstrip("/") + "/")
 
-    def key(self, filepath: object, *, allow_outside_repo: bool = False) -> str:
+    def key(
+        self,
+        filepath: object,
+        *,
+        allow_outside_repo: bool = False,
+        resolve: Callable[[str], tuple[str, bool]] = resolve_entry,
+    ) -> str:
         """The repository-relative lock key of `filepath` (see the module docstring).
 
         Relative paths are resolved in `root`, never the working directory; symlinks and `..`
         are resolved and case is taken as the file system has it. A path that resolves
         outside the checkout is refused, unless `allow_outside_repo` (its key is then its
         absolute path); a directory is refused (a lock on it would protect none of its files).
+        `resolve` is `paths.resolve_entry` or one that answers the same, only faster.
         """
         text = validate_path_text(filepath)
         if text.startswith("__") and is_literal_key(text):
@@ -85,7 +93,7 @@ class RepoIdentity:
         # os.path.join, spelled out (it costs a fifth of the whole computation): an absolute
         # `text` replaces the root.
         joined = text if text.startswith("/") else self._root_slash + text
-        resolved, is_dir = resolve_entry(unescape_dollars(joined))
+        resolved, is_dir = resolve(unescape_dollars(joined))
         if resolved.startswith(self._root_slash):
             key = resolved[len(self._root_slash) :]
             if key.startswith("__") and is_literal_key(key):
@@ -107,7 +115,8 @@ class RepoIdentity:
             )
         if len(key) > MAX_PATH_CHARS:
             raise InvalidPathError(f"{text!r} resolves to a path longer than {MAX_PATH_CHARS}")
-        refuse_non_utf8(key, f"{text!r} resolves to")
+        if not key.isascii():  # ASCII is UTF-8: the message is only built when needed
+            refuse_non_utf8(key, f"{text!r} resolves to")
         return key
 
     def path_of(self, key: str) -> str:

@@ -26,7 +26,8 @@ from .errors import CorruptRecordError, InvalidTimeoutError
 from .identity import RepoIdentity, resolve_identity
 from .liveness import Liveness, ProcessIdentity, current_process, new_token
 from .lockdir import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir, default_lock_dir
-from .paths import lock_name, validate_agent_id
+from .paths import lock_name, resolve_entry, validate_agent_id
+from .plain_paths import resolve_plain
 from .queue import Wait
 from .records import (
     HolderRecord,
@@ -55,6 +56,11 @@ does not is stopped or stuck, and must not block a free file for everyone."""
 _MAX_GRANTED_SPELLINGS: Final = 4096
 
 OnReclaim = Callable[[Reclamation], None]
+
+
+def _resolve(path: str) -> tuple[str, bool]:
+    """`paths.resolve_entry`, in one system call for a path without symlinks."""
+    return resolve_plain(path) or resolve_entry(path)
 
 
 def validate_timeout(timeout_seconds: object) -> float:
@@ -180,7 +186,9 @@ class LockStore:
 
     def canonicalize(self, filepath: str) -> str:
         """The repository-relative lock key of `filepath` (`__name__` keys as they are)."""
-        return self.identity.key(filepath, allow_outside_repo=self.allow_outside_repo)
+        return self.identity.key(
+            filepath, allow_outside_repo=self.allow_outside_repo, resolve=_resolve
+        )
 
     def _locate(self, filepath: str) -> tuple[str, str]:
         key = self.canonicalize(filepath)

@@ -1,0 +1,75 @@
+"""Resolving a path in one system call when none of its components is a symlink.
+
+`paths.resolve_entry` resolves any path: open it with O_PATH, read its name back from
+/proc/self/fd, fstat, close; the /proc read alone costs as much as the three other calls.
+A path whose components are all plain directories and files (the usual lock key) resolves
+to its own normalised spelling, and `openat2(RESOLVE_NO_SYMLINKS)` tells whether that is so
+in one call: it fails with ELOOP at the first symlink on the way. Anything else (a symlink,
+a file that does not exist yet, a kernel without openat2) answers None, and the caller
+resolves the path in full.
+
+`ctypes` is loaded with this module, which only the lock store imports (its wake-ups load
+ctypes anyway); the agent CLI hooks, one process per tool call, do without.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import stat
+from collections.abc import Callable
+from typing import Final
+
+_SYS_OPENAT2: Final = 437
+"""openat2's number in the system call table every architecture below shares."""
+_ARCHITECTURES: Final = frozenset({"x86_64", "aarch64", "arm64", "riscv64", "ppc64le", "s390x"})
+_RESOLVE_NO_SYMLINKS: Final = 0x04
+_AT_FDCWD: Final = -100
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = (
+        ("flags", ctypes.c_uint64),
+        ("mode", ctypes.c_uint64),
+        ("resolve", ctypes.c_uint64),
+    )
+
+
+def _bind() -> Callable[..., int] | None:
+    if platform.machine() not in _ARCHITECTURES or not hasattr(os, "O_PATH"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    call = libc.syscall
+    call.restype = ctypes.c_long
+    call.argtypes = (ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t)
+    return call
+
+
+_syscall = _bind()
+_how = _OpenHow(os.O_PATH | os.O_CLOEXEC, 0, _RESOLVE_NO_SYMLINKS)
+_how_ref = ctypes.byref(_how)
+_how_size = ctypes.sizeof(_how)
+
+
+def resolve_plain(path: str) -> tuple[str, bool] | None:
+    """(`path` normalised, whether it is a directory) when the absolute `path` exists and no
+    component of it is a symlink: then its physical resolution is its normalised spelling
+    (`..` goes up a real directory). None in every other case."""
+    global _syscall
+    if _syscall is None or not path.startswith("/") or path.startswith("//"):
+        return None  # `//` is a name of its own to POSIX normpath; realpath folds it
+    fd = _syscall(_SYS_OPENAT2, _AT_FDCWD, os.fsencode(path), _how_ref, _how_size)
+    if fd < 0:
+        if ctypes.get_errno() in (errno.ENOSYS, errno.EPERM, errno.EINVAL):
+            _syscall = None  # no openat2 here (an old kernel, or a seccomp filter): never again
+        return None
+    try:
+        is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+    return os.path.normpath(path), is_dir
