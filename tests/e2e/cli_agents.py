@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,16 +106,3 @@ async def run_agent(
             async for message in client.receive_response():
                 run.messages.append(message)
     return run
-
-
-async def eventually(condition: Callable[[], bool], limit_seconds: float = 10.0) -> bool:
-    """Whether ``condition`` holds within ``limit_seconds``, polled every 50 ms.
-
-    For effects of another process (a ``lockyard serve`` that exits on its own schedule), where
-    there is nothing to await.
-    """
-    for _ in range(round(limit_seconds / 0.05)):
-        if condition():
-            return True
-        await anyio.sleep(0.05)
-    return condition()

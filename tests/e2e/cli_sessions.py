@@ -12,8 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
@@ -59,14 +57,6 @@ class CliSession:
         out = self.stdout_path.read_text(errors="replace")[-3000:]
         err = self.stderr_path.read_text(errors="replace")[-3000:]
         return f"--- {self.name} stdout\n{out}\n--- {self.name} stderr\n{err}"
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def init_repo(repo: Path, *clis: str, lock_dir: Path | None = None) -> None:

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 from agent_cli_drivers import DRIVERS, CliDriver
-from cli_sessions import LOCKYARD, CliSession, init_repo, wait_for
+from cli_sessions import LOCKYARD, CliSession, init_repo
 from fake_messages_api import FakeMessagesApi, Step, call, say
 from npm_clis import CliUnavailableError
 
 from lockyard.infra.session.process_tree import ancestors
 from lockyard.infra.session.registry import SessionRecord, SessionRegistry
 from lockyard.infra.tools.locking import LockStore
+from polling_support import wait_until
 
 SESSION_SECONDS = 240.0
 # Two CLI sessions (and their MCP servers) per test: on a loaded 2-core machine one test can
@@ -86,7 +87,9 @@ class Sessions:
         self.started.append(session)
         self.processes[name] = session
         # Known once its server registers (and remembered after the session ends).
-        wait_for(lambda: self.record(name) is not None, SESSION_SECONDS, f"{name}'s session")
+        wait_until(
+            lambda: self.record(name) is not None, f"{name}'s session", within=SESSION_SECONDS
+        )
         return session
 
     def record(self, name: str) -> SessionRecord | None:
@@ -227,7 +230,7 @@ def test_a_killed_sessions_locks_are_reclaimed_and_a_live_idle_sessions_are_kept
         call(driver.acquire, {"filepaths": ["a.py"], "timeout_seconds": 0}),
         say("never heard", gate=killed.is_set),  # alice idles holding a.py until killed
     ])  # fmt: skip
-    wait_for(lambda: clis.holds(store, "alice", "a.py"), SESSION_SECONDS, "alice's lock")
+    wait_until(lambda: clis.holds(store, "alice", "a.py"), "alice's lock", within=SESSION_SECONDS)
     record = store.holder_record("a.py")
     session = clis.record("alice")
     assert record is not None

@@ -25,11 +25,11 @@ import anyio
 import pytest
 from anyio.abc import Process
 from anyio.streams.text import TextReceiveStream
-from cli_agents import eventually
 from fake_messages_api import FakeMessagesApi, call, say
 
 import lockyard
 from lockyard.infra.lockstore.store import LockStore
+from polling_support import wait_until_async
 
 pytestmark = [
     pytest.mark.anyio,
@@ -152,10 +152,6 @@ async def started_sandbox(
             await process.wait()
 
 
-async def until(condition: Callable[[], bool]) -> None:
-    assert await eventually(condition, limit_seconds=60)
-
-
 @pytest.mark.timeout(300)  # five sandboxes and a CLI start on a loaded 2-core machine
 async def test_sandboxed_agents_share_locks_through_their_ipc_folders(
     world: dict[str, Path], fake_api: FakeMessagesApi
@@ -204,9 +200,9 @@ async def test_sandboxed_agents_share_locks_through_their_ipc_folders(
             # Contention and FIFO handoff between three sandboxes.
             assert (await alice.call("a1", "lock_acquire", filepaths=["a.py"]))["all_acquired"]
             await bob.send("b1", "lock_acquire", filepaths=["/workspace/a.py"], timeout_seconds=120)
-            await until(waits("bob", "a.py"))
+            await wait_until_async(waits("bob", "a.py"), "bob waiting for a.py", within=60)
             await carol.send("c1", "lock_acquire", filepaths=["a.py"], timeout_seconds=120)
-            await until(waits("carol", "a.py"))
+            await wait_until_async(waits("carol", "a.py"), "carol waiting for a.py", within=60)
             await alice.call("a2", "lock_release", filepaths=["a.py"])
             got_b = await bob.payload("b1")
             assert got_b["results"] == [
@@ -222,7 +218,7 @@ async def test_sandboxed_agents_share_locks_through_their_ipc_folders(
             await alice.call("a3", "lock_acquire", filepaths=["x.py"])
             await bob.call("b3", "lock_acquire", filepaths=["y.py"])
             await alice.send("a4", "lock_acquire", filepaths=["y.py"], timeout_seconds=120)
-            await until(waits("alice", "y.py"))
+            await wait_until_async(waits("alice", "y.py"), "alice waiting for y.py", within=60)
             await bob.send("b4", "lock_acquire", filepaths=["x.py"], timeout_seconds=120)
             outcomes = {"alice": await alice.payload("a4"), "bob": await bob.payload("b4")}
             victims = [agent for agent, result in outcomes.items() if "deadlock" in result]
@@ -249,7 +245,9 @@ async def test_sandboxed_agents_share_locks_through_their_ipc_folders(
             async with started_sandbox(
                 world, "claude", group, "cli", SANDBOX_CLI_ENV=json.dumps(cli_env)
             ) as claude:
-                await until(waits("claude", "c.py"))
+                await wait_until_async(
+                    waits("claude", "c.py"), "claude waiting for c.py", within=60
+                )
                 await alice.call("a7", "lock_release", all=True)
                 finished = await claude.result("result")
             assert finished["text"] == "claude done"
@@ -264,8 +262,8 @@ async def test_sandboxed_agents_share_locks_through_their_ipc_folders(
             assert store.holder("k.py") == "carol"
             carol.process.send_signal(signal.SIGKILL)
             await carol.process.wait()
-            await until(lambda: store.holder("k.py") is None)
-            await until(lambda: store.list_locks() == [])
+            await wait_until_async(lambda: store.holder("k.py") is None, within=60)
+            await wait_until_async(lambda: store.list_locks() == [], within=60)
     finally:
         host.send_signal(signal.SIGTERM)
         with anyio.fail_after(20):

@@ -1,4 +1,4 @@
-"""Issue 5: the bundled Claude CLI drives `lockyard serve` as an external stdio MCP server.
+"""The bundled Claude CLI drives `lockyard serve` as an external stdio MCP server.
 
 The same scripted session runs once through `lockyard serve` (a real subprocess the CLI starts)
 and once through the in-process SDK server; the model must see the same tools and the same
@@ -18,12 +18,13 @@ import anyio
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions
 from claude_agent_sdk.types import McpStdioServerConfig
-from cli_agents import AgentRun, eventually, offline_options, run_agent
+from cli_agents import AgentRun, offline_options, run_agent
 from fake_messages_api import FakeMessagesApi, Step, ToolOutcome, call, say
 
 from lockyard.infra.tools.lock_tools import TOOL_SPECS
 from lockyard.infra.tools.locking import LockStore
 from lockyard.infra.transports.sdk.server import create_locking_mcp_server
+from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -188,7 +189,11 @@ async def test_serve_gives_back_its_locks_when_the_cli_session_ends(
 
     assert run.result is not None, run.stderr
     assert fake_api.outcomes(agent)[0].json["all_acquired"] is True
-    assert await eventually(lambda: store.holder("kept.py") is None), store.list_locks()
+    await wait_until_async(
+        lambda: store.holder("kept.py") is None,
+        lambda: f"kept.py given back (locks: {store.list_locks()})",
+        within=10,
+    )
 
 
 async def test_lockyard_monitor_resolves_a_deadlock_between_two_serve_processes(
@@ -261,7 +266,11 @@ async def test_lockyard_monitor_resolves_a_deadlock_between_two_serve_processes(
     for agent, run in runs.items():
         assert run.final_text == f"{agent} done", run.stderr
     assert victim in json.dumps(reports), reports  # the monitor process reported the cycle
-    assert await eventually(lambda: store.list_locks() == []), store.list_locks()
+    await wait_until_async(
+        lambda: store.list_locks() == [],
+        lambda: f"every lock given back (locks: {store.list_locks()})",
+        within=10,
+    )
 
 
 async def _read_all(stream: Any) -> str:

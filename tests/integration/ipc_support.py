@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import anyio
 
 from lockyard.infra.lockstore.backend import LockBackend
 from lockyard.infra.transports.ipc.host import HostSettings, IpcHost
+from polling_support import wait_until_async
 
 
 @asynccontextmanager
@@ -56,17 +56,11 @@ async def answer(folder: Path, request_id: str, limit: float = 20.0) -> dict[str
     """The host's response to `request_id` (read and removed), waited for by polling: the test
     side of the protocol, independent of the client under test."""
     path = folder / "responses" / f"{request_id}.json"
-    await until(lambda: path.is_file() and not path.is_symlink(), limit)
+    await wait_until_async(
+        lambda: path.is_file() and not path.is_symlink(),
+        f"the response to {request_id}",
+        within=limit,
+    )
     data: dict[str, Any] = json.loads(path.read_bytes())
     path.unlink()
     return data
-
-
-async def until(condition: Callable[[], bool], limit: float = 20.0) -> None:
-    """Wait until `condition` holds (checked every 10 ms): for effects another process or
-    task makes on disk, where there is nothing to await. Fails after `limit` seconds."""
-    with anyio.fail_after(limit):
-        for _ in itertools.count():
-            if condition():
-                return
-            await anyio.sleep(0.01)

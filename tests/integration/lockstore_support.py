@@ -9,9 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+from lockyard.infra.lockstore.backend import LockBackend
 from lockyard.infra.lockstore.liveness import current_process, new_token
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.tools.locking import LockStore
+from polling_support import wait_until_async
 
 CHILD = r"""
 import sys, time, anyio
@@ -73,11 +75,24 @@ def kill(child: subprocess.Popen[str]) -> None:
     child.wait()
 
 
-def wait_until(condition: object, seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.005)
+def queued_agents(store: LockBackend, name: str) -> list[str]:
+    """The agents waiting for the lock `name`, in arrival order."""
+    return [waiter.agent_id for waiter in store.waiters(name)]
+
+
+async def until_queued(store: LockBackend, name: str, agents: list[str]) -> None:
+    """Wait until exactly `agents` wait for `name`, in this order (the queue is on disk: there
+    is no event to await)."""
+    await wait_until_async(
+        lambda: queued_agents(store, name) == agents, f"exactly {agents} queued for {name}"
+    )
+
+
+async def until_waiting(store: LockBackend, name: str, agent: str) -> None:
+    """Wait until `agent` is among the waiters for `name`."""
+    await wait_until_async(
+        lambda: agent in queued_agents(store, name), f"{agent} queued for {name}"
+    )
 
 
 def plant_holder(store: LockStore, filepath: str, agent: str, **process: object) -> str:

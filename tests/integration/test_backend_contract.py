@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from lockstore_support import until_queued
 
 from lockyard.infra.backends import open_backend
 from lockyard.infra.lockstore.backend import LockBackend
@@ -42,14 +43,6 @@ def make_store(repo: Path, backend_spec: str) -> Iterator[MakeStore]:
     yield make
     for store in opened:
         store.close()
-
-
-async def until_queued(store: LockBackend, path: str, agents: list[str]) -> None:
-    with anyio.fail_after(20):
-        while True:
-            if [w.agent_id for w in store.waiters(path)] == agents:
-                return
-            await anyio.sleep(0.005)
 
 
 def test_try_lock_grants_a_free_lock_and_refuses_a_held_one(make_store: MakeStore) -> None:

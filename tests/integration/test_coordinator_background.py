@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
+from lockstore_support import until_waiting
 
 from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
@@ -18,7 +19,7 @@ from lockyard.domain.graph import Cycle
 from lockyard.domain.victim import AgentInfo
 from lockyard.infra.agent_runtime import CoordinatorNotOpenError, LockCoordinator
 from lockyard.infra.tools.lock_tools import ToolOutcome
-from lockyard.infra.tools.locking import LockStore
+from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -30,12 +31,6 @@ def bob_gives_way(cycle: Cycle, agents: Mapping[str, AgentInfo]) -> str:
 def data(outcome: ToolOutcome) -> dict[str, Any]:
     assert not outcome.is_error, outcome.text
     return json.loads(outcome.text)  # type: ignore[no-any-return]
-
-
-async def queued(store: LockStore, name: str, agent: str) -> None:
-    """Poll the lock directory until `agent`'s wait for `name` is queued (no event to await)."""
-    while agent not in {waiter.agent_id for waiter in store.waiters(name)}:  # noqa: ASYNC110
-        await anyio.sleep(0.005)
 
 
 async def test_a_slow_on_deadlock_never_holds_up_the_call_that_closed_the_cycle(
@@ -68,7 +63,7 @@ async def test_a_slow_on_deadlock_never_holds_up_the_call_that_closed_the_cycle(
 
             async with anyio.create_task_group() as group:
                 group.start_soon(wants, "alice", "f2")
-                await queued(coordinator.store, "f2", "alice")
+                await until_waiting(coordinator.store, "f2", "alice")
                 await wants("bob", "f1")  # closes the cycle; bob is the victim
                 # Bob's call is back while the callback still runs.
                 assert results["bob"]["deadlock"]["victim"] == "bob"
@@ -76,8 +71,8 @@ async def test_a_slow_on_deadlock_never_holds_up_the_call_that_closed_the_cycle(
                 assert ended == []
             assert results["alice"]["all_acquired"] is True
             callback_may_end.set()
-            while not ended:  # noqa: ASYNC110 - the callback runs in the coordinator's group
-                await anyio.sleep(0.005)
+            # The callback runs in the coordinator's task group: nothing here can await it.
+            await wait_until_async(lambda: ended, "the on_deadlock callback ended")
     assert "on_deadlock failed" in caplog.text
 
 
@@ -108,7 +103,7 @@ async def test_a_victim_cancelled_before_it_heard_of_the_deadlock_still_gives_wa
 
             async with anyio.create_task_group() as group:
                 group.start_soon(alice_wants_f2)
-                await queued(coordinator.store, "f2", "alice")
+                await until_waiting(coordinator.store, "f2", "alice")
                 with bob_call:
                     await bob.tools.acquire({"filepaths": ["f1"], "timeout_seconds": 60})
                 assert bob_call.cancelled_caught
@@ -137,7 +132,7 @@ async def test_a_deadlock_the_events_missed_is_found_by_the_resync(
 
             async with anyio.create_task_group() as group:
                 group.start_soon(alice_waits_for_f2)
-                await queued(store, "f2", "alice")
+                await until_waiting(store, "f2", "alice")
                 outcome.update(
                     data(await bob.tools.acquire({"filepaths": ["f1"], "timeout_seconds": 60}))
                 )
@@ -161,7 +156,7 @@ async def test_a_resync_leaves_waits_of_agents_it_does_not_know_to_lockyard_moni
 
         async with anyio.create_task_group() as group:
             group.start_soon(stranger_waits)
-            await queued(store, "f1", "stranger")
+            await until_waiting(store, "f1", "stranger")
             assert await coordinator.resync() == []
             snapshot = coordinator.monitor.snapshot()
             assert dict(snapshot.holds) == {
@@ -203,6 +198,5 @@ async def test_a_failing_resync_is_logged_and_tried_again(
             raise OSError("lock directory unreadable")
 
         coordinator.resync = failing  # type: ignore[method-assign]
-        while len(calls) < 2:  # noqa: ASYNC110
-            await anyio.sleep(0.005)
+        await wait_until_async(lambda: len(calls) >= 2, "a second re-sync")
     assert "re-sync of the deadlock monitor with the lock store failed" in caplog.text

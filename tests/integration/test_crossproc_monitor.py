@@ -25,6 +25,7 @@ from lockyard.infra.crossproc.state import LockDirState, node_key
 from lockyard.infra.crossproc.watch import TreeWatcher
 from lockyard.infra.lockstore.store import LockStore
 from lockyard.infra.tools.lock_tools import LockTools
+from polling_support import wait_until, wait_until_async
 
 
 def node(store: LockStore, path: str) -> str:
@@ -66,15 +67,9 @@ async def waiting(store: LockStore, *waits: tuple[str, str]) -> AsyncIterator[No
     async with anyio.create_task_group() as group:
         for agent, path in waits:
             group.start_soon(store.acquire_async, path, agent, 60)
-        await wait_until(lambda: len(store.snapshot().waits) == len(waits))
+        await wait_until_async(lambda: len(store.snapshot().waits) == len(waits))
         yield
         group.cancel_scope.cancel()
-
-
-async def wait_until(condition: Any, limit: float = 10) -> None:
-    with anyio.fail_after(limit):
-        while not condition():  # noqa: ASYNC110 - the condition is on disk, no event to await
-            await anyio.sleep(0.01)
 
 
 def two_agent_deadlock(store: LockStore) -> tuple[tuple[str, str], ...]:
@@ -218,7 +213,7 @@ async def test_in_process_and_cross_process_monitors_agree(
     async with anyio.create_task_group() as group:
         for name, wanted in (("carol", "a1"), ("alice", "b1"), ("bob", "c2")):
             group.start_soon(agents[name].acquire, {"filepaths": [wanted], "timeout_seconds": 60})
-        await wait_until(lambda: len(seen) == 1)
+        await wait_until_async(lambda: len(seen) == 1)
         cross = CrossProcessMonitor(lock_dir, resolve=False)
         report = await cross.check_once()
         group.cancel_scope.cancel()
@@ -259,9 +254,7 @@ def test_a_dead_waiters_queue_entry_is_no_wait(
     process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     assert process.stdout.readline() == "go\n"
-    deadline = time.monotonic() + 10
-    while not store.waiters("f1") and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: store.waiters("f1"), "ghost queued for f1")
     assert LockDirState(store).read().has_wait("ghost", node(store, "f1"), None)
     process.kill()
     process.wait()
@@ -399,7 +392,7 @@ async def test_literal_keys_of_two_repositories_are_different_locks(
     async with anyio.create_task_group() as group:
         group.start_soon(first.acquire_async, "f", "b", 60)  # b waits for a
         group.start_soon(second.acquire_async, "__db__", "a", 60)  # a waits for b, in repo two
-        await wait_until(lambda: len(first.snapshot().waits) == 2)
+        await wait_until_async(lambda: len(first.snapshot().waits) == 2)
         snapshot = LockDirState(first).read()
         report = await CrossProcessMonitor(lock_dir).check_once()
         group.cancel_scope.cancel()

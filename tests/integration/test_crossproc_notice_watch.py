@@ -10,6 +10,7 @@ import pytest
 
 from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 from lockyard.infra.crossproc.notices import FileVictimNotices, VictimNotice, VictimNoticeBoard
+from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -56,7 +57,6 @@ async def test_many_pending_waits_use_one_inotify_instance(tmp_path: Path) -> No
             assert inotify_instances() - before <= 1  # at most the hub's own, if new
             # Pushed, not polled (poll_interval is a minute): a posted notice ends its wait.
             VictimNoticeBoard(tmp_path).post(notice_for("agent-7"))
-            while not heard:  # noqa: ASYNC110
-                await anyio.sleep(0.005)
+            await wait_until_async(lambda: heard, "agent-7 hearing its notice")
             assert heard == ["agent-7"]
             group.cancel_scope.cancel()

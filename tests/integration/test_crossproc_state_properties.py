@@ -16,6 +16,7 @@ from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor
 from lockyard.infra.crossproc.state import LockDirState, node_key
 from lockyard.infra.lockstore.store import LockStore
+from polling_support import wait_until_async
 
 AGENTS = ("a", "b", "c", "d")
 FILES = ("f1", "f2", "f3", "f4", "f5")
@@ -50,9 +51,9 @@ async def check(holds: dict[str, str], wanted: set[tuple[str, str]]) -> None:
         async with anyio.create_task_group() as group:
             for agent, name in waits:
                 group.start_soon(store.acquire_async, name, agent, 60)
-            with anyio.fail_after(10):
-                while len(store.snapshot().waits) < len(waits):  # noqa: ASYNC110 - on disk
-                    await anyio.sleep(0.005)
+            await wait_until_async(
+                lambda: len(store.snapshot().waits) >= len(waits), "every waiter queued"
+            )
             snapshot = LockDirState(store).read()
             report = await CrossProcessMonitor(Path(tmp) / "locks", resolve=False).check_once()
             group.cancel_scope.cancel()

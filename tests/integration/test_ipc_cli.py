@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ipc_support import until
 from mcp import Client, StdioServerParameters
 
 from lockyard.infra.lockstore.store import LockStore
+from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -114,7 +114,7 @@ async def test_an_agent_locks_through_serve_ipc_and_a_killed_sandbox_loses_its_l
         assert store.holder("b.py") == "bob"
         bob.send_signal(signal.SIGKILL)  # the container stops: no goodbye
         bob.wait(10)
-        await until(lambda: store.holder("b.py") is None)  # host: --stale-after 2
+        await wait_until_async(lambda: store.holder("b.py") is None)  # host: --stale-after 2
     finally:
         if bob.poll() is None:
             bob.kill()

@@ -11,12 +11,13 @@ from typing import Any
 
 import anyio
 import pytest
-from ipc_support import answer, call_body, running_host, sandbox, until, write_request
+from ipc_support import answer, call_body, running_host, sandbox, write_request
 
 from lockyard.infra.lockstore.store import LockStore
 from lockyard.infra.tools.lock_tools import TOOL_SPECS, LockTools
 from lockyard.infra.transports.ipc.client import IpcClient
 from lockyard.infra.transports.ipc.host import IpcHost
+from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -43,12 +44,12 @@ def payload(outcome: Any) -> dict[str, Any]:
 
 async def holds(store: LockStore, name: str, agent: str | None) -> None:
     """Wait until `agent` holds `name` (None: until it is free); the store is the truth."""
-    await until(lambda: store.holder(name) == agent)
+    await wait_until_async(lambda: store.holder(name) == agent)
 
 
 async def waits(store: LockStore, agent: str, name: str) -> None:
     key = store.canonicalize(name)
-    await until(lambda: (agent, key) in store.snapshot().waits)
+    await wait_until_async(lambda: (agent, key) in store.snapshot().waits)
 
 
 CALLS: list[tuple[str, Any]] = [
@@ -404,7 +405,7 @@ async def test_the_mcp_session_lists_the_hosts_tools_and_releases_on_exit(
                     assert json.loads(waited.content[0].text)["all_acquired"]  # type: ignore[union-attr]
 
                 group.start_soon(acquire_b)
-                await until(lambda: len(progress) >= 2)  # the wait reports progress
+                await wait_until_async(lambda: len(progress) >= 2)  # the wait reports progress
                 store.release("b.py", "holder")
         assert store.holder("a.py") == "main"
         released = await session.end_session()
@@ -451,7 +452,7 @@ async def test_the_host_serves_sandboxes_on_the_postgresql_backend(
                     got.append(payload(await bob.call("lock_acquire", {"filepaths": ["a.py"]})))
 
                 group.start_soon(wait_for_a)
-                await until(lambda: bool(pg_store.waiters("a.py")))
+                await wait_until_async(lambda: bool(pg_store.waiters("a.py")))
                 status = payload(await ops.call("lock_status", {}))
                 await alice.call("lock_release", {"all": True})
             forced = payload(
@@ -503,7 +504,7 @@ async def test_a_call_the_agent_gives_up_on_is_cancelled_on_the_host_and_takes_n
             await waits(store, "bob", "a.py")
             assert store.holder("b.py") == "bob"  # taken by the call, before it waited
             group.cancel_scope.cancel()  # the agent CLI's tool timeout, say
-        await until(lambda: not store.snapshot().waits)  # the host ended bob's wait
+        await wait_until_async(lambda: not store.snapshot().waits)  # the host ended bob's wait
         await holds(store, "b.py", None)  # ... and gave back what the call took
         await alice.call("lock_release", {"all": True})
         await anyio.sleep(0.3)  # a cancelled call would have been granted a.py by now

@@ -10,11 +10,12 @@ from typing import Any
 
 import anyio
 import pytest
-from ipc_support import answer, call_body, running_host, sandbox, until, write_request
+from ipc_support import answer, call_body, running_host, sandbox, write_request
 
 from lockyard.infra.lockstore.store import LockStore
 from lockyard.infra.transports.ipc.host import IpcHost
 from lockyard.infra.transports.ipc.wire import MAX_REQUEST_BYTES
+from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -172,7 +173,7 @@ async def test_a_flood_is_rate_limited_and_the_other_sandbox_is_served_within_it
         assert isinstance(host, IpcHost)
         reply = await answer(calm, "calmcall")
         left = len(list((flood / "requests").iterdir()))  # served round-robin: not after all
-        await until(lambda: not any((flood / "requests").iterdir()), limit=120)
+        await wait_until_async(lambda: not any((flood / "requests").iterdir()), within=120)
         await still_serves(root)
     assert reply["ok"] is True
     assert left > 1000

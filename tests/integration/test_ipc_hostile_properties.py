@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ipc_support import answer, call_body, running_host, sandbox, until, write_request
+from ipc_support import answer, call_body, running_host, sandbox, write_request
 
 from lockyard.infra.lockstore.store import LockStore
 from lockyard.infra.transports.ipc.host import IpcHost
+from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -109,7 +110,7 @@ async def test_every_planted_entry_is_answered_once_and_nothing_outside_changes(
                 names = {p.name for p in (evil / "responses").iterdir()}
                 return {f"{i}.json" for i in expected} <= names
 
-            await until(answered)
+            await wait_until_async(answered)
             bystander = sandbox(root, "bystander")
             write_request(
                 bystander, "bystander1", call_body("bystander1", "lock_release", {"all": True})

@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lockstore_support import expect_line, kill, spawn, wait_until
+from lockstore_support import expect_line, kill, spawn
 
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.wakeup import process_hub
 from lockyard.infra.tools.locking import LockStore
+from polling_support import wait_until
 
 BACKSTOP_SECONDS = 60.0
 TIMEOUT_SECONDS = 60.0

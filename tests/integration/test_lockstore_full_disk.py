@@ -16,6 +16,7 @@ import pytest
 from lockyard.infra.lockstore import LockDirFullError
 from lockyard.infra.tools.lock_tools import LockTools
 from lockyard.infra.tools.locking import LockStore
+from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -124,13 +125,13 @@ async def test_a_waiter_queued_before_the_disk_filled_keeps_its_place(
     with anyio.fail_after(30):
         async with anyio.create_task_group() as group:
             group.start_soon(bob)
-            while not full_store.waiters("a.py"):  # noqa: ASYNC110 - on disk
-                await anyio.sleep(0.005)
+            await wait_until_async(lambda: full_store.waiters("a.py"), "bob queued for a.py")
             small_disk.fill()
             assert full_store.release("a.py", "alice")
             small_disk.fill()  # the release freed the page of alice's record: take it too
-            while "keeps waiting for" not in caplog.text:  # noqa: ASYNC110
-                await anyio.sleep(0.005)
+            await wait_until_async(
+                lambda: "keeps waiting for" in caplog.text, "the full disk logged"
+            )
             assert got == []  # still waiting, in its place
             assert [w.agent_id for w in full_store.waiters("a.py")] == ["bob"]
             small_disk.free()

@@ -15,6 +15,7 @@ import pytest
 from lockstore_support import expect_line, kill, spawn
 
 from lockyard.infra.tools.locking import LockStore
+from polling_support import wait_until_async
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bindfs") is None or not os.path.exists("/dev/fuse") or os.geteuid() != 0,
@@ -57,8 +58,7 @@ async def _wait_through_a_release(store: LockStore, holder: subprocess.Popen[str
         granted.append(await store.acquire_async("a.py", "me", 60, 1))
 
     async def release_once_queued() -> None:
-        while not store.waiters("a.py"):  # noqa: ASYNC110 - the queue is on disk, no event
-            await anyio.sleep(0.001)
+        await wait_until_async(lambda: store.waiters("a.py"), "me queued for a.py")
         queued.set()
         assert holder.stdin is not None
         holder.stdin.write("release\n")

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from lockstore_support import dead_pid, expect_line, kill, plant_holder, spawn, wait_until
+from lockstore_support import dead_pid, expect_line, kill, plant_holder, spawn
 
 from lockyard.infra.lockstore.liveness import Liveness, liveness_of, read_proc_stat
 from lockyard.infra.tools.locking import LockStore, Reclamation
+from polling_support import wait_until
 
 
 def test_a_killed_holders_lock_is_reclaimed_by_the_next_acquirer_and_reported(

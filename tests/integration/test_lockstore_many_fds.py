@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lockstore_support import wait_until
 
 from lockyard.infra.lockstore.wakeup import Waker
 from lockyard.infra.tools.locking import LockStore, wait_for_lock
+from polling_support import wait_until
 
 FD_SETSIZE = 1024  # the highest descriptor select() takes, plus one
 

@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from lockstore_support import CHILD, expect_line, wait_until
+from lockstore_support import CHILD, expect_line
 
 from lockyard.infra.tools.locking import LockStore, Reclamation
+from polling_support import wait_until
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None,

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lockstore_support import dead_pid, expect_line, kill, spawn, wait_until
+from lockstore_support import dead_pid, expect_line, kill, spawn
 
 from lockyard.infra.lockstore.liveness import (
     ProcessIdentity,
@@ -26,6 +26,7 @@ from lockyard.infra.lockstore.lockdir import TICKET_DIGITS
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import encode_waiter
 from lockyard.infra.tools.locking import LockStore
+from polling_support import wait_until
 
 
 @pytest.fixture

@@ -11,9 +11,10 @@ import os
 import signal
 from pathlib import Path
 
-from lockstore_support import expect_line, kill, spawn, wait_until
+from lockstore_support import expect_line, kill, spawn
 
 from lockyard.infra.tools.locking import LockStore, Reclamation
+from polling_support import wait_until
 
 
 def test_a_restarted_agent_takes_a_fresh_grant_and_others_cannot_reclaim_it(

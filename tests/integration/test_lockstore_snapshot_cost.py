@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from lockyard.infra.tools.locking import LockStore
+from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -34,8 +35,9 @@ async def test_a_snapshot_reads_each_queue_once(repo: Path, lock_dir: Path) -> N
     async with anyio.create_task_group() as group:
         for name in files:
             group.start_soon(store.acquire_async, name, f"waiter-{name}", 60.0)
-        while len(store.snapshot().waits) < len(files):  # noqa: ASYNC110
-            await anyio.sleep(0.005)
+        await wait_until_async(
+            lambda: len(store.snapshot().waits) >= len(files), "every waiter queued"
+        )
         reads = count_queue_reads(store)
         snapshot = store.snapshot()
         assert sorted(snapshot.waits) == [

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from lockstore_support import expect_line, kill, spawn, wait_until
+from lockstore_support import expect_line, kill, spawn, until_queued
 
 from lockyard.infra.lockstore.wakeup import WakeHub, Waker, parse_events, process_hub
 from lockyard.infra.tools.locking import LockStore
+from polling_support import wait_until
 
 
 @pytest.fixture
@@ -37,7 +38,7 @@ async def test_a_waiter_gets_the_lock_when_it_is_released(store: LockStore) -> N
 
     async with anyio.create_task_group() as group:
         group.start_soon(bob)
-        await _until_queued(store, ["bob"])
+        await until_queued(store, "a.py", ["bob"])
         assert [w.agent_id for w in store.waiters("a.py")] == ["bob"]
         assert store.snapshot().waits == (("bob", store.canonicalize("a.py")),)
         store.release("a.py", "alice")
@@ -91,11 +92,11 @@ async def test_cancelling_the_head_passes_the_turn_to_the_next_waiter(store: Loc
     async with anyio.create_task_group() as group:
         head_scope = anyio.CancelScope()
         group.start_soon(_run_in, head_scope, wait_for, "bob")
-        await _until_queued(store, ["bob"])
+        await until_queued(store, "a.py", ["bob"])
         group.start_soon(wait_for, "carol")
-        await _until_queued(store, ["bob", "carol"])
+        await until_queued(store, "a.py", ["bob", "carol"])
         head_scope.cancel()
-        await _until_queued(store, ["carol"])
+        await until_queued(store, "a.py", ["carol"])
         store.release("a.py", "alice")
     assert order == ["carol"]
 
@@ -103,14 +104,6 @@ async def test_cancelling_the_head_passes_the_turn_to_the_next_waiter(store: Loc
 async def _run_in(scope: anyio.CancelScope, func: object, *args: object) -> None:
     with scope:
         await func(*args)  # type: ignore[operator]
-
-
-async def _until_queued(store: LockStore, agents: list[str]) -> None:
-    for _ in range(10_000):
-        if [w.agent_id for w in store.waiters("a.py")] == agents:
-            return
-        await anyio.sleep(0.001)
-    raise AssertionError(f"queue never became {agents}")
 
 
 @pytest.mark.anyio
@@ -128,7 +121,7 @@ async def test_waiters_are_granted_in_arrival_order(store: LockStore) -> None:
     async with anyio.create_task_group() as group:
         for n, agent in enumerate(agents):
             group.start_soon(wait_for, agent)
-            await _until_queued(store, agents[: n + 1])
+            await until_queued(store, "a.py", agents[: n + 1])
         store.release("a.py", "holder")
     assert order == agents
 
@@ -159,7 +152,7 @@ async def test_the_holder_can_reacquire_while_others_queue(store: LockStore) -> 
     assert store.try_lock("a.py", "holder")
     async with anyio.create_task_group() as group:
         group.start_soon(store.acquire_async, "a.py", "bob", 30)
-        await _until_queued(store, ["bob"])
+        await until_queued(store, "a.py", ["bob"])
         assert store.try_lock("a.py", "holder")
         assert await store.acquire_async("a.py", "holder", timeout_seconds=5)
         assert store.release("a.py", "holder")
@@ -306,10 +299,10 @@ async def test_a_waiter_whose_entry_vanished_queues_again(repo: Path, lock_dir: 
     assert store.try_lock("a.py", "alice")
     async with anyio.create_task_group() as group:
         group.start_soon(store.acquire_async, "a.py", "bob", 30)
-        await _until_queued(store, ["bob"])
+        await until_queued(store, "a.py", ["bob"])
         [queue] = [lock_dir / n for n in os.listdir(lock_dir) if n.endswith(".q")]
         shutil.rmtree(queue)  # someone wiped the queue under the waiter
-        await _until_queued(store, ["bob"])
+        await until_queued(store, "a.py", ["bob"])
         store.release("a.py", "alice")
     assert store.holder("a.py") == "bob"
 

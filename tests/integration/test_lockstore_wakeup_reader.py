@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
-from lockstore_support import wait_until
 
 from lockyard.infra.lockstore.wakeup import WakeHub, Waker
+from polling_support import wait_until
 
 
 def test_a_failing_epoll_poll_is_logged_and_the_reader_restarts(

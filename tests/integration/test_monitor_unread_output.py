@@ -19,6 +19,7 @@ import pytest
 from lockyard.cli._detached_output import DetachedOutput
 from lockyard.infra.crossproc.notices import VictimNoticeBoard
 from lockyard.infra.lockstore.store import LockStore
+from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -72,9 +73,9 @@ async def test_a_monitor_nobody_reads_still_resolves_every_deadlock(
     board = VictimNoticeBoard(lock_dir)
     for round_ in range(ROUNDS):
         async with deadlocked(store, round_) as victim:
-            with anyio.fail_after(60):
-                while board.read(victim) is None:  # noqa: ASYNC110 - a file, no event
-                    await anyio.sleep(0.01)
+            await wait_until_async(
+                lambda: board.read(victim) is not None, f"a notice for {victim}", within=60
+            )
     unread = fcntl.ioctl(read_end, _FIONREAD, b"\0\0\0\0")
     assert int.from_bytes(unread, sys.byteorder) > 2048  # the pipe is full: nobody reads
     assert monitor.poll() is None

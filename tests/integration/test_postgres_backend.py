@@ -31,6 +31,7 @@ from lockyard.infra.lockstore.store import LockStore
 from lockyard.infra.tools.lock_tools import LockTools
 from lockyard.infra.transports.sdk.servers import get_mcp_servers
 from pg_support import PgServer
+from polling_support import wait_until_async
 
 
 @pytest.fixture
@@ -273,12 +274,12 @@ async def test_the_monitor_resolves_a_deadlock_between_two_sessions_and_one_moni
         async with anyio.create_task_group() as group:
             group.start_soon(wait, alice, "alice", "y.py")
             group.start_soon(wait, bob, "bob", "x.py")
-            with anyio.fail_after(30):
-                while True:
-                    first = await leader.check_once()
-                    if first.resolutions:
-                        break
-                    await anyio.sleep(0.01)
+
+            async def resolved() -> Any:
+                report = await leader.check_once()
+                return report if report.resolutions else None
+
+            first = await wait_until_async(resolved, "the leader resolving the deadlock")
             second = await follower.check_once()
         assert first.leader
         assert not second.leader

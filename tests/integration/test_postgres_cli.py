@@ -13,6 +13,7 @@ import pytest
 
 from lockyard.infra.backends.postgres import PgLockStore
 from pg_support import PgServer
+from polling_support import wait_until_async
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 BACKEND_UNAVAILABLE = 7
@@ -76,11 +77,7 @@ async def test_monitor_once_finds_and_resolves_a_deadlock_in_the_database(
         async with anyio.create_task_group() as group:
             group.start_soon(one.acquire_async, "y.py", "alice", 120)
             group.start_soon(two.acquire_async, "x.py", "bob", 120)
-            with anyio.fail_after(30):
-                while True:
-                    if len(one.snapshot().waits) == 2:
-                        break
-                    await anyio.sleep(0.01)
+            await wait_until_async(lambda: len(one.snapshot().waits) == 2, "both agents queued")
             done = await anyio.to_thread.run_sync(
                 lambda: lockyard("monitor", "--once", "--json", "--backend", pg_backend)
             )

@@ -30,6 +30,7 @@ from lockyard.infra.backends import monitor_source
 from lockyard.infra.backends.postgres import PgLockStore
 from lockyard.infra.backends.postgres.cluster import ThrowawayCluster
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor
+from polling_support import wait_until_async
 
 AGENT = Path(__file__).with_name("netns_agent.py")
 LIVENESS_SECONDS = 3
@@ -175,14 +176,12 @@ def test_three_hosts_share_locks_resolve_a_deadlock_and_survive_a_cut_link(
     with PgLockStore(repo, server.dsn) as watcher:
         monitor = CrossProcessMonitor(source=monitor_source(watcher))
 
-        async def until_resolved() -> None:
-            with anyio.fail_after(60):
-                while True:
-                    if (await monitor.check_once()).resolutions:
-                        return
-                    await anyio.sleep(0.02)
+        async def resolved() -> bool:
+            return bool((await monitor.check_once()).resolutions)
 
-        anyio.run(until_resolved)
+        anyio.run(
+            lambda: wait_until_async(resolved, "the monitor resolving the deadlock", within=60)
+        )
         results = {"a": a.reply(), "b": b.reply()}
         victims = [name for name, result in results.items() if "deadlock" in result]
         assert len(victims) == 1, results

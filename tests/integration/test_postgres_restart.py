@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 
 from lockyard.infra.backends.postgres import PgLockStore
 from lockyard.infra.backends.postgres.cluster import ThrowawayCluster
+from polling_support import wait_until
 
 
 @pytest.fixture
@@ -36,9 +36,12 @@ def test_a_restart_hands_the_lock_to_the_waiter_and_tells_the_holder(
             target=lambda: granted.append(waiter.acquire("a.py", "bob", timeout_seconds=120))
         )
         wait.start()
-        while [w.agent_id for w in holder.waiters("a.py")] != ["bob"]:
+
+        def bob_queued() -> bool:
             assert wait.is_alive()
-            time.sleep(0.01)
+            return [w.agent_id for w in holder.waiters("a.py")] == ["bob"]
+
+        wait_until(bob_queued, "bob queued for a.py")
         private_server.restart(mode)  # every session ends: alice's lock with hers
         wait.join(120)
         assert granted == [True], "the waiter resumed on a new session and got the lock"

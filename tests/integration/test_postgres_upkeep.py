@@ -4,7 +4,6 @@ sessions, a schema dropped under running clients, and the monitor's push-driven 
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import anyio
@@ -16,6 +15,7 @@ from lockyard.infra.backends.postgres import BackendSpecError, KeepaliveBound, P
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from lockyard.infra.tools.lock_tools import LockTools
 from pg_support import PgServer
+from polling_support import wait_until
 
 
 def test_the_keepalive_bound_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -35,13 +35,11 @@ def test_ending_a_wait_sends_a_running_waiter_to_the_back(repo: Path, pg_backend
         got: list[bool] = []
         waiter = threading.Thread(target=lambda: got.append(two.acquire("a.py", "bob", 60)))
         waiter.start()
-        while [w.agent_id for w in one.waiters("a.py")] != ["bob"]:
-            time.sleep(0.01)
+        wait_until(lambda: [w.agent_id for w in one.waiters("a.py")] == ["bob"], "bob queued")
         ended = one.end_waits("bob")
         assert [record.agent_id for record in ended] == ["bob"]
         assert one.end_stalled_waits() == []
-        while [w.agent_id for w in one.waiters("a.py")] != ["bob"]:
-            time.sleep(0.01)  # it queued again
+        wait_until(lambda: [w.agent_id for w in one.waiters("a.py")] == ["bob"], "bob queued again")
         assert one.release("a.py", "alice")
         waiter.join(60)
         assert got == [True]

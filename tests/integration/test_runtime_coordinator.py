@@ -18,6 +18,7 @@ from lockyard.infra.agent_runtime import AgentAlreadyOpenError, LockCoordinator
 from lockyard.infra.crossproc.notices import AnyVictimNotices
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.tools.lock_tools import ToolOutcome
+from polling_support import wait_until_async
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 
@@ -123,8 +124,9 @@ async def test_in_process_deadlocks_are_still_resolved_with_cross_process_on(
         with anyio.fail_after(20):
             async with anyio.create_task_group() as group:
                 group.start_soon(wait, "alice", alice, "b.py")
-                while not coordinator.store.waiters("b.py"):  # noqa: ASYNC110
-                    await anyio.sleep(0.005)
+                await wait_until_async(
+                    lambda: coordinator.store.waiters("b.py"), "alice queued for b.py"
+                )
                 group.start_soon(wait, "bob", bob, "a.py")
     assert results["bob"]["deadlock"]["victim"] == "bob"
     assert results["alice"]["all_acquired"] is True
@@ -174,8 +176,9 @@ async def test_lockyard_monitor_resolves_a_deadlock_with_a_serve_agent(
             async with anyio.create_task_group() as group:
                 group.start_soon(bob_waits)
                 group.start_soon(alice_waits)
-                while not (store.waiters(f1) and store.waiters(f2)):  # noqa: ASYNC110
-                    await anyio.sleep(0.01)
+                await wait_until_async(
+                    lambda: store.waiters(f1) and store.waiters(f2), "both agents queued"
+                )
                 monitor = await anyio.run_process(
                     [LOCKYARD, "monitor", "--once", "--json", "--lock-dir", str(lock_dir)],
                     check=False,

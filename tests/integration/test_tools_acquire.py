@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 from lockyard.core.events import LockEvent, LockEventType
 from lockyard.infra.tools.lock_tools import LockTools, ToolOutcome
 from lockyard.infra.tools.locking import LockStore
+from polling_support import wait_until_async
 
 ACQ, WAIT, ENDED, REL = (
     LockEventType.ACQUIRED,
@@ -71,12 +71,6 @@ def states(outcome: ToolOutcome) -> dict[str, tuple[bool, str | None]]:
         Path(item["filepath"]).name: (item["acquired"], item["holder"])
         for item in data(outcome)["results"]
     }
-
-
-async def eventually(condition: Callable[[], bool]) -> None:
-    """Poll state another task writes into the lock directory (no event exists to await)."""
-    while not condition():  # noqa: ASYNC110
-        await anyio.sleep(0.005)
 
 
 def key(store: LockStore, name: str) -> str:
@@ -143,7 +137,9 @@ async def test_waits_until_any_blocked_file_is_granted_then_returns(
     with anyio.fail_after(10):
         async with anyio.create_task_group() as group:
             group.start_soon(call)
-            await eventually(lambda: bool(store.waiters("src/b.py") and store.waiters("src/c.py")))
+            await wait_until_async(
+                lambda: bool(store.waiters("src/b.py") and store.waiters("src/c.py"))
+            )
             assert store.release("src/c.py", "a2")
     assert states(result["a1"]) == {
         "a.py": (True, "a1"),
@@ -184,7 +180,7 @@ async def test_a_holder_that_frees_up_is_reported_as_free(store: LockStore, even
     a1 = tools_for(store, "a1", events)
 
     async def free_both() -> None:
-        await eventually(lambda: bool(store.waiters("src/b.py")))
+        await wait_until_async(lambda: store.waiters("src/b.py"))
         store.release("src/c.py", "a3")
         store.release("src/b.py", "a2")
 
@@ -242,7 +238,7 @@ async def test_a_grant_that_races_the_cancellation_is_given_back(
     a1 = LockTools(store, "a1", emit_lock_event=cancel_on_grant)
 
     async def release_soon() -> None:
-        await eventually(lambda: bool(store.waiters("src/b.py")))
+        await wait_until_async(lambda: store.waiters("src/b.py"))
         store.release("src/b.py", "a2")
 
     with anyio.fail_after(10):
@@ -434,7 +430,7 @@ async def test_broken_victim_notices_do_not_break_the_wait(
     a1 = LockTools(store, "a1", emit_lock_event=events, victim_notices=Broken())
 
     async def release_soon() -> None:
-        await eventually(lambda: bool(store.waiters("src/b.py")))
+        await wait_until_async(lambda: store.waiters("src/b.py"))
         store.release("src/b.py", "a2")
 
     with caplog.at_level(logging.ERROR), anyio.fail_after(10):

@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
+from lockstore_support import until_waiting
 from mcp import Client
 
 from lockyard.core.deadlock_info import DeadlockInfo
@@ -55,12 +56,6 @@ async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str
     return json.loads(result.content[0].text)  # type: ignore[no-any-return]
 
 
-async def queued(store: LockStore, name: str, agent: str) -> None:
-    """Poll the lock directory until `agent`'s wait for `name` is queued (no event to await)."""
-    while agent not in {waiter.agent_id for waiter in store.waiters(name)}:  # noqa: ASYNC110
-        await anyio.sleep(0.005)
-
-
 @pytest.mark.anyio
 async def test_two_agents_deadlock_the_victim_gives_way_and_the_other_completes(
     coordinator: LockCoordinator,
@@ -91,7 +86,7 @@ async def test_two_agents_deadlock_the_victim_gives_way_and_the_other_completes(
 
             async with anyio.create_task_group() as group:
                 group.start_soon(wants, "alice", alice, "f2")
-                await queued(store, "f2", "alice")
+                await until_waiting(store, "f2", "alice")
                 group.start_soon(wants, "bob", bob, "f1")
 
     assert len(reported) == 1
@@ -138,7 +133,7 @@ async def test_two_agents_deadlock_the_victim_gives_way_and_the_other_completes(
 async def test_a_cycle_through_one_of_several_blocked_files_is_seen(
     coordinator: LockCoordinator,
 ) -> None:
-    """The ancestor kept one wait edge per agent and missed this deadlock (failure 1).
+    """One wait edge per agent (not per blocked file) would miss this deadlock.
 
     alice holds f1 and waits for f2 (held by carol, who is not stuck) and f3 (held by bob);
     bob waits for f1. The cycle alice -> f3 -> bob -> f1 -> alice must be found.
@@ -162,8 +157,8 @@ async def test_a_cycle_through_one_of_several_blocked_files_is_seen(
 
             async with anyio.create_task_group() as group:
                 group.start_soon(wants, "alice", alice, ["f1", "f2", "f3"])
-                await queued(store, "f3", "alice")
-                await queued(store, "f2", "alice")
+                await until_waiting(store, "f3", "alice")
+                await until_waiting(store, "f2", "alice")
                 group.start_soon(wants, "bob", bob, ["f1", "f3"])
 
     victims = [name for name, result in results.items() if "deadlock" in result]

@@ -20,6 +20,7 @@ from lockyard.core.events import LockEvent, LockEventType
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.tools.lock_tools import UNREADABLE_HOLDER, LockTools, ToolOutcome
 from lockyard.infra.tools.locking import CorruptRecordError, LockStore
+from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -103,8 +104,7 @@ async def test_a_wait_beside_an_unreadable_lock_is_granted_the_other_file(
     bob = LockTools(store, "bob", emit_lock_event=events)
 
     async def carol_releases() -> None:
-        while not store.waiters("src/c.py"):  # noqa: ASYNC110 - state in the lock directory
-            await anyio.sleep(0.005)
+        await wait_until_async(lambda: store.waiters("src/c.py"), "bob queued for src/c.py")
         store.release("src/c.py", "carol")
 
     with anyio.fail_after(10):
@@ -144,8 +144,10 @@ async def test_a_wait_that_fails_on_an_unreadable_record_ends_alone(
     corrupting_wait(store, monkeypatch)
 
     async def carol_releases() -> None:
-        while (ENDED, "a.py") not in events.seen or not store.waiters("src/c.py"):  # noqa: ASYNC110
-            await anyio.sleep(0.005)
+        await wait_until_async(
+            lambda: (ENDED, "a.py") in events.seen and store.waiters("src/c.py"),
+            "bob's wait on a.py ended and bob queued for src/c.py",
+        )
         store.release("src/c.py", "carol")
 
     with anyio.fail_after(10):

@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import Reclamation
 from lockyard.infra.tools.lock_tools import LockTools
 from lockyard.infra.tools.locking import LockStore
+from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -92,12 +92,6 @@ def checkouts(tmp_path: Path) -> Checkouts:
     return Checkouts(main, worktree, container, lock_dir)
 
 
-async def wait_until(condition: Callable[[], bool]) -> None:
-    with anyio.fail_after(30):
-        while not condition():  # noqa: ASYNC110 - the state is on disk
-            await anyio.sleep(0.005)
-
-
 # --- contention and arrival order ------------------------------------------------------
 
 
@@ -121,9 +115,9 @@ async def test_worktrees_contend_for_one_lock_and_are_granted_in_arrival_order(
 
     async with anyio.create_task_group() as group:
         group.start_soon(wait, second, "bob")
-        await wait_until(lambda: [w.agent_id for w in first.waiters("src/app.py")] == ["bob"])
+        await wait_until_async(lambda: [w.agent_id for w in first.waiters("src/app.py")] == ["bob"])
         group.start_soon(wait, third, "carol")
-        await wait_until(lambda: len(first.waiters("src/app.py")) == 2)
+        await wait_until_async(lambda: len(first.waiters("src/app.py")) == 2)
         assert first.release("src/app.py", "alice")
     assert granted == ["bob", "carol"]
     assert first.holder("src/app.py") is None
@@ -150,9 +144,9 @@ async def test_a_copied_checkout_shares_locks_by_an_explicit_name_only(
 
     async with anyio.create_task_group() as group:
         group.start_soon(wait, "bob")
-        await wait_until(lambda: len(host.waiters("src/app.py")) == 1)
+        await wait_until_async(lambda: len(host.waiters("src/app.py")) == 1)
         group.start_soon(wait, "dave")
-        await wait_until(lambda: len(host.waiters("src/app.py")) == 2)
+        await wait_until_async(lambda: len(host.waiters("src/app.py")) == 2)
         host.release("src/app.py", "alice")
     assert granted == ["bob", "dave"]
 

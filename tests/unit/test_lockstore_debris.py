@@ -15,6 +15,7 @@ from lockyard.infra.lockstore import lockdir
 from lockyard.infra.lockstore.liveness import current_process
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.tools.locking import LockDirError, LockStore
+from polling_support import wait_until
 
 
 @pytest.fixture
@@ -151,10 +152,7 @@ def test_long_waiter_records_are_written_whole(store: LockStore, tmp_path: Path)
     result: list[bool] = []
     thread = threading.Thread(target=lambda: result.append(store.acquire(deep, "bob", 20)))
     thread.start()
-    for _ in range(2000):
-        if store.waiters(deep):
-            break
-        time.sleep(0.005)
+    wait_until(lambda: store.waiters(deep), "bob queued for the deep file")
     [waiter] = store.waiters(deep)
     assert waiter.agent_id == "bob"
     assert waiter.lock_path == deep

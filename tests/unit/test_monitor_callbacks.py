@@ -9,6 +9,7 @@ from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
 from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.domain.monitor import FORMER_HOLDERS_KEPT
+from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -62,8 +63,7 @@ async def test_with_the_callback_runner_the_reporting_call_does_not_wait_for_the
             assert info is not None
             assert ended == []
             may_end.set()
-            while not ended:  # noqa: ASYNC110
-                await anyio.sleep(0.001)
+            await wait_until_async(lambda: ended, "the callback ended")
             group.cancel_scope.cancel()
     assert ended == [info]
 
