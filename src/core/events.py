@@ -53,9 +53,8 @@ class LockEvent(BaseModel):
         timestamp: float | None = None,
         **extra: Any,
     ) -> None:
-        """Positionally, as the original design builds events
-        (`LockEvent(event_type, agent_id, lock_path, timestamp)`), or by keyword; a missing
-        timestamp is now."""
+        """Positionally (`LockEvent(event_type, agent_id, lock_path, timestamp)`, the
+        documented form orchestrators use) or by keyword; a missing timestamp is now."""
         fields: dict[str, Any] = {
             "event_type": event_type,
             "agent_id": agent_id,

@@ -2,8 +2,8 @@
 
 Nodes are agents; there is an edge `a -> h` for every lock `a` waits on that `h` holds. Waits are
 kept per (agent, lock): an agent blocked on several files waits on all of them and needs all of
-them, so every one of those edges can close a cycle (the ancestor kept one edge per agent and
-missed real deadlocks).
+them, so every one of those edges can close a cycle (one edge per agent would miss a
+deadlock closed through any file but the one kept).
 
 A wait on a lock nobody holds, or on a lock the waiter holds itself, is recorded but is no edge:
 the store grants a free lock, and re-acquiring one's own lock succeeds at once. Recording it

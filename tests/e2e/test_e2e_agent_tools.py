@@ -1,4 +1,4 @@
-"""Issue 4: the lock tools, hooks and runtime wiring, driven by real Claude CLI agents.
+"""The lock tools, hooks and runtime wiring, driven by real Claude CLI agents.
 
 Every agent is a `ClaudeSDKClient` on options built by the project's `AgentRuntimeBuilder`
 (through `LockCoordinator.builder`, which shares one lock store and one monitor), so the real
@@ -461,7 +461,7 @@ async def test_a_tool_timeout_leaves_no_wait_edge_and_no_lock(
 async def test_get_mcp_servers_alone_is_enough_for_an_agent_to_lock(
     fake_api: FakeMessagesApi, yard: Lockyard
 ) -> None:
-    """The design's contract function, wired by hand as an orchestrator without the builder."""
+    """`get_mcp_servers`, wired by hand as an orchestrator does without the builder."""
     agent = "agent-bare"
     events: list[LockEvent] = []
     servers = get_mcp_servers(yard.repo, agent, events.append, store=yard.store)

@@ -26,7 +26,7 @@ def test_unknown_event_type_is_rejected() -> None:
         LockEvent(event_type="STOLEN", agent_id="a", lock_path="/x")  # type: ignore[arg-type]
 
 
-def test_an_event_is_built_positionally_as_the_original_design_builds_it() -> None:
+def test_an_event_can_be_built_positionally() -> None:
     event = LockEvent(LockEventType.WAITING, "a1", "src/x.py", 1700000000.0)
     assert event == LockEvent(
         event_type=LockEventType.WAITING, agent_id="a1", lock_path="src/x.py", timestamp=1.7e9

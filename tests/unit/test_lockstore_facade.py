@@ -1,4 +1,5 @@
-"""The contract functions of DESIGN.md, on the cached default store of each namespace."""
+"""The function API (`try_lock`, `wait_for_lock_async`, `release_lock`, ...), on the cached
+default store of each namespace."""
 
 from __future__ import annotations
 

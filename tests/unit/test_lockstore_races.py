@@ -1,4 +1,5 @@
-"""The ancestor's races, forced deterministically: none of them can remove a fresh lock.
+"""Release, cleanup and stale-lock breaking racing each other, forced deterministically:
+no interleaving removes another agent's fresh lock.
 
 Each test pauses one operation at its most dangerous point (after it decided what to
 remove, before it removes it), runs the competing operations to completion there, then

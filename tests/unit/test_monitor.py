@@ -1,4 +1,5 @@
-"""DeadlockMonitor: the scenarios the ancestor got wrong, and the rules of the monitor."""
+"""DeadlockMonitor: deadlocks through any of several blocked files, no false deadlock from
+an ended wait, and the rules of the monitor."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def assert_real(monitor: DeadlockMonitor, info: DeadlockInfo) -> None:
 
 
 @pytest.mark.anyio
-async def test_one_edge_per_blocked_file_finds_the_deadlock_the_ancestor_missed() -> None:
+async def test_a_deadlock_through_one_of_several_blocked_files_is_found() -> None:
     # A holds f1 and waits on f2 AND f3; B holds f3 and waits on f1.
     reports: list[DeadlockInfo] = []
     monitor = DeadlockMonitor(on_deadlock=reports.append)

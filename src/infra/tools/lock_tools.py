@@ -4,12 +4,17 @@
 (`transports/sdk/server.py`) and the stdio server (`lockyard serve`) both publish `TOOL_SPECS`
 and call `LockTools.call`, so the model sees the same tools, schemas and results through either.
 
-What the monitor is told, and when (the ancestor's failures 1, 2 and 8):
+What the monitor is told, and when. The monitor's graph must match the lock store at every
+moment: a hold it hears of late hides a cycle closed inside a blocking call until that call
+times out, and a wait it is never told has ended is a stale edge that can make a false
+deadlock and sacrifice an innocent agent. So:
 - ACQUIRED the moment a lock is taken, not when the call returns;
-- WAITING once per blocked file (one edge per (agent, file));
+- WAITING once per blocked file (one edge per (agent, file): the agent needs every file it
+  waits on, so any one of them can close a cycle);
 - WAIT_ENDED for every wait that ends without a grant: returned, timed out or cancelled;
 - RELEASED for every lock released, including the victim's locks and the locks a cancelled
-  call had taken (the agent never hears of those, so they are given back).
+  call had taken (the agent never hears of those, so they are given back). Nothing releases
+  a lock without telling the monitor.
 """
 
 from __future__ import annotations

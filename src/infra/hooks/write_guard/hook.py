@@ -4,7 +4,8 @@
 repository unless the lock store says this agent holds its lock; `make_commit_guard_hook`
 (in `commit_guard/`) denies a Bash `git commit` that would include files the agent has not
 locked. Both only read the store: no hook takes or releases a lock, and none runs at the end
-of a turn (the ancestor's Stop hook released everything behind the monitor's back).
+of a turn (a Stop hook that released every lock there would leave the deadlock monitor
+believing in holds that are gone, and the agent in the middle of a task without its locks).
 
 A deny reaches the model as an error tool result whose text is our reason, so the reasons say
 exactly what to do next.
