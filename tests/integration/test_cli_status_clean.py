@@ -5,80 +5,18 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import LOCKYARD, Agents, lockyard
 
 from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 from lockyard.infra.crossproc.notices import VictimNotice, VictimNoticeBoard
 from lockyard.infra.tools.locking import LockStore
-
-LOCKYARD = str(Path(sys.executable).parent / "lockyard")
-
-# A lock holder: takes `holds`, says so, waits for a line on stdin, then blocks on `waits`
-# one by one (reporting each grant), then stays alive until stdin closes.
-HOLDER = """
-import sys
-from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
-from lockyard.infra.crossproc.notices import VictimNotice, VictimNoticeBoard
-from lockyard.infra.tools.locking import LockStore
-repo, lock_dir, agent, holds, waits = sys.argv[1:6]
-store = LockStore(repo, lock_dir)
-for name in filter(None, holds.split(",")):
-    assert store.try_lock(name, agent), name
-print("holding", flush=True)
-sys.stdin.readline()
-for name in filter(None, waits.split(",")):
-    granted = store.acquire(name, agent, timeout_seconds=60)
-    print(("acquired " if granted else "timeout ") + name, flush=True)
-sys.stdin.read()
-"""
-
-
-class Agents:
-    """Starts lock-holding processes and cleans them up whatever the test does."""
-
-    def __init__(self, repo: Path, lock_dir: Path) -> None:
-        self.repo = repo
-        self.lock_dir = lock_dir
-        self.processes: list[subprocess.Popen[str]] = []
-
-    def start(self, agent: str, holds: str = "", waits: str = "") -> subprocess.Popen[str]:
-        process = subprocess.Popen(
-            [sys.executable, "-c", HOLDER, str(self.repo), str(self.lock_dir), agent, holds, waits],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self.processes.append(process)
-        assert process.stdout is not None
-        assert process.stdout.readline().strip() == "holding"
-        return process
-
-    def go(self, process: subprocess.Popen[str]) -> None:
-        """Let the process start its blocking waits."""
-        assert process.stdin is not None
-        process.stdin.write("go\n")
-        process.stdin.flush()
-
-    def kill(self, process: subprocess.Popen[str]) -> None:
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=10)
-
-    def close(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.kill()
-            process.wait(timeout=10)
-            for stream in (process.stdin, process.stdout):
-                if stream is not None:
-                    stream.close()
+from polling_support import wait_until
 
 
 @pytest.fixture
@@ -99,25 +37,9 @@ def lock_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def agents(repo: Path, lock_dir: Path) -> Iterator[Agents]:
-    running = Agents(repo, lock_dir)
+    running = Agents(lock_dir, repo)
     yield running
     running.close()
-
-
-def lockyard(
-    *args: str, stdin: str | None = None, lock_dir_env: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "LOCKYARD_LOCK_DIR"}
-    if lock_dir_env is not None:
-        env["LOCKYARD_LOCK_DIR"] = str(lock_dir_env)
-    return subprocess.run(
-        [LOCKYARD, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        input=stdin,
-        env=env,
-    )
 
 
 def status_json(lock_dir: Path) -> dict[str, Any]:
@@ -147,13 +69,6 @@ def tree(root: Path) -> dict[str, tuple[int, int, int, bytes | str]]:
             content = ""
         seen[str(path)] = (info.st_mode, info.st_size, info.st_mtime_ns, content)
     return seen
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def queued(repo: Path, lock_dir: Path, name: str) -> list[str]:
@@ -427,7 +342,7 @@ def test_the_lock_dir_comes_from_the_environment_without_an_option(
     agents: Agents, lock_dir: Path
 ) -> None:
     agents.start("holder", holds="a.py")
-    done = lockyard("status", "--json", lock_dir_env=lock_dir)
+    done = lockyard("status", "--json", env={"LOCKYARD_LOCK_DIR": str(lock_dir)})
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert payload["lock_dir"] == str(lock_dir.resolve())

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-LOCKYARD = str(Path(sys.executable).parent / "lockyard")
+from cli_support import LOCKYARD, lockyard
 
 
 @pytest.mark.parametrize(
@@ -49,3 +47,43 @@ def test_lockyard_alone_prints_its_help_and_no_error() -> None:
     assert done.returncode == 2
     assert "Usage: lockyard" in done.stdout
     assert done.stderr == ""
+
+
+# --- a blank --lock-dir is a usage error, never the current directory
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status"],
+        ["clean", "--all", "--yes"],
+        ["monitor", "--once"],
+        ["serve", "--agent-id", "a", "--repo", "."],
+    ],
+    ids=["status", "clean", "monitor", "serve"],
+)
+@pytest.mark.parametrize("blank", ["", "  "], ids=["empty", "spaces"])
+def test_a_blank_lock_dir_is_a_usage_error(command: list[str], blank: str) -> None:
+    done = lockyard(*command, "--lock-dir", blank)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "lock directory must not be empty" in done.stderr
+    assert done.stdout == ""
+    assert "test_" not in done.stderr  # "." was not scanned
+
+
+@pytest.mark.parametrize("command", [["status"], ["monitor", "--once"]], ids=["status", "monitor"])
+def test_a_blank_lock_dir_variable_is_a_usage_error(command: list[str]) -> None:
+    done = lockyard(*command, env={"LOCKYARD_LOCK_DIR": "   "})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "LOCKYARD_LOCK_DIR" in done.stderr
+
+
+# --- no `--help` shows `<bool>`
+
+
+@pytest.mark.parametrize("command", [[], ["status"], ["clean"], ["serve"], ["monitor"], ["demo"]])
+def test_help_shows_no_bool_metavar(command: list[str]) -> None:
+    done = lockyard(*command, "--help")
+    assert done.returncode == 0, done.stderr
+    assert "--help" in done.stdout
+    assert "<bool>" not in done.stdout

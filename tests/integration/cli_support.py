@@ -1,0 +1,95 @@
+"""Helpers for the CLI's integration tests: the real `lockyard` entry point, and agent
+processes that hold and wait for locks on a real lock directory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+LOCKYARD = str(Path(sys.executable).parent / "lockyard")
+
+# An agent process: takes `holds`, says so, waits for a line on stdin, then blocks on `waits`
+# one by one (reporting each grant), then stays alive until stdin closes. A lock is `name`
+# (in the default repository) or `repo=name`.
+AGENT = """
+import sys
+from lockyard.infra.tools.locking import LockStore
+lock_dir, default_repo, agent, holds, waits = sys.argv[1:6]
+def each(spec):
+    for item in filter(None, spec.split(",")):
+        repo, _, name = item.rpartition("=")
+        yield LockStore(repo or default_repo or None, lock_dir), name
+for store, name in each(holds):
+    assert store.try_lock(name, agent), name
+print("holding", flush=True)
+sys.stdin.readline()
+for store, name in each(waits):
+    granted = store.acquire(name, agent, timeout_seconds=60)
+    print(("acquired " if granted else "timeout ") + name, flush=True)
+sys.stdin.read()
+"""
+
+
+class Agents:
+    """Starts lock-holding agent processes and ends them whatever the test does."""
+
+    def __init__(self, lock_dir: Path, repo: Path | None = None) -> None:
+        self.lock_dir = lock_dir
+        self.repo = repo
+        self.processes: list[subprocess.Popen[str]] = []
+
+    def start(self, agent: str, holds: str = "", waits: str = "") -> subprocess.Popen[str]:
+        """An agent holding `holds` (comma-separated); it waits for `waits` after `go`."""
+        repo = "" if self.repo is None else str(self.repo)
+        process = subprocess.Popen(
+            [sys.executable, "-c", AGENT, str(self.lock_dir), repo, agent, holds, waits],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.processes.append(process)
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "holding"
+        return process
+
+    def go(self, *processes: subprocess.Popen[str]) -> None:
+        """Let these processes (default: all) start their blocking waits."""
+        for process in processes or self.processes:
+            assert process.stdin is not None
+            process.stdin.write("go\n")
+            process.stdin.flush()
+
+    def kill(self, process: subprocess.Popen[str]) -> None:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=10)
+            for stream in (process.stdin, process.stdout):
+                if stream is not None:
+                    stream.close()
+
+
+def lockyard(
+    *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`lockyard *args`, without the caller's LOCKYARD_LOCK_DIR (`env` adds variables), in
+    this tests directory: a directory with files, which a command that scanned "." by mistake
+    would show."""
+    clean_env = {key: value for key, value in os.environ.items() if key != "LOCKYARD_LOCK_DIR"}
+    return subprocess.run(
+        [LOCKYARD, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
+        env=clean_env | {"COLUMNS": "300"} | (env or {}),  # no wrapped lines
+        cwd=Path(__file__).parent,
+        check=False,
+    )
