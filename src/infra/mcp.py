@@ -1,4 +1,5 @@
-"""`lockyard.infra.mcp`: the design's import path for `get_mcp_servers`.
+"""`lockyard.infra.mcp`: the stable, documented import path of `get_mcp_servers`
+(orchestrators import it from here).
 
 It lives in `lockyard.infra.transports.sdk.servers`; this module only names it here.
 """

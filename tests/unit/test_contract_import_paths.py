@@ -1,4 +1,5 @@
-"""The design's import paths keep working: each is a thin alias of the module that does the job."""
+"""The documented import paths orchestrators use keep working: each is a thin alias of the
+module that does the job."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import inspect
 
 import pytest
 
-# alias module -> (module that holds the code, names the design calls through the alias)
+# alias module -> (module that holds the code, names orchestrators import through the alias)
 ALIASES = {
     "lockyard.infra.tools.locking_mcp": (
         "lockyard.infra.transports.sdk.server",
@@ -32,10 +33,10 @@ ALIASES = {
 
 @pytest.mark.parametrize("alias", sorted(ALIASES))
 def test_alias_exposes_the_same_objects_as_its_home(alias: str) -> None:
-    home_name, design_names = ALIASES[alias]
+    home_name, documented_names = ALIASES[alias]
     module = importlib.import_module(alias)
     home = importlib.import_module(home_name)
-    assert design_names <= set(module.__all__)
+    assert documented_names <= set(module.__all__)
     for name in module.__all__:
         assert getattr(module, name) is getattr(home, name), name
 

@@ -1,4 +1,5 @@
-"""`lockyard.infra.hooks.deadlock`: the design's import path for the PostToolUse lock-event hook.
+"""`lockyard.infra.hooks.deadlock`: the stable, documented import path of the PostToolUse
+lock-event hook (orchestrators import it from here).
 
 The hook lives in `lockyard.infra.hooks.lock_events`; this module only names it here.
 """

@@ -1,4 +1,5 @@
-"""`lockyard.infra.tools.locking_mcp`: the design's import path for the in-process SDK server.
+"""`lockyard.infra.tools.locking_mcp`: the stable, documented import path of the in-process
+SDK server (orchestrators import it from here).
 
 The server lives in `lockyard.infra.transports.sdk.server`; this module only names it here.
 """
