@@ -141,7 +141,7 @@ def test_the_checks_catch_a_store_that_breaks_mutual_exclusion(
     real_take = Store.take
 
     def grant_everything(self: Store, name: str, key: str, agent: str, **kwargs: bool) -> bool:
-        real_take(self, name, key, agent, respect_queue=False)
+        real_take(self, name, key, agent)
         return True
 
     monkeypatch.setattr(Store, "take", grant_everything)

@@ -29,6 +29,7 @@ import contextlib
 import errno
 import os
 import stat
+import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -326,12 +327,20 @@ class LockDir:
         except (FileNotFoundError, NotADirectoryError, CorruptRecordError):
             return None
 
-    def queue_order(self, name: str) -> list[str]:
-        """The entry names of the queue of `name`, in arrival order (no records read)."""
-        try:
-            queue_fd = os.open(name + QUEUE_SUFFIX, _DIR_FLAGS, dir_fd=self.fd)
-        except OSError:
-            return []  # no queue; one that is not a directory is reported by queue_entries
+    def queue_order(self, name: str, *, strict: bool = False) -> list[str]:
+        """The entry names of the queue of `name`, in arrival order (no records read).
+
+        `strict`: a queue that is not a directory of ours raises LockDirError (as
+        `queue_entries` does) instead of reading as empty."""
+        if strict:
+            queue_fd = self._open_own_dir(name + QUEUE_SUFFIX)
+            if queue_fd is None:
+                return []
+        else:
+            try:
+                queue_fd = os.open(name + QUEUE_SUFFIX, _DIR_FLAGS, dir_fd=self.fd)
+            except OSError:
+                return []  # no queue; one that is not a directory is reported by queue_entries
         try:
             names = os.listdir(queue_fd)
         except FileNotFoundError:
@@ -345,8 +354,24 @@ class LockDir:
 
         Best effort: an entry that left meanwhile needs no turn.
         """
+        # An explicit time: the kernel's own "now" is only as fine as a clock tick, so a stamp
+        # soon after the entry was created could leave its mtime unchanged, and a waiter
+        # learns from a changed mtime that it is first (see `queue.Place.in_line`).
+        now = time.time_ns()
         with contextlib.suppress(OSError):
-            os.utime(f"{name}{QUEUE_SUFFIX}/{entry}", dir_fd=self.fd, follow_symlinks=False)
+            os.utime(
+                f"{name}{QUEUE_SUFFIX}/{entry}",
+                ns=(now, now),
+                dir_fd=self.fd,
+                follow_symlinks=False,
+            )
+
+    def turn_stamp(self, name: str, entry: str) -> int | None:
+        """The mtime of queue entry `entry` in nanoseconds, or None when it is gone."""
+        try:
+            return os.lstat(f"{name}{QUEUE_SUFFIX}/{entry}", dir_fd=self.fd).st_mtime_ns
+        except (FileNotFoundError, NotADirectoryError):
+            return None
 
     def turn_started(self, name: str, entry: str) -> float | None:
         """When queue entry `entry` got its turn (or was queued), or None when it is gone."""

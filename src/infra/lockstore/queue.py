@@ -1,241 +1,295 @@
-"""One waiter's place in a lock's FIFO queue, and what it watches while it waits.
+"""The wait queues of a lock directory, and one waiter's place in line.
 
-The recipe of etcd's mutex and ZooKeeper's lock: each waiter adds an entry named by a ticket
-(one more than the highest in the queue, claimed by exclusive creation, so names sort in
-arrival order whatever any process's clock says) to `<name>.q/`; only the oldest live
-entry may take the lock; every other waiter watches only its predecessor's entry, so a
-release wakes one waiter, not all. Entries record agent and process, so queued waits are
-visible on disk (`lockyard status`, the cross-process monitor) and entries of dead waiters
-are recognised and dropped.
+A queue is `<name>.q/`, its entries named by tickets in arrival order (see `lockdir.py`); an
+entry's record names the waiting agent and process, so queued waits are visible on disk
+(`lockyard status`, the cross-process monitor) and dead waiters are recognised. The rules
+that decide who may take a lock are in `protocol.py`; this module reads and writes entries.
+
+Every operation a waiter repeats costs O(1) whatever the queue's length: a `Place` lists the
+entries ahead of it once, when it queues, and afterwards reads only its own entry and its
+predecessor's. Only rare events read a whole queue (an operator's `end_waits`, a waiter that
+leaves without knowing whether it is first, a release whose holder did not come from the
+queue).
 """
 
 from __future__ import annotations
 
 import logging
-from types import TracebackType
-from typing import TYPE_CHECKING
+import time
+from collections import deque
+from collections.abc import Callable
 
-from .errors import LockDirFullError
-from .liveness import Liveness, current_process, new_token, pids_are_local
-from .lockdir import QUEUE_SUFFIX, LockDir
-from .records import HolderRecord, WaiterRecord, encode_waiter
-from .wakeup import WakeHub, Waker
+from .errors import CorruptRecordError
+from .liveness import Liveness, current_process
+from .lockdir import LOCK_SUFFIX, QUEUE_SUFFIX, TICKET_DIGITS, LockDir
+from .protocol import Seen, judge_predecessor, turn_is_over
+from .records import HolderRecord, WaiterRecord, decode_waiter
+from .wakeup import process_hub
 
 log = logging.getLogger(__name__)
 
-if TYPE_CHECKING:
-    from .store import LockStore
+
+def is_ours(record: HolderRecord | WaiterRecord) -> bool:
+    """Whether `record` names this very process (no need to ask /proc whether it lives)."""
+    me = current_process()
+    return record.pid == me.pid and record.start_time == me.start_time
 
 
-class Wait:
-    """A queued wait for one lock: enqueue on enter, leave the queue on exit (always)."""
+def provably_dead(record: WaiterRecord) -> bool:
+    return not is_ours(record) and record.liveness()[0] is Liveness.DEAD
+
+
+class Queues:
+    """The queues of one lock directory: read them, leave them, stamp and judge turns."""
+
+    def __init__(self, directory: LockDir, *, turn_timeout: float) -> None:
+        self._dir = directory
+        self.turn_timeout = turn_timeout
+        self._next_first: dict[str, tuple[str, str]] = {}
+        """lock name -> (entry, record text) of the waiter that became first when the queue's
+        previous head took the lock here: the entry the release must stamp, found in O(1)."""
+
+    def entry_topic(self, name: str, entry: str) -> str:
+        return f"{self.queue_dir(name)}/{entry}"
+
+    def queue_dir(self, name: str) -> str:
+        return f"{self._dir.path}/{name}{QUEUE_SUFFIX}"
+
+    # -- reading -------------------------------------------------------------------------
+
+    def record(self, name: str, entry: str) -> WaiterRecord | None:
+        """The record of one entry; None when it is gone or not a record a store wrote."""
+        text = self._dir.queue_record(name, entry)
+        if text is None:
+            return None
+        try:
+            return decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}")
+        except CorruptRecordError:
+            return None
+
+    def owns_entry(self, name: str, entry: str, token: str) -> bool:
+        """Whether queue entry `entry` of `name` exists and is the wait with `token`."""
+        record = self.record(name, entry)
+        return record is not None and record.token == token
+
+    def turn_age(self, name: str, entry: str) -> float | None:
+        """How long ago `entry` got its turn (or queued); None when it is gone."""
+        started = self._dir.turn_started(name, entry)
+        return None if started is None else time.time() - started
+
+    def lock_is_free(self, name: str) -> bool:
+        return not self._dir.exists(name + LOCK_SUFFIX)
+
+    def turn_expired(self, name: str, entry: str) -> bool:
+        """True when waiter `entry` has had its turn at free lock `name` for longer than
+        `turn_timeout` without taking it."""
+        age = self.turn_age(name, entry)
+        if age is None or age < self.turn_timeout:
+            return False
+        return self.lock_is_free(name)
+
+    def reserved(self, name: str) -> bool:
+        """Whether a waiter has the turn of free lock `name` (so `try_lock` must not take
+        it); drops dead and stalled first entries on the way. Reads records only up to the
+        first live waiter."""
+        if not self._dir.exists(name + QUEUE_SUFFIX):
+            return False
+        for entry in self._dir.queue_order(name, strict=True):
+            record = self.record(name, entry)
+            if record is None:
+                continue  # left meanwhile, or not a waiter's record: never obeyed
+            if provably_dead(record):
+                self.drop(name, entry)
+                continue
+            if self.turn_expired(name, entry):
+                self.pass_over(name, entry, record)
+                continue
+            return True
+        return False
+
+    # -- leaving and turns ---------------------------------------------------------------
+
+    def drop(self, name: str, entry: str, token: str | None = None) -> None:
+        """Remove a queue entry and wake whoever watches it (its successor). With `token`,
+        only while the entry is still that waiter's: tickets are reused once a queue empties,
+        so a waiter whose entry was ended by others must not remove a newcomer's."""
+        if token is not None and not self.owns_entry(name, entry, token):
+            return
+        order = self._dir.queue_order(name)
+        if order and order[0] == entry and len(order) > 1:
+            self._dir.stamp_turn(name, order[1])  # the first leaves: its successor's turn
+        self._remove(name, entry)
+
+    def leave_as_head(self, name: str, entry: str, ticket: int) -> None:
+        """Remove our entry, which is the first (we are the head): stamp our successor's turn
+        first. The successor is usually the next ticket, found in O(1); only a gap (a waiter
+        that left behind us) costs a listing."""
+        successor = _ticket_name(ticket + 1)
+        text = self._dir.queue_record(name, successor)
+        if text is None:
+            after = [other for other in self._dir.queue_order(name) if other > entry]
+            successor = after[0] if after else ""
+            text = self._dir.queue_record(name, successor) if successor else None
+        if successor and text is not None:
+            self._dir.stamp_turn(name, successor)
+            self._next_first[name] = (successor, text)
+        self._remove(name, entry)
+
+    def start_turn_at_release(self, name: str) -> None:
+        """Stamp the first waiter's turn: a release does so before the lock goes, so no one
+        sees the lock free while that waiter's turn looks old."""
+        known = self._next_first.pop(name, None)
+        if known is not None:
+            entry, text = known
+            # The same record (its token is unique) means the entry stayed all along, so it
+            # is still first: no entry can appear ahead of an existing one.
+            if self._dir.queue_record(name, entry) == text:
+                self._dir.stamp_turn(name, entry)
+                return
+        if not self._dir.exists(name + QUEUE_SUFFIX):
+            return
+        order = self._dir.queue_order(name)
+        if order:
+            self._dir.stamp_turn(name, order[0])
+
+    def pass_over(self, name: str, entry: str, record: WaiterRecord) -> None:
+        """Drop the queue entry of a first waiter that did not take its turn in time.
+
+        If its process resumes, it finds its entry gone and queues again at the back.
+        """
+        log.warning(
+            "passed over waiter %s (pid %d) on %s: it left the free lock untaken for over %gs",
+            record.agent_id,
+            record.pid,
+            record.lock_path,
+            self.turn_timeout,
+        )
+        self.drop(name, entry)
+
+    def _remove(self, name: str, entry: str) -> None:
+        if self._dir.dequeue(name, entry):
+            process_hub().notify(self.entry_topic(name, entry))
+
+
+def _ticket_name(ticket: int) -> str:
+    return f"{ticket:0{TICKET_DIGITS}d}"
+
+
+class Place:
+    """One waiter's entry in the queue of lock `name`, and the entries ahead of it.
+
+    The entries ahead are listed once, when the entry is created: none can be added ahead
+    of an existing entry, so afterwards each look reads only our entry and the nearest entry
+    ahead (popping those that left), O(1) per look.
+    """
 
     def __init__(
         self,
-        *,
-        store: LockStore,
+        queues: Queues,
         directory: LockDir,
-        hub: WakeHub,
         name: str,
-        key: str,
-        agent: str,
-        push: bool,
-        poll_interval: float,
+        record_for: Callable[[int], str],
     ) -> None:
-        self._store = store
+        self._queues = queues
         self._dir = directory
-        self._hub = hub
-        self._name = name
-        self._key = key
-        self._agent = agent
-        self._push_wanted = push
-        self._poll_interval = poll_interval
-        self._queue_dir = f"{directory.path}/{name}{QUEUE_SUFFIX}"
-        self._watched: set[str] = set()  # directories whose inotify events we need now
-        self._pushed = False
-        self._pids: set[int] = set()
-        self._topics: set[str] = set()
-        self.waker = Waker()
+        self.name = name
+        self._record_for = record_for
         self.entry = ""
-        self._token = ""  # tells our entry from a later one with the same (reused) ticket
-        self.interval = poll_interval
-        self._at_head = False
-        self._told_full = False
+        self.ticket = 0
+        self._text = ""
+        self._created: int | None = None
+        self._ahead: deque[str] = deque()
+        self._decoded: tuple[str, WaiterRecord] | None = None  # the predecessor's, by text
 
-    def __enter__(self) -> Wait:
-        try:
-            self._enqueue()
-            if self._push_wanted and self._hub.push_available:
-                # Pushed: re-check on our own only as a backstop (lost events, no pidfds).
-                self._pushed = True
-                self.interval = max(self._poll_interval, self._store.liveness_interval)
-        except BaseException:
-            self.__exit__(None, None, None)
-            raise
-        return self
+    def join(self) -> None:
+        """Queue at the back (again, after our entry was ended by someone else)."""
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        # Synchronous on purpose: it runs to the end even when the waiting task is cancelled.
-        if self.entry:
-            self._store.drop_waiter(self._name, self.entry, self._token)
-            self.entry = ""
-        for topic in self._topics:
-            self._hub.unsubscribe(topic, self.waker)
-        self._topics.clear()
-        for pid in self._pids:
-            self._hub.unwatch_process(pid)
-        self._pids.clear()
-        for directory in self._watched:
-            self._hub.unwatch(directory)
-        self._watched.clear()
-        self.waker.close()
+        def remember(ticket: int) -> str:
+            self._text = self._record_for(ticket)
+            self.ticket = ticket
+            return self._text
 
-    def _watch_only(self, directories: set[str]) -> bool:
-        """Have inotify report the events of exactly `directories` (where other processes
-        can end our wait); True when that changed. A directory that cannot be watched
-        (gone, or out of watches) turns push off: we poll instead."""
-        if directories == self._watched:
+        self.entry = self._dir.enqueue(self.name, remember)
+        self._created = self._dir.turn_stamp(self.name, self.entry)
+        self._ahead = deque(
+            other for other in self._dir.queue_order(self.name) if other < self.entry
+        )
+
+    @property
+    def at_head(self) -> bool:
+        return not self._ahead
+
+    @property
+    def predecessor(self) -> str:
+        return self._ahead[-1]
+
+    def in_line(self) -> bool:
+        """Our entry is still there and still ours (two reads).
+
+        A changed mtime means someone stamped our turn, which happens only to the first
+        entry (a release, or the first entry leaving stamps its successor): then every
+        entry ahead is gone, known without looking at each of them."""
+        stamp = self._dir.turn_stamp(self.name, self.entry)
+        if stamp is None or self._dir.queue_record(self.name, self.entry) != self._text:
             return False
-        for directory in self._watched - directories:
-            self._unwatch(directory)
-        for directory in directories - self._watched:
-            if not self._hub.watch(directory):
-                self._pushed = False
-                self.interval = self._poll_interval
-                break
-            self._watched.add(directory)
+        if stamp != self._created:
+            self._ahead.clear()
         return True
 
-    def _unwatch(self, directory: str) -> None:
-        self._watched.discard(directory)
-        self._hub.unwatch(directory)
-
-    def _enqueue(self) -> None:
-        token = new_token()
-        me = current_process()
-        namespace, checkout = self._store.namespace, self._store.root
-
-        def record_for(ticket: int) -> str:
-            return encode_waiter(me, self._agent, token, ticket, self._key, namespace, checkout)
-
-        self.entry = self._dir.enqueue(self._name, record_for)
-        self._token = token
-
-    def advance(self) -> bool:
-        """Take the lock if it is our turn; else subscribe to what ends our wait. True: ours."""
-        while True:
-            self.waker.clear()
-            step = self._step()
-            if step is None:
-                return True
-            topics, directories = step
-            topics = self._follow_exits(topics)
-            watches_changed = self._pushed and self._watch_only(directories)
-            if topics == self._topics and not watches_changed:
-                return False
-            # Subscribe first, then look again: a change in between wakes the waker.
-            for topic in self._topics - topics:
-                self._hub.unsubscribe(topic, self.waker)
-            for topic in topics - self._topics:
-                self._hub.subscribe(topic, self.waker)
-            self._topics = topics
-
-    def _follow_exits(self, topics: set[str]) -> set[str]:
-        """Watch the processes named by `pid:` topics; drop those that cannot be watched."""
-        wanted = {int(topic[4:]) for topic in topics if topic.startswith("pid:")}
-        for pid in self._pids - wanted:
-            self._hub.unwatch_process(pid)
-        for pid in wanted - self._pids:
-            if not self._hub.watch_process(pid):
-                topics.discard(f"pid:{pid}")
-                wanted.discard(pid)
-        self._pids = wanted
-        return topics
-
-    @staticmethod
-    def _is_ours(record: HolderRecord | WaiterRecord) -> bool:
-        me = current_process()
-        return record.pid == me.pid and record.start_time == me.start_time
-
-    def _exit_topic(self, record: HolderRecord | WaiterRecord | None) -> set[str]:
-        """`pid:<pid>` for a live process of this machine other than ours, to hear of its end."""
-        if not self._pushed or record is None or not pids_are_local():
-            # (Recorded pids are /proc's numbers; where those are not ours, as in a pid
-            # namespace whose /proc was not remounted, pidfd_open would name another process.)
-            return set()
-        if self._is_ours(record):
-            return set()
-        if record.liveness()[0] is not Liveness.ALIVE:
-            return set()
-        return {f"pid:{record.pid}"}
-
-    def _step(self) -> tuple[set[str], set[str]] | None:
-        """None: the lock is ours. Else the topics that end our wait, and the directories
-        whose inotify events we need to hear of them from other processes."""
-        # Once at the head we stay there (later arrivals queue behind us): instead of reading
-        # the queue again, only check that our entry is still there (and still ours: an
-        # operator or a successor may have ended our wait, and its ticket been reused).
-        if self._at_head and not self._store.owns_entry(self._name, self.entry, self._token):
-            self._at_head = False
-        if not self._at_head:
-            ahead = self._predecessor()
-            if ahead is not None:
-                entry, record = ahead
-                if not entry:
-                    return set(), {self._queue_dir}
-                topics = {f"{self._queue_dir}/{entry}"} | self._exit_topic(record)
-                return topics, {self._queue_dir}
-            self._at_head = True
-        if self._take_if_space():
-            self._store.drop_waiter(self._name, self.entry, self._token)
-            self.entry = ""
+    def predecessor_record(self) -> WaiterRecord | None:
+        """The predecessor's record, None when it is gone (decoded once per record)."""
+        text = self._dir.queue_record(self.name, self.predecessor)
+        if text is None:
             return None
-        holder = self._store.current_holder(self._name)
-        topics = {self._store.lock_topic(self._name)} | self._exit_topic(holder)
-        # A holder in this process notifies us itself when it releases; watching the lock
-        # directory then would only wake the inotify reader thread at every lock operation,
-        # which takes the GIL from the handoff (a third of its latency). Another process
-        # removing that holder's lock (`lockyard clean`) is seen by the backstop re-check.
-        if holder is not None and self._is_ours(holder):
-            return topics, set()
-        return topics, {self._dir.path}
-
-    def _take_if_space(self) -> bool:
-        """Our turn: take the lock. A full lock directory cannot hold the grant's record:
-        keep our place and try again at the next wake-up or backstop re-check, when space
-        may have been freed (releases need none), rather than end the wait with an error."""
+        if self._decoded is not None and self._decoded[0] == text:
+            return self._decoded[1]
         try:
-            taken = self._store.take(self._name, self._key, self._agent, respect_queue=False)
-        except LockDirFullError as full:
-            if not self._told_full:
-                self._told_full = True
-                log.warning("agent %s keeps waiting for %s: %s", self._agent, self._key, full)
-            return False
-        self._told_full = False
-        return taken
+            record = decode_waiter(text, f"{self.name}{QUEUE_SUFFIX}/{self.predecessor}")
+        except CorruptRecordError:
+            return None  # not a waiter's record: never obeyed
+        self._decoded = (text, record)
+        return record
 
-    def _predecessor(self) -> tuple[str, WaiterRecord | None] | None:
-        """The live entry just ahead of ours and its record; None: we are the head;
-        ("", None): our entry had vanished and we queued again."""
-        predecessor = None
-        for entry, record in self._store.read_queue(self._name):
-            if entry == self.entry and record.token == self._token:
-                return predecessor
-            if not self._is_ours(record) and record.liveness()[0] is Liveness.DEAD:
-                self._store.drop_waiter(self._name, entry)
-                continue
-            if predecessor is None and self._store.turn_expired(self._name, entry):
-                self._store.pass_over(self._name, entry, record)  # stopped or stuck
-                continue
-            predecessor = (entry, record)
-        # Our entry was removed under us (passed over, ended by `lockyard clean`, the lock dir
-        # wiped): queue again, at the back.
-        self._enqueue()
-        if self._queue_dir in self._watched:
-            self._unwatch(self._queue_dir)  # the directory may be a new one: watch it anew
-        return "", None
+    def predecessor_is_first(self) -> bool:
+        """Whether no entry is left ahead of the predecessor (amortised O(1): each entry
+        ahead is found gone once)."""
+        while len(self._ahead) > 1 and not self._dir.exists(
+            f"{self.name}{QUEUE_SUFFIX}/{self._ahead[0]}"
+        ):
+            self._ahead.popleft()
+        return len(self._ahead) == 1
+
+    def judge(self, record: WaiterRecord | None, *, dead: bool) -> Seen:
+        """What the predecessor is to us, given its record (None: gone) and whether its
+        process is provably dead; O(1) reads."""
+        if record is None:
+            return judge_predecessor(present=False, dead=False, first=False, turn_over=False)
+        turn_over = False
+        if not dead:
+            age = self._queues.turn_age(self.name, self.predecessor)
+            turn_over = turn_is_over(
+                lock_free=age is not None
+                and age >= self._queues.turn_timeout  # cheapest first: a young turn ends it
+                and self._queues.lock_is_free(self.name),
+                turn_age=age,
+                turn_timeout=self._queues.turn_timeout,
+            )
+        first = turn_over and self.predecessor_is_first()
+        return judge_predecessor(present=True, dead=dead, first=first, turn_over=turn_over)
+
+    def next_ahead(self) -> None:
+        """Forget the predecessor (it left); the next entry ahead is the predecessor now."""
+        self._ahead.pop()
+        self._decoded = None
+
+    def leave(self) -> None:
+        """Remove our entry (if still ours), stamping our successor's turn when we are first."""
+        if not self.entry:
+            return
+        entry, self.entry = self.entry, ""
+        if self._dir.queue_record(self.name, entry) != self._text:
+            return  # ended by someone else; the ticket may be a newcomer's by now
+        if self._ahead:
+            self._queues.drop(self.name, entry)  # first or not: the queue tells
+        else:
+            self._queues.leave_as_head(self.name, entry, self.ticket)

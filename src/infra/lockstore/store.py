@@ -15,20 +15,19 @@ import logging
 import math
 import os
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from . import reading, reclamation, reporting
+from . import reading, reclamation, reporting, waiting
 from .earlier import find_earlier_locks, held_by_earlier_version
 from .errors import CorruptRecordError, InvalidTimeoutError
 from .identity import RepoIdentity, resolve_identity
-from .liveness import Liveness, ProcessIdentity, current_process, new_token
+from .liveness import ProcessIdentity, current_process, new_token
 from .lockdir import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir, default_lock_dir
 from .paths import lock_name, resolve_entry, validate_agent_id
 from .plain_paths import resolve_plain
-from .queue import Wait
+from .queue import Place, Queues
 from .records import (
     HolderRecord,
     LockInfo,
@@ -36,8 +35,8 @@ from .records import (
     Reclamation,
     StoreSnapshot,
     WaiterRecord,
-    decode_waiter,
     encode_holder,
+    encode_waiter,
 )
 from .wakeup import WakeHub, process_hub
 
@@ -138,6 +137,7 @@ class LockStore:
         self._use_inotify = use_inotify
         self.liveness_interval = liveness_interval
         self.turn_timeout = turn_timeout
+        self._queues = Queues(self._dir, turn_timeout=turn_timeout)
         self._on_reclaim = on_reclaim
         self._grants: dict[tuple[str, str], str] = {}  # (lock name, agent) -> grant token
         self._granted: dict[tuple[str, str], tuple[str, str]] = {}
@@ -203,21 +203,31 @@ class LockStore:
         """Take the lock now if it is free and nobody alive queues for it (or you hold it)."""
         agent = validate_agent_id(agent_id)
         key, name = self._locate(filepath)
-        return self.take(name, key, agent, respect_queue=True)
+        return self.take(name, key, agent, unless=self._queues.reserved)
 
     # The methods that take a lock `name` (the hashed file-system name, not a path) are the
-    # building blocks `queue.Wait` uses; callers outside the lock store use the path API.
+    # building blocks of the path API and of waits; callers outside the lock store use the
+    # path API.
 
-    def take(self, name: str, key: str, agent: str, *, respect_queue: bool) -> bool:
-        """One attempt at lock `name`; reclaims it first when its holder is provably dead."""
+    def take(
+        self, name: str, key: str, agent: str, *, unless: Callable[[str], bool] | None = None
+    ) -> bool:
+        """One attempt at lock `name`; reclaims it first when its holder is provably dead.
+
+        A free lock is left alone when `unless(name)` says so: `try_lock` passes the queue's
+        check that a waiter has the turn (the head of the queue, which has it, passes none).
+        """
         if self._earlier and held_by_earlier_version(self, name, agent):
             return False
-        # The usual case first: nobody queues, so publish at once. The publishing rename
-        # fails while anybody holds the lock; only then is the holder read (below), so a
-        # free lock costs no look at the lock entry. With a queue, the holder is read first:
-        # an agent that already holds the lock keeps it even while others queue.
-        queued = respect_queue and self._dir.exists(name + QUEUE_SUFFIX)
-        if not queued and self._publish(name, key, agent):
+        # A newcomer's usual case first: nobody queues, so publish at once. The publishing
+        # rename fails while anybody holds the lock; only then is the holder read (below),
+        # so a free lock costs no look at the lock entry. With a queue, the holder is read
+        # first: an agent that already holds the lock keeps it even while others queue. The
+        # head of the queue (no `unless`) looks first instead: it mostly re-checks a lock
+        # that is still held, and a publish that fails still writes the lock directory
+        # (waking everyone who watches it, and showing to readers that expect no change).
+        newcomer_at_a_free_queue = unless is not None and not self._dir.exists(name + QUEUE_SUFFIX)
+        if newcomer_at_a_free_queue and self._publish(name, key, agent):
             return True
         for _attempt in range(8):
             if self._dir.exists(name + LOCK_SUFFIX):
@@ -237,7 +247,7 @@ class LockStore:
                     if not reclamation.reclaim_if_dead(self, name, holder, agent):
                         return False
                     continue
-            if respect_queue and self._has_live_waiters(name):
+            if unless is not None and unless(name):
                 return False
             if self._publish(name, key, agent):
                 return True
@@ -281,8 +291,7 @@ class LockStore:
     def _remove(self, name: str, token: str) -> bool:
         # The first waiter's turn starts before the lock goes: no one can see the lock free
         # while that waiter's turn looks old (see turn_expired).
-        if self._dir.exists(name + QUEUE_SUFFIX):
-            self._start_turn(name, after=None)
+        self._queues.start_turn_at_release(name)
         if not self._dir.remove_lock(name, token):
             return False
         self._hub.notify(self.lock_topic(name))
@@ -316,19 +325,11 @@ class LockStore:
         timeout = validate_timeout(timeout_seconds)
         poll = validate_poll_interval(poll_interval_ms)
         key, name = self._locate(filepath)
-        if self.take(name, key, agent, respect_queue=True):
+        if self.take(name, key, agent, unless=self._queues.reserved):
             return True
         if timeout == 0:
             return False
-        deadline = time.monotonic() + timeout
-        with self._wait(name, key, agent, poll) as wait:
-            while True:
-                if wait.advance():
-                    return True
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                await wait.waker.wait_async(min(remaining, wait.interval))
+        return await waiting.wait_async(self._waiting(name, key, agent, poll), timeout)
 
     def acquire(
         self,
@@ -342,30 +343,31 @@ class LockStore:
         timeout = validate_timeout(timeout_seconds)
         poll = validate_poll_interval(poll_interval_ms)
         key, name = self._locate(filepath)
-        if self.take(name, key, agent, respect_queue=True):
+        if self.take(name, key, agent, unless=self._queues.reserved):
             return True
         if timeout == 0:
             return False
-        deadline = time.monotonic() + timeout
-        with self._wait(name, key, agent, poll) as wait:
-            while True:
-                if wait.advance():
-                    return True
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                wait.waker.wait(min(remaining, wait.interval))
+        return waiting.wait(self._waiting(name, key, agent, poll), timeout)
 
-    def _wait(self, name: str, key: str, agent: str, poll: float) -> Wait:
-        return Wait(
-            store=self,
-            directory=self._dir,
-            hub=self._hub,
-            name=name,
-            key=key,
-            agent=agent,
+    def _waiting(self, name: str, key: str, agent: str, poll: float) -> waiting.Waiting:
+        token = new_token()
+        me = current_process()  # the waiting is done here, whoever the store's owner is
+
+        def record_for(ticket: int) -> str:
+            return encode_waiter(me, agent, token, ticket, key, self.namespace, self.root)
+
+        return waiting.Waiting(
+            queues=self._queues,
+            place=Place(self._queues, self._dir, name, record_for),
+            take=lambda: self.take(name, key, agent),
+            holder=lambda: self.current_holder(name),
+            lock_topic=self.lock_topic(name),
+            lock_dir=self._dir.path,
             push=self._use_inotify,
             poll_interval=poll,
+            backstop=self.liveness_interval,
+            agent=agent,
+            key=key,
         )
 
     # -- reading (never writes) ------------------------------------------------------------
@@ -410,72 +412,16 @@ class LockStore:
     def read_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
         return reading.read_queue(self._dir, name)
 
-    def _has_live_waiters(self, name: str) -> bool:
-        """Whether a waiter has the turn of free lock `name`; drops dead and stalled ones."""
-        if not self._dir.exists(name + QUEUE_SUFFIX):
-            return False
-        for entry, record in self.read_queue(name):
-            if record.liveness()[0] is Liveness.DEAD:
-                self.drop_waiter(name, entry)
-                continue
-            if self.turn_expired(name, entry):
-                self.pass_over(name, entry, record)
-                continue
-            return True
-        return False
+    # The queues' own operations (`queue.Queues`), for reclamation and tests.
 
     def drop_waiter(self, name: str, entry: str, token: str | None = None) -> None:
-        """Remove a queue entry and wake whoever watches it (its successor). With `token`,
-        only while the entry is still that waiter's: tickets are reused once a queue empties,
-        so a waiter whose entry was ended by others must not remove a newcomer's."""
-        if token is not None and not self.owns_entry(name, entry, token):
-            return
-        self._start_turn(name, after=entry)
-        if self._dir.dequeue(name, entry):
-            self._hub.notify(f"{self._dir.path}/{name}{QUEUE_SUFFIX}/{entry}")
-
-    def owns_entry(self, name: str, entry: str, token: str) -> bool:
-        """Whether queue entry `entry` of `name` exists and is the wait with `token`."""
-        text = self._dir.queue_record(name, entry)
-        if text is None:
-            return False
-        try:
-            return decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}").token == token
-        except CorruptRecordError:
-            return False
-
-    def _start_turn(self, name: str, *, after: str | None) -> None:
-        """Stamp the start of the turn of the first waiter of `name` (with `after` given:
-        of its successor, when `after` is the first and about to leave)."""
-        order = self._dir.queue_order(name)
-        if after is not None:
-            if not order or order[0] != after:
-                return  # not the first leaving: nobody's turn starts
-            order = order[1:]
-        if order:
-            self._dir.stamp_turn(name, order[0])
+        self._queues.drop(name, entry, token)
 
     def turn_expired(self, name: str, entry: str) -> bool:
-        """True when waiter `entry` has had its turn at free lock `name` for longer than
-        `turn_timeout` without taking it."""
-        started = self._dir.turn_started(name, entry)
-        if started is None or time.time() - started < self.turn_timeout:
-            return False
-        return not self._dir.exists(name + LOCK_SUFFIX)
+        return self._queues.turn_expired(name, entry)
 
     def pass_over(self, name: str, entry: str, record: WaiterRecord) -> None:
-        """Drop the queue entry of a first waiter that did not take its turn in time.
-
-        If its process resumes, it finds its entry gone and queues again at the back.
-        """
-        log.warning(
-            "passed over waiter %s (pid %d) on %s: it left the free lock untaken for over %gs",
-            record.agent_id,
-            record.pid,
-            record.lock_path,
-            self.turn_timeout,
-        )
-        self.drop_waiter(name, entry)
+        self._queues.pass_over(name, entry, record)
 
     # -- cleaning up -----------------------------------------------------------------------
 

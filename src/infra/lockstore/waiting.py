@@ -1,0 +1,253 @@
+"""Driving the lock protocol: one wait's rounds, and the two loops that run them.
+
+A `Waiting` holds one waiter's place in line (`queue.Place`) and its wake-up subscriptions.
+Each round reads what `protocol.step` needs (O(1) reads), carries out the move it names,
+and ends either with the lock or with the `protocol.Watch` of what ends the wait, to which
+it subscribes before looking again (so a change in between is not missed). `wait` (threads,
+scripts) and `wait_async` (anyio tasks) are the same loop around those rounds; they differ
+only in how they sleep.
+
+The lock store is reached through the two callables it hands in (`take`, `holder`): this
+module calls nothing else of the store, and the store alone calls it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from types import TracebackType
+
+from .errors import LockDirFullError
+from .liveness import Liveness, pids_are_local
+from .protocol import Look, Move, Watch, step, watch_lock, watch_predecessor
+from .queue import Place, Queues, is_ours
+from .records import HolderRecord, WaiterRecord
+from .wakeup import WakeHub, Waker, process_hub
+
+log = logging.getLogger(__name__)
+
+DEEP_BACKSTOP_FACTOR = 10
+"""A waiter every wake-up source of which is pushed (its predecessor or the holder is in
+this process, or followed by a pidfd) and that judges nobody's turn re-checks this many
+times less often: with a thousand waiters in a process, their re-checks are all the CPU
+they use while nobody moves."""
+
+
+class Waiting:
+    """One queued wait for lock `name`: queue on enter, leave the queue on exit (always)."""
+
+    def __init__(
+        self,
+        *,
+        queues: Queues,
+        place: Place,
+        take: Callable[[], bool],
+        holder: Callable[[], HolderRecord | None],
+        lock_topic: str,
+        lock_dir: str,
+        push: bool,
+        poll_interval: float,
+        backstop: float,
+        agent: str,
+        key: str,
+    ) -> None:
+        self._queues = queues
+        self._place = place
+        self._take = take
+        self._holder = holder
+        self._lock_topic = lock_topic
+        self._lock_dir = lock_dir
+        self._push_wanted = push
+        self._poll_interval = poll_interval
+        self._backstop = max(poll_interval, backstop)
+        self._agent = agent
+        self._key = key
+        self._hub: WakeHub = process_hub()
+        self._pushed = False
+        self._watch = Watch(frozenset(), frozenset(), frozenset())
+        self._topics: set[str] = set()
+        self._calm = False
+        self._watched_dirs: set[str] = set()
+        self._followed: set[int] = set()
+        self._told_full = False
+        self.waker = Waker()
+        self.interval = poll_interval
+        """How long to sleep before the next round when nothing wakes us."""
+
+    def __enter__(self) -> Waiting:
+        try:
+            self._place.join()
+            self._pushed = self._push_wanted and self._hub.push_available
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        # Synchronous on purpose: it runs to the end even when the waiting task is cancelled.
+        self._place.leave()
+        self._subscribe(Watch(frozenset(), frozenset(), frozenset()))
+        self.waker.close()
+
+    def advance(self) -> bool:
+        """One round: True when the lock is ours; else subscribed to what ends the wait."""
+        while True:
+            self.waker.clear()
+            watch = self._round()
+            if watch is None:
+                return True
+            changed = self._subscribe(watch)
+            self._set_interval()
+            if not changed:
+                return False
+            # Subscribed anew: look again (a change in between woke the waker anyway).
+
+    def _round(self) -> Watch | None:
+        """Apply protocol steps until the lock is ours (None) or there is something to watch."""
+        place = self._place
+        while True:
+            record: WaiterRecord | None = None
+            liveness: Liveness | None = None
+            in_line = place.in_line()
+            seen = None
+            if in_line and not place.at_head:
+                record = place.predecessor_record()
+                liveness = None if record is None or is_ours(record) else record.liveness()[0]
+                seen = place.judge(record, dead=liveness is Liveness.DEAD)
+            move = step(Look(in_line=in_line, ahead=seen))
+            if move is Move.QUEUE_AGAIN:
+                place.join()
+                # The queue directory may be a new one: watch it anew.
+                self._unwatch_dir(self._queues.queue_dir(place.name))
+                self._watch = Watch(self._watch.topics, frozenset(), self._watch.pids)
+            elif move is Move.NEXT_AHEAD:
+                place.next_ahead()
+            elif move is Move.DROP_AHEAD:
+                self._queues.drop(place.name, place.predecessor)
+                place.next_ahead()
+            elif move is Move.PASS_OVER_AHEAD:
+                assert record is not None
+                self._queues.pass_over(place.name, place.predecessor, record)
+                place.next_ahead()
+            elif move is Move.TAKE:
+                if self._take_if_space():
+                    place.leave()
+                    return None
+                return self._watch_holder()
+            else:
+                assert record is not None
+                pid = self._exit_to_follow(record, liveness)
+                # Calm: every way our predecessor can leave is pushed to us.
+                self._calm = pid is not None or is_ours(record)
+                return watch_predecessor(self._queues.queue_dir(place.name), place.predecessor, pid)
+
+    def _watch_holder(self) -> Watch:
+        holder = self._holder()
+        here = holder is not None and is_ours(holder)
+        liveness = None if holder is None or here else holder.liveness()[0]
+        pid = self._exit_to_follow(holder, liveness)
+        self._calm = here or pid is not None
+        return watch_lock(self._lock_dir, self._lock_topic, pid, holder_is_here=here)
+
+    def _take_if_space(self) -> bool:
+        """Our turn: take the lock. A full lock directory cannot hold the grant's record:
+        keep our place and try again at the next wake-up or backstop re-check, when space
+        may have been freed (releases need none), rather than end the wait with an error."""
+        try:
+            taken = self._take()
+        except LockDirFullError as full:
+            if not self._told_full:
+                self._told_full = True
+                log.warning("agent %s keeps waiting for %s: %s", self._agent, self._key, full)
+            return False
+        self._told_full = False
+        return taken
+
+    def _exit_to_follow(
+        self, record: HolderRecord | WaiterRecord | None, liveness: Liveness | None
+    ) -> int | None:
+        """The pid whose exit ends our wait: a live process of this machine other than ours."""
+        if not self._pushed or record is None or liveness is not Liveness.ALIVE:
+            return None
+        # Recorded pids are /proc's numbers; where those are not ours (a pid namespace whose
+        # /proc was not remounted) pidfd_open would name another process.
+        return record.pid if pids_are_local() else None
+
+    def _set_interval(self) -> None:
+        """Poll without push; with push, re-check only as a backstop (lost events, exits no
+        pidfd follows, turns to judge), rarely when every wake-up source is pushed."""
+        if not self._pushed:
+            self.interval = self._poll_interval
+        elif self._calm and self._watch.pids <= self._followed:
+            self.interval = self._backstop * DEEP_BACKSTOP_FACTOR
+        else:
+            self.interval = self._backstop
+
+    # -- subscriptions -------------------------------------------------------------------
+
+    def _subscribe(self, watch: Watch) -> bool:
+        """Subscribe to exactly `watch`; False when nothing changed. A process or directory
+        that cannot be watched is left out: then we re-check at the backstop interval, or
+        poll (a directory: out of inotify watches, or gone)."""
+        if watch == self._watch:
+            return False
+        hub, waker = self._hub, self.waker
+        for pid in self._followed - watch.pids:
+            hub.unwatch_process(pid)
+            self._followed.discard(pid)
+        for pid in watch.pids - self._followed:
+            if hub.watch_process(pid):
+                self._followed.add(pid)
+        topics = set(watch.topics) | {f"pid:{pid}" for pid in self._followed}
+        for topic in self._topics - topics:
+            hub.unsubscribe(topic, waker)
+        for topic in topics - self._topics:
+            hub.subscribe(topic, waker)
+        self._topics = topics
+        wanted = watch.directories if self._pushed else frozenset()
+        for directory in self._watched_dirs - wanted:
+            self._unwatch_dir(directory)
+        for directory in wanted - self._watched_dirs:
+            if not hub.watch(directory):
+                self._pushed = False  # cannot follow it: poll from now on
+                break
+            self._watched_dirs.add(directory)
+        self._watch = watch
+        return True
+
+    def _unwatch_dir(self, directory: str) -> None:
+        if directory in self._watched_dirs:
+            self._watched_dirs.discard(directory)
+            self._hub.unwatch(directory)
+
+
+def wait(waiting: Waiting, seconds: float) -> bool:
+    """Wait in line until the lock is ours (True) or `seconds` pass (False)."""
+    deadline = time.monotonic() + seconds
+    with waiting:
+        while True:
+            if waiting.advance():
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            waiting.waker.wait(min(remaining, waiting.interval))
+
+
+async def wait_async(waiting: Waiting, seconds: float) -> bool:
+    """`wait` for anyio tasks; cancel-safe (leaving the queue is synchronous)."""
+    deadline = time.monotonic() + seconds
+    with waiting:
+        while True:
+            if waiting.advance():
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            await waiting.waker.wait_async(min(remaining, waiting.interval))

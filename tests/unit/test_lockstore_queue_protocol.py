@@ -1,0 +1,239 @@
+"""The queue protocol against a model: waits driven round by round, in every order hypothesis
+picks, on a real lock directory; and the cost of a waiter's re-check, counted in reads.
+
+Each wait is a `waiting.Waiting` entered (queued) and advanced one round at a time, as the
+sync and async loops do between sleeps, so any interleaving of rounds, releases, cancels,
+`try_lock` calls and waiters that died in line can be produced without threads.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from lockyard.infra.lockstore import waiting
+from lockyard.infra.lockstore.liveness import current_process, new_token
+from lockyard.infra.lockstore.paths import lock_name
+from lockyard.infra.lockstore.protocol import Look, Move, Seen, step
+from lockyard.infra.lockstore.records import encode_waiter
+from lockyard.infra.tools.locking import LockStore
+
+FILE = "f.py"
+DEAD = "dead-waiter"
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def _waiting(store: LockStore, agent: str) -> waiting.Waiting:
+    key = store.canonicalize(FILE)
+    return store._waiting(lock_name(store.namespace, key), key, agent, 0.05)
+
+
+def _plant_dead_waiter(store: LockStore, pid: int) -> None:
+    key = store.canonicalize(FILE)
+    me = current_process()
+    dead = type(me)(pid, me.start_time, me.host, me.boot_id, me.pid_ns)
+    token = new_token()
+    store._dir.enqueue(
+        lock_name(store.namespace, key),
+        lambda ticket: encode_waiter(dead, DEAD, token, ticket, key, store.namespace, store.root),
+    )
+
+
+@pytest.mark.parametrize(
+    ("look", "move"),
+    [
+        (Look(in_line=False, ahead=None), Move.QUEUE_AGAIN),
+        (Look(in_line=False, ahead=Seen.WAITING), Move.QUEUE_AGAIN),
+        (Look(in_line=True, ahead=None), Move.TAKE),
+        (Look(in_line=True, ahead=Seen.GONE), Move.NEXT_AHEAD),
+        (Look(in_line=True, ahead=Seen.DEAD), Move.DROP_AHEAD),
+        (Look(in_line=True, ahead=Seen.STALLED), Move.PASS_OVER_AHEAD),
+        (Look(in_line=True, ahead=Seen.WAITING), Move.WATCH_AHEAD),
+    ],
+)
+def test_a_waiter_takes_only_at_the_head_and_only_while_in_line(look: Look, move: Move) -> None:
+    assert step(look) is move
+
+
+class QueueModel(RuleBasedStateMachine):
+    """The model: who holds the lock, and the live waiters in arrival order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.base = tempfile.mkdtemp(prefix="lockyard-queue-model-")
+        os.mkdir(f"{self.base}/repo")
+        self.store = LockStore(f"{self.base}/repo", f"{self.base}/locks")
+        self.names = (f"agent-{n}" for n in itertools.count())
+        self.holder: str | None = None
+        self.line: list[str] = []  # live waiters, oldest first
+        self.waits: dict[str, waiting.Waiting] = {}
+        self.granted: list[str] = []
+        self.queued: list[str] = []
+
+    def teardown(self) -> None:
+        for wait in self.waits.values():
+            wait.__exit__(None, None, None)
+        leftovers = [w.agent_id for w in self.store.waiters(FILE) if w.agent_id != DEAD]
+        self.store.close()
+        shutil.rmtree(self.base)
+        assert leftovers == []  # every wait that ended left the queue
+
+    @rule()
+    def queue_a_waiter(self) -> None:
+        agent = next(self.names)
+        wait = _waiting(self.store, agent)
+        wait.__enter__()
+        self.waits[agent] = wait
+        self.line.append(agent)
+        self.queued.append(agent)
+
+    @precondition(lambda self: self.waits)
+    @rule(data=st.data())
+    def a_waiter_looks(self, data: st.DataObject) -> None:
+        agent = data.draw(st.sampled_from(sorted(self.waits)))
+        expected = self.holder is None and self.line[0] == agent
+        assert self.waits[agent].advance() is expected
+        if expected:
+            self.waits.pop(agent).__exit__(None, None, None)
+            self.line.remove(agent)
+            self.holder = agent
+            self.granted.append(agent)
+
+    @precondition(lambda self: self.holder is not None)
+    @rule()
+    def the_holder_releases(self) -> None:
+        assert self.holder is not None
+        assert self.store.release(FILE, self.holder)
+        self.holder = None
+
+    @precondition(lambda self: self.waits)
+    @rule(data=st.data())
+    def a_waiter_gives_up(self, data: st.DataObject) -> None:
+        agent = data.draw(st.sampled_from(sorted(self.waits)))
+        self.waits.pop(agent).__exit__(None, None, None)
+        self.line.remove(agent)
+
+    @rule()
+    def a_newcomer_tries(self) -> None:
+        agent = next(self.names)
+        expected = self.holder is None and not self.line
+        assert self.store.try_lock(FILE, agent) is expected
+        if expected:
+            self.holder = agent
+
+    @rule()
+    def a_waiter_dies_in_line(self) -> None:
+        _plant_dead_waiter(self.store, DEAD_PID)
+
+    @invariant()
+    def the_lock_and_the_queue_are_as_modelled(self) -> None:
+        assert self.store.holder(FILE) == self.holder
+        on_disk = [w.agent_id for w in self.store.waiters(FILE) if w.agent_id != DEAD]
+        assert on_disk == self.line
+
+    @invariant()
+    def grants_follow_arrival_order(self) -> None:
+        queued_order = [agent for agent in self.queued if agent in self.granted]
+        assert self.granted == queued_order
+
+
+DEAD_PID = _dead_pid()
+QueueModel.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+test_the_queue_protocol_keeps_one_holder_and_arrival_order = QueueModel.TestCase
+
+
+class _Counting:
+    """Counts the calls made to a lock directory's methods."""
+
+    def __init__(self, target: Any) -> None:
+        self.calls: dict[str, int] = {}
+        self._target = target
+
+    def wrap(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        for name in dir(type(self._target)):
+            if name.startswith("_") or not callable(getattr(self._target, name)):
+                continue
+            monkeypatch.setattr(self._target, name, self._counted(name))
+
+    def _counted(self, name: str) -> Callable[..., Any]:
+        real = getattr(self._target, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return real(*args, **kwargs)
+
+        return counted
+
+
+@pytest.fixture
+def store(repo: Path, lock_dir: Path) -> Iterator[LockStore]:
+    with LockStore(repo, lock_dir) as store:
+        yield store
+
+
+def _recheck_reads(
+    store: LockStore, waiters: int, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, int]:
+    """The lock directory reads of one re-check by the last of `waiters` queued waiters."""
+    assert store.try_lock(FILE, "holder")
+    waits = [_waiting(store, f"w{n}") for n in range(waiters)]
+    for wait in waits:
+        wait.__enter__()
+        assert not wait.advance()
+    counting = _Counting(store._dir)
+    with monkeypatch.context() as patch:
+        counting.wrap(patch)
+        assert not waits[-1].advance()  # the backstop re-check: nothing changed
+    for wait in waits:
+        wait.__exit__(None, None, None)
+    assert store.release(FILE, "holder")
+    return counting.calls
+
+
+def test_a_waiters_recheck_reads_as_much_in_a_long_queue_as_in_a_short_one(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    short = _recheck_reads(store, 3, monkeypatch)
+    long = _recheck_reads(store, 300, monkeypatch)
+    assert long == short
+    assert "queue_entries" not in long  # no whole-queue read
+    assert "queue_order" not in long
+
+
+def test_the_successor_of_a_head_that_took_the_lock_knows_it_is_first_without_a_queue_read(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert store.try_lock(FILE, "holder")
+    waits = [_waiting(store, f"w{n}") for n in range(50)]
+    for wait in waits:
+        wait.__enter__()
+        assert not wait.advance()
+    assert store.release(FILE, "holder")
+    assert waits[0].advance()
+    waits[0].__exit__(None, None, None)  # leaves as head: stamps w1's turn
+    assert store.release(FILE, "w0")
+    counting = _Counting(store._dir)
+    with monkeypatch.context() as patch:
+        counting.wrap(patch)
+        assert waits[1].advance()
+    assert "queue_entries" not in counting.calls
+    assert "queue_order" not in counting.calls
+    for wait in waits[1:]:
+        wait.__exit__(None, None, None)
