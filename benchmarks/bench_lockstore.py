@@ -9,6 +9,8 @@
    they were repository-relative), as a ratio in the same run.
 2. Cross-process handoff latency: one process releases, the queued waiter in another process
    acquires (push: inotify) against a waiter that polls every 100 ms (the ancestor's design).
+   The holder releases only once the waiter sleeps in its wait, and, against the poller, at a
+   uniformly random moment of its period (about half a period of waiting, as in real use).
 3. In-process handoff latency: release in one task to acquire in a waiting task.
 """
 
@@ -17,12 +19,14 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import random
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -38,6 +42,9 @@ from lockyard.infra.lockstore.paths import (
     validate_path_text,
 )
 from lockyard.infra.tools.locking import LockStore
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_peers import wait_until_asleep
 
 
 def absolute_key(filepath: str, namespace: str) -> str:
@@ -139,6 +146,7 @@ def _player(
     rounds: int,
     push: bool,
     poll_ms: float,
+    pids: Any,
     ready: multiprocessing.synchronize.Barrier,
     results: multiprocessing.queues.Queue[tuple[str, list[int], list[int]]],
 ) -> None:
@@ -147,6 +155,8 @@ def _player(
     if starts_holding:
         assert store.try_lock(path, me)
     ready.wait()
+    other_pid = pids[1] if me == "a" else pids[0]
+    rng = random.Random(me)
     releases: list[int] = []
     acquires: list[int] = []
     holding = starts_holding
@@ -154,6 +164,12 @@ def _player(
         if holding:
             while not any(w.agent_id == other for w in store.waiters(path)):
                 time.sleep(0.0002)
+            # Released the moment the waiter queued, a poller would find the lock free at its
+            # first look, before it ever sleeps: release once it sleeps in its wait, and
+            # against a poller at a random moment of its period, as a real release falls.
+            wait_until_asleep(other_pid)
+            if not push:
+                time.sleep(rng.random() * poll_ms / 1000)
             releases.append(time.monotonic_ns())
             store.release(path, me)
             holding = False
@@ -172,7 +188,8 @@ def bench_cross_process(base: Path, rounds: int, *, push: bool, poll_ms: float) 
     repo = base / "repo"
     repo.mkdir(exist_ok=True)
     lock_dir = base / ("locks-push" if push else "locks-poll")
-    ready = context.Barrier(2)
+    pids = context.Array("i", 2)
+    ready = context.Barrier(3)
     results: multiprocessing.queues.Queue[tuple[str, list[int], list[int]]] = context.Queue()
     players = [
         context.Process(
@@ -186,6 +203,7 @@ def bench_cross_process(base: Path, rounds: int, *, push: bool, poll_ms: float) 
                 rounds,
                 push,
                 poll_ms,
+                pids,
                 ready,
                 results,
             ),
@@ -194,6 +212,9 @@ def bench_cross_process(base: Path, rounds: int, *, push: bool, poll_ms: float) 
     ]
     for player in players:
         player.start()
+    for index, player in enumerate(players):
+        pids[index] = player.pid or 0
+    ready.wait()
     outcome = {me: (rel, acq) for me, rel, acq in (results.get() for _ in players)}
     for player in players:
         player.join()
