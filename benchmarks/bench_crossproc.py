@@ -76,13 +76,13 @@ async def one_deadlock(root: Path, round_no: int) -> float:
 
 async def deadlock_latencies(rounds: int, polling: bool) -> list[float]:
     if polling:
-        os.environ["LOCKYARD_FORCE_POLLING"] = "1"
+        os.environ["LOCKYARD_NO_INOTIFY"] = "1"
     try:
         with tempfile.TemporaryDirectory() as tmp:
             await one_deadlock(Path(tmp), -1)  # warm-up: imports, first inotify instances
             return [await one_deadlock(Path(tmp), i) for i in range(rounds)]
     finally:
-        os.environ.pop("LOCKYARD_FORCE_POLLING", None)
+        os.environ.pop("LOCKYARD_NO_INOTIFY", None)
 
 
 async def round_trips(client: Client, rounds: int) -> list[float]:

@@ -270,7 +270,7 @@ async def test_the_running_monitor_resolves_a_deadlock_between_tool_users(
     store: LockStore, lock_dir: Path, polling: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if polling:
-        monkeypatch.setenv("LOCKYARD_FORCE_POLLING", "1")
+        monkeypatch.setenv("LOCKYARD_NO_INOTIFY", "1")
     state = LockDirState(store)
     alice, bob = (
         LockTools(
@@ -358,7 +358,7 @@ async def test_the_watcher_sees_locks_and_queue_entries(lock_dir: Path) -> None:
 async def test_the_watcher_falls_back_to_polling(
     lock_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("LOCKYARD_FORCE_POLLING", "1")
+    monkeypatch.setenv("LOCKYARD_NO_INOTIFY", "1")
     with TreeWatcher(lock_dir, poll_interval=0.01) as watcher:
         assert not watcher.pushing
         assert await watcher.changed(5) is True

@@ -11,7 +11,6 @@ import anyio
 import pytest
 
 from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
-from lockyard.infra.crossproc.inotify import Inotify, inotify_available
 from lockyard.infra.crossproc.notices import (
     FileVictimNotices,
     NoticeBoardError,
@@ -19,6 +18,7 @@ from lockyard.infra.crossproc.notices import (
     VictimNoticeBoard,
     notice_file_name,
 )
+from lockyard.infra.lockstore import Inotify, inotify_available
 
 pytestmark = pytest.mark.anyio
 
@@ -155,7 +155,7 @@ async def test_a_pending_wait_sees_a_notice_posted_by_another_thread(
     tmp_path: Path, polling: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if polling:
-        monkeypatch.setenv("LOCKYARD_FORCE_POLLING", "1")
+        monkeypatch.setenv("LOCKYARD_NO_INOTIFY", "1")
     notices = FileVictimNotices(tmp_path, always, poll_interval=0.05)
     VictimNoticeBoard(tmp_path).post(notice("b"))  # someone else's notice: not ours
     timer = threading.Timer(0.2, lambda: VictimNoticeBoard(tmp_path).post(notice("a")))
@@ -207,7 +207,7 @@ async def test_inotify_reports_changes_and_times_out_quietly(tmp_path: Path) -> 
 
 
 def test_force_polling_disables_inotify(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LOCKYARD_FORCE_POLLING", "1")
+    monkeypatch.setenv("LOCKYARD_NO_INOTIFY", "1")
     assert not inotify_available()
     assert Inotify.open() is None
 

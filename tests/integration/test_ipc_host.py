@@ -348,7 +348,7 @@ async def test_the_host_releases_every_sandbox_lock_when_it_stops(
 async def test_everything_works_by_polling_where_inotify_is_unavailable(
     store: LockStore, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("LOCKYARD_FORCE_POLLING", "1")
+    monkeypatch.setenv("LOCKYARD_NO_INOTIFY", "1")
     async with (
         running_host(root, store, stale_after=1.5, rescan_interval=0.1),
         IpcClient(sandbox(root, "alice"), heartbeat_interval=0.1) as alice,

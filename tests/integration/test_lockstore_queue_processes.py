@@ -11,9 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from lockstore_support import expect_line, kill, spawn, wait_until
+from lockstore_support import expect_line, kill, spawn
 
 from lockyard.infra.tools.locking import LockStore
+from polling_support import wait_until
 
 PUSH_ONLY_MS = "60000"
 

@@ -14,7 +14,8 @@ import anyio
 import pytest
 from lockstore_support import expect_line, kill, spawn, until_queued
 
-from lockyard.infra.lockstore.wakeup import WakeHub, Waker, parse_events, process_hub
+from lockyard.infra.lockstore.inotify import parse_events
+from lockyard.infra.lockstore.wakeup import WakeHub, Waker, process_hub
 from lockyard.infra.tools.locking import LockStore
 from polling_support import wait_until
 

@@ -28,8 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...core.deadlock_info import DeadlockInfo
 from ...core.ports import VictimNotices
-from ..lockstore import NotOwnFileError, Waker, process_hub, read_own_file
-from .inotify import inotify_available
+from ..lockstore import NotOwnFileError, Waker, inotify_available, process_hub, read_own_file
 
 log = logging.getLogger(__name__)
 

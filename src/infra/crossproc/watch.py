@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 
-from .inotify import IN_CREATE, IN_ISDIR, IN_MOVED_TO, IN_Q_OVERFLOW, Inotify
+from ..lockstore import IN_CREATE, IN_ISDIR, IN_MOVED_TO, IN_Q_OVERFLOW, Inotify
 
 
 class TreeWatcher:

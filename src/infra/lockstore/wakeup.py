@@ -11,40 +11,26 @@ their predecessor), so a release wakes one waiter, not all. It also follows the 
 process it waits behind (`pid:<pid>`, from a pidfd), so a holder or predecessor that crashes
 is noticed at once and its lock reclaimed.
 
-Where inotify is unavailable (or disabled with LOCKYARD_NO_INOTIFY=1) `watch` returns False
-and waiters fall back to polling at their poll interval.
+Where inotify is unavailable (or switched off, `inotify.py`) `watch` returns False and
+waiters fall back to polling at their poll interval.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import logging
 import os
 import select
-import struct
 import threading
-from collections.abc import Iterable
 from typing import Final
 
 import anyio
 
+from .inotify import ENTRIES, IN_IGNORED, IN_Q_OVERFLOW, Inotify, switched_off
+
 logger = logging.getLogger(__name__)
 
-_IN_MOVED_FROM: Final = 0x40
-_IN_MOVED_TO: Final = 0x80
-_IN_CREATE: Final = 0x100
-_IN_DELETE: Final = 0x200
-_IN_Q_OVERFLOW: Final = 0x4000
-_IN_IGNORED: Final = 0x8000
-_IN_ONLYDIR: Final = 0x01000000
-_IN_DONT_FOLLOW: Final = 0x02000000
-_IN_CLOEXEC: Final = 0o2000000
-_WATCH_MASK: Final = (
-    _IN_CREATE | _IN_DELETE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_ONLYDIR | _IN_DONT_FOLLOW
-)
-_EVENT_HEADER: Final = struct.Struct("iIII")
+_WATCH_MASK: Final = ENTRIES
 
 
 class Waker:
@@ -87,47 +73,6 @@ class Waker:
                 self._fd = -1
 
 
-class _Inotify:
-    """The ctypes binding: inotify_init1 / inotify_add_watch / inotify_rm_watch."""
-
-    def __init__(self) -> None:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        self._add = libc.inotify_add_watch
-        self._add.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-        self._add.restype = ctypes.c_int
-        self._rm = libc.inotify_rm_watch
-        self._rm.argtypes = [ctypes.c_int, ctypes.c_int]
-        self._rm.restype = ctypes.c_int
-        init = libc.inotify_init1
-        init.argtypes = [ctypes.c_int]
-        init.restype = ctypes.c_int
-        fd = init(_IN_CLOEXEC)
-        if fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
-        self.fd: int = fd
-
-    def add_watch(self, path: str) -> int:
-        wd = int(self._add(self.fd, os.fsencode(path), _WATCH_MASK))
-        if wd < 0:
-            code = ctypes.get_errno()
-            raise OSError(code, f"inotify_add_watch({path}): {os.strerror(code)}")
-        return wd
-
-    def rm_watch(self, wd: int) -> None:
-        self._rm(self.fd, wd)  # EINVAL when the directory is already gone: nothing to do
-
-
-def parse_events(data: bytes) -> Iterable[tuple[int, int, str]]:
-    """(watch descriptor, mask, entry name) for each inotify event in `data`."""
-    offset = 0
-    while offset + _EVENT_HEADER.size <= len(data):
-        wd, mask, _cookie, length = _EVENT_HEADER.unpack_from(data, offset)
-        offset += _EVENT_HEADER.size
-        name = os.fsdecode(data[offset : offset + length].rstrip(b"\x00"))
-        offset += length
-        yield wd, mask, name
-
-
 class WakeHub:
     """This process's registry of topic subscribers, fed by the store, by inotify, and by
     pidfds (a process's exit is the topic `pid:<pid>`).
@@ -140,7 +85,7 @@ class WakeHub:
         self._guard = threading.Lock()
         self._subscribers: dict[str, set[Waker]] = {}
         self._inotify_enabled = inotify_enabled
-        self._inotify: _Inotify | None = None
+        self._inotify: Inotify | None = None
         self._inotify_failed = False
         self._dir_of_wd: dict[int, str] = {}
         self._watch_of_dir: dict[str, tuple[int, int]] = {}  # dir -> (wd, reference count)
@@ -189,7 +134,7 @@ class WakeHub:
                 self._watch_of_dir[directory] = (known[0], known[1] + 1)
                 return True
             try:
-                wd = inotify.add_watch(directory)
+                wd = inotify.add_watch(directory, _WATCH_MASK)
             except OSError:  # gone, or out of watches (ENOSPC): this waiter polls instead
                 return False
             self._watch_of_dir[directory] = (wd, 1)
@@ -214,16 +159,12 @@ class WakeHub:
         with self._guard:
             return self._ensure_inotify() is not None
 
-    def _ensure_inotify(self) -> _Inotify | None:
+    def _ensure_inotify(self) -> Inotify | None:
         if self._inotify is not None or self._inotify_failed:
             return self._inotify
         epoll = self._ensure_reader() if self._inotify_enabled else None
-        if epoll is None:
-            self._inotify_failed = True
-            return None
-        try:
-            inotify = _Inotify()
-        except (OSError, AttributeError):  # no inotify here (or no libc symbol): poll instead
+        inotify = Inotify.open() if epoll is not None else None
+        if epoll is None or inotify is None:  # no inotify here, or switched off: poll instead
             self._inotify_failed = True
             return None
         epoll.register(inotify.fd, select.EPOLLIN)
@@ -301,7 +242,7 @@ class WakeHub:
                 if exited is not None:
                     self.notify(f"pid:{exited}")
                 elif inotify is not None and fd == inotify.fd:
-                    self._read_inotify(fd)
+                    self._read_inotify(inotify)
 
     def _restart_epoll(self, broken: select.epoll, error: BaseException) -> select.epoll | None:
         """Replace a failing epoll with a new one watching the same fds; None: push is off."""
@@ -321,7 +262,7 @@ class WakeHub:
                 )
                 self._inotify_failed = True
                 if self._inotify is not None:
-                    os.close(self._inotify.fd)
+                    self._inotify.close()
                     self._inotify = None
                 self._epoll = None
                 restarted = None
@@ -332,21 +273,17 @@ class WakeHub:
         self._notify_all()  # events may have been lost meanwhile: every waiter re-checks
         return restarted
 
-    def _read_inotify(self, fd: int) -> None:
-        try:
-            data = os.read(fd, 65536)
-        except OSError:
-            return  # nothing to read after all, or closed
-        for wd, mask, name in parse_events(data):
-            self._dispatch(wd, mask, name)
+    def _read_inotify(self, inotify: Inotify) -> None:
+        for event in inotify.read_pending():  # nothing, when already read or closed
+            self._dispatch(event.wd, event.mask, event.name)
 
     def _dispatch(self, wd: int, mask: int, name: str) -> None:
-        if mask & _IN_Q_OVERFLOW:
+        if mask & IN_Q_OVERFLOW:
             self._notify_all()  # events were lost: every waiter re-checks
             return
         with self._guard:
             directory = self._dir_of_wd.get(wd)
-            if mask & _IN_IGNORED:
+            if mask & IN_IGNORED:
                 self._dir_of_wd.pop(wd, None)
                 if directory is not None and self._watch_of_dir.get(directory, (None,))[0] == wd:
                     del self._watch_of_dir[directory]
@@ -357,7 +294,7 @@ class WakeHub:
     def close(self) -> None:
         with self._guard:
             if self._inotify is not None:
-                os.close(self._inotify.fd)
+                self._inotify.close()
                 self._inotify = None
             for pidfd in list(self._pid_of_fd):
                 self._forget_pidfd(pidfd)
@@ -366,13 +303,9 @@ class WakeHub:
             self._inotify_failed = True
 
 
-def _inotify_wanted() -> bool:
-    return os.environ.get("LOCKYARD_NO_INOTIFY", "") in ("", "0")
-
-
 class _HubHolder:
     def __init__(self) -> None:
-        self.hub = WakeHub(inotify_enabled=_inotify_wanted())
+        self.hub = WakeHub(inotify_enabled=not switched_off())
 
     def renew_in_child(self) -> None:  # pragma: no cover - runs in forked children only
         # (test_a_forked_child_gets_its_own_identity_and_hub checks it through an exit code.)
@@ -387,7 +320,7 @@ class _HubHolder:
                 os.close(fd)
         if old._epoll is not None:
             old._epoll.close()
-        self.hub = WakeHub(inotify_enabled=_inotify_wanted())
+        self.hub = WakeHub(inotify_enabled=not switched_off())
 
 
 _holder = _HubHolder()

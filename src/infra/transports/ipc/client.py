@@ -27,7 +27,7 @@ from typing import Any, Final
 import anyio
 import mcp.types as types
 
-from ...crossproc.inotify import IN_MOVED_TO, Inotify
+from ...lockstore import IN_MOVED_TO, Inotify
 from ...tools.lock_tools import ToolOutcome
 from ..stdio.server import PROGRESS_INTERVAL_SECONDS, StdioToolSession
 from .folder import (

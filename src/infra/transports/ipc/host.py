@@ -35,7 +35,9 @@ from anyio.abc import TaskGroup, TaskStatus
 from ....core.deadlock_info import DeadlockInfo
 from ....core.events import LockEvent, LockEventType
 from ....domain.monitor import DeadlockMonitor
-from ...crossproc.inotify import (
+from ...crossproc.notices import AnyVictimNotices, FileVictimNotices
+from ...crossproc.state import LockDirState
+from ...lockstore import (
     IN_CLOSE_WRITE,
     IN_CREATE,
     IN_DELETE,
@@ -44,12 +46,8 @@ from ...crossproc.inotify import (
     IN_MOVED_FROM,
     IN_MOVED_TO,
     IN_Q_OVERFLOW,
-    Inotify,
-)
-from ...crossproc.notices import AnyVictimNotices, FileVictimNotices
-from ...crossproc.state import LockDirState
-from ...lockstore import (
     CorruptRecordError,
+    Inotify,
     InvalidAgentIdError,
     LockBackend,
     LockStore,
