@@ -46,8 +46,9 @@ class Queues:
         self._dir = directory
         self.turn_timeout = turn_timeout
         self._next_first: dict[str, tuple[str, str]] = {}
-        """lock name -> (entry, record text) of the waiter that became first when the queue's
-        previous head took the lock here: the entry the release must stamp, found in O(1)."""
+        """lock name -> (entry, record text) of a waiter known here to be first (it queued
+        with nobody ahead, or the previous head stamped it when it left): the entry a
+        release must stamp, found in O(1)."""
 
     def entry_topic(self, name: str, entry: str) -> str:
         return f"{self.queue_dir(name)}/{entry}"
@@ -120,20 +121,27 @@ class Queues:
             self._dir.stamp_turn(name, order[1])  # the first leaves: its successor's turn
         self._remove(name, entry)
 
-    def leave_as_head(self, name: str, entry: str, ticket: int) -> None:
+    def leave_as_head(self, name: str, entry: str, ticket: int, *, holding: bool) -> None:
         """Remove our entry, which is the first (we are the head): stamp our successor's turn
-        first. The successor is usually the next ticket, found in O(1); only a gap (a waiter
-        that left behind us) costs a listing."""
+        first. The successor is usually the next ticket, found in O(1). A gap (a waiter that
+        left behind us) costs a listing, except when we leave `holding` the lock: then no
+        turn starts now (the release stamps the first entry), and a successor that was not
+        told it is first finds out by looking at the entries ahead of it."""
         successor = _ticket_name(ticket + 1)
         text = self._dir.queue_record(name, successor)
-        if text is None:
+        if text is None and not holding:
             after = [other for other in self._dir.queue_order(name) if other > entry]
             successor = after[0] if after else ""
             text = self._dir.queue_record(name, successor) if successor else None
         if successor and text is not None:
             self._dir.stamp_turn(name, successor)
-            self._next_first[name] = (successor, text)
+            self.note_first(name, successor, text)
         self._remove(name, entry)
+
+    def note_first(self, name: str, entry: str, text: str) -> None:
+        """Remember `entry` (holding `text`) as the first entry of its queue, for the
+        release to stamp (see `start_turn_at_release`)."""
+        self._next_first[name] = (entry, text)
 
     def start_turn_at_release(self, name: str) -> None:
         """Stamp the first waiter's turn: a release does so before the lock goes, so no one
@@ -214,6 +222,8 @@ class Place:
         self._ahead = deque(
             other for other in self._dir.queue_order(self.name) if other < self.entry
         )
+        if not self._ahead:
+            self._queues.note_first(self.name, self.entry, self._text)
 
     @property
     def at_head(self) -> bool:
@@ -229,12 +239,11 @@ class Place:
         A changed mtime means someone stamped our turn, which happens only to the first
         entry (a release, or the first entry leaving stamps its successor): then every
         entry ahead is gone, known without looking at each of them."""
-        stamp = self._dir.turn_stamp(self.name, self.entry)
-        if stamp is None or self._dir.queue_record(self.name, self.entry) != self._text:
-            return False
-        if stamp != self._created:
-            self._ahead.clear()
-        return True
+        if self._ahead:
+            stamp = self._dir.turn_stamp(self.name, self.entry)
+            if stamp is not None and stamp != self._created:
+                self._ahead.clear()
+        return self._dir.queue_record(self.name, self.entry) == self._text
 
     def predecessor_record(self) -> WaiterRecord | None:
         """The predecessor's record, None when it is gone (decoded once per record)."""
@@ -282,8 +291,9 @@ class Place:
         self._ahead.pop()
         self._decoded = None
 
-    def leave(self) -> None:
-        """Remove our entry (if still ours), stamping our successor's turn when we are first."""
+    def leave(self, *, holding: bool = False) -> None:
+        """Remove our entry (if still ours), stamping our successor's turn when we are first
+        (`holding`: we leave because we took the lock)."""
         if not self.entry:
             return
         entry, self.entry = self.entry, ""
@@ -292,4 +302,4 @@ class Place:
         if self._ahead:
             self._queues.drop(self.name, entry)  # first or not: the queue tells
         else:
-            self._queues.leave_as_head(self.name, entry, self.ticket)
+            self._queues.leave_as_head(self.name, entry, self.ticket, holding=holding)

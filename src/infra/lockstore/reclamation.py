@@ -38,7 +38,7 @@ def provably_dead(holder: HolderRecord) -> bool:
 
 def reclaim_if_dead(store: LockStore, name: str, holder: HolderRecord, by_agent: str) -> bool:
     """True when the holder was provably dead (whoever removed its lock)."""
-    if holder.liveness()[0] is not Liveness.DEAD:
+    if not provably_dead(holder):
         return False
     reclaim(store, name, holder, by_agent)
     return True

@@ -137,7 +137,7 @@ class Waiting:
                 place.next_ahead()
             elif move is Move.TAKE:
                 if self._take_if_space():
-                    place.leave()
+                    place.leave(holding=True)
                     return None
                 return self._watch_holder()
             else:
