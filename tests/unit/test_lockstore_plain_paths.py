@@ -34,6 +34,8 @@ def test_a_plain_file_resolves_to_itself(tree: Path) -> None:
     assert resolve_plain(f"{tree}/a/b/f.py") == (f"{tree}/a/b/f.py", False)
     assert resolve_plain(f"{tree}/a/./b/../g.py") == (f"{tree}/a/g.py", False)
     assert resolve_plain(f"{tree}/a/b") == (f"{tree}/a/b", True)
+    assert resolve_plain(f"{tree}/a//b/f.py") == (f"{tree}/a/b/f.py", False)
+    assert resolve_plain(f"{tree}/a/b/") == (f"{tree}/a/b", True)
 
 
 @pytest.mark.parametrize(
@@ -50,7 +52,9 @@ def test_relative_and_double_slash_paths_are_left_to_full_resolution(tree: Path)
     assert resolve_plain(f"/{tree}/a/b/f.py") is None  # POSIX keeps a leading `//`
 
 
-parts = st.lists(st.sampled_from(["a", "b", "f.py", "g.py", "link", "..", ".", "x"]), max_size=6)
+parts = st.lists(
+    st.sampled_from(["a", "b", "f.py", "g.py", "link", "..", ".", "x", ""]), max_size=6
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -63,7 +67,7 @@ def test_whenever_it_answers_it_answers_what_full_resolution_does(
     if found is not None:
         assert found == resolve_entry(path)
         assert found[0] == os.path.realpath(path)
-    elif "link" not in parts and os.path.exists(path) and ".." not in parts:
+    elif "link" not in parts and ".." not in parts and os.path.exists(path):
         raise AssertionError(f"{path} is plain and exists, yet was not resolved")
 
 

@@ -103,8 +103,12 @@ def _recent_store(repo_namespace: object) -> LockStore | None:
     if entry is None:
         return None
     store, device, inode = entry
-    if key[0]:
-        return store  # getcwd() names the directory canonically: no symlink to re-read
+    if key[0] or key[1] == store.root:
+        # getcwd() names a directory canonically, and so does a path that is the store's
+        # own checkout root: no symlink on the way to re-read. (Only moving the checkout
+        # and leaving a symlink in its place could change where that path leads, and a
+        # store whose checkout moved resolves no key any more in any case.)
+        return store
     try:
         info = os.stat(key[1])
     except OSError:

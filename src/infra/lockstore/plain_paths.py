@@ -72,4 +72,6 @@ def resolve_plain(path: str) -> tuple[str, bool] | None:
         is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
     finally:
         os.close(fd)
-    return os.path.normpath(path), is_dir
+    if "/." in path or "//" in path or path.endswith("/"):
+        return os.path.normpath(path), is_dir
+    return path, is_dir  # no `.`, `..`, `//` or trailing `/`: normal already
