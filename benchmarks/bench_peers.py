@@ -1,5 +1,7 @@
-"""lockyard beside its peers (raw flock, raw mkdir, fasteners, filelock), every figure as a ratio
-against a baseline measured in the same run, with its target and MET / MISSED.
+"""lockyard beside its peers: kernel flock, raw mkdir, fasteners and filelock.
+
+Every figure is printed as a ratio against a baseline measured in the same run, with its
+target and MET / MISSED.
 
     python3 -m uv run python benchmarks/bench_peers.py [--quick] [--only SECTION] [--duration S]
 
