@@ -1,11 +1,11 @@
-"""PreToolUse enforcement: no edit and no commit of a file this agent has not locked.
+"""The write guard as a PreToolUse hook: no edit of a file this agent has not locked.
 
 `make_write_guard_hook` denies Write, Edit, MultiEdit and NotebookEdit on a file inside the
-repository unless the lock store says this agent holds its lock; `make_commit_guard_hook`
-(in `commit_guard/`) denies a Bash `git commit` that would include files the agent has not
-locked. Both only read the store: no hook takes or releases a lock, and none runs at the end
-of a turn (a Stop hook that released every lock there would leave the deadlock monitor
-believing in holds that are gone, and the agent in the middle of a task without its locks).
+repository unless the lock store says this agent holds its lock (the decision is
+`decide.py`'s, shared with the agent CLI hooks). Like the commit and shell guards, it only
+reads the store: no hook takes or releases a lock, and none runs at the end of a turn (a Stop
+hook that released every lock there would leave the deadlock monitor believing in holds that
+are gone, and the agent in the middle of a task without its locks).
 
 A deny reaches the model as an error tool result whose text is our reason, so the reasons say
 exactly what to do next.
