@@ -4,11 +4,15 @@
 
 The server is `LOCKYARD_TEST_PG_DSN` when set, else a throwaway local cluster.
 
+Every pair is measured fairly: the same server, TCP connections from psycopg on both sides,
+a warm-up of each, the two kinds in alternating blocks or rounds, medians compared.
+
 1. Uncontended cycle: `try_lock` + `release` (one round trip each, to a PL/pgSQL function)
    against a bare `pg_try_advisory_lock` + `pg_advisory_unlock` on one connection.
 2. Cross-process handoff: a holder releases, the queued waiter in another process returns
    with the lock (NOTIFY push), against the same with raw `pg_advisory_lock` (the server
-   wakes the blocked backend itself).
+   wakes the blocked backend itself). Before each release the holder sees the waiter queued
+   and gives it 2 ms to be blocked, in both kinds.
 3. Many agents: N agents (one store, so one session, each) contend for 40 files; the
    connections used, the grant throughput, the wait per acquire; then a two-agent deadlock is
    closed among them and timed from the closing wait to the victim's `lock_acquire` result,
@@ -46,6 +50,10 @@ def plain(spec: str) -> str:
     return parse_spec(spec).conninfo
 
 
+def load() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
 def median_us(samples: list[float]) -> float:
     return statistics.median(samples) * 1e6
 
@@ -64,7 +72,21 @@ def timed(run: Callable[[], None], rounds: int) -> list[float]:
     return samples
 
 
+def interleaved(runs: dict[str, Callable[[], None]], rounds: int) -> dict[str, list[float]]:
+    """Time each run `rounds` times, in alternating blocks after a warm-up of each, so that
+    a change in the machine's load hits all of them alike."""
+    for run in runs.values():
+        timed(run, max(rounds // 10, 5))
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    block = max(rounds // 10, 1)
+    for _ in range(0, rounds, block):
+        for name, run in runs.items():
+            samples[name].extend(timed(run, block))
+    return samples
+
+
 def uncontended(dsn: str, repo: str, rounds: int) -> None:
+    """Both on one TCP connection each to the same server, both through psycopg."""
     with PgLockStore(repo, dsn) as store, psycopg.connect(plain(dsn), autocommit=True) as raw:
         store.connect()
 
@@ -76,64 +98,70 @@ def uncontended(dsn: str, repo: str, rounds: int) -> None:
             raw.execute("SELECT pg_try_advisory_lock(4242)")
             raw.execute("SELECT pg_advisory_unlock(4242)")
 
-        timed(cycle, rounds // 5)
-        timed(floor, rounds // 5)
-        ours, base = median_us(timed(cycle, rounds)), median_us(timed(floor, rounds))
+        samples = interleaved({"ours": cycle, "base": floor}, rounds)
+    ours, base = median_us(samples["ours"]), median_us(samples["base"])
     print(
         f"uncontended try_lock+release: {ours:.0f} µs vs pg_try_advisory_lock+unlock "
         f"{base:.0f} µs ({ours / base:.2f}x; target ≤ 3x)"
     )
 
 
-def _waiter(dsn: str, repo: str, raw: bool, rounds: int, out: Any) -> None:
-    if raw:
-        conn = psycopg.connect(plain(dsn), autocommit=True)
-        out.send("ready")
-        for _ in range(rounds):
-            out.recv()
-            conn.execute("SELECT pg_advisory_lock(4343)")
-            out.send(time.perf_counter())
-            conn.execute("SELECT pg_advisory_unlock(4343)")
-        return
+SETTLE_SECONDS = 0.002
+"""After the waiter shows as queued, both kinds of handoff wait this long before the release,
+so that the waiter is blocked (not still returning from its queueing call) in both."""
+
+
+def _waiter(dsn: str, repo: str, rounds: int, out: Any) -> None:
+    conn = psycopg.connect(plain(dsn), autocommit=True)
     store = PgLockStore(repo, dsn).connect()
     out.send("ready")
     for _ in range(rounds):
-        out.recv()
-        assert store.acquire("__handoff__", "waiter", timeout_seconds=60)
-        out.send(time.perf_counter())
-        store.release("__handoff__", "waiter")
+        kind = out.recv()
+        if kind == "raw":
+            conn.execute("SELECT pg_advisory_lock(4343)")
+            out.send(time.perf_counter())
+            conn.execute("SELECT pg_advisory_unlock(4343)")
+        else:
+            assert store.acquire("__handoff__", "waiter", timeout_seconds=60)
+            out.send(time.perf_counter())
+            store.release("__handoff__", "waiter")
+        out.send("done")
+    store.close()
 
 
-def handoff(dsn: str, repo: str, rounds: int, raw: bool) -> list[float]:
-    """Release-to-grant latency across processes (perf_counter is one clock system-wide)."""
+def handoff(dsn: str, repo: str, rounds: int) -> dict[str, list[float]]:
+    """Release-to-grant latency across processes (perf_counter is one clock system-wide),
+    lockyard's and raw advisory locks' in alternating rounds, after warm-up rounds of each.
+    Both waiters and holders are psycopg connections over TCP to the same server."""
+    warm_up = max(rounds // 10, 3)
+    plan = ["ours", "raw"] * warm_up + ["ours", "raw"] * rounds
     parent, child = multiprocessing.Pipe()
     process = multiprocessing.get_context("spawn").Process(
-        target=_waiter, args=(dsn, repo, raw, rounds, child)
+        target=_waiter, args=(dsn, repo, len(plan), child)
     )
     process.start()
     assert parent.recv() == "ready"
-    samples = []
+    samples: dict[str, list[float]] = {"ours": [], "raw": []}
     with PgLockStore(repo, dsn) as store, psycopg.connect(plain(dsn), autocommit=True) as conn:
-        for _ in range(rounds):
+        for number, kind in enumerate(plan):
+            raw = kind == "raw"
             if raw:
                 conn.execute("SELECT pg_advisory_lock(4343)")
             else:
                 assert store.try_lock("__handoff__", "holder")
-            parent.send("go")
+            parent.send(kind)
             while not _queued(conn, store, raw):
                 time.sleep(0.0005)
+            time.sleep(SETTLE_SECONDS)
             released = time.perf_counter()
             if raw:
                 conn.execute("SELECT pg_advisory_unlock(4343)")
             else:
                 store.release("__handoff__", "holder")
-            samples.append(parent.recv() - released)
-            if not raw:  # the waiter gives it back; take it only when it has
-                while store.holder("__handoff__") is not None:
-                    time.sleep(0.0005)
-            else:
-                conn.execute("SELECT pg_advisory_lock(4343)")
-                conn.execute("SELECT pg_advisory_unlock(4343)")
+            granted = parent.recv()
+            if number >= 2 * warm_up:
+                samples[kind].append(granted - released)
+            assert parent.recv() == "done"
     process.join(30)
     return samples
 
@@ -251,17 +279,22 @@ def main() -> None:
         spec = f"{dsn}{'&' if '?' in dsn else '?'}lockyard_schema={schema}"
         repo = stack.enter_context(tempfile.TemporaryDirectory(prefix="lockyard-bench-"))
         Path(repo, "src").mkdir()
-        print(f"PostgreSQL backend benchmark ({sys.platform}, {os.cpu_count()} cores)")
-        uncontended(spec, repo, rounds)
-        ours = handoff(spec, repo, rounds // 5, raw=False)
-        raw = handoff(spec, repo, rounds // 5, raw=True)
+        print(
+            f"PostgreSQL backend benchmark ({sys.platform}, {os.cpu_count()} cores, "
+            f"load average {load()})"
+        )
+        uncontended(spec, repo, rounds * 5)
+        handoffs = handoff(spec, repo, rounds // 2)
+        ours, raw = handoffs["ours"], handoffs["raw"]
         print(
             f"cross-process handoff: median {median_us(ours) / 1000:.2f} ms, p99 "
             f"{p99_us(ours) / 1000:.2f} ms vs raw pg_advisory_lock median "
             f"{median_us(raw) / 1000:.2f} ms "
             f"({statistics.median(ours) / statistics.median(raw):.2f}x; targets < 1 ms and ≤ 2x)"
         )
+        print(f"load average after the handoffs: {load()}")
         many_agents(spec, repo, args.agents, 3.0 if args.quick else 8.0)
+        print(f"load average at the end: {load()}")
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 

@@ -44,10 +44,13 @@ def test_status_shows_holders_with_fences_and_never_the_password(
         (lock,) = payload["locks"]
         assert lock["holder"]["agent_id"] == "alice"
         assert lock["holder"]["fence"] == fence
+        assert lock["holder"]["checkout"] == store.root
         assert lock["liveness"] == "alive"
         text = lockyard("status", env_backend=pg_backend)
         assert text.returncode == 0, text.stderr
         assert f"alice (fence {fence})" in text.stdout
+        assert "not recorded" not in text.stdout
+        assert "held from the checkout" in text.stdout
     secret = password_of(pg_server)
     for output in (done.stdout, done.stderr, text.stdout, text.stderr):
         assert secret not in output

@@ -28,7 +28,7 @@ import psycopg
 
 from ...lockstore import BackendError
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 
 class SchemaError(BackendError):
@@ -55,7 +55,8 @@ def graph_channel(schema: str) -> str:
     return f"{channel_prefix(schema)}_graph"
 
 
-_DDL: Final = """
+# Version 1, as first released: an upgrade starts from it, so it never changes.
+_V1_DDL: Final = """
 CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE {s}.meta (
     id boolean PRIMARY KEY DEFAULT true CHECK (id),
@@ -325,20 +326,220 @@ BEGIN
     PERFORM pg_notify({s}.channel(p_ns), 'v' || p_agent);
 END $$;
 
-INSERT INTO {s}.meta (version) VALUES ({version});
+INSERT INTO {s}.meta (version) VALUES (1);
 """
 
 
-def ddl(schema: str) -> str:
-    """The statements that create lockyard's schema `schema` (a checked plain name)."""
+# Version 2: holders' and waiters' checkout; fewer statements per grant and release; a wait
+# that queues in the same call that found the lock taken; grants pushed by token.
+_V2_UPGRADE: Final = """
+ALTER TABLE {s}.holds ADD COLUMN checkout text;
+ALTER TABLE {s}.waiters ADD COLUMN checkout text;
+DROP FUNCTION {s}.take(text, text, text, text, integer, bigint, text, text, text, boolean,
+    integer);
+DROP FUNCTION {s}.enqueue(text, text, text, text, integer, bigint, text, text, text, integer);
+
+-- Give a free lock to its first live waiter (dropping dead ones), and push it the grant.
+-- On the hand-off path of every contended release: as few statements as it can be.
+CREATE OR REPLACE FUNCTION {s}.hand_off(p_ns text, p_key text, p_me integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE w {s}.waiters; f bigint;
+BEGIN
+    IF EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = p_key) THEN
+        RETURN;
+    END IF;
+    FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
+             ORDER BY ticket FOR UPDATE LOOP
+        IF NOT {s}.alive(w.session, p_me) THEN
+            DELETE FROM {s}.waiters WHERE ticket = w.ticket;
+            CONTINUE;
+        END IF;
+        INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid,
+            start_time, host, boot_id, pid_ns, acquired_at, checkout)
+        VALUES (p_ns, p_key, w.agent_id, w.session, w.token, nextval('{s}.fence_seq'),
+            w.pid, w.start_time, w.host, w.boot_id, w.pid_ns, {s}.now_epoch(), w.checkout)
+        ON CONFLICT DO NOTHING RETURNING fence INTO f;
+        IF f IS NOT NULL THEN
+            DELETE FROM {s}.waiters WHERE ticket = w.ticket;
+            -- By token: the waiter subscribed to it before its queue entry existed. The
+            -- monitor hears of it when others still wait (their edges now lead elsewhere).
+            PERFORM pg_notify({s}.channel(p_ns), 'g' || w.token || ':' || f),
+                CASE WHEN EXISTS (SELECT 1 FROM {s}.waiters
+                                  WHERE namespace = p_ns AND key = p_key)
+                     THEN pg_notify('{graph}', '') END;
+        END IF;
+        RETURN;
+    END LOOP;
+END $$;
+
+-- The slow part of an attempt, when the lock is held or queued for: 'granted', 'held'
+-- (already this agent's), 'busy', or 'queued' (free but reserved for a live waiter).
+-- p_share keeps the holder's row locked until the caller's transaction ends, so that a
+-- release cannot slip between "held" and the caller's queue entry (it waits, then sees it).
+CREATE FUNCTION {s}.take_slow(p_ns text, p_key text, p_agent text, p_token text,
+    p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
+    p_me integer, p_share boolean, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
+LANGUAGE plpgsql AS $$
+DECLARE h {s}.holds; w {s}.waiters;
+BEGIN
+    FOR attempt IN 1..8 LOOP
+        IF p_share THEN
+            SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key FOR SHARE;
+        ELSE
+            SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
+        END IF;
+        IF FOUND THEN
+            IF {s}.alive(h.session, p_me) THEN
+                o_fence := h.fence; o_agent := h.agent_id;
+                outcome := CASE WHEN h.agent_id = p_agent THEN 'held' ELSE 'busy' END;
+                RETURN;
+            END IF;
+            DELETE FROM {s}.holds WHERE namespace = p_ns AND key = p_key AND token = h.token;
+        END IF;
+        FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
+                 ORDER BY ticket LOOP
+            IF {s}.alive(w.session, p_me) THEN
+                PERFORM {s}.hand_off(p_ns, p_key, p_me);
+                outcome := 'queued'; o_agent := w.agent_id;
+                RETURN;
+            END IF;
+            DELETE FROM {s}.waiters WHERE ticket = w.ticket;
+        END LOOP;
+        INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid,
+            start_time, host, boot_id, pid_ns, acquired_at, checkout)
+        VALUES (p_ns, p_key, p_agent, p_me, p_token, nextval('{s}.fence_seq'), p_pid,
+            p_start, p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout)
+        ON CONFLICT DO NOTHING RETURNING fence INTO o_fence;
+        IF FOUND THEN
+            outcome := 'granted'; o_agent := p_agent;
+            RETURN;
+        END IF;
+    END LOOP;
+    outcome := 'busy';
+END $$;
+
+-- One attempt at a lock, never queueing: see take_slow. The common case, a free lock nobody
+-- queues for, is one insert.
+CREATE FUNCTION {s}.take(p_ns text, p_key text, p_agent text, p_token text,
+    p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
+    p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid, start_time,
+        host, boot_id, pid_ns, acquired_at, checkout)
+    SELECT p_ns, p_key, p_agent, p_me, p_token, nextval('{s}.fence_seq'), p_pid, p_start,
+        p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout
+    WHERE NOT EXISTS (SELECT 1 FROM {s}.waiters WHERE namespace = p_ns AND key = p_key)
+    ON CONFLICT DO NOTHING RETURNING fence INTO o_fence;
+    IF FOUND THEN
+        outcome := 'granted'; o_agent := p_agent;
+        RETURN;
+    END IF;
+    SELECT * INTO outcome, o_fence, o_agent FROM {s}.take_slow(p_ns, p_key, p_agent,
+        p_token, p_pid, p_start, p_host, p_boot, p_pidns, p_checkout, p_me, false);
+END $$;
+
+-- An attempt that queues when it cannot take: 'granted', 'held', or 'waiting' with the
+-- queue entry's ticket (o_agent: who holds it or is ahead). One transaction, so a release
+-- either comes before it (and the lock is taken here) or sees the queue entry and hands the
+-- lock over with a push.
+CREATE FUNCTION {s}.take_or_enqueue(p_ns text, p_key text, p_agent text, p_token text,
+    p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
+    p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text,
+    OUT o_ticket bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT * INTO outcome, o_fence, o_agent FROM {s}.take_slow(p_ns, p_key, p_agent,
+        p_token, p_pid, p_start, p_host, p_boot, p_pidns, p_checkout, p_me, true);
+    IF outcome IN ('granted', 'held') THEN
+        RETURN;
+    END IF;
+    INSERT INTO {s}.waiters (ticket, namespace, key, agent_id, session, token, pid,
+        start_time, host, boot_id, pid_ns, since, checkout)
+    VALUES (nextval('{s}.ticket_seq'), p_ns, p_key, p_agent, p_me, p_token, p_pid, p_start,
+        p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout)
+    RETURNING ticket INTO o_ticket;
+    PERFORM pg_notify('{graph}', '');
+    outcome := 'waiting';
+END $$;
+
+-- A queued waiter's attempt: 'granted', 'waiting' (o_agent: who is ahead or holds it), or
+-- 'gone' (its queue entry is no more, or belongs to a session of ours that ended).
+CREATE OR REPLACE FUNCTION {s}.advance(p_ns text, p_key text, p_ticket bigint,
+    p_token text, p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
+LANGUAGE plpgsql AS $$
+DECLARE w {s}.waiters; a {s}.waiters; h {s}.holds;
+BEGIN
+    SELECT * INTO w FROM {s}.waiters WHERE ticket = p_ticket;
+    IF NOT FOUND OR w.session <> p_me THEN
+        SELECT * INTO h FROM {s}.holds
+        WHERE namespace = p_ns AND key = p_key AND token = p_token AND session = p_me;
+        IF FOUND THEN
+            outcome := 'granted'; o_fence := h.fence; o_agent := h.agent_id;
+        ELSE
+            DELETE FROM {s}.waiters WHERE ticket = p_ticket;
+            outcome := 'gone';
+        END IF;
+        RETURN;
+    END IF;
+    FOR a IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
+             AND ticket < p_ticket ORDER BY ticket LOOP
+        IF {s}.alive(a.session, p_me) THEN
+            outcome := 'waiting'; o_agent := a.agent_id;
+            RETURN;
+        END IF;
+        DELETE FROM {s}.waiters WHERE ticket = a.ticket;
+    END LOOP;
+    SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
+    IF FOUND THEN
+        IF {s}.alive(h.session, p_me) THEN
+            outcome := 'waiting'; o_agent := h.agent_id;
+            RETURN;
+        END IF;
+        DELETE FROM {s}.holds WHERE namespace = p_ns AND key = p_key AND token = h.token;
+    END IF;
+    INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid, start_time,
+        host, boot_id, pid_ns, acquired_at, checkout)
+    VALUES (p_ns, p_key, w.agent_id, p_me, p_token, nextval('{s}.fence_seq'), w.pid,
+        w.start_time, w.host, w.boot_id, w.pid_ns, {s}.now_epoch(), w.checkout)
+    ON CONFLICT DO NOTHING RETURNING fence INTO o_fence;
+    IF FOUND THEN
+        DELETE FROM {s}.waiters WHERE ticket = p_ticket;
+        outcome := 'granted'; o_agent := w.agent_id;
+    ELSE
+        outcome := 'waiting';
+    END IF;
+END $$;
+
+DROP INDEX {s}.holds_agent;  -- holds has a row per held lock only: a scan is cheap there
+"""
+
+_UPGRADES: Final = {2: _V2_UPGRADE}
+
+
+def _fill(text: str, schema: str) -> str:
     return (
-        _DDL.replace("{s}", f'"{schema}"')
+        text.replace("{s}", f'"{schema}"')
         .replace("{cls}", str(lock_class(schema)))
         .replace("{prefix}", channel_prefix(schema))
         .replace("{schema}", schema)
         .replace("{graph}", graph_channel(schema))
-        .replace("{version}", str(SCHEMA_VERSION))
     )
+
+
+def upgrade_ddl(schema: str, installed: int) -> str:
+    """The statements that bring `schema` from version `installed` to SCHEMA_VERSION."""
+    steps = [_UPGRADES[version] for version in range(installed + 1, SCHEMA_VERSION + 1)]
+    steps.append(f"UPDATE {{s}}.meta SET version = {SCHEMA_VERSION};")
+    return _fill("\n".join(steps), schema)
+
+
+def ddl(schema: str, version: int = SCHEMA_VERSION) -> str:
+    """The statements that create lockyard's schema `schema` (a checked plain name) at
+    `version` (an older one only to test upgrades)."""
+    steps = [_V1_DDL, *(_UPGRADES[number] for number in range(2, version + 1))]
+    steps.append(f"UPDATE {{s}}.meta SET version = {version};")
+    return _fill("\n".join(steps), schema)
 
 
 def installed_version(conn: psycopg.Connection[Any], schema: str) -> int | None:
@@ -351,21 +552,24 @@ def installed_version(conn: psycopg.Connection[Any], schema: str) -> int | None:
 
 
 def ensure_schema(conn: psycopg.Connection[Any], schema: str) -> None:
-    """Create `schema` at SCHEMA_VERSION unless it is there; refuse a newer one.
+    """Create `schema` at SCHEMA_VERSION unless it is there, upgrade an older one, refuse a
+    newer one.
 
-    `conn` must be in autocommit mode; creation runs in one transaction of its own.
+    `conn` must be in autocommit mode; creation or upgrade runs in one transaction of its own,
+    so a client sees the schema before or after it, never half-way.
     """
     version = installed_version(conn, schema)
-    if version is None:
+    if version is None or version < SCHEMA_VERSION:
         # Serialise creators: the losers of the race wait on this lock, then see the version.
         # A session lock, so that the check after it runs in a new transaction: one that
         # waited inside a transaction would still see the catalog as it was before the wait.
         conn.execute("SELECT pg_advisory_lock(%s, -1)", (lock_class(schema),))
         try:
             version = installed_version(conn, schema)
-            if version is None:
+            if version is None or version < SCHEMA_VERSION:
+                sql = ddl(schema) if version is None else upgrade_ddl(schema, version)
                 with conn.transaction():
-                    conn.execute(ddl(schema).encode())
+                    conn.execute(sql.encode())
                 version = SCHEMA_VERSION
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s, -1)", (lock_class(schema),))
@@ -379,5 +583,3 @@ def check_version(version: int, schema: str) -> None:
             f"lockyard understands ({SCHEMA_VERSION}): upgrade lockyard on this host, or use "
             "another schema (lockyard_schema=...) for older clients"
         )
-    if version < SCHEMA_VERSION:  # pragma: no cover - there is no older version yet
-        raise SchemaError(f"lockyard schema {schema!r} has unknown old version {version}")

@@ -8,13 +8,17 @@ holder only, cancel-safe waits. What PostgreSQL adds:
   host cut off past the keepalive bound, server restarted) its locks are free for the next
   taker, with nobody's help;
 - every grant carries a fencing number from one logged sequence, so it only grows per lock;
+- a wait that finds the lock taken queues in the same round trip (`take_or_enqueue`, which
+  keeps the holder's row locked until the queue entry is in, so no release slips between);
 - a release hands the lock to the first live waiter inside the same transaction and tells it
-  by NOTIFY (`g<ticket>:<fence>`): the waiter returns without another query;
+  by NOTIFY (`g<token>:<fence>`): the waiter, reading its LISTEN socket itself while it
+  waits, returns without another query;
 - a waiter also re-checks every `liveness_interval` seconds, which is how it notices a holder
   whose session died (nobody is left to notify) and a server it lost.
 
 One connection per store carries every operation (one round trip each: schema.py's
-functions), guarded by a lock so threads and tasks can share the store.
+functions, prepared on first use), guarded by a lock so threads and tasks can share the
+store.
 """
 
 from __future__ import annotations
@@ -36,7 +40,6 @@ from ...lockstore import (
     RepoIdentity,
     StoreSnapshot,
     WaiterRecord,
-    Waker,
     current_process,
     new_token,
     resolve_identity,
@@ -45,7 +48,7 @@ from ...lockstore import (
     validate_timeout,
 )
 from .dsn import KeepaliveBound, PgSpec, parse_spec
-from .listener import Listener, process_listener
+from .listener import Listener, PushWaker, process_listener
 from .schema import namespace_channel
 from .session import BackendUnavailableError, Session
 
@@ -54,10 +57,12 @@ log = logging.getLogger(__name__)
 DEFAULT_LIVENESS_INTERVAL: Final = 0.5
 
 _HOLD_COLUMNS: Final = (
-    "namespace, key, agent_id, token, fence, pid, start_time, host, boot_id, pid_ns, acquired_at"
+    "namespace, key, agent_id, token, fence, pid, start_time, host, boot_id, pid_ns, "
+    "acquired_at, checkout"
 )
 _WAIT_COLUMNS: Final = (
-    "namespace, key, agent_id, token, ticket, pid, start_time, host, boot_id, pid_ns, since"
+    "namespace, key, agent_id, token, ticket, pid, start_time, host, boot_id, pid_ns, since, "
+    "checkout"
 )
 
 
@@ -97,6 +102,26 @@ class PgLockStore:
         self._grants: dict[tuple[str, str], Grant] = {}  # (key, agent) -> grant
         self._grants_guard = threading.Lock()  # threads share a store
         self._channel = namespace_channel(self.schema, self.namespace)
+        args = "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s"
+        self._sql_take = f"SELECT * FROM {self._s}.take({args})"
+        self._sql_take_or_enqueue = f"SELECT * FROM {self._s}.take_or_enqueue({args})"
+        # The two hot paths are plain statements, not function calls (half the server time):
+        # a free lock nobody queues for is one insert, a release one delete; a release with
+        # waiters hands the lock on from its RETURNING clause, in the same transaction.
+        self._sql_take_free = (
+            f"INSERT INTO {self._s}.holds (namespace, key, agent_id, token, pid, start_time, "
+            "host, boot_id, pid_ns, checkout, session, fence, acquired_at) "
+            f"SELECT {args}, nextval('{self._s}.fence_seq'), {self._s}.now_epoch() "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {self._s}.waiters w "
+            "WHERE w.namespace = %s AND w.key = %s) "
+            "ON CONFLICT DO NOTHING RETURNING fence"
+        )
+        self._sql_release = (
+            f"DELETE FROM {self._s}.holds h WHERE namespace = %s AND key = %s AND agent_id = %s "
+            f"RETURNING CASE WHEN EXISTS (SELECT 1 FROM {self._s}.waiters w "
+            "WHERE w.namespace = h.namespace AND w.key = h.key) "
+            f"THEN {self._s}.hand_off(h.namespace, h.key, %s)::text END"
+        )
 
     # -- identity ---------------------------------------------------------------------------
 
@@ -131,7 +156,8 @@ class PgLockStore:
 
     def _call(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...]:
         def operation(conn: psycopg.Connection[Any], me: int) -> tuple[Any, ...]:
-            row = conn.execute(sql, (*params, me)).fetchone()
+            # Prepared on first use: the same few calls all the time.
+            row = conn.execute(sql, (*params, me), prepare=True).fetchone()
             assert row is not None
             return tuple(row)
 
@@ -152,15 +178,36 @@ class PgLockStore:
         return self._take(self.canonicalize(filepath), agent)
 
     def _take(self, key: str, agent: str) -> bool:
-        me = current_process()
+        if self._take_free(key, agent):
+            return True
         token = new_token()
-        outcome, fence, _holder = self._call(
-            f"SELECT * FROM {self._s}.take(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                self.namespace, key, agent, token, me.pid, me.start_time, me.host,
-                me.boot_id, me.pid_ns, True,
-            ),
+        outcome, fence, _holder = self._call(self._sql_take, self._take_params(key, agent, token))
+        return self._note_take(key, agent, token, outcome, fence)
+
+    def _take_free(self, key: str, agent: str) -> bool:
+        """Take the lock if it is free and nobody queues for it (the common case)."""
+        token = new_token()
+        params = (*self._take_params(key, agent, token), self.namespace, key)
+
+        def operation(conn: psycopg.Connection[Any], me: int) -> Any:
+            sql = self._sql_take_free
+            return conn.execute(sql, (*params[:10], me, *params[10:]), prepare=True).fetchone()
+
+        row = self.session.run(operation)
+        if row is None:
+            return False
+        self._remember(key, agent, token, row[0])
+        return True
+
+    def _take_params(self, key: str, agent: str, token: str) -> tuple[Any, ...]:
+        me = current_process()
+        return (
+            self.namespace, key, agent, token, me.pid, me.start_time, me.host, me.boot_id,
+            me.pid_ns, self.root,
         )  # fmt: skip
+
+    def _note_take(self, key: str, agent: str, token: str, outcome: str, fence: int) -> bool:
+        """Remember a grant `take` or `take_or_enqueue` reported; True when it was one."""
         if outcome == "granted":
             self._remember(key, agent, token, fence)
             return True
@@ -187,10 +234,11 @@ class PgLockStore:
         agent = validate_agent_id(agent_id)
         key = self.canonicalize(filepath)
         self._forget(key, agent)
-        (released,) = self._call(
-            f"SELECT {self._s}.release(%s, %s, %s, %s)", (self.namespace, key, agent)
+        sql, params = self._sql_release, (self.namespace, key, agent)
+        row = self.session.run(
+            lambda conn, me: conn.execute(sql, (*params, me), prepare=True).fetchone()
         )
-        return bool(released)
+        return row is not None
 
     def cleanup_agent_locks(self, agent_id: str, *, all_namespaces: bool = False) -> list[str]:
         agent = validate_agent_id(agent_id)
@@ -219,16 +267,18 @@ class PgLockStore:
         meantime is given back (to the next waiter).
         """
         wait = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
-        if wait is None or isinstance(wait, bool):
-            return bool(wait)
+        if isinstance(wait, bool):
+            return wait
         try:
+            ask = False  # just queued: nothing to ask the server until a wake-up or a timeout
             while True:
-                if wait.attempt():
+                if wait.attempt(ask=ask):
                     return True
                 remaining = wait.remaining()
                 if remaining <= 0:
                     return wait.finish()
                 await wait.waker.wait_async(min(remaining, wait.interval))
+                ask = True
         except BaseException:
             wait.abandon()  # no await in it: a cancellation cannot cut it short
             raise
@@ -244,16 +294,18 @@ class PgLockStore:
     ) -> bool:
         """The blocking twin of `acquire_async`."""
         wait = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
-        if wait is None or isinstance(wait, bool):
-            return bool(wait)
+        if isinstance(wait, bool):
+            return wait
         try:
+            ask = False
             while True:
-                if wait.attempt():
+                if wait.attempt(ask=ask):
                     return True
                 remaining = wait.remaining()
                 if remaining <= 0:
                     return wait.finish()
-                wait.waker.wait(min(remaining, wait.interval))
+                wait.listener.wait(wait.waker, min(remaining, wait.interval))
+                ask = True
         except BaseException:
             wait.abandon()
             raise
@@ -267,14 +319,21 @@ class PgLockStore:
         timeout = validate_timeout(timeout_seconds)
         validate_poll_interval(poll_interval_ms)  # push, always: kept for the contract
         key = self.canonicalize(filepath)
-        if self._take(key, agent):
-            return True
         if timeout == 0:
-            return False
+            return self._take(key, agent)
+        if self._take_free(key, agent):
+            return True
         listener = self.listener()
         pushing = listener.listen(self._channel)
         wait = _Wait(self, key, agent, time.monotonic() + timeout, listener, pushing)
-        wait.enqueue()
+        try:
+            granted = wait.enqueue()
+        except BaseException:
+            wait.close()
+            raise
+        if granted:  # released since the first try
+            wait.close()
+            return True
         return wait
 
     # -- reading --------------------------------------------------------------------------
@@ -467,7 +526,7 @@ class PgLockStore:
 
 
 class _Wait:
-    """One queued wait: its ticket, its wake-up subscription, and how it ends."""
+    """One queued wait: its queue entry, its wake-up subscription, and how it ends."""
 
     def __init__(
         self,
@@ -484,7 +543,7 @@ class _Wait:
         self.deadline = deadline
         self.listener = listener
         self.interval = store.liveness_interval if pushing else min(store.liveness_interval, 0.1)
-        self.waker = Waker()
+        self.waker = PushWaker()
         self.ticket = 0
         self.token = ""
         self._sub: str | None = None
@@ -493,34 +552,39 @@ class _Wait:
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
 
-    def enqueue(self) -> None:
+    def enqueue(self) -> bool:
+        """Take the lock, or queue for it, in one round trip; True when taken."""
         store = self.store
-        me = current_process()
-        self.token = new_token()
-        (ticket,) = store._call(
-            f"SELECT {store._s}.enqueue(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                store.namespace, self.key, self.agent, self.token, me.pid, me.start_time,
-                me.host, me.boot_id, me.pid_ns,
-            ),
-        )  # fmt: skip
-        self._resubscribe(int(ticket))
+        token = new_token()
+        # Subscribed before the queue entry exists: its grant may be pushed before the reply.
+        self._subscribe(token)
+        outcome, fence, _who, ticket = store._call(
+            store._sql_take_or_enqueue, store._take_params(self.key, self.agent, token)
+        )
+        if store._note_take(self.key, self.agent, token, outcome, fence):
+            return True
+        self.ticket = int(ticket)
+        return False
 
-    def _resubscribe(self, ticket: int) -> None:
+    def _subscribe(self, token: str) -> None:
         if self._sub is not None:
             self.listener.unsubscribe(self._sub, self.waker)
-        self.ticket = ticket
-        self._sub = f"g{ticket}"
+        self.token = token
+        self._sub = f"g{token}"
         self.listener.subscribe(self._sub, self.waker)
 
-    def attempt(self) -> bool:
-        """One step: True when the lock is ours. Server trouble is waited out until the
-        deadline (then raised); a queue entry lost with a session is made anew."""
+    def attempt(self, *, ask: bool) -> bool:
+        """One step: True when the lock is ours. A pushed grant needs no query; with `ask`
+        the server is asked too (after a timeout, or a wake-up that brought no grant).
+        Server trouble is waited out until the deadline (then raised); a queue entry lost
+        with a session is made anew."""
         self.waker.clear()
-        pushed = self.listener.take_grant(self.ticket)
+        pushed = self.listener.take_grant(self.token)
         if pushed is not None:
             self.store._remember(self.key, self.agent, self.token, pushed)
             return True
+        if not ask:
+            return False
         store = self.store
         try:
             outcome, fence, _who = store._call(
@@ -529,8 +593,7 @@ class _Wait:
             )
             if outcome == "gone":
                 log.info("queue entry of %s on %s was lost; queueing again", self.agent, self.key)
-                self.enqueue()
-                return False
+                return self.enqueue()
         except BackendUnavailableError as exc:
             self._unavailable = exc
             return False
@@ -545,7 +608,7 @@ class _Wait:
         if self._unavailable is not None:
             raise self._unavailable
         if self._leave() == "granted":
-            fence = self.listener.take_grant(self.ticket)
+            fence = self.listener.take_grant(self.token)
             if fence is None:
                 record = self.store.holder_record(self.key)
                 fence = 0 if record is None or record.fence is None else record.fence
@@ -576,16 +639,18 @@ class _Wait:
 
 
 def _holder(row: tuple[Any, ...]) -> HolderRecord:
-    namespace, key, agent, token, fence, pid, start, host, boot, pid_ns, acquired = row
+    namespace, key, agent, token, fence, pid, start, host, boot, pid_ns, acquired, checkout = row
     return HolderRecord(
         agent_id=agent, token=token, pid=pid, start_time=start, host=host, boot_id=boot,
         pid_ns=pid_ns, lock_path=key, namespace=namespace, acquired_at=acquired, fence=fence,
+        checkout=checkout,
     )  # fmt: skip
 
 
 def _waiter(row: tuple[Any, ...]) -> WaiterRecord:
-    namespace, key, agent, token, ticket, pid, start, host, boot, pid_ns, since = row
+    namespace, key, agent, token, ticket, pid, start, host, boot, pid_ns, since, checkout = row
     return WaiterRecord(
         agent_id=agent, token=token, pid=pid, start_time=start, host=host, boot_id=boot,
         pid_ns=pid_ns, lock_path=key, namespace=namespace, ticket=ticket, since=since,
+        checkout=checkout,
     )  # fmt: skip

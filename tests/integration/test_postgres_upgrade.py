@@ -1,0 +1,118 @@
+"""Schema upgrades on PostgreSQL: a version 1 schema in use is brought to the current version
+in place, once, with the locks it holds kept; new grants then record their checkout."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from lockyard.infra.backends.postgres import PgLockStore
+from lockyard.infra.backends.postgres.schema import SCHEMA_VERSION, ddl, ensure_schema
+from lockyard.infra.backends.postgres.session import forget_ensured_schemas
+from pg_support import PgServer
+
+
+@pytest.fixture
+def v1_schema(pg_server: PgServer, pg_schema: str) -> Iterator[str]:
+    """`pg_schema` created as lockyard's first schema version made it."""
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin, admin.transaction():
+        admin.execute(ddl(pg_schema, version=1).encode())
+    forget_ensured_schemas()
+    yield pg_schema
+    forget_ensured_schemas()
+
+
+def version_of(pg_server: PgServer, schema: str) -> int:
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+        row = admin.execute(f'SELECT version FROM "{schema}".meta').fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def take_as_version_1(conn: psycopg.Connection[Any], schema: str, key: str, agent: str) -> None:
+    """What a version 1 client did to take a lock: its own session, then its `take`."""
+    (session,) = conn.execute(f'SELECT "{schema}".open_session()').fetchone() or (0,)
+    row = conn.execute(
+        f'SELECT outcome FROM "{schema}".take(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)',
+        ("old-ns", key, agent, "v1-token", 1, None, "old-host", None, None, True, session),
+    ).fetchone()
+    assert row == ("granted",)
+
+
+def test_a_version_1_schema_is_upgraded_in_place_keeping_its_locks(
+    repo: Path, pg_server: PgServer, v1_schema: str
+) -> None:
+    assert version_of(pg_server, v1_schema) == 1
+    with psycopg.connect(pg_server.dsn, autocommit=True) as old_client:
+        take_as_version_1(old_client, v1_schema, "src/app.py", "old-agent")
+        spec = pg_server.spec(v1_schema)
+        with PgLockStore(repo, spec, namespace="old-ns") as store:
+            store.connect()
+            assert version_of(pg_server, v1_schema) == SCHEMA_VERSION
+            held = store.holder_record("src/app.py")
+            assert held is not None
+            assert (held.agent_id, held.checkout) == ("old-agent", None), "kept, as it was"
+            assert not store.try_lock("src/app.py", "new-agent"), "still the old session's"
+        # The old client's session ends: its lock is free for the upgraded clients.
+    with PgLockStore(repo, spec, namespace="old-ns") as store:
+        assert store.acquire("src/app.py", "new-agent", timeout_seconds=30)
+        record = store.holder_record("src/app.py")
+        assert record is not None
+        assert (record.agent_id, record.checkout) == ("new-agent", store.root)
+
+
+def test_clients_starting_at_once_on_a_version_1_schema_upgrade_it_once(
+    pg_server: PgServer, v1_schema: str
+) -> None:
+    start = threading.Barrier(10)
+    failures: list[BaseException] = []
+
+    def client() -> None:
+        try:
+            with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+                start.wait()
+                ensure_schema(conn, v1_schema)
+        except BaseException as exc:  # pragma: no cover - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=client) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert failures == []
+    assert version_of(pg_server, v1_schema) == SCHEMA_VERSION
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+        columns = admin.execute(
+            "SELECT table_name FROM information_schema.columns "
+            "WHERE table_schema = %s AND column_name = 'checkout' ORDER BY table_name",
+            (v1_schema,),
+        ).fetchall()
+    assert columns == [("holds",), ("waiters",)]
+
+
+def test_holders_and_waiters_record_their_checkout(repo: Path, pg_backend: str) -> None:
+    with PgLockStore(repo, pg_backend) as holder, PgLockStore(repo, pg_backend) as waiter:
+        assert holder.try_lock("a.py", "alice")
+        record = holder.holder_record("a.py")
+        assert record is not None
+        assert record.checkout == holder.root
+        assert not record.earlier_format
+        waiting = threading.Thread(target=waiter.acquire, args=("a.py", "bob", 60))
+        waiting.start()
+        try:
+            queued = []
+            while not queued:
+                queued = holder.waiters("a.py")
+            assert [(w.agent_id, w.checkout) for w in queued] == [("bob", waiter.root)]
+        finally:
+            holder.release("a.py", "alice")
+            waiting.join(60)
+        handed = holder.holder_record("a.py")
+        assert handed is not None
+        assert (handed.agent_id, handed.checkout) == ("bob", waiter.root)
