@@ -42,7 +42,7 @@ from .hooks.commit_guard.hook import BASH_MATCHER, make_commit_guard_hook
 from .hooks.lock_events import make_lock_event_hook
 from .hooks.shell_guard import DEFAULT_POLICY, ShellGuardPolicy, make_shell_guard_hook
 from .hooks.write_guard.hook import WRITE_TOOLS_MATCHER, make_write_guard_hook
-from .lockstore import CorruptRecordError, LockBackend
+from .lockstore import CorruptRecordError, LockBackend, LockStore
 from .tools.lock_tools import LockTools
 from .tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name, release_tool_name
 from .transports.sdk.server import lock_tools_server_config
@@ -347,6 +347,10 @@ class LockCoordinator:
             if store is not None
             else open_backend(repo_path, backend, lock_dir=lock_dir, namespace=namespace)
         )
+        # A store opened here on a database is closed by `aclose` (its session would hold a
+        # server connection until garbage collection); a lock directory holds nothing that
+        # needs it and stays readable afterwards; a store passed in is the caller's to close.
+        self._closes_store = store is None and not isinstance(self.store, LockStore)
         self.monitor = DeadlockMonitor(
             on_deadlock,
             victim_policy=victim_policy,
@@ -433,9 +437,13 @@ class LockCoordinator:
         return runtime
 
     async def aclose(self) -> dict[str, list[str]]:
-        """Close every runtime still open (agent id -> locks released); safe to repeat."""
+        """Close every runtime still open (agent id -> locks released), then the store if
+        this coordinator opened it on a database; safe to repeat."""
         open_runtimes, self._runtimes = self._runtimes, []
-        return {runtime.agent_id: await runtime.close() for runtime in open_runtimes}
+        released = {runtime.agent_id: await runtime.close() for runtime in open_runtimes}
+        if self._closes_store:
+            self.store.close()
+        return released
 
     async def __aenter__(self) -> LockCoordinator:
         if self._background is not None:

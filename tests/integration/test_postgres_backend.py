@@ -24,7 +24,7 @@ from lockyard.infra.backends.postgres import (
     parse_spec,
     redact,
 )
-from lockyard.infra.backends.postgres.schema import SCHEMA_VERSION, ensure_schema
+from lockyard.infra.backends.postgres.schema import SCHEMA_VERSION, ensure_schema, lock_class
 from lockyard.infra.backends.postgres.session import forget_ensured_schemas
 from lockyard.infra.hooks.write_guard.hook import make_write_guard_hook
 from lockyard.infra.lockstore.store import LockStore
@@ -394,3 +394,27 @@ def test_a_transaction_the_server_rolls_back_to_break_a_deadlock_runs_again(
         lambda conn, _me: conn.execute(f'SELECT sum(n) FROM "{schema}".crossing').fetchall()
     )
     assert total == 4  # both transactions took effect exactly once
+
+
+@pytest.mark.anyio
+async def test_the_coordinator_closes_the_database_store_it_opened(
+    repo: Path, pg_backend: str, pg_server: PgServer
+) -> None:
+    coordinator = LockCoordinator(repo, backend=pg_backend)
+    store = coordinator.store
+    assert isinstance(store, PgLockStore)
+    runtime = coordinator.runtime("alice")
+    await runtime.tools.acquire({"filepaths": ["a.py"]})
+    session = store.session_number
+    assert await coordinator.aclose() == {"alice": ["a.py"]}
+    with pytest.raises(BackendUnavailableError, match="was closed"):
+        store.holder("a.py")
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+        # The session's own advisory lock is free once the server has ended the session.
+        admin.execute("SET lock_timeout = '30s'")
+        admin.execute("SELECT pg_advisory_lock(%s, %s)", (lock_class(store.schema), session))
+    assert await coordinator.aclose() == {}, "safe to repeat"
+    given = PgLockStore(repo, pg_backend)
+    await LockCoordinator(repo, store=given).aclose()
+    assert given.try_lock("a.py", "bob"), "a store passed in stays open: the caller's"
+    given.close()
