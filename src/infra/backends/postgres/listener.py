@@ -86,6 +86,11 @@ class Listener:
         self._grants: dict[str, int] = {}  # "g<token>" -> fence, until taken
         self._io = threading.Lock()  # one reader of the connection at a time
         self._conn: psycopg.Connection[Any] | None = None
+        # Waiters reading the connection themselves; while there is one, the thread leaves
+        # the socket to them (two threads woken per message would compete for the cores).
+        self._readers = 0
+        self._watching = False  # whether the thread has the socket in its select
+        self._trouble = False  # a reader found the connection unusable: the thread checks
         self._ready = threading.Condition(self._guard)
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._stopping = False
@@ -108,6 +113,9 @@ class Listener:
     def subscribe(self, key: str, waker: Wakeable) -> None:
         with self._guard:
             self._subscribers.setdefault(key, set()).add(waker)
+            idle = not self._readers and not self._watching
+        if idle:
+            self._poke()  # the thread left the socket to readers that are gone: watch it
 
     def unsubscribe(self, key: str, waker: Wakeable) -> None:
         with self._guard:
@@ -132,6 +140,25 @@ class Listener:
         While it waits, the calling thread reads the LISTEN connection itself whenever it has
         news (the listener thread would be one more thread to schedule before the waiter).
         """
+        with self._guard:
+            self._readers += 1
+            first = self._readers == 1
+        if first:
+            self._poke()
+        try:
+            return self._wait(waker, timeout)
+        finally:
+            with self._guard:
+                self._readers -= 1
+                # Others than this waiter (still subscribed) need the thread to watch again;
+                # when there are none, waking it now would only compete with this waiter's
+                # return: the next subscription does it.
+                others = sum(len(wakers) for wakers in self._subscribers.values()) > 1
+                handover = self._readers == 0 and others
+            if handover:
+                self._poke()
+
+    def _wait(self, waker: PushWaker, timeout: float) -> bool:
         deadline = time.monotonic() + max(timeout, 0.0)
         unreadable: psycopg.Connection[Any] | None = None
         while True:
@@ -148,24 +175,30 @@ class Listener:
             if waker.fileno() in events:
                 return True
             if watched >= 0 and watched in events and conn is not None:
-                if not self._drain(conn):
+                usable, woken = self._drain(conn)
+                if any(other is waker for other in woken):
+                    return True
+                if not usable:
                     unreadable = conn  # broken: the listener thread reconnects and wakes us
-                continue  # a push for us has set `waker`: the next poll returns at once
+                    self._trouble = True
+                    self._poke()
+                continue
             if remaining <= 0:
                 return False
 
-    def _drain(self, conn: psycopg.Connection[Any]) -> bool:
-        """Dispatch every message waiting on `conn`; False when it is unusable."""
+    def _drain(self, conn: psycopg.Connection[Any]) -> tuple[bool, list[Wakeable]]:
+        """Dispatch every message waiting on `conn`: whether it is usable, and who was woken."""
+        woken: list[Wakeable] = []
         with self._io:
             if self._conn is not conn:
-                return False
+                return False, woken
             try:
                 conn.pgconn.consume_input()
                 while (raw := conn.pgconn.notifies()) is not None:
-                    self._dispatch(raw.relname.decode(), raw.extra.decode())
+                    woken += self._dispatch(raw.relname.decode(), raw.extra.decode())
             except psycopg.Error:
-                return False
-            return conn.pgconn.status == psycopg.pq.ConnStatus.OK
+                return False, woken
+            return conn.pgconn.status == psycopg.pq.ConnStatus.OK, woken
 
     # -- the thread -----------------------------------------------------------------------
 
@@ -213,7 +246,10 @@ class Listener:
                     conn.close()
 
     def _serve(self, conn: psycopg.Connection[Any]) -> None:
-        conn.add_notify_handler(lambda n: self._dispatch(n.channel, n.payload))
+        def handle(notify: psycopg.Notify) -> None:
+            self._dispatch(notify.channel, notify.payload)
+
+        conn.add_notify_handler(handle)
         with self._io:
             self._conn = conn
         self.connected = True
@@ -226,11 +262,15 @@ class Listener:
                 with self._ready:
                     self._listening.add(channel)
                     self._ready.notify_all()
-            readable, _, _ = select.select([conn.fileno(), self._wake_r], [], [], 5.0)
+            with self._guard:
+                self._watching = not self._readers
+            watched = [conn.fileno(), self._wake_r] if self._watching else [self._wake_r]
+            readable, _, _ = select.select(watched, [], [], 5.0)
             if self._wake_r in readable:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._wake_r, 4096)
-            if conn.fileno() in readable:
+            if conn.fileno() in readable or self._trouble or not readable:
+                self._trouble = False
                 with self._io:  # a waiter may have read it already: then there is nothing
                     conn.pgconn.consume_input()
                     while (raw := conn.pgconn.notifies()) is not None:
@@ -244,17 +284,18 @@ class Listener:
             with contextlib.suppress(BlockingIOError):
                 os.read(self._wake_r, 4096)
 
-    def _dispatch(self, channel: str, payload: str) -> None:
+    def _dispatch(self, channel: str, payload: str) -> list[Wakeable]:
+        """Wake the subscribers of one message; returns them."""
         key = payload
-        if payload.startswith("g"):
-            key, _, fence = payload.rpartition(":")
-            with self._guard:
+        with self._guard:
+            if payload.startswith("g"):
+                key, _, fence = payload.rpartition(":")
                 if key in self._subscribers:
                     self._grants[key] = int(fence)
-        with self._guard:
             wakers = [*self._subscribers.get(key, ()), *self._subscribers.get("*" + channel, ())]
         for waker in wakers:
             waker.wake()
+        return wakers
 
 
 _listeners: dict[tuple[str, str], Listener] = {}

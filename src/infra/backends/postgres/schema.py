@@ -6,16 +6,19 @@ the WAL makes a grant cost no disk write):
   waiters   one row per queued wait, ordered by `ticket` (arrival order)
   notices   one victim notice per agent, posted by `lockyard monitor`
 Sequences: `fence_seq` (fencing numbers; logged, so they keep growing across restarts),
-`ticket_seq`, `session_seq`. Functions do each operation in one round trip.
+`ticket_seq`, `session_seq`. Functions do each operation in one round trip; the two hot
+paths (take a free lock, release) are plain statements of the store instead (store.py).
 
 Liveness: every lockyard connection holds a session advisory lock on (class, session number)
 for as long as it lives. A row's owner is alive while that lock is held, which anyone can
 test without privileges and in O(1) with `pg_try_advisory_xact_lock_shared`: it succeeds
 only when no session holds the exclusive lock, i.e. when the owner's session has ended.
 
-Creation is safe when many clients start at once: the first takes a transaction advisory lock
-and creates everything in one transaction; the others wait on that lock, then find the
-version row. A schema whose version is newer than this lockyard's is refused, never altered.
+Creation is safe when many clients start at once: the first takes an advisory lock and
+creates everything in one transaction; the others wait on that lock, then find the version
+row. An older schema is upgraded the same way, step by step from its version (each step in
+`_UPGRADES`; version 1 is kept verbatim as the starting point). A schema whose version is
+newer than this lockyard's is refused, never altered.
 """
 
 from __future__ import annotations
@@ -335,6 +338,11 @@ INSERT INTO {s}.meta (version) VALUES (1);
 _V2_UPGRADE: Final = """
 ALTER TABLE {s}.holds ADD COLUMN checkout text;
 ALTER TABLE {s}.waiters ADD COLUMN checkout text;
+-- Whether someone queued behind this hold: a release hands the lock on only then, so the
+-- common release is a bare delete. Set under the hold's row lock by whoever queues.
+ALTER TABLE {s}.holds ADD COLUMN queued boolean NOT NULL DEFAULT false;
+UPDATE {s}.holds h SET queued = true
+WHERE EXISTS (SELECT 1 FROM {s}.waiters w WHERE w.namespace = h.namespace AND w.key = h.key);
 DROP FUNCTION {s}.take(text, text, text, text, integer, bigint, text, text, text, boolean,
     integer);
 DROP FUNCTION {s}.enqueue(text, text, text, text, integer, bigint, text, text, text, integer);
@@ -343,30 +351,54 @@ DROP FUNCTION {s}.enqueue(text, text, text, text, integer, bigint, text, text, t
 -- On the hand-off path of every contended release: as few statements as it can be.
 CREATE OR REPLACE FUNCTION {s}.hand_off(p_ns text, p_key text, p_me integer) RETURNS void
 LANGUAGE plpgsql AS $$
-DECLARE w {s}.waiters; f bigint;
+DECLARE w {s}.waiters; f bigint; more boolean; pushed text;
 BEGIN
-    IF EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = p_key) THEN
+    -- The common case in one statement (each statement of a function costs as much as a
+    -- small write): the first waiter is alive and the lock free, so it gets it and is told.
+    WITH head AS (
+        SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
+        ORDER BY ticket LIMIT 1 FOR UPDATE
+    ), granted AS (
+        INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid,
+            start_time, host, boot_id, pid_ns, acquired_at, checkout, queued)
+        SELECT p_ns, p_key, agent_id, session, token, nextval('{s}.fence_seq'), pid,
+            start_time, host, boot_id, pid_ns, date_part('epoch', clock_timestamp()),
+            checkout, EXISTS (SELECT 1 FROM {s}.waiters o WHERE o.namespace = p_ns
+                              AND o.key = p_key AND o.ticket <> head.ticket)
+        FROM head WHERE {s}.alive(session, p_me)
+        ON CONFLICT DO NOTHING RETURNING token, fence, queued
+    ), served AS (
+        DELETE FROM {s}.waiters WHERE ticket = (SELECT ticket FROM head)
+        AND EXISTS (SELECT 1 FROM granted)
+    )
+    SELECT fence, pg_notify({s}.channel(p_ns), 'g' || token || ':' || fence)::text
+        || CASE WHEN queued THEN pg_notify('{graph}', '')::text ELSE '' END
+    INTO f, pushed FROM granted;
+    IF f IS NOT NULL THEN
         RETURN;
     END IF;
+    -- Otherwise the first waiter's session ended (or the lock is held): one by one. A lock
+    -- still held is left alone by the insert below.
     FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
              ORDER BY ticket FOR UPDATE LOOP
         IF NOT {s}.alive(w.session, p_me) THEN
             DELETE FROM {s}.waiters WHERE ticket = w.ticket;
             CONTINUE;
         END IF;
+        more := EXISTS (SELECT 1 FROM {s}.waiters
+                        WHERE namespace = p_ns AND key = p_key AND ticket <> w.ticket);
         INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid,
-            start_time, host, boot_id, pid_ns, acquired_at, checkout)
+            start_time, host, boot_id, pid_ns, acquired_at, checkout, queued)
         VALUES (p_ns, p_key, w.agent_id, w.session, w.token, nextval('{s}.fence_seq'),
-            w.pid, w.start_time, w.host, w.boot_id, w.pid_ns, {s}.now_epoch(), w.checkout)
+            w.pid, w.start_time, w.host, w.boot_id, w.pid_ns, {s}.now_epoch(), w.checkout,
+            more)
         ON CONFLICT DO NOTHING RETURNING fence INTO f;
         IF f IS NOT NULL THEN
             DELETE FROM {s}.waiters WHERE ticket = w.ticket;
             -- By token: the waiter subscribed to it before its queue entry existed. The
             -- monitor hears of it when others still wait (their edges now lead elsewhere).
             PERFORM pg_notify({s}.channel(p_ns), 'g' || w.token || ':' || f),
-                CASE WHEN EXISTS (SELECT 1 FROM {s}.waiters
-                                  WHERE namespace = p_ns AND key = p_key)
-                     THEN pg_notify('{graph}', '') END;
+                CASE WHEN more THEN pg_notify('{graph}', '') END;
         END IF;
         RETURN;
     END LOOP;
@@ -376,6 +408,8 @@ END $$;
 -- (already this agent's), 'busy', or 'queued' (free but reserved for a live waiter).
 -- p_share keeps the holder's row locked until the caller's transaction ends, so that a
 -- release cannot slip between "held" and the caller's queue entry (it waits, then sees it).
+-- An update lock, not a share lock: the caller then marks the row `queued`, and two callers
+-- holding share locks would deadlock on that.
 CREATE FUNCTION {s}.take_slow(p_ns text, p_key text, p_agent text, p_token text,
     p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
     p_me integer, p_share boolean, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
@@ -384,7 +418,8 @@ DECLARE h {s}.holds; w {s}.waiters;
 BEGIN
     FOR attempt IN 1..8 LOOP
         IF p_share THEN
-            SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key FOR SHARE;
+            SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key
+            FOR NO KEY UPDATE;
         ELSE
             SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
         END IF;
@@ -459,6 +494,8 @@ BEGIN
     VALUES (nextval('{s}.ticket_seq'), p_ns, p_key, p_agent, p_me, p_token, p_pid, p_start,
         p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout)
     RETURNING ticket INTO o_ticket;
+    -- The hold we queue behind (the one seen busy, or the one just handed to the head).
+    UPDATE {s}.holds SET queued = true WHERE namespace = p_ns AND key = p_key AND NOT queued;
     PERFORM pg_notify('{graph}', '');
     outcome := 'waiting';
 END $$;
@@ -499,9 +536,11 @@ BEGIN
         DELETE FROM {s}.holds WHERE namespace = p_ns AND key = p_key AND token = h.token;
     END IF;
     INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid, start_time,
-        host, boot_id, pid_ns, acquired_at, checkout)
+        host, boot_id, pid_ns, acquired_at, checkout, queued)
     VALUES (p_ns, p_key, w.agent_id, p_me, p_token, nextval('{s}.fence_seq'), w.pid,
-        w.start_time, w.host, w.boot_id, w.pid_ns, {s}.now_epoch(), w.checkout)
+        w.start_time, w.host, w.boot_id, w.pid_ns, {s}.now_epoch(), w.checkout,
+        EXISTS (SELECT 1 FROM {s}.waiters
+                WHERE namespace = p_ns AND key = p_key AND ticket <> p_ticket))
     ON CONFLICT DO NOTHING RETURNING fence INTO o_fence;
     IF FOUND THEN
         DELETE FROM {s}.waiters WHERE ticket = p_ticket;

@@ -106,21 +106,22 @@ class PgLockStore:
         self._sql_take = f"SELECT * FROM {self._s}.take({args})"
         self._sql_take_or_enqueue = f"SELECT * FROM {self._s}.take_or_enqueue({args})"
         # The two hot paths are plain statements, not function calls (half the server time):
-        # a free lock nobody queues for is one insert, a release one delete; a release with
-        # waiters hands the lock on from its RETURNING clause, in the same transaction.
+        # taking a free lock is one insert, a release one delete; a release with waiters
+        # (the hold is marked `queued`) hands the lock on from its RETURNING clause, in the
+        # same transaction. A free lock has no live waiters: every path that frees a lock
+        # someone queues for hands it over in the same transaction (schema.py), so the
+        # insert needs no look at the queue; a lock held by a dead session conflicts, and
+        # `take` (the function) sorts that out.
         self._sql_take_free = (
             f"INSERT INTO {self._s}.holds (namespace, key, agent_id, token, pid, start_time, "
             "host, boot_id, pid_ns, checkout, session, fence, acquired_at) "
-            f"SELECT {args}, nextval('{self._s}.fence_seq'), {self._s}.now_epoch() "
-            f"WHERE NOT EXISTS (SELECT 1 FROM {self._s}.waiters w "
-            "WHERE w.namespace = %s AND w.key = %s) "
+            f"VALUES ({args}, nextval('{self._s}.fence_seq'), "
+            "date_part('epoch', clock_timestamp())) "  # a float already: no numeric detour
             "ON CONFLICT DO NOTHING RETURNING fence"
         )
         self._sql_release = (
             f"DELETE FROM {self._s}.holds h WHERE namespace = %s AND key = %s AND agent_id = %s "
-            f"RETURNING CASE WHEN EXISTS (SELECT 1 FROM {self._s}.waiters w "
-            "WHERE w.namespace = h.namespace AND w.key = h.key) "
-            f"THEN {self._s}.hand_off(h.namespace, h.key, %s)::text END"
+            f"RETURNING CASE WHEN queued THEN {self._s}.hand_off(namespace, key, %s)::text END"
         )
 
     # -- identity ---------------------------------------------------------------------------
@@ -187,11 +188,10 @@ class PgLockStore:
     def _take_free(self, key: str, agent: str) -> bool:
         """Take the lock if it is free and nobody queues for it (the common case)."""
         token = new_token()
-        params = (*self._take_params(key, agent, token), self.namespace, key)
+        sql, params = self._sql_take_free, self._take_params(key, agent, token)
 
         def operation(conn: psycopg.Connection[Any], me: int) -> Any:
-            sql = self._sql_take_free
-            return conn.execute(sql, (*params[:10], me, *params[10:]), prepare=True).fetchone()
+            return conn.execute(sql, (*params, me), prepare=True).fetchone()
 
         row = self.session.run(operation)
         if row is None:

@@ -1,0 +1,83 @@
+"""Hand-offs on PostgreSQL come by push alone: with the liveness re-check pushed far out of
+reach, every queued waiter is still served, in arrival order, whatever the interleaving of
+queueing, releasing and trying."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from lockyard.infra.backends.postgres import PgLockStore
+
+NO_RECHECK = 3600.0
+"""A liveness interval no test outlives: a waiter that needed a re-check would time out."""
+
+
+def test_waiters_queueing_at_once_are_each_handed_the_lock_by_push_in_order(
+    repo: Path, pg_backend: str
+) -> None:
+    agents = [f"agent-{n}" for n in range(6)]
+    stores = [PgLockStore(repo, pg_backend, liveness_interval=NO_RECHECK) for _ in agents]
+    holder = PgLockStore(repo, pg_backend, liveness_interval=NO_RECHECK)
+    served: list[str] = []
+    failures: list[str] = []
+    start = threading.Barrier(len(agents) + 1)
+
+    def wait(store: PgLockStore, agent: str) -> None:
+        start.wait()
+        if store.acquire("a.py", agent, timeout_seconds=60):
+            served.append(agent)
+            store.release("a.py", agent)
+        else:
+            failures.append(agent)
+
+    try:
+        assert holder.try_lock("a.py", "holder")
+        threads = [
+            threading.Thread(target=wait, args=(store, agent))
+            for store, agent in zip(stores, agents, strict=True)
+        ]
+        for thread in threads:
+            thread.start()
+        start.wait()
+        queued: list[str] = []
+        while len(queued) < len(agents):
+            queued = [waiter.agent_id for waiter in holder.waiters("a.py")]
+        assert holder.release("a.py", "holder")
+        for thread in threads:
+            thread.join(120)
+        assert failures == []
+        assert served == queued, "served in the order they queued"
+        assert holder.holder_record("a.py") is None
+    finally:
+        for store in (holder, *stores):
+            store.close()
+
+
+def test_a_try_between_release_and_grant_never_jumps_the_queue(repo: Path, pg_backend: str) -> None:
+    with (
+        PgLockStore(repo, pg_backend, liveness_interval=NO_RECHECK) as holder,
+        PgLockStore(repo, pg_backend, liveness_interval=NO_RECHECK) as waiter,
+        PgLockStore(repo, pg_backend) as bystander,
+    ):
+        for round_ in range(20):
+            assert holder.try_lock("b.py", "holder")
+            granted: list[bool] = []
+
+            def wait(into: list[bool]) -> None:
+                into.append(waiter.acquire("b.py", "waiter", 60))
+
+            waiting = threading.Thread(target=wait, args=(granted,))
+            waiting.start()
+            while not holder.waiters("b.py"):
+                pass
+            trying = threading.Thread(target=lambda: bystander.try_lock("b.py", "bystander"))
+            trying.start()
+            holder.release("b.py", "holder")
+            trying.join(60)
+            waiting.join(60)
+            assert granted == [True], f"round {round_}"
+            record = holder.holder_record("b.py")
+            assert record is not None
+            assert record.agent_id == "waiter", f"round {round_}: the queue's head holds it"
+            waiter.release("b.py", "waiter")
