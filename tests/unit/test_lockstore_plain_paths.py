@@ -38,12 +38,28 @@ def test_a_plain_file_resolves_to_itself(tree: Path) -> None:
     assert resolve_plain(f"{tree}/a/b/") == (f"{tree}/a/b", True)
 
 
+def test_a_file_not_created_yet_resolves_to_itself_in_a_plain_directory(tree: Path) -> None:
+    assert resolve_plain(f"{tree}/a/b/new.py") == (f"{tree}/a/b/new.py", False)
+    assert resolve_plain(f"{tree}/a/./b/../new.py") == (f"{tree}/a/new.py", False)
+    assert resolve_plain(f"{tree}/a//new.py") == (f"{tree}/a/new.py", False)
+    assert resolve_plain(f"{tree}/a/b/new.py") == resolve_entry(f"{tree}/a/b/new.py")
+
+
 @pytest.mark.parametrize(
-    "relative", ["link/f.py", "a/loop", "dangling", "missing.py", "a/g.py/x", "a/b/f.py/"]
+    "relative",
+    [
+        "link/f.py",
+        "link/new.py",
+        "a/loop",
+        "dangling",
+        "missing/new.py",
+        "a/g.py/x",
+        "a/b/f.py/",
+        "a/new/",
+        "a/new/..",
+    ],
 )
-def test_anything_but_a_plain_existing_path_is_left_to_full_resolution(
-    tree: Path, relative: str
-) -> None:
+def test_anything_but_a_plain_path_is_left_to_full_resolution(tree: Path, relative: str) -> None:
     assert resolve_plain(f"{tree}/{relative}") is None
 
 

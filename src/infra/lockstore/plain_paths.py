@@ -4,9 +4,10 @@
 /proc/self/fd, fstat, close; the /proc read alone costs as much as the three other calls.
 A path whose components are all plain directories and files (the usual lock key) resolves
 to its own normalised spelling, and `openat2(RESOLVE_NO_SYMLINKS)` tells whether that is so
-in one call: it fails with ELOOP at the first symlink on the way. Anything else (a symlink,
-a file that does not exist yet, a kernel without openat2) answers None, and the caller
-resolves the path in full.
+in one call: it fails with ELOOP at the first symlink on the way. A file that does not exist
+yet (locked before it is created) costs the same for its directory, and one `lstat` to see
+that the file is still missing. Anything else (a symlink, a missing directory, a kernel
+without openat2) answers None, and the caller resolves the path in full.
 
 `ctypes` is loaded with this module, which only the lock store imports (its wake-ups load
 ctypes anyway); the agent CLI hooks, one process per tool call, do without.
@@ -57,21 +58,60 @@ _how_size = ctypes.sizeof(_how)
 
 
 def resolve_plain(path: str) -> tuple[str, bool] | None:
-    """(`path` normalised, whether it is a directory) when the absolute `path` exists and no
-    component of it is a symlink: then its physical resolution is its normalised spelling
-    (`..` goes up a real directory). None in every other case."""
-    global _syscall
-    if _syscall is None or not path.startswith("/") or path.startswith("//"):
+    """(`path` normalised, whether it is a directory) when no component of the absolute
+    `path` is a symlink, and it exists or only its last component does not (a file about to
+    be created): then its physical resolution is its normalised spelling (`..` goes up a
+    real directory). None in every other case."""
+    if not path.startswith("/") or path.startswith("//"):
         return None  # `//` is a name of its own to POSIX normpath; realpath folds it
-    fd = _syscall(_SYS_OPENAT2, _AT_FDCWD, os.fsencode(path), _how_ref, _how_size)
+    fd = _open_plain(path)
+    if fd == -errno.ENOENT:
+        return _resolve_new_file(path)
     if fd < 0:
-        if ctypes.get_errno() in (errno.ENOSYS, errno.EPERM, errno.EINVAL):
-            _syscall = None  # no openat2 here (an old kernel, or a seccomp filter): never again
         return None
     try:
         is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
     finally:
         os.close(fd)
+    return _normal(path), is_dir
+
+
+def _resolve_new_file(path: str) -> tuple[str, bool] | None:
+    """A file that does not exist yet, in a directory reached without symlinks."""
+    directory, _slash, name = path.rpartition("/")
+    if name in ("", ".", ".."):
+        return None
+    fd = _open_plain(directory or "/")
+    if fd < 0:
+        return None
+    try:
+        os.lstat(name, dir_fd=fd)
+    except FileNotFoundError:
+        pass  # still missing: the path names a file to be created there
+    except OSError:
+        return None  # the "directory" is a file, or worse: the full resolution says what
+    else:
+        return None  # there after all (created meanwhile, or a dangling symlink)
+    finally:
+        os.close(fd)
+    return f"{_normal(directory).rstrip('/')}/{name}", False
+
+
+def _open_plain(path: str) -> int:
+    """An O_PATH descriptor of `path` opened without following any symlink, or -errno."""
+    global _syscall
+    if _syscall is None:
+        return -errno.ENOSYS
+    fd = _syscall(_SYS_OPENAT2, _AT_FDCWD, os.fsencode(path), _how_ref, _how_size)
+    if fd >= 0:
+        return fd
+    error = ctypes.get_errno()
+    if error in (errno.ENOSYS, errno.EPERM, errno.EINVAL):
+        _syscall = None  # no openat2 here (an old kernel, or a seccomp filter): never again
+    return -error
+
+
+def _normal(path: str) -> str:
     if "/." in path or "//" in path or path.endswith("/"):
-        return os.path.normpath(path), is_dir
-    return path, is_dir  # no `.`, `..`, `//` or trailing `/`: normal already
+        return os.path.normpath(path)
+    return path  # no `.`, `..`, `//` or trailing `/`: normal already
