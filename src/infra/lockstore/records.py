@@ -186,9 +186,16 @@ def encode_waiter(
     )
 
 
+# A record is written once under its grant token or ticket and never changes, and every
+# waiter's re-check, `status` and the monitor read the same few again and again: each text is
+# validated once (the models are frozen, so sharing one is safe). Failures are not remembered.
+_holder_of = functools.lru_cache(maxsize=1024)(HolderRecord.model_validate_json)
+_waiter_of = functools.lru_cache(maxsize=1024)(WaiterRecord.model_validate_json)
+
+
 def decode_holder(text: str | bytes, where: str) -> HolderRecord:
     try:
-        return HolderRecord.model_validate_json(text)
+        return _holder_of(text)
     except ValidationError as error:
         raise CorruptRecordError(
             f"unreadable holder record in {where}{_belongs_to(text)}: {_summary(error)}"
@@ -216,7 +223,7 @@ def _belongs_to(text: str | bytes) -> str:
 
 def decode_waiter(text: str | bytes, where: str) -> WaiterRecord:
     try:
-        return WaiterRecord.model_validate_json(text)
+        return _waiter_of(text)
     except ValidationError as error:
         raise CorruptRecordError(
             f"unreadable waiter record in {where}: {_summary(error)}"
