@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from .effects import Arg, Effects, read_options
+from .effects import Arg, Effects, Options, read_options
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,30 @@ def _operand_files(
             effects.trees.append(operand)
         else:
             effects.files.append(operand)
+
+
+def _all_operands(options: Options) -> list[Arg]:
+    return options.operands
+
+
+def _writes_named_files(
+    name: str,
+    short_values: str = "",
+    long_values: frozenset[str] = frozenset(),
+    *,
+    files: Callable[[Options], list[Arg]] = _all_operands,
+) -> Rule:
+    """The rule of a command whose only writes are files its arguments name: `files` picks
+    them from the parsed options (default: every operand); `name` is how a write that is only
+    known at run time is reported."""
+
+    def rule(args: list[Arg], place: Place) -> Effects:
+        options = read_options(args, short_values=short_values, long_values=long_values)
+        effects = Effects()
+        _operand_files(name, files(options), effects)
+        return effects
+
+    return rule
 
 
 # -- copying, moving, linking -------------------------------------------------------------------
@@ -202,29 +226,9 @@ def mkdir(args: list[Arg], place: Place) -> Effects:
     return effects
 
 
-def touch(args: list[Arg], place: Place) -> Effects:
-    options = read_options(
-        args, short_values="dtr", long_values=frozenset({"--date", "--reference", "--time"})
-    )
-    effects = Effects()
-    _operand_files("touch", options.operands, effects)
-    return effects
-
-
-def truncate(args: list[Arg], place: Place) -> Effects:
-    options = read_options(
-        args, short_values="sr", long_values=frozenset({"--size", "--reference"})
-    )
-    effects = Effects()
-    _operand_files("truncate", options.operands, effects)
-    return effects
-
-
-def tee(args: list[Arg], place: Place) -> Effects:
-    options = read_options(args)
-    effects = Effects()
-    _operand_files("tee", options.operands, effects)
-    return effects
+touch = _writes_named_files("touch", "dtr", frozenset({"--date", "--reference", "--time"}))
+truncate = _writes_named_files("truncate", "sr", frozenset({"--size", "--reference"}))
+tee = _writes_named_files("tee")
 
 
 def dd(args: list[Arg], place: Place) -> Effects:
@@ -250,38 +254,18 @@ def _mode_changer(name: str, *, first_is_setting: bool = True) -> Rule:
     return rule
 
 
-def shred(args: list[Arg], place: Place) -> Effects:
-    options = read_options(
-        args,
-        short_values="ns",
-        long_values=frozenset({"--iterations", "--size", "--random-source"}),
-    )
-    effects = Effects()
-    _operand_files("shred", options.operands, effects)
-    return effects
-
-
-def sort(args: list[Arg], place: Place) -> Effects:
-    options = read_options(args, short_values="koStT", long_values=frozenset(
-        {"--key", "--output", "--field-separator", "--buffer-size", "--temporary-directory",
-         "--parallel", "--batch-size", "--compress-program", "--files0-from",
-         "--random-source"}))  # fmt: skip
-    effects = Effects()
-    _operand_files("sort -o", options.values("-o", "--output"), effects)
-    return effects
-
-
-def uniq(args: list[Arg], place: Place) -> Effects:
-    options = read_options(
-        args,
-        short_values="fsw",
-        long_values=frozenset(
-            {"--skip-fields", "--skip-chars", "--check-chars", "--group", "--all-repeated"}
-        ),
-    )
-    effects = Effects()
-    _operand_files("uniq", options.operands[1:2], effects)
-    return effects
+shred = _writes_named_files("shred", "ns", frozenset({"--iterations", "--size", "--random-source"}))
+sort = _writes_named_files("sort -o", "koStT", frozenset(
+    {"--key", "--output", "--field-separator", "--buffer-size", "--temporary-directory",
+     "--parallel", "--batch-size", "--compress-program", "--files0-from", "--random-source"}),
+    files=lambda options: options.values("-o", "--output"),
+)  # fmt: skip
+uniq = _writes_named_files(
+    "uniq",
+    "fsw",
+    frozenset({"--skip-fields", "--skip-chars", "--check-chars", "--group", "--all-repeated"}),
+    files=lambda options: options.operands[1:2],  # uniq INPUT OUTPUT: only OUTPUT is written
+)
 
 
 def curl(args: list[Arg], place: Place) -> Effects:
@@ -394,13 +378,12 @@ def gawk(args: list[Arg], place: Place) -> Effects:
     return effects
 
 
-def ed(args: list[Arg], place: Place) -> Effects:
-    options = read_options(args, short_values="p", long_values=frozenset({"--prompt"}))
-    effects = Effects()
-    _operand_files(
-        "ed", [o for o in options.operands if o is None or not o.startswith("+")], effects
-    )
-    return effects
+ed = _writes_named_files(
+    "ed",
+    "p",
+    frozenset({"--prompt"}),
+    files=lambda options: [o for o in options.operands if o is None or not o.startswith("+")],
+)
 
 
 # -- commands that run other commands ----------------------------------------------------------
