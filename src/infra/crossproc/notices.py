@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...core.deadlock_info import DeadlockInfo
 from ...core.ports import VictimNotices
+from ..atomic_files import ensure_private_dir, open_dir, write_atomic
 from ..lockstore import NotOwnFileError, Waker, inotify_available, process_hub, read_own_file
 
 log = logging.getLogger(__name__)
@@ -83,36 +84,14 @@ class VictimNoticeBoard:
 
     def ensure(self) -> Path:
         """Create the directory (0700) if needed; refuse a symlink or someone else's dir."""
-        try:
-            self.directory.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
-        except FileNotFoundError as exc:
-            raise NoticeBoardError(f"lock directory {self.lock_dir} does not exist") from exc
-        self._check_directory()
-        return self.directory
-
-    def _check_directory(self) -> None:
-        info = os.lstat(self.directory)
-        if not os.path.isdir(self.directory) or os.path.islink(self.directory):
-            raise NoticeBoardError(f"{self.directory} is not a directory (a symlink?): refusing it")
-        if info.st_uid != os.getuid():
-            raise NoticeBoardError(f"{self.directory} belongs to uid {info.st_uid}, not to us")
+        return ensure_private_dir(self.directory, NoticeBoardError)
 
     def post(self, notice: VictimNotice) -> Path:
         """Publish `notice` atomically, replacing an older notice for the same agent."""
-        self.ensure()
         target = self.path_for(notice.agent_id)
-        temp = self.directory / f"{_PRIVATE}tmp-{uuid.uuid4().hex}"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(notice.model_dump_json())
-            os.rename(temp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
+        with open_dir(self.ensure()) as dir_fd:
+            data = notice.model_dump_json().encode()
+            write_atomic(dir_fd, target.name, data, mode=0o600, temp_prefix=f"{_PRIVATE}tmp-")
         return target
 
     def read(self, agent_id: str) -> VictimNotice | None:

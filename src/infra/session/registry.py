@@ -15,12 +15,12 @@ import contextlib
 import json
 import os
 import time
-import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from ..atomic_files import ensure_private_dir, open_dir, write_atomic
 from .process_tree import ProcessRef, ancestors, is_alive
 
 SESSIONS_DIR: Final = "sessions"
@@ -87,33 +87,14 @@ class SessionRegistry:
 
     def ensure(self) -> Path:
         """Create the directory (0700) if needed; refuse a symlink or someone else's."""
-        try:
-            self.directory.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
-        except FileNotFoundError as exc:
-            raise SessionRegistryError(f"lock directory {self.lock_dir} does not exist") from exc
-        info = os.lstat(self.directory)
-        if not os.path.isdir(self.directory) or os.path.islink(self.directory):
-            raise SessionRegistryError(f"{self.directory} is not a directory (a symlink?)")
-        if info.st_uid != os.getuid():
-            raise SessionRegistryError(f"{self.directory} belongs to uid {info.st_uid}, not to us")
-        return self.directory
+        return ensure_private_dir(self.directory, SessionRegistryError)
 
     def register(self, record: SessionRecord) -> Path:
         """Publish `record` atomically (a reader sees all of it or nothing)."""
-        self.ensure()
         target = self.path_for(record.anchor)
-        temp = self.directory / f"{_TEMP_PREFIX}{uuid.uuid4().hex}"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(record.to_json())
-            os.rename(temp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
+        with open_dir(self.ensure()) as dir_fd:
+            data = record.to_json().encode()
+            write_atomic(dir_fd, target.name, data, mode=0o600, temp_prefix=_TEMP_PREFIX)
         return target
 
     def unregister(self, record: SessionRecord) -> None:

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 from typing import Final
 
+from ... import atomic_files
 from .wire import NOT_A_FILE, TEMP_PREFIX, TOO_LARGE, WireError
 
 REQUESTS: Final = "requests"
@@ -113,29 +113,11 @@ def remove_entry(dir_fd: int, name: str) -> bool:
 
 
 def write_atomic(dir_fd: int, name: str, data: bytes, mode: int = 0o644) -> None:
-    """Publish `data` as `name`: a reader sees the whole file or none.
-
-    The temp file is created fresh (O_EXCL | O_NOFOLLOW), so nothing planted can redirect the
-    write; the rename replaces whatever is at `name` (a planted file or symlink) rather than
-    writing through it. Raises OSError when `name` cannot be replaced (e.g. it is a directory).
-    """
-    temp = f"{TEMP_PREFIX}{name}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(
-        temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
-        dir_fd=dir_fd,
-    )  # fmt: skip
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp, dir_fd=dir_fd)
-        raise
+    """Publish `data` as `name` in the folder `dir_fd`: a reader sees the whole file or none,
+    and nothing the sandbox planted at `name` is written through (see `atomic_files`). The
+    temp name starts with TEMP_PREFIX, so neither side reads it as a message; readable by
+    the other side (0644) by default. Raises OSError when `name` cannot be replaced."""
+    atomic_files.write_atomic(dir_fd, name, data, mode=mode, temp_prefix=f"{TEMP_PREFIX}{name}.")
 
 
 def read_small(dir_fd: int, name: str, limit: int = MAX_HEARTBEAT_BYTES) -> bytes | None:
