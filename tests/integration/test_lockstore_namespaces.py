@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from lockstore_support import CHILD, expect_line
 
-from lockyard.infra.tools.locking import LockStore, Reclamation
+from lockyard.infra.tools.locking import LockInfo, LockStore, Reclamation
 from polling_support import wait_until
 
 pytestmark = pytest.mark.skipif(
@@ -42,9 +42,26 @@ def spawn_in(
     )
 
 
+# Namespaces a process can be in that make its clocks or its pid differ from the host's view.
+ELSEWHERE = pytest.mark.parametrize(
+    ("prefix", "agent"),
+    [(SHIFTED_BOOT, "shifted"), (OWN_PID_NAMESPACE, "boxed")],
+    ids=["another-boot-clock", "pid-namespace-without-its-proc"],
+)
+
+
 def stop(child: subprocess.Popen[str]) -> None:
     child.kill()
     child.wait()
+
+
+def assert_held_by_a_live_holder(store: LockStore, agent: str) -> LockInfo:
+    """`a.py` is `agent`'s, its holder counts as alive, and nobody else can take it."""
+    assert not store.try_lock("a.py", "host")
+    [info] = store.list_locks()
+    assert info.liveness == "alive", info.liveness_reason
+    assert store.holder("a.py") == agent
+    return info
 
 
 def test_a_holder_with_another_boot_clock_is_alive_and_its_lock_kept(
@@ -54,9 +71,7 @@ def test_a_holder_with_another_boot_clock_is_alive_and_its_lock_kept(
     try:
         expect_line(holder, "locked")
         store = LockStore(repo, lock_dir)
-        assert not store.try_lock("a.py", "host")
-        [info] = store.list_locks()
-        assert info.liveness == "alive", info.liveness_reason
+        assert_held_by_a_live_holder(store, "shifted")
         assert store.reclaim_stale() == []
         assert store.holder("a.py") == "shifted"
     finally:
@@ -73,12 +88,13 @@ def test_a_dead_holder_with_another_boot_clock_is_reclaimed(repo: Path, lock_dir
     assert [report.holder.agent_id for report in reports] == ["shifted"]
 
 
-def test_a_process_with_another_boot_clock_keeps_off_a_live_hosts_lock(
-    repo: Path, lock_dir: Path
+@ELSEWHERE
+def test_a_process_in_another_namespace_keeps_off_a_live_hosts_lock(
+    repo: Path, lock_dir: Path, prefix: list[str], agent: str
 ) -> None:
     store = LockStore(repo, lock_dir)
     assert store.try_lock("a.py", "host")
-    grabber = spawn_in(SHIFTED_BOOT, repo, lock_dir, "a.py", "shifted", "grab")
+    grabber = spawn_in(prefix, repo, lock_dir, "a.py", agent, "grab")
     try:
         expect_line(grabber, "ready")
         assert grabber.stdin is not None
@@ -125,10 +141,7 @@ def test_a_holder_in_a_pid_namespace_without_its_own_proc_is_alive_then_reclaime
     holder = spawn_in(OWN_PID_NAMESPACE, repo, lock_dir, "a.py", "boxed", "hold")
     try:
         expect_line(holder, "locked")
-        store = LockStore(repo, lock_dir)
-        assert not store.try_lock("a.py", "host")
-        [info] = store.list_locks()
-        assert info.liveness == "alive", info.liveness_reason
+        info = assert_held_by_a_live_holder(LockStore(repo, lock_dir), "boxed")
         assert info.holder is not None
         host_pid = info.holder.pid
         assert host_pid != 1
@@ -140,20 +153,3 @@ def test_a_holder_in_a_pid_namespace_without_its_own_proc_is_alive_then_reclaime
     wait_until(lambda: store.list_locks()[0].liveness == "dead")  # killed with unshare
     assert store.try_lock("a.py", "host")
     assert [report.holder.agent_id for report in reports] == ["boxed"]
-
-
-def test_a_process_in_a_pid_namespace_without_its_own_proc_keeps_off_a_live_lock(
-    repo: Path, lock_dir: Path
-) -> None:
-    store = LockStore(repo, lock_dir)
-    assert store.try_lock("a.py", "host")
-    grabber = spawn_in(OWN_PID_NAMESPACE, repo, lock_dir, "a.py", "boxed", "grab")
-    try:
-        expect_line(grabber, "ready")
-        assert grabber.stdin is not None
-        grabber.stdin.write("go\n")
-        grabber.stdin.flush()
-        expect_line(grabber, "lost 0")
-        assert store.holder("a.py") == "host"
-    finally:
-        stop(grabber)

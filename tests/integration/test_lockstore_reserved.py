@@ -3,6 +3,7 @@ for that waiter, while `snapshot()` keeps reporting only real holds."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -29,21 +30,30 @@ from lockyard.infra.tools.locking import LockStore
 from polling_support import wait_until
 
 
+@contextlib.contextmanager
+def queued_then_stopped(store: LockStore, agent: str, log: Path) -> Iterator[subprocess.Popen[str]]:
+    """A live process `agent` that queued for f.py, then was SIGSTOPped: it holds its place
+    in the queue but cannot act until SIGCONT. Killed on exit."""
+    waiter = spawn(Path(store.root), store.lock_dir, "f.py", agent, "wait", "100", str(log))
+    try:
+        expect_line(waiter, "waiting")
+        wait_until(lambda: [w.agent_id for w in store.waiters("f.py")] == [agent])
+        waiter.send_signal(signal.SIGSTOP)
+        wait_until(lambda: _state(waiter.pid) == "T")  # a signal is delivered, not instant
+        yield waiter
+    finally:
+        waiter.send_signal(signal.SIGCONT)
+        kill(waiter)
+
+
 @pytest.fixture
 def stalled_waiter(repo: Path, lock_dir: Path, tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     """A holds f.py; B (a live process) queues for it and is SIGSTOPped; A releases."""
     store = LockStore(repo, lock_dir)
     assert store.try_lock("f.py", "A")
-    waiter = spawn(repo, lock_dir, "f.py", "B", "wait", "100", str(tmp_path / "log"))
-    expect_line(waiter, "waiting")
-    wait_until(lambda: [w.agent_id for w in store.waiters("f.py")] == ["B"])
-    waiter.send_signal(signal.SIGSTOP)
-    wait_until(lambda: _state(waiter.pid) == "T")  # a signal is delivered, not instant
-    assert store.release("f.py", "A")
-    yield waiter
-    waiter.send_signal(signal.SIGCONT)
-    waiter.kill()
-    waiter.wait()
+    with queued_then_stopped(store, "B", tmp_path / "log") as waiter:
+        assert store.release("f.py", "A")
+        yield waiter
 
 
 def test_a_lock_blocked_only_by_a_stalled_waiter_is_listed_as_reserved(
@@ -155,12 +165,7 @@ def test_a_release_starts_the_first_waiters_turn(
 ) -> None:
     store = LockStore(repo, lock_dir)
     assert store.try_lock("f.py", "A")
-    waiter = spawn(repo, lock_dir, "f.py", "B", "wait", "100", str(tmp_path / "log"))
-    try:
-        expect_line(waiter, "waiting")
-        wait_until(lambda: [w.agent_id for w in store.waiters("f.py")] == ["B"])
-        waiter.send_signal(signal.SIGSTOP)
-        wait_until(lambda: _state(waiter.pid) == "T")  # a signal is delivered, not instant
+    with queued_then_stopped(store, "B", tmp_path / "log"):
         _age_turn(store, "f.py", 3600)  # queued an hour ago, behind A
         assert store.release("f.py", "A")
         turn_started = os.lstat(_turn_entry(store, "f.py")).st_mtime
@@ -169,9 +174,6 @@ def test_a_release_starts_the_first_waiters_turn(
         assert info.age_seconds is not None
         assert info.age_seconds < 600
         assert "is stopped" in info.liveness_reason  # the waiter's process is SIGSTOPped
-    finally:
-        waiter.send_signal(signal.SIGCONT)
-        kill(waiter)
 
 
 def test_a_first_waiter_that_leaves_a_free_lock_untaken_is_passed_over(
@@ -312,12 +314,7 @@ def test_a_waiter_whose_wait_was_ended_never_takes_a_newcomers_reused_ticket(
     assert holder.try_lock("f.py", "A")
     # W is a process held stopped while its wait is ended and its ticket is reused, so the
     # interleaving is forced: W cannot queue again before the newcomer takes the ticket.
-    waiter = spawn(repo, lock_dir, "f.py", "W", "wait", "100", str(tmp_path / "log"))
-    try:
-        expect_line(waiter, "waiting")
-        wait_until(lambda: [w.agent_id for w in holder.waiters("f.py")] == ["W"])
-        waiter.send_signal(signal.SIGSTOP)
-        wait_until(lambda: _state(waiter.pid) == "T")
+    with queued_then_stopped(holder, "W", tmp_path / "log") as waiter:
         [ended] = holder.end_waits("W")  # the queue empties; its ticket is free again
         assert ended.agent_id == "W"
         key = holder.canonicalize("f.py")
@@ -337,9 +334,6 @@ def test_a_waiter_whose_wait_was_ended_never_takes_a_newcomers_reused_ticket(
         holder.drop_waiter(name, newcomer)
         expect_line(waiter, "acquired")
         assert waiter.wait(timeout=60) == 0
-    finally:
-        waiter.send_signal(signal.SIGCONT)
-        kill(waiter)
 
 
 def ended_entry_name(ticket: int) -> str:
