@@ -75,6 +75,24 @@ def queued(repo: Path, lock_dir: Path, name: str) -> list[str]:
     return [waiter.agent_id for waiter in LockStore(repo, lock_dir).waiters(name)]
 
 
+def status_read_only(lock_dir: Path) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
+    """`lockyard status --json` and `lockyard status`, checked to have written nothing."""
+    before = tree(lock_dir)
+    payload = status_json(lock_dir)
+    text = lockyard("status", "--lock-dir", str(lock_dir))
+    assert tree(lock_dir) == before  # read-only
+    return payload, text
+
+
+def deadlock_two_agents(agents: Agents, repo: Path, lock_dir: Path) -> None:
+    """agent-one holds a.py and waits for b.py; agent-two holds b.py and waits for a.py."""
+    one = agents.start("agent-one", holds="a.py", waits="b.py")
+    two = agents.start("agent-two", holds="b.py", waits="a.py")
+    agents.go(one, two)
+    wait_until(lambda: queued(repo, lock_dir, "a.py") == ["agent-two"])
+    wait_until(lambda: queued(repo, lock_dir, "b.py") == ["agent-one"])
+
+
 # --- status
 
 
@@ -136,10 +154,7 @@ def test_status_shows_holders_liveness_and_waiters_in_order_and_writes_nothing(
     agents.go(second)
     wait_until(lambda: queued(repo, lock_dir, "a.py") == ["first-waiter", "second-waiter"])
 
-    before = tree(lock_dir)
-    payload = status_json(lock_dir)
-    text = lockyard("status", "--lock-dir", str(lock_dir))
-    assert tree(lock_dir) == before  # read-only
+    payload, text = status_read_only(lock_dir)
 
     locks = by_file(payload, repo)
     assert set(locks) == {"a.py", "b.py"}
@@ -172,16 +187,8 @@ def test_status_shows_holders_liveness_and_waiters_in_order_and_writes_nothing(
 def test_status_finds_a_deadlock_between_two_processes(
     agents: Agents, repo: Path, lock_dir: Path
 ) -> None:
-    one = agents.start("agent-one", holds="a.py", waits="b.py")
-    two = agents.start("agent-two", holds="b.py", waits="a.py")
-    agents.go(one)
-    agents.go(two)
-    wait_until(lambda: queued(repo, lock_dir, "a.py") == ["agent-two"])
-    wait_until(lambda: queued(repo, lock_dir, "b.py") == ["agent-one"])
-    before = tree(lock_dir)
-    payload = status_json(lock_dir)
-    text = lockyard("status", "--lock-dir", str(lock_dir))
-    assert tree(lock_dir) == before
+    deadlock_two_agents(agents, repo, lock_dir)
+    payload, text = status_read_only(lock_dir)
 
     [deadlock] = payload["deadlocks"]
     assert {step["agent_id"] for step in deadlock["cycle"]} == {"agent-one", "agent-two"}
@@ -424,10 +431,7 @@ def test_status_shows_a_pending_victim_notice_and_a_dead_waiter(
         victim_waits_on_holder="agent-y",
     )
     VictimNoticeBoard(lock_dir).post(VictimNotice(agent_id="agent-x", waits_on=key, deadlock=info))
-    before = tree(lock_dir)
-    payload = status_json(lock_dir)
-    text = lockyard("status", "--lock-dir", str(lock_dir))
-    assert tree(lock_dir) == before
+    payload, text = status_read_only(lock_dir)
     [notice] = payload["victim_notices"]
     assert notice["agent_id"] == "agent-x"
     assert notice["summary"] == info.describe()
@@ -441,12 +445,7 @@ def test_status_shows_a_pending_victim_notice_and_a_dead_waiter(
 def test_monitor_reports_each_deadlock_once_without_verbose(
     agents: Agents, repo: Path, lock_dir: Path
 ) -> None:
-    one = agents.start("agent-one", holds="a.py", waits="b.py")
-    two = agents.start("agent-two", holds="b.py", waits="a.py")
-    agents.go(one)
-    agents.go(two)
-    wait_until(lambda: queued(repo, lock_dir, "a.py") == ["agent-two"])
-    wait_until(lambda: queued(repo, lock_dir, "b.py") == ["agent-one"])
+    deadlock_two_agents(agents, repo, lock_dir)
     done = lockyard("monitor", "--once", "--no-resolve", "--lock-dir", str(lock_dir))
     assert done.returncode == 6, done.stderr
     both = done.stdout + done.stderr
