@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import logging
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import anyio
 import typer
-from anyio.abc import TaskStatus
 
 from ..infra.transports.ipc.host_config import (
     IpcHostConfigError,
@@ -175,22 +174,12 @@ def _run(
 
 
 async def _serve_until_signalled(host: IpcHost) -> None:
+    from ..infra.signals import cancel_on_signals
+
     async with anyio.create_task_group() as group:
-        await group.start(_cancel_on_signals, group.cancel_scope)
+        log = logging.getLogger("lockyard.ipc.host")
+        await group.start(functools.partial(cancel_on_signals, log=log), group.cancel_scope)
         await host.run()
-
-
-async def _cancel_on_signals(
-    scope: anyio.CancelScope, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        task_status.started()
-        async for signum in signals:
-            logging.getLogger("lockyard.ipc.host").info(
-                "received %s, shutting down", signal.Signals(signum).name
-            )
-            scope.cancel()
-            return
 
 
 def register(app: typer.Typer) -> None:

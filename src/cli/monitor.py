@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +12,6 @@ from typing import Annotated
 
 import anyio
 import typer
-from anyio.abc import TaskStatus
 
 from ..infra.backends import chosen_spec, is_postgres_spec, monitor_source
 from ..infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
@@ -136,8 +134,10 @@ def _monitor(
     output = DetachedOutput(lambda count: _dropped_line(count, directory, as_json=as_json))
 
     async def watch() -> None:
+        from ..infra.signals import cancel_on_signals
+
         async with anyio.create_task_group() as group:
-            await group.start(_stop_on_signals, group.cancel_scope)
+            await group.start(cancel_on_signals, group.cancel_scope)
             if not as_json:
                 output.line(f"watching {directory} for deadlocks (Ctrl-C to stop)")
             try:
@@ -163,16 +163,6 @@ def _exit_code(error: Exception) -> ExitCode:
 
 
 _LOCK_DIR_HINT = "check that the lock directory exists and is yours, then start the monitor again"
-
-
-async def _stop_on_signals(
-    scope: anyio.CancelScope, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        task_status.started()
-        async for _signum in signals:
-            scope.cancel()
-            return
 
 
 _DRAIN_SECONDS = 2.0

@@ -23,16 +23,15 @@ reads. Lock events are logged at DEBUG level for troubleshooting.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
-import signal
 import time
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 import anyio
 import mcp.types as types
-from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
@@ -41,6 +40,7 @@ from mcp.shared.message import SessionMessage
 from ....core.events import LockEvent
 from ...backends import victim_notices_for
 from ...lockstore import LockBackend, LostLock
+from ...signals import cancel_on_signals
 from ...tools.lock_tools import ACQUIRE_TOOL, LockTools, ToolOutcome
 from ...tools.mcp_server import SERVER_VERSION, list_tools_result, to_call_tool_result
 from .jsonrpc_screen import screen
@@ -205,7 +205,7 @@ class StdioToolSession:
         server = self.build_server()
         try:
             async with anyio.create_task_group() as group:
-                await group.start(_cancel_on_signals, group.cancel_scope)
+                await group.start(functools.partial(cancel_on_signals, log=log), group.cancel_scope)
                 replies, to_forward = anyio.create_memory_object_stream[types.JSONRPCMessage](64)
                 lines = ScreenedLines(StdinLines(), replies)
                 async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
@@ -331,13 +331,4 @@ async def _forward_replies(
             async for message in replies:
                 await write.send(SessionMessage(message))
 
-
-async def _cancel_on_signals(
-    scope: anyio.CancelScope, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        task_status.started()
-        async for signum in signals:
-            log.info("received %s, shutting down", signal.Signals(signum).name)
-            scope.cancel()
             return
