@@ -148,12 +148,3 @@ def watch_lock(
         directories=frozenset() if holder_is_here else frozenset({lock_dir}),
         pids=frozenset() if holder_pid is None else frozenset({holder_pid}),
     )
-
-
-def first_waiter_has_turn(*, dead: bool, turn_over: bool) -> bool | None:
-    """For `try_lock` at a free lock, about the oldest entry of its queue: True when that
-    waiter has the turn (the lock is reserved for it); None when the entry must go first
-    (dead, or its turn is over) and the next one be judged."""
-    if dead or turn_over:
-        return None
-    return True
