@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,30 @@ def test_a_head_killed_during_the_handoff_leaves_the_lock_to_its_successor(
     assert "next" in _granted(log)
     assert store.waiters("a.py") == []
     assert store.holder("a.py") is None
+
+
+def test_a_waiter_whose_entry_is_ended_queues_again_without_waiting_for_a_recheck(
+    repo: Path, lock_dir: Path
+) -> None:
+    store = LockStore(repo, lock_dir, liveness_interval=60)  # re-checks minutes apart
+    assert store.try_lock("a.py", "holder")
+    granted: dict[str, bool] = {}
+
+    def wait(agent: str) -> None:
+        granted[agent] = store.acquire("a.py", agent, 60, poll_interval_ms=60_000)
+
+    threads = {
+        agent: threading.Thread(target=wait, args=(agent,), daemon=True) for agent in ("A", "B")
+    }
+    for agent, thread in threads.items():
+        thread.start()
+        wait_until(lambda agent=agent: agent in [w.agent_id for w in store.waiters("a.py")])
+    [ended] = LockStore(repo, lock_dir).end_waits("B")  # an operator, in this process
+    wait_until(lambda: [w.agent_id for w in store.waiters("a.py")] == ["A", "B"])
+    [again] = [w for w in store.waiters("a.py") if w.agent_id == "B"]
+    assert again.token != ended.token  # a new wait, at the back
+    assert store.release("a.py", "holder")
+    threads["A"].join(60)
+    assert store.release("a.py", "A")
+    threads["B"].join(60)
+    assert granted == {"A": True, "B": True}

@@ -124,11 +124,12 @@ class Watch:
     pids: frozenset[int]
 
 
-def watch_predecessor(queue_dir: str, entry: str, pid: int | None) -> Watch:
+def watch_predecessor(queue_dir: str, entry: str, pid: int | None, *, mine: str) -> Watch:
     """A waiter behind `entry` wakes when that entry goes (removed here or, seen through the
-    queue directory, elsewhere) or when its process `pid` exits (None: not followed)."""
+    queue directory, elsewhere) or when its process `pid` exits (None: not followed); and
+    when its own entry `mine` is removed by someone else (to queue again at once)."""
     return Watch(
-        topics=frozenset({f"{queue_dir}/{entry}"}),
+        topics=frozenset({f"{queue_dir}/{entry}", f"{queue_dir}/{mine}"}),
         directories=frozenset({queue_dir}),
         pids=frozenset() if pid is None else frozenset({pid}),
     )

@@ -350,11 +350,11 @@ class LockStore:
         return waiting.wait(self._waiting(name, key, agent, poll), timeout)
 
     def _waiting(self, name: str, key: str, agent: str, poll: float) -> waiting.Waiting:
-        token = new_token()
         me = current_process()  # the waiting is done here, whoever the store's owner is
 
         def record_for(ticket: int) -> str:
-            return encode_waiter(me, agent, token, ticket, key, self.namespace, self.root)
+            # A token per entry: a waiter that queues again is a new wait.
+            return encode_waiter(me, agent, new_token(), ticket, key, self.namespace, self.root)
 
         return waiting.Waiting(
             queues=self._queues,

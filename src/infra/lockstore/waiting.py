@@ -145,7 +145,9 @@ class Waiting:
                 pid = self._exit_to_follow(record, liveness)
                 # Calm: every way our predecessor can leave is pushed to us.
                 self._calm = pid is not None or is_ours(record)
-                return watch_predecessor(self._queues.queue_dir(place.name), place.predecessor, pid)
+                return watch_predecessor(
+                    self._queues.queue_dir(place.name), place.predecessor, pid, mine=place.entry
+                )
 
     def _watch_holder(self) -> Watch:
         holder = self._holder()
