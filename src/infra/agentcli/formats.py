@@ -60,6 +60,9 @@ class CliFormat:
     shell_tools: frozenset[str] = frozenset()
     acquire_tool: str = ACQUIRE_TOOL
     """The lock tool's name as this CLI shows it to the model."""
+    patch_fields: tuple[str, ...] = ()
+    """Input fields that may carry an `apply_patch` patch (`*** Update File: ...`); the files
+    it names are the call's writes."""
 
     def parse(self, payload: object) -> ToolCall:
         if not isinstance(payload, dict):
@@ -88,6 +91,10 @@ class CliFormat:
     tool_input_field: str = "tool_input"
 
     def write_paths(self, tool: str, tool_input: dict[str, Any]) -> list[str]:
+        for key in self.patch_fields:
+            value = tool_input.get(key)
+            if isinstance(value, str) and "*** " in value:
+                return patch_targets(value)
         return _first_string(tool_input, ("file_path", "notebook_path", "filePath", "path"))
 
     def allow(self) -> HookAnswer:
@@ -129,13 +136,7 @@ class Codex(ClaudeCode):
     write_tools = frozenset({"apply_patch", "Edit", "Write"})
     shell_tools = frozenset({"Bash"})
     acquire_tool = f"mcp__lockyard__{ACQUIRE_TOOL}"
-
-    def write_paths(self, tool: str, tool_input: dict[str, Any]) -> list[str]:
-        for key in ("command", "patch", "input"):
-            value = tool_input.get(key)
-            if isinstance(value, str) and "*** " in value:
-                return patch_targets(value)
-        return super().write_paths(tool, tool_input)
+    patch_fields = ("command", "patch", "input")
 
 
 class Gemini(CliFormat):
@@ -154,13 +155,7 @@ class OpenCode(CliFormat):
     write_tools = frozenset({"write", "edit", "multiedit", "patch", "apply_patch"})
     shell_tools = frozenset({"bash"})
     acquire_tool = f"lockyard_{ACQUIRE_TOOL}"
-
-    def write_paths(self, tool: str, tool_input: dict[str, Any]) -> list[str]:
-        for key in ("patchText", "patch", "input"):
-            value = tool_input.get(key)
-            if isinstance(value, str) and "*** " in value:
-                return patch_targets(value)
-        return super().write_paths(tool, tool_input)
+    patch_fields = ("patchText", "patch", "input")
 
 
 FORMATS: Final[dict[str, CliFormat]] = {
