@@ -66,6 +66,30 @@ def test_a_version_1_schema_is_upgraded_in_place_keeping_its_locks(
         assert (record.agent_id, record.checkout) == ("new-agent", store.root)
 
 
+def test_a_hold_with_a_queue_at_upgrade_is_handed_on_by_a_new_release(
+    repo: Path, pg_server: PgServer, v1_schema: str
+) -> None:
+    with (
+        psycopg.connect(pg_server.dsn, autocommit=True) as old_holder,
+        psycopg.connect(pg_server.dsn, autocommit=True) as old_waiter,
+    ):
+        take_as_version_1(old_holder, v1_schema, "src/app.py", "old-agent")
+        (session,) = old_waiter.execute(f'SELECT "{v1_schema}".open_session()').fetchone() or (0,)
+        old_waiter.execute(
+            f'SELECT "{v1_schema}".enqueue(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)',
+            ("old-ns", "src/app.py", "old-waiter", "w-token", 2, None, "old-host", None, None,
+             session),
+        )  # fmt: skip
+        with PgLockStore(repo, pg_server.spec(v1_schema), namespace="old-ns") as store:
+            store.connect()
+            row = old_holder.execute(f'SELECT queued FROM "{v1_schema}".holds').fetchone()
+            assert row == (True,), "marked from the queue during the upgrade"
+            assert store.release("src/app.py", "old-agent")
+            handed = store.holder_record("src/app.py")
+            assert handed is not None
+            assert handed.agent_id == "old-waiter", "handed to the queue's head, not freed"
+
+
 def test_clients_starting_at_once_on_a_version_1_schema_upgrade_it_once(
     pg_server: PgServer, v1_schema: str
 ) -> None:
