@@ -67,7 +67,9 @@ def test_a_watching_monitor_stops_with_the_backend_exit_code_when_the_server_goe
     )
     try:
         assert monitor.stdout is not None
-        assert monitor.stdout.readline().startswith("watching postgresql://")
+        assert monitor.stderr is not None
+        first = monitor.stdout.readline()
+        assert first.startswith("watching postgresql://"), first or monitor.stderr.read()
         private_server.stop("fast")
         _out, err = monitor.communicate(timeout=120)
     finally:

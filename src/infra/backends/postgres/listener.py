@@ -86,8 +86,10 @@ class Listener:
         self._grants: dict[str, int] = {}  # "g<token>" -> fence, until taken
         self._io = threading.Lock()  # one reader of the connection at a time
         self._conn: psycopg.Connection[Any] | None = None
-        # Waiters reading the connection themselves; while there is one, the thread leaves
-        # the socket to them (two threads woken per message would compete for the cores).
+        # One waiting thread at a time reads the connection itself (the reader); meanwhile
+        # the thread leaves the socket to it (two threads woken per message would compete
+        # for the cores). Other waiters are woken by whoever reads.
+        self._reader = threading.Lock()
         self._readers = 0
         self._watching = False  # whether the thread has the socket in its select
         self._trouble = False  # a reader found the connection unusable: the thread checks
@@ -138,16 +140,20 @@ class Listener:
         """Block until `waker` is woken or `timeout` seconds pass; True when woken.
 
         While it waits, the calling thread reads the LISTEN connection itself whenever it has
-        news (the listener thread would be one more thread to schedule before the waiter).
+        news (the listener thread would be one more thread to schedule before the waiter),
+        unless another waiting thread of this process does already.
         """
+        if not self._reader.acquire(blocking=False):
+            poller = select.poll()  # another waiter reads: it (or the thread) wakes this one
+            poller.register(waker.fileno(), select.POLLIN)
+            return bool(poller.poll(max(timeout, 0.0) * 1000.0))
         with self._guard:
             self._readers += 1
-            first = self._readers == 1
-        if first:
-            self._poke()
+        self._poke()
         try:
             return self._wait(waker, timeout)
         finally:
+            self._reader.release()
             with self._guard:
                 self._readers -= 1
                 # Others than this waiter (still subscribed) need the thread to watch again;
