@@ -955,7 +955,9 @@ def throughput_rows(
         value = f"{figure.grants_per_second:,.0f}/s, min/max {fairness}, counter {check}"
         if kind in ("fasteners", "filelock") and ours is not None:
             ratio = ours.grants_per_second / figure.grants_per_second
-            rows.append(Row(f"{label} (lockyard / it)", where, value, ratio, ">= 1x", ratio >= 1))
+            rows.append(
+                Row(f"{label} (ratio: lockyard / {kind})", where, value, ratio, ">= 1x", ratio >= 1)
+            )
         else:
             rows.append(
                 Row(label, where, value, None, "counter OK", figure.counted == figure.granted)
