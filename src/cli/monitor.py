@@ -123,7 +123,7 @@ def _monitor(
             report = anyio.run(monitor.check_once)
         except (LockStoreError, OSError) as exc:
             raise CliError(f"cannot read {directory}: {exc}", _exit_code(exc),
-                           _LOCK_DIR_HINT) from None  # fmt: skip
+                           _hint(exc)) from None  # fmt: skip
         _print(report, directory, as_json=as_json, once=True)
         if report.resolutions:
             raise typer.Exit(DEADLOCK_FOUND)
@@ -154,7 +154,7 @@ def _monitor(
     output.drain(_DRAIN_SECONDS)  # a reader that is still reading gets the last lines
     if failure:
         raise CliError(f"stopped watching {directory}: {failure[0]}", _exit_code(failure[0]),
-                       _LOCK_DIR_HINT)  # fmt: skip
+                       _hint(failure[0]))  # fmt: skip
 
 
 def _exit_code(error: Exception) -> ExitCode:
@@ -162,7 +162,13 @@ def _exit_code(error: Exception) -> ExitCode:
     return ExitCode.BACKEND if isinstance(error, BackendError) else ExitCode.LOCK_DIR
 
 
+def _hint(error: Exception) -> str:
+    """What to check: the PostgreSQL server for a backend error, else the lock directory."""
+    return _SERVER_HINT if isinstance(error, BackendError) else _LOCK_DIR_HINT
+
+
 _LOCK_DIR_HINT = "check that the lock directory exists and is yours, then start the monitor again"
+_SERVER_HINT = "check that the PostgreSQL server is up and reachable, then start the monitor again"
 
 
 _DRAIN_SECONDS = 2.0

@@ -76,4 +76,5 @@ def test_a_watching_monitor_stops_with_the_backend_exit_code_when_the_server_goe
         monitor.kill()
     assert monitor.returncode == 7, err
     assert "stopped watching postgresql://" in err
+    assert "PostgreSQL server is up" in err  # the hint names the server, not a lock directory
     assert private_server.password not in err
