@@ -40,6 +40,10 @@ class Waker:
         self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._guard = threading.Lock()  # never write to an fd number reused after close
 
+    def fileno(self) -> int:
+        """The eventfd, for a caller that waits on it together with other descriptors."""
+        return self._fd
+
     def wake(self) -> None:
         with self._guard:
             if self._fd >= 0:

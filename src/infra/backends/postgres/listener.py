@@ -24,9 +24,9 @@ import threading
 import time
 from typing import Any, Protocol
 
-import anyio
 import psycopg
 
+from ...lockstore import Waker
 from .dsn import KeepaliveBound, PgSpec
 from .session import BackendUnavailableError, connect
 
@@ -37,40 +37,6 @@ RECONNECT_SECONDS = 0.5
 
 class Wakeable(Protocol):
     def wake(self) -> None: ...
-
-
-class PushWaker:
-    """A level-triggered wake-up (an eventfd) that `Listener.wait` can watch together with
-    the LISTEN socket; async tasks wait on it with `wait_async`."""
-
-    def __init__(self) -> None:
-        self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self._guard = threading.Lock()  # never write to an fd number reused after close
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def wake(self) -> None:
-        with self._guard:
-            if self._fd >= 0:
-                os.eventfd_write(self._fd, 1)
-
-    def clear(self) -> None:
-        with contextlib.suppress(BlockingIOError):
-            os.eventfd_read(self._fd)
-
-    async def wait_async(self, seconds: float) -> bool:
-        """Wait until woken or `seconds` pass; True when woken."""
-        with anyio.move_on_after(max(seconds, 0.0)):
-            await anyio.wait_readable(self._fd)
-            return True
-        return False
-
-    def close(self) -> None:
-        with self._guard:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
 
 
 class Listener:
@@ -136,7 +102,7 @@ class Listener:
 
     # -- waiting ------------------------------------------------------------------------
 
-    def wait(self, waker: PushWaker, timeout: float) -> bool:
+    def wait(self, waker: Waker, timeout: float) -> bool:
         """Block until `waker` is woken or `timeout` seconds pass; True when woken.
 
         While it waits, the calling thread reads the LISTEN connection itself whenever it has
@@ -164,7 +130,7 @@ class Listener:
             if handover:
                 self._poke()
 
-    def _wait(self, waker: PushWaker, timeout: float) -> bool:
+    def _wait(self, waker: Waker, timeout: float) -> bool:
         deadline = time.monotonic() + max(timeout, 0.0)
         unreadable: psycopg.Connection[Any] | None = None
         while True:

@@ -40,6 +40,7 @@ from ...lockstore import (
     RepoIdentity,
     StoreSnapshot,
     WaiterRecord,
+    Waker,
     current_process,
     new_token,
     resolve_identity,
@@ -48,7 +49,7 @@ from ...lockstore import (
     validate_timeout,
 )
 from .dsn import KeepaliveBound, PgSpec, parse_spec
-from .listener import Listener, PushWaker, process_listener
+from .listener import Listener, process_listener
 from .schema import namespace_channel
 from .session import BackendUnavailableError, Session
 
@@ -543,7 +544,7 @@ class _Wait:
         self.deadline = deadline
         self.listener = listener
         self.interval = store.liveness_interval if pushing else min(store.liveness_interval, 0.1)
-        self.waker = PushWaker()
+        self.waker = Waker()
         self.ticket = 0
         self.token = ""
         self._sub: str | None = None
