@@ -389,7 +389,11 @@ def test_a_transaction_the_server_rolls_back_to_break_a_deadlock_runs_again(
     for thread in threads:
         thread.join(timeout=60)
     assert errors == []
-    assert sorted(attempts) in (["a", "a", "b"], ["a", "b", "b"])  # one ran twice
+    # At least one ran again. A retry can cross the other's pending update once more (on a
+    # CPU-starved server the retried transaction may take its first row before the survivor
+    # wakes), and that deadlock is broken and retried the same way.
+    assert sorted(set(attempts)) == ["a", "b"]
+    assert len(attempts) >= 3
     [(total,)] = first.session.run(
         lambda conn, _me: conn.execute(f'SELECT sum(n) FROM "{schema}".crossing').fetchall()
     )
