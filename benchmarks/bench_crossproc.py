@@ -31,7 +31,7 @@ from mcp import Client, StdioServerParameters
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor
 from lockyard.infra.crossproc.notices import FileVictimNotices
 from lockyard.infra.crossproc.state import LockDirState
-from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.lockstore.lockdir.store import LockStore
 from lockyard.infra.tools.lock_tools import LockTools
 from lockyard.infra.transports.sdk.server import create_locking_mcp_server
 

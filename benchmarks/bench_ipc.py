@@ -26,7 +26,7 @@ from pathlib import Path
 import anyio
 from mcp import Client, StdioServerParameters
 
-from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.lockstore.lockdir.store import LockStore
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 

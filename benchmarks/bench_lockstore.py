@@ -33,7 +33,7 @@ import anyio.lowlevel
 import filelock
 
 from lockyard.infra.lockstore.errors import InvalidPathError, PathOutsideRepoError
-from lockyard.infra.lockstore.lockdir import default_lock_dir
+from lockyard.infra.lockstore.lockdir.disk import default_lock_dir
 from lockyard.infra.lockstore.paths import (
     MAX_PATH_CHARS,
     is_literal_key,

@@ -261,7 +261,7 @@ def mp_context() -> multiprocessing.context.ForkServerContext:
     context = multiprocessing.get_context("forkserver")
     main = sys.modules["__main__"]
     here = "__main__" if getattr(main, "__file__", None) == __file__ else __name__
-    context.set_forkserver_preload([here, "lockyard.infra.lockstore.store", "anyio"])
+    context.set_forkserver_preload([here, "lockyard.infra.lockstore.lockdir.store", "anyio"])
     return context
 
 

@@ -38,10 +38,10 @@ from typing import Any
 import anyio
 import psycopg
 
-from lockyard.infra.backends import monitor_source, victim_notices_for
-from lockyard.infra.backends.postgres import PgLockStore, parse_spec
-from lockyard.infra.backends.postgres.cluster import ThrowawayCluster
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor
+from lockyard.infra.crossproc.sources import monitor_source, victim_notices_for
+from lockyard.infra.lockstore.postgres import PgLockStore, parse_spec
+from lockyard.infra.lockstore.postgres.cluster import ThrowawayCluster
 from lockyard.infra.tools.lock_tools import LockTools
 
 

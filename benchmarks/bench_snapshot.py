@@ -17,7 +17,7 @@ from pathlib import Path
 
 import anyio
 
-from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.lockstore.lockdir.store import LockStore
 
 
 def best_of(repeats: int, call: Callable[[], object]) -> float:

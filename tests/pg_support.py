@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 
-from lockyard.infra.backends.postgres.cluster import ThrowawayCluster
-from lockyard.infra.backends.postgres.listener import close_listeners
+from lockyard.infra.lockstore.postgres.cluster import ThrowawayCluster
+from lockyard.infra.lockstore.postgres.listener import close_listeners
 
 TEST_DSN_ENV = "LOCKYARD_TEST_PG_DSN"
 

@@ -12,14 +12,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..infra.backends import chosen_spec, is_postgres_spec, open_backend
 from ..infra.lockstore import (
     BackendError,
     InvalidAgentIdError,
     LockBackend,
     LockStore,
     LockStoreError,
+    chosen_spec,
     default_lock_dir,
+    is_postgres_spec,
+    open_backend,
 )
 from ._errors import CliError, ExitCode
 

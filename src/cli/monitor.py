@@ -13,10 +13,17 @@ from typing import Annotated
 import anyio
 import typer
 
-from ..infra.backends import chosen_spec, is_postgres_spec, monitor_source
 from ..infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
+from ..infra.crossproc.sources import monitor_source
 from ..infra.crossproc.state import LockDirUnreadableError, resolve_lock_dir
-from ..infra.lockstore import BackendError, LockStore, LockStoreError, default_lock_dir
+from ..infra.lockstore import (
+    BackendError,
+    LockStore,
+    LockStoreError,
+    chosen_spec,
+    default_lock_dir,
+    is_postgres_spec,
+)
 from ._detached_output import DetachedOutput
 from ._errors import CliError, ExitCode, reports_errors
 from ._format import quiet_library_logs

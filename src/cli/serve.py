@@ -10,9 +10,8 @@ from typing import Annotated
 import anyio
 import typer
 
-from ..infra.backends import chosen_spec, is_postgres_spec
 from ..infra.crossproc.agent_claims import AgentClaim, AgentIdInUseError
-from ..infra.lockstore import LockBackend, LockStore, LockStoreError
+from ..infra.lockstore import LockBackend, LockStore, LockStoreError, chosen_spec, is_postgres_spec
 from ..infra.session.identity import SessionIdentityError, check_cli_name, repository_root
 from ..infra.session.registry import SessionRegistryError
 from ..infra.session.serve_session import (

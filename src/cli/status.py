@@ -17,9 +17,9 @@ import anyio
 import typer
 
 from ..core.deadlock_info import DeadlockInfo
-from ..infra.backends import monitor_source
 from ..infra.crossproc.monitor_loop import CrossProcessMonitor
 from ..infra.crossproc.notices import VictimNotice
+from ..infra.crossproc.sources import monitor_source
 from ..infra.crossproc.state import LockDirSnapshot, LockDirState, node_key
 from ..infra.lockstore import LockBackend, LockInfo, StoreSnapshot, WaiterRecord
 from ..infra.session.registry import SessionRecord, SessionRegistry

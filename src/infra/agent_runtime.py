@@ -36,13 +36,13 @@ from ..core.events import LockEvent, LockEventType
 from ..core.ports import EmitLockEvent, VictimNotices, deliver
 from ..domain.deadlock import DeadlockMonitor, OnDeadlock, VictimPolicy
 from ..prompts.loader import render_implementer_prompt
-from .backends import open_backend, victim_notices_for
 from .crossproc.notices import AnyVictimNotices
+from .crossproc.sources import victim_notices_for
 from .hooks.commit_guard.hook import BASH_MATCHER, make_commit_guard_hook
 from .hooks.lock_events import make_lock_event_hook
 from .hooks.shell_guard import DEFAULT_POLICY, ShellGuardPolicy, make_shell_guard_hook
 from .hooks.write_guard.hook import WRITE_TOOLS_MATCHER, make_write_guard_hook
-from .lockstore import CorruptRecordError, LockBackend, LockStore
+from .lockstore import CorruptRecordError, LockBackend, LockStore, open_backend
 from .tools.lock_tools import LockTools
 from .tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name, release_tool_name
 from .transports.sdk.server import lock_tools_server_config

@@ -28,7 +28,7 @@ from anyio.streams.text import TextReceiveStream
 from fake_messages_api import FakeMessagesApi, call, say
 
 import lockyard
-from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.lockstore.lockdir.store import LockStore
 from polling_support import wait_until_async
 
 pytestmark = [

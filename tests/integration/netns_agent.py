@@ -17,9 +17,9 @@ from typing import Any
 
 import anyio
 
-from lockyard.infra.backends import victim_notices_for
-from lockyard.infra.backends.postgres import PgLockStore
+from lockyard.infra.crossproc.sources import victim_notices_for
 from lockyard.infra.hooks.write_guard.hook import make_write_guard_hook
+from lockyard.infra.lockstore.postgres import PgLockStore
 from lockyard.infra.tools.lock_tools import LockTools
 
 

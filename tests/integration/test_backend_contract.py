@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 from lockstore_support import until_queued
 
-from lockyard.infra.backends import open_backend
+from lockyard.infra.lockstore import open_backend
 from lockyard.infra.lockstore.backend import LockBackend
 from lockyard.infra.tools.lock_tools import LockTools
 

@@ -23,7 +23,7 @@ from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor, PassRepor
 from lockyard.infra.crossproc.notices import FileVictimNotices, VictimNotice, VictimNoticeBoard
 from lockyard.infra.crossproc.state import LockDirState, node_key
 from lockyard.infra.crossproc.watch import TreeWatcher
-from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.lockstore.lockdir.store import LockStore
 from lockyard.infra.tools.lock_tools import LockTools
 from polling_support import wait_until, wait_until_async
 
@@ -247,7 +247,7 @@ def test_a_dead_waiters_queue_entry_is_no_wait(
 ) -> None:
     assert store.try_lock("f1", "a")
     code = (
-        "import sys; from lockyard.infra.lockstore.store import LockStore; "
+        "import sys; from lockyard.infra.lockstore.lockdir.store import LockStore; "
         f"s = LockStore({str(repo)!r}, {str(lock_dir)!r}); print('go', flush=True); "
         "s.acquire('f1', 'ghost', 60)"
     )

@@ -15,7 +15,7 @@ from lockyard.core.events import LockEvent, LockEventType
 from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor
 from lockyard.infra.crossproc.state import LockDirState, node_key
-from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.lockstore.lockdir.store import LockStore
 from polling_support import wait_until_async
 
 AGENTS = ("a", "b", "c", "d")

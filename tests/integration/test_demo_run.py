@@ -136,7 +136,7 @@ def test_the_checks_catch_a_store_that_breaks_mutual_exclusion(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Sabotage the real store so every request is granted: the run must be judged broken."""
-    from lockyard.infra.lockstore.store import LockStore as Store
+    from lockyard.infra.lockstore.lockdir.store import LockStore as Store
 
     real_take = Store.take
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
-from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.lockstore.lockdir.store import LockStore
 from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from ipc_support import answer, call_body, running_host, sandbox, write_request
 
-from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.lockstore.lockdir.store import LockStore
 from lockyard.infra.tools.lock_tools import TOOL_SPECS, LockTools
 from lockyard.infra.transports.ipc.client import IpcClient
 from lockyard.infra.transports.ipc.host import IpcHost
@@ -434,7 +434,7 @@ async def test_without_a_host_the_session_still_lists_the_lock_tools(root: Path)
 async def test_the_host_serves_sandboxes_on_the_postgresql_backend(
     repo: Path, root: Path, pg_backend: str
 ) -> None:
-    from lockyard.infra.backends import open_backend
+    from lockyard.infra.lockstore import open_backend
 
     pg_store = open_backend(str(repo), pg_backend)
     got: list[dict[str, Any]] = []

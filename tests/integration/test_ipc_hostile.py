@@ -12,7 +12,7 @@ import anyio
 import pytest
 from ipc_support import answer, call_body, running_host, sandbox, write_request
 
-from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.lockstore.lockdir.store import LockStore
 from lockyard.infra.transports.ipc.host import IpcHost
 from lockyard.infra.transports.ipc.wire import MAX_REQUEST_BYTES
 from polling_support import wait_until_async

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ipc_support import answer, call_body, running_host, sandbox, write_request
 
-from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.lockstore.lockdir.store import LockStore
 from lockyard.infra.transports.ipc.host import IpcHost
 from polling_support import wait_until_async
 

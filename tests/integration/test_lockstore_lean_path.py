@@ -24,7 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from lockstore_support import dead_pid, plant_holder
 
 from lockyard.infra.lockstore.liveness import ProcessIdentity, current_process, new_token
-from lockyard.infra.lockstore.lockdir import LOCK_SUFFIX
+from lockyard.infra.lockstore.lockdir.disk import LOCK_SUFFIX
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import encode_waiter
 from lockyard.infra.tools import locking

@@ -23,7 +23,7 @@ from lockyard.infra.lockstore.liveness import (
     new_token,
     read_proc_stat,
 )
-from lockyard.infra.lockstore.lockdir import TICKET_DIGITS
+from lockyard.infra.lockstore.lockdir.disk import TICKET_DIGITS
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import encode_waiter
 from lockyard.infra.tools.locking import LockStore

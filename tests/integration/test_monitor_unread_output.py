@@ -18,7 +18,7 @@ import pytest
 
 from lockyard.cli._detached_output import DetachedOutput
 from lockyard.infra.crossproc.notices import VictimNoticeBoard
-from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.lockstore.lockdir.store import LockStore
 from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio

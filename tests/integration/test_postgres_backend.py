@@ -15,8 +15,10 @@ import psycopg
 import pytest
 
 from lockyard.infra.agent_runtime import AgentRuntimeBuilder, LockCoordinator
-from lockyard.infra.backends import open_backend
-from lockyard.infra.backends.postgres import (
+from lockyard.infra.hooks.write_guard.hook import make_write_guard_hook
+from lockyard.infra.lockstore import open_backend
+from lockyard.infra.lockstore.lockdir.store import LockStore
+from lockyard.infra.lockstore.postgres import (
     BackendSpecError,
     BackendUnavailableError,
     PgLockStore,
@@ -24,10 +26,8 @@ from lockyard.infra.backends.postgres import (
     parse_spec,
     redact,
 )
-from lockyard.infra.backends.postgres.schema import SCHEMA_VERSION, ensure_schema, lock_class
-from lockyard.infra.backends.postgres.session import forget_ensured_schemas
-from lockyard.infra.hooks.write_guard.hook import make_write_guard_hook
-from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.lockstore.postgres.schema import SCHEMA_VERSION, ensure_schema, lock_class
+from lockyard.infra.lockstore.postgres.session import forget_ensured_schemas
 from lockyard.infra.tools.lock_tools import LockTools
 from lockyard.infra.transports.sdk.servers import get_mcp_servers
 from pg_support import PgServer
@@ -111,7 +111,7 @@ def test_locks_of_a_killed_process_pass_to_a_waiter(repo: Path, pg_backend: str)
 
 HOLDER_SCRIPT = """
 import sys, time
-from lockyard.infra.backends.postgres import PgLockStore
+from lockyard.infra.lockstore.postgres import PgLockStore
 store = PgLockStore(sys.argv[1], sys.argv[2])
 assert store.try_lock("a.py", "ghost")
 print("held", flush=True)
@@ -249,8 +249,8 @@ def test_sql_looking_names_are_data(tmp_path: Path, pg_backend: str, pg_schema: 
 async def test_the_monitor_resolves_a_deadlock_between_two_sessions_and_one_monitor_leads(
     repo: Path, pg_backend: str
 ) -> None:
-    from lockyard.infra.backends import monitor_source, victim_notices_for
     from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor
+    from lockyard.infra.crossproc.sources import monitor_source, victim_notices_for
 
     with (
         PgLockStore(repo, pg_backend) as host_a,

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from lockyard.infra.backends.postgres import PgLockStore
+from lockyard.infra.lockstore.postgres import PgLockStore
 from pg_support import PgServer
 from polling_support import wait_until_async
 

@@ -26,10 +26,10 @@ from typing import Any
 import anyio
 import pytest
 
-from lockyard.infra.backends import monitor_source
-from lockyard.infra.backends.postgres import PgLockStore
-from lockyard.infra.backends.postgres.cluster import ThrowawayCluster
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor
+from lockyard.infra.crossproc.sources import monitor_source
+from lockyard.infra.lockstore.postgres import PgLockStore
+from lockyard.infra.lockstore.postgres.cluster import ThrowawayCluster
 from polling_support import wait_until_async
 
 AGENT = Path(__file__).with_name("netns_agent.py")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from lockyard.infra.backends.postgres import PgLockStore
+from lockyard.infra.lockstore.postgres import PgLockStore
 
 NO_RECHECK = 3600.0
 """A liveness interval no test outlives: a waiter that needed a re-check would time out."""

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lockyard.infra.backends.postgres import PgLockStore
-from lockyard.infra.backends.postgres.cluster import ThrowawayCluster
+from lockyard.infra.lockstore.postgres import PgLockStore
+from lockyard.infra.lockstore.postgres.cluster import ThrowawayCluster
 from polling_support import wait_until
 
 

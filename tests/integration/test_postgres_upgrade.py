@@ -11,9 +11,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from lockyard.infra.backends.postgres import PgLockStore
-from lockyard.infra.backends.postgres.schema import SCHEMA_VERSION, ddl, ensure_schema
-from lockyard.infra.backends.postgres.session import forget_ensured_schemas
+from lockyard.infra.lockstore.postgres import PgLockStore
+from lockyard.infra.lockstore.postgres.schema import SCHEMA_VERSION, ddl, ensure_schema
+from lockyard.infra.lockstore.postgres.session import forget_ensured_schemas
 from pg_support import PgServer
 
 

@@ -10,9 +10,9 @@ import anyio
 import psycopg
 import pytest
 
-from lockyard.infra.backends import monitor_source, victim_notices_for
-from lockyard.infra.backends.postgres import BackendSpecError, KeepaliveBound, PgLockStore
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
+from lockyard.infra.crossproc.sources import monitor_source, victim_notices_for
+from lockyard.infra.lockstore.postgres import BackendSpecError, KeepaliveBound, PgLockStore
 from lockyard.infra.tools.lock_tools import LockTools
 from pg_support import PgServer
 from polling_support import wait_until

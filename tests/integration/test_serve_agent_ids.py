@@ -11,7 +11,7 @@ import pytest
 from test_serve_stdio import LOCKYARD, acquire_raw, start_raw_server
 
 from lockyard.infra.crossproc.agent_claims import AgentClaim, AgentIdInUseError
-from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.lockstore.lockdir.store import LockStore
 
 
 def serve_once(repo: Path, lock_dir: Path, agent: str) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-from lockyard.infra.lockstore.store import LockStore
+from lockyard.infra.lockstore.lockdir.store import LockStore
 from lockyard.infra.transports.sdk.server import create_locking_mcp_server
 
 pytestmark = pytest.mark.anyio

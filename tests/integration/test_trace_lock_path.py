@@ -35,8 +35,8 @@ def test_a_waiting_acquire_is_traced_from_the_tool_through_the_queue_to_the_wake
     assert {
         "lockyard.infra.tools.mcp_server",
         "lockyard.infra.tools.lock_tools",
-        "lockyard.infra.lockstore.store",
-        "lockyard.infra.lockstore.queue",
+        "lockyard.infra.lockstore.lockdir.store",
+        "lockyard.infra.lockstore.lockdir.queue",
         "lockyard.infra.lockstore.wakeup",
         "lockyard.core.events",
     } <= modules

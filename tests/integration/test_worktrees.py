@@ -32,7 +32,7 @@ from lockyard.infra.hooks.commit_guard.hook import make_commit_guard_hook
 from lockyard.infra.hooks.write_guard.hook import make_write_guard_hook
 from lockyard.infra.lockstore.identity import NAMESPACE_ENV
 from lockyard.infra.lockstore.liveness import current_process, new_token
-from lockyard.infra.lockstore.lockdir import LockDir
+from lockyard.infra.lockstore.lockdir.disk import LockDir
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import Reclamation
 from lockyard.infra.tools.lock_tools import LockTools

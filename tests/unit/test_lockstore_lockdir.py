@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lockyard.infra.lockstore import lockdir as lockdir_module
-from lockyard.infra.lockstore.lockdir import LockDir
+from lockyard.infra.lockstore.lockdir import disk as lockdir_module
+from lockyard.infra.lockstore.lockdir.disk import LockDir
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.tools.locking import (
     CorruptRecordError,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lockyard.infra.lockstore.lockdir.plain_paths import resolve_plain
 from lockyard.infra.lockstore.paths import resolve_entry
-from lockyard.infra.lockstore.plain_paths import resolve_plain
 from lockyard.infra.tools.locking import LockStore
 
 if resolve_plain("/") is None:  # pragma: no cover - a kernel or sandbox without openat2

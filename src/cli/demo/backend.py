@@ -13,10 +13,14 @@ from contextlib import contextmanager
 
 import psycopg
 
-from ...infra.backends import is_postgres_spec
-from ...infra.backends.postgres.cluster import ClusterError, ThrowawayCluster
-from ...infra.backends.postgres.dsn import BARE_WORDS, parse_spec
-from ...infra.backends.postgres.listener import close_listeners
+from ...infra.lockstore.postgres import (
+    BARE_WORDS,
+    ClusterError,
+    ThrowawayCluster,
+    close_listeners,
+    is_postgres_spec,
+    parse_spec,
+)
 from .._errors import CliError, ExitCode
 
 FILE_CHOICES = ("file", "lockdir")

@@ -25,7 +25,8 @@ import anyio
 from ...core.deadlock_info import DeadlockInfo
 from ...domain.deadlock import DeadlockMonitor, VictimPolicy
 from .notices import VictimNotice
-from .sources import LockDirSource, MonitorSource
+from .sources import MonitorSource
+from .sources.lockdir import LockDirSource
 from .state import LockDirSnapshot
 
 log = logging.getLogger("lockyard.monitor")

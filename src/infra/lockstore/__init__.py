@@ -16,6 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .backend import LockBackend
+    from .choice import (
+        BACKEND_ENV,
+        BackendSpecError,
+        chosen_spec,
+        describe_spec,
+        is_postgres_spec,
+        open_backend,
+    )
     from .default_store import (
         canonicalize_path,
         cleanup_agent_locks,
@@ -70,7 +78,13 @@ if TYPE_CHECKING:
         liveness_of,
         new_token,
     )
-    from .lockdir import QUEUE_SUFFIX, LockDir, default_lock_dir
+    from .lockdir.disk import QUEUE_SUFFIX, LockDir, default_lock_dir
+    from .lockdir.store import (
+        MAX_TIMEOUT_SECONDS,
+        LockStore,
+        validate_poll_interval,
+        validate_timeout,
+    )
     from .own_files import NotOwnFileError, read_own_file
     from .paths import lock_name, validate_agent_id
     from .records import (
@@ -83,11 +97,16 @@ if TYPE_CHECKING:
         decode_holder,
         encode_holder,
     )
-    from .store import MAX_TIMEOUT_SECONDS, LockStore, validate_poll_interval, validate_timeout
     from .wakeup import Waker, process_hub
 
 _HOMES = {
     "LockBackend": "backend",
+    "BACKEND_ENV": "choice",
+    "BackendSpecError": "choice",
+    "chosen_spec": "choice",
+    "describe_spec": "choice",
+    "is_postgres_spec": "choice",
+    "open_backend": "choice",
     "canonicalize_path": "default_store",
     "cleanup_agent_locks": "default_store",
     "get_lock_holder": "default_store",
@@ -132,9 +151,9 @@ _HOMES = {
     "current_process": "liveness",
     "liveness_of": "liveness",
     "new_token": "liveness",
-    "LockDir": "lockdir",
-    "QUEUE_SUFFIX": "lockdir",
-    "default_lock_dir": "lockdir",
+    "LockDir": "lockdir.disk",
+    "QUEUE_SUFFIX": "lockdir.disk",
+    "default_lock_dir": "lockdir.disk",
     "NotOwnFileError": "own_files",
     "read_own_file": "own_files",
     "lock_name": "paths",
@@ -147,15 +166,16 @@ _HOMES = {
     "WaiterRecord": "records",
     "decode_holder": "records",
     "encode_holder": "records",
-    "LockStore": "store",
-    "MAX_TIMEOUT_SECONDS": "store",
-    "validate_poll_interval": "store",
-    "validate_timeout": "store",
+    "LockStore": "lockdir.store",
+    "MAX_TIMEOUT_SECONDS": "lockdir.store",
+    "validate_poll_interval": "lockdir.store",
+    "validate_timeout": "lockdir.store",
     "Waker": "wakeup",
     "process_hub": "wakeup",
 }
 
 __all__ = [
+    "BACKEND_ENV",
     "IN_CLOSE_WRITE",
     "IN_CREATE",
     "IN_DELETE",
@@ -169,6 +189,7 @@ __all__ = [
     "NAMESPACE_ENV",
     "QUEUE_SUFFIX",
     "BackendError",
+    "BackendSpecError",
     "CorruptRecordError",
     "HolderRecord",
     "Inotify",
@@ -197,20 +218,24 @@ __all__ = [
     "boottime_offset_ticks",
     "canonical_repo_path",
     "canonicalize_path",
+    "chosen_spec",
     "cleanup_agent_locks",
     "current_process",
     "decode_holder",
     "default_lock_dir",
+    "describe_spec",
     "encode_holder",
     "get_lock_holder",
     "get_store",
     "inotify_available",
     "is_locked",
+    "is_postgres_spec",
     "list_locks",
     "liveness_of",
     "lock_name",
     "namespace_from_env",
     "new_token",
+    "open_backend",
     "process_hub",
     "read_own_file",
     "release_lock",

@@ -1,8 +1,8 @@
 """The interface the tools, hooks and monitor rely on; what every lock backend implements.
 
 Two do: the file-system `LockStore` (lockyard.infra.lockstore) and `PgLockStore`
-(lockyard.infra.backends.postgres), whose locks belong to live database sessions and carry
-fencing numbers. `lockyard.infra.backends.open_backend` picks one from a setting.
+(lockyard.infra.lockstore.postgres), whose locks belong to live database sessions and carry
+fencing numbers. `lockyard.infra.lockstore.open_backend` picks one from a setting.
 
 A lock is the pair (namespace, key): the repository's identity and the file's path relative
 to the checkout's root (see `identity.py`). A backend opens a checkout with

@@ -12,9 +12,9 @@ import os
 import threading
 
 from .identity import NAMESPACE_ENV, canonical_repo_path, namespace_from_env
-from .lockdir import default_lock_dir
+from .lockdir.disk import default_lock_dir
+from .lockdir.store import LockStore
 from .records import LockInfo
-from .store import LockStore
 
 __all__ = [
     "canonicalize_path",

@@ -8,12 +8,13 @@ import os
 from pathlib import Path
 from typing import Final
 
-from ...backends import BackendSpecError, open_backend
 from ...lockstore import (
+    BackendSpecError,
     InvalidAgentIdError,
     LockBackend,
     LockStore,
     LockStoreError,
+    open_backend,
     validate_agent_id,
 )
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from claude_agent_sdk import McpSdkServerConfig
 
 from ....core.ports import EmitLockEvent, VictimNotices
-from ...backends import open_backend
+from ...lockstore import open_backend
 from ...tools.lock_tools import LockTools, ToolStore
 from ...tools.mcp_server import build_lock_tools_server
 from ...tools.naming import DEFAULT_SERVER_KEY, check_server_key

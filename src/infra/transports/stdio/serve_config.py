@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...backends import chosen_spec, is_postgres_spec, open_backend
 from ...crossproc.notices import NoticeBoardError, VictimNoticeBoard
 from ...lockstore import (
     InvalidAgentIdError,
@@ -18,6 +17,9 @@ from ...lockstore import (
     LockStore,
     LockStoreError,
     ProcessIdentity,
+    chosen_spec,
+    is_postgres_spec,
+    open_backend,
     validate_agent_id,
     validate_namespace,
 )

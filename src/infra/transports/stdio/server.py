@@ -38,7 +38,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
 from ....core.events import LockEvent
-from ...backends import victim_notices_for
+from ...crossproc.sources import victim_notices_for
 from ...lockstore import LockBackend, LostLock
 from ...signals import cancel_on_signals
 from ...tools.lock_tools import ACQUIRE_TOOL, LockTools, ToolOutcome

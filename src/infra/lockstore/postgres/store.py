@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import psycopg
 
-from ...lockstore import (
+from .. import (
     HolderRecord,
     LockInfo,
     LostLock,

@@ -19,12 +19,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from .errors import CorruptRecordError
-from .liveness import Liveness, current_process
-from .lockdir import LOCK_SUFFIX, QUEUE_SUFFIX, TICKET_DIGITS, LockDir
+from ..errors import CorruptRecordError
+from ..liveness import Liveness, current_process
+from ..records import HolderRecord, WaiterRecord, decode_waiter
+from ..wakeup import process_hub
+from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, TICKET_DIGITS, LockDir
 from .protocol import Seen, judge_predecessor, turn_is_over
-from .records import HolderRecord, WaiterRecord, decode_waiter
-from .wakeup import process_hub
 
 log = logging.getLogger(__name__)
 

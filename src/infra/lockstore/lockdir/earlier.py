@@ -14,13 +14,13 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from .errors import CorruptRecordError, LockDirError
-from .identity import identity_of
-from .lockdir import LOCK_SUFFIX, LockDir
-from .paths import lock_name
+from ..errors import CorruptRecordError, LockDirError
+from ..identity import identity_of
+from ..paths import lock_name
+from ..records import HolderRecord
+from .disk import LOCK_SUFFIX, LockDir
 from .reading import names_with, read_holder
 from .reclamation import reclaim_if_dead
-from .records import HolderRecord
 
 if TYPE_CHECKING:
     from .store import LockStore

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import psycopg
 
-from ...lockstore import Waker
+from ..wakeup import Waker
 from .dsn import KeepaliveBound, PgSpec
 from .session import BackendUnavailableError, connect
 

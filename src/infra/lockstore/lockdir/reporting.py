@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import time
 
-from .errors import CorruptRecordError, LockDirError
-from .liveness import Liveness
-from .lockdir import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
+from ..errors import CorruptRecordError, LockDirError
+from ..liveness import Liveness
+from ..records import LockInfo, StoreSnapshot, WaiterRecord
+from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
 from .reading import names_with, read_holder, scan_queue
-from .records import LockInfo, StoreSnapshot, WaiterRecord
 
 
 def list_locks(directory: LockDir, turn_timeout: float) -> list[LockInfo]:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from ...lockstore import BackendError
+from ..errors import BackendError
 from .dsn import KeepaliveBound, PgSpec
 from .schema import SchemaError, ensure_schema
 

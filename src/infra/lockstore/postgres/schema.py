@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import psycopg
 
-from ...lockstore import BackendError
+from ..errors import BackendError
 
 SCHEMA_VERSION: Final = 2
 

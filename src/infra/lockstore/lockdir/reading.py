@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .errors import CorruptRecordError, LockDirError
-from .lockdir import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
-from .records import HolderRecord, WaiterRecord, decode_holder, decode_waiter
+from ..errors import CorruptRecordError, LockDirError
+from ..records import HolderRecord, WaiterRecord, decode_holder, decode_waiter
+from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
 
 
 def read_holder(directory: LockDir, name: str) -> HolderRecord | None:

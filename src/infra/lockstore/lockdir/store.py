@@ -19,16 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from . import reading, reclamation, reporting, waiting
-from .earlier import find_earlier_locks, held_by_earlier_version
-from .errors import CorruptRecordError, InvalidTimeoutError
-from .identity import RepoIdentity, resolve_identity
-from .liveness import ProcessIdentity, current_process, new_token
-from .lockdir import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir, default_lock_dir
-from .paths import lock_name, resolve_entry, validate_agent_id
-from .plain_paths import resolve_plain
-from .queue import Place, Queues
-from .records import (
+from ..errors import CorruptRecordError, InvalidTimeoutError
+from ..identity import RepoIdentity, resolve_identity
+from ..liveness import ProcessIdentity, current_process, new_token
+from ..paths import lock_name, resolve_entry, validate_agent_id
+from ..records import (
     HolderRecord,
     LockInfo,
     LostLock,
@@ -38,7 +33,12 @@ from .records import (
     encode_holder,
     encode_waiter,
 )
-from .wakeup import WakeHub, process_hub
+from ..wakeup import WakeHub, process_hub
+from . import reading, reclamation, reporting, waiting
+from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir, default_lock_dir
+from .earlier import find_earlier_locks, held_by_earlier_version
+from .plain_paths import resolve_plain
+from .queue import Place, Queues
 
 log = logging.getLogger(__name__)
 

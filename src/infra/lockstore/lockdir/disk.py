@@ -35,8 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from .errors import CorruptRecordError, LockDirError, LockDirFullError
-from .own_files import NotOwnFileError, read_own_file
+from ..errors import CorruptRecordError, LockDirError, LockDirFullError
+from ..own_files import NotOwnFileError, read_own_file
 
 LOCK_SUFFIX: Final = ".lock"
 QUEUE_SUFFIX: Final = ".q"

@@ -1,7 +1,7 @@
-"""The lock backends side by side, and the one place that picks one from a setting.
+"""Picking a lock backend from a setting: the one place that knows both.
 
-- the lock directory (`lockyard.infra.lockstore`): the embedded default, one machine;
-- PostgreSQL (`lockyard.infra.backends.postgres`): agents on many hosts.
+- the lock directory (`lockyard.infra.lockstore.lockdir`): the embedded default, one machine;
+- PostgreSQL (`lockyard.infra.lockstore.postgres`): agents on many hosts.
 
 A backend spec is `postgresql://...` (or the word `postgresql` for libpq's environment), a
 lock directory path, or `file` (the default lock directory). Without one, `LOCKYARD_BACKEND`
@@ -13,9 +13,8 @@ from __future__ import annotations
 import os
 from typing import Final
 
-from ...core.ports import VictimNotices
-from ..crossproc.sources import LockDirSource, MonitorSource
-from ..lockstore import LockBackend, LockStore
+from .backend import LockBackend
+from .lockdir.store import LockStore
 from .postgres.dsn import BackendSpecError, is_postgres_spec, redact
 
 BACKEND_ENV: Final = "LOCKYARD_BACKEND"
@@ -27,9 +26,7 @@ __all__ = [
     "chosen_spec",
     "describe_spec",
     "is_postgres_spec",
-    "monitor_source",
     "open_backend",
-    "victim_notices_for",
 ]
 
 
@@ -83,20 +80,3 @@ def open_backend(
     return LockStore(
         repo_namespace, lock_dir, namespace=namespace, allow_outside_repo=allow_outside_repo
     )
-
-
-def monitor_source(store: LockBackend) -> MonitorSource:
-    """What `lockyard monitor` / `status` read and write for the backend `store` is on."""
-    if isinstance(store, LockStore):
-        return LockDirSource(store.lock_dir, store)
-    from .postgres.monitoring import PgMonitorSource
-    from .postgres.store import PgLockStore
-
-    if isinstance(store, PgLockStore):
-        return PgMonitorSource(store)
-    raise TypeError(f"no cross-process monitoring for {type(store).__name__}")
-
-
-def victim_notices_for(store: LockBackend) -> VictimNotices:
-    """Where an agent on `store` hears that `lockyard monitor` chose it as a victim."""
-    return monitor_source(store).victim_notices()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ...lockstore import LockStoreError
+from ..errors import LockStoreError
 
 URI_PREFIXES: Final = ("postgresql://", "postgres://")
 BARE_WORDS: Final = ("postgresql", "postgres")

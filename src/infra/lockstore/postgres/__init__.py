@@ -10,29 +10,52 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .dsn import BackendSpecError, KeepaliveBound, PgSpec, is_postgres_spec, parse_spec, redact
+from .dsn import (
+    BARE_WORDS,
+    BackendSpecError,
+    KeepaliveBound,
+    PgSpec,
+    is_postgres_spec,
+    parse_spec,
+    redact,
+)
 
 if TYPE_CHECKING:
-    from .schema import SCHEMA_VERSION, SchemaError
+    from .cluster import ClusterError, ThrowawayCluster
+    from .listener import close_listeners
+    from .schema import SCHEMA_VERSION, SchemaError, graph_channel, lock_class, namespace_channel
     from .session import BackendUnavailableError
     from .store import PgLockStore
 
 _LAZY = {
+    "ClusterError": ".cluster",
+    "ThrowawayCluster": ".cluster",
+    "close_listeners": ".listener",
     "SCHEMA_VERSION": ".schema",
     "SchemaError": ".schema",
+    "graph_channel": ".schema",
+    "lock_class": ".schema",
+    "namespace_channel": ".schema",
     "BackendUnavailableError": ".session",
     "PgLockStore": ".store",
 }
 
 __all__ = [
+    "BARE_WORDS",
     "SCHEMA_VERSION",
     "BackendSpecError",
     "BackendUnavailableError",
+    "ClusterError",
     "KeepaliveBound",
     "PgLockStore",
     "PgSpec",
     "SchemaError",
+    "ThrowawayCluster",
+    "close_listeners",
+    "graph_channel",
     "is_postgres_spec",
+    "lock_class",
+    "namespace_channel",
     "parse_spec",
     "redact",
 ]

@@ -22,11 +22,10 @@ from typing import Any
 import psycopg
 
 from ....core.deadlock_info import DeadlockInfo
-from ...crossproc.notices import VictimNotice
-from ...crossproc.state import LockDirSnapshot, LockDirState
 from ...lockstore import Waker
-from .schema import graph_channel, lock_class, namespace_channel
-from .store import PgLockStore
+from ...lockstore.postgres import PgLockStore, graph_channel, lock_class, namespace_channel
+from ..notices import VictimNotice
+from ..state import LockDirSnapshot, LockDirState
 
 log = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ import os
 import time
 from typing import TYPE_CHECKING, Final
 
-from .errors import CorruptRecordError, LockDirError
-from .liveness import Liveness, current_process
-from .lockdir import LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK, LockDir
-from .paths import validate_agent_id
+from ..errors import CorruptRecordError, LockDirError
+from ..liveness import Liveness, current_process
+from ..paths import validate_agent_id
+from ..records import HolderRecord, Reclamation, WaiterRecord, decode_holder
+from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK, LockDir
 from .reading import names_with, read_holder, scan_queue
-from .records import HolderRecord, Reclamation, WaiterRecord, decode_holder
 
 if TYPE_CHECKING:
     from .store import LockStore
