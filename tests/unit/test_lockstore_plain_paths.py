@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockyard.infra.lockstore.lockdir.plain_paths import resolve_plain
+from lockyard.infra.lockstore.lockdir.plain_paths import is_plain_file, resolve_plain
 from lockyard.infra.lockstore.paths import resolve_entry
 from lockyard.infra.tools.locking import LockStore
 
@@ -97,3 +97,29 @@ def test_the_store_keys_a_plain_path_and_a_symlinked_one_alike(repo: Path, lock_
     assert store.canonicalize(f"{repo}/src/../src/app.py") == "src/app.py"
     assert store.try_lock("alias/app.py", "alice")
     assert not store.try_lock("src/app.py", "bob")
+
+
+def _a_component_on_the_way_is_a_file(path: str) -> bool:
+    parts = path.split("/")
+    return any(os.path.isfile("/".join(parts[:end])) for end in range(2, len(parts)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=parts)
+def test_the_plain_file_check_agrees_with_resolution(tree: Path, parts: list[str]) -> None:
+    path = "/".join([str(tree), *parts])
+    plain = resolve_plain(path)
+    plain_existing_file = plain is not None and not plain[1] and os.path.lexists(path)
+    if is_plain_file(path):
+        assert plain_existing_file or _a_component_on_the_way_is_a_file(path)
+    else:
+        assert not plain_existing_file
+
+
+def test_the_plain_file_check_says_no_to_directories_symlinks_and_missing_files(
+    tree: Path,
+) -> None:
+    assert is_plain_file(f"{tree}/a/b/f.py")
+    assert is_plain_file(f"{tree}/a/./b/../g.py")
+    for relative in ("a/b", "link/f.py", "dangling", "a/loop", "a/b/new.py", "missing/f.py"):
+        assert not is_plain_file(f"{tree}/{relative}")

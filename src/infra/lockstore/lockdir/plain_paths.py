@@ -55,25 +55,36 @@ _syscall = _bind()
 _how = _OpenHow(os.O_PATH | os.O_CLOEXEC, 0, _RESOLVE_NO_SYMLINKS)
 _how_ref = ctypes.byref(_how)
 _how_size = ctypes.sizeof(_how)
+_probe = _OpenHow(os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, 0, _RESOLVE_NO_SYMLINKS)
+_probe_ref = ctypes.byref(_probe)
 
 
 def resolve_plain(path: str) -> tuple[str, bool] | None:
     """(`path` normalised, whether it is a directory) when no component of the absolute
     `path` is a symlink, and it exists or only its last component does not (a file about to
     be created): then its physical resolution is its normalised spelling (`..` goes up a
-    real directory). None in every other case."""
+    real directory). None in every other case (`//` is a name of its own to POSIX normpath;
+    realpath folds it)."""
+    found = resolve_plain_entry(path)
+    return None if found is None else (found[0], found[1])
+
+
+def resolve_plain_entry(path: str) -> tuple[str, bool, bool] | None:
+    """`resolve_plain`, and whether the path's last component exists (False: a file to be
+    created)."""
     if not path.startswith("/") or path.startswith("//"):
-        return None  # `//` is a name of its own to POSIX normpath; realpath folds it
+        return None
     fd = _open_plain(path)
     if fd == -errno.ENOENT:
-        return _resolve_new_file(path)
+        found = _resolve_new_file(path)
+        return None if found is None else (found[0], False, False)
     if fd < 0:
         return None
     try:
         is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
     finally:
         os.close(fd)
-    return _normal(path), is_dir
+    return _normal(path), is_dir, True
 
 
 def _resolve_new_file(path: str) -> tuple[str, bool] | None:
@@ -109,6 +120,25 @@ def _open_plain(path: str) -> int:
     if error in (errno.ENOSYS, errno.EPERM, errno.EINVAL):
         _syscall = None  # no openat2 here (an old kernel, or a seccomp filter): never again
     return -error
+
+
+def is_plain_file(path: str) -> bool:
+    """Whether the absolute `path` is reached without a symlink and its last component
+    exists and is not a directory, in one system call that opens nothing.
+
+    `openat2(O_PATH | O_DIRECTORY, RESOLVE_NO_SYMLINKS)` fails with ENOTDIR there (a plain
+    directory would open: then it is closed and the answer is no). ENOTDIR also comes from
+    a component on the way that is a file (`a.py/b`): a caller that asks about a path it
+    saw as a plain file earlier accepts that its directory may since have become a file,
+    where no file can be and so no other spelling can name the same one.
+    """
+    if _syscall is None:
+        return False
+    fd = _syscall(_SYS_OPENAT2, _AT_FDCWD, os.fsencode(path), _probe_ref, _how_size)
+    if fd >= 0:
+        os.close(fd)
+        return False
+    return ctypes.get_errno() == errno.ENOTDIR
 
 
 def _normal(path: str) -> str:

@@ -37,7 +37,7 @@ from ..wakeup import WakeHub, process_hub
 from . import reading, reclamation, reporting, waiting
 from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir, default_lock_dir
 from .earlier import find_earlier_locks, held_by_earlier_version
-from .plain_paths import resolve_plain
+from .plain_paths import is_plain_file, resolve_plain_entry
 from .queue import Place, Queues
 
 log = logging.getLogger(__name__)
@@ -53,13 +53,9 @@ running waiter takes its turn within milliseconds (pushed) or one poll interval;
 does not is stopped or stuck, and must not block a free file for everyone."""
 
 _MAX_GRANTED_SPELLINGS: Final = 4096
+_MAX_PLAIN_FILES: Final = 4096
 
 OnReclaim = Callable[[Reclamation], None]
-
-
-def _resolve(path: str) -> tuple[str, bool]:
-    """`paths.resolve_entry`, in one system call for a path without symlinks."""
-    return resolve_plain(path) or resolve_entry(path)
 
 
 def validate_timeout(timeout_seconds: object) -> float:
@@ -144,6 +140,11 @@ class LockStore:
         """(lock key, agent) -> (lock name, agent) of the grants made here: `release` of a
         key this store granted skips canonicalising it (see release)."""
         self._grants_guard = threading.Lock()
+        self._plain_files: dict[str, tuple[str, str, str]] = {}
+        """filepath -> (the absolute path resolved, key, lock name) of paths that named an
+        existing file reached without symlinks: while the kernel still walks that path
+        without meeting a symlink to a file that is not a directory, the key is the same
+        (see _locate)."""
         self._earlier: dict[str, str] = find_earlier_locks(self._dir, self.namespace, self.root)
         """lock name -> name of a lock an earlier lockyard version holds on the same file."""
 
@@ -186,13 +187,43 @@ class LockStore:
 
     def canonicalize(self, filepath: str) -> str:
         """The repository-relative lock key of `filepath` (`__name__` keys as they are)."""
-        return self.identity.key(
-            filepath, allow_outside_repo=self.allow_outside_repo, resolve=_resolve
-        )
+        return self._locate(filepath)[0]
 
     def _locate(self, filepath: str) -> tuple[str, str]:
-        key = self.canonicalize(filepath)
-        return key, lock_name(self.namespace, key)
+        """(key, lock name) of `filepath`.
+
+        A path that last resolved to an existing file without meeting a symlink resolves
+        to the same key for as long as that is still so, which one system call checks
+        (`is_plain_file`: the kernel walks the whole path again, so a component replaced by
+        a symlink, a file removed or replaced by a directory all take the full resolution
+        below). Only the string work is remembered, never what the file system said.
+        """
+        if type(filepath) is str:
+            known = self._plain_files.get(filepath)
+            if known is not None and is_plain_file(known[0]):
+                return known[1], known[2]
+        plain: list[str] = []
+
+        def resolve(path: str) -> tuple[str, bool]:
+            found = resolve_plain_entry(path)
+            if found is None:
+                return resolve_entry(path)
+            resolved, is_dir, exists = found
+            if exists and not is_dir:
+                plain.append(path)
+            return resolved, is_dir
+
+        key = self.identity.key(
+            filepath, allow_outside_repo=self.allow_outside_repo, resolve=resolve
+        )
+        name = lock_name(self.namespace, key)
+        # A `\\$` in the path may be read as `$` depending on which files exist (see
+        # unescape_dollars): such a spelling is resolved every time.
+        if plain and type(filepath) is str and "\\$" not in filepath:
+            if len(self._plain_files) >= _MAX_PLAIN_FILES:
+                self._plain_files.clear()
+            self._plain_files[filepath] = (plain[0], key, name)
+        return key, name
 
     def lock_topic(self, name: str) -> str:
         return f"{self._dir.path}/{name}{LOCK_SUFFIX}"
