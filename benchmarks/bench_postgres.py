@@ -12,7 +12,9 @@ a warm-up of each, the two kinds in alternating blocks or rounds, medians compar
 2. Cross-process handoff: a holder releases, the queued waiter in another process returns
    with the lock (NOTIFY push), against the same with raw `pg_advisory_lock` (the server
    wakes the blocked backend itself). Before each release the holder sees the waiter queued
-   and gives it 2 ms to be blocked, in both kinds.
+   and gives it 2 ms to be blocked, in both kinds. Where the time goes: the releasing call's
+   own round trip in both kinds, and a bare NOTIFY hand-off (a waiter blocked reading its
+   LISTEN connection, woken by `pg_notify` from the holder: the push alone, no lock).
 3. Many agents: N agents (one store, so one session, each) contend for 40 files; the
    connections used, the grant throughput, the wait per acquire; then a two-agent deadlock is
    closed among them and timed from the closing wait to the victim's `lock_acquire` result,
@@ -113,6 +115,8 @@ so that the waiter is blocked (not still returning from its queueing call) in bo
 
 def _waiter(dsn: str, repo: str, rounds: int, out: Any) -> None:
     conn = psycopg.connect(plain(dsn), autocommit=True)
+    listening = psycopg.connect(plain(dsn), autocommit=True)
+    listening.execute(f"LISTEN {NOTIFY_CHANNEL}")
     store = PgLockStore(repo, dsn).connect()
     out.send("ready")
     for _ in range(rounds):
@@ -121,46 +125,63 @@ def _waiter(dsn: str, repo: str, rounds: int, out: Any) -> None:
             conn.execute("SELECT pg_advisory_lock(4343)")
             out.send(time.perf_counter())
             conn.execute("SELECT pg_advisory_unlock(4343)")
+        elif kind == "notify":
+            out.send("listening")
+            for _notify in listening.notifies(timeout=60, stop_after=1):
+                pass
+            out.send(time.perf_counter())
         else:
             assert store.acquire("__handoff__", "waiter", timeout_seconds=60)
             out.send(time.perf_counter())
             store.release("__handoff__", "waiter")
         out.send("done")
     store.close()
+    listening.close()
+
+
+NOTIFY_CHANNEL = "lockyard_bench_push"
 
 
 def handoff(dsn: str, repo: str, rounds: int) -> dict[str, list[float]]:
-    """Release-to-grant latency across processes (perf_counter is one clock system-wide),
-    lockyard's and raw advisory locks' in alternating rounds, after warm-up rounds of each.
-    Both waiters and holders are psycopg connections over TCP to the same server."""
+    """Release-to-grant latency across processes (perf_counter is one clock system-wide):
+    lockyard's, raw advisory locks' and a bare NOTIFY's, in alternating rounds after warm-up
+    rounds of each; `<kind> call` is the releasing call's own duration. Waiters and holders
+    are psycopg connections over TCP to the same server."""
     warm_up = max(rounds // 10, 3)
-    plan = ["ours", "raw"] * warm_up + ["ours", "raw"] * rounds
+    kinds = ["ours", "raw", "notify"]
+    plan = kinds * warm_up + kinds * rounds
     parent, child = multiprocessing.Pipe()
     process = multiprocessing.get_context("spawn").Process(
         target=_waiter, args=(dsn, repo, len(plan), child)
     )
     process.start()
     assert parent.recv() == "ready"
-    samples: dict[str, list[float]] = {"ours": [], "raw": []}
+    samples: dict[str, list[float]] = {}
     with PgLockStore(repo, dsn) as store, psycopg.connect(plain(dsn), autocommit=True) as conn:
         for number, kind in enumerate(plan):
-            raw = kind == "raw"
-            if raw:
+            if kind == "raw":
                 conn.execute("SELECT pg_advisory_lock(4343)")
-            else:
+            elif kind == "ours":
                 assert store.try_lock("__handoff__", "holder")
             parent.send(kind)
-            while not _queued(conn, store, raw):
-                time.sleep(0.0005)
+            if kind == "notify":
+                assert parent.recv() == "listening"
+            else:
+                while not _queued(conn, store, kind == "raw"):
+                    time.sleep(0.0005)
             time.sleep(SETTLE_SECONDS)
             released = time.perf_counter()
-            if raw:
+            if kind == "raw":
                 conn.execute("SELECT pg_advisory_unlock(4343)")
+            elif kind == "notify":
+                conn.execute(f"SELECT pg_notify('{NOTIFY_CHANNEL}', 'x')")
             else:
                 store.release("__handoff__", "holder")
+            returned = time.perf_counter()
             granted = parent.recv()
-            if number >= 2 * warm_up:
-                samples[kind].append(granted - released)
+            if number >= len(kinds) * warm_up:
+                samples.setdefault(kind, []).append(granted - released)
+                samples.setdefault(f"{kind} call", []).append(returned - released)
             assert parent.recv() == "done"
     process.join(30)
     return samples
@@ -291,6 +312,14 @@ def main() -> None:
             f"{p99_us(ours) / 1000:.2f} ms vs raw pg_advisory_lock median "
             f"{median_us(raw) / 1000:.2f} ms "
             f"({statistics.median(ours) / statistics.median(raw):.2f}x; targets < 1 ms and ≤ 2x)"
+        )
+        print(
+            "  where the time goes: the releasing call takes "
+            f"{median_us(handoffs['ours call']) / 1000:.2f} ms (raw pg_advisory_unlock "
+            f"{median_us(handoffs['raw call']) / 1000:.2f} ms); a bare NOTIFY push, no lock, "
+            f"reaches its listener in {median_us(handoffs['notify']) / 1000:.2f} ms "
+            f"({statistics.median(handoffs['notify']) / statistics.median(raw):.2f}x of the raw "
+            "hand-off)"
         )
         print(f"load average after the handoffs: {load()}")
         many_agents(spec, repo, args.agents, 3.0 if args.quick else 8.0)
