@@ -1,5 +1,6 @@
 """Schema upgrades on PostgreSQL: a version 1 schema in use is brought to the current version
-in place, once, with the locks it holds kept; new grants then record their checkout."""
+in place, once, with the locks it holds kept; new grants then record their checkout. A
+version 2 schema gets an inlinable `channel`, whose names stay the ones clients listen on."""
 
 from __future__ import annotations
 
@@ -12,9 +13,18 @@ import psycopg
 import pytest
 
 from lockyard.infra.lockstore.postgres import PgLockStore
-from lockyard.infra.lockstore.postgres.schema import SCHEMA_VERSION, ddl, ensure_schema
+from lockyard.infra.lockstore.postgres.schema import (
+    SCHEMA_VERSION,
+    ddl,
+    ensure_schema,
+    namespace_channel,
+)
 from lockyard.infra.lockstore.postgres.session import forget_ensured_schemas
 from pg_support import PgServer
+from polling_support import wait_until
+
+NO_RECHECK = 3600.0
+"""A liveness interval no test outlives: only a push hands a queued waiter its lock."""
 
 
 @pytest.fixture
@@ -140,3 +150,39 @@ def test_holders_and_waiters_record_their_checkout(repo: Path, pg_backend: str) 
         handed = holder.holder_record("a.py")
         assert handed is not None
         assert (handed.agent_id, handed.checkout) == ("bob", waiter.root)
+
+
+def test_a_version_2_schema_gets_a_stable_channel_that_names_the_channels_clients_listen_on(
+    repo: Path, pg_server: PgServer, pg_schema: str
+) -> None:
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin, admin.transaction():
+        admin.execute(ddl(pg_schema, version=2).encode())
+    forget_ensured_schemas()
+    spec = pg_server.spec(pg_schema)
+    with (
+        PgLockStore(repo, spec, liveness_interval=NO_RECHECK) as holder,
+        PgLockStore(repo, spec, liveness_interval=NO_RECHECK) as waiter,
+    ):
+        holder.connect()
+        assert version_of(pg_server, pg_schema) == SCHEMA_VERSION
+        with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+            row = admin.execute(
+                f'SELECT "{pg_schema}".channel(%s), (SELECT provolatile FROM pg_proc '
+                "WHERE oid = %s::regprocedure)",
+                (holder.namespace, f'"{pg_schema}".channel(text)'),
+            ).fetchone()
+        assert row == (namespace_channel(pg_schema, holder.namespace), "s")
+        assert holder.try_lock("a.py", "alice")
+        granted: list[bool] = []
+        waiting = threading.Thread(
+            target=lambda: granted.append(waiter.acquire("a.py", "bob", timeout_seconds=60))
+        )
+        waiting.start()
+        wait_until(lambda: bool(holder.waiters("a.py")), "bob queued for a.py")
+        assert holder.release("a.py", "alice")
+        waiting.join(60)
+        assert granted == [True], "handed over by push on the upgraded schema"
+        handed = holder.holder_record("a.py")
+        assert handed is not None
+        assert handed.agent_id == "bob"
+    forget_ensured_schemas()

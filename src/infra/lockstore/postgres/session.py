@@ -108,6 +108,7 @@ class Session:
         self.generation = 0
         self.number = 0
         self._conn: psycopg.Connection[Any] | None = None
+        self._cursor: psycopg.Cursor[Any] | None = None
         self._guard = threading.RLock()
         self.closed = False
 
@@ -156,6 +157,19 @@ class Session:
                     log.warning("lost the connection to %s; reconnecting", self.spec.display)
             raise AssertionError("unreachable")  # pragma: no cover
 
+    def run_prepared(self, sql: str, params: tuple[Any, ...]) -> Any:
+        """The first row (or None) of one prepared statement whose last parameter is the
+        session number. For the hot paths: they share one cursor per connection, because
+        making a cursor per statement costs about a fifth of a local round trip."""
+
+        def operation(conn: psycopg.Connection[Any], me: int) -> Any:
+            cursor = self._cursor
+            if cursor is None or cursor.connection is not conn:
+                cursor = self._cursor = conn.cursor()
+            return cursor.execute(sql, (*params, me), prepare=True).fetchone()
+
+        return self.run(operation)
+
     def _retrying_rollbacks(
         self,
         operation: Callable[[psycopg.Connection[Any], int], T],
@@ -175,6 +189,7 @@ class Session:
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
+        self._cursor = None
         if conn is not None:
             try:
                 conn.close()

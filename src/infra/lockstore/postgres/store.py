@@ -157,13 +157,10 @@ class PgLockStore:
         return process_listener(self.spec, self.bound)
 
     def _call(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...]:
-        def operation(conn: psycopg.Connection[Any], me: int) -> tuple[Any, ...]:
-            # Prepared on first use: the same few calls all the time.
-            row = conn.execute(sql, (*params, me), prepare=True).fetchone()
-            assert row is not None
-            return tuple(row)
-
-        return self.session.run(operation)
+        # Prepared on first use: the same few calls all the time.
+        row = self.session.run_prepared(sql, params)
+        assert row is not None
+        return tuple(row)
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return self.session.run(lambda conn, me: [tuple(r) for r in conn.execute(sql, params)])
@@ -189,12 +186,7 @@ class PgLockStore:
     def _take_free(self, key: str, agent: str) -> bool:
         """Take the lock if it is free and nobody queues for it (the common case)."""
         token = new_token()
-        sql, params = self._sql_take_free, self._take_params(key, agent, token)
-
-        def operation(conn: psycopg.Connection[Any], me: int) -> Any:
-            return conn.execute(sql, (*params, me), prepare=True).fetchone()
-
-        row = self.session.run(operation)
+        row = self.session.run_prepared(self._sql_take_free, self._take_params(key, agent, token))
         if row is None:
             return False
         self._remember(key, agent, token, row[0])
@@ -235,10 +227,7 @@ class PgLockStore:
         agent = validate_agent_id(agent_id)
         key = self.canonicalize(filepath)
         self._forget(key, agent)
-        sql, params = self._sql_release, (self.namespace, key, agent)
-        row = self.session.run(
-            lambda conn, me: conn.execute(sql, (*params, me), prepare=True).fetchone()
-        )
+        row = self.session.run_prepared(self._sql_release, (self.namespace, key, agent))
         return row is not None
 
     def cleanup_agent_locks(self, agent_id: str, *, all_namespaces: bool = False) -> list[str]:
