@@ -13,13 +13,19 @@ import pytest
 
 from lockyard.infra.lockstore.postgres import PgLockStore
 from lockyard.infra.lockstore.postgres.cluster import ThrowawayCluster
+from lockyard.infra.lockstore.postgres.listener import close_listeners
 from polling_support import wait_until
 
 
 @pytest.fixture
 def private_server() -> Iterator[ThrowawayCluster]:
     with ThrowawayCluster(max_connections=20) as cluster:
-        yield cluster
+        try:
+            yield cluster
+        finally:
+            # This process's listener threads would otherwise dial the removed server's port
+            # for the rest of the session, and any server that later gets that port.
+            close_listeners()
 
 
 @pytest.mark.parametrize("mode", ["fast", "immediate"])
@@ -69,7 +75,9 @@ def test_a_watching_monitor_stops_with_the_backend_exit_code_when_the_server_goe
         assert monitor.stdout is not None
         assert monitor.stderr is not None
         first = monitor.stdout.readline()
-        assert first.startswith("watching postgresql://"), first or monitor.stderr.read()
+        assert first.startswith("watching postgresql://"), (
+            first or f"exit {monitor.wait(60)}: {monitor.stderr.read()}"
+        )
         private_server.stop("fast")
         _out, err = monitor.communicate(timeout=120)
     finally:

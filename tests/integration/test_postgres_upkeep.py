@@ -1,5 +1,6 @@
-"""PostgreSQL backend upkeep: the keepalive setting, ending waits, reclaiming rows of ended
-sessions, a schema dropped under running clients, and the monitor's push-driven loop."""
+"""PostgreSQL backend upkeep: the keepalive setting and the connect timeout, ending waits,
+reclaiming rows of ended sessions, a schema dropped under running clients, and the monitor's
+push-driven loop."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ import pytest
 
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from lockyard.infra.crossproc.sources import monitor_source, victim_notices_for
-from lockyard.infra.lockstore.postgres import BackendSpecError, KeepaliveBound, PgLockStore
+from lockyard.infra.lockstore.postgres import (
+    BackendSpecError,
+    KeepaliveBound,
+    PgLockStore,
+    parse_spec,
+)
+from lockyard.infra.lockstore.postgres.session import connect
 from lockyard.infra.tools.lock_tools import LockTools
 from pg_support import PgServer
 from polling_support import wait_until
@@ -27,6 +34,28 @@ def test_the_keepalive_bound_comes_from_the_environment(monkeypatch: pytest.Monk
         monkeypatch.setenv("LOCKYARD_PG_LIVENESS_SECONDS", bad)
         with pytest.raises(BackendSpecError, match="from 3 to 3600"):
             KeepaliveBound.from_env()
+
+
+@pytest.mark.parametrize(
+    ("given", "env", "used"),
+    [("", None, "30"), ("connect_timeout=7", None, "7"), ("", "9", "9")],
+    ids=["the liveness bound", "the spec's own", "PGCONNECT_TIMEOUT"],
+)
+def test_a_new_connection_waits_for_the_server_as_long_as_the_bound_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+    pg_server: PgServer,
+    given: str,
+    env: str | None,
+    used: str | None,
+) -> None:
+    if env is None:
+        monkeypatch.delenv("PGCONNECT_TIMEOUT", raising=False)
+    else:
+        monkeypatch.setenv("PGCONNECT_TIMEOUT", env)
+    separator = "&" if "?" in pg_server.dsn else "?"
+    spec = parse_spec(f"{pg_server.dsn}{separator}{given}" if given else pg_server.dsn)
+    with connect(spec, KeepaliveBound(30), purpose="test") as conn:
+        assert conn.info.get_parameters().get("connect_timeout") == used
 
 
 def test_ending_a_wait_sends_a_running_waiter_to_the_back(repo: Path, pg_backend: str) -> None:

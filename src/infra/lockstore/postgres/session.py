@@ -10,6 +10,7 @@ store reports them), and `generation` counts sessions so the store can tell.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..errors import BackendError
 from .dsn import KeepaliveBound, PgSpec
@@ -30,7 +31,6 @@ _MAX_ROLLBACK_RETRIES = 20
 
 T = TypeVar("T")
 
-CONNECT_TIMEOUT_SECONDS = 5
 CONNECT_RETRY_PAUSES = (0.1, 0.4)
 """A connection that drops while it is being set up (a link just back, a server still
 starting) is tried again after these pauses; a refused login or an absent server is not."""
@@ -46,8 +46,8 @@ def connect(spec: PgSpec, bound: KeepaliveBound, *, purpose: str) -> psycopg.Con
     """A new autocommit connection with lockyard's keepalive bound on both ends."""
     conninfo = make_conninfo(
         spec.conninfo,
-        connect_timeout=CONNECT_TIMEOUT_SECONDS,
         application_name=f"lockyard {purpose}",
+        **connect_timeout(spec, bound),
         **bound.client_params(),
     )
     for pause in (*CONNECT_RETRY_PAUSES, None):
@@ -76,6 +76,20 @@ def connect(spec: PgSpec, bound: KeepaliveBound, *, purpose: str) -> psycopg.Con
         conn.close()
         raise BackendUnavailableError(_explain(spec, exc)) from None
     return conn
+
+
+def connect_timeout(spec: PgSpec, bound: KeepaliveBound) -> dict[str, str]:
+    """libpq's `connect_timeout` unless the spec or PGCONNECT_TIMEOUT sets one: the liveness
+    bound, so a server is given as long to answer a new connection as any silent peer is. A
+    server that is down refuses at once; one that is up but starved of CPU (a loaded host, a
+    server just started) may take seconds to fork and authenticate a session, and is not down.
+    """
+    if (
+        "connect_timeout" in conninfo_to_dict(spec.conninfo)
+        or os.environ.get("PGCONNECT_TIMEOUT", "").strip()
+    ):
+        return {}
+    return {"connect_timeout": str(bound.seconds)}
 
 
 def _transient(exc: psycopg.Error) -> bool:
