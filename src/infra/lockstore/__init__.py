@@ -1,10 +1,20 @@
-"""The lock store: atomic directory locks with liveness, FIFO queues and push wake-ups.
+"""The lock store: one `LockBackend` seam, and the two backends side by side behind it.
+
+- `lockdir/`: the lock directory, the embedded default for agents on one machine: atomic
+  directory renames, FIFO queues, liveness by process, push wake-ups (inotify, eventfd);
+- `postgres/`: PostgreSQL, for agents on many hosts: locks owned by live database sessions,
+  queues in tables, wake-ups by NOTIFY;
+- beside them, what both share: the seam (`backend.py`), errors, records, liveness, lock keys
+  (`identity.py`, `paths.py`), the wait limits (`limits.py`) and wakers (`wakeup.py`).
+  `choice.py` opens the backend a setting names; `default_store.py` has the module-level
+  functions (`try_lock`, ...) on the default lock directory.
 
 This module is the store's one entrance: code outside `lockyard.infra.lockstore` imports
 these names from here, never from the modules inside (an import-linter contract checks it),
-so the modules inside can be split and renamed without touching their users.
+so the modules inside can be split and renamed without touching their users. What only
+PostgreSQL has comes from that backend's own entrance, `lockyard.infra.lockstore.postgres`.
 
-The names below are loaded on first use: `paths`, `lockdir` and `liveness` need only the
+The names below are loaded on first use: `paths`, `lockdir.disk` and `liveness` need only the
 standard library, and the agent CLI hooks (one process per tool call) import just those,
 without paying for the pydantic records the rest of the store uses.
 """
@@ -70,6 +80,7 @@ if TYPE_CHECKING:
         InotifyEvent,
         inotify_available,
     )
+    from .limits import MAX_TIMEOUT_SECONDS, validate_poll_interval, validate_timeout
     from .liveness import (
         Liveness,
         ProcessIdentity,
@@ -79,12 +90,7 @@ if TYPE_CHECKING:
         new_token,
     )
     from .lockdir.disk import QUEUE_SUFFIX, LockDir, default_lock_dir
-    from .lockdir.store import (
-        MAX_TIMEOUT_SECONDS,
-        LockStore,
-        validate_poll_interval,
-        validate_timeout,
-    )
+    from .lockdir.store import LockStore
     from .own_files import NotOwnFileError, read_own_file
     from .paths import lock_name, validate_agent_id
     from .records import (
@@ -167,9 +173,9 @@ _HOMES = {
     "decode_holder": "records",
     "encode_holder": "records",
     "LockStore": "lockdir.store",
-    "MAX_TIMEOUT_SECONDS": "lockdir.store",
-    "validate_poll_interval": "lockdir.store",
-    "validate_timeout": "lockdir.store",
+    "MAX_TIMEOUT_SECONDS": "limits",
+    "validate_poll_interval": "limits",
+    "validate_timeout": "limits",
     "Waker": "wakeup",
     "process_hub": "wakeup",
 }

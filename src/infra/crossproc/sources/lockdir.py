@@ -10,7 +10,6 @@ from ...lockstore import QUEUE_SUFFIX, LockDirError, LockStore
 from ..notices import FileVictimNotices, VictimNoticeBoard
 from ..state import LockDirState
 from ..watch import TreeWatcher
-from . import ChangeFeed
 
 
 class LockDirSource:
@@ -31,7 +30,7 @@ class LockDirSource:
     def location(self) -> str:
         return str(self.lock_dir)
 
-    def feed(self, poll_interval: float) -> ChangeFeed:
+    def feed(self, poll_interval: float) -> TreeWatcher:
         return TreeWatcher(
             self.lock_dir,
             descend=lambda name: name.endswith(QUEUE_SUFFIX),

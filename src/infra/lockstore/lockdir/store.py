@@ -3,7 +3,7 @@
 A lock is (namespace, repository-relative key) (see `identity.py`): stores opened on two
 worktrees of one clone, or on two checkouts given one explicit namespace, share their locks.
 
-The operations are built from the atomic steps of `lockdir.py` (publish by rename, remove by
+The operations are built from the atomic steps of `disk.py` (publish by rename, remove by
 token) so that mutual exclusion holds under any interleaving of acquire, release, cleanup
 and stale-lock breaking; docs/lock-store.md walks through the interleavings.
 Waiters queue in arrival order (`queue.py`) and are woken by push (`wakeup.py`).
@@ -12,15 +12,15 @@ Waiters queue in arrival order (`queue.py`) and are woken by push (`wakeup.py`).
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from ..errors import CorruptRecordError, InvalidTimeoutError
+from ..errors import CorruptRecordError
 from ..identity import RepoIdentity, resolve_identity
+from ..limits import validate_poll_interval, validate_timeout
 from ..liveness import ProcessIdentity, current_process, new_token
 from ..paths import lock_name, resolve_entry, validate_agent_id
 from ..records import (
@@ -42,11 +42,6 @@ from .queue import Place, Queues
 
 log = logging.getLogger(__name__)
 
-MAX_TIMEOUT_SECONDS: Final = 3600
-"""An hour, for every wait (the store's and the lock tools'): longer is almost certainly a unit
-mistake (milliseconds passed as seconds), and a wait that long should be a retry loop."""
-MIN_POLL_INTERVAL_MS: Final = 1
-MAX_POLL_INTERVAL_MS: Final = 60_000
 TURN_TIMEOUT_SECONDS: Final = 5.0
 """How long the first waiter may leave a free lock untaken before others pass it over. A
 running waiter takes its turn within milliseconds (pushed) or one poll interval; one that
@@ -56,35 +51,6 @@ _MAX_GRANTED_SPELLINGS: Final = 4096
 _MAX_PLAIN_FILES: Final = 4096
 
 OnReclaim = Callable[[Reclamation], None]
-
-
-def validate_timeout(timeout_seconds: object) -> float:
-    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int | float):
-        raise InvalidTimeoutError(
-            f"timeout_seconds must be a number of seconds, got {type(timeout_seconds).__name__}"
-        )
-    value = float(timeout_seconds)
-    if not math.isfinite(value) or value < 0 or value > MAX_TIMEOUT_SECONDS:
-        raise InvalidTimeoutError(
-            f"timeout_seconds={timeout_seconds!r} is out of range; "
-            f"use 0 (do not wait) up to {MAX_TIMEOUT_SECONDS:g} seconds"
-        )
-    return value
-
-
-def validate_poll_interval(poll_interval_ms: object) -> float:
-    if isinstance(poll_interval_ms, bool) or not isinstance(poll_interval_ms, int | float):
-        raise InvalidTimeoutError(
-            f"poll_interval_ms must be a number of milliseconds, "
-            f"got {type(poll_interval_ms).__name__}"
-        )
-    value = float(poll_interval_ms)
-    if not math.isfinite(value) or not MIN_POLL_INTERVAL_MS <= value <= MAX_POLL_INTERVAL_MS:
-        raise InvalidTimeoutError(
-            f"poll_interval_ms={poll_interval_ms!r} is out of range; "
-            f"use {MIN_POLL_INTERVAL_MS} to {MAX_POLL_INTERVAL_MS} milliseconds"
-        )
-    return value / 1000.0
 
 
 class LockStore:

@@ -32,22 +32,12 @@ from typing import Any, Final
 
 import psycopg
 
-from .. import (
-    HolderRecord,
-    LockInfo,
-    LostLock,
-    Reclamation,
-    RepoIdentity,
-    StoreSnapshot,
-    WaiterRecord,
-    Waker,
-    current_process,
-    new_token,
-    resolve_identity,
-    validate_agent_id,
-    validate_poll_interval,
-    validate_timeout,
-)
+from ..identity import RepoIdentity, resolve_identity
+from ..limits import validate_poll_interval, validate_timeout
+from ..liveness import current_process, new_token
+from ..paths import validate_agent_id
+from ..records import HolderRecord, LockInfo, LostLock, Reclamation, StoreSnapshot, WaiterRecord
+from ..wakeup import Waker
 from .dsn import KeepaliveBound, PgSpec, parse_spec
 from .listener import Listener, process_listener
 from .schema import namespace_channel
