@@ -326,6 +326,7 @@ def default_dirs() -> list[str]:
 
 @contextlib.contextmanager
 def place_in(directory: str) -> Iterator[Place]:
+    before = os.environ.get("LOCKYARD_LOCK_DIR")
     with tempfile.TemporaryDirectory(dir=directory, prefix="lockyard-peers-") as tmp:
         place = Place(tmp).prepare()
         try:
@@ -333,6 +334,11 @@ def place_in(directory: str) -> Iterator[Place]:
         finally:
             for store in place.stores.values():
                 store.close()
+            # The contract locks point LOCKYARD_LOCK_DIR at this place's lock directory.
+            if before is None:
+                os.environ.pop("LOCKYARD_LOCK_DIR", None)
+            else:
+                os.environ["LOCKYARD_LOCK_DIR"] = before
 
 
 def raise_fd_limit() -> None:

@@ -28,8 +28,12 @@ def bench() -> Iterator[ModuleType]:
 
 
 @pytest.fixture
-def place(bench: ModuleType, tmp_path: Path) -> object:
-    return bench.Place(str(tmp_path)).prepare()
+def place(bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> object:
+    place = bench.Place(str(tmp_path)).prepare()
+    # The contract API's locks find their directory through LOCKYARD_LOCK_DIR, which the
+    # script sets; restored after the test so that no later test of this worker inherits it.
+    monkeypatch.setenv("LOCKYARD_LOCK_DIR", place.locks)
+    return place
 
 
 def test_uncontended_cycle_of_every_lock_kind_is_measured(bench: ModuleType, place: object) -> None:

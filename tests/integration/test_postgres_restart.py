@@ -3,6 +3,7 @@ and no lock has two holders. Runs on a private throwaway server (it is restarted
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -65,11 +66,14 @@ def test_a_watching_monitor_stops_with_the_backend_exit_code_when_the_server_goe
     private_server: ThrowawayCluster,
 ) -> None:
     lockyard = str(Path(sys.executable).parent / "lockyard")
+    # Only --backend chooses the store: a LOCKYARD_LOCK_DIR of the caller's would be refused.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LOCKYARD_")}
     monitor = subprocess.Popen(
         [lockyard, "monitor", "--backend", private_server.dsn],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
     try:
         assert monitor.stdout is not None
