@@ -21,6 +21,9 @@ from polling_support import wait_until_async
 pytestmark = pytest.mark.anyio
 
 
+SMALL_DISK_OPTIONS = "size=64k,nr_inodes=256,mode=0700"
+
+
 class SmallDisk:
     """A 64 KiB tmpfs mounted for the test; `fill()` takes every free byte, `free()` gives
     them back."""
@@ -28,8 +31,12 @@ class SmallDisk:
     def __init__(self, mount_point: Path) -> None:
         self.mount_point = mount_point
         self.filler = mount_point / "filler"
+        self.inodes = mount_point / "inodes"
+        self.inodes.mkdir(exist_ok=True)
 
     def fill(self) -> None:
+        """Take every free byte and every free inode (a lock's grant needs no byte: its
+        record lives in its symlink's inode)."""
         filler = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             for size in (4096, 1):  # whole pages, then the last bytes
@@ -42,9 +49,18 @@ class SmallDisk:
                         break
         finally:
             os.close(filler)
+        while True:
+            try:
+                os.close(os.open(self.inodes / str(len(os.listdir(self.inodes))), os.O_CREAT))
+            except OSError as error:
+                if error.errno != errno.ENOSPC:
+                    raise
+                break
 
     def free(self) -> None:
         self.filler.unlink()
+        for entry in os.listdir(self.inodes):
+            os.unlink(self.inodes / entry)
 
 
 @pytest.fixture
@@ -52,7 +68,7 @@ def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
     mount_point = tmp_path / "small"
     mount_point.mkdir()
     subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", str(mount_point)],
+        ["mount", "-t", "tmpfs", "-o", SMALL_DISK_OPTIONS, "tmpfs", str(mount_point)],
         check=True,
         capture_output=True,
     )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lockyard.infra.lockstore.errors import InvalidPathError, PathOutsideRepoError
+from lockyard.infra.lockstore import InvalidPathError, PathOutsideRepoError
 from lockyard.infra.lockstore.lockdir.plain_paths import resolve_plain
 from lockyard.infra.tools.locking import LockStore
 

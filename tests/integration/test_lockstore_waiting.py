@@ -26,7 +26,8 @@ def store(repo: Path, lock_dir: Path) -> LockStore:
 
 
 def only_lock_entries(lock_dir: Path) -> list[str]:
-    return sorted(name for name in os.listdir(lock_dir) if not name.endswith(".lock"))
+    """Whatever is in the lock directory besides locks and holder cards."""
+    return sorted(name for name in os.listdir(lock_dir) if not name.endswith((".lock", ".card")))
 
 
 @pytest.mark.anyio

@@ -114,7 +114,7 @@ class LockStoreModel(RuleBasedStateMachine):
         listed = {info.lock_path: info.holder.agent_id for info in self.stores[1].list_locks()}
         assert listed == {self.key(f): h for f, h in self.holders.items()}
         entries = os.listdir(self.stores[0].lock_dir)
-        assert all(entry.endswith(".lock") for entry in entries), entries
+        assert all(entry.endswith((".lock", ".card")) for entry in entries), entries
 
 
 LockStoreModel.TestCase.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)

@@ -158,6 +158,65 @@ def _holder_head(
     return json.dumps(fields, separators=(",", ":"))[:-1]
 
 
+def holder_card(
+    me: ProcessIdentity,
+    agent_id: str,
+    key: str,
+    namespace: str,
+    checkout: str,
+    writer: ProcessIdentity,
+) -> str:
+    """The text of a holder card (see lockdir.py): a holder record without its token and
+    time. `writer` is the process that publishes the grants (when it is not `me`, the
+    holder named): a card is removed only once both are provably dead, so no grant that
+    names it can still appear."""
+    fields: dict[str, object] = {
+        "agent_id": agent_id,
+        "pid": me.pid,
+        "start_time": me.start_time,
+        "host": me.host,
+        "boot_id": me.boot_id,
+        "pid_ns": me.pid_ns,
+        "lock_path": key,
+        "namespace": namespace,
+        "checkout": checkout,
+    }
+    if writer != me:
+        fields["writer"] = {
+            "pid": writer.pid,
+            "start_time": writer.start_time,
+            "host": writer.host,
+            "boot_id": writer.boot_id,
+            "pid_ns": writer.pid_ns,
+        }
+    return json.dumps(fields, separators=(",", ":"))
+
+
+def card_writer_liveness(text: str) -> Liveness:
+    """Whether the holder named by card `text` and the process writing its grants are alive:
+    DEAD only when both are provably dead; UNKNOWN for a text that is no card."""
+    try:
+        fields = json.loads(text)
+        holder = decode_holder(
+            text[:-1] + ',"token":"0","acquired_at":0}', "a holder card"
+        ).liveness()[0]
+    except (ValueError, CorruptRecordError):
+        return Liveness.UNKNOWN
+    writer = fields.get("writer") if isinstance(fields, dict) else None
+    if holder is not Liveness.DEAD or writer is None:
+        return holder
+    try:
+        return liveness_of(
+            int(writer["pid"]),
+            writer["start_time"],
+            str(writer["host"]),
+            writer["boot_id"],
+            writer["pid_ns"],
+        )[0]
+    except (KeyError, TypeError, ValueError):
+        return Liveness.UNKNOWN
+
+
 def encode_waiter(
     me: ProcessIdentity,
     agent_id: str,

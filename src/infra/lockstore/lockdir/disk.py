@@ -7,6 +7,10 @@ Layout (all names relative to one private directory, opened once and used throug
     <name>.tmp-<token>/<token> a lock being published (staging, same file system)
     <name>.q/<ticket>          the wait queue of a lock, entries numbered in arrival order;
                                exists only while it has entries
+    <card>.card                a holder card: the part of holder records that stays the same
+                               from grant to grant (agent, process, key, checkout), named by
+                               a hash of its text, written once and shared by every grant
+                               that names it
 
 Publishing a lock: build the staging directory with the record inside, then `rename` it onto
 `<name>.lock`. The rename is atomic and fails (ENOTEMPTY/EEXIST) while the lock directory holds
@@ -20,13 +24,20 @@ double release nor a release racing a cleanup can remove somebody else's fresh l
 rmdir fails harmlessly if a new holder already renamed its lock in.
 
 Records are the target of a symlink (one atomic syscall, read with readlink, never followed),
-or a small file when too long for a symlink target.
+or a small file when too long for a symlink target. A grant's record is short,
+`@<card>:<acquired at>`: under the length a file system keeps inside the symlink's inode
+(60 bytes on ext4, 128 on tmpfs), so a grant allocates no data block or page; readers see
+it spelled out in full, the card's text with the token and the time added (`read_lock`).
+Full records (written by earlier versions, and by tests) read as they are.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
+import json
+import math
 import os
 import stat
 import time
@@ -42,6 +53,11 @@ LOCK_SUFFIX: Final = ".lock"
 QUEUE_SUFFIX: Final = ".q"
 STAGING_MARK: Final = ".tmp-"
 PARTIAL_SUFFIX: Final = ".part"
+CARD_SUFFIX: Final = ".card"
+CARD_MARK: Final = "@"
+"""The first character of a grant record that names its holder card."""
+_CARD_HASH_CHARS: Final = 24
+_CARDS_REMEMBERED: Final = 4096
 _SYMLINK_RECORD_MAX: Final = 4000
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _BUSY: Final = (errno.ENOTEMPTY, errno.EEXIST)
@@ -128,6 +144,9 @@ class LockDir:
             os.close(self.fd)
             raise LockDirError(f"lock directory {absolute} was swapped while being opened")
         self.path: str = os.path.realpath(absolute)
+        self._cards: dict[str, str] = {}
+        """card name -> its text, as read or written here (a card's name is a hash of its
+        text, and a card never changes: remembering it is never stale)."""
         # Closed with the object too: a store dropped without close() must not leak its fd.
         self._closer = weakref.finalize(self, os.close, self.fd)
 
@@ -216,8 +235,24 @@ class LockDir:
         """(token, record text) of the current holder of `name`, or None when free."""
         return self._read_single(name + LOCK_SUFFIX)
 
+    def grant_token(self, name: str) -> str | None:
+        """The token of the one grant in lock `name` (its record unread), or None when the
+        lock is free or holds anything but one grant."""
+        entry_fd = self._open_own_dir(name + LOCK_SUFFIX)
+        if entry_fd is None:
+            return None
+        try:
+            tokens = [t for t in os.listdir(entry_fd) if not t.endswith(PARTIAL_SUFFIX)]
+        except FileNotFoundError:
+            return None
+        finally:
+            os.close(entry_fd)
+        return tokens[0] if len(tokens) == 1 else None
+
     def _read_single(self, entry: str) -> tuple[str, str] | None:
+        missing: str | None = None
         for _attempt in range(3):
+            missing = None
             entry_fd = self._open_own_dir(entry)
             if entry_fd is None:
                 return None
@@ -236,12 +271,120 @@ class LockDir:
                         f"{entry} holds {len(tokens)} entries, expected one grant"
                     )
                 try:
-                    return tokens[0], _read_record(entry_fd, tokens[0])
+                    text = _read_record(entry_fd, tokens[0])
                 except FileNotFoundError:
                     continue  # released between listing and reading: look again
+                if not text.startswith(CARD_MARK):
+                    return tokens[0], text
+                full = self._spelled_out(entry, tokens[0], text)
+                if full is not None:
+                    return tokens[0], full
+                # Its card is gone: reclaimed with a dead holder's lock, which is then gone
+                # too (look again), or removed by hand (unreadable, below).
+                missing = f"{entry}/{tokens[0]}"
             finally:
                 os.close(entry_fd)
+        if missing is not None:
+            raise CorruptRecordError(
+                f"{missing} names a holder card that is gone (removed by hand?); "
+                "remove the lock (lockyard clean) to unblock it"
+            )
         return None
+
+    # -- holder cards ------------------------------------------------------------------
+
+    def write_card(self, text: str) -> str:
+        """The name of the holder card holding `text` (a JSON object), written if missing."""
+        card = hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()[:_CARD_HASH_CHARS]
+        try:
+            _write_record(self.fd, card + CARD_SUFFIX, text)
+        except FileExistsError:
+            try:
+                there = self.read_card(card)
+            except CorruptRecordError:
+                there = None
+            if there != text:  # a card is only ever written whole: this is something else
+                raise LockDirError(
+                    f"{card}{CARD_SUFFIX} in the lock directory is not the card the store "
+                    "wrote; something else put it there. Remove it"
+                ) from None
+        except FileNotFoundError:
+            raise self._removed() from None
+        except OSError as error:
+            if error.errno in _FULL:
+                raise self._full() from None
+            raise
+        self._remember_card(card, text)
+        return card
+
+    def read_card(self, card: str) -> str | None:
+        """The text of holder card `card`, or None when there is no such card; a card
+        whose text does not hash to its name is not one the store wrote (CorruptRecordError)."""
+        known = self._cards.get(card)
+        if known is not None:
+            return known
+        try:
+            text = _read_record(self.fd, card + CARD_SUFFIX)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        digest = hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()
+        if digest[:_CARD_HASH_CHARS] != card:
+            raise CorruptRecordError(f"{card}{CARD_SUFFIX} holds a text of another card")
+        self._remember_card(card, text)
+        return text
+
+    def _remember_card(self, card: str, text: str) -> None:
+        if len(self._cards) >= _CARDS_REMEMBERED:
+            self._cards.clear()
+        self._cards[card] = text
+
+    def _spelled_out(self, entry: str, token: str, text: str) -> str | None:
+        """Grant record `@<card>:<acquired at>` as the full holder record; None when the
+        card is gone."""
+        card, colon, acquired_at = text[1:].partition(":")
+        try:
+            moment = float(acquired_at)
+        except ValueError:
+            moment = math.nan
+        if not colon or not math.isfinite(moment) or not card.isalnum():
+            raise CorruptRecordError(f"{entry}/{token} holds {text!r}, not a grant record")
+        card_text = self.read_card(card)
+        if card_text is None:
+            return None
+        if not card_text.endswith("}"):
+            raise CorruptRecordError(f"{card}{CARD_SUFFIX} is not a JSON object")
+        return f'{card_text[:-1]},"token":{json.dumps(token)},"acquired_at":{moment!r}}}'
+
+    def cards(self) -> list[str]:
+        """The names of the holder cards in the directory."""
+        return [entry[: -len(CARD_SUFFIX)] for entry in self.names() if entry.endswith(CARD_SUFFIX)]
+
+    def cards_named_in(self, entry: str) -> set[str]:
+        """The holder cards that the grant records in directory `entry` (a lock, or a
+        staging) name; empty when it is no directory of ours."""
+        try:
+            entry_fd = self._open_own_dir(entry)
+        except LockDirError:
+            return set()
+        if entry_fd is None:
+            return set()
+        named = set()
+        try:
+            for token in os.listdir(entry_fd):
+                with contextlib.suppress(OSError):
+                    text = os.readlink(token, dir_fd=entry_fd)
+                    if text.startswith(CARD_MARK):
+                        named.add(text[1:].partition(":")[0])
+        except OSError:
+            pass
+        finally:
+            os.close(entry_fd)
+        return named
+
+    def remove_card(self, card: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(card + CARD_SUFFIX, dir_fd=self.fd)
+        self._cards.pop(card, None)
 
     # -- queues ------------------------------------------------------------------------
 

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Final
 from ..errors import CorruptRecordError, LockDirError
 from ..liveness import Liveness, current_process
 from ..paths import validate_agent_id
-from ..records import HolderRecord, Reclamation, WaiterRecord, decode_holder
+from ..records import (
+    HolderRecord,
+    Reclamation,
+    WaiterRecord,
+    card_writer_liveness,
+    decode_holder,
+)
 from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK, LockDir
 from .reading import names_with, read_holder, scan_queue
 
@@ -90,6 +96,7 @@ def reclaim_stale(store: LockStore) -> list[Reclamation]:
             if record.liveness()[0] is Liveness.DEAD:
                 store.drop_waiter(name, entry)
     remove_stale_staging(directory)
+    remove_dead_cards(directory)
     return reclaimed
 
 
@@ -128,8 +135,8 @@ def remove_unreadable(store: LockStore) -> list[str]:
             pass
         except LockDirError:
             continue  # not a directory the store wrote: reported, never removed here
-        found = directory.read_lock(name)
-        if found is not None and store._remove(name, found[0]):
+        token = directory.grant_token(name)
+        if token is not None and store._remove(name, token):
             removed.append(name + LOCK_SUFFIX)
     return removed
 
@@ -191,3 +198,25 @@ def remove_stale_staging(directory: LockDir) -> None:
         elif age < STALE_STAGING_SECONDS:
             continue
         directory.discard_staging(entry, token)
+
+
+def remove_dead_cards(directory: LockDir) -> None:
+    """Remove the holder cards whose holder and writer are provably dead and that no lock or
+    staging names. A dead writer publishes nothing more, so no grant naming such a card can
+    appear after the look; a card of anyone alive stays (its grants may come at any time)."""
+    cards = directory.cards()
+    if not cards:
+        return
+    named: set[str] = set()
+    for entry in directory.names():
+        if entry.endswith(LOCK_SUFFIX) or STAGING_MARK in entry:
+            named |= directory.cards_named_in(entry)
+    for card in cards:
+        if card in named:
+            continue
+        try:
+            text = directory.read_card(card)
+        except CorruptRecordError:
+            continue  # not a card the store wrote: a stray, left alone
+        if text is not None and card_writer_liveness(text) is Liveness.DEAD:
+            directory.remove_card(card)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -30,12 +31,12 @@ from ..records import (
     Reclamation,
     StoreSnapshot,
     WaiterRecord,
-    encode_holder,
     encode_waiter,
+    holder_card,
 )
 from ..wakeup import WakeHub, process_hub
 from . import reading, reclamation, reporting, waiting
-from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir, default_lock_dir
+from .disk import CARD_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, LockDir, default_lock_dir
 from .earlier import find_earlier_locks, held_by_earlier_version
 from .plain_paths import is_plain_file, resolve_plain_entry
 from .queue import Place, Queues
@@ -106,6 +107,8 @@ class LockStore:
         """(lock key, agent) -> (lock name, agent) of the grants made here: `release` of a
         key this store granted skips canonicalising it (see release)."""
         self._grants_guard = threading.Lock()
+        self._cards: dict[tuple[str, str], tuple[ProcessIdentity, str]] = {}
+        """(agent, key) -> (this process, the holder card its grants name)."""
         self._plain_files: dict[str, tuple[str, str, str]] = {}
         """filepath -> (the absolute path resolved, key, lock name) of paths that named an
         existing file reached without symlinks: while the kernel still walks that path
@@ -251,14 +254,27 @@ class LockStore:
         return False
 
     def _publish(self, name: str, key: str, agent: str) -> bool:
+        # The grant's record names its holder card (written once per agent and key), so
+        # it is short enough to live in the symlink's inode (see lockdir.py).
+        record = f"{CARD_MARK}{self._card(agent, key)}:{time.time()!r}"
         token = new_token()
-        record = encode_holder(
-            self._owner or current_process(), agent, token, key, self.namespace, self.root
-        )
         if not self._dir.publish(name, token, record):
             return False
         self._remember(name, agent, token, key)
         return True
+
+    def _card(self, agent: str, key: str) -> str:
+        """The holder card of `agent`'s grants of `key` made by this process."""
+        me = current_process()
+        known = self._cards.get((agent, key))
+        if known is not None and known[0] is me:  # a forked child is another writer
+            return known[1]
+        text = holder_card(self._owner or me, agent, key, self.namespace, self.root, me)
+        card = self._dir.write_card(text)
+        if len(self._cards) >= _MAX_GRANTED_SPELLINGS:
+            self._cards.clear()
+        self._cards[(agent, key)] = (me, card)
+        return card
 
     def release(self, filepath: str, agent_id: str) -> bool:
         """Give back your lock; False, touching nothing, when `agent_id` does not hold it."""
