@@ -37,11 +37,11 @@ def place(bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_uncontended_cycle_of_every_lock_kind_is_measured(bench: ModuleType, place: object) -> None:
-    figures = bench.uncontended(place, 2, 3)
-    assert set(figures) == set(bench.UNCONTENDED_KINDS)
-    assert all(value > 0 for value in figures.values())
-    rows = bench.uncontended_rows("tmpfs /x", figures)
-    assert all(bench.verdict(row.met) in ("MET", "MISSED") for row in rows if row.target)
+    for figures in bench.uncontended(place, 2, 3):  # wall-clock, then CPU time
+        assert set(figures) == set(bench.UNCONTENDED_KINDS)
+        assert all(value > 0 for value in figures.values())
+        rows = bench.uncontended_rows("tmpfs /x", figures, "CPU time")
+        assert all(bench.verdict(row.met) in ("MET", "MISSED") for row in rows if row.target)
 
 
 @pytest.mark.parametrize("kind", ["flock", "lockyard sync", "contract async", "fasteners"])

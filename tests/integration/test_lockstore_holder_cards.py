@@ -201,3 +201,28 @@ def test_a_forked_child_writes_its_own_card(store: LockStore) -> None:
     _pid, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert len(_cards(store.lock_dir)) == 2
+
+
+GHOST_WRITER = r"""
+import sys
+from lockyard.infra.lockstore import ProcessIdentity, current_process
+from lockyard.infra.tools.locking import LockStore
+repo, lock_dir, ghost_pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+me = current_process()
+ghost = ProcessIdentity(ghost_pid, None, me.host, me.boot_id, me.pid_ns)
+store = LockStore(repo, lock_dir, owner=ghost)
+assert store.try_lock("a.py", "alice")
+assert store.release("a.py", "alice")
+"""
+
+
+def test_a_card_goes_once_its_holder_and_its_writer_are_both_dead(
+    repo: Path, lock_dir: Path
+) -> None:
+    subprocess.run(
+        [sys.executable, "-c", GHOST_WRITER, str(repo), str(lock_dir), str(dead_pid())],
+        check=True,
+    )
+    assert len(_cards(lock_dir)) == 1
+    LockStore(repo, lock_dir).reclaim_stale()
+    assert _cards(lock_dir) == []

@@ -192,29 +192,30 @@ def holder_card(
     return json.dumps(fields, separators=(",", ":"))
 
 
-def card_writer_liveness(text: str) -> Liveness:
-    """Whether the holder named by card `text` and the process writing its grants are alive:
-    DEAD only when both are provably dead; UNKNOWN for a text that is no card."""
+CardProcess = tuple[int, int | None, str, str | None, str | None]
+"""(pid, start time, host, boot id, pid namespace): what `liveness_of` judges."""
+
+
+def card_processes(text: str) -> list[CardProcess] | None:
+    """The processes whose grants holder card `text` may name: the holder, and the process
+    writing its grants when that is another one. None for a text that is no card."""
     try:
-        fields = json.loads(text)
-        holder = decode_holder(
-            text[:-1] + ',"token":"0","acquired_at":0}', "a holder card"
-        ).liveness()[0]
-    except (ValueError, CorruptRecordError):
-        return Liveness.UNKNOWN
-    writer = fields.get("writer") if isinstance(fields, dict) else None
-    if holder is not Liveness.DEAD or writer is None:
-        return holder
-    try:
-        return liveness_of(
-            int(writer["pid"]),
-            writer["start_time"],
-            str(writer["host"]),
-            writer["boot_id"],
-            writer["pid_ns"],
-        )[0]
-    except (KeyError, TypeError, ValueError):
-        return Liveness.UNKNOWN
+        holder = decode_holder(text[:-1] + ',"token":"0","acquired_at":0}', "a holder card")
+        writer = json.loads(text).get("writer")
+        processes = [(holder.pid, holder.start_time, holder.host, holder.boot_id, holder.pid_ns)]
+        if writer is not None:
+            processes.append(
+                (
+                    int(writer["pid"]),
+                    None if writer["start_time"] is None else int(writer["start_time"]),
+                    str(writer["host"]),
+                    None if writer["boot_id"] is None else str(writer["boot_id"]),
+                    None if writer["pid_ns"] is None else str(writer["pid_ns"]),
+                )
+            )
+    except (ValueError, TypeError, KeyError, AttributeError, CorruptRecordError):
+        return None
+    return processes
 
 
 def encode_waiter(

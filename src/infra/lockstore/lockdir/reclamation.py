@@ -14,13 +14,14 @@ import time
 from typing import TYPE_CHECKING, Final
 
 from ..errors import CorruptRecordError, LockDirError
-from ..liveness import Liveness, current_process
+from ..liveness import Liveness, current_process, liveness_of
 from ..paths import validate_agent_id
 from ..records import (
+    CardProcess,
     HolderRecord,
     Reclamation,
     WaiterRecord,
-    card_writer_liveness,
+    card_processes,
     decode_holder,
 )
 from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK, LockDir
@@ -203,20 +204,30 @@ def remove_stale_staging(directory: LockDir) -> None:
 def remove_dead_cards(directory: LockDir) -> None:
     """Remove the holder cards whose holder and writer are provably dead and that no lock or
     staging names. A dead writer publishes nothing more, so no grant naming such a card can
-    appear after the look; a card of anyone alive stays (its grants may come at any time)."""
-    cards = directory.cards()
-    if not cards:
+    appear after the look; a card of anyone alive stays (its grants may come at any time).
+    Each process is judged once, however many cards name it."""
+    judged: dict[CardProcess, Liveness] = {}
+
+    def dead(process: CardProcess) -> bool:
+        if process not in judged:
+            judged[process] = liveness_of(*process)[0]
+        return judged[process] is Liveness.DEAD
+
+    candidates = []
+    for card in directory.cards():
+        try:
+            text = directory.read_card(card)
+        except CorruptRecordError:
+            continue  # not a card the store wrote: a stray, left alone
+        processes = None if text is None else card_processes(text)
+        if processes is not None and all(dead(process) for process in processes):
+            candidates.append(card)
+    if not candidates:
         return
     named: set[str] = set()
     for entry in directory.names():
         if entry.endswith(LOCK_SUFFIX) or STAGING_MARK in entry:
             named |= directory.cards_named_in(entry)
-    for card in cards:
-        if card in named:
-            continue
-        try:
-            text = directory.read_card(card)
-        except CorruptRecordError:
-            continue  # not a card the store wrote: a stray, left alone
-        if text is not None and card_writer_liveness(text) is Liveness.DEAD:
+    for card in candidates:
+        if card not in named:
             directory.remove_card(card)
