@@ -5,6 +5,7 @@ the WAL makes a grant cost no disk write):
   holds     one row per held lock (namespace, key): agent, owning session, grant token, fence
   waiters   one row per queued wait, ordered by `ticket` (arrival order)
   notices   one victim notice per agent, posted by `lockyard monitor`
+  fence_marks  each lock's last fencing number (a grant below it is refused)
 Sequences: `fence_seq` (fencing numbers; logged, so they keep growing across restarts),
 `ticket_seq`, `session_seq`. Functions do each operation in one round trip; the two hot
 paths (take a free lock, release) are plain statements of the store instead (store.py).
@@ -31,7 +32,7 @@ import psycopg
 
 from ..errors import BackendError
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 
 class SchemaError(BackendError):
@@ -561,7 +562,36 @@ _V3_UPGRADE: Final = """
 ALTER FUNCTION {s}.channel(text) STABLE;
 """
 
-_UPGRADES: Final = {2: _V2_UPGRADE, 3: _V3_UPGRADE}
+# Version 4: fencing numbers grow per lock whatever the timing. A grant's insert draws its
+# number before it meets the lock's row, and waits there while another transaction holds
+# that row: a statement delayed between the two (a CPU-starved server process, an insert
+# waiting on a release) could record an older number after a newer grant of the same lock
+# had come and gone. `fence_marks` keeps each lock's last number, and a grant not above it is
+# refused as a serialization failure, which the client runs again with a fresh number.
+_V4_UPGRADE: Final = """
+CREATE UNLOGGED TABLE {s}.fence_marks (
+    namespace text NOT NULL,
+    key text NOT NULL,
+    fence bigint NOT NULL,
+    PRIMARY KEY (namespace, key)
+);
+INSERT INTO {s}.fence_marks SELECT namespace, key, fence FROM {s}.holds;
+CREATE FUNCTION {s}.fence_grows() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {s}.fence_marks AS m VALUES (NEW.namespace, NEW.key, NEW.fence)
+    ON CONFLICT (namespace, key) DO UPDATE SET fence = EXCLUDED.fence
+    WHERE m.fence < EXCLUDED.fence;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'lockyard: fence % of % is not above the lock''s last one',
+            NEW.fence, NEW.key USING ERRCODE = 'serialization_failure';
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER holds_fence_grows AFTER INSERT ON {s}.holds
+    FOR EACH ROW EXECUTE FUNCTION {s}.fence_grows();
+"""
+
+_UPGRADES: Final = {2: _V2_UPGRADE, 3: _V3_UPGRADE, 4: _V4_UPGRADE}
 
 
 def _fill(text: str, schema: str) -> str:
