@@ -31,8 +31,7 @@ def stores(repo: Path, pg_backend: str) -> Iterator[list[PgLockStore]]:
 def insert_waits(admin: psycopg.Connection[object], store: PgLockStore) -> bool:
     """Whether a statement of `store`'s schema waits on a row lock (our open transaction)."""
     row = admin.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND query LIKE %s",
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
         (f'INSERT INTO "{store.schema}".holds%',),
     ).fetchone()
     return row is not None and row[0] > 0
