@@ -28,6 +28,7 @@ from lockyard.infra.lockstore.postgres import (
 )
 from lockyard.infra.lockstore.postgres.schema import SCHEMA_VERSION, ensure_schema, lock_class
 from lockyard.infra.lockstore.postgres.session import forget_ensured_schemas
+from lockyard.infra.tools import locking
 from lockyard.infra.tools.lock_tools import LockTools
 from lockyard.infra.transports.sdk.servers import get_mcp_servers
 from pg_support import PgServer
@@ -60,6 +61,25 @@ def test_the_setting_picks_postgresql_for_every_entry_point(
         open_backend(repo, pg_backend, lock_dir=repo / "locks")
     with pytest.raises(ValueError, match="not both"):
         LockCoordinator(repo, backend=pg_backend, store=coordinator.store)
+
+
+def test_the_module_level_functions_follow_the_backend_setting(
+    repo: Path, pg_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOCKYARD_BACKEND", pg_backend)
+    store = locking.get_store(str(repo))
+    try:
+        assert isinstance(store, PgLockStore)
+        assert locking.try_lock("a.py", "alice", str(repo))
+        with PgLockStore(repo, pg_backend) as other:
+            assert other.holder("a.py") == "alice", "the lock is in the database"
+            assert not other.try_lock("a.py", "bob")
+        assert locking.get_lock_holder("a.py", str(repo)) == "alice"
+        assert locking.release_lock("a.py", "alice", str(repo))
+        monkeypatch.delenv("LOCKYARD_BACKEND")
+        assert isinstance(locking.get_store(str(repo)), LockStore)
+    finally:
+        store.close()
 
 
 def test_a_password_never_shows_in_what_users_see(pg_server: PgServer) -> None:

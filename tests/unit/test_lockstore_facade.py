@@ -56,5 +56,20 @@ def test_stores_are_cached_per_namespace_and_lock_dir(
     assert "elsewhere" in repr(locking.get_store(str(repo)))
 
 
+def test_a_lock_directory_named_by_the_backend_setting_is_used(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    named, other = tmp_path / "named", tmp_path / "other"
+    monkeypatch.setenv("LOCKYARD_LOCK_DIR", str(other))
+    monkeypatch.setenv("LOCKYARD_BACKEND", str(named))
+    assert locking.try_lock("a.py", "alice", str(repo))
+    assert any(entry.name.endswith(".lock") for entry in named.iterdir())
+    monkeypatch.setenv("LOCKYARD_BACKEND", "file")  # the word: LOCKYARD_LOCK_DIR again
+    assert locking.get_lock_holder("a.py", str(repo)) is None
+    assert "other" in repr(locking.get_store(str(repo)))
+    monkeypatch.setenv("LOCKYARD_BACKEND", str(named))
+    assert locking.get_lock_holder("a.py", str(repo)) == "alice"
+
+
 def test_the_store_implements_the_backend_protocol(repo: Path) -> None:
     assert isinstance(locking.get_store(str(repo)), LockBackend)

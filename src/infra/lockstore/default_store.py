@@ -1,9 +1,11 @@
 """The lock store as module-level functions (`try_lock`, `wait_for_lock`, `release_lock`...).
 
-`LockStore` does the work; each function below runs on a cached default store per
-(checkout, namespace, lock dir). `repo_namespace` is the checkout's directory (default: the
-working directory); the namespace is the repository's identity, or `LOCKYARD_NAMESPACE` when
-set. The lock directory is `LOCKYARD_LOCK_DIR`, else a private per-user runtime directory.
+Each function below runs on a cached default store per (checkout, namespace, backend).
+`repo_namespace` is the checkout's directory (default: the working directory); the namespace
+is the repository's identity, or `LOCKYARD_NAMESPACE` when set. The backend is the one
+`LOCKYARD_BACKEND` names (`postgresql://...`, a lock directory, or `file`), as for every other
+entry point; without it the lock directory `LOCKYARD_LOCK_DIR`, else a private per-user
+runtime directory.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from __future__ import annotations
 import os
 import threading
 
+from .backend import LockBackend
+from .choice import BACKEND_ENV, FILE_WORD, chosen_spec, is_postgres_spec, open_backend
 from .identity import NAMESPACE_ENV, canonical_repo_path, namespace_from_env
 from .lockdir.disk import default_lock_dir
-from .lockdir.store import LockStore
 from .records import LockInfo
 
 __all__ = [
@@ -29,24 +32,25 @@ __all__ = [
     "wait_for_lock_async",
 ]
 
-_stores: dict[tuple[str, str | None, str], LockStore] = {}
+_stores: dict[tuple[str, str | None, str], LockBackend] = {}
 _stores_guard = threading.Lock()
 
 _EnvValue = str | bytes | None
-_RecentKey = tuple[bool, str, _EnvValue, _EnvValue]
-_recent: dict[_RecentKey, tuple[LockStore, int, int]] = {}
+_RecentKey = tuple[bool, str, _EnvValue, _EnvValue, _EnvValue]
+_recent: dict[_RecentKey, tuple[LockBackend, int, int]] = {}
 """(whether the repository is the working directory, that directory or the absolute path
-given, LOCKYARD_NAMESPACE and LOCKYARD_LOCK_DIR as set) -> the store `get_store` found for
-them, and the (device, inode) of the directory it was opened on. Every contract call looks
-its store up: this answers with a `getcwd` or one `stat` instead of canonicalising the
-repository path and probing the default lock directory each time."""
+given, LOCKYARD_NAMESPACE, LOCKYARD_LOCK_DIR and LOCKYARD_BACKEND as set) -> the store
+`get_store` found for them, and the (device, inode) of the directory it was opened on. Every
+contract call looks its store up: this answers with a `getcwd` or one `stat` instead of
+canonicalising the repository path and probing the default lock directory each time."""
 _MAX_RECENT = 256
 
-_ENV_KEYS = (os.fsencode(NAMESPACE_ENV), b"LOCKYARD_LOCK_DIR")
+_ENV_KEYS = (os.fsencode(NAMESPACE_ENV), b"LOCKYARD_LOCK_DIR", os.fsencode(BACKEND_ENV))
 
 
-def _env_values() -> tuple[_EnvValue, _EnvValue]:
-    """LOCKYARD_NAMESPACE and LOCKYARD_LOCK_DIR as set (bytes, or str off POSIX), or None.
+def _env_values() -> tuple[_EnvValue, _EnvValue, _EnvValue]:
+    """LOCKYARD_NAMESPACE, LOCKYARD_LOCK_DIR and LOCKYARD_BACKEND as set (bytes, or str off
+    POSIX), or None.
 
     os.environ decodes key and value on every lookup; on POSIX its backing dict (bytes to
     bytes, kept in step by every os.environ update) answers in a tenth of the time."""
@@ -54,24 +58,36 @@ def _env_values() -> tuple[_EnvValue, _EnvValue]:
     if isinstance(environ_bytes, dict):
         namespace: bytes | None = environ_bytes.get(_ENV_KEYS[0])
         lock_dir: bytes | None = environ_bytes.get(_ENV_KEYS[1])
-        return namespace, lock_dir
-    return os.environ.get(NAMESPACE_ENV), os.environ.get("LOCKYARD_LOCK_DIR")
+        backend: bytes | None = environ_bytes.get(_ENV_KEYS[2])
+        return namespace, lock_dir, backend
+    return (
+        os.environ.get(NAMESPACE_ENV),
+        os.environ.get("LOCKYARD_LOCK_DIR"),
+        os.environ.get(BACKEND_ENV),
+    )
 
 
-def get_store(repo_namespace: str | os.PathLike[str] | None = None) -> LockStore:
+def get_store(repo_namespace: str | os.PathLike[str] | None = None) -> LockBackend:
     """The cached store for this checkout (canonical path), the current `LOCKYARD_NAMESPACE`
-    and the current lock directory. The checkout's identity is read once per store."""
+    and the backend in force (`LOCKYARD_BACKEND`, else the lock directory). The checkout's
+    identity is read once per store."""
     recent = _recent_store(repo_namespace)
     if recent is not None:
         return recent
     repo = canonical_repo_path(repo_namespace)
     explicit = namespace_from_env()
-    lock_dir = os.path.abspath(default_lock_dir())
+    spec = chosen_spec()
+    if spec is not None and is_postgres_spec(spec):
+        where = spec
+    elif spec is not None and spec.strip() != FILE_WORD:
+        where = os.path.abspath(spec)  # a lock directory named by the setting
+    else:
+        where = os.path.abspath(default_lock_dir())
     with _stores_guard:
-        store = _stores.get((repo, explicit, lock_dir))
+        store = _stores.get((repo, explicit, where))
         if store is None:
-            store = LockStore(repo, lock_dir, namespace=explicit)
-            _stores[(repo, explicit, lock_dir)] = store
+            store = open_backend(repo, None if spec is None else where, namespace=explicit)
+            _stores[(repo, explicit, where)] = store
     _note_recent(repo_namespace, store)
     return store
 
@@ -79,17 +95,21 @@ def get_store(repo_namespace: str | os.PathLike[str] | None = None) -> LockStore
 def _recent_key(repo_namespace: object) -> _RecentKey | None:
     """The `_recent` key of a call, or None when the call takes the full path (a relative or
     `~` repository path, or a relative lock directory: both depend on more than this)."""
-    namespace, lock_dir = _env_values()
+    namespace, lock_dir, backend = _env_values()
     if lock_dir and not os.path.isabs(lock_dir):
         return None
+    if backend:
+        text = os.fsdecode(backend)
+        if not (os.path.isabs(text) or text.strip() == FILE_WORD or is_postgres_spec(text)):
+            return None  # a relative lock directory depends on the working directory
     if repo_namespace is None:
-        return True, os.getcwd(), namespace, lock_dir
+        return True, os.getcwd(), namespace, lock_dir, backend
     if type(repo_namespace) is str and repo_namespace.startswith("/"):
-        return False, repo_namespace, namespace, lock_dir
+        return False, repo_namespace, namespace, lock_dir, backend
     return None
 
 
-def _recent_store(repo_namespace: object) -> LockStore | None:
+def _recent_store(repo_namespace: object) -> LockBackend | None:
     """The store of an earlier call with the same arguments and environment, while its
     directory is still the same one (a symlink in the path retargeted, or the directory
     replaced, sends the call down the full path)."""
@@ -116,7 +136,7 @@ def _recent_store(repo_namespace: object) -> LockStore | None:
     return store if (info.st_dev, info.st_ino) == (device, inode) else None
 
 
-def _note_recent(repo_namespace: object, store: LockStore) -> None:
+def _note_recent(repo_namespace: object, store: LockBackend) -> None:
     try:
         key = _recent_key(repo_namespace)
         if key is None:
