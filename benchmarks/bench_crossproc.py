@@ -30,7 +30,7 @@ from mcp import Client, StdioServerParameters
 
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor
 from lockyard.infra.crossproc.notices import FileVictimNotices
-from lockyard.infra.crossproc.state import LockDirState
+from lockyard.infra.crossproc.state import WaitForReader
 from lockyard.infra.lockstore.lockdir.store import LockStore
 from lockyard.infra.tools.lock_tools import LockTools
 from lockyard.infra.transports.sdk.server import create_locking_mcp_server
@@ -44,7 +44,7 @@ async def one_deadlock(root: Path, round_no: int) -> float:
     repo.mkdir()
     lock_dir = root / f"locks{round_no}"
     store = LockStore(str(repo), lock_dir)
-    state = LockDirState(store)
+    state = WaitForReader(store)
     a, b = (
         LockTools(
             store,

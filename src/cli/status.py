@@ -20,7 +20,7 @@ from ..core.deadlock_info import DeadlockInfo
 from ..infra.crossproc.monitor_loop import CrossProcessMonitor
 from ..infra.crossproc.notices import VictimNotice
 from ..infra.crossproc.sources import monitor_source
-from ..infra.crossproc.state import LockDirSnapshot, LockDirState, node_key
+from ..infra.crossproc.state import WaitForReader, WaitForSnapshot, node_key
 from ..infra.lockstore import LockBackend, LockInfo, StoreSnapshot, WaiterRecord
 from ..infra.session.registry import SessionRecord, SessionRegistry
 from ._errors import EXIT_CODES_HELP, ExitCode, reports_errors
@@ -111,19 +111,19 @@ def find_deadlocks(store: LockBackend, snapshot: StoreSnapshot) -> list[Deadlock
     notices), reading this very snapshot: the deadlocks shown match the table shown.
     """
     monitor = CrossProcessMonitor(source=monitor_source(store), resolve=False)
-    monitor.state = _SnapshotState(store, LockDirSnapshot.from_store_snapshot(snapshot))
+    monitor.state = _SnapshotState(store, WaitForSnapshot.from_store_snapshot(snapshot))
     report = anyio.run(monitor.check_once)
     return [resolution.deadlock for resolution in report.resolutions]
 
 
-class _SnapshotState(LockDirState):
+class _SnapshotState(WaitForReader):
     """A lock directory state frozen at one snapshot (detection and re-check both read it)."""
 
-    def __init__(self, store: LockBackend, snapshot: LockDirSnapshot) -> None:
+    def __init__(self, store: LockBackend, snapshot: WaitForSnapshot) -> None:
         super().__init__(store)
         self._snapshot = snapshot
 
-    def read(self) -> LockDirSnapshot:
+    def read(self) -> WaitForSnapshot:
         return self._snapshot
 
 

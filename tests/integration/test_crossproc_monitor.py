@@ -21,7 +21,7 @@ from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from lockyard.infra.crossproc.notices import FileVictimNotices, VictimNotice, VictimNoticeBoard
-from lockyard.infra.crossproc.state import LockDirState, node_key
+from lockyard.infra.crossproc.state import WaitForReader, node_key
 from lockyard.infra.crossproc.watch import TreeWatcher
 from lockyard.infra.lockstore.lockdir.store import LockStore
 from lockyard.infra.tools.lock_tools import LockTools
@@ -231,7 +231,7 @@ async def test_agent_ages_and_counts_come_from_the_lock_records(store: LockStore
     await anyio.sleep(0.01)
     assert store.try_lock("x", "b")
     assert store.try_lock("newer", "a")
-    snapshot = LockDirState(store).read()
+    snapshot = WaitForReader(store).read()
     starts = snapshot.agent_start_times()
     assert starts["a"] == store.holder_record("old").acquired_at  # type: ignore[union-attr]
     assert starts["a"] < starts["b"]
@@ -255,11 +255,11 @@ def test_a_dead_waiters_queue_entry_is_no_wait(
     assert process.stdout is not None
     assert process.stdout.readline() == "go\n"
     wait_until(lambda: store.waiters("f1"), "ghost queued for f1")
-    assert LockDirState(store).read().has_wait("ghost", node(store, "f1"), None)
+    assert WaitForReader(store).read().has_wait("ghost", node(store, "f1"), None)
     process.kill()
     process.wait()
     assert [w.agent_id for w in store.waiters("f1")] == ["ghost"]  # still on disk ...
-    assert not LockDirState(store).read().waits  # ... but not a wait
+    assert not WaitForReader(store).read().waits  # ... but not a wait
 
 
 # --- the loop, in process: push and polling ------------------------------------------------
@@ -271,7 +271,7 @@ async def test_the_running_monitor_resolves_a_deadlock_between_tool_users(
 ) -> None:
     if polling:
         monkeypatch.setenv("LOCKYARD_NO_INOTIFY", "1")
-    state = LockDirState(store)
+    state = WaitForReader(store)
     alice, bob = (
         LockTools(
             store,
@@ -327,7 +327,7 @@ async def test_a_notice_is_only_accepted_for_the_wait_it_names(
     store: LockStore, lock_dir: Path
 ) -> None:
     waits = two_agent_deadlock(store)
-    state = LockDirState(store)
+    state = WaitForReader(store)
     async with waiting(store, *waits):
         await CrossProcessMonitor(lock_dir).check_once()
         posted = VictimNoticeBoard(lock_dir).read("b")
@@ -393,7 +393,7 @@ async def test_literal_keys_of_two_repositories_are_different_locks(
         group.start_soon(first.acquire_async, "f", "b", 60)  # b waits for a
         group.start_soon(second.acquire_async, "__db__", "a", 60)  # a waits for b, in repo two
         await wait_until_async(lambda: len(first.snapshot().waits) == 2)
-        snapshot = LockDirState(first).read()
+        snapshot = WaitForReader(first).read()
         report = await CrossProcessMonitor(lock_dir).check_once()
         group.cancel_scope.cancel()
     assert snapshot.holders() == {

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from lockyard.core.events import LockEvent, LockEventType
 from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor
-from lockyard.infra.crossproc.state import LockDirState, node_key
+from lockyard.infra.crossproc.state import WaitForReader, node_key
 from lockyard.infra.lockstore.lockdir.store import LockStore
 from polling_support import wait_until_async
 
@@ -54,7 +54,7 @@ async def check(holds: dict[str, str], wanted: set[tuple[str, str]]) -> None:
             await wait_until_async(
                 lambda: len(store.snapshot().waits) >= len(waits), "every waiter queued"
             )
-            snapshot = LockDirState(store).read()
+            snapshot = WaitForReader(store).read()
             report = await CrossProcessMonitor(Path(tmp) / "locks", resolve=False).check_once()
             group.cancel_scope.cancel()
         store.close()

@@ -517,14 +517,14 @@ async def test_with_cross_process_a_sandbox_heeds_lockyard_monitor_in_a_cycle_wi
 ) -> None:
     from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor
     from lockyard.infra.crossproc.notices import FileVictimNotices
-    from lockyard.infra.crossproc.state import LockDirState
+    from lockyard.infra.crossproc.state import WaitForReader
 
     outsider_store = LockStore(repo, store.lock_dir)  # an agent outside the sandboxes
     outsider = LockTools(
         outsider_store,
         "outsider",
         victim_notices=FileVictimNotices(
-            outsider_store.lock_dir, LockDirState(outsider_store).still_waiting
+            outsider_store.lock_dir, WaitForReader(outsider_store).still_waiting
         ),
     )
     results: dict[str, dict[str, Any]] = {}

@@ -27,7 +27,7 @@ from mcp import Client, StdioServerParameters
 from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from lockyard.infra.crossproc.notices import FileVictimNotices
-from lockyard.infra.crossproc.state import LockDirState, node_key
+from lockyard.infra.crossproc.state import WaitForReader, node_key
 from lockyard.infra.hooks.commit_guard.hook import make_commit_guard_hook
 from lockyard.infra.hooks.write_guard.hook import make_write_guard_hook
 from lockyard.infra.lockstore.identity import NAMESPACE_ENV
@@ -188,7 +188,7 @@ async def test_a_deadlock_spanning_two_worktrees_is_resolved_by_the_cross_proces
     checkouts: Checkouts,
 ) -> None:
     stores = {"alice": checkouts.store(checkouts.main), "bob": checkouts.store(checkouts.worktree)}
-    state = LockDirState(stores["alice"])
+    state = WaitForReader(stores["alice"])
     tools = {
         name: LockTools(store, name, victim_notices=FileVictimNotices(
             checkouts.lock_dir, state.still_waiting, poll_interval=0.05))

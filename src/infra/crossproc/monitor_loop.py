@@ -9,7 +9,7 @@ as backstop, or by polling where inotify is unavailable.
 
 The same `DeadlockMonitor` and victim policy as an orchestrator's in-process monitor are used,
 so both pick the same cycle and victim from the same state. Agent ages come from the lock
-records (see `LockDirSnapshot.agent_start_times`).
+records (see `WaitForSnapshot.agent_start_times`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ...domain.deadlock import DeadlockMonitor, VictimPolicy
 from .notices import VictimNotice
 from .sources import MonitorSource
 from .sources.lockdir import LockDirSource
-from .state import LockDirSnapshot
+from .state import WaitForSnapshot
 
 log = logging.getLogger("lockyard.monitor")
 
@@ -99,7 +99,7 @@ class CrossProcessMonitor:
         self._monitor = self._new_monitor()
         self._reported: dict[str, tuple[str, str | None]] = {}  # victim -> (lock, wait id)
         self._registered: set[str] = set()
-        self._fresh: LockDirSnapshot | None = None  # the verification read of this pass
+        self._fresh: WaitForSnapshot | None = None  # the verification read of this pass
         self._leading = True
 
     def _new_monitor(self) -> DeadlockMonitor:
@@ -135,7 +135,7 @@ class CrossProcessMonitor:
                 report.resolutions.append(resolution)
         return report
 
-    def _forget_finished_victims(self, snapshot: LockDirSnapshot) -> None:
+    def _forget_finished_victims(self, snapshot: WaitForSnapshot) -> None:
         """A victim whose noticed wait is over is no victim any more, even if it waits again
         (a retry is a new wait): start from a fresh monitor so its new cycles are reported."""
         finished = [
@@ -149,7 +149,7 @@ class CrossProcessMonitor:
             self._monitor = self._new_monitor()
             self._registered = set()
 
-    def _sync_agents(self, snapshot: LockDirSnapshot) -> None:
+    def _sync_agents(self, snapshot: WaitForSnapshot) -> None:
         """Register every holding agent with its age (see state.py); forget the others, so a
         long-running monitor does not accumulate every agent id it ever saw."""
         starts = snapshot.agent_start_times()
@@ -159,7 +159,7 @@ class CrossProcessMonitor:
             self._monitor.register_agent(agent, start_time=start)
         self._registered = set(starts)
 
-    def _settle(self, info: DeadlockInfo, snapshot: LockDirSnapshot) -> Resolution | None:
+    def _settle(self, info: DeadlockInfo, snapshot: WaitForSnapshot) -> Resolution | None:
         """Post the victim's notice; None if this very wait was already reported by us."""
         wait = (info.victim_waits_on, snapshot.wait_id(info.victim, info.victim_waits_on))
         if self._reported.get(info.victim) == wait:

@@ -1,4 +1,5 @@
-"""Who holds and who waits, read from a lock directory alone (any process, any namespace).
+"""Who holds and who waits, read from a lock store alone (any process, any namespace): the
+wait-for graph's facts, the same for both backends (a lock directory, or PostgreSQL).
 
 Holds are the lock records, waits the queue entries; both name the agent and its process.
 Entries of provably dead processes are left out of the waits: a dead waiter waits for
@@ -40,14 +41,14 @@ class Wait:
 
 
 @dataclass(frozen=True)
-class LockDirSnapshot:
-    """Holds and live waits of one lock directory at one moment."""
+class WaitForSnapshot:
+    """Holds and live waits of one lock store at one moment."""
 
     holds: Mapping[str, Hold]
     waits: tuple[Wait, ...]
 
     @classmethod
-    def from_store_snapshot(cls, snapshot: StoreSnapshot) -> LockDirSnapshot:
+    def from_store_snapshot(cls, snapshot: StoreSnapshot) -> WaitForSnapshot:
         holds: dict[str, Hold] = {}
         waits: list[Wait] = []
         for info in snapshot.locks:
@@ -119,8 +120,8 @@ def _live_waits(info: LockInfo, node: str) -> list[Wait]:
     return waits
 
 
-class LockDirState:
-    """Reads a lock directory's holds and waits through a store on it (reading never writes).
+class WaitForReader:
+    """Reads a lock store's holds and waits (reading never writes); `open` for a lock directory.
 
     Waits are taken from the queues of held locks: a wait on a free lock is about to be
     granted and is no edge of the wait-for graph.
@@ -130,12 +131,12 @@ class LockDirState:
         self.store = store
 
     @classmethod
-    def open(cls, lock_dir: Path, *, read_only: bool = False) -> LockDirState:
+    def open(cls, lock_dir: Path, *, read_only: bool = False) -> WaitForReader:
         """`read_only`: the lock directory must exist and is left exactly as it is."""
         return cls(LockStore(lock_dir=lock_dir, read_only=read_only))
 
-    def read(self) -> LockDirSnapshot:
-        return LockDirSnapshot.from_store_snapshot(self.store.snapshot())
+    def read(self) -> WaitForSnapshot:
+        return WaitForSnapshot.from_store_snapshot(self.store.snapshot())
 
     def still_waiting(self, notice: VictimNotice) -> bool:
         """The check `FileVictimNotices` applies: is the noticed wait still there?"""

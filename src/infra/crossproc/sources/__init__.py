@@ -15,7 +15,7 @@ from typing import Protocol
 from ....core.ports import VictimNotices
 from ...lockstore import LockBackend, LockStore
 from ..notices import VictimNotice
-from ..state import LockDirSnapshot
+from ..state import WaitForSnapshot
 
 __all__ = [
     "ChangeFeed",
@@ -43,7 +43,7 @@ class ChangeFeed(Protocol):
 
 
 class SharedState(Protocol):
-    def read(self) -> LockDirSnapshot: ...
+    def read(self) -> WaitForSnapshot: ...
 
 
 class MonitorSource(Protocol):

@@ -8,7 +8,7 @@ from pathlib import Path
 from ....core.ports import VictimNotices
 from ...lockstore import QUEUE_SUFFIX, LockDirError, LockStore
 from ..notices import FileVictimNotices, VictimNoticeBoard
-from ..state import LockDirState
+from ..state import WaitForReader
 from ..watch import TreeWatcher
 
 
@@ -22,7 +22,7 @@ class LockDirSource:
         self.lock_dir = Path(lock_dir)
         if store is None:
             store = LockStore(lock_dir=lock_dir, read_only=read_only)
-        self.state = LockDirState(store)
+        self.state = WaitForReader(store)
         self.board = VictimNoticeBoard(self.lock_dir)
         self._identity = _identity(self.lock_dir)
 

@@ -25,7 +25,7 @@ from ....core.deadlock_info import DeadlockInfo
 from ...lockstore import Waker
 from ...lockstore.postgres import PgLockStore, graph_channel, lock_class, namespace_channel
 from ..notices import VictimNotice
-from ..state import LockDirSnapshot, LockDirState
+from ..state import WaitForReader, WaitForSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ class PgMonitorSource:
 
     def __init__(self, store: PgLockStore) -> None:
         self.store = store
-        self.state = LockDirState(store)
+        self.state = WaitForReader(store)
         self.board = PgNoticeBoard(store)
         self._led_in: int | None = None  # the session generation that holds the leader lock
 
@@ -205,7 +205,7 @@ class PgMonitorSource:
 
         return session.run(try_lead)
 
-    def read(self) -> LockDirSnapshot:
+    def read(self) -> WaitForSnapshot:
         return self.state.read()
 
     def victim_notices(self) -> PgVictimNotices:

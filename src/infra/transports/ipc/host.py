@@ -36,7 +36,7 @@ from ....core.deadlock_info import DeadlockInfo
 from ....core.events import LockEvent, LockEventType
 from ....domain.monitor import DeadlockMonitor
 from ...crossproc.notices import AnyVictimNotices, FileVictimNotices
-from ...crossproc.state import LockDirState
+from ...crossproc.state import WaitForReader
 from ...lockstore import (
     IN_CLOSE_WRITE,
     IN_CREATE,
@@ -172,7 +172,7 @@ class IpcHost:
         if self.settings.cross_process:
             if not isinstance(store, LockStore):
                 raise ValueError("cross_process needs the lock directory backend (LockStore)")
-            on_disk = FileVictimNotices(store.lock_dir, LockDirState(store).still_waiting)
+            on_disk = FileVictimNotices(store.lock_dir, WaitForReader(store).still_waiting)
             self.victim_notices = AnyVictimNotices(self.monitor, on_disk)
         self.sandboxes: dict[str, Sandbox] = {}
         self.operator: OperatorTools | None = None
