@@ -120,6 +120,7 @@ def test_the_plain_file_check_says_no_to_directories_symlinks_and_missing_files(
     tree: Path,
 ) -> None:
     assert is_plain_file(f"{tree}/a/b/f.py")
+    assert is_plain_file(os.fsencode(f"{tree}/a/b/f.py"))  # as the store remembers it
     assert is_plain_file(f"{tree}/a/./b/../g.py")
     for relative in ("a/b", "link/f.py", "dangling", "a/loop", "a/b/new.py", "missing/f.py"):
         assert not is_plain_file(f"{tree}/{relative}")

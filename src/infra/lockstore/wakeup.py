@@ -113,6 +113,11 @@ class WakeHub:
 
     def notify(self, topic: str) -> None:
         """Wake the subscribers of `topic`, and of its directory (`<dir>/`)."""
+        if not self._subscribers:
+            # Nobody waits in this process (every uncontended release): nothing to build.
+            # Read without the guard: a waiter subscribes before it looks at the lock, so
+            # one that subscribes after this read sees whatever this notify announces.
+            return
         directory = topic[: topic.rfind("/") + 1]
         with self._guard:
             wakers = [*self._subscribers.get(topic, ()), *self._subscribers.get(directory, ())]

@@ -122,7 +122,7 @@ def _open_plain(path: str) -> int:
     return -error
 
 
-def is_plain_file(path: str) -> bool:
+def is_plain_file(path: str | bytes) -> bool:
     """Whether the absolute `path` is reached without a symlink and its last component
     exists and is not a directory, in one system call that opens nothing.
 
@@ -134,7 +134,8 @@ def is_plain_file(path: str) -> bool:
     """
     if _syscall is None:
         return False
-    fd = _syscall(_SYS_OPENAT2, _AT_FDCWD, os.fsencode(path), _probe_ref, _how_size)
+    encoded = path if type(path) is bytes else os.fsencode(path)
+    fd = _syscall(_SYS_OPENAT2, _AT_FDCWD, encoded, _probe_ref, _how_size)
     if fd >= 0:
         os.close(fd)
         return False

@@ -109,7 +109,7 @@ class LockStore:
         self._grants_guard = threading.Lock()
         self._cards: dict[tuple[str, str], tuple[ProcessIdentity, str]] = {}
         """(agent, key) -> (this process, the holder card its grants name)."""
-        self._plain_files: dict[str, tuple[str, str, str]] = {}
+        self._plain_files: dict[str, tuple[bytes, str, str]] = {}
         """filepath -> (the absolute path resolved, key, lock name) of paths that named an
         existing file reached without symlinks: while the kernel still walks that path
         without meeting a symlink to a file that is not a directory, the key is the same
@@ -191,7 +191,7 @@ class LockStore:
         if plain and type(filepath) is str and "\\$" not in filepath:
             if len(self._plain_files) >= _MAX_PLAIN_FILES:
                 self._plain_files.clear()
-            self._plain_files[filepath] = (plain[0], key, name)
+            self._plain_files[filepath] = (os.fsencode(plain[0]), key, name)
         return key, name
 
     def lock_topic(self, name: str) -> str:
