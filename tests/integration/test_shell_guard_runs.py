@@ -207,6 +207,8 @@ def git_commands(draw: st.DrawFn) -> str:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+# An index change makes a later query stale: a.txt is untracked when `git clean` runs.
+@example(command="git rm -q --cached a.txt ; git clean -fq", held={"new.txt"}, dirty={"new.txt"})
 @given(
     command=git_commands(),
     held=st.sets(st.sampled_from(FILES + NEW)),

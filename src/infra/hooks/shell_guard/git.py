@@ -7,12 +7,19 @@ Where git can say which files a command would change without changing them, it i
 branches, merge, pull, rebase, cherry-pick, revert, am) are unknown. `git mv` is read like
 `mv`. Everything else (status, diff, log, add, commit, fetch, push...) writes no file in the
 tree; `git commit` has its own guard.
+
+Git's answers describe the repository as it is before the command line runs. A git command
+that changes what they would be (the index, HEAD, branches, the stash: `git rm --cached`,
+`git add`, `git commit`, `git fetch`...) makes every later query of the same line stale, e.g.
+`git rm --cached a.txt; git clean -f` removes a.txt, which was tracked when git was asked:
+such a later command is unknown, and the agent runs the two separately.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+from dataclasses import dataclass
 from typing import Final
 
 from .effects import Arg, Effects, read_options
@@ -31,9 +38,56 @@ _UNLISTABLE: Final = {
     "checkout-index": "checks out the index",
 }
 _QUERY_TIMEOUT: Final = 10.0
+_READ_ONLY: Final = frozenset(
+    {
+        "blame", "cat-file", "describe", "diff", "grep", "help", "log", "ls-files", "ls-tree",
+        "rev-list", "rev-parse", "shortlog", "show", "status", "version",
+    }
+)  # fmt: skip
+"""Subcommands that change nothing git would answer later (the index, refs, the stash)."""
+_READ_ONLY_STASH: Final = frozenset({"list", "show"})
 
 
-def git(args: list[Arg], place: Place) -> Effects:
+@dataclass(frozen=True)
+class _GitPlace(Place):
+    """Where a git command runs, and the earlier git command of the same command line that
+    changed what git would answer now (None: none did)."""
+
+    changed_by: str | None = None
+
+
+class _StaleAnswerError(Exception):
+    """A query whose answer an earlier command of the line will have changed."""
+
+
+def changes_git_state(args: list[Arg]) -> bool:
+    """Whether `git *args` may change what later git queries answer (index, refs, stash)."""
+    index = _subcommand_index(args)
+    if index is None or index >= len(args):
+        return index is None  # an option only known when it runs: assume it does
+    subcommand, rest = args[index], args[index + 1 :]
+    if subcommand == "stash":
+        return not rest or rest[0] not in _READ_ONLY_STASH
+    return subcommand not in _READ_ONLY
+
+
+def _subcommand_index(args: list[Arg]) -> int | None:
+    """Where the subcommand is in `git *args` (len(args): none), None when unknown."""
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg is None:
+            return None
+        if not arg.startswith("-"):
+            return index
+        index += 2 if arg in _GIT_VALUE_OPTIONS else 1
+    return len(args)
+
+
+def git(args: list[Arg], place: Place, *, after: str | None = None) -> Effects:
+    """What `git *args` writes in the tree. `after`: an earlier git command of the same
+    command line that changed the repository's state (`changes_git_state`), whose effect the
+    answers of git queried now would miss."""
     cwd = place.cwd
     index = 0
     while index < len(args):
@@ -59,10 +113,17 @@ def git(args: list[Arg], place: Place) -> Effects:
     if index >= len(args):
         return Effects()
     subcommand, rest = args[index], args[index + 1 :]
-    here = Place(cwd, place.home)
+    here = _GitPlace(cwd, place.home, changed_by=after)
     reader = _SUBCOMMANDS.get(subcommand or "")
     if reader is not None:
-        effects = reader(rest, here)
+        try:
+            effects = reader(rest, here)
+        except _StaleAnswerError:
+            return _unknown(
+                f"`git {subcommand}` runs after `{after}` on the same command line: the guard "
+                "asks git which files a command changes before anything runs, and the earlier "
+                "command changes that answer. Run them as separate commands"
+            )
     elif subcommand in _UNLISTABLE:
         effects = _unknown(
             f"`git {subcommand}` {_UNLISTABLE[subcommand]} into the working tree, rewriting files "
@@ -302,7 +363,10 @@ def _split_dashdash(args: list[Arg]) -> tuple[list[Arg], list[Arg]]:
 
 
 def _git(place: Place, query: list[str]) -> str | None:
-    """Run a read-only git query in the command's directory; its output, or None on failure."""
+    """Run a read-only git query in the command's directory; its output, or None on failure.
+    Raises _StaleAnswerError when an earlier command of the line changes the answer."""
+    if isinstance(place, _GitPlace) and place.changed_by is not None:
+        raise _StaleAnswerError(place.changed_by)
     if place.cwd is None or not os.path.isdir(place.cwd):
         return None
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}

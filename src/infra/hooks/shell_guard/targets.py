@@ -88,6 +88,8 @@ class _Walker:
         self.found = found
         self.links: dict[str, str] = {}
         """Links the command line creates (absolute link -> absolute file it leads to)."""
+        self.git_changed_by: str | None = None
+        """The first git command of the line that changes what git answers (index, refs)."""
 
     def script(self, script: Script, scope: _Scope, depth: int) -> None:
         for statement in script:
@@ -161,14 +163,19 @@ class _Walker:
             scope.cwd = None
             return
         place = utilities.Place(scope.cwd, scope.variables.get("HOME"))
-        effects = self.effects_of(base, args, place)
+        effects = self.effects_of(base, args, place, text)
         if effects is None:
             return
         self.apply(effects, scope, depth, text)
 
-    def effects_of(self, base: str, args: list[Arg], place: utilities.Place) -> Effects | None:
+    def effects_of(
+        self, base: str, args: list[Arg], place: utilities.Place, text: str
+    ) -> Effects | None:
         if base == "git":
-            return git.git(args, place)
+            effects = git.git(args, place, after=self.git_changed_by)
+            if self.git_changed_by is None and git.changes_git_state(args):
+                self.git_changed_by = _short(text)
+            return effects
         if oneliners.is_python(base):
             return oneliners.python(args, place)
         rule = utilities.RULES.get(base) or oneliners.RULES.get(base) or formatters.RULES.get(base)
