@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from lockyard.infra.lockstore import LockDirFullError
+from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.tools.lock_tools import LockTools
 from lockyard.infra.tools.locking import LockStore
 from polling_support import wait_until_async
@@ -129,8 +130,8 @@ async def test_lock_acquire_on_a_full_disk_is_an_error_result_that_locks_nothing
     assert granted["all_acquired"] is True
 
 
-async def test_a_waiter_queued_before_the_disk_filled_keeps_its_place(
-    full_store: LockStore, small_disk: SmallDisk, caplog: pytest.LogCaptureFixture
+async def test_a_head_that_staged_its_grant_before_the_disk_filled_is_handed_the_lock(
+    full_store: LockStore, small_disk: SmallDisk
 ) -> None:
     assert full_store.try_lock("a.py", "alice")
     got: list[bool] = []
@@ -142,15 +143,32 @@ async def test_a_waiter_queued_before_the_disk_filled_keeps_its_place(
         async with anyio.create_task_group() as group:
             group.start_soon(bob)
             await wait_until_async(lambda: full_store.waiters("a.py"), "bob queued for a.py")
+            await wait_until_async(lambda: _staged(full_store), "bob staged his grant")
             small_disk.fill()
-            assert full_store.release("a.py", "alice")
-            small_disk.fill()  # the release freed the page of alice's record: take it too
-            await wait_until_async(
-                lambda: "keeps waiting for" in caplog.text, "the full disk logged"
-            )
-            assert got == []  # still waiting, in its place
-            assert [w.agent_id for w in full_store.waiters("a.py")] == ["bob"]
-            small_disk.free()
+            assert full_store.release("a.py", "alice")  # hands over: writes nothing new
     assert got == [True]
+    assert full_store.holder("a.py") == "bob"
+    assert full_store.waiters("a.py") == []
+
+
+def _staged(store: LockStore) -> bool:
+    return any(".tmp-" in entry.name for entry in store.lock_dir.iterdir())
+
+
+def test_a_waiter_queued_before_the_disk_filled_keeps_its_place(
+    full_store: LockStore, small_disk: SmallDisk, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert full_store.try_lock("a.py", "alice")
+    key = full_store.canonicalize("a.py")
+    wait = full_store._waiting(lock_name(full_store.namespace, key), key, "bob", 0.05)
+    with wait:  # queued; its grant is staged at its first turn, once the disk is full
+        small_disk.fill()
+        assert full_store.release("a.py", "alice")
+        small_disk.fill()  # the release freed the page of alice's record: take it too
+        assert not wait.advance()  # cannot stage its grant: keeps waiting, in its place
+        assert "keeps waiting for" in caplog.text
+        assert [w.agent_id for w in full_store.waiters("a.py")] == ["bob"]
+        small_disk.free()
+        assert wait.advance()
     assert full_store.holder("a.py") == "bob"
     assert full_store.waiters("a.py") == []

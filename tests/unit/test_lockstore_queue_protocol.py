@@ -73,7 +73,8 @@ def test_a_waiter_takes_only_at_the_head_and_only_while_in_line(look: Look, move
 
 
 class QueueModel(RuleBasedStateMachine):
-    """The model: who holds the lock, and the live waiters in arrival order."""
+    """The model: who holds the lock, the queue on disk (live waiters, and waiters that died
+    in line) in arrival order, and which heads staged the grant a release hands over."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -82,7 +83,11 @@ class QueueModel(RuleBasedStateMachine):
         self.store = LockStore(f"{self.base}/repo", f"{self.base}/locks")
         self.names = (f"agent-{n}" for n in itertools.count())
         self.holder: str | None = None
+        self.handed = False  # the holder was handed the lock at a release, still in line
         self.line: list[str] = []  # live waiters, oldest first
+        self.disk: list[str] = []  # the queue's entries: live waiters and dead ones
+        self.staged: set[str] = set()  # heads that staged their grant
+        self.dead = (f"dead-{n}" for n in itertools.count())
         self.waits: dict[str, waiting.Waiting] = {}
         self.granted: list[str] = []
         self.queued: list[str] = []
@@ -95,6 +100,21 @@ class QueueModel(RuleBasedStateMachine):
         shutil.rmtree(self.base)
         assert leftovers == []  # every wait that ended left the queue
 
+    def _hand_over_or_free(self) -> None:
+        """What a release does: the first entry gets the lock if it staged its grant."""
+        first = self.disk[0] if self.disk else None
+        if first is not None and first in self.staged:
+            self.holder, self.handed = first, True
+            self.granted.append(first)
+        else:
+            self.holder, self.handed = None, False
+
+    def _leave(self, agent: str) -> None:
+        self.waits.pop(agent).__exit__(None, None, None)
+        self.line.remove(agent)
+        self.disk.remove(agent)
+        self.staged.discard(agent)
+
     @rule()
     def queue_a_waiter(self) -> None:
         agent = next(self.names)
@@ -102,38 +122,54 @@ class QueueModel(RuleBasedStateMachine):
         wait.__enter__()
         self.waits[agent] = wait
         self.line.append(agent)
+        self.disk.append(agent)
         self.queued.append(agent)
 
     @precondition(lambda self: self.waits)
     @rule(data=st.data())
     def a_waiter_looks(self, data: st.DataObject) -> None:
         agent = data.draw(st.sampled_from(sorted(self.waits)))
-        expected = self.holder is None and self.line[0] == agent
+        if self.handed and self.holder == agent:
+            assert self.waits[agent].advance()  # accepts the grant handed over to it
+            self.handed = False
+            self._leave(agent)
+            return
+        at = self.disk.index(agent)
+        while at > 0 and self.disk[at - 1].startswith("dead-"):
+            del self.disk[at - 1]  # it drops the dead right ahead of it
+            at -= 1
+        head = at == 0
+        expected = head and self.holder is None
         assert self.waits[agent].advance() is expected
         if expected:
-            self.waits.pop(agent).__exit__(None, None, None)
-            self.line.remove(agent)
+            self._leave(agent)
             self.holder = agent
             self.granted.append(agent)
+        elif head:
+            self.staged.add(agent)
 
-    @precondition(lambda self: self.holder is not None)
+    @precondition(lambda self: self.holder is not None and not self.handed)
     @rule()
     def the_holder_releases(self) -> None:
         assert self.holder is not None
         assert self.store.release(FILE, self.holder)
-        self.holder = None
+        self._hand_over_or_free()
 
     @precondition(lambda self: self.waits)
     @rule(data=st.data())
     def a_waiter_gives_up(self, data: st.DataObject) -> None:
         agent = data.draw(st.sampled_from(sorted(self.waits)))
-        self.waits.pop(agent).__exit__(None, None, None)
-        self.line.remove(agent)
+        self._leave(agent)
+        if self.handed and self.holder == agent:
+            self._hand_over_or_free()  # it releases the grant it was handed
 
     @rule()
     def a_newcomer_tries(self) -> None:
         agent = next(self.names)
         expected = self.holder is None and not self.line
+        if self.holder is None:  # at a free lock it drops the dead ahead of the first live
+            while self.disk and self.disk[0].startswith("dead-"):
+                del self.disk[0]
         assert self.store.try_lock(FILE, agent) is expected
         if expected:
             self.holder = agent
@@ -141,12 +177,14 @@ class QueueModel(RuleBasedStateMachine):
     @rule()
     def a_waiter_dies_in_line(self) -> None:
         _plant_dead_waiter(self.store, DEAD_PID)
+        self.disk.append(next(self.dead))
 
     @invariant()
     def the_lock_and_the_queue_are_as_modelled(self) -> None:
         assert self.store.holder(FILE) == self.holder
         on_disk = [w.agent_id for w in self.store.waiters(FILE) if w.agent_id != DEAD]
         assert on_disk == self.line
+        assert len(self.store.waiters(FILE)) == len(self.disk)
 
     @invariant()
     def grants_follow_arrival_order(self) -> None:

@@ -231,6 +231,109 @@ class LockDir:
             pass
         return True
 
+    # -- grants staged by a queue's head, handed over at release --------------------------
+
+    def stage(self, name: str, token: str, record: str) -> None:
+        """Build the grant a queue's head would publish: `<name>.tmp-<token>/<token>` holding
+        `record`, left in place (`publish_staged` publishes it, a releaser `hand_over`s it).
+        Already staged: nothing to do."""
+        staging = f"{name}{STAGING_MARK}{token}"
+        while True:
+            try:
+                os.mkdir(staging, 0o700, dir_fd=self.fd)
+            except FileExistsError:
+                return
+            except FileNotFoundError:
+                raise self._removed() from None
+            except OSError as error:
+                if error.errno in _FULL:
+                    raise self._full() from None
+                raise
+            try:
+                _write_record(self.fd, f"{staging}/{token}", record)
+            except FileNotFoundError:
+                # A release renamed the still empty staging onto the lock (and, finding no
+                # record there, freed the lock again): build it anew.
+                continue
+            except OSError as error:
+                self.discard_staging(staging, token)
+                if error.errno in _FULL:
+                    raise self._full() from None
+                raise
+            return
+
+    def publish_staged(self, name: str, token: str) -> bool | None:
+        """Publish the grant staged under `token`: True when the lock is now that grant
+        (published here, or handed over by a releaser before), False while another grant
+        holds the lock, None when the staging is gone without being published (reaped as
+        debris, or withdrawn): stage it again."""
+        try:
+            os.rename(
+                f"{name}{STAGING_MARK}{token}",
+                name + LOCK_SUFFIX,
+                src_dir_fd=self.fd,
+                dst_dir_fd=self.fd,
+            )
+        except OSError as error:
+            if error.errno in _BUSY:
+                return False  # our staging is still there: the grant is someone else's
+            if error.errno == errno.ENOENT:
+                return True if self.holds(name, token) else None
+            if error.errno in (errno.ENOTDIR, errno.EISDIR):
+                raise _entry_error(name + LOCK_SUFFIX, error) from None
+            raise
+        # A staging whose record its waiter had just withdrawn makes an empty lock: free.
+        return self.holds(name, token) or None
+
+    def holds(self, name: str, token: str) -> bool:
+        """Whether grant `token` is the current grant of lock `name` (one `faccessat`)."""
+        return os.access(
+            f"{name}{LOCK_SUFFIX}/{token}", os.F_OK, dir_fd=self.fd, follow_symlinks=False
+        )
+
+    def hand_over(self, name: str, token: str, to: str) -> bool | None:
+        """Release grant `token` of lock `name` and, in the same breath, publish the grant
+        staged under `to` (the queue's head's): the lock never looks free. True: handed
+        over; False: `token` was not the current grant (nothing touched); None: released,
+        but nothing was staged under `to` (withdrawn, not staged yet): the lock is free."""
+        try:
+            os.unlink(f"{name}{LOCK_SUFFIX}/{token}", dir_fd=self.fd)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        try:
+            os.rename(
+                f"{name}{STAGING_MARK}{to}",
+                name + LOCK_SUFFIX,
+                src_dir_fd=self.fd,
+                dst_dir_fd=self.fd,
+            )
+        except OSError:
+            pass  # nothing staged under `to`, or a grant got in first: free the lock below
+        else:
+            if self.holds(name, to):
+                return True
+            # The head withdrew its record just before the rename: the lock is empty, free.
+        try:  # noqa: SIM105
+            os.rmdir(name + LOCK_SUFFIX, dir_fd=self.fd)
+        except OSError:
+            pass
+        return None
+
+    def withdraw(self, name: str, token: str) -> bool:
+        """Take back the grant staged under `token` (its waiter stops waiting). False when
+        it was withdrawn (or never staged); True when a releaser handed it over first: the
+        lock is the waiter's, and it must release it. Whichever of the two `unlink`s (ours
+        of the record, or the releaser's of its own grant followed by the rename) comes
+        first decides; a rename of a staging already emptied publishes an empty lock, which
+        the releaser sees and frees."""
+        staging = f"{name}{STAGING_MARK}{token}"
+        try:
+            os.unlink(f"{staging}/{token}", dir_fd=self.fd)
+        except (FileNotFoundError, NotADirectoryError):
+            return self.holds(name, token)
+        self.discard_staging(staging, token)
+        return False
+
     def read_lock(self, name: str) -> tuple[str, str] | None:
         """(token, record text) of the current holder of `name`, or None when free."""
         return self._read_single(name + LOCK_SUFFIX)

@@ -18,10 +18,19 @@ from the invariant:
   So a release wakes one waiter, and a waiter's re-check costs O(1) whatever the queue length.
 - **Liveness.** A predecessor whose process is provably dead is dropped by its successor. A
   head that leaves a free lock untaken for longer than its turn (stopped, stuck) is passed
-  over by its successor, or by the next `try_lock`; a held lock is never taken from anyone.
-- **Turns.** The first entry's turn starts when it becomes first at a free lock: a release
-  stamps the first entry before removing the lock, a first entry that leaves stamps its
-  successor before its own entry goes.
+  over by its successor, or by the next `try_lock`; so is a head that leaves a grant handed
+  over to it unaccepted, and its grant is released: dropping its entry and its accepting
+  (removing that same entry) exclude each other. A taken lock is never taken from anyone.
+- **Handing over.** The head stages the grant it would publish (`<name>.tmp-<token>`, its
+  holder record) before it looks at the lock. A release publishes that staged grant in
+  place of its own (`unlink` of its record, `rename` of the staging onto the lock), so the
+  lock passes to the head without ever looking free, and wakes it. The head accepts the
+  grant by removing its queue entry, as when it takes the lock itself: until then the grant
+  is still its turn. A head that stops waiting takes its staged grant back (`unlink` of its
+  record) or, if a release handed it over first, releases it, which hands it on.
+- **Turns.** The first entry's turn starts when it becomes first at a free lock or is handed
+  the lock: a release stamps the first entry before removing or handing over the lock, a
+  first entry that leaves stamps its successor before its own entry goes.
 - **`try_lock`** takes a free lock only when no live entry has the turn: it never jumps the
   queue (the holder's re-acquire still succeeds).
 - **Leaving** (granted, timed out, cancelled) removes our entry, synchronously: a cancelled
@@ -107,10 +116,12 @@ def judge_predecessor(*, present: bool, dead: bool, first: bool, turn_over: bool
     return Seen.WAITING
 
 
-def turn_is_over(*, lock_free: bool, turn_age: float | None, turn_timeout: float) -> bool:
-    """Whether the first entry's turn at the lock has lasted too long: only ever at a free
-    lock (a held lock is never taken from anyone, however old the turn)."""
-    return lock_free and turn_age is not None and turn_age >= turn_timeout
+def turn_is_over(*, untaken: bool, turn_age: float | None, turn_timeout: float) -> bool:
+    """Whether the first entry's turn at the lock has lasted too long: only ever while the
+    lock is `untaken`, free or holding the grant a release handed over to that entry which
+    it has not accepted (a lock taken by anyone is never taken from them, however old the
+    turn)."""
+    return untaken and turn_age is not None and turn_age >= turn_timeout
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable
 
 from ..errors import CorruptRecordError
-from ..liveness import Liveness, current_process
+from ..liveness import Liveness, current_process, new_token
 from ..records import HolderRecord, WaiterRecord, decode_waiter
 from ..wakeup import process_hub
 from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, TICKET_DIGITS, LockDir
@@ -81,13 +81,14 @@ class Queues:
     def lock_is_free(self, name: str) -> bool:
         return not self._dir.exists(name + LOCK_SUFFIX)
 
-    def turn_expired(self, name: str, entry: str) -> bool:
-        """True when waiter `entry` has had its turn at free lock `name` for longer than
-        `turn_timeout` without taking it."""
+    def turn_expired(self, name: str, entry: str, token: str | None = None) -> bool:
+        """True when waiter `entry` has had its turn at lock `name` for longer than
+        `turn_timeout` without taking it: the lock is free, or holds the grant a release
+        handed over to that waiter (its `token`), which the waiter has not accepted."""
         age = self.turn_age(name, entry)
         if age is None or age < self.turn_timeout:
             return False
-        return self.lock_is_free(name)
+        return self.lock_is_free(name) or (token is not None and self._dir.holds(name, token))
 
     def reserved(self, name: str) -> bool:
         """Whether a waiter has the turn of free lock `name` (so `try_lock` must not take
@@ -100,7 +101,7 @@ class Queues:
             if record is None:
                 continue  # left meanwhile, or not a waiter's record: never obeyed
             if provably_dead(record):
-                self.drop(name, entry)
+                self.end_wait(name, entry, record)
                 continue
             if self.turn_expired(name, entry):
                 self.pass_over(name, entry, record)
@@ -110,18 +111,19 @@ class Queues:
 
     # -- leaving and turns ---------------------------------------------------------------
 
-    def drop(self, name: str, entry: str, token: str | None = None) -> None:
-        """Remove a queue entry and wake whoever watches it (its successor). With `token`,
-        only while the entry is still that waiter's: tickets are reused once a queue empties,
-        so a waiter whose entry was ended by others must not remove a newcomer's."""
+    def drop(self, name: str, entry: str, token: str | None = None) -> bool:
+        """Remove a queue entry and wake whoever watches it (its successor); True when this
+        call removed it. With `token`, only while the entry is still that waiter's: tickets
+        are reused once a queue empties, so a waiter whose entry was ended by others must not
+        remove a newcomer's."""
         if token is not None and not self.owns_entry(name, entry, token):
-            return
+            return False
         order = self._dir.queue_order(name)
         if order and order[0] == entry and len(order) > 1:
             self._dir.stamp_turn(name, order[1])  # the first leaves: its successor's turn
-        self._remove(name, entry)
+        return self._remove(name, entry)
 
-    def leave_as_head(self, name: str, entry: str, ticket: int, *, holding: bool) -> None:
+    def leave_as_head(self, name: str, entry: str, ticket: int, *, holding: bool) -> bool:
         """Remove our entry, which is the first (we are the head): stamp our successor's turn
         first. The successor is usually the next ticket, found in O(1). A gap (a waiter that
         left behind us) costs a listing, except when we leave `holding` the lock: then no
@@ -136,16 +138,18 @@ class Queues:
         if successor and text is not None:
             self._dir.stamp_turn(name, successor)
             self.note_first(name, successor, text)
-        self._remove(name, entry)
+        return self._remove(name, entry)
 
     def note_first(self, name: str, entry: str, text: str) -> None:
         """Remember `entry` (holding `text`) as the first entry of its queue, for the
         release to stamp (see `start_turn_at_release`)."""
         self._next_first[name] = (entry, text)
 
-    def start_turn_at_release(self, name: str) -> None:
-        """Stamp the first waiter's turn: a release does so before the lock goes, so no one
-        sees the lock free while that waiter's turn looks old."""
+    def start_turn_at_release(self, name: str) -> str | None:
+        """Stamp the first waiter's turn and return the token of its wait (None: nobody
+        queues, or the first entry is no waiter's record). A release does so before the lock
+        goes or is handed over, so no one sees the lock free, or granted to that waiter,
+        while its turn looks old."""
         known = self._next_first.pop(name, None)
         if known is not None:
             entry, text = known
@@ -153,34 +157,94 @@ class Queues:
             # is still first: no entry can appear ahead of an existing one.
             if self._dir.queue_record(name, entry) == text:
                 self._dir.stamp_turn(name, entry)
-                return
+                return _token_of(name, entry, text)
         if not self._dir.exists(name + QUEUE_SUFFIX):
-            return
-        order = self._dir.queue_order(name)
-        if order:
-            self._dir.stamp_turn(name, order[0])
+            return None
+        for first in self._dir.queue_order(name):
+            record = self._dir.queue_record(name, first)
+            if record is None:
+                continue  # left meanwhile: the next one is first
+            self._dir.stamp_turn(name, first)
+            return _token_of(name, first, record)
+        return None
 
-    def pass_over(self, name: str, entry: str, record: WaiterRecord) -> None:
-        """Drop the queue entry of a first waiter that did not take its turn in time.
+    def pass_over(self, name: str, entry: str, record: WaiterRecord) -> bool:
+        """Drop the queue entry of a first waiter that did not take its turn in time (and
+        the grant handed over to it, if it never accepted it); True when this call did.
 
         If its process resumes, it finds its entry gone and queues again at the back.
         """
+        if not self.end_wait(name, entry, record):
+            return False
         log.warning(
-            "passed over waiter %s (pid %d) on %s: it left the free lock untaken for over %gs",
+            "passed over waiter %s (pid %d) on %s: it did not take its turn at the lock for "
+            "over %gs",
             record.agent_id,
             record.pid,
             record.lock_path,
             self.turn_timeout,
         )
-        self.drop(name, entry)
+        return True
 
-    def _remove(self, name: str, entry: str) -> None:
-        if self._dir.dequeue(name, entry):
-            process_hub().notify(self.entry_topic(name, entry))
+    def pass_over_unaccepted(self, name: str, token: str) -> bool:
+        """Pass over the first waiter when lock `name` holds grant `token`, handed over to
+        it at a release and left unaccepted past its turn; True when it was."""
+        for entry in self._dir.queue_order(name):
+            record = self.record(name, entry)
+            if record is None:
+                continue
+            if record.token != token or not self.turn_expired(name, entry, token):
+                return False
+            return self.pass_over(name, entry, record)
+        return False
+
+    def end_wait(self, name: str, entry: str, record: WaiterRecord) -> bool:
+        """Drop the entry of a waiter that will not take its turn (dead, stalled), and take
+        back a grant handed over to it at a release that it never accepted (accepting is
+        removing its own entry, which this removal forestalls: exactly one of the two
+        removals succeeds). True when this call removed the entry."""
+        if not self.drop(name, entry):
+            return False
+        if self._dir.holds(name, record.token):
+            self.release(name, record.token)
+        return True
+
+    def withdraw(self, name: str, token: str) -> bool:
+        """Take back the grant a waiter staged under `token`; True when a release handed it
+        over first (the waiter holds the lock, and must release it)."""
+        return self._dir.withdraw(name, token)
+
+    def release(self, name: str, token: str) -> bool:
+        """Release grant `token` of lock `name`; False, touching nothing, when it is not the
+        current grant. When a waiter queues, the first one's turn is stamped first and the
+        lock is handed over to it (the grant it staged, published in place of ours), else
+        the lock goes; either way whoever waits on the lock in this process is woken (other
+        processes hear of it through the lock directory's events)."""
+        head = self.start_turn_at_release(name)
+        if head is None:
+            released = self._dir.remove_lock(name, token)
+        else:
+            released = self._dir.hand_over(name, token, head) is not False
+        if released:
+            process_hub().notify(f"{self._dir.path}/{name}{LOCK_SUFFIX}")
+        return released
+
+    def _remove(self, name: str, entry: str) -> bool:
+        if not self._dir.dequeue(name, entry):
+            return False
+        process_hub().notify(self.entry_topic(name, entry))
+        return True
 
 
 def _ticket_name(ticket: int) -> str:
     return f"{ticket:0{TICKET_DIGITS}d}"
+
+
+def _token_of(name: str, entry: str, text: str) -> str | None:
+    try:
+        return decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}").token
+    except CorruptRecordError:
+        return None  # not a waiter's record: nothing is handed to it
 
 
 class Place:
@@ -196,7 +260,7 @@ class Place:
         queues: Queues,
         directory: LockDir,
         name: str,
-        record_for: Callable[[int], str],
+        record_for: Callable[[int, str], str],
     ) -> None:
         self._queues = queues
         self._dir = directory
@@ -204,6 +268,9 @@ class Place:
         self._record_for = record_for
         self.entry = ""
         self.ticket = 0
+        self.token = ""
+        """The token of our wait: in our entry's record, and the token of the grant we stage
+        (`LockDir.stage`) for a release to hand over to us."""
         self._text = ""
         self._created: int | None = None
         self._ahead: deque[str] = deque()
@@ -212,10 +279,14 @@ class Place:
     def join(self) -> None:
         """Queue at the back (again, after our entry was ended by someone else)."""
 
+        token = new_token()  # a new wait each time: queueing again is not the same wait
+
         def remember(ticket: int) -> str:
-            self._text = self._record_for(ticket)
+            self._text = self._record_for(ticket, token)
             self.ticket = ticket
             return self._text
+
+        self.token = token
 
         self.entry = self._dir.enqueue(self.name, remember)
         self._created = self._dir.turn_stamp(self.name, self.entry)
@@ -277,9 +348,13 @@ class Place:
         if not dead:
             age = self._queues.turn_age(self.name, self.predecessor)
             turn_over = turn_is_over(
-                lock_free=age is not None
+                untaken=age is not None
                 and age >= self._queues.turn_timeout  # cheapest first: a young turn ends it
-                and self._queues.lock_is_free(self.name),
+                and (
+                    self._queues.lock_is_free(self.name)
+                    # or handed over to it at a release, and never accepted
+                    or self._dir.holds(self.name, record.token)
+                ),
                 turn_age=age,
                 turn_timeout=self._queues.turn_timeout,
             )
@@ -291,15 +366,16 @@ class Place:
         self._ahead.pop()
         self._decoded = None
 
-    def leave(self, *, holding: bool = False) -> None:
+    def leave(self, *, holding: bool = False) -> bool:
         """Remove our entry (if still ours), stamping our successor's turn when we are first
-        (`holding`: we leave because we took the lock)."""
+        (`holding`: we leave because we took the lock). True when this call removed it:
+        leaving holding the lock is how the head accepts its grant, and the removal
+        succeeds for only one of the head and a successor passing it over."""
         if not self.entry:
-            return
+            return False
         entry, self.entry = self.entry, ""
         if self._dir.queue_record(self.name, entry) != self._text:
-            return  # ended by someone else; the ticket may be a newcomer's by now
+            return False  # ended by someone else; the ticket may be a newcomer's by now
         if self._ahead:
-            self._queues.drop(self.name, entry)  # first or not: the queue tells
-        else:
-            self._queues.leave_as_head(self.name, entry, self.ticket, holding=holding)
+            return self._queues.drop(self.name, entry)  # first or not: the queue tells
+        return self._queues.leave_as_head(self.name, entry, self.ticket, holding=holding)

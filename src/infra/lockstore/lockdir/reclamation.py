@@ -95,7 +95,7 @@ def reclaim_stale(store: LockStore) -> list[Reclamation]:
     for name in names_with(directory, QUEUE_SUFFIX):
         for entry, record in scan_queue(directory, name):
             if record.liveness()[0] is Liveness.DEAD:
-                store.drop_waiter(name, entry)
+                store._queues.end_wait(name, entry, record)
     remove_stale_staging(directory)
     remove_dead_cards(directory)
     return reclaimed
@@ -151,7 +151,7 @@ def end_stalled_waits(store: LockStore) -> list[WaiterRecord]:
         for entry, record in scan_queue(directory, name):
             if record.liveness()[0] is Liveness.DEAD:
                 continue  # reclaim_stale drops those
-            if store.turn_expired(name, entry):
+            if store._queues.turn_expired(name, entry, record.token):
                 store.pass_over(name, entry, record)
                 ended.append(record)
             break  # only the first live waiter has a turn
@@ -168,7 +168,7 @@ def end_waits(store: LockStore, agent_id: str | None) -> list[WaiterRecord]:
     for name in names_with(directory, QUEUE_SUFFIX):
         for entry, record in scan_queue(directory, name):
             if agent_id is None or record.agent_id == agent_id:
-                store.drop_waiter(name, entry)
+                store._queues.end_wait(name, entry, record)  # and a grant it never accepted
                 ended.append(record)
     return ended
 

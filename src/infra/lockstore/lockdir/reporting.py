@@ -1,7 +1,8 @@
 """What the lock directory holds, as `lockyard status` and the deadlock monitor see it.
 
 Reporting only reads: a lock whose record cannot be read is listed with its problem, never
-removed, and a free lock with live waiters is listed as reserved for the first of them.
+removed, and a free lock with live waiters is listed as reserved for the first of them (so is
+a lock handed over to that waiter at a release, until it accepts it).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import time
 
 from ..errors import CorruptRecordError, LockDirError
 from ..liveness import Liveness
-from ..records import LockInfo, StoreSnapshot, WaiterRecord
+from ..records import HolderRecord, LockInfo, StoreSnapshot, WaiterRecord
 from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
 from .reading import names_with, read_holder, scan_queue
 
@@ -45,7 +46,7 @@ def list_locks(directory: LockDir, turn_timeout: float) -> list[LockInfo]:
                 )
             )
             continue
-        if holder is None:
+        if holder is None or _handed_over(holder, queue):
             reserved = _reserved(directory, name, queue, now, turn_timeout)
             if reserved is not None:
                 locks.append(reserved)
@@ -80,6 +81,17 @@ def snapshot(directory: LockDir, turn_timeout: float) -> StoreSnapshot:
         if waiter.liveness()[0] is not Liveness.DEAD
     )
     return StoreSnapshot(holds=holds, waits=waits, locks=tuple(locks))
+
+
+def _handed_over(holder: HolderRecord, queue: list[tuple[str, WaiterRecord]]) -> bool:
+    """Whether the lock holds the grant a release handed over to its first live waiter,
+    which has not accepted it yet (by leaving the queue): it is that waiter's turn, shown
+    as for a free lock reserved for it (`try_lock` refuses it the same way, and a waiter
+    that leaves it unaccepted is passed over the same way)."""
+    for _entry, waiter in queue:
+        if waiter.liveness()[0] is not Liveness.DEAD:
+            return waiter.token == holder.token
+    return False
 
 
 def _reserved(

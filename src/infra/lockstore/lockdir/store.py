@@ -210,13 +210,24 @@ class LockStore:
     # path API.
 
     def take(
-        self, name: str, key: str, agent: str, *, unless: Callable[[str], bool] | None = None
+        self,
+        name: str,
+        key: str,
+        agent: str,
+        *,
+        unless: Callable[[str], bool] | None = None,
+        staged: str | None = None,
     ) -> bool:
         """One attempt at lock `name`; reclaims it first when its holder is provably dead.
 
         A free lock is left alone when `unless(name)` says so: `try_lock` passes the queue's
         check that a waiter has the turn (the head of the queue, which has it, passes none).
+        `staged`: the token of the grant the queue's head staged (`stage`); a release may
+        have handed it over already, else it is what the head publishes.
         """
+        if staged is not None and self._dir.holds(name, staged):
+            self._remember(name, agent, staged, key)  # handed over at a release
+            return True
         if self._earlier and held_by_earlier_version(self, name, agent):
             return False
         # A newcomer's usual case first: nobody queues, so publish at once. The publishing
@@ -239,19 +250,42 @@ class LockStore:
                     if holder.agent_id == agent and not reclamation.provably_dead(holder):
                         # Held by this agent id (this process, or another live one: the lock
                         # belongs to the agent id, see Limits): keep the existing grant.
+                        if staged is not None and holder.token != staged:
+                            self._dir.withdraw(name, staged)  # not needed any more
                         self._remember(name, agent, holder.token, key)
                         return True
                     # A dead holder's grant is reclaimed, even one of this very agent id: a
                     # restarted agent must not inherit a lock whose liveness still follows
                     # its dead predecessor (anyone could reclaim it from under the new one).
-                    if not reclamation.reclaim_if_dead(self, name, holder, agent):
-                        return False
-                    continue
+                    if reclamation.reclaim_if_dead(self, name, holder, agent):
+                        continue
+                    # A grant handed over at a release to a first waiter that has left it
+                    # unaccepted past its turn (stopped, stuck) is passed over, as a free
+                    # lock's turn is.
+                    if unless is not None and self._queues.pass_over_unaccepted(name, holder.token):
+                        continue
+                    return False
             if unless is not None and unless(name):
                 return False
+            if staged is not None:
+                published = self._dir.publish_staged(name, staged)
+                if published is None:  # reaped as debris meanwhile: stage it again
+                    self.stage(name, key, agent, staged)
+                    continue
+                if published:
+                    self._remember(name, agent, staged, key)
+                    return True
+                continue  # taken by someone meanwhile: look at the holder
             if self._publish(name, key, agent):
                 return True
         return False
+
+    def stage(self, name: str, key: str, agent: str, token: str) -> None:
+        """Stage the grant a queue's head publishes, or a release hands over to it."""
+        record = encode_holder(
+            self._owner or current_process(), agent, token, key, self.namespace, self.root
+        )
+        self._dir.stage(name, token, record)
 
     def _publish(self, name: str, key: str, agent: str) -> bool:
         # The grant's record names its holder card (written once per agent and key), so
@@ -302,13 +336,8 @@ class LockStore:
         return self._remove(name, holder.token)
 
     def _remove(self, name: str, token: str) -> bool:
-        # The first waiter's turn starts before the lock goes: no one can see the lock free
-        # while that waiter's turn looks old (see turn_expired).
-        self._queues.start_turn_at_release(name)
-        if not self._dir.remove_lock(name, token):
-            return False
-        self._hub.notify(self.lock_topic(name))
-        return True
+        # Hands the lock over to the queue's head when it staged its grant (`queue.py`).
+        return self._queues.release(name, token)
 
     def _remember(self, name: str, agent: str, token: str, key: str) -> None:
         with self._grants_guard:
@@ -365,14 +394,14 @@ class LockStore:
     def _waiting(self, name: str, key: str, agent: str, poll: float) -> waiting.Waiting:
         me = current_process()  # the waiting is done here, whoever the store's owner is
 
-        def record_for(ticket: int) -> str:
-            # A token per entry: a waiter that queues again is a new wait.
-            return encode_waiter(me, agent, new_token(), ticket, key, self.namespace, self.root)
+        def record_for(ticket: int, token: str) -> str:
+            return encode_waiter(me, agent, token, ticket, key, self.namespace, self.root)
 
         return waiting.Waiting(
             queues=self._queues,
             place=Place(self._queues, self._dir, name, record_for),
-            take=lambda: self.take(name, key, agent),
+            stage=lambda token: self.stage(name, key, agent, token),
+            take=lambda token: self.take(name, key, agent, staged=token),
             holder=lambda: self.current_holder(name),
             lock_topic=self.lock_topic(name),
             lock_dir=self._dir.path,

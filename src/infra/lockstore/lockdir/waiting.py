@@ -42,7 +42,8 @@ class Waiting:
         *,
         queues: Queues,
         place: Place,
-        take: Callable[[], bool],
+        stage: Callable[[str], None],
+        take: Callable[[str], bool],
         holder: Callable[[], HolderRecord | None],
         lock_topic: str,
         lock_dir: str,
@@ -54,7 +55,11 @@ class Waiting:
     ) -> None:
         self._queues = queues
         self._place = place
+        self._stage = stage
         self._take = take
+        self._staged = ""
+        """The token of the grant we staged for a release to hand over to us ("": none)."""
+        self._taken = False
         self._holder = holder
         self._lock_topic = lock_topic
         self._lock_dir = lock_dir
@@ -91,7 +96,12 @@ class Waiting:
         traceback: TracebackType | None,
     ) -> None:
         # Synchronous on purpose: it runs to the end even when the waiting task is cancelled.
+        handed_over = "" if self._taken else self._withdraw_staged()
         self._place.leave()
+        if handed_over:
+            # A release handed the lock over to us as we stopped waiting: pass it on (our
+            # entry is gone, so it goes to the next waiter).
+            self._queues.release(self._place.name, handed_over)
         self._subscribe(Watch(frozenset(), frozenset(), frozenset()))
         self.waker.close()
 
@@ -122,14 +132,15 @@ class Waiting:
                 seen = place.judge(record, dead=liveness is Liveness.DEAD)
             move = step(Look(in_line=in_line, ahead=seen))
             if move is Move.QUEUE_AGAIN:
-                place.join()
-                # The queue directory may be a new one: watch it anew.
-                self._unwatch_dir(self._queues.queue_dir(place.name))
-                self._watch = Watch(self._watch.topics, frozenset(), self._watch.pids)
+                handed_over = self._withdraw_staged()
+                if handed_over:  # our old wait's grant, released as we are no longer in line
+                    self._queues.release(place.name, handed_over)
+                self._queue_again()
             elif move is Move.NEXT_AHEAD:
                 place.next_ahead()
             elif move is Move.DROP_AHEAD:
-                self._queues.drop(place.name, place.predecessor)
+                assert record is not None
+                self._queues.end_wait(place.name, place.predecessor, record)
                 place.next_ahead()
             elif move is Move.PASS_OVER_AHEAD:
                 assert record is not None
@@ -137,8 +148,16 @@ class Waiting:
                 place.next_ahead()
             elif move is Move.TAKE:
                 if self._take_if_space():
-                    place.leave(holding=True)
-                    return None
+                    # Removing our entry accepts the grant; it fails when we were passed over
+                    # meanwhile (the grant is then not ours: pass it on, and queue again).
+                    if place.leave(holding=True):
+                        self._taken = True
+                        return None
+                    token, self._staged = self._staged, ""
+                    if token:
+                        self._queues.release(place.name, token)
+                    self._queue_again()
+                    continue
                 return self._watch_holder()
             else:
                 assert record is not None
@@ -148,6 +167,12 @@ class Waiting:
                 return watch_predecessor(
                     self._queues.queue_dir(place.name), place.predecessor, pid, mine=place.entry
                 )
+
+    def _queue_again(self) -> None:
+        self._place.join()
+        # The queue directory may be a new one: watch it anew.
+        self._unwatch_dir(self._queues.queue_dir(self._place.name))
+        self._watch = Watch(self._watch.topics, frozenset(), self._watch.pids)
 
     def _watch_holder(self) -> Watch:
         holder = self._holder()
@@ -162,7 +187,11 @@ class Waiting:
         keep our place and try again at the next wake-up or backstop re-check, when space
         may have been freed (releases need none), rather than end the wait with an error."""
         try:
-            taken = self._take()
+            token = self._place.token
+            if self._staged != token:
+                self._stage(token)
+                self._staged = token
+            taken = self._take(token)
         except LockDirFullError as full:
             if not self._told_full:
                 self._told_full = True
@@ -170,6 +199,14 @@ class Waiting:
             return False
         self._told_full = False
         return taken
+
+    def _withdraw_staged(self) -> str:
+        """Take back our staged grant; the token of the lock we then hold when a release
+        handed it over to us first ("": none)."""
+        token, self._staged = self._staged, ""
+        if token and self._queues.withdraw(self._place.name, token):
+            return token
+        return ""
 
     def _exit_to_follow(
         self, record: HolderRecord | WaiterRecord | None, liveness: Liveness | None
