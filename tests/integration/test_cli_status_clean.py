@@ -91,6 +91,9 @@ def deadlock_two_agents(agents: Agents, repo: Path, lock_dir: Path) -> None:
     agents.go(one, two)
     wait_until(lambda: queued(repo, lock_dir, "a.py") == ["agent-two"])
     wait_until(lambda: queued(repo, lock_dir, "b.py") == ["agent-one"])
+    # Each, first in its queue, has staged the grant a release would hand over to it: the
+    # lock directory stays as it is from now on.
+    wait_until(lambda: len([e for e in lock_dir.iterdir() if ".tmp-" in e.name]) == 2)
 
 
 # --- status

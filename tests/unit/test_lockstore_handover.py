@@ -1,0 +1,283 @@
+"""A release hands the lock over to the queue's head: the races around that grant.
+
+Waits are `waiting.Waiting`s driven round by round on a real lock directory (as the sync and
+async loops drive them between sleeps), so each interleaving is forced, not hoped for: a
+head that stops waiting while the lock is handed over, one that never accepts its grant,
+a newcomer's `try_lock` in the middle of a handover.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from lockyard.infra.lockstore.lockdir import disk, waiting
+from lockyard.infra.lockstore.paths import lock_name
+from lockyard.infra.tools.locking import LockStore
+
+FILE = "f.py"
+
+
+@pytest.fixture
+def store(repo: Path, lock_dir: Path) -> Iterator[LockStore]:
+    with LockStore(repo, lock_dir) as store:
+        yield store
+
+
+def _name(store: LockStore) -> str:
+    return lock_name(store.namespace, store.canonicalize(FILE))
+
+
+def _queued(store: LockStore, agent: str) -> waiting.Waiting:
+    key = store.canonicalize(FILE)
+    wait = store._waiting(_name(store), key, agent, 0.05)
+    wait.__enter__()
+    return wait
+
+
+def _head(store: LockStore, agent: str) -> waiting.Waiting:
+    """A wait that is first in line at a held lock: it has staged its grant."""
+    wait = _queued(store, agent)
+    assert not wait.advance()
+    assert _staged(store) == [agent]
+    return wait
+
+
+def _staged(store: LockStore) -> list[str]:
+    """The agents whose grant is staged in the lock directory."""
+    staged = []
+    for entry in os.listdir(store.lock_dir):
+        if disk.STAGING_MARK in entry:
+            [token] = os.listdir(store.lock_dir / entry)
+            record = os.readlink(store.lock_dir / entry / token)
+            staged.append(str(json.loads(record)["agent_id"]))
+    return staged
+
+
+def _age_first_turn(store: LockStore, seconds: float) -> None:
+    name = _name(store)
+    [first, *_rest] = store._dir.queue_order(name)
+    then = time.time() - seconds
+    os.utime(f"{store.lock_dir}/{name}.q/{first}", (then, then), follow_symlinks=False)
+
+
+def _waiting_agents(store: LockStore) -> list[str]:
+    return [w.agent_id for w in store.waiters(FILE)]
+
+
+def test_a_release_hands_the_lock_to_the_head_which_accepts_it_by_leaving_the_queue(
+    store: LockStore,
+) -> None:
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    assert store.release(FILE, "holder")
+    assert store.holder(FILE) == "b"  # never free in between
+    assert _staged(store) == []  # the staged grant is the lock now
+    assert not store.try_lock(FILE, "newcomer")
+    assert head.advance()  # one look: the grant is there
+    head.__exit__(None, None, None)
+    assert _waiting_agents(store) == []
+    assert store.holder(FILE) == "b"
+    assert store.release(FILE, "b")
+    assert store.holder(FILE) is None
+
+
+def test_a_waiter_not_yet_first_is_not_handed_anything(store: LockStore) -> None:
+    assert store.try_lock(FILE, "holder")
+    first = _queued(store, "b")  # queued, but has not looked: nothing staged
+    second = _head_behind(store, "c")
+    assert store.release(FILE, "holder")
+    assert store.holder(FILE) is None  # freed: b's turn, b takes it itself
+    assert not second.advance()
+    assert first.advance()
+    first.__exit__(None, None, None)
+    second.__exit__(None, None, None)
+
+
+def _head_behind(store: LockStore, agent: str) -> waiting.Waiting:
+    wait = _queued(store, agent)
+    assert not wait.advance()
+    return wait
+
+
+@pytest.mark.parametrize("successor", [True, False])
+def test_a_head_that_stops_waiting_after_the_handover_passes_the_lock_on(
+    store: LockStore, successor: bool
+) -> None:
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    behind = _head_behind(store, "c") if successor else None
+    assert store.release(FILE, "holder")
+    assert store.holder(FILE) == "b"
+    head.__exit__(None, None, None)  # timed out or cancelled before it looked
+    assert store.holder(FILE) is None  # passed on: c's turn, or nobody's
+    if behind is not None:
+        assert not store.try_lock(FILE, "newcomer")  # c is first now
+        assert behind.advance()
+        behind.__exit__(None, None, None)
+        assert store.holder(FILE) == "c"
+    else:
+        assert store.try_lock(FILE, "newcomer")
+    assert _waiting_agents(store) == []
+    assert _staged(store) == []
+
+
+def test_a_head_handed_over_to_while_a_staged_successor_waits_passes_it_on_at_once(
+    store: LockStore,
+) -> None:
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    behind = _head_behind(store, "c")
+    assert store.release(FILE, "holder")
+    head.__exit__(None, None, None)  # b leaves: c becomes first
+    assert not behind.advance() or store.holder(FILE) == "c"
+    behind.__exit__(None, None, None)
+    assert _waiting_agents(store) == []
+
+
+def test_a_head_that_stops_waiting_while_the_release_renames_its_staging_leaves_no_lock(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head takes its record back (`unlink`) just before the releaser renames the now
+    empty staging onto the lock: the releaser finds no grant there and frees the lock."""
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    discard = store._dir.discard_staging
+    released: list[bool] = []
+
+    def release_in_between(staging: str, token: str) -> None:
+        if not released:
+            released.append(store.release(FILE, "holder"))
+        discard(staging, token)
+
+    monkeypatch.setattr(store._dir, "discard_staging", release_in_between)
+    head.__exit__(None, None, None)
+    assert released == [True]
+    assert store.holder(FILE) is None
+    assert not (store.lock_dir / f"{_name(store)}.lock").exists()  # no empty lock left
+    assert _staged(store) == []
+    assert store.try_lock(FILE, "newcomer")
+
+
+def test_a_newcomer_cannot_take_the_lock_in_the_middle_of_a_handover(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the releaser's `unlink` of its grant and its `rename` of the head's staging
+    the lock is an empty directory: free, but the head's turn."""
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    rename = os.rename
+    tried: list[bool] = []
+
+    def newcomer_first(source: str, target: str, **options: int) -> None:
+        if not tried and disk.STAGING_MARK in str(source):
+            tried.append(store.try_lock(FILE, "newcomer"))
+        rename(source, target, **options)
+
+    monkeypatch.setattr(disk.os, "rename", newcomer_first)
+    assert store.release(FILE, "holder")
+    assert tried == [False]
+    assert store.holder(FILE) == "b"
+    assert head.advance()
+    head.__exit__(None, None, None)
+
+
+def test_a_grant_left_unaccepted_past_the_turn_is_passed_over_by_the_successor(
+    store: LockStore,
+) -> None:
+    assert store.try_lock(FILE, "holder")
+    stalled = _head(store, "b")
+    behind = _head_behind(store, "c")
+    assert store.release(FILE, "holder")
+    assert store.holder(FILE) == "b"
+    assert not behind.advance()  # b's turn is young: nothing is taken from it
+    _age_first_turn(store, store.turn_timeout + 1)
+    assert behind.advance()  # passes b over, takes its grant back, and gets the lock
+    behind.__exit__(None, None, None)
+    assert store.holder(FILE) == "c"
+    # b runs again: its entry is gone and so is its grant; it queues again, behind nobody
+    assert not stalled.advance()
+    assert _waiting_agents(store) == ["b"]
+    assert store.release(FILE, "c")
+    assert store.holder(FILE) == "b"  # handed over to b, which staged its grant anew
+    assert stalled.advance()
+    stalled.__exit__(None, None, None)
+
+
+def test_a_grant_left_unaccepted_past_the_turn_is_passed_over_by_try_lock(
+    store: LockStore,
+) -> None:
+    assert store.try_lock(FILE, "holder")
+    stalled = _head(store, "b")
+    assert store.release(FILE, "holder")
+    assert not store.try_lock(FILE, "newcomer")  # b's turn
+    _age_first_turn(store, store.turn_timeout + 1)
+    assert store.try_lock(FILE, "newcomer")
+    assert _waiting_agents(store) == []
+    assert not stalled.advance()  # queues again behind the newcomer
+    stalled.__exit__(None, None, None)
+    assert store.holder(FILE) == "newcomer"
+
+
+def test_a_head_that_accepts_first_keeps_the_lock_from_a_late_pass_over(
+    store: LockStore,
+) -> None:
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    name = _name(store)
+    [(entry, record)] = store.read_queue(name)
+    assert store.release(FILE, "holder")
+    _age_first_turn(store, store.turn_timeout + 1)  # judged stalled by someone ...
+    assert head.advance()  # ... but b accepts first
+    head.__exit__(None, None, None)
+    assert not store._queues.pass_over(name, entry, record)  # the late pass-over is void
+    assert store.holder(FILE) == "b"
+
+
+def test_a_waiter_passed_over_while_taking_does_not_keep_the_lock(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its entry is dropped between its take and its accepting: the grant is not its own."""
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    name = _name(store)
+    [(entry, record)] = store.read_queue(name)
+    assert store.release(FILE, "holder")
+    take: Callable[[str], bool] = head._take
+
+    def dropped_after_take(token: str) -> bool:
+        taken = take(token)
+        if token == record.token:
+            store._queues.drop(name, entry)  # `lockyard clean` ended b's wait just then
+        return taken
+
+    monkeypatch.setattr(head, "_take", dropped_after_take)
+    # It passes the grant on (nobody else waits: the lock is free), queues again, and,
+    # first at a free lock, takes it under its new wait.
+    assert head.advance()
+    assert record.token != head._place.token
+    head.__exit__(None, None, None)
+    holder = store.holder_record(FILE)
+    assert holder is not None
+    assert holder.agent_id == "b"
+    assert holder.token != record.token
+
+
+def test_a_dead_heads_unaccepted_grant_is_taken_back_when_its_entry_is_dropped(
+    store: LockStore,
+) -> None:
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    assert store.release(FILE, "holder")
+    name = _name(store)
+    [(entry, record)] = store.read_queue(name)
+    assert store._queues.end_wait(name, entry, record)  # what a dead waiter's entry gets
+    assert store.holder(FILE) is None
+    head.__exit__(None, None, None)
+    assert store.holder(FILE) is None
+    assert _staged(store) == []
