@@ -1,5 +1,6 @@
 """What a waiter does when push wake-ups cannot follow it: a directory that cannot be watched
-makes it poll; a queue entry that vanished makes it queue again and watch the new queue.
+makes it poll; a queue entry that vanished makes it queue again and watch the new queue. And
+a head woken through its doorbell alone, watching no directory.
 
 Both waiters here run in a store whose backstop re-check is a minute away, and everything
 that ends their wait happens in other processes that stay alive (no pidfd wake-up): only the
@@ -72,6 +73,8 @@ def test_a_waiter_whose_directory_cannot_be_watched_falls_back_to_polling(
         return False
 
     monkeypatch.setattr(process_hub(), "watch", out_of_watches)
+    # No doorbell either (a file system without FIFOs): the head wants the lock directory.
+    monkeypatch.setattr(store._dir, "open_doorbell", lambda name, token: None)
     waiter = Waiter(store, "a.py", "w", poll_interval_ms=20)
     wait_until(lambda: agents_waiting(store, "a.py") == ["w"] and refused)
     # Released by a third process: no in-process notification, no exit of the holder.
@@ -81,6 +84,35 @@ def test_a_waiter_whose_directory_cannot_be_watched_falls_back_to_polling(
     assert waiter.join() == [True]
     assert refused == [os.path.realpath(lock_dir)]  # the head wanted the lock directory
     assert store.holder("a.py") == "w"
+    kill(holder)
+
+
+def test_a_head_is_woken_by_its_doorbell_without_watching_the_lock_directory(
+    store: LockStore, repo: Path, lock_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    holder = spawn(repo, lock_dir, "a.py", "holder", "hold")
+    expect_line(holder, "locked")
+    watched: list[str] = []
+    watch = process_hub().watch
+
+    def recorded(directory: str) -> bool:
+        watched.append(directory)
+        return watch(directory)
+
+    monkeypatch.setattr(process_hub(), "watch", recorded)
+    waiter = Waiter(store, "a.py", "w", poll_interval_ms=BACKSTOP_SECONDS * 1000)
+    name = lock_name(store.namespace, store.canonicalize("a.py"))
+    wait_until(lambda: any(".bell-" in entry.name for entry in lock_dir.iterdir()))
+    # Released by a third process: no in-process notification, no exit of the holder, and
+    # no inotify event reaches the head, which does not watch the lock directory.
+    releaser = spawn(repo, lock_dir, "a.py", "holder", "release")
+    expect_line(releaser, "released")
+    releaser.wait()
+    assert waiter.join() == [True]
+    assert os.path.realpath(lock_dir) not in watched
+    assert store.holder("a.py") == "w"
+    leftovers = [entry.name for entry in lock_dir.iterdir() if entry.name.startswith(name)]
+    assert leftovers == [f"{name}.lock"]  # no doorbell, no staging, no queue left behind
     kill(holder)
 
 

@@ -160,3 +160,28 @@ def test_long_waiter_records_are_written_whole(store: LockStore, tmp_path: Path)
     store.release(deep, "alice")
     thread.join(20)
     assert result == [True]
+
+
+def test_reclaim_stale_removes_old_doorbells_nobody_listens_to_and_keeps_live_ones(
+    store: LockStore,
+) -> None:
+    name = lock_name(store.namespace, store.canonicalize("a.py"))
+    listened = _opened(store, name, "live")
+    os.close(_opened(store, name, "young"))  # its waiter is about to open it, or just left
+    os.close(_opened(store, name, "dead"))  # its waiter died: nobody reads it
+    old = time.time() - 3600
+    for token in ("live", "dead"):
+        os.utime(store.lock_dir / f"{name}.bell-{token}", (old, old))
+    store.reclaim_stale()
+    left = sorted(entry.name for entry in store.lock_dir.iterdir() if ".bell-" in entry.name)
+    assert left == [f"{name}.bell-live", f"{name}.bell-young"]
+    store._dir.ring(name, "live")  # a release rings it: the waiter can read the ring
+    assert os.read(listened, 16) == b"\0"
+    store._dir.close_doorbell(name, "live", listened)
+    assert not (store.lock_dir / f"{name}.bell-live").exists()
+
+
+def _opened(store: LockStore, name: str, token: str) -> int:
+    fd = store._dir.open_doorbell(name, token)
+    assert fd is not None
+    return fd

@@ -34,15 +34,36 @@ _WATCH_MASK: Final = ENTRIES
 
 
 class Waker:
-    """A level-triggered wake-up signal that threads and async tasks can wait on."""
+    """A level-triggered wake-up signal that threads and async tasks can wait on.
+
+    Woken by `wake` (this process) and, once it `listen`s to one, by a byte written to a
+    descriptor by another process (a FIFO it opened): then it waits on an epoll of both,
+    still one descriptor to wait on."""
 
     def __init__(self) -> None:
         self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._guard = threading.Lock()  # never write to an fd number reused after close
+        self._epoll: select.epoll | None = None
+        self._heard: list[int] = []
 
     def fileno(self) -> int:
-        """The eventfd, for a caller that waits on it together with other descriptors."""
-        return self._fd
+        """The descriptor to wait on (readable when woken), for a caller that waits on it
+        together with other descriptors."""
+        return self._fd if self._epoll is None else self._epoll.fileno()
+
+    def listen(self, fd: int) -> None:
+        """Also wake when `fd` (non-blocking, kept open by the caller) becomes readable."""
+        if self._epoll is None:
+            self._epoll = select.epoll(2)
+            self._epoll.register(self._fd, select.EPOLLIN)
+        self._epoll.register(fd, select.EPOLLIN)
+        self._heard.append(fd)
+
+    def unlisten(self, fd: int) -> None:
+        if fd in self._heard and self._epoll is not None:
+            self._heard.remove(fd)
+            with contextlib.suppress(OSError):
+                self._epoll.unregister(fd)
 
     def wake(self) -> None:
         with self._guard:
@@ -52,6 +73,9 @@ class Waker:
     def clear(self) -> None:
         with contextlib.suppress(BlockingIOError):
             os.eventfd_read(self._fd)
+        for fd in self._heard:
+            with contextlib.suppress(OSError):
+                os.read(fd, 512)  # a few bytes at most: each is one ring
 
     def wait(self, timeout: float) -> bool:
         """Block until woken or `timeout` seconds pass; True when woken.
@@ -60,13 +84,13 @@ class Waker:
         busy process hands out.
         """
         poller = select.poll()
-        poller.register(self._fd, select.POLLIN)
+        poller.register(self.fileno(), select.POLLIN)
         return bool(poller.poll(max(timeout, 0.0) * 1000.0))
 
     async def wait_async(self, seconds: float) -> bool:
         """Wait until woken or `seconds` pass; True when woken."""
         with anyio.move_on_after(max(seconds, 0.0)):
-            await anyio.wait_readable(self._fd)
+            await anyio.wait_readable(self.fileno())
             return True
         return False
 
@@ -75,6 +99,10 @@ class Waker:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+            if self._epoll is not None:
+                self._epoll.close()
+                self._epoll = None
+            self._heard.clear()
 
 
 class WakeHub:

@@ -52,6 +52,7 @@ from ..own_files import NotOwnFileError, read_own_file
 LOCK_SUFFIX: Final = ".lock"
 QUEUE_SUFFIX: Final = ".q"
 STAGING_MARK: Final = ".tmp-"
+BELL_MARK: Final = ".bell-"
 PARTIAL_SUFFIX: Final = ".part"
 CARD_SUFFIX: Final = ".card"
 CARD_MARK: Final = "@"
@@ -60,6 +61,7 @@ _CARD_HASH_CHARS: Final = 24
 _CARDS_REMEMBERED: Final = 4096
 _SYMLINK_RECORD_MAX: Final = 4000
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_BELL_FLAGS: Final = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
 _BUSY: Final = (errno.ENOTEMPTY, errno.EEXIST)
 _FULL: Final = (errno.ENOSPC, errno.EDQUOT)
 TICKET_DIGITS: Final = 20
@@ -318,6 +320,61 @@ class LockDir:
         except OSError:
             pass
         return None
+
+    def open_doorbell(self, name: str, token: str) -> int | None:
+        """Make and open the doorbell of the wait `token` for lock `name`: a FIFO
+        `<name>.bell-<token>` that a release rings (`ring`) to wake that waiter directly.
+        Opened for reading and writing, non-blocking: it never reads as closed, and empties
+        to EAGAIN. None where no FIFO can be made here (the waiter then relies on inotify)."""
+        bell = f"{name}{BELL_MARK}{token}"
+        try:
+            os.mkfifo(bell, 0o600, dir_fd=self.fd)
+        except FileExistsError:
+            pass  # ours from an earlier round of this wait
+        except OSError:
+            return None  # a file system without FIFOs, or full
+        try:
+            fd = os.open(bell, _BELL_FLAGS | os.O_RDWR, dir_fd=self.fd)
+        except OSError:
+            return None
+        info = os.fstat(fd)
+        if not stat.S_ISFIFO(info.st_mode) or info.st_uid != os.geteuid():
+            os.close(fd)  # not the FIFO we made: leave it be, and do without
+            return None
+        return fd
+
+    def close_doorbell(self, name: str, token: str, fd: int) -> None:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(f"{name}{BELL_MARK}{token}", dir_fd=self.fd)
+
+    def ring(self, name: str, token: str) -> None:
+        """Wake the waiter `token` of lock `name` through its doorbell, if it has one open
+        (without one: nothing, the waiter hears of the change through inotify or polling)."""
+        try:
+            fd = os.open(f"{name}{BELL_MARK}{token}", _BELL_FLAGS | os.O_WRONLY, dir_fd=self.fd)
+        except OSError:
+            return  # ENOENT: no doorbell; ENXIO: nobody listens (it left, or died)
+        try:
+            os.write(fd, b"\0")
+        except OSError:
+            pass  # EAGAIN: full of rings already
+        finally:
+            os.close(fd)
+
+    def stale_doorbell(self, entry: str) -> bool:
+        """Whether doorbell `entry` is debris: nobody listens (its waiter died) and it is
+        older than a minute (a live waiter opens its doorbell as soon as it makes it)."""
+        try:
+            age = time.time() - os.lstat(entry, dir_fd=self.fd).st_mtime
+        except OSError:
+            return False
+        try:
+            fd = os.open(entry, _BELL_FLAGS | os.O_WRONLY, dir_fd=self.fd)
+        except OSError as error:
+            return error.errno == errno.ENXIO and age >= 60.0
+        os.close(fd)
+        return False
 
     def withdraw(self, name: str, token: str) -> bool:
         """Take back the grant staged under `token` (its waiter stops waiting). False when

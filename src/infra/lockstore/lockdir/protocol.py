@@ -22,9 +22,11 @@ from the invariant:
   over to it unaccepted, and its grant is released: dropping its entry and its accepting
   (removing that same entry) exclude each other. A taken lock is never taken from anyone.
 - **Handing over.** The head stages the grant it would publish (`<name>.tmp-<token>`, its
-  holder record) before it looks at the lock. A release publishes that staged grant in
-  place of its own (`unlink` of its record, `rename` of the staging onto the lock), so the
-  lock passes to the head without ever looking free, and wakes it. The head accepts the
+  holder record) and opens its doorbell (a FIFO, `<name>.bell-<token>`) before it looks at
+  the lock. A release publishes that staged grant in place of its own (`unlink` of its
+  record, `rename` of the staging onto the lock), so the lock passes to the head without
+  ever looking free, and rings the doorbell (one byte), which wakes the head's own thread
+  or task directly. The head accepts the
   grant by removing its queue entry, as when it takes the lock itself: until then the grant
   is still its turn. A head that stops waiting takes its staged grant back (`unlink` of its
   record) or, if a release handed it over first, releases it, which hands it on.
@@ -147,16 +149,23 @@ def watch_predecessor(queue_dir: str, entry: str, pid: int | None, *, mine: str)
 
 
 def watch_lock(
-    lock_dir: str, lock_topic: str, holder_pid: int | None, *, holder_is_here: bool
+    lock_dir: str,
+    lock_topic: str,
+    holder_pid: int | None,
+    *,
+    holder_is_here: bool,
+    doorbell: bool = False,
 ) -> Watch:
     """The head wakes when the lock goes or its holder's process `pid` exits.
 
-    A holder in this process notifies the head itself when it releases, so the head does not
-    watch the lock directory then: its inotify events would wake this process's reader thread
-    at every lock operation, which takes the GIL from the handoff. (Another process removing
-    that holder's lock, `lockyard clean`, is seen at the next backstop re-check.)"""
+    A holder in this process notifies the head itself when it releases, and a holder in
+    another process rings the head's `doorbell` (a FIFO it listens on) when there is one; so
+    the head does not watch the lock directory then: its inotify events would wake this
+    process's reader thread at every lock operation, which takes the GIL from the handoff.
+    (Another process removing that holder's lock without a release, an earlier lockyard
+    version or a hand in the directory, is seen at the next backstop re-check.)"""
     return Watch(
         topics=frozenset({lock_topic}),
-        directories=frozenset() if holder_is_here else frozenset({lock_dir}),
+        directories=frozenset() if holder_is_here or doorbell else frozenset({lock_dir}),
         pids=frozenset() if holder_pid is None else frozenset({holder_pid}),
     )

@@ -145,11 +145,11 @@ class Queues:
         release to stamp (see `start_turn_at_release`)."""
         self._next_first[name] = (entry, text)
 
-    def start_turn_at_release(self, name: str) -> str | None:
-        """Stamp the first waiter's turn and return the token of its wait (None: nobody
-        queues, or the first entry is no waiter's record). A release does so before the lock
-        goes or is handed over, so no one sees the lock free, or granted to that waiter,
-        while its turn looks old."""
+    def start_turn_at_release(self, name: str) -> WaiterRecord | None:
+        """Stamp the first waiter's turn and return its record (None: nobody queues, or the
+        first entry is no waiter's record). A release does so before the lock goes or is
+        handed over, so no one sees the lock free, or granted to that waiter, while its turn
+        looks old."""
         known = self._next_first.pop(name, None)
         if known is not None:
             entry, text = known
@@ -157,7 +157,7 @@ class Queues:
             # is still first: no entry can appear ahead of an existing one.
             if self._dir.queue_record(name, entry) == text:
                 self._dir.stamp_turn(name, entry)
-                return _token_of(name, entry, text)
+                return _decoded(name, entry, text)
         if not self._dir.exists(name + QUEUE_SUFFIX):
             return None
         for first in self._dir.queue_order(name):
@@ -165,7 +165,7 @@ class Queues:
             if record is None:
                 continue  # left meanwhile: the next one is first
             self._dir.stamp_turn(name, first)
-            return _token_of(name, first, record)
+            return _decoded(name, first, record)
         return None
 
     def pass_over(self, name: str, entry: str, record: WaiterRecord) -> bool:
@@ -209,6 +209,12 @@ class Queues:
             self.release(name, record.token)
         return True
 
+    def open_doorbell(self, name: str, token: str) -> int | None:
+        return self._dir.open_doorbell(name, token)
+
+    def close_doorbell(self, name: str, token: str, fd: int) -> None:
+        self._dir.close_doorbell(name, token, fd)
+
     def withdraw(self, name: str, token: str) -> bool:
         """Take back the grant a waiter staged under `token`; True when a release handed it
         over first (the waiter holds the lock, and must release it)."""
@@ -224,10 +230,13 @@ class Queues:
         if head is None:
             released = self._dir.remove_lock(name, token)
         else:
-            released = self._dir.hand_over(name, token, head) is not False
-        if released:
-            process_hub().notify(f"{self._dir.path}/{name}{LOCK_SUFFIX}")
-        return released
+            released = self._dir.hand_over(name, token, head.token) is not False
+        if not released:
+            return False
+        process_hub().notify(f"{self._dir.path}/{name}{LOCK_SUFFIX}")
+        if head is not None and not is_ours(head):
+            self._dir.ring(name, head.token)  # this process's waiters heard the notify
+        return True
 
     def _remove(self, name: str, entry: str) -> bool:
         if not self._dir.dequeue(name, entry):
@@ -240,9 +249,9 @@ def _ticket_name(ticket: int) -> str:
     return f"{ticket:0{TICKET_DIGITS}d}"
 
 
-def _token_of(name: str, entry: str, text: str) -> str | None:
+def _decoded(name: str, entry: str, text: str) -> WaiterRecord | None:
     try:
-        return decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}").token
+        return decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}")
     except CorruptRecordError:
         return None  # not a waiter's record: nothing is handed to it
 

@@ -8,6 +8,7 @@ judged here; only `remove_unreadable` (an operator's explicit decision) removes 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -24,7 +25,7 @@ from ..records import (
     card_processes,
     decode_holder,
 )
-from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK, LockDir
+from .disk import BELL_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK, LockDir
 from .reading import names_with, read_holder, scan_queue
 
 if TYPE_CHECKING:
@@ -181,6 +182,11 @@ def remove_stale_staging(directory: LockDir) -> None:
     fail and be tried again, never break a lock."""
     now = time.time()
     for entry in directory.names():
+        if BELL_MARK in entry:
+            if directory.stale_doorbell(entry):  # its waiter died: nobody listens
+                with contextlib.suppress(OSError):
+                    os.unlink(entry, dir_fd=directory.fd)
+            continue
         _base, mark, token = entry.partition(STAGING_MARK)
         if not mark:
             continue

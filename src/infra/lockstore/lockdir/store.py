@@ -282,10 +282,7 @@ class LockStore:
 
     def stage(self, name: str, key: str, agent: str, token: str) -> None:
         """Stage the grant a queue's head publishes, or a release hands over to it."""
-        record = encode_holder(
-            self._owner or current_process(), agent, token, key, self.namespace, self.root
-        )
-        self._dir.stage(name, token, record)
+        self._dir.stage(name, token, f"{CARD_MARK}{self._card(agent, key)}:{time.time()!r}")
 
     def _publish(self, name: str, key: str, agent: str) -> bool:
         # The grant's record names its holder card (written once per agent and key), so

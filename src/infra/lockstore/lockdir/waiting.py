@@ -58,6 +58,8 @@ class Waiting:
         self._stage = stage
         self._take = take
         self._staged = ""
+        self._bell: tuple[str, int] | None = None
+        """(token, fd) of our open doorbell, which a release in another process rings."""
         """The token of the grant we staged for a release to hand over to us ("": none)."""
         self._taken = False
         self._holder = holder
@@ -103,6 +105,7 @@ class Waiting:
             # entry is gone, so it goes to the next waiter).
             self._queues.release(self._place.name, handed_over)
         self._subscribe(Watch(frozenset(), frozenset(), frozenset()))
+        self._close_bell()
         self.waker.close()
 
     def advance(self) -> bool:
@@ -180,7 +183,9 @@ class Waiting:
         liveness = None if holder is None or here else holder.liveness()[0]
         pid = self._exit_to_follow(holder, liveness)
         self._calm = here or pid is not None
-        return watch_lock(self._lock_dir, self._lock_topic, pid, holder_is_here=here)
+        return watch_lock(
+            self._lock_dir, self._lock_topic, pid, holder_is_here=here, doorbell=bool(self._bell)
+        )
 
     def _take_if_space(self) -> bool:
         """Our turn: take the lock. A full lock directory cannot hold the grant's record:
@@ -189,6 +194,9 @@ class Waiting:
         try:
             token = self._place.token
             if self._staged != token:
+                # The doorbell first: a release that finds none has done its work before
+                # we look at the lock (below), and one that finds it wakes us.
+                self._open_bell(token)
                 self._stage(token)
                 self._staged = token
             taken = self._take(token)
@@ -199,6 +207,20 @@ class Waiting:
             return False
         self._told_full = False
         return taken
+
+    def _open_bell(self, token: str) -> None:
+        self._close_bell()
+        fd = self._queues.open_doorbell(self._place.name, token)
+        if fd is not None:
+            self.waker.listen(fd)
+            self._bell = (token, fd)
+
+    def _close_bell(self) -> None:
+        if self._bell is not None:
+            token, fd = self._bell
+            self._bell = None
+            self.waker.unlisten(fd)
+            self._queues.close_doorbell(self._place.name, token, fd)
 
     def _withdraw_staged(self) -> str:
         """Take back our staged grant; the token of the lock we then hold when a release
