@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,6 +115,45 @@ def test_a_head_is_woken_by_its_doorbell_without_watching_the_lock_directory(
     assert store.holder("a.py") == "w"
     leftovers = [entry.name for entry in lock_dir.iterdir() if entry.name.startswith(name)]
     assert leftovers == [f"{name}.lock"]  # no doorbell, no staging, no queue left behind
+    kill(holder)
+
+
+RELEASE_AFTER_A_STALE_LOOK = r"""
+import os, sys, time
+from lockyard.infra.tools.locking import LockStore
+repo, lock_dir = sys.argv[1:3]
+store = LockStore(repo, lock_dir)
+looked = store._queues.start_turn_at_release
+
+def before_the_waiter_queued(name):
+    looked(name)
+    # Pretend the queue was read before the waiter queued: it queues, opens its doorbell,
+    # finds the lock held and sleeps, all before this release removes the lock.
+    while not any(".bell-" in entry for entry in os.listdir(lock_dir)):
+        time.sleep(0.01)
+    time.sleep(0.2)
+    return None
+
+store._queues.start_turn_at_release = before_the_waiter_queued
+print("released" if store.release("a.py", "holder") else "not held", flush=True)
+"""
+
+
+def test_a_release_that_read_the_queue_before_the_head_queued_still_rings_it(
+    store: LockStore, repo: Path, lock_dir: Path
+) -> None:
+    holder = spawn(repo, lock_dir, "a.py", "holder", "hold")
+    expect_line(holder, "locked")
+    releaser = subprocess.Popen(
+        [sys.executable, "-c", RELEASE_AFTER_A_STALE_LOOK, str(repo), str(lock_dir)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    waiter = Waiter(store, "a.py", "w", poll_interval_ms=BACKSTOP_SECONDS * 1000)
+    expect_line(releaser, "released")
+    releaser.wait()
+    assert waiter.join() == [True]  # rung by the release, which looked again after it
+    assert store.holder("a.py") == "w"
     kill(holder)
 
 

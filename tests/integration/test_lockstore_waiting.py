@@ -138,7 +138,9 @@ def test_try_lock_does_not_jump_ahead_of_a_live_queued_waiter(
     waiter.send_signal(signal.SIGSTOP)  # alive, queued, and unable to take its turn
     try:
         assert store.release("a.py", "holder")
-        assert not store.is_locked("a.py")
+        # free for the waiter, or handed over to it (when it staged its grant before it was
+        # stopped): its turn either way
+        assert store.holder("a.py") in (None, "queued")
         assert store.try_lock("a.py", "latecomer") is False
         assert store.acquire("a.py", "latecomer", timeout_seconds=0) is False
     finally:

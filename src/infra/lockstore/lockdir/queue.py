@@ -158,15 +158,10 @@ class Queues:
             if self._dir.queue_record(name, entry) == text:
                 self._dir.stamp_turn(name, entry)
                 return _decoded(name, entry, text)
-        if not self._dir.exists(name + QUEUE_SUFFIX):
-            return None
-        for first in self._dir.queue_order(name):
-            record = self._dir.queue_record(name, first)
-            if record is None:
-                continue  # left meanwhile: the next one is first
-            self._dir.stamp_turn(name, first)
-            return _decoded(name, first, record)
-        return None
+        head = self.first_waiter(name)
+        if head is not None:
+            self._dir.stamp_turn(name, _ticket_name(head.ticket))
+        return head
 
     def pass_over(self, name: str, entry: str, record: WaiterRecord) -> bool:
         """Drop the queue entry of a first waiter that did not take its turn in time (and
@@ -228,15 +223,31 @@ class Queues:
         processes hear of it through the lock directory's events)."""
         head = self.start_turn_at_release(name)
         if head is None:
-            released = self._dir.remove_lock(name, token)
+            handed: bool | None = None if self._dir.remove_lock(name, token) else False
         else:
-            released = self._dir.hand_over(name, token, head.token) is not False
-        if not released:
+            handed = self._dir.hand_over(name, token, head.token)
+        if handed is False:
             return False
         process_hub().notify(f"{self._dir.path}/{name}{LOCK_SUFFIX}")
+        if not handed:
+            # Freed: ring whoever is first now. A waiter that queued (or became first) after
+            # we looked may have seen the lock still held and sleeps until rung: its doorbell
+            # was open before that look, and the look before our removal.
+            head = self.first_waiter(name)
         if head is not None and not is_ours(head):
             self._dir.ring(name, head.token)  # this process's waiters heard the notify
         return True
+
+    def first_waiter(self, name: str) -> WaiterRecord | None:
+        """The record of the first entry of the queue of `name` that holds a waiter's
+        record (None: nobody queues)."""
+        if not self._dir.exists(name + QUEUE_SUFFIX):
+            return None
+        for first in self._dir.queue_order(name):
+            record = self._dir.queue_record(name, first)
+            if record is not None:
+                return _decoded(name, first, record)
+        return None
 
     def _remove(self, name: str, entry: str) -> bool:
         if not self._dir.dequeue(name, entry):

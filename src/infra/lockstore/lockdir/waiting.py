@@ -59,6 +59,7 @@ class Waiting:
         self._take = take
         self._staged = ""
         self._bell: tuple[str, int] | None = None
+        self._rang_in = False  # a doorbell opened in this round
         """(token, fd) of our open doorbell, which a release in another process rings."""
         """The token of the grant we staged for a release to hand over to us ("": none)."""
         self._taken = False
@@ -112,14 +113,16 @@ class Waiting:
         """One round: True when the lock is ours; else subscribed to what ends the wait."""
         while True:
             self.waker.clear()
+            self._rang_in = False
             watch = self._round()
             if watch is None:
                 return True
             changed = self._subscribe(watch)
             self._set_interval()
-            if not changed:
+            if not changed and not self._rang_in:
                 return False
-            # Subscribed anew: look again (a change in between woke the waker anyway).
+            # Subscribed anew, or a doorbell opened: look again (a change in between woke the
+            # waker, or was done before a release could find the doorbell).
 
     def _round(self) -> Watch | None:
         """Apply protocol steps until the lock is ours (None) or there is something to watch."""
@@ -180,6 +183,11 @@ class Waiting:
     def _watch_holder(self) -> Watch:
         holder = self._holder()
         here = holder is not None and is_ours(holder)
+        if not here and self._staged and self._bell is None:
+            # A holder in another process rings our doorbell when it releases. One that did
+            # so before the doorbell existed released before the look that follows it
+            # (`advance` looks again), so nothing is missed. (A holder here notifies us.)
+            self._open_bell(self._staged)
         liveness = None if holder is None or here else holder.liveness()[0]
         pid = self._exit_to_follow(holder, liveness)
         self._calm = here or pid is not None
@@ -194,9 +202,6 @@ class Waiting:
         try:
             token = self._place.token
             if self._staged != token:
-                # The doorbell first: a release that finds none has done its work before
-                # we look at the lock (below), and one that finds it wakes us.
-                self._open_bell(token)
                 self._stage(token)
                 self._staged = token
             taken = self._take(token)
@@ -214,6 +219,7 @@ class Waiting:
         if fd is not None:
             self.waker.listen(fd)
             self._bell = (token, fd)
+            self._rang_in = True
 
     def _close_bell(self) -> None:
         if self._bell is not None:
