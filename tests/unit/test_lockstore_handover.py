@@ -8,7 +8,6 @@ a newcomer's `try_lock` in the middle of a handover.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -49,14 +48,15 @@ def _head(store: LockStore, agent: str) -> waiting.Waiting:
 
 
 def _staged(store: LockStore) -> list[str]:
-    """The agents whose grant is staged in the lock directory."""
-    staged = []
-    for entry in os.listdir(store.lock_dir):
-        if disk.STAGING_MARK in entry:
-            [token] = os.listdir(store.lock_dir / entry)
-            record = os.readlink(store.lock_dir / entry / token)
-            staged.append(str(json.loads(record)["agent_id"]))
-    return staged
+    """The agents whose grant is staged in the lock directory (by the token of their wait;
+    a token no queued wait has any more is listed as itself)."""
+    agents = {record.token: record.agent_id for _entry, record in store.read_queue(_name(store))}
+    return [
+        agents.get(token, token)
+        for entry in os.listdir(store.lock_dir)
+        for _name_part, mark, token in [entry.partition(disk.STAGING_MARK)]
+        if mark
+    ]
 
 
 def _age_first_turn(store: LockStore, seconds: float) -> None:
