@@ -64,8 +64,7 @@ def ipc_host_command(
     lock_dir: Annotated[
         Path | None,
         lock_dir_option(
-            "The lock directory (default: a per-user runtime directory).",
-            envvar="LOCKYARD_LOCK_DIR",
+            "The lock directory (default: $LOCKYARD_LOCK_DIR, else a per-user runtime directory)."
         ),
     ] = None,
     backend: Annotated[str | None, backend_option()] = None,

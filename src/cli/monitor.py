@@ -21,13 +21,13 @@ from ..infra.lockstore import (
     LockStore,
     LockStoreError,
     chosen_spec,
-    default_lock_dir,
     is_postgres_spec,
 )
 from ._detached_output import DetachedOutput
 from ._errors import CliError, ExitCode, reports_errors
 from ._format import quiet_library_logs
 from ._lockdir import open_store
+from ._lockdir import resolve_lock_dir as chosen_lock_dir
 from ._options import backend_option, flag, lock_dir_option
 
 DEADLOCK_FOUND = ExitCode.DEADLOCK_FOUND
@@ -57,8 +57,8 @@ def monitor_command(
     lock_dir: Annotated[
         Path | None,
         lock_dir_option(
-            "The lock directory to watch (default: the per-user runtime directory).",
-            envvar="LOCKYARD_LOCK_DIR",
+            "The lock directory to watch (default: $LOCKYARD_LOCK_DIR, else the per-user "
+            "runtime directory)."
         ),
     ] = None,
     once: Annotated[
@@ -111,7 +111,7 @@ def _monitor(
         else:
             if spec is not None and spec.strip() != "file" and lock_dir is None:
                 lock_dir = Path(spec)
-            chosen = lock_dir if lock_dir is not None else default_lock_dir()
+            chosen = lock_dir if lock_dir is not None else chosen_lock_dir(None)
             if not os.path.lexists(chosen):
                 # Nothing locked yet, a normal state: one pass finds nothing; a watching
                 # monitor creates the directory (as the first agent would) and waits.

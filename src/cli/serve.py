@@ -61,8 +61,8 @@ def serve_command(
     lock_dir: Annotated[
         Path | None,
         lock_dir_option(
-            "The lock directory shared by all agents (default: a per-user runtime directory).",
-            envvar="LOCKYARD_LOCK_DIR",
+            "The lock directory shared by all agents (default: $LOCKYARD_LOCK_DIR, else a "
+            "per-user runtime directory)."
         ),
     ] = None,
     namespace: Annotated[

@@ -20,8 +20,10 @@ BACKEND_UNAVAILABLE = 7
 DEADLOCK_FOUND = 6
 
 
-def lockyard(*args: str, env_backend: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCKYARD_")}
+def lockyard(
+    *args: str, env_backend: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCKYARD_")} | (env or {})
     if env_backend is not None:
         env["LOCKYARD_BACKEND"] = env_backend
     return subprocess.run([LOCKYARD, *args], capture_output=True, text=True, timeout=240, env=env)
@@ -91,6 +93,23 @@ async def test_monitor_once_finds_and_resolves_a_deadlock_in_the_database(
     (found,) = report["deadlocks"]
     assert found["notice_posted"] is True
     assert {step["agent_id"] for step in found["deadlock"]["cycle"]} == {"alice", "bob"}
+
+
+def test_an_explicit_backend_wins_over_a_lock_directory_in_the_environment(
+    repo: Path, pg_backend: str, tmp_path: Path
+) -> None:
+    """A LOCKYARD_LOCK_DIR left in the shell is a default, not a choice: `--backend` picks
+    the database; only both flags together are refused."""
+    with PgLockStore(repo, pg_backend) as store:
+        assert store.try_lock("a.py", "alice")
+        from_env = {"LOCKYARD_LOCK_DIR": str(tmp_path / "locks")}
+        for command in (["monitor", "--once"], ["status", "--json"]):
+            done = lockyard(*command, "--backend", pg_backend, env=from_env)
+            assert done.returncode == 0, done.stderr
+        assert "alice" in done.stdout
+        both = lockyard("monitor", "--once", "--lock-dir", str(tmp_path), "--backend", pg_backend)
+        assert both.returncode == 2
+        assert "pass either --lock-dir or a PostgreSQL --backend" in both.stderr
 
 
 def test_the_demo_runs_on_a_throwaway_postgresql_server() -> None:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .backend import LockBackend
     from .choice import (
         BACKEND_ENV,
+        FILE_WORD,
         BackendSpecError,
         chosen_spec,
         describe_spec,
@@ -108,6 +109,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "LockBackend": "backend",
     "BACKEND_ENV": "choice",
+    "FILE_WORD": "choice",
     "BackendSpecError": "choice",
     "chosen_spec": "choice",
     "describe_spec": "choice",
@@ -182,6 +184,7 @@ _HOMES = {
 
 __all__ = [
     "BACKEND_ENV",
+    "FILE_WORD",
     "IN_CLOSE_WRITE",
     "IN_CREATE",
     "IN_DELETE",

@@ -77,6 +77,8 @@ def default_lock_dir() -> Path:
     microseconds on tmpfs and a tenth of a millisecond or more on a journalled disk.
     """
     configured = os.environ.get("LOCKYARD_LOCK_DIR")
+    if configured and not configured.strip():  # Path("  ") would be a stray directory here
+        raise LockDirError("LOCKYARD_LOCK_DIR is blank: unset it or set it to a directory")
     if configured:
         return Path(configured)
     if _usable_shared_memory_dir(_SHARED_MEMORY):

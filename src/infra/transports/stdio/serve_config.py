@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ...crossproc.notices import NoticeBoardError, VictimNoticeBoard
 from ...lockstore import (
+    FILE_WORD,
     InvalidAgentIdError,
     InvalidNamespaceError,
     LockBackend,
@@ -75,9 +76,10 @@ def open_serve_store(
             raise ServeConfigError(str(exc), "start the server or fix --backend",
                                    lock_dir_problem=True) from None  # fmt: skip
     try:
+        named = None if spec is None or spec.strip() == FILE_WORD else spec
         store = LockStore(
             str(repo),
-            lock_dir if lock_dir is not None else spec,
+            lock_dir if lock_dir is not None else named,
             owner=owner,
             namespace=namespace,
         )
