@@ -154,6 +154,24 @@ class LockDir:
         # Closed with the object too: a store dropped without close() must not leak its fd.
         self._closer = weakref.finalize(self, os.close, self.fd)
 
+    def _make_dir(self, entry: str, *, exist_ok: bool = True) -> bool:
+        """Create directory `entry` here: True when created, False when it existed (with
+        `exist_ok`; else FileExistsError). The lock directory removed or its file system
+        full are the store's errors."""
+        try:
+            os.mkdir(entry, 0o700, dir_fd=self.fd)
+        except FileExistsError:
+            if exist_ok:
+                return False
+            raise
+        except FileNotFoundError:
+            raise self._removed() from None
+        except OSError as error:
+            if error.errno in _FULL:
+                raise self._full() from None
+            raise
+        return True
+
     def _removed(self) -> LockDirError:
         return LockDirError(
             f"lock directory {self.path} was removed while in use; "
@@ -187,14 +205,7 @@ class LockDir:
     def publish(self, name: str, token: str, record: str) -> bool:
         """Atomically create lock `name` holding `record` under `token`; False if taken."""
         staging = f"{name}{STAGING_MARK}{token}"
-        try:
-            os.mkdir(staging, 0o700, dir_fd=self.fd)
-        except FileNotFoundError:
-            raise self._removed() from None
-        except OSError as error:
-            if error.errno in _FULL:
-                raise self._full() from None
-            raise
+        self._make_dir(staging, exist_ok=False)
         try:
             _write_record(self.fd, f"{staging}/{token}", record)
             os.rename(staging, name + LOCK_SUFFIX, src_dir_fd=self.fd, dst_dir_fd=self.fd)
@@ -243,16 +254,8 @@ class LockDir:
         Already staged: nothing to do."""
         staging = f"{name}{STAGING_MARK}{token}"
         while True:
-            try:
-                os.mkdir(staging, 0o700, dir_fd=self.fd)
-            except FileExistsError:
+            if not self._make_dir(staging):
                 return
-            except FileNotFoundError:
-                raise self._removed() from None
-            except OSError as error:
-                if error.errno in _FULL:
-                    raise self._full() from None
-                raise
             try:
                 _write_record(self.fd, f"{staging}/{token}", record)
             except FileNotFoundError:
@@ -560,16 +563,7 @@ class LockDir:
         """
         queue = name + QUEUE_SUFFIX
         while True:
-            try:
-                os.mkdir(queue, 0o700, dir_fd=self.fd)
-            except FileExistsError:
-                pass
-            except FileNotFoundError:
-                raise self._removed() from None
-            except OSError as error:
-                if error.errno in _FULL:
-                    raise self._full() from None
-                raise
+            self._make_dir(queue)
             queue_fd = self._open_own_dir(queue)
             if queue_fd is None:
                 continue  # the last waiter removed the empty queue meanwhile: recreate it
