@@ -144,7 +144,15 @@ def encode_holder(
 def _holder_head(
     me: ProcessIdentity, agent_id: str, key: str, namespace: str, checkout: str | None
 ) -> str:
-    fields = {
+    fields = _holder_fields(me, agent_id, key, namespace, checkout)
+    return json.dumps(fields, separators=(",", ":"))[:-1]
+
+
+def _holder_fields(
+    me: ProcessIdentity, agent_id: str, key: str, namespace: str, checkout: str | None
+) -> dict[str, object]:
+    """A holder record's fields that name the holder (all but its token and time)."""
+    return {
         "agent_id": agent_id,
         "pid": me.pid,
         "start_time": me.start_time,
@@ -155,7 +163,6 @@ def _holder_head(
         "namespace": namespace,
         "checkout": checkout,
     }
-    return json.dumps(fields, separators=(",", ":"))[:-1]
 
 
 def holder_card(
@@ -170,17 +177,7 @@ def holder_card(
     time. `writer` is the process that publishes the grants (when it is not `me`, the
     holder named): a card is removed only once both are provably dead, so no grant that
     names it can still appear."""
-    fields: dict[str, object] = {
-        "agent_id": agent_id,
-        "pid": me.pid,
-        "start_time": me.start_time,
-        "host": me.host,
-        "boot_id": me.boot_id,
-        "pid_ns": me.pid_ns,
-        "lock_path": key,
-        "namespace": namespace,
-        "checkout": checkout,
-    }
+    fields = _holder_fields(me, agent_id, key, namespace, checkout)
     if writer != me:
         fields["writer"] = {
             "pid": writer.pid,
