@@ -92,6 +92,9 @@ def test_reports_the_reader_missed_are_counted_in_the_next_one() -> None:
     received: list[bytes] = []
     reader = threading.Thread(target=lambda: received.extend(iter(_reads(read_end))))
     reader.start()
+    # The reader is back once the queued lines are out: then the count and the next line fit
+    # (sent earlier, they could find the queue still full and be dropped in turn).
+    assert output.drain(60)
     output.line(json.dumps({"n": "last"}))
     assert output.drain(60)
     os.close(write_end)
