@@ -360,15 +360,10 @@ class LockStore:
 
         Cancel-safe: a cancelled wait leaves no lock and no queue entry behind.
         """
-        agent = validate_agent_id(agent_id)
-        timeout = validate_timeout(timeout_seconds)
-        poll = validate_poll_interval(poll_interval_ms)
-        key, name = self._locate(filepath)
-        if self.take(name, key, agent, unless=self._queues.reserved):
-            return True
-        if timeout == 0:
-            return False
-        return await waiting.wait_async(self._waiting(name, key, agent, poll), timeout)
+        begun = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
+        if isinstance(begun, bool):
+            return begun
+        return await waiting.wait_async(*begun)
 
     def acquire(
         self,
@@ -378,6 +373,16 @@ class LockStore:
         poll_interval_ms: float = 100,
     ) -> bool:
         """The blocking twin of `acquire_async`, for threads and scripts."""
+        begun = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
+        if isinstance(begun, bool):
+            return begun
+        return waiting.wait(*begun)
+
+    def _begin_wait(
+        self, filepath: str, agent_id: str, timeout_seconds: float, poll_interval_ms: float
+    ) -> bool | tuple[waiting.Waiting, float]:
+        """What both waits do first: check the arguments and try the lock. True: taken;
+        False: not, and no time to wait; else the wait to run and its timeout."""
         agent = validate_agent_id(agent_id)
         timeout = validate_timeout(timeout_seconds)
         poll = validate_poll_interval(poll_interval_ms)
@@ -386,7 +391,7 @@ class LockStore:
             return True
         if timeout == 0:
             return False
-        return waiting.wait(self._waiting(name, key, agent, poll), timeout)
+        return self._waiting(name, key, agent, poll), timeout
 
     def _waiting(self, name: str, key: str, agent: str, poll: float) -> waiting.Waiting:
         me = current_process()  # the waiting is done here, whoever the store's owner is
