@@ -41,7 +41,7 @@ from ..wakeup import Waker
 from .dsn import KeepaliveBound, PgSpec, parse_spec
 from .listener import Listener, process_listener
 from .schema import namespace_channel
-from .session import BackendUnavailableError, Session
+from .session import BackendUnavailableError, DirectStatement, Session
 
 log = logging.getLogger(__name__)
 
@@ -96,23 +96,26 @@ class PgLockStore:
         args = "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s"
         self._sql_take = f"SELECT * FROM {self._s}.take({args})"
         self._sql_take_or_enqueue = f"SELECT * FROM {self._s}.take_or_enqueue({args})"
-        # The two hot paths are plain statements, not function calls (half the server time):
-        # taking a free lock is one insert, a release one delete; a release with waiters
-        # (the hold is marked `queued`) hands the lock on from its RETURNING clause, in the
-        # same transaction. A free lock has no live waiters: every path that frees a lock
-        # someone queues for hands it over in the same transaction (schema.py), so the
-        # insert needs no look at the queue; a lock held by a dead session conflicts, and
-        # `take` (the function) sorts that out.
-        self._sql_take_free = (
+        # The two hot paths are plain statements, not function calls (half the server time),
+        # run through libpq directly (session.py): taking a free lock is one insert, a
+        # release one delete; a release with waiters (the hold is marked `queued`) hands the
+        # lock on from its RETURNING clause, in the same transaction. A free lock has no live
+        # waiters: every path that frees a lock someone queues for hands it over in the same
+        # transaction (schema.py), so the insert needs no look at the queue; a lock held by a
+        # dead session conflicts, and `take` (the function) sorts that out.
+        self._take_free_statement = DirectStatement.of(
+            "take_free",
             f"INSERT INTO {self._s}.holds (namespace, key, agent_id, token, pid, start_time, "
             "host, boot_id, pid_ns, checkout, session, fence, acquired_at) "
-            f"VALUES ({args}, nextval('{self._s}.fence_seq'), "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+            f"nextval('{self._s}.fence_seq'), "
             "date_part('epoch', clock_timestamp())) "  # a float already: no numeric detour
-            "ON CONFLICT DO NOTHING RETURNING fence"
+            "ON CONFLICT DO NOTHING RETURNING fence",
         )
-        self._sql_release = (
-            f"DELETE FROM {self._s}.holds h WHERE namespace = %s AND key = %s AND agent_id = %s "
-            f"RETURNING CASE WHEN queued THEN {self._s}.hand_off(namespace, key, %s)::text END"
+        self._release_statement = DirectStatement.of(
+            "release",
+            f"DELETE FROM {self._s}.holds h WHERE namespace = $1 AND key = $2 AND agent_id = $3 "
+            f"RETURNING CASE WHEN queued THEN {self._s}.hand_off(namespace, key, $4)::text END",
         )
 
     # -- identity ---------------------------------------------------------------------------
@@ -176,10 +179,12 @@ class PgLockStore:
     def _take_free(self, key: str, agent: str) -> bool:
         """Take the lock if it is free and nobody queues for it (the common case)."""
         token = new_token()
-        row = self.session.run_prepared(self._sql_take_free, self._take_params(key, agent, token))
+        row = self.session.run_direct(
+            self._take_free_statement, self._take_params(key, agent, token)
+        )
         if row is None:
             return False
-        self._remember(key, agent, token, row[0])
+        self._remember(key, agent, token, int(row[0] or 0))
         return True
 
     def _take_params(self, key: str, agent: str, token: str) -> tuple[Any, ...]:
@@ -217,7 +222,7 @@ class PgLockStore:
         agent = validate_agent_id(agent_id)
         key = self.canonicalize(filepath)
         self._forget(key, agent)
-        row = self.session.run_prepared(self._sql_release, (self.namespace, key, agent))
+        row = self.session.run_direct(self._release_statement, (self.namespace, key, agent))
         return row is not None
 
     def cleanup_agent_locks(self, agent_id: str, *, all_namespaces: bool = False) -> list[str]:
