@@ -1,7 +1,8 @@
 """A release hands the lock over to the queue's head: the races around that grant.
 
 Waits are `waiting.Waiting`s driven round by round on a real lock directory (as the sync and
-async loops drive them between sleeps), so each interleaving is forced, not hoped for: a
+async loops drive them between sleeps), each head accepting its grant in its own round as a
+head in another process does, so each interleaving is forced, not hoped for: a
 head that stops waiting while the lock is handed over, one that never accepts its grant,
 a newcomer's `try_lock` in the middle of a handover.
 """
@@ -17,9 +18,18 @@ import pytest
 
 from lockyard.infra.lockstore.lockdir import disk, waiting
 from lockyard.infra.lockstore.paths import lock_name
+from lockyard.infra.lockstore.wakeup import WakeHub
 from lockyard.infra.tools.locking import LockStore
 
 FILE = "f.py"
+
+
+@pytest.fixture(autouse=True)
+def heads_accept_for_themselves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every head here accepts its grant in its own round, as a head in another process
+    does: a release in this process would otherwise accept it for the head at once (those
+    interleavings are in test_lockstore_in_process_handover.py)."""
+    monkeypatch.setattr(WakeHub, "hand_grant", lambda _hub, _token: False)
 
 
 @pytest.fixture

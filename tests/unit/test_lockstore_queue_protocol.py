@@ -21,13 +21,14 @@ from typing import Any
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from lockyard.infra.lockstore.liveness import current_process, new_token
 from lockyard.infra.lockstore.lockdir import waiting
 from lockyard.infra.lockstore.lockdir.protocol import Look, Move, Seen, step
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import encode_waiter
+from lockyard.infra.lockstore.wakeup import process_hub
 from lockyard.infra.tools.locking import LockStore
 
 FILE = "f.py"
@@ -74,7 +75,11 @@ def test_a_waiter_takes_only_at_the_head_and_only_while_in_line(look: Look, move
 
 class QueueModel(RuleBasedStateMachine):
     """The model: who holds the lock, the queue on disk (live waiters, and waiters that died
-    in line) in arrival order, and which heads staged the grant a release hands over."""
+    in line) in arrival order, and which heads staged the grant a release hands over.
+
+    A release in this process accepts the grant it hands over for the head at once (the
+    head left the line, and its next look returns the lock), unless the head accepts for
+    itself, as a head in another process does: each run picks one of the two."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -91,8 +96,17 @@ class QueueModel(RuleBasedStateMachine):
         self.waits: dict[str, waiting.Waiting] = {}
         self.granted: list[str] = []
         self.queued: list[str] = []
+        self.accept_at_release = True
+        self.accepted: str | None = None  # handed the lock and accepted for it, not yet told
+
+    @initialize(at_release=st.booleans())
+    def heads_accept(self, at_release: bool) -> None:
+        self.accept_at_release = at_release
+        if not at_release:
+            process_hub().hand_grant = lambda _token: False  # type: ignore[method-assign]
 
     def teardown(self) -> None:
+        vars(process_hub()).pop("hand_grant", None)
         for wait in self.waits.values():
             wait.__exit__(None, None, None)
         leftovers = [w.agent_id for w in self.store.waiters(FILE) if w.agent_id != DEAD]
@@ -106,6 +120,11 @@ class QueueModel(RuleBasedStateMachine):
         if first is not None and first in self.staged:
             self.holder, self.handed = first, True
             self.granted.append(first)
+            if self.accept_at_release:
+                self.handed, self.accepted = False, first
+                self.line.remove(first)
+                self.disk.remove(first)
+                self.staged.discard(first)
         else:
             self.holder, self.handed = None, False
 
@@ -129,6 +148,11 @@ class QueueModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def a_waiter_looks(self, data: st.DataObject) -> None:
         agent = data.draw(st.sampled_from(sorted(self.waits)))
+        if self.accepted == agent:
+            assert self.waits[agent].advance()  # the grant accepted for it at the release
+            self.waits.pop(agent).__exit__(None, None, None)
+            self.accepted = None
+            return
         if self.handed and self.holder == agent:
             assert self.waits[agent].advance()  # accepts the grant handed over to it
             self.handed = False
@@ -148,7 +172,7 @@ class QueueModel(RuleBasedStateMachine):
         elif head:
             self.staged.add(agent)
 
-    @precondition(lambda self: self.holder is not None and not self.handed)
+    @precondition(lambda self: self.holder is not None and not self.handed and not self.accepted)
     @rule()
     def the_holder_releases(self) -> None:
         assert self.holder is not None
@@ -159,6 +183,11 @@ class QueueModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def a_waiter_gives_up(self, data: st.DataObject) -> None:
         agent = data.draw(st.sampled_from(sorted(self.waits)))
+        if self.accepted == agent:
+            self.waits.pop(agent).__exit__(None, None, None)  # timed out as it was woken
+            self.accepted = None
+            self._hand_over_or_free()  # it releases the grant accepted for it
+            return
         self._leave(agent)
         if self.handed and self.holder == agent:
             self._hand_over_or_free()  # it releases the grant it was handed

@@ -17,14 +17,17 @@ waiters fall back to polling at their poll interval.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 import select
 import threading
+from collections.abc import Callable
 from typing import Final
 
 import anyio
+import anyio.lowlevel
 
 from .inotify import ENTRIES, IN_IGNORED, IN_Q_OVERFLOW, Inotify, switched_off
 
@@ -38,13 +41,24 @@ class Waker:
 
     Woken by `wake` (this process) and, once it `listen`s to one, by a byte written to a
     descriptor by another process (a FIFO it opened): then it waits on an epoll of both,
-    still one descriptor to wait on."""
+    still one descriptor to wait on.
+
+    An asyncio task that waits on it while it listens to nothing else is parked on a future
+    instead of the descriptor: `wake` settles that future (from the task's own thread
+    directly, from another thread through the event loop), so an in-process wake-up costs
+    no system call and no extra turn of the event loop. Every other wait reads the eventfd,
+    which `wake` writes whenever nobody is parked."""
 
     def __init__(self) -> None:
         self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._guard = threading.Lock()  # never write to an fd number reused after close
         self._epoll: select.epoll | None = None
         self._heard: list[int] = []
+        self._woken = False
+        """Woken since the last `clear` (the eventfd holds a count then, unless the wake
+        settled a parked task's future instead)."""
+        self._parked: tuple[asyncio.AbstractEventLoop, int, asyncio.Future[bool]] | None = None
+        """(loop, its thread, future) of the task parked on this waker."""
 
     def fileno(self) -> int:
         """The descriptor to wait on (readable when woken), for a caller that waits on it
@@ -67,12 +81,27 @@ class Waker:
 
     def wake(self) -> None:
         with self._guard:
-            if self._fd >= 0:
+            if self._fd < 0:
+                return
+            self._woken = True
+            parked = self._parked
+            if parked is None:
                 os.eventfd_write(self._fd, 1)
+                return
+            self._parked = None
+            loop, thread, future = parked
+        if thread == threading.get_ident():
+            _settle(future)
+        else:
+            with contextlib.suppress(RuntimeError):  # its loop closed: nobody waits
+                loop.call_soon_threadsafe(_settle, future)
 
     def clear(self) -> None:
-        with contextlib.suppress(BlockingIOError):
-            os.eventfd_read(self._fd)
+        with self._guard:
+            woken, self._woken = self._woken, False
+            if woken:
+                with contextlib.suppress(BlockingIOError):
+                    os.eventfd_read(self._fd)
         for fd in self._heard:
             with contextlib.suppress(OSError):
                 os.read(fd, 512)  # a few bytes at most: each is one ring
@@ -89,10 +118,34 @@ class Waker:
 
     async def wait_async(self, seconds: float) -> bool:
         """Wait until woken or `seconds` pass; True when woken."""
+        if self._epoll is None:
+            loop = _running_asyncio_loop()
+            if loop is not None:
+                return await self._park(loop, seconds)
         with anyio.move_on_after(max(seconds, 0.0)):
             await anyio.wait_readable(self.fileno())
             return True
         return False
+
+    async def _park(self, loop: asyncio.AbstractEventLoop, seconds: float) -> bool:
+        future: asyncio.Future[bool] = loop.create_future()
+        with self._guard:
+            if self._woken or self._fd < 0:
+                woken = True  # level-triggered: a wake since the last clear counts
+            else:
+                woken = False
+                self._parked = (loop, threading.get_ident(), future)
+        if woken:
+            await anyio.lowlevel.checkpoint()  # a wait is a checkpoint, woken or not
+            return True
+        timer = loop.call_later(max(seconds, 0.0), _settle, future, False)
+        try:
+            return await future
+        finally:
+            timer.cancel()
+            with self._guard:
+                if self._parked is not None and self._parked[2] is future:
+                    self._parked = None
 
     def close(self) -> None:
         with self._guard:
@@ -103,6 +156,23 @@ class Waker:
                 self._epoll.close()
                 self._epoll = None
             self._heard.clear()
+            parked, self._parked = self._parked, None
+        if parked is not None and parked[1] == threading.get_ident():
+            _settle(parked[2])
+
+
+def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The asyncio loop running the current task; None under another anyio backend."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    return loop if asyncio.current_task(loop) is not None else None
+
+
+def _settle(future: asyncio.Future[bool], woken: bool = True) -> None:
+    if not future.done():
+        future.set_result(woken)
 
 
 class WakeHub:
@@ -124,6 +194,7 @@ class WakeHub:
         self._epoll: select.epoll | None = None
         self._pid_of_fd: dict[int, int] = {}
         self._watch_of_pid: dict[int, tuple[int, int]] = {}  # pid -> (pidfd, reference count)
+        self._grant_takers: dict[str, Callable[[str], bool]] = {}
 
     # -- subscriptions -------------------------------------------------------------------
 
@@ -157,6 +228,23 @@ class WakeHub:
             wakers = [waker for group in self._subscribers.values() for waker in group]
         for waker in wakers:
             waker.wake()
+
+    # -- grants handed over within this process ------------------------------------------
+
+    def expect_grant(self, token: str, take: Callable[[str], bool]) -> None:
+        """`take(token)` accepts grant `token` when a release in this process hands it over
+        (see `hand_grant`). Tokens are unique, so one taker per token."""
+        self._grant_takers[token] = take
+
+    def forget_grant(self, token: str) -> None:
+        self._grant_takers.pop(token, None)
+
+    def hand_grant(self, token: str) -> bool:
+        """Offer grant `token`, just handed over on disk, to its taker in this process: True
+        when it accepted it (its waiter then returns without looking again); False when
+        nobody here expects it or its taker left it for its own next look."""
+        take = self._grant_takers.get(token)
+        return take is not None and take(token)
 
     # -- inotify -------------------------------------------------------------------------
 

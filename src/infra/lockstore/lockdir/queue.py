@@ -18,9 +18,10 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import NamedTuple
 
 from ..errors import CorruptRecordError
-from ..liveness import Liveness, current_process, new_token
+from ..liveness import Liveness, ProcessIdentity, current_process, new_token
 from ..records import HolderRecord, WaiterRecord, decode_waiter
 from ..wakeup import process_hub
 from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, TICKET_DIGITS, LockDir
@@ -45,10 +46,11 @@ class Queues:
     def __init__(self, directory: LockDir, *, turn_timeout: float) -> None:
         self._dir = directory
         self.turn_timeout = turn_timeout
-        self._next_first: dict[str, tuple[str, str]] = {}
-        """lock name -> (entry, record text) of a waiter known here to be first (it queued
-        with nobody ahead, or the previous head stamped it when it left): the entry a
-        release must stamp, found in O(1)."""
+        self._next_first: dict[str, tuple[str, str, Head | None]] = {}
+        """lock name -> (entry, record text, the waiter when known without decoding the
+        text) of a waiter known here to be first (it queued with nobody ahead, or the
+        previous head stamped it when it left): the entry a release must stamp, found in
+        O(1)."""
 
     def entry_topic(self, name: str, entry: str) -> str:
         return f"{self.queue_dir(name)}/{entry}"
@@ -140,28 +142,29 @@ class Queues:
             self.note_first(name, successor, text)
         return self._remove(name, entry)
 
-    def note_first(self, name: str, entry: str, text: str) -> None:
-        """Remember `entry` (holding `text`) as the first entry of its queue, for the
-        release to stamp (see `start_turn_at_release`)."""
-        self._next_first[name] = (entry, text)
+    def note_first(self, name: str, entry: str, text: str, head: Head | None = None) -> None:
+        """Remember `entry` (holding `text`; `head`: its waiter, when known) as the first
+        entry of its queue, for the release to stamp (see `start_turn_at_release`)."""
+        self._next_first[name] = (entry, text, head)
 
-    def start_turn_at_release(self, name: str) -> WaiterRecord | None:
-        """Stamp the first waiter's turn and return its record (None: nobody queues, or the
-        first entry is no waiter's record). A release does so before the lock goes or is
-        handed over, so no one sees the lock free, or granted to that waiter, while its turn
-        looks old."""
+    def start_turn_at_release(self, name: str) -> Head | None:
+        """Stamp the first waiter's turn and return it (None: nobody queues, or the first
+        entry is no waiter's record). A release does so before the lock goes or is handed
+        over, so no one sees the lock free, or granted to that waiter, while its turn looks
+        old."""
         known = self._next_first.pop(name, None)
         if known is not None:
-            entry, text = known
+            entry, text, head = known
             # The same record (its token is unique) means the entry stayed all along, so it
             # is still first: no entry can appear ahead of an existing one.
             if self._dir.queue_record(name, entry) == text:
                 self._dir.stamp_turn(name, entry)
-                return _decoded(name, entry, text)
-        head = self.first_waiter(name)
-        if head is not None:
-            self._dir.stamp_turn(name, _ticket_name(head.ticket))
-        return head
+                return head if head is not None else _head_of(_decoded(name, entry, text))
+        record = self.first_waiter(name)
+        if record is None:
+            return None
+        self._dir.stamp_turn(name, _ticket_name(record.ticket))
+        return _head_of(record)
 
     def pass_over(self, name: str, entry: str, record: WaiterRecord) -> bool:
         """Drop the queue entry of a first waiter that did not take its turn in time (and
@@ -228,13 +231,18 @@ class Queues:
             handed = self._dir.hand_over(name, token, head.token)
         if handed is False:
             return False
-        process_hub().notify(f"{self._dir.path}/{name}{LOCK_SUFFIX}")
+        hub = process_hub()
+        if handed and head is not None and head.here:
+            # A head in this process accepts at once, leaving the queue as its own look
+            # would: woken by the notify below, it returns without a system call.
+            hub.hand_grant(head.token)
+        hub.notify(f"{self._dir.path}/{name}{LOCK_SUFFIX}")
         if not handed:
             # Freed: ring whoever is first now. A waiter that queued (or became first) after
             # we looked may have seen the lock still held and sleeps until rung: its doorbell
             # was open before that look, and the look before our removal.
-            head = self.first_waiter(name)
-        if head is not None and not is_ours(head):
+            head = _head_of(self.first_waiter(name))
+        if head is not None and not head.here:
             self._dir.ring(name, head.token)  # this process's waiters heard the notify
         return True
 
@@ -254,6 +262,25 @@ class Queues:
             return False
         process_hub().notify(self.entry_topic(name, entry))
         return True
+
+
+class Head(NamedTuple):
+    """The first waiter of a queue, as a release needs it."""
+
+    token: str
+    """The token of its wait, and of the grant it stages."""
+    process: ProcessIdentity | None
+    """This process when it waits here (a forked child is another process); else None."""
+
+    @property
+    def here(self) -> bool:
+        return self.process is not None and self.process is current_process()
+
+
+def _head_of(record: WaiterRecord | None) -> Head | None:
+    if record is None:
+        return None
+    return Head(record.token, current_process() if is_ours(record) else None)
 
 
 def _ticket_name(ticket: int) -> str:
@@ -314,7 +341,8 @@ class Place:
             other for other in self._dir.queue_order(self.name) if other < self.entry
         )
         if not self._ahead:
-            self._queues.note_first(self.name, self.entry, self._text)
+            head = Head(token, current_process())
+            self._queues.note_first(self.name, self.entry, self._text, head)
 
     @property
     def at_head(self) -> bool:
@@ -330,6 +358,8 @@ class Place:
         A changed mtime means someone stamped our turn, which happens only to the first
         entry (a release, or the first entry leaving stamps its successor): then every
         entry ahead is gone, known without looking at each of them."""
+        if not self.entry:
+            return False  # left: passed over while a release handed us the lock
         if self._ahead:
             stamp = self._dir.turn_stamp(self.name, self.entry)
             if stamp is not None and stamp != self._created:

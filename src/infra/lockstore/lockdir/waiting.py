@@ -14,6 +14,7 @@ module calls nothing else of the store, and the store alone calls it.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
@@ -63,6 +64,13 @@ class Waiting:
         """(token, fd) of our open doorbell, which a release in another process rings."""
         """The token of the grant we staged for a release to hand over to us ("": none)."""
         self._taken = False
+        self._granted = False
+        """A release in this process handed us the lock and accepted it for us (we left the
+        queue): the next `advance` returns True at once, and a wait that ends without it
+        passes the lock on."""
+        self._guard = threading.Lock()
+        """Held through each round and the exit: a release in another thread accepts a
+        grant for us only between them (see `_accept_handed`)."""
         self._holder = holder
         self._lock_topic = lock_topic
         self._lock_dir = lock_dir
@@ -99,18 +107,29 @@ class Waiting:
         traceback: TracebackType | None,
     ) -> None:
         # Synchronous on purpose: it runs to the end even when the waiting task is cancelled.
-        handed_over = "" if self._taken else self._withdraw_staged()
-        self._place.leave()
-        if handed_over:
-            # A release handed the lock over to us as we stopped waiting: pass it on (our
-            # entry is gone, so it goes to the next waiter).
-            self._queues.release(self._place.name, handed_over)
-        self._subscribe(Watch(frozenset(), frozenset(), frozenset()))
-        self._close_bell()
-        self.waker.close()
+        with self._guard:
+            if self._staged:
+                self._hub.forget_grant(self._staged)
+            handed_over = "" if self._taken else self._withdraw_staged()
+            self._place.leave()
+            if handed_over:
+                # A release handed the lock over to us as we stopped waiting (and maybe
+                # accepted it for us): pass it on (our entry is gone, so it goes to the next
+                # waiter).
+                self._queues.release(self._place.name, handed_over)
+            self._subscribe(Watch(frozenset(), frozenset(), frozenset()))
+            self._close_bell()
+            self.waker.close()
 
     def advance(self) -> bool:
         """One round: True when the lock is ours; else subscribed to what ends the wait."""
+        with self._guard:
+            if self._granted:
+                self._taken = True
+                return True
+            return self._advance()
+
+    def _advance(self) -> bool:
         while True:
             self.waker.clear()
             self._rang_in = False
@@ -159,7 +178,7 @@ class Waiting:
                     if place.leave(holding=True):
                         self._taken = True
                         return None
-                    token, self._staged = self._staged, ""
+                    token = self._unstage()
                     if token:
                         self._queues.release(place.name, token)
                     self._queue_again()
@@ -204,6 +223,7 @@ class Waiting:
             if self._staged != token:
                 self._stage(token)
                 self._staged = token
+                self._hub.expect_grant(token, self._accept_handed)
             taken = self._take(token)
         except LockDirFullError as full:
             if not self._told_full:
@@ -231,10 +251,35 @@ class Waiting:
     def _withdraw_staged(self) -> str:
         """Take back our staged grant; the token of the lock we then hold when a release
         handed it over to us first ("": none)."""
-        token, self._staged = self._staged, ""
+        token = self._unstage()
         if token and self._queues.withdraw(self._place.name, token):
             return token
         return ""
+
+    def _unstage(self) -> str:
+        """Forget our staged grant (a release in this process no longer offers it to us);
+        its token, "" when none."""
+        token, self._staged = self._staged, ""
+        if token:
+            self._hub.forget_grant(token)
+        return token
+
+    def _accept_handed(self, token: str) -> bool:
+        """A release in this process has just handed the lock over to our staged grant
+        `token`: accept it by leaving the queue, exactly as our own next round would, so
+        that we return as soon as we are woken. Left to that round (False) while our thread
+        is in a round or exiting, or when the grant is no longer what we wait with; a
+        removal that fails (we were passed over meanwhile) leaves us out of line, which that
+        round sees and handles (the grant is passed on, we queue again)."""
+        if not self._guard.acquire(blocking=False):
+            return False
+        try:
+            if self._taken or self._granted or token != self._staged:
+                return False
+            self._granted = self._place.leave(holding=True)
+            return self._granted
+        finally:
+            self._guard.release()
 
     def _exit_to_follow(
         self, record: HolderRecord | WaiterRecord | None, liveness: Liveness | None

@@ -1,0 +1,291 @@
+"""A release hands the lock to a head waiting in the same process and accepts it for that
+head at once: the races around that acceptance, and the parked wake-up that ends the wait.
+
+The acceptance is the head's own (removing its queue entry), done by the releasing thread
+while the head's thread is outside its rounds; the lock directory stays what every other
+process reads. Waits are `waiting.Waiting`s driven round by round (as the sync and async
+loops drive them), or real `acquire_async` tasks and `acquire` threads.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from lockyard.infra.lockstore.lockdir import disk, waiting
+from lockyard.infra.lockstore.paths import lock_name
+from lockyard.infra.lockstore.wakeup import Waker
+from lockyard.infra.tools.locking import LockStore
+
+FILE = "f.py"
+
+
+@pytest.fixture
+def store(repo: Path, lock_dir: Path) -> Iterator[LockStore]:
+    with LockStore(repo, lock_dir) as store:
+        yield store
+
+
+def _name(store: LockStore) -> str:
+    return lock_name(store.namespace, store.canonicalize(FILE))
+
+
+def _queued(store: LockStore, agent: str) -> waiting.Waiting:
+    key = store.canonicalize(FILE)
+    wait = store._waiting(_name(store), key, agent, 0.05)
+    wait.__enter__()
+    return wait
+
+
+def _head(store: LockStore, agent: str) -> waiting.Waiting:
+    """A wait first in line at a held lock: it has staged its grant."""
+    wait = _queued(store, agent)
+    assert not wait.advance()
+    return wait
+
+
+def _waiting_agents(store: LockStore) -> list[str]:
+    return [w.agent_id for w in store.waiters(FILE)]
+
+
+def _leftovers(store: LockStore) -> list[str]:
+    """Staged grants and doorbells left in the lock directory."""
+    return [
+        entry
+        for entry in os.listdir(store.lock_dir)
+        if disk.STAGING_MARK in entry or disk.BELL_MARK in entry
+    ]
+
+
+def test_a_release_accepts_the_grant_for_a_head_in_this_process(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    assert store.release(FILE, "holder")
+    assert store.holder(FILE) == "b"
+    assert _waiting_agents(store) == []  # accepted: b left the queue at the release
+    assert not store.try_lock(FILE, "newcomer")
+
+    def no_look(*_args: object, **_options: object) -> None:
+        raise AssertionError("the head looked at the lock directory again")
+
+    for call in ("readlink", "access", "lstat", "rename", "unlink"):
+        monkeypatch.setattr(disk.os, call, no_look)
+    assert head.advance()  # returns at once: nothing left to read or write
+    monkeypatch.undo()
+    head.__exit__(None, None, None)
+    assert store.holder(FILE) == "b"
+    assert _leftovers(store) == []
+    assert store.release(FILE, "b")
+    assert store.holder(FILE) is None
+
+
+def test_the_successor_becomes_first_when_the_release_accepts_for_the_head(
+    store: LockStore,
+) -> None:
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    behind = _queued(store, "c")
+    assert not behind.advance()
+    assert store.release(FILE, "holder")
+    assert _waiting_agents(store) == ["c"]
+    assert not behind.advance()  # first now, behind b's lock: it stages its grant
+    assert head.advance()
+    head.__exit__(None, None, None)
+    assert store.release(FILE, "b")
+    assert store.holder(FILE) == "c"  # handed on, and accepted for c in turn
+    assert _waiting_agents(store) == []
+    assert behind.advance()
+    behind.__exit__(None, None, None)
+    assert store.release(FILE, "c")
+    assert _leftovers(store) == []
+
+
+@pytest.mark.parametrize("successor", [True, False])
+def test_a_wait_that_ends_after_the_release_accepted_for_it_passes_the_lock_on(
+    store: LockStore, successor: bool
+) -> None:
+    """Timed out or cancelled between the release and its next look: it never returns the
+    lock, so it must not keep it."""
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    behind = _queued(store, "c") if successor else None
+    if behind is not None:
+        assert not behind.advance()
+    assert store.release(FILE, "holder")
+    assert store.holder(FILE) == "b"
+    head.__exit__(None, None, None)
+    if behind is None:
+        assert store.holder(FILE) is None
+        assert store.try_lock(FILE, "newcomer")
+    else:
+        assert store.holder(FILE) is None  # c's turn: it had not staged yet
+        assert not store.try_lock(FILE, "newcomer")
+        assert behind.advance()
+        behind.__exit__(None, None, None)
+        assert store.holder(FILE) == "c"
+    assert _waiting_agents(store) == []
+    assert _leftovers(store) == []
+
+
+def test_a_head_in_its_own_round_is_left_to_accept_for_itself(store: LockStore) -> None:
+    """The release runs while the head's thread is inside a round (its guard held): the
+    release only hands over and wakes it; the head accepts in its next round."""
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    with head._guard:
+        assert store.release(FILE, "holder")
+    assert store.holder(FILE) == "b"
+    assert _waiting_agents(store) == ["b"]  # handed over, not accepted yet
+    assert head.advance()
+    assert _waiting_agents(store) == []
+    head.__exit__(None, None, None)
+    assert store.holder(FILE) == "b"
+    assert _leftovers(store) == []
+
+
+def test_a_head_passed_over_as_the_lock_is_handed_to_it_queues_again(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its entry is ended (`lockyard clean`) between the handover and the acceptance: the
+    acceptance fails, the grant goes back with the entry, and the head queues again."""
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    name = _name(store)
+    [(entry, record)] = store.read_queue(name)
+    hand_over = store._dir.hand_over
+
+    def ended_after_handover(lock: str, token: str, to: str) -> bool | None:
+        handed = hand_over(lock, token, to)
+        assert store._queues.end_wait(name, entry, record)  # takes the grant back too
+        return handed
+
+    monkeypatch.setattr(store._dir, "hand_over", ended_after_handover)
+    assert store.release(FILE, "holder")
+    monkeypatch.undo()
+    assert store.holder(FILE) is None
+    assert _waiting_agents(store) == []
+    assert head.advance()  # out of line: it queues again, first at a free lock, and takes it
+    head.__exit__(None, None, None)
+    holder = store.holder_record(FILE)
+    assert holder is not None
+    assert holder.agent_id == "b"
+    assert holder.token != record.token
+    assert _leftovers(store) == []
+
+
+@pytest.mark.anyio
+async def test_a_task_handed_the_lock_by_another_task_returns_it(store: LockStore) -> None:
+    assert store.try_lock(FILE, "holder")
+    got: list[bool] = []
+
+    async def waiter() -> None:
+        got.append(await store.acquire_async(FILE, "b", timeout_seconds=30))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(waiter)
+        while not _leftovers(store):  # first in line, its grant staged
+            await anyio.lowlevel.checkpoint()
+        assert store.release(FILE, "holder")
+    assert got == [True]
+    assert store.holder(FILE) == "b"
+    assert _leftovers(store) == []
+
+
+@pytest.mark.anyio
+async def test_a_task_cancelled_as_the_release_accepts_for_it_passes_the_lock_on(
+    store: LockStore,
+) -> None:
+    """Cancelled while parked, then accepted for by the release before it runs again: the
+    wait ends cancelled, so the lock goes on."""
+    assert store.try_lock(FILE, "holder")
+    outcome: list[bool] = []
+
+    async def waiter(scope: anyio.CancelScope) -> None:
+        with scope:
+            outcome.append(await store.acquire_async(FILE, "b", timeout_seconds=30))
+
+    scope = anyio.CancelScope()
+    async with anyio.create_task_group() as group:
+        group.start_soon(waiter, scope)
+        while not _leftovers(store):
+            await anyio.lowlevel.checkpoint()
+        scope.cancel()
+        assert store.release(FILE, "holder")  # accepted for b, which has not run since
+        assert store.holder(FILE) == "b"
+        assert _waiting_agents(store) == []
+    assert outcome == []
+    assert store.holder(FILE) is None  # passed on: nobody else waits
+    assert _waiting_agents(store) == []
+    assert _leftovers(store) == []
+
+
+def test_a_thread_handed_the_lock_by_another_thread_returns_it(store: LockStore) -> None:
+    assert store.try_lock(FILE, "holder")
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(store.acquire(FILE, "b", 30)))
+    waiter.start()
+    while not _leftovers(store):  # first in line, its grant staged
+        threading.Event().wait(0.001)
+    assert store.release(FILE, "holder")
+    waiter.join()
+    assert got == [True]
+    assert store.holder(FILE) == "b"
+
+
+# -- the parked wake-up --------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_wake_from_another_thread_ends_a_parked_wait() -> None:
+    waker = Waker()
+    try:
+        async with anyio.create_task_group() as group:
+            woken: list[bool] = []
+
+            async def wait() -> None:
+                woken.append(await waker.wait_async(30))
+
+            group.start_soon(wait)
+            await anyio.lowlevel.checkpoint()
+            await anyio.to_thread.run_sync(waker.wake)
+        assert woken == [True]
+    finally:
+        waker.close()
+
+
+@pytest.mark.anyio
+async def test_a_wake_before_the_wait_ends_it_at_once_until_cleared() -> None:
+    waker = Waker()
+    try:
+        waker.wake()
+        assert await waker.wait_async(30)
+        assert await waker.wait_async(30)  # level-triggered: still woken
+        waker.clear()
+        assert not await waker.wait_async(0.01)
+        waker.wake()
+        assert waker.wait(0)  # a thread's wait reads the same wake-up
+    finally:
+        waker.close()
+
+
+@pytest.mark.anyio
+async def test_closing_a_waker_ends_the_wait_parked_on_it() -> None:
+    waker = Waker()
+    woken: list[bool] = []
+
+    async def wait() -> None:
+        woken.append(await waker.wait_async(30))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(wait)
+        await anyio.lowlevel.checkpoint()
+        waker.close()
+    assert woken == [True]
