@@ -38,7 +38,7 @@ def many_open_fds() -> Iterator[int]:
 def test_a_waker_numbered_above_fd_setsize_waits_and_wakes(many_open_fds: int) -> None:
     waker = Waker()
     try:
-        assert waker._fd >= FD_SETSIZE
+        assert waker.fileno() >= FD_SETSIZE
         assert waker.wait(0.01) is False
         waker.wake()
         assert waker.wait(5) is True

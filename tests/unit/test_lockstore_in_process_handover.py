@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -162,12 +162,18 @@ def test_a_head_passed_over_as_the_lock_is_handed_to_it_queues_again(
     [(entry, record)] = store.read_queue(name)
     hand_over = store._dir.hand_over
 
-    def ended_after_handover(lock: str, token: str, to: str) -> bool | None:
-        handed = hand_over(lock, token, to)
-        assert store._queues.end_wait(name, entry, record)  # takes the grant back too
-        return handed
+    def ended_before_acceptance(
+        lock: str, token: str, to: str, *, accept: Callable[[str], bool] | None = None
+    ) -> bool | None:
+        assert accept is not None  # the head is in this process
 
-    monkeypatch.setattr(store._dir, "hand_over", ended_after_handover)
+        def ended_then_accept(grant: str) -> bool:
+            assert store._queues.end_wait(name, entry, record)  # takes the grant back too
+            return accept(grant)
+
+        return hand_over(lock, token, to, accept=ended_then_accept)
+
+    monkeypatch.setattr(store._dir, "hand_over", ended_before_acceptance)
     assert store.release(FILE, "holder")
     monkeypatch.undo()
     assert store.holder(FILE) is None
@@ -179,6 +185,32 @@ def test_a_head_passed_over_as_the_lock_is_handed_to_it_queues_again(
     assert holder.agent_id == "b"
     assert holder.token != record.token
     assert _leftovers(store) == []
+
+
+def test_a_head_withdrawing_its_grant_as_the_release_renames_it_is_not_accepted_for(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head is leaving (its record taken back) when the release renames its staging
+    onto the lock: the acceptance is refused (the head's exit holds its guard), the release
+    finds no grant in the lock and frees it."""
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    discard = store._dir.discard_staging
+    released: list[bool] = []
+
+    def release_in_between(staging: str, token: str) -> None:
+        if not released:
+            released.append(store.release(FILE, "holder"))
+        discard(staging, token)
+
+    monkeypatch.setattr(store._dir, "discard_staging", release_in_between)
+    head.__exit__(None, None, None)
+    assert released == [True]
+    assert store.holder(FILE) is None
+    assert not (store.lock_dir / f"{_name(store)}.lock").exists()  # no empty lock left
+    assert _waiting_agents(store) == []
+    assert _leftovers(store) == []
+    assert store.try_lock(FILE, "newcomer")
 
 
 @pytest.mark.anyio

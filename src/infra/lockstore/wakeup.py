@@ -44,32 +44,45 @@ class Waker:
     still one descriptor to wait on.
 
     An asyncio task that waits on it while it listens to nothing else is parked on a future
-    instead of the descriptor: `wake` settles that future (from the task's own thread
+    instead of a descriptor: `wake` settles that future (from the task's own thread
     directly, from another thread through the event loop), so an in-process wake-up costs
-    no system call and no extra turn of the event loop. Every other wait reads the eventfd,
-    which `wake` writes whenever nobody is parked."""
+    no system call and no extra turn of the event loop. The eventfd is made only when a wait
+    needs a descriptor (a thread's, or one together with other descriptors); `wake` writes
+    it whenever nobody is parked."""
 
     def __init__(self) -> None:
-        self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._fd = -1
+        """The eventfd (-1: none yet, or closed): holds a count while woken."""
+        self._closed = False
         self._guard = threading.Lock()  # never write to an fd number reused after close
         self._epoll: select.epoll | None = None
         self._heard: list[int] = []
         self._woken = False
-        """Woken since the last `clear` (the eventfd holds a count then, unless the wake
-        settled a parked task's future instead)."""
+        """Woken since the last `clear` (whether or not the wake went through the eventfd)."""
         self._parked: tuple[asyncio.AbstractEventLoop, int, asyncio.Future[bool]] | None = None
         """(loop, its thread, future) of the task parked on this waker."""
+
+    def _eventfd(self) -> int:
+        """The eventfd, made now if it is not yet (under the guard), readable at once when
+        woken meanwhile; -1 once closed."""
+        if self._fd < 0 and not self._closed:
+            self._fd = os.eventfd(int(self._woken), os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        return self._fd
 
     def fileno(self) -> int:
         """The descriptor to wait on (readable when woken), for a caller that waits on it
         together with other descriptors."""
-        return self._fd if self._epoll is None else self._epoll.fileno()
+        with self._guard:
+            fd = self._eventfd()
+        return fd if self._epoll is None else self._epoll.fileno()
 
     def listen(self, fd: int) -> None:
         """Also wake when `fd` (non-blocking, kept open by the caller) becomes readable."""
         if self._epoll is None:
+            with self._guard:
+                own = self._eventfd()
             self._epoll = select.epoll(2)
-            self._epoll.register(self._fd, select.EPOLLIN)
+            self._epoll.register(own, select.EPOLLIN)
         self._epoll.register(fd, select.EPOLLIN)
         self._heard.append(fd)
 
@@ -81,12 +94,13 @@ class Waker:
 
     def wake(self) -> None:
         with self._guard:
-            if self._fd < 0:
+            if self._closed:
                 return
             self._woken = True
             parked = self._parked
             if parked is None:
-                os.eventfd_write(self._fd, 1)
+                if self._fd >= 0:
+                    os.eventfd_write(self._fd, 1)
                 return
             self._parked = None
             loop, thread, future = parked
@@ -99,7 +113,7 @@ class Waker:
     def clear(self) -> None:
         with self._guard:
             woken, self._woken = self._woken, False
-            if woken:
+            if woken and self._fd >= 0:
                 with contextlib.suppress(BlockingIOError):
                     os.eventfd_read(self._fd)
         for fd in self._heard:
@@ -130,7 +144,7 @@ class Waker:
     async def _park(self, loop: asyncio.AbstractEventLoop, seconds: float) -> bool:
         future: asyncio.Future[bool] = loop.create_future()
         with self._guard:
-            if self._woken or self._fd < 0:
+            if self._woken or self._closed:
                 woken = True  # level-triggered: a wake since the last clear counts
             else:
                 woken = False
@@ -149,6 +163,7 @@ class Waker:
 
     def close(self) -> None:
         with self._guard:
+            self._closed = True
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1

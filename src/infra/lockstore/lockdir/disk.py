@@ -298,11 +298,18 @@ class LockDir:
             f"{name}{LOCK_SUFFIX}/{token}", os.F_OK, dir_fd=self.fd, follow_symlinks=False
         )
 
-    def hand_over(self, name: str, token: str, to: str) -> bool | None:
+    def hand_over(
+        self, name: str, token: str, to: str, *, accept: Callable[[str], bool] | None = None
+    ) -> bool | None:
         """Release grant `token` of lock `name` and, in the same breath, publish the grant
         staged under `to` (the queue's head's): the lock never looks free. True: handed
         over; False: `token` was not the current grant (nothing touched); None: released,
-        but nothing was staged under `to` (withdrawn, not staged yet): the lock is free."""
+        but nothing was staged under `to` (withdrawn, not staged yet): the lock is free.
+
+        `accept(to)`: called once the staging is renamed onto the lock, to have the head
+        accept it at once; True only when the head still waits with its whole grant
+        staged (it withdraws only under the same guard), which spares the look at the
+        lock that otherwise tells a grant from a staging emptied just before the rename."""
         try:
             os.unlink(f"{name}{LOCK_SUFFIX}/{token}", dir_fd=self.fd)
         except (FileNotFoundError, NotADirectoryError):
@@ -317,7 +324,7 @@ class LockDir:
         except OSError:
             pass  # nothing staged under `to`, or a grant got in first: free the lock below
         else:
-            if self.holds(name, to):
+            if (accept is not None and accept(to)) or self.holds(name, to):
                 return True
             # The head withdrew its record just before the rename: the lock is empty, free.
         try:  # noqa: SIM105
@@ -614,9 +621,17 @@ class LockDir:
             os.unlink(f"{queue}/{entry}", dir_fd=self.fd)
         except (FileNotFoundError, NotADirectoryError):
             return False
-        with contextlib.suppress(OSError):
-            os.rmdir(queue, dir_fd=self.fd)
+        try:  # noqa: SIM105 (contextlib.suppress costs more, at every handoff)
+            os.rmdir(queue, dir_fd=self.fd)  # fails while others queue
+        except OSError:
+            pass
         return True
+
+    def queued(self, name: str, entry: str) -> bool:
+        """Whether queue entry `entry` of `name` exists (one `faccessat`)."""
+        return os.access(
+            f"{name}{QUEUE_SUFFIX}/{entry}", os.F_OK, dir_fd=self.fd, follow_symlinks=False
+        )
 
     def queue_record(self, name: str, entry: str) -> str | None:
         """The record of one queue entry, or None when there is no such entry (or what is
@@ -657,13 +672,15 @@ class LockDir:
         # soon after the entry was created could leave its mtime unchanged, and a waiter
         # learns from a changed mtime that it is first (see `queue.Place.in_line`).
         now = time.time_ns()
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 (contextlib.suppress costs more, at every release with waiters)
             os.utime(
                 f"{name}{QUEUE_SUFFIX}/{entry}",
                 ns=(now, now),
                 dir_fd=self.fd,
                 follow_symlinks=False,
             )
+        except OSError:
+            pass
 
     def turn_stamp(self, name: str, entry: str) -> int | None:
         """The mtime of queue entry `entry` in nanoseconds, or None when it is gone."""

@@ -132,7 +132,10 @@ class Queues:
         turn starts now (the release stamps the first entry), and a successor that was not
         told it is first finds out by looking at the entries ahead of it."""
         successor = _ticket_name(ticket + 1)
-        text = self._dir.queue_record(name, successor)
+        # Mostly nobody queues behind us: a look that cannot fail costs less than a read
+        # that fails.
+        queued = self._dir.queued(name, successor)
+        text = self._dir.queue_record(name, successor) if queued else None
         if text is None and not holding:
             after = [other for other in self._dir.queue_order(name) if other > entry]
             successor = after[0] if after else ""
@@ -228,15 +231,13 @@ class Queues:
         if head is None:
             handed: bool | None = None if self._dir.remove_lock(name, token) else False
         else:
-            handed = self._dir.hand_over(name, token, head.token)
-        if handed is False:
-            return False
-        hub = process_hub()
-        if handed and head is not None and head.here:
             # A head in this process accepts at once, leaving the queue as its own look
             # would: woken by the notify below, it returns without a system call.
-            hub.hand_grant(head.token)
-        hub.notify(f"{self._dir.path}/{name}{LOCK_SUFFIX}")
+            accept = process_hub().hand_grant if head.here else None
+            handed = self._dir.hand_over(name, token, head.token, accept=accept)
+        if handed is False:
+            return False
+        process_hub().notify(f"{self._dir.path}/{name}{LOCK_SUFFIX}")
         if not handed:
             # Freed: ring whoever is first now. A waiter that queued (or became first) after
             # we looked may have seen the lock still held and sleeps until rung: its doorbell

@@ -117,7 +117,7 @@ class Waiting:
                 # accepted it for us): pass it on (our entry is gone, so it goes to the next
                 # waiter).
                 self._queues.release(self._place.name, handed_over)
-            self._subscribe(Watch(frozenset(), frozenset(), frozenset()))
+            self._unsubscribe_all()
             self._close_bell()
             self.waker.close()
 
@@ -332,6 +332,17 @@ class Waiting:
             self._watched_dirs.add(directory)
         self._watch = watch
         return True
+
+    def _unsubscribe_all(self) -> None:
+        hub, waker = self._hub, self.waker
+        for topic in self._topics:
+            hub.unsubscribe(topic, waker)
+        for pid in self._followed:
+            hub.unwatch_process(pid)
+        for directory in self._watched_dirs:
+            hub.unwatch(directory)
+        self._topics, self._followed, self._watched_dirs = set(), set(), set()
+        self._watch = Watch(frozenset(), frozenset(), frozenset())
 
     def _unwatch_dir(self, directory: str) -> None:
         if directory in self._watched_dirs:
