@@ -8,15 +8,29 @@ removed on `stop()`. PostgreSQL refuses to run as root, so under root the server
 
 `fsync=off`: a throwaway cluster needs no protection from power loss (commits still reach
 the WAL, so a crash of the server itself, as the restart tests cause, loses nothing).
+
+A cluster outlives no process that started it, however that process ends:
+
+- a reaper (a small shell process in a session of its own) holds the read end of a pipe whose
+  write end only the owner holds; when the owner dies, even by SIGKILL, the reaper reads
+  end-of-file, stops the server and removes the directory. It starts before `initdb`, so a
+  kill while the cluster is still being created leaves nothing either;
+- should the reaper be killed too (a kill of every process of a user or a container), the
+  directory still names its owner (`owner.json`: pid, start time, host, boot, pid namespace);
+  creating a cluster first reaps every cluster whose owner is provably dead
+  (`reap_orphaned_clusters`). A cluster whose owner is alive, or cannot be judged, is never
+  touched.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pwd
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -27,7 +41,12 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import quote
 
+from ..liveness import Liveness, current_process, liveness_of
+
 SUPERUSER: Final = "lockyard"
+ROOT_PREFIX: Final = "lockyard-pg-"
+OWNER_FILE: Final = "owner.json"
+_ORPHAN_STOP_SECONDS: Final = 30.0
 SERVER_PROGRAMS: Final = ("initdb", "pg_ctl", "postgres")
 _PG_BIN_GLOB: Final = "/usr/lib/postgresql/*/bin"
 
@@ -106,8 +125,6 @@ class ThrowawayCluster:
             if first:
                 self.destroy()
             raise
-        if self._reaper is None:
-            self._reaper = _start_reaper(self.data_dir.parent)
         return self
 
     def stop(self, mode: str = "fast") -> None:
@@ -153,8 +170,11 @@ class ThrowawayCluster:
     def _create(self) -> None:
         self._bin = find_server_bin()
         self._os_user = _server_os_user()
-        root = Path(tempfile.mkdtemp(prefix="lockyard-pg-"))
+        reap_orphaned_clusters()
+        root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX))
         self.root = root
+        _write_owner(root)
+        self._reaper = _start_reaper(root)
         password_file = root / "pw"
         password_file.write_text(self.password + "\n")
         if self._os_user is not None:
@@ -217,10 +237,14 @@ class ThrowawayCluster:
             raise ClusterError(f"{program.name} took over 120 s\n{self.log_tail()}") from None
 
 
+# SIGQUIT is PostgreSQL's immediate shutdown: the postmaster ends its backends and exits.
+# The wait (up to 30 s, for a loaded machine) lets it exit before its files go.
 _REAPER_SCRIPT = """
 read -r _ignored
-pid=$(head -n 1 "$1/data/postmaster.pid" 2>/dev/null) && kill -QUIT "$pid" 2>/dev/null
-for _ in 1 2 3 4 5 6 7 8 9 10; do [ -e "$1/data/postmaster.pid" ] || break; sleep 0.2; done
+if pid=$(head -n 1 "$1/data/postmaster.pid" 2>/dev/null) && kill -QUIT "$pid" 2>/dev/null; then
+    i=0
+    while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+fi
 rm -rf "$1"
 """
 
@@ -235,6 +259,75 @@ def _start_reaper(root: Path) -> subprocess.Popen[bytes]:
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # a Ctrl-C meant for the tests must not reach it first
     )
+
+
+def _write_owner(root: Path) -> None:
+    me = current_process()
+    record = {
+        "pid": me.pid,
+        "start_time": me.start_time,
+        "host": me.host,
+        "boot_id": me.boot_id,
+        "pid_ns": me.pid_ns,
+    }
+    (root / OWNER_FILE).write_text(json.dumps(record))
+
+
+def _owner_is_dead(root: Path) -> bool:
+    """Whether the process that created the cluster in `root` is provably dead; False when
+    the directory names no owner (being created, or made by an older version) or is bad."""
+    try:
+        record = json.loads((root / OWNER_FILE).read_text())
+        verdict, _why = liveness_of(
+            int(record["pid"]),
+            None if record["start_time"] is None else int(record["start_time"]),
+            str(record["host"]),
+            record["boot_id"],
+            record["pid_ns"],
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return verdict is Liveness.DEAD
+
+
+def _server_pid(root: Path) -> int | None:
+    """The postmaster running on `root`'s data directory, if one is."""
+    try:
+        pid = int((root / "data" / "postmaster.pid").read_text().split("\n", 1)[0])
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            arguments = cmdline.read().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    # A stale pid file may name a pid that now belongs to another process.
+    return pid if os.fsencode(root / "data") in arguments else None
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except OSError:
+        return True
+
+
+def reap_orphaned_clusters(temp_dir: Path | None = None) -> list[Path]:
+    """Stop and remove every throwaway cluster (in the temporary directory) whose owner is
+    provably dead; returns their directories. Clusters of live owners are left alone."""
+    base = Path(tempfile.gettempdir() if temp_dir is None else temp_dir)
+    reaped = []
+    for root in sorted(base.glob(f"{ROOT_PREFIX}*")):
+        if not _owner_is_dead(root):
+            continue
+        pid = _server_pid(root)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGQUIT)
+            deadline = time.monotonic() + _ORPHAN_STOP_SECONDS
+            while not _process_gone(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        shutil.rmtree(root, ignore_errors=True)
+        reaped.append(root)
+    return reaped
 
 
 def _server_os_user() -> str | None:
