@@ -91,9 +91,17 @@ def deadlock_two_agents(agents: Agents, repo: Path, lock_dir: Path) -> None:
     agents.go(one, two)
     wait_until(lambda: queued(repo, lock_dir, "a.py") == ["agent-two"])
     wait_until(lambda: queued(repo, lock_dir, "b.py") == ["agent-one"])
-    # Each, first in its queue, has staged the grant a release would hand over to it: the
-    # lock directory stays as it is from now on.
-    wait_until(lambda: len([e for e in lock_dir.iterdir() if ".tmp-" in e.name]) == 2)
+    wait_until(lambda: heads_settled(lock_dir, 2), "both heads' grants staged, doorbells open")
+
+
+def heads_settled(lock_dir: Path, heads: int) -> bool:
+    """Each of `heads` waiters, first in its queue behind a holder in another process, has
+    staged the grant a release would hand over to it and then opened its doorbell: its last
+    writes before it sleeps. Until a lock is released the lock directory stays as it is."""
+    names = [entry.name for entry in lock_dir.iterdir()]
+    staged = sum(".tmp-" in name for name in names)
+    doorbells = sum(".bell-" in name for name in names)
+    return staged == heads and doorbells == heads
 
 
 # --- status
@@ -156,6 +164,7 @@ def test_status_shows_holders_liveness_and_waiters_in_order_and_writes_nothing(
     second = agents.start("second-waiter", waits="a.py")
     agents.go(second)
     wait_until(lambda: queued(repo, lock_dir, "a.py") == ["first-waiter", "second-waiter"])
+    wait_until(lambda: heads_settled(lock_dir, 1), "the head's grant staged, doorbell open")
 
     payload, text = status_read_only(lock_dir)
 
