@@ -147,8 +147,8 @@ class Listener:
             if waker.fileno() in events:
                 return True
             if watched >= 0 and watched in events and conn is not None:
-                usable, woken = self._drain(conn)
-                if any(other is waker for other in woken):
+                usable, reached = self._drain(conn, waker)
+                if reached:
                     return True
                 if not usable:
                     unreadable = conn  # broken: the listener thread reconnects and wakes us
@@ -158,19 +158,22 @@ class Listener:
             if remaining <= 0:
                 return False
 
-    def _drain(self, conn: psycopg.Connection[Any]) -> tuple[bool, list[Wakeable]]:
-        """Dispatch every message waiting on `conn`: whether it is usable, and who was woken."""
-        woken: list[Wakeable] = []
+    def _drain(self, conn: psycopg.Connection[Any], reader: Waker) -> tuple[bool, bool]:
+        """Dispatch every message waiting on `conn`: whether it is usable, and whether a
+        message was for `reader` (the waiter reading it, which is not woken through its
+        descriptor: it returns at once, two system calls sooner)."""
+        reached = False
         with self._io:
             if self._conn is not conn:
-                return False, woken
+                return False, reached
             try:
                 conn.pgconn.consume_input()
                 while (raw := conn.pgconn.notifies()) is not None:
-                    woken += self._dispatch(raw.relname.decode(), raw.extra.decode())
+                    if self._dispatch(raw.relname.decode(), raw.extra.decode(), reader):
+                        reached = True
             except psycopg.Error:
-                return False, woken
-            return conn.pgconn.status == psycopg.pq.ConnStatus.OK, woken
+                return False, reached
+            return conn.pgconn.status == psycopg.pq.ConnStatus.OK, reached
 
     # -- the thread -----------------------------------------------------------------------
 
@@ -256,8 +259,8 @@ class Listener:
             with contextlib.suppress(BlockingIOError):
                 os.read(self._wake_r, 4096)
 
-    def _dispatch(self, channel: str, payload: str) -> list[Wakeable]:
-        """Wake the subscribers of one message; returns them."""
+    def _dispatch(self, channel: str, payload: str, reader: Wakeable | None = None) -> bool:
+        """Wake the subscribers of one message, except `reader`; whether `reader` was one."""
         key = payload
         with self._guard:
             if payload.startswith("g"):
@@ -265,9 +268,13 @@ class Listener:
                 if key in self._subscribers:
                     self._grants[key] = int(fence)
             wakers = [*self._subscribers.get(key, ()), *self._subscribers.get("*" + channel, ())]
+        reached = False
         for waker in wakers:
-            waker.wake()
-        return wakers
+            if waker is reader:
+                reached = True
+            else:
+                waker.wake()
+        return reached
 
 
 _listeners: dict[tuple[str, str], Listener] = {}

@@ -563,8 +563,11 @@ class _Wait:
         the server is asked too (after a timeout, or a wake-up that brought no grant).
         Server trouble is waited out until the deadline (then raised); a queue entry lost
         with a session is made anew."""
-        self.waker.clear()
         pushed = self.listener.take_grant(self.token)
+        if pushed is None:
+            # Cleared before looking again, so that a push arriving meanwhile still wakes us.
+            self.waker.clear()
+            pushed = self.listener.take_grant(self.token)
         if pushed is not None:
             self.store._remember(self.key, self.agent, self.token, pushed)
             return True
