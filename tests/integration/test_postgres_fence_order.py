@@ -32,7 +32,7 @@ def insert_waits(admin: psycopg.Connection[object], store: PgLockStore) -> bool:
     """Whether a statement of `store`'s schema waits on a row lock (our open transaction)."""
     row = admin.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
-        (f'INSERT INTO "{store.schema}".holds%',),
+        (f'%INSERT INTO "{store.schema}".holds%',),
     ).fetchone()
     return row is not None and row[0] > 0
 
@@ -128,4 +128,88 @@ def test_an_upgraded_schema_knows_the_numbers_of_the_locks_it_holds(
                 f"pid, host, acquired_at) VALUES ('ns', 'a.py', 'bob', 0, 'u', "
                 f"nextval('{s}.fence_seq'), 1, 'h', 0)"
             )
+    forget_ensured_schemas()
+
+
+def marks_of(admin: psycopg.Connection[object], schema: str) -> dict[str, int]:
+    rows = admin.execute(f'SELECT key, fence FROM "{schema}".fence_marks').fetchall()
+    return {str(key): int(fence) for key, fence in rows}
+
+
+def test_a_hand_off_at_release_records_its_number_as_the_locks_last(
+    stores: list[PgLockStore], pg_server: PgServer
+) -> None:
+    one, two = stores
+    assert one.try_lock("a.py", "alice")
+    waiting = threading.Thread(target=lambda: two.acquire("a.py", "bob", timeout_seconds=60))
+    waiting.start()
+    wait_until(lambda: bool(one.waiters("a.py")), "bob queued for a.py")
+    assert one.release("a.py", "alice")
+    waiting.join(60)
+    bobs = two.grant_fence("a.py", "bob")
+    alices_key = one.canonicalize("a.py")
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+        assert marks_of(admin, one.schema) == {alices_key: bobs}
+        marked = admin.execute(f'SELECT marked FROM "{one.schema}".holds').fetchall()
+    assert marked == [(True,)], "recorded by the hand-off's own statement, not the trigger"
+
+
+def test_a_fence_check_failure_is_run_again_and_other_check_failures_are_not(
+    stores: list[PgLockStore],
+) -> None:
+    one, _ = stores
+    assert one.try_lock("a.py", "alice")
+    key, s = one.canonicalize("a.py"), f'"{one.schema}"'
+    calls: list[int] = []
+
+    def stale_once(conn: psycopg.Connection[object], me: int) -> str:
+        calls.append(me)
+        if len(calls) == 1:  # a number below the mark's: the CHECK refuses it
+            conn.execute(
+                f"UPDATE {s}.fence_marks SET previous = fence, fence = 1 WHERE key = %s", (key,)
+            )
+        return "done"
+
+    assert one.session.run(stale_once) == "done"
+    assert len(calls) == 2, "run again after the fence CHECK failed"
+
+    def other_check(conn: psycopg.Connection[object], me: int) -> None:
+        calls.append(me)
+        conn.execute("SELECT 1")
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS c (x int CHECK (x > 0))")
+        conn.execute("INSERT INTO c VALUES (0)")
+
+    with pytest.raises(psycopg.errors.CheckViolation):
+        one.session.run(other_check)
+    assert len(calls) == 3, "any other CHECK failure is the caller's"
+
+
+def test_a_version_4_schema_is_upgraded_with_its_marks_and_refuses_stale_hot_grants(
+    repo: Path, pg_server: PgServer, pg_schema: str, pg_backend: str
+) -> None:
+    s = f'"{pg_schema}"'
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+        with admin.transaction():
+            admin.execute(ddl(pg_schema, version=4).encode())
+        forget_ensured_schemas()
+        admin.execute(
+            f"INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid, "
+            f"host, acquired_at) VALUES ('ns', 'a.py', 'alice', 0, 't', "
+            f"nextval('{s}.fence_seq') + 100, 1, 'h', 0)"
+        )
+        held = marks_of(admin, pg_schema)
+        with PgLockStore(repo, pg_backend, namespace="ns") as store:
+            store.connect()
+            assert marks_of(admin, pg_schema) == held, "the marks of version 4 are kept"
+            assert store.holder("a.py") is None, "its session (0) is not alive"
+            # The hot path's statement: a number below the mark breaks its CHECK and is
+            # drawn again until it is above (the sequence catches up a number per attempt).
+            admin.execute(f"SELECT setval('{s}.fence_seq', %s)", (held["a.py"] - 3,))
+            assert store.try_lock("b.py", "bob")
+            admin.execute(f"DELETE FROM {s}.holds WHERE key = 'a.py'")
+            assert store.try_lock("a.py", "bob")
+            fence = store.grant_fence("a.py", "bob")
+            assert fence is not None
+            assert fence > held["a.py"]
+            assert marks_of(admin, pg_schema)["a.py"] == fence
     forget_ensured_schemas()

@@ -102,15 +102,21 @@ class PgLockStore:
         # lock on from its RETURNING clause, in the same transaction. A free lock has no live
         # waiters: every path that frees a lock someone queues for hands it over in the same
         # transaction (schema.py), so the insert needs no look at the queue; a lock held by a
-        # dead session conflicts, and `take` (the function) sorts that out.
+        # dead session conflicts, and `take` (the function) sorts that out. The grant's
+        # number goes to `fence_marks` after the insert, in the same statement (schema
+        # version 5): a number drawn before the insert waited on another grant of the lock
+        # breaks the mark's CHECK, and the session runs the statement again.
         self._take_free_statement = DirectStatement.of(
             "take_free",
-            f"INSERT INTO {self._s}.holds (namespace, key, agent_id, token, pid, start_time, "
-            "host, boot_id, pid_ns, checkout, session, fence, acquired_at) "
-            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+            f"WITH granted AS (INSERT INTO {self._s}.holds (namespace, key, agent_id, token, "
+            "pid, start_time, host, boot_id, pid_ns, checkout, session, fence, acquired_at, "
+            "marked) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
             f"nextval('{self._s}.fence_seq'), "
-            "date_part('epoch', clock_timestamp())) "  # a float already: no numeric detour
-            "ON CONFLICT DO NOTHING RETURNING fence",
+            "date_part('epoch', clock_timestamp()), "  # a float already: no numeric detour
+            "true) ON CONFLICT DO NOTHING RETURNING namespace, key, fence) "
+            f"INSERT INTO {self._s}.fence_marks AS m (namespace, key, fence) "
+            "SELECT namespace, key, fence FROM granted ON CONFLICT (namespace, key) "
+            "DO UPDATE SET fence = EXCLUDED.fence, previous = m.fence RETURNING fence",
         )
         self._release_statement = DirectStatement.of(
             "release",
