@@ -9,6 +9,7 @@ a newcomer's `try_lock` in the middle of a handover.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -16,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from lockyard.infra.lockstore.lockdir import disk, waiting
+from lockyard.infra.lockstore.liveness import current_process
+from lockyard.infra.lockstore.lockdir import disk, queue, waiting
 from lockyard.infra.lockstore.paths import lock_name
+from lockyard.infra.lockstore.records import encode_waiter
 from lockyard.infra.lockstore.wakeup import WakeHub
 from lockyard.infra.tools.locking import LockStore
 
@@ -291,3 +294,159 @@ def test_a_dead_heads_unaccepted_grant_is_taken_back_when_its_entry_is_dropped(
     head.__exit__(None, None, None)
     assert store.holder(FILE) is None
     assert _staged(store) == []
+
+
+# -- a head in another process: rung at its doorbell ------------------------------------------
+
+
+@pytest.fixture
+def apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every record counts as another process's: heads open doorbells and releases ring
+    them, as between two processes (the waits are still driven round by round here)."""
+    monkeypatch.setattr(queue.Head, "here", property(lambda _head: False))
+    monkeypatch.setattr(waiting, "is_ours", lambda _record: False)
+
+
+def _rung(wait: waiting.Waiting) -> bool:
+    return wait.waker.wait(0)
+
+
+@pytest.mark.usefixtures("apart")
+def test_a_rung_head_accepts_its_grant_without_a_round_of_reads(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    assert head._bell is not None  # the holder is "elsewhere": it opened its doorbell
+    assert not _rung(head)
+    assert store.release(FILE, "holder")
+    assert _rung(head)
+
+    def no_round() -> None:
+        raise AssertionError("a handed-over grant is accepted without the round's reads")
+
+    monkeypatch.setattr(head, "_round", no_round)
+    assert head.advance()
+    head.__exit__(None, None, None)
+    assert store.holder(FILE) == "b"
+    assert _waiting_agents(store) == []
+    assert not [entry for entry in os.listdir(store.lock_dir) if disk.BELL_MARK in entry]
+
+
+@pytest.mark.usefixtures("apart")
+def test_a_head_that_looks_as_soon_as_it_is_rung_is_rung_again_once_its_grant_is_in_place(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release rings the head before it stamps the turn and hands the lock over, so the
+    head wakes meanwhile; one that looks too soon finds the lock still held, sleeps, and is
+    rung again after the handover."""
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    stamp = store._dir.stamp_turn
+    looked: list[tuple[bool, bool, str | None]] = []
+
+    def head_looks_first(name: str, entry: str) -> None:
+        if not looked:
+            rung = _rung(head)
+            looked.append((rung, head.advance(), store.holder(FILE)))
+        stamp(name, entry)
+
+    monkeypatch.setattr(store._dir, "stamp_turn", head_looks_first)
+    assert store.release(FILE, "holder")
+    assert looked == [(True, False, "holder")]  # rung early, and too soon for the grant
+    assert _rung(head)  # rung again
+    assert head.advance()
+    head.__exit__(None, None, None)
+    assert store.holder(FILE) == "b"
+    assert _waiting_agents(store) == []
+
+
+@pytest.mark.usefixtures("apart")
+def test_a_rung_head_whose_wait_was_ended_before_it_accepted_does_not_keep_the_grant(
+    store: LockStore,
+) -> None:
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    behind = _head_behind(store, "c")
+    name = _name(store)
+    [(entry, record), _c] = store.read_queue(name)
+    assert store.release(FILE, "holder")
+    assert store.holder(FILE) == "b"
+    assert store._queues.drop(name, entry)  # `lockyard clean` ends b's wait just then
+    # b finds its grant but not its entry: it passes the grant on (c, the first now, has
+    # staged nothing yet: the lock is free for c to take), and queues again behind c.
+    assert not head.advance()
+    assert store.holder(FILE) is None
+    assert not store.try_lock(FILE, "newcomer")
+    assert _waiting_agents(store) == ["c", "b"]
+    assert behind.advance()
+    behind.__exit__(None, None, None)
+    assert store.release(FILE, "c")
+    assert head.advance()
+    head.__exit__(None, None, None)
+    holder = store.holder_record(FILE)
+    assert holder is not None
+    assert (holder.agent_id, holder.token == record.token) == ("b", False)
+
+
+# -- finding the head at a release ------------------------------------------------------------
+
+
+def test_a_release_finds_the_head_of_a_queue_at_the_lowest_ticket_without_listing_it(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert store.try_lock(FILE, "holder")
+    first = _queued(store, "b")
+    _queued(store, "c")
+    name = _name(store)
+
+    def no_listing(*args: object, **options: object) -> list[str]:
+        raise AssertionError("the lowest ticket is first: no listing needed")
+
+    monkeypatch.setattr(store._dir, "queue_order", no_listing)
+    assert store._queues.first_waiter(name) == (
+        queue.FIRST_TICKET,
+        queue.Head(first._place.token, current_process()),
+    )
+
+
+def test_a_release_lists_the_queue_when_the_lowest_ticket_has_left(store: LockStore) -> None:
+    assert store.try_lock(FILE, "holder")
+    first = _queued(store, "b")
+    second = _queued(store, "c")
+    first.__exit__(None, None, None)
+    found = store._queues.first_waiter(_name(store))
+    assert found is not None
+    assert (found[0], found[1].token) == (second._place.entry, second._place.token)
+    assert found[0] != queue.FIRST_TICKET
+
+
+def test_a_release_skips_a_lowest_ticket_that_is_no_waiters_record(store: LockStore) -> None:
+    assert store.try_lock(FILE, "holder")
+    name = _name(store)
+    os.mkdir(store.lock_dir / f"{name}.q")
+    os.symlink("not a record", store.lock_dir / f"{name}.q" / queue.FIRST_TICKET)
+    waiter = _queued(store, "b")
+    found = store._queues.first_waiter(name)
+    assert found is not None
+    assert found[1].token == waiter._place.token
+
+
+def test_a_head_is_read_from_the_fields_a_release_needs() -> None:
+    me = current_process()
+    record = encode_waiter(me, 'a","token":"forged', "tok1", 3, "k", "ns", "/c")
+    assert queue.head_of(record) == queue.Head("tok1", me)
+    spaced = json.dumps(json.loads(record))  # another spelling: decoded as JSON
+    assert queue.head_of(spaced) == queue.Head("tok1", me)
+    elsewhere = json.dumps({"token": "t", "pid": me.pid + 1, "start_time": None})
+    assert queue.head_of(elsewhere) == queue.Head("t", None)
+    for not_a_head in (
+        "not json",
+        "[1]",
+        '{"token":"t"}',
+        '{"token":"a/b","pid":1,"start_time":null}',
+        '{"token":"","pid":1,"start_time":null}',
+        '{"token":"t","pid":"1","start_time":null}',
+        '{"token":"t","pid":1,"start_time":1.5}',
+    ):
+        assert queue.head_of(not_a_head) is None, not_a_head

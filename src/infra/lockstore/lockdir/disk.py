@@ -299,7 +299,13 @@ class LockDir:
         )
 
     def hand_over(
-        self, name: str, token: str, to: str, *, accept: Callable[[str], bool] | None = None
+        self,
+        name: str,
+        token: str,
+        to: str,
+        *,
+        accept: Callable[[str], bool] | None = None,
+        confirm: bool = True,
     ) -> bool | None:
         """Release grant `token` of lock `name` and, in the same breath, publish the grant
         staged under `to` (the queue's head's): the lock never looks free. True: handed
@@ -309,7 +315,9 @@ class LockDir:
         `accept(to)`: called once the staging is renamed onto the lock, to have the head
         accept it at once; True only when the head still waits with its whole grant
         staged (it withdraws only under the same guard), which spares the look at the
-        lock that otherwise tells a grant from a staging emptied just before the rename."""
+        lock that otherwise tells a grant from a staging emptied just before the rename.
+        `confirm=False` leaves that look to the caller (`confirm_handover`), which wakes
+        the head first: True then means moved, not yet confirmed."""
         try:
             os.unlink(f"{name}{LOCK_SUFFIX}/{token}", dir_fd=self.fd)
         except (FileNotFoundError, NotADirectoryError):
@@ -324,14 +332,26 @@ class LockDir:
         except OSError:
             pass  # nothing staged under `to`, or a grant got in first: free the lock below
         else:
-            if (accept is not None and accept(to)) or self.holds(name, to):
+            if not confirm or (accept is not None and accept(to)) or self.holds(name, to):
                 return True
             # The head withdrew its record just before the rename: the lock is empty, free.
-        try:  # noqa: SIM105
+        self._free_empty_lock(name)
+        return None
+
+    def confirm_handover(self, name: str, to: str) -> bool:
+        """After `hand_over(..., confirm=False)` moved the staging of `to`: True when its
+        record arrived with it; else its waiter withdrew the record just before the move,
+        the lock is an empty directory, and it is freed (False)."""
+        if self.holds(name, to):
+            return True
+        self._free_empty_lock(name)
+        return False
+
+    def _free_empty_lock(self, name: str) -> None:
+        try:  # noqa: SIM105 (contextlib.suppress costs more, at every handoff)
             os.rmdir(name + LOCK_SUFFIX, dir_fd=self.fd)
         except OSError:
-            pass
-        return None
+            pass  # a grant got in meanwhile
 
     def open_doorbell(self, name: str, token: str) -> int | None:
         """Make and open the doorbell of the wait `token` for lock `name`: a FIFO

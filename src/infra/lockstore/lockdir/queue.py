@@ -14,11 +14,12 @@ queue).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from ..errors import CorruptRecordError
 from ..liveness import Liveness, ProcessIdentity, current_process, new_token
@@ -28,6 +29,10 @@ from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, TICKET_DIGITS, LockDir
 from .protocol import Seen, judge_predecessor, turn_is_over
 
 log = logging.getLogger(__name__)
+
+FIRST_TICKET: Final = f"{1:0{TICKET_DIGITS}d}"
+"""The lowest ticket: when its entry exists it is first (nothing sorts ahead of it, and a
+queue that empties numbers from it again), so a short queue's head is found in one read."""
 
 
 def is_ours(record: HolderRecord | WaiterRecord) -> bool:
@@ -156,18 +161,25 @@ class Queues:
         over, so no one sees the lock free, or granted to that waiter, while its turn looks
         old."""
         known = self._next_first.pop(name, None)
+        first: tuple[str, Head] | None = None
         if known is not None:
             entry, text, head = known
             # The same record (its token is unique) means the entry stayed all along, so it
             # is still first: no entry can appear ahead of an existing one.
             if self._dir.queue_record(name, entry) == text:
-                self._dir.stamp_turn(name, entry)
-                return head if head is not None else _head_of(_decoded(name, entry, text))
-        record = self.first_waiter(name)
-        if record is None:
+                head = head if head is not None else head_of(text)
+                first = None if head is None else (entry, head)
+        if first is None:
+            first = self.first_waiter(name)
+        if first is None:
             return None
-        self._dir.stamp_turn(name, _ticket_name(record.ticket))
-        return _head_of(record)
+        entry, head = first
+        if not head.here:
+            # Rung at once: it wakes while we stamp its turn and hand the lock over (and is
+            # rung again once its grant is in place, should it have looked too soon).
+            self._dir.ring(name, head.token)
+        self._dir.stamp_turn(name, entry)
+        return head
 
     def pass_over(self, name: str, entry: str, record: WaiterRecord) -> bool:
         """Drop the queue entry of a first waiter that did not take its turn in time (and
@@ -233,8 +245,18 @@ class Queues:
         else:
             # A head in this process accepts at once, leaving the queue as its own look
             # would: woken by the notify below, it returns without a system call.
-            accept = process_hub().hand_grant if head.here else None
-            handed = self._dir.hand_over(name, token, head.token, accept=accept)
+            # A head elsewhere is rung as soon as its grant is in place, and wakes while we
+            # check that the grant arrived whole.
+            if head.here:
+                handed = self._dir.hand_over(
+                    name, token, head.token, accept=process_hub().hand_grant
+                )
+            else:
+                handed = self._dir.hand_over(name, token, head.token, confirm=False)
+                if handed:
+                    self._dir.ring(name, head.token)
+                    if not self._dir.confirm_handover(name, head.token):
+                        handed = None  # it withdrew its record just before the rename: freed
         if handed is False:
             return False
         process_hub().notify(f"{self._dir.path}/{name}{LOCK_SUFFIX}")
@@ -242,20 +264,25 @@ class Queues:
             # Freed: ring whoever is first now. A waiter that queued (or became first) after
             # we looked may have seen the lock still held and sleeps until rung: its doorbell
             # was open before that look, and the look before our removal.
-            head = _head_of(self.first_waiter(name))
-        if head is not None and not head.here:
-            self._dir.ring(name, head.token)  # this process's waiters heard the notify
+            first = self.first_waiter(name)
+            if first is not None and not first[1].here:
+                self._dir.ring(name, first[1].token)  # this process's waiters heard the notify
         return True
 
-    def first_waiter(self, name: str) -> WaiterRecord | None:
-        """The record of the first entry of the queue of `name` that holds a waiter's
-        record (None: nobody queues)."""
+    def first_waiter(self, name: str) -> tuple[str, Head] | None:
+        """The first entry of the queue of `name` that holds a waiter's record, and that
+        waiter (None: nobody queues)."""
         if not self._dir.exists(name + QUEUE_SUFFIX):
             return None
-        for first in self._dir.queue_order(name):
-            record = self._dir.queue_record(name, first)
-            if record is not None:
-                return _decoded(name, first, record)
+        text = self._dir.queue_record(name, FIRST_TICKET)
+        head = None if text is None else head_of(text)
+        if head is not None:
+            return FIRST_TICKET, head  # no listing: nothing sorts ahead of the lowest ticket
+        for entry in self._dir.queue_order(name):
+            text = self._dir.queue_record(name, entry)
+            head = None if text is None else head_of(text)
+            if head is not None:
+                return entry, head
         return None
 
     def _remove(self, name: str, entry: str) -> bool:
@@ -278,21 +305,58 @@ class Head(NamedTuple):
         return self.process is not None and self.process is current_process()
 
 
-def _head_of(record: WaiterRecord | None) -> Head | None:
-    if record is None:
+def head_of(text: str) -> Head | None:
+    """The `Head` in a queue entry's record; None when it is no waiter's record.
+
+    Only the fields a release uses are read, and from the text as the store writes it
+    (compact JSON) without decoding the whole record: this runs on every handoff, between
+    the release and the waiter's wake-up. A quote inside a JSON string is escaped, so a
+    `"token":"` found in the text is the key, not part of a value. Other spellings fall back
+    to decoding the JSON. A record that names a token without being a whole waiter's record
+    is harmless: a grant is handed over only when a staging of that token exists, which only
+    a queued wait makes."""
+    token = _text_field(text, '"token":"', '"')
+    pid = _text_field(text, '"pid":', ",")
+    start_time = _text_field(text, '"start_time":', ",")
+    if (
+        token is not None
+        and pid is not None
+        and pid.isdigit()
+        and start_time is not None
+        and (start_time.isdigit() or start_time == "null")
+    ):
+        started = None if start_time == "null" else int(start_time)
+        return _head(token, int(pid), started)
+    try:
+        fields = json.loads(text)
+    except ValueError:
         return None
-    return Head(record.token, current_process() if is_ours(record) else None)
+    if type(fields) is not dict:
+        return None
+    return _head(fields.get("token"), fields.get("pid"), fields.get("start_time"))
+
+
+def _text_field(text: str, mark: str, end: str) -> str | None:
+    at = text.find(mark)
+    if at < 0:
+        return None
+    at += len(mark)
+    until = text.find(end, at)
+    return None if until < 0 else text[at:until]
+
+
+def _head(token: object, pid: object, start_time: object) -> Head | None:
+    if type(token) is not str or not token or "/" in token or "\0" in token or "\\" in token:
+        return None  # it names files of the lock directory (and a plain token has no escapes)
+    if type(pid) is not int or (start_time is not None and type(start_time) is not int):
+        return None
+    me = current_process()
+    here = pid == me.pid and start_time == me.start_time
+    return Head(token, me if here else None)
 
 
 def _ticket_name(ticket: int) -> str:
     return f"{ticket:0{TICKET_DIGITS}d}"
-
-
-def _decoded(name: str, entry: str, text: str) -> WaiterRecord | None:
-    try:
-        return decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}")
-    except CorruptRecordError:
-        return None  # not a waiter's record: nothing is handed to it
 
 
 class Place:

@@ -225,8 +225,7 @@ class LockStore:
         `staged`: the token of the grant the queue's head staged (`stage`); a release may
         have handed it over already, else it is what the head publishes.
         """
-        if staged is not None and self._dir.holds(name, staged):
-            self._remember(name, agent, staged, key)  # handed over at a release
+        if staged is not None and self.handed_over(name, key, agent, staged):
             return True
         if self._earlier and held_by_earlier_version(self, name, agent):
             return False
@@ -279,6 +278,14 @@ class LockStore:
             if self._publish(name, key, agent):
                 return True
         return False
+
+    def handed_over(self, name: str, key: str, agent: str, staged: str) -> bool:
+        """Whether a release handed lock `name` over to the grant staged under `staged`
+        (then it is this store's grant to release)."""
+        if not self._dir.holds(name, staged):
+            return False
+        self._remember(name, agent, staged, key)
+        return True
 
     def stage(self, name: str, key: str, agent: str, token: str) -> None:
         """Stage the grant a queue's head publishes, or a release hands over to it."""
@@ -404,6 +411,7 @@ class LockStore:
             place=Place(self._queues, self._dir, name, record_for),
             stage=lambda token: self.stage(name, key, agent, token),
             take=lambda token: self.take(name, key, agent, staged=token),
+            handed_over=lambda token: self.handed_over(name, key, agent, token),
             holder=lambda: self.current_holder(name),
             lock_topic=self.lock_topic(name),
             lock_dir=self._dir.path,

@@ -7,8 +7,9 @@ it subscribes before looking again (so a change in between is not missed). `wait
 scripts) and `wait_async` (anyio tasks) are the same loop around those rounds; they differ
 only in how they sleep.
 
-The lock store is reached through the two callables it hands in (`take`, `holder`): this
-module calls nothing else of the store, and the store alone calls it.
+The lock store is reached through the callables it hands in (`stage`, `take`,
+`handed_over`, `holder`): this module calls nothing else of the store, and the store alone
+calls it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class Waiting:
         place: Place,
         stage: Callable[[str], None],
         take: Callable[[str], bool],
+        handed_over: Callable[[str], bool],
         holder: Callable[[], HolderRecord | None],
         lock_topic: str,
         lock_dir: str,
@@ -58,6 +60,7 @@ class Waiting:
         self._place = place
         self._stage = stage
         self._take = take
+        self._handed_over = handed_over
         self._staged = ""
         self._bell: tuple[str, int] | None = None
         self._rang_in = False  # a doorbell opened in this round
@@ -127,6 +130,8 @@ class Waiting:
             if self._granted:
                 self._taken = True
                 return True
+            if self._bell is not None and self._accept_handover():
+                return True
             return self._advance()
 
     def _advance(self) -> bool:
@@ -173,15 +178,8 @@ class Waiting:
                 place.next_ahead()
             elif move is Move.TAKE:
                 if self._take_if_space():
-                    # Removing our entry accepts the grant; it fails when we were passed over
-                    # meanwhile (the grant is then not ours: pass it on, and queue again).
-                    if place.leave(holding=True):
-                        self._taken = True
+                    if self._accept():
                         return None
-                    token = self._unstage()
-                    if token:
-                        self._queues.release(place.name, token)
-                    self._queue_again()
                     continue
                 return self._watch_holder()
             else:
@@ -192,6 +190,25 @@ class Waiting:
                 return watch_predecessor(
                     self._queues.queue_dir(place.name), place.predecessor, pid, mine=place.entry
                 )
+
+    def _accept(self) -> bool:
+        """The lock holds our grant: accept it by removing our entry. That fails when we
+        were passed over meanwhile: the grant is then not ours; pass it on, queue again."""
+        if self._place.leave(holding=True):
+            self._taken = True
+            return True
+        token = self._unstage()
+        if token:
+            self._queues.release(self._place.name, token)
+        self._queue_again()
+        return False
+
+    def _accept_handover(self) -> bool:
+        """The fast way out for a head rung at its doorbell: when the lock holds its staged
+        grant (one `faccessat`), accept it at once, without the round's other reads (the
+        acceptance checks that our entry is still ours, as the round would). The waker is
+        not cleared: we stop waiting either way, or the round that follows clears it."""
+        return bool(self._staged) and self._handed_over(self._staged) and self._accept()
 
     def _queue_again(self) -> None:
         self._place.join()
