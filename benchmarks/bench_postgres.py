@@ -7,8 +7,9 @@ The server is `LOCKYARD_TEST_PG_DSN` when set, else a throwaway local cluster.
 Every pair is measured fairly: the same server, TCP connections from psycopg on both sides,
 a warm-up of each, the two kinds in alternating blocks or rounds, medians compared.
 
-1. Uncontended cycle: `try_lock` + `release` (one round trip each, to a PL/pgSQL function)
-   against a bare `pg_try_advisory_lock` + `pg_advisory_unlock` on one connection.
+1. Uncontended cycle: `try_lock` + `release` (one round trip each: a prepared statement the
+   store sends through libpq) against a bare `pg_try_advisory_lock` + `pg_advisory_unlock`
+   on one connection.
 2. Cross-process handoff: a holder releases, the queued waiter in another process returns
    with the lock (NOTIFY push), against the same with raw `pg_advisory_lock` (the server
    wakes the blocked backend itself). Before each release the holder sees the waiter queued
