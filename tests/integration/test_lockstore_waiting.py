@@ -14,6 +14,7 @@ import anyio
 import pytest
 from lockstore_support import expect_line, kill, spawn, until_queued
 
+from lockyard.infra.lockstore import wakeup
 from lockyard.infra.lockstore.inotify import parse_events
 from lockyard.infra.lockstore.wakeup import WakeHub, Waker, process_hub
 from lockyard.infra.tools.locking import LockStore
@@ -387,3 +388,39 @@ def test_a_hub_reports_process_exits() -> None:
     assert hub.watch_process(os.getpid())
     hub.close()
     waker.close()
+
+
+def test_a_pidfd_nobody_follows_is_kept_for_the_next_wait_until_its_process_exits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(wakeup, "_IDLE_PIDFDS", 1)
+    hub = WakeHub()
+    children = [
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)
+    ]
+    first, second = children
+    try:
+        assert hub.watch_process(first.pid)
+        pidfd = hub._watch_of_pid[first.pid][0]
+        hub.unwatch_process(first.pid)
+        hub.unwatch_process(first.pid)  # once too often: still kept, once
+        assert hub._watch_of_pid[first.pid] == (pidfd, 0)  # nobody follows it; still open
+        assert hub.watch_process(first.pid)
+        assert hub._watch_of_pid[first.pid] == (pidfd, 1)  # the same pidfd, not a new one
+        hub.unwatch_process(first.pid)
+        waker = Waker()
+        hub.subscribe(f"pid:{first.pid}", waker)
+        kill(first)
+        assert waker.wait(10)  # an idle pidfd still reports the exit ...
+        wait_until(lambda: first.pid not in hub._watch_of_pid)  # ... and is closed then
+        waker.close()
+        assert hub.watch_process(second.pid)
+        hub.unwatch_process(second.pid)
+        assert hub.watch_process(os.getpid())
+        hub.unwatch_process(os.getpid())  # one idle pidfd at most here: the oldest goes
+        assert second.pid not in hub._watch_of_pid
+        assert hub._watch_of_pid[os.getpid()][1] == 0
+    finally:
+        for child in children:
+            kill(child)
+        hub.close()

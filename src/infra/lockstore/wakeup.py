@@ -34,14 +34,19 @@ from .inotify import ENTRIES, IN_IGNORED, IN_Q_OVERFLOW, Inotify, switched_off
 logger = logging.getLogger(__name__)
 
 _WATCH_MASK: Final = ENTRIES
+_IDLE_PIDFDS: Final = 64
+"""Pidfds nobody follows any more, kept open (and watched) for the next wait behind the
+same process: a waiter that hands a lock back and forth with another process follows it at
+every wait. Each costs one descriptor."""
 
 
 class Waker:
     """A level-triggered wake-up signal that threads and async tasks can wait on.
 
     Woken by `wake` (this process) and, once it `listen`s to one, by a byte written to a
-    descriptor by another process (a FIFO it opened): then it waits on an epoll of both,
-    still one descriptor to wait on.
+    FIFO by another process (a doorbell): the FIFO then replaces the eventfd as the one
+    descriptor to wait on, and `wake` writes to it too, so a ring wakes the waiting thread
+    or task directly, and no epoll joins the two.
 
     An asyncio task that waits on it while it listens to nothing else is parked on a future
     instead of a descriptor: `wake` settles that future (from the task's own thread
@@ -55,8 +60,8 @@ class Waker:
         """The eventfd (-1: none yet, or closed): holds a count while woken."""
         self._closed = False
         self._guard = threading.Lock()  # never write to an fd number reused after close
-        self._epoll: select.epoll | None = None
-        self._heard: list[int] = []
+        self._bell = -1
+        """The FIFO woken through instead of the eventfd (-1: none): see `listen`."""
         self._woken = False
         """Woken since the last `clear` (whether or not the wake went through the eventfd)."""
         self._parked: tuple[asyncio.AbstractEventLoop, int, asyncio.Future[bool]] | None = None
@@ -73,24 +78,28 @@ class Waker:
         """The descriptor to wait on (readable when woken), for a caller that waits on it
         together with other descriptors."""
         with self._guard:
-            fd = self._eventfd()
-        return fd if self._epoll is None else self._epoll.fileno()
+            return self._bell if self._bell >= 0 else self._eventfd()
 
     def listen(self, fd: int) -> None:
-        """Also wake when `fd` (non-blocking, kept open by the caller) becomes readable."""
-        if self._epoll is None:
-            with self._guard:
-                own = self._eventfd()
-            self._epoll = select.epoll(2)
-            self._epoll.register(own, select.EPOLLIN)
-        self._epoll.register(fd, select.EPOLLIN)
-        self._heard.append(fd)
+        """Wake through `fd` from now on: a FIFO other processes write to, opened by the
+        caller read-write and non-blocking and kept open until `unlisten`. A wake-up
+        pending on the eventfd is carried over; the eventfd goes (made again if needed
+        after `unlisten`)."""
+        with self._guard:
+            if self._closed:
+                return
+            self._bell = fd
+            if self._woken:
+                _ring(fd)
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
 
     def unlisten(self, fd: int) -> None:
-        if fd in self._heard and self._epoll is not None:
-            self._heard.remove(fd)
-            with contextlib.suppress(OSError):
-                self._epoll.unregister(fd)
+        """Stop waking through `fd` (before the caller closes it)."""
+        with self._guard:
+            if self._bell == fd:
+                self._bell = -1
 
     def wake(self) -> None:
         with self._guard:
@@ -99,7 +108,9 @@ class Waker:
             self._woken = True
             parked = self._parked
             if parked is None:
-                if self._fd >= 0:
+                if self._bell >= 0:
+                    _ring(self._bell)
+                elif self._fd >= 0:
                     os.eventfd_write(self._fd, 1)
                 return
             self._parked = None
@@ -113,12 +124,13 @@ class Waker:
     def clear(self) -> None:
         with self._guard:
             woken, self._woken = self._woken, False
-            if woken and self._fd >= 0:
+            if self._bell >= 0:
+                # Always read: a ring from another process leaves `_woken` as it was.
+                with contextlib.suppress(OSError):
+                    os.read(self._bell, 512)  # a few bytes at most: each is one ring
+            elif woken and self._fd >= 0:
                 with contextlib.suppress(BlockingIOError):
                     os.eventfd_read(self._fd)
-        for fd in self._heard:
-            with contextlib.suppress(OSError):
-                os.read(fd, 512)  # a few bytes at most: each is one ring
 
     def wait(self, timeout: float) -> bool:
         """Block until woken or `timeout` seconds pass; True when woken.
@@ -132,10 +144,9 @@ class Waker:
 
     async def wait_async(self, seconds: float) -> bool:
         """Wait until woken or `seconds` pass; True when woken."""
-        if self._epoll is None:
-            loop = _running_asyncio_loop()
-            if loop is not None:
-                return await self._park(loop, seconds)
+        loop = _running_asyncio_loop()
+        if loop is not None:
+            return await self._park(loop, seconds)
         with anyio.move_on_after(max(seconds, 0.0)):
             await anyio.wait_readable(self.fileno())
             return True
@@ -153,10 +164,15 @@ class Waker:
             await anyio.lowlevel.checkpoint()  # a wait is a checkpoint, woken or not
             return True
         timer = loop.call_later(max(seconds, 0.0), _settle, future, False)
+        bell = self._bell  # a ring from another process settles the future too
+        if bell >= 0:
+            loop.add_reader(bell, _settle, future)
         try:
             return await future
         finally:
             timer.cancel()
+            if bell >= 0:
+                loop.remove_reader(bell)
             with self._guard:
                 if self._parked is not None and self._parked[2] is future:
                     self._parked = None
@@ -167,13 +183,17 @@ class Waker:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
-            if self._epoll is not None:
-                self._epoll.close()
-                self._epoll = None
-            self._heard.clear()
+            self._bell = -1  # the caller's, closed by it
             parked, self._parked = self._parked, None
         if parked is not None and parked[1] == threading.get_ident():
             _settle(parked[2])
+
+
+def _ring(fd: int) -> None:
+    try:  # noqa: SIM105 (contextlib.suppress costs more, at every wake-up)
+        os.write(fd, b"\0")
+    except OSError:
+        pass  # full of rings already (EAGAIN): readable all the same
 
 
 def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
@@ -209,6 +229,8 @@ class WakeHub:
         self._epoll: select.epoll | None = None
         self._pid_of_fd: dict[int, int] = {}
         self._watch_of_pid: dict[int, tuple[int, int]] = {}  # pid -> (pidfd, reference count)
+        self._idle_pids: dict[int, None] = {}
+        """Followed pids whose reference count is 0, oldest first (see _IDLE_PIDFDS)."""
         self._grant_takers: dict[str, Callable[[str], bool]] = {}
 
     # -- subscriptions -------------------------------------------------------------------
@@ -319,6 +341,7 @@ class WakeHub:
             known = self._watch_of_pid.get(pid)
             if known is not None:
                 self._watch_of_pid[pid] = (known[0], known[1] + 1)
+                self._idle_pids.pop(pid, None)
                 return True
             epoll = self._ensure_reader() if self._inotify_enabled else None
             if epoll is None:
@@ -338,14 +361,21 @@ class WakeHub:
             if known is None:
                 return
             pidfd, references = known
+            if references <= 0:
+                return  # idle already
+            self._watch_of_pid[pid] = (pidfd, references - 1)
             if references > 1:
-                self._watch_of_pid[pid] = (pidfd, references - 1)
                 return
-            self._forget_pidfd(pidfd)
+            # Kept for the next wait behind it (its exit still closes it, on the reader).
+            self._idle_pids[pid] = None
+            if len(self._idle_pids) > _IDLE_PIDFDS:
+                oldest = next(iter(self._idle_pids))
+                self._forget_pidfd(self._watch_of_pid[oldest][0])
 
     def _forget_pidfd(self, pidfd: int) -> None:
         pid = self._pid_of_fd.pop(pidfd)
         del self._watch_of_pid[pid]
+        self._idle_pids.pop(pid, None)
         os.close(pidfd)  # also leaves the epoll set
 
     # -- the reader thread ---------------------------------------------------------------
