@@ -450,3 +450,21 @@ def test_a_head_is_read_from_the_fields_a_release_needs() -> None:
         '{"token":"t","pid":1,"start_time":1.5}',
     ):
         assert queue.head_of(not_a_head) is None, not_a_head
+
+
+def test_a_head_that_accepts_forgets_it_was_first_so_its_next_release_reads_no_stale_entry(
+    store: LockStore, repo: Path, lock_dir: Path
+) -> None:
+    """A head that queued first remembered itself as the entry a release here stamps; the
+    release came from elsewhere (another store, as another process), so nothing here used
+    that note: accepting drops it."""
+    with LockStore(repo, lock_dir) as elsewhere:
+        assert elsewhere.try_lock(FILE, "holder")
+        head = _head(store, "b")
+        name = _name(store)
+        assert name in store._queues._next_first
+        assert elsewhere.release(FILE, "holder")
+        assert head.advance()
+        head.__exit__(None, None, None)
+        assert name not in store._queues._next_first
+        assert store.holder(FILE) == "b"

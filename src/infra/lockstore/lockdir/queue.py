@@ -148,6 +148,9 @@ class Queues:
         if successor and text is not None:
             self._dir.stamp_turn(name, successor)
             self.note_first(name, successor, text)
+        elif self._next_first.get(name, ("",))[0] == entry:
+            # It named us (we queued first): a release here would read our old entry in vain.
+            self._next_first.pop(name, None)
         return self._remove(name, entry)
 
     def note_first(self, name: str, entry: str, text: str, head: Head | None = None) -> None:
