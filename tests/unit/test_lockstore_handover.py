@@ -468,3 +468,26 @@ def test_a_head_that_accepts_forgets_it_was_first_so_its_next_release_reads_no_s
         head.__exit__(None, None, None)
         assert name not in store._queues._next_first
         assert store.holder(FILE) == "b"
+
+
+@pytest.mark.usefixtures("apart")
+def test_a_head_that_queued_again_is_rung_at_the_doorbell_of_its_new_wait(
+    store: LockStore,
+) -> None:
+    assert store.try_lock(FILE, "holder")
+    head = _head(store, "b")
+    name = _name(store)
+    [(entry, _record)] = store.read_queue(name)
+    assert head._bell is not None
+    first_token = head._bell[0]
+    assert store._queues.drop(name, entry)  # `lockyard clean` ends b's wait
+    assert not head.advance()  # queues again, first again, with a new token
+    assert head._bell is not None
+    assert head._bell[0] == head._place.token != first_token
+    bells = [entry for entry in os.listdir(store.lock_dir) if disk.BELL_MARK in entry]
+    assert bells == [f"{name}{disk.BELL_MARK}{head._place.token}"]  # the old one is gone
+    assert store.release(FILE, "holder")
+    assert _rung(head)
+    assert head.advance()
+    head.__exit__(None, None, None)
+    assert store.holder(FILE) == "b"

@@ -219,10 +219,11 @@ class Waiting:
     def _watch_holder(self) -> Watch:
         holder = self._holder()
         here = holder is not None and is_ours(holder)
-        if not here and self._staged and self._bell is None:
+        if not here and self._staged and (self._bell is None or self._bell[0] != self._staged):
             # A holder in another process rings our doorbell when it releases. One that did
             # so before the doorbell existed released before the look that follows it
-            # (`advance` looks again), so nothing is missed. (A holder here notifies us.)
+            # (`advance` looks again), so nothing is missed. (A holder here notifies us.) A
+            # wait that queued again has a new token: its doorbell is named by that one.
             self._open_bell(self._staged)
         liveness = None if holder is None or here else holder.liveness()[0]
         pid = self._exit_to_follow(holder, liveness)
