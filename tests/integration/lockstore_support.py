@@ -31,14 +31,16 @@ elif mode == "wait":
     with open(sys.argv[7], "a") as log:
         log.write(agent + "\n")
     store.release(path, agent)
-elif mode == "wait-hold":
-    print("waiting", flush=True)
-    assert store.acquire(path, agent, timeout_seconds=60)
-    print("acquired", flush=True)
-    sys.stdin.readline()
-    assert store.release(path, agent)
-    print("released", flush=True)
-    time.sleep(600)
+elif mode == "wait-hold":  # a line releases; then "again" waits for the lock once more
+    while True:
+        print("waiting", flush=True)
+        assert store.acquire(path, agent, timeout_seconds=60)
+        print("acquired", flush=True)
+        sys.stdin.readline()
+        assert store.release(path, agent)
+        print("released", flush=True)
+        if sys.stdin.readline() != "again\n":
+            time.sleep(600)  # stays alive, holding nothing, until killed
 elif mode == "release":
     print("released" if store.release(path, agent) else "not held", flush=True)
 elif mode == "grab":

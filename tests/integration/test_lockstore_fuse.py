@@ -73,13 +73,17 @@ async def _wait_through_a_release(store: LockStore, holder: subprocess.Popen[str
 def test_a_polling_waiter_gets_the_lock_at_each_release_on_fuse(repo: Path, fuse_dir: Path) -> None:
     lock_dir = fuse_dir / "locks"
     store = LockStore(repo, lock_dir, use_inotify=False)  # FUSE: no events from elsewhere
-    for _round in range(ROUNDS):
-        holder = spawn(repo, lock_dir, "a.py", "holder", "wait-hold")
-        try:
+    holder = spawn(repo, lock_dir, "a.py", "holder", "wait-hold")
+    assert holder.stdin is not None
+    try:
+        for round_ in range(ROUNDS):
+            if round_:
+                holder.stdin.write("again\n")  # one holder process takes the lock each round
+                holder.stdin.flush()
             expect_line(holder, "waiting")
             expect_line(holder, "acquired")
             assert anyio.run(_wait_through_a_release, store, holder)
             expect_line(holder, "released")
             assert store.release("a.py", "me")
-        finally:
-            kill(holder)
+    finally:
+        kill(holder)
