@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 from lockyard.infra.lockstore.postgres import PgLockStore
+from polling_support import wait_until
 
 NO_RECHECK = 3600.0
 """A liveness interval no test outlives: a waiter that needed a re-check would time out."""
@@ -81,3 +82,30 @@ def test_a_try_between_release_and_grant_never_jumps_the_queue(repo: Path, pg_ba
             assert record is not None
             assert record.agent_id == "waiter", f"round {round_}: the queue's head holds it"
             waiter.release("b.py", "waiter")
+
+
+def test_a_late_wake_up_of_a_reused_waker_neither_ends_the_next_wait_nor_loses_its_push(
+    repo: Path, pg_backend: str
+) -> None:
+    """Waits hand their waker on to the next wait of the store; a wake-up meant for the wait
+    that ended (a push read after it returned) reaches the next one, which looks, finds no
+    grant, and keeps waiting for its own push."""
+    with (
+        PgLockStore(repo, pg_backend, liveness_interval=NO_RECHECK) as holder,
+        PgLockStore(repo, pg_backend, liveness_interval=NO_RECHECK) as waiter,
+    ):
+        assert holder.try_lock("a.py", "alice")
+        assert not waiter.acquire("a.py", "bob", timeout_seconds=0.05), "timed out"
+        (spare,) = waiter._spare_wakers
+        spare.wake()  # late, for the wait that ended
+        granted: list[bool] = []
+        waiting = threading.Thread(
+            target=lambda: granted.append(waiter.acquire("a.py", "bob", timeout_seconds=60))
+        )
+        waiting.start()
+        wait_until(lambda: bool(holder.waiters("a.py")), "bob queued for a.py")
+        assert not granted, "the stale wake-up did not end the wait"
+        assert holder.release("a.py", "alice")
+        waiting.join(60)
+        assert granted == [True], "handed over by push"
+        assert waiter._spare_wakers == [spare], "the same waker, back for the next wait"

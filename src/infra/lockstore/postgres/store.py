@@ -27,8 +27,7 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import psycopg
 
@@ -46,6 +45,7 @@ from .session import BackendUnavailableError, DirectStatement, Session
 log = logging.getLogger(__name__)
 
 DEFAULT_LIVENESS_INTERVAL: Final = 0.5
+_SPARE_WAKERS: Final = 8
 
 _HOLD_COLUMNS: Final = (
     "namespace, key, agent_id, token, fence, pid, start_time, host, boot_id, pid_ns, "
@@ -57,9 +57,9 @@ _WAIT_COLUMNS: Final = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """A lock this process was granted: enough to tell later whether it is still ours."""
+class Grant(NamedTuple):
+    """A lock this process was granted: enough to tell later whether it is still ours.
+    (A tuple: made on every grant, where a frozen dataclass costs a few microseconds.)"""
 
     token: str
     fence: int
@@ -92,6 +92,9 @@ class PgLockStore:
         self.session = Session(self.spec, self.bound)
         self._grants: dict[tuple[str, str], Grant] = {}  # (key, agent) -> grant
         self._grants_guard = threading.Lock()  # threads share a store
+        # Wakers of ended waits, for the next: closing one (its eventfd) is a system call on
+        # the path from a pushed grant to the waiter's return.
+        self._spare_wakers: list[Waker] = []
         self._channel = namespace_channel(self.schema, self.namespace)
         args = "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s"
         self._sql_take = f"SELECT * FROM {self._s}.take({args})"
@@ -141,6 +144,22 @@ class PgLockStore:
 
     def close(self) -> None:
         self.session.close()
+        while self._spare_wakers:
+            self._spare_wakers.pop().close()
+
+    def _lend_waker(self) -> Waker:
+        try:
+            waker = self._spare_wakers.pop()  # atomic: threads share the list
+        except IndexError:
+            return Waker()
+        waker.clear()  # a wake-up meant for its last wait
+        return waker
+
+    def _take_back_waker(self, waker: Waker) -> None:
+        if len(self._spare_wakers) < _SPARE_WAKERS:
+            self._spare_wakers.append(waker)
+        else:
+            waker.close()
 
     def __enter__(self) -> PgLockStore:
         return self
@@ -534,7 +553,7 @@ class _Wait:
         self.deadline = deadline
         self.listener = listener
         self.interval = store.liveness_interval if pushing else min(store.liveness_interval, 0.1)
-        self.waker = Waker()
+        self.waker = store._lend_waker()
         self.ticket = 0
         self.token = ""
         self._sub: str | None = None
@@ -629,7 +648,7 @@ class _Wait:
     def close(self) -> None:
         if self._sub is not None:
             self.listener.unsubscribe(self._sub, self.waker)
-        self.waker.close()
+        self.store._take_back_waker(self.waker)  # a late wake-up of it is only spurious
 
 
 def _holder(row: tuple[Any, ...]) -> HolderRecord:
