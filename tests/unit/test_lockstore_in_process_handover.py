@@ -187,6 +187,34 @@ def test_a_head_passed_over_as_the_lock_is_handed_to_it_queues_again(
     assert _leftovers(store) == []
 
 
+def test_a_release_that_remembers_an_ended_head_whose_ticket_was_taken_again_grants_in_order(
+    store: LockStore, repo: Path, lock_dir: Path
+) -> None:
+    """The release remembers b as first, but b's wait was ended (`lockyard clean`) and a
+    waiter of another store took b's ticket in a new queue: the grant handed to b is passed
+    on to that waiter, and b queues again behind it."""
+    assert store.try_lock(FILE, "holder")
+    ended = _head(store, "b")
+    assert store.end_waits("b")
+    with LockStore(repo, lock_dir) as other:
+        key = other.canonicalize(FILE)
+        newcomer = other._waiting(_name(other), key, "c", 0.05)
+        newcomer.__enter__()
+        assert not newcomer.advance()  # first in the new queue, under b's old ticket
+        assert store.release(FILE, "holder")
+        assert store.holder(FILE) == "b"  # handed to b, which is out of line
+        assert not ended.advance()  # b passes it on, and queues again
+        assert store.holder(FILE) == "c"
+        assert _waiting_agents(store) == ["b"]
+        assert newcomer.advance()
+        newcomer.__exit__(None, None, None)
+    assert store.release(FILE, "c")
+    assert store.holder(FILE) == "b"
+    assert ended.advance()
+    ended.__exit__(None, None, None)
+    assert _leftovers(store) == []
+
+
 def test_a_head_withdrawing_its_grant_as_the_release_renames_it_is_not_accepted_for(
     store: LockStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

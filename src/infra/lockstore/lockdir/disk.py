@@ -683,16 +683,14 @@ class LockDir:
             os.close(queue_fd)
         return sorted(entry for entry in names if _is_ticket(entry))
 
-    def stamp_turn(self, name: str, entry: str) -> None:
-        """Record now as the moment queue entry `entry` got its turn (the entry's mtime).
-
-        Best effort: an entry that left meanwhile needs no turn.
-        """
+    def stamp_turn(self, name: str, entry: str) -> bool:
+        """Record now as the moment queue entry `entry` got its turn (the entry's mtime);
+        False when there is no such entry (it left meanwhile: it needs no turn)."""
         # An explicit time: the kernel's own "now" is only as fine as a clock tick, so a stamp
         # soon after the entry was created could leave its mtime unchanged, and a waiter
         # learns from a changed mtime that it is first (see `queue.Place.in_line`).
         now = time.time_ns()
-        try:  # noqa: SIM105 (contextlib.suppress costs more, at every release with waiters)
+        try:
             os.utime(
                 f"{name}{QUEUE_SUFFIX}/{entry}",
                 ns=(now, now),
@@ -700,7 +698,8 @@ class LockDir:
                 follow_symlinks=False,
             )
         except OSError:
-            pass
+            return False
+        return True
 
     def turn_stamp(self, name: str, entry: str) -> int | None:
         """The mtime of queue entry `entry` in nanoseconds, or None when it is gone."""

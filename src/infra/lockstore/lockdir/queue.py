@@ -167,10 +167,18 @@ class Queues:
         first: tuple[str, Head] | None = None
         if known is not None:
             entry, text, head = known
+            if head is not None and head.here:
+                # A waiter of this process: the stamp itself tells that its entry is still
+                # there. Should the entry be another's (ours ended, and its ticket taken
+                # again in a new queue), handing over to our waiter is no harm: its
+                # acceptance reads its entry, so it passes the grant on instead (to the
+                # first, whose turn this stamp started).
+                if self._dir.stamp_turn(name, entry):
+                    return head
             # The same record (its token is unique) means the entry stayed all along, so it
             # is still first: no entry can appear ahead of an existing one.
-            if self._dir.queue_record(name, entry) == text:
-                head = head if head is not None else head_of(text)
+            elif self._dir.queue_record(name, entry) == text:
+                head = head_of(text)
                 first = None if head is None else (entry, head)
         if first is None:
             first = self.first_waiter(name)
