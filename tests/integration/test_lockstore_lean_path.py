@@ -93,6 +93,37 @@ def test_a_lock_left_empty_in_mid_release_is_taken(store: LockStore) -> None:
     assert store.holder("a.py") == "alice"
 
 
+@pytest.mark.parametrize("after_the_removal", [False, True])
+def test_a_waiter_that_queues_after_the_releases_look_takes_the_lock_unrung(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch, after_the_removal: bool
+) -> None:
+    """A release drops its grant, then looks for a queue: finding none, it removes the lock
+    and rings nobody. A waiter (of another store: another process) that queues after that
+    look finds the lock empty (or gone) and takes it in its first round."""
+    assert store.try_lock("a.py", "alice")
+    other = LockStore(store.root, store.lock_dir)
+    key = other.canonicalize("a.py")
+    name = lock_name(other.namespace, key)
+    wait = other._waiting(name, key, "bob", 60_000)  # polls once a minute: never rung here
+    rounds: list[bool] = []
+    free = store._dir.free
+
+    def bob_queues_and_looks(lock: str) -> None:
+        if after_the_removal:
+            free(lock)
+        wait.__enter__()
+        rounds.append(wait.advance())
+        if not after_the_removal:
+            free(lock)  # fails: bob's lock is in place
+
+    monkeypatch.setattr(store._dir, "free", bob_queues_and_looks)
+    assert store.release("a.py", "alice")
+    assert rounds == [True]
+    wait.__exit__(None, None, None)
+    assert store.holder("a.py") == "bob"
+    assert store.waiters("a.py") == []
+
+
 def test_a_release_after_a_cleanup_and_a_new_grant_leaves_the_new_grant(
     store: LockStore,
 ) -> None:

@@ -334,30 +334,31 @@ def test_a_rung_head_accepts_its_grant_without_a_round_of_reads(
 
 
 @pytest.mark.usefixtures("apart")
-def test_a_head_that_looks_as_soon_as_it_is_rung_is_rung_again_once_its_grant_is_in_place(
+def test_a_head_that_looks_as_soon_as_it_is_rung_takes_the_emptied_lock_itself(
     store: LockStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A release rings the head before it stamps the turn and hands the lock over, so the
-    head wakes meanwhile; one that looks too soon finds the lock still held, sleeps, and is
-    rung again after the handover."""
+    """A release drops its grant, then rings the head before it stamps the turn and hands
+    the lock over, so the head wakes meanwhile; one that looks that soon finds the lock
+    empty (held by nobody) and publishes its staged grant itself. The release's handover
+    then finds the staging gone and leaves the lock to the head."""
     assert store.try_lock(FILE, "holder")
     head = _head(store, "b")
     stamp = store._dir.stamp_turn
     looked: list[tuple[bool, bool, str | None]] = []
 
-    def head_looks_first(name: str, entry: str) -> None:
+    def head_looks_first(name: str, entry: str) -> bool:
         if not looked:
             rung = _rung(head)
             looked.append((rung, head.advance(), store.holder(FILE)))
-        stamp(name, entry)
+        return stamp(name, entry)
 
     monkeypatch.setattr(store._dir, "stamp_turn", head_looks_first)
     assert store.release(FILE, "holder")
-    assert looked == [(True, False, "holder")]  # rung early, and too soon for the grant
-    assert _rung(head)  # rung again
-    assert head.advance()
+    assert looked == [(True, True, "b")]  # rung early, and the lock was already free of ours
     head.__exit__(None, None, None)
     assert store.holder(FILE) == "b"
+    assert _waiting_agents(store) == []
+    assert not [entry for entry in os.listdir(store.lock_dir) if disk.STAGING_MARK in entry]
     assert _waiting_agents(store) == []
 
 

@@ -163,15 +163,15 @@ def test_a_head_passed_over_as_the_lock_is_handed_to_it_queues_again(
     hand_over = store._dir.hand_over
 
     def ended_before_acceptance(
-        lock: str, token: str, to: str, *, accept: Callable[[str], bool] | None = None
-    ) -> bool | None:
+        lock: str, to: str, *, accept: Callable[[str], bool] | None = None
+    ) -> bool:
         assert accept is not None  # the head is in this process
 
         def ended_then_accept(grant: str) -> bool:
             assert store._queues.end_wait(name, entry, record)  # takes the grant back too
             return accept(grant)
 
-        return hand_over(lock, token, to, accept=ended_then_accept)
+        return hand_over(lock, to, accept=ended_then_accept)
 
     monkeypatch.setattr(store._dir, "hand_over", ended_before_acceptance)
     assert store.release(FILE, "holder")

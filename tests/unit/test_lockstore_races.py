@@ -34,16 +34,16 @@ def other(repo: Path, tmp_path: Path) -> LockStore:
 def race_before_removal(
     monkeypatch: pytest.MonkeyPatch, store: LockStore, interleave: Callable[[], None]
 ) -> None:
-    """Run `interleave` once, when `store` is about to remove a lock by token."""
-    original = store._dir.remove_lock
+    """Run `interleave` once, when `store` is about to remove a grant by token."""
+    original = store._dir.drop_grant
     pending = [interleave]
 
-    def remove_lock(name: str, token: str) -> bool:
+    def drop_grant(name: str, token: str) -> bool:
         if pending:
             pending.pop()()
         return original(name, token)
 
-    monkeypatch.setattr(store._dir, "remove_lock", remove_lock)
+    monkeypatch.setattr(store._dir, "drop_grant", drop_grant)
 
 
 @pytest.mark.parametrize("releaser_knows_its_grant", [True, False])

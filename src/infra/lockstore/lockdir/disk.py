@@ -234,17 +234,29 @@ class LockDir:
 
     def remove_lock(self, name: str, token: str) -> bool:
         """Release grant `token` of lock `name`; False (and nothing touched) if not current."""
+        if not self.drop_grant(name, token):
+            return False
+        self.free(name)
+        return True
+
+    def drop_grant(self, name: str, token: str) -> bool:
+        """Remove grant `token` of lock `name` (False, touching nothing, when it is not the
+        current grant). The lock is then an empty directory: held by nobody, taken by the
+        next rename onto it, and removed by `free` or replaced by `hand_over`."""
         try:
             os.unlink(f"{name}{LOCK_SUFFIX}/{token}", dir_fd=self.fd)
         except (FileNotFoundError, NotADirectoryError):
             return False
-        # Fails harmlessly when a new holder already renamed its lock in. (try/except, not
-        # contextlib.suppress: this runs on every release, and a context manager costs more.)
+        return True
+
+    def free(self, name: str) -> None:
+        """Remove lock `name`, emptied by `drop_grant`; fails harmlessly when a new holder
+        already renamed its lock in. (try/except, not contextlib.suppress: this runs on every
+        release, and a context manager costs more.)"""
         try:  # noqa: SIM105
             os.rmdir(name + LOCK_SUFFIX, dir_fd=self.fd)
         except OSError:
             pass
-        return True
 
     # -- grants staged by a queue's head, handed over at release --------------------------
 
@@ -301,16 +313,15 @@ class LockDir:
     def hand_over(
         self,
         name: str,
-        token: str,
         to: str,
         *,
         accept: Callable[[str], bool] | None = None,
         confirm: bool = True,
-    ) -> bool | None:
-        """Release grant `token` of lock `name` and, in the same breath, publish the grant
-        staged under `to` (the queue's head's): the lock never looks free. True: handed
-        over; False: `token` was not the current grant (nothing touched); None: released,
-        but nothing was staged under `to` (withdrawn, not staged yet): the lock is free.
+    ) -> bool:
+        """Publish the grant staged under `to` (the queue's head's) in place of the grant
+        just dropped from lock `name` (`drop_grant`): the lock never looks free. True:
+        handed over; False: nothing was staged under `to` (withdrawn, not staged yet), or a
+        grant got in first: the lock is freed (when still empty).
 
         `accept(to)`: called once the staging is renamed onto the lock, to have the head
         accept it at once; True only when the head still waits with its whole grant
@@ -318,10 +329,6 @@ class LockDir:
         lock that otherwise tells a grant from a staging emptied just before the rename.
         `confirm=False` leaves that look to the caller (`confirm_handover`), which wakes
         the head first: True then means moved, not yet confirmed."""
-        try:
-            os.unlink(f"{name}{LOCK_SUFFIX}/{token}", dir_fd=self.fd)
-        except (FileNotFoundError, NotADirectoryError):
-            return False
         try:
             os.rename(
                 f"{name}{STAGING_MARK}{to}",
@@ -335,8 +342,8 @@ class LockDir:
             if not confirm or (accept is not None and accept(to)) or self.holds(name, to):
                 return True
             # The head withdrew its record just before the rename: the lock is empty, free.
-        self._free_empty_lock(name)
-        return None
+        self.free(name)
+        return False
 
     def confirm_handover(self, name: str, to: str) -> bool:
         """After `hand_over(..., confirm=False)` moved the staging of `to`: True when its
@@ -344,14 +351,8 @@ class LockDir:
         the lock is an empty directory, and it is freed (False)."""
         if self.holds(name, to):
             return True
-        self._free_empty_lock(name)
+        self.free(name)
         return False
-
-    def _free_empty_lock(self, name: str) -> None:
-        try:  # noqa: SIM105 (contextlib.suppress costs more, at every handoff)
-            os.rmdir(name + LOCK_SUFFIX, dir_fd=self.fd)
-        except OSError:
-            pass  # a grant got in meanwhile
 
     def open_doorbell(self, name: str, token: str) -> int | None:
         """Make and open the doorbell of the wait `token` for lock `name`: a FIFO

@@ -246,35 +246,40 @@ class Queues:
 
     def release(self, name: str, token: str) -> bool:
         """Release grant `token` of lock `name`; False, touching nothing, when it is not the
-        current grant. When a waiter queues, the first one's turn is stamped first and the
-        lock is handed over to it (the grant it staged, published in place of ours), else
-        the lock goes; either way whoever waits on the lock in this process is woken (other
-        processes hear of it through the lock directory's events)."""
+        current grant. The grant goes first (its removal by token decides), then the queue
+        is looked at: when a waiter queues, the first one's turn is stamped and the lock is
+        handed over to it (the grant it staged, published in place of ours), else the lock
+        goes; either way whoever waits on the lock in this process is woken (other
+        processes hear of it through their doorbell, or the lock directory's events).
+
+        Between the two the lock is an empty directory: held by nobody, so a waiter that
+        queues after our look finds it free (or gone) and takes it itself, with no need to
+        be rung; and not gone, so nobody judges the first waiter's turn over (a free lock)
+        before it is stamped."""
+        if not self._dir.drop_grant(name, token):
+            return False
         head = self.start_turn_at_release(name)
         if head is None:
-            handed: bool | None = None if self._dir.remove_lock(name, token) else False
-        else:
+            self._dir.free(name)
+            handed = False
+        elif head.here:
             # A head in this process accepts at once, leaving the queue as its own look
             # would: woken by the notify below, it returns without a system call.
+            handed = self._dir.hand_over(name, head.token, accept=process_hub().hand_grant)
+        else:
             # A head elsewhere is rung as soon as its grant is in place, and wakes while we
             # check that the grant arrived whole.
-            if head.here:
-                handed = self._dir.hand_over(
-                    name, token, head.token, accept=process_hub().hand_grant
-                )
-            else:
-                handed = self._dir.hand_over(name, token, head.token, confirm=False)
-                if handed:
-                    self._dir.ring(name, head.token)
-                    if not self._dir.confirm_handover(name, head.token):
-                        handed = None  # it withdrew its record just before the rename: freed
-        if handed is False:
-            return False
+            handed = self._dir.hand_over(name, head.token, confirm=False)
+            if handed:
+                self._dir.ring(name, head.token)
+                # False: it withdrew its record just before the rename, and the lock is freed.
+                handed = self._dir.confirm_handover(name, head.token)
         process_hub().notify(f"{self._dir.path}/{name}{LOCK_SUFFIX}")
-        if not handed:
-            # Freed: ring whoever is first now. A waiter that queued (or became first) after
-            # we looked may have seen the lock still held and sleeps until rung: its doorbell
-            # was open before that look, and the look before our removal.
+        if head is not None and not handed:
+            # Freed with a queue there: ring whoever is first now. A waiter that became
+            # first after we looked (its predecessor left) may have seen our grant and
+            # sleeps until rung: its doorbell was open before that look, and the look
+            # before our removal.
             first = self.first_waiter(name)
             if first is not None and not first[1].here:
                 self._dir.ring(name, first[1].token)  # this process's waiters heard the notify
