@@ -11,6 +11,8 @@ Sections (`--only` takes one of these names):
    (try_lock + release), the contract API (`lockyard.infra.tools.locking` try_lock +
    release_lock), fasteners and filelock; in wall-clock time, and again in the thread's CPU
    time (what the cycle costs whatever else runs on the machine; blocking waits left out).
+   Also the system calls of `LockStore`'s cycle alone, made in a row by plain `os` calls:
+   the bound no Python around them can beat, against fasteners and against `LockStore`.
 2. handoff: a holder in one process releases while a waiter blocked in another process waits;
    release -> grant on CLOCK_MONOTONIC (perf_counter_ns is the same clock in every process).
    The holder releases only once every thread of the waiter is asleep, at a uniformly random
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import itertools
 import multiprocessing
 import multiprocessing.context
 import multiprocessing.synchronize
@@ -57,6 +60,8 @@ import fasteners
 import filelock
 
 from lockyard.infra.lockstore import LockStore, default_lock_dir
+from lockyard.infra.lockstore.lockdir.plain_paths import is_plain_file
+from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.tools import locking
 
 KEY = "shared.py"
@@ -138,6 +143,41 @@ class StoreLock:
     def release(self) -> None:
         if not self._store.release(self._key, self._agent):
             raise RuntimeError(f"{self._agent} did not hold {self._key}")
+
+
+class BareCallsLock:
+    """The system calls of an uncontended `LockStore` cycle (try_lock + release), in the
+    same order on the same names, with no Python around them beyond the calls: what the
+    cycle cannot go below (see docs/lock-store.md, "The lean lock path")."""
+
+    def __init__(self, store: LockStore, key: str) -> None:
+        self._fd = store._dir.fd
+        self._file = os.fsencode(os.path.join(store.root, key))
+        name = lock_name(store.namespace, store.canonicalize(key))
+        self._queue, self._lock = f"{name}.q", f"{name}.lock"
+        self._staging = f"{name}.tmp-"
+        self._record = "@" + "0" * 24 + ":" + repr(time.time())  # a grant record's length
+        self._tokens = (f"{n:013x}" for n in itertools.count())
+        self._token = ""
+
+    def try_acquire(self) -> bool:
+        fd, token = self._fd, next(self._tokens)
+        is_plain_file(self._file)
+        os.access(self._queue, os.F_OK, dir_fd=fd, follow_symlinks=False)
+        os.mkdir(self._staging + token, 0o700, dir_fd=fd)
+        os.symlink(self._record, f"{self._staging}{token}/{token}", dir_fd=fd)
+        os.rename(self._staging + token, self._lock, src_dir_fd=fd, dst_dir_fd=fd)
+        self._token = token
+        return True
+
+    async def acquire(self) -> None:
+        raise NotImplementedError("bare calls measure the uncontended cycle only")
+
+    def release(self) -> None:
+        fd = self._fd
+        os.unlink(f"{self._lock}/{self._token}", dir_fd=fd)
+        os.access(self._queue, os.F_OK, dir_fd=fd, follow_symlinks=False)
+        os.rmdir(self._lock, dir_fd=fd)
 
 
 class ContractLock:
@@ -240,6 +280,8 @@ class Place:
             return MkdirLock(f"{self.files}/{key}.dir")
         if kind == "flock":
             return FlockLock(file)
+        if kind == "bare calls":
+            return BareCallsLock(self.store(), key)
         if kind in ("lockyard", "lockyard sync", "lockyard async"):
             return StoreLock(self.store(), key, agent, use_async=kind == "lockyard async")
         if kind in ("contract sync", "contract async"):
@@ -386,7 +428,15 @@ def ms(ns: float) -> str:
 
 # -- 1. uncontended ---------------------------------------------------------------------------
 
-UNCONTENDED_KINDS = ("mkdir", "flock", "lockyard", "contract sync", "fasteners", "filelock")
+UNCONTENDED_KINDS = (
+    "mkdir",
+    "flock",
+    "bare calls",
+    "lockyard",
+    "contract sync",
+    "fasteners",
+    "filelock",
+)
 
 
 def uncontended(
@@ -442,6 +492,27 @@ def uncontended_rows(where: str, figures: dict[str, float], clock: str = "") -> 
             figures["contract sync"] / store <= 1.15,
         ),
     ]
+    bare = figures["bare calls"]
+    rows.append(
+        Row(
+            f"LockStore's system calls alone vs fasteners (the bound){label}",
+            where,
+            us(bare),
+            bare / figures["fasteners"],
+            "(bound)",
+            None,
+        )
+    )
+    rows.append(
+        Row(
+            f"LockStore vs its system calls alone (the Python around them){label}",
+            where,
+            us(store),
+            store / bare,
+            "(cost)",
+            None,
+        )
+    )
     for peer in ("fasteners", "filelock"):
         rows.append(
             Row(
