@@ -499,7 +499,7 @@ def uncontended_rows(where: str, figures: dict[str, float], clock: str = "") -> 
             where,
             us(bare),
             bare / figures["fasteners"],
-            "(bound)",
+            "",
             None,
         )
     )
@@ -509,7 +509,7 @@ def uncontended_rows(where: str, figures: dict[str, float], clock: str = "") -> 
             where,
             us(store),
             store / bare,
-            "(cost)",
+            "",
             None,
         )
     )

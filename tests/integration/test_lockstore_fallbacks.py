@@ -118,41 +118,47 @@ def test_a_head_is_woken_by_its_doorbell_without_watching_the_lock_directory(
     kill(holder)
 
 
-RELEASE_AFTER_A_STALE_LOOK = r"""
+RELEASE_PAUSED_AFTER_ITS_LOOK = r"""
 import os, sys, time
+from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.tools.locking import LockStore
 repo, lock_dir = sys.argv[1:3]
 store = LockStore(repo, lock_dir)
-looked = store._queues.start_turn_at_release
+lock = os.path.join(lock_dir, lock_name(store.namespace, store.canonicalize("a.py")) + ".lock")
+free = store._dir.free
 
-def before_the_waiter_queued(name):
-    looked(name)
-    # Pretend the queue was read before the waiter queued: it queues, opens its doorbell,
-    # finds the lock held and sleeps, all before this release removes the lock.
-    while not any(".bell-" in entry for entry in os.listdir(lock_dir)):
+def after_a_look_that_found_no_queue(name):
+    # The grant is gone and the queue was looked at (nobody queued): pause before the lock
+    # goes, until a waiter that came afterwards has taken it, as a slow release would.
+    print("looked", flush=True)
+    while not os.listdir(lock):
         time.sleep(0.01)
-    time.sleep(0.2)
-    return None
+    free(name)
 
-store._queues.start_turn_at_release = before_the_waiter_queued
+store._dir.free = after_a_look_that_found_no_queue
 print("released" if store.release("a.py", "holder") else "not held", flush=True)
 """
 
 
-def test_a_release_that_read_the_queue_before_the_head_queued_still_rings_it(
+def test_a_waiter_that_comes_after_the_releases_look_takes_the_lock_unrung(
     store: LockStore, repo: Path, lock_dir: Path
 ) -> None:
+    """A release drops its grant before it looks for a queue, and rings nobody when it
+    finds none: a waiter that comes after that look finds the lock empty, never held, and
+    takes it (renamed onto the empty lock) instead of sleeping until its backstop; the
+    release's removal of the lock then fails harmlessly."""
     holder = spawn(repo, lock_dir, "a.py", "holder", "hold")
     expect_line(holder, "locked")
     releaser = subprocess.Popen(
-        [sys.executable, "-c", RELEASE_AFTER_A_STALE_LOOK, str(repo), str(lock_dir)],
+        [sys.executable, "-c", RELEASE_PAUSED_AFTER_ITS_LOOK, str(repo), str(lock_dir)],
         stdout=subprocess.PIPE,
         text=True,
     )
+    expect_line(releaser, "looked")
     waiter = Waiter(store, "a.py", "w", poll_interval_ms=BACKSTOP_SECONDS * 1000)
     expect_line(releaser, "released")
     releaser.wait()
-    assert waiter.join() == [True]  # rung by the release, which looked again after it
+    assert waiter.join() == [True]
     assert store.holder("a.py") == "w"
     kill(holder)
 
