@@ -316,7 +316,6 @@ class LockDir:
         to: str,
         *,
         accept: Callable[[str], bool] | None = None,
-        confirm: bool = True,
     ) -> bool:
         """Publish the grant staged under `to` (the queue's head's) in place of the grant
         just dropped from lock `name` (`drop_grant`): the lock never looks free. True:
@@ -326,9 +325,7 @@ class LockDir:
         `accept(to)`: called once the staging is renamed onto the lock, to have the head
         accept it at once; True only when the head still waits with its whole grant
         staged (it withdraws only under the same guard), which spares the look at the
-        lock that otherwise tells a grant from a staging emptied just before the rename.
-        `confirm=False` leaves that look to the caller (`confirm_handover`), which wakes
-        the head first: True then means moved, not yet confirmed."""
+        lock that otherwise tells a grant from a staging emptied just before the rename."""
         try:
             os.rename(
                 f"{name}{STAGING_MARK}{to}",
@@ -339,18 +336,9 @@ class LockDir:
         except OSError:
             pass  # nothing staged under `to`, or a grant got in first: free the lock below
         else:
-            if not confirm or (accept is not None and accept(to)) or self.holds(name, to):
+            if (accept is not None and accept(to)) or self.holds(name, to):
                 return True
             # The head withdrew its record just before the rename: the lock is empty, free.
-        self.free(name)
-        return False
-
-    def confirm_handover(self, name: str, to: str) -> bool:
-        """After `hand_over(..., confirm=False)` moved the staging of `to`: True when its
-        record arrived with it; else its waiter withdrew the record just before the move,
-        the lock is an empty directory, and it is freed (False)."""
-        if self.holds(name, to):
-            return True
         self.free(name)
         return False
 

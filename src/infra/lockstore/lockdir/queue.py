@@ -186,8 +186,9 @@ class Queues:
             return None
         entry, head = first
         if not head.here:
-            # Rung at once: it wakes while we stamp its turn and hand the lock over (and is
-            # rung again once its grant is in place, should it have looked too soon).
+            # Rung at once: it wakes while we stamp its turn and hand the lock over (our
+            # grant is gone already: should it look before the handover, it finds the lock
+            # empty and publishes its staged grant itself).
             self._dir.ring(name, head.token)
         self._dir.stamp_turn(name, entry)
         return head
@@ -267,13 +268,10 @@ class Queues:
             # would: woken by the notify below, it returns without a system call.
             handed = self._dir.hand_over(name, head.token, accept=process_hub().hand_grant)
         else:
-            # A head elsewhere is rung as soon as its grant is in place, and wakes while we
-            # check that the grant arrived whole.
-            handed = self._dir.hand_over(name, head.token, confirm=False)
-            if handed:
-                self._dir.ring(name, head.token)
-                # False: it withdrew its record just before the rename, and the lock is freed.
-                handed = self._dir.confirm_handover(name, head.token)
+            # A head elsewhere was rung when it was found (`start_turn_at_release`), after
+            # our grant went: whenever it looks, it finds its grant or the lock empty (and
+            # takes it itself), never held, so it needs no second ring.
+            handed = self._dir.hand_over(name, head.token)
         process_hub().notify(f"{self._dir.path}/{name}{LOCK_SUFFIX}")
         if head is not None and not handed:
             # Freed with a queue there: ring whoever is first now. A waiter that became
