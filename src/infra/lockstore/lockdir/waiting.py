@@ -36,6 +36,9 @@ times less often: with a thousand waiters in a process, their re-checks are all 
 they use while nobody moves."""
 
 
+_WATCH_NOTHING = Watch(frozenset(), frozenset(), frozenset())
+
+
 class Waiting:
     """One queued wait for lock `name`: queue on enter, leave the queue on exit (always)."""
 
@@ -84,7 +87,7 @@ class Waiting:
         self._key = key
         self._hub: WakeHub = process_hub()
         self._pushed = False
-        self._watch = Watch(frozenset(), frozenset(), frozenset())
+        self._watch = _WATCH_NOTHING
         self._topics: set[str] = set()
         self._calm = False
         self._watched_dirs: set[str] = set()
@@ -359,8 +362,10 @@ class Waiting:
             hub.unwatch_process(pid)
         for directory in self._watched_dirs:
             hub.unwatch(directory)
-        self._topics, self._followed, self._watched_dirs = set(), set(), set()
-        self._watch = Watch(frozenset(), frozenset(), frozenset())
+        self._topics.clear()
+        self._followed.clear()
+        self._watched_dirs.clear()
+        self._watch = _WATCH_NOTHING
 
     def _unwatch_dir(self, directory: str) -> None:
         if directory in self._watched_dirs:
