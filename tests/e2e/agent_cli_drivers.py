@@ -8,7 +8,7 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import claude_agent_sdk
 from cli_sessions import CliSession
@@ -30,6 +30,8 @@ class CliDriver:
     write_tool: str
     read_tool: str | None
     """A tool the CLI insists on before it overwrites an existing file (None: no such rule)."""
+    kills_its_mcp_servers: ClassVar[bool] = False
+    """Whether the CLI ends its MCP servers with SIGKILL at exit, without waiting for them."""
 
     def api(self) -> FakeMessagesApi:
         # A gate waits for another CLI session to start and act: minutes on a loaded machine.
@@ -92,6 +94,11 @@ class CodexDriver(CliDriver):
     """Codex CLI from npm, run as `codex exec` with a custom model provider (the fake
     Responses API) in a trusted project. Its writes go through its shell tool: with the
     fake's model name Codex offers no `apply_patch` tool."""
+
+    # Traced (strace -f) with Codex 0.169.0: at exit it sends SIGTERM to an MCP server's process
+    # group and SIGKILL to the server straight after, so `lockyard serve` may die before it
+    # gives back its locks.
+    kills_its_mcp_servers = True
 
     def api(self) -> FakeMessagesApi:
         return FakeResponsesApi(gate_timeout=120.0)
