@@ -5,7 +5,7 @@
 The server is `LOCKYARD_TEST_PG_DSN` when set, else a throwaway local cluster.
 
 Every pair is measured fairly: the same server, TCP connections from psycopg on both sides,
-a warm-up of each, the two kinds in alternating blocks or rounds, medians compared.
+a warm-up of each, the two kinds taking turns every round, medians compared.
 
 1. Uncontended cycle: `try_lock` + `release` (one round trip each: a prepared statement the
    store sends through libpq) against a bare `pg_try_advisory_lock` + `pg_advisory_unlock`
@@ -76,15 +76,24 @@ def timed(run: Callable[[], None], rounds: int) -> list[float]:
 
 
 def interleaved(runs: dict[str, Callable[[], None]], rounds: int) -> dict[str, list[float]]:
-    """Time each run `rounds` times, in alternating blocks after a warm-up of each, so that
-    a change in the machine's load hits all of them alike."""
+    """Time each run `rounds` times after a warm-up of each, the runs taking turns every
+    round, so that every state of the machine hits all of them alike.
+
+    Turns of one round, not blocks: a round trip to the server lets both cores go idle, and
+    how fast an idle virtual CPU wakes depends on the recent pattern of wake-ups (the guest's
+    idle governor adapts its polling to it). In blocks of fifty, one kind's pattern set the
+    wake-up cost of the next block, and the same pair of loops measured anywhere from 1.4x to
+    4.7x on a calm machine; taking turns every round gives each kind the same history.
+    """
     for run in runs.values():
         timed(run, max(rounds // 10, 5))
     samples: dict[str, list[float]] = {name: [] for name in runs}
-    block = max(rounds // 10, 1)
-    for _ in range(0, rounds, block):
+    clock = time.perf_counter
+    for _ in range(rounds):
         for name, run in runs.items():
-            samples[name].extend(timed(run, block))
+            started = clock()
+            run()
+            samples[name].append(clock() - started)
     return samples
 
 
