@@ -126,7 +126,6 @@ so that the waiter is blocked (not still returning from its queueing call) in bo
 def _waiter(dsn: str, repo: str, rounds: int, out: Any) -> None:
     conn = psycopg.connect(plain(dsn), autocommit=True)
     listening = psycopg.connect(plain(dsn), autocommit=True)
-    listening.execute(f"LISTEN {NOTIFY_CHANNEL}")
     store = PgLockStore(repo, dsn).connect()
     out.send("ready")
     for _ in range(rounds):
@@ -136,10 +135,15 @@ def _waiter(dsn: str, repo: str, rounds: int, out: Any) -> None:
             out.send(time.perf_counter())
             conn.execute("SELECT pg_advisory_unlock(4343)")
         elif kind == "notify":
+            # Listening only for its own rounds: PostgreSQL 15 signals every listening
+            # backend of the database at each NOTIFY, so a probe that listened all along
+            # would be woken by every lockyard hand-off too, on the same two cores.
+            listening.execute(f"LISTEN {NOTIFY_CHANNEL}")
             out.send("listening")
             for _notify in listening.notifies(timeout=60, stop_after=1):
                 pass
             out.send(time.perf_counter())
+            listening.execute(f"UNLISTEN {NOTIFY_CHANNEL}")
         else:
             assert store.acquire("__handoff__", "waiter", timeout_seconds=60)
             out.send(time.perf_counter())

@@ -19,7 +19,7 @@ from lockyard.infra.lockstore.postgres import (
     PgLockStore,
     parse_spec,
 )
-from lockyard.infra.lockstore.postgres.session import connect
+from lockyard.infra.lockstore.postgres.session import connect, session_settings
 from lockyard.infra.tools.lock_tools import LockTools
 from pg_support import PgServer
 from polling_support import wait_until
@@ -56,6 +56,38 @@ def test_a_new_connection_waits_for_the_server_as_long_as_the_bound_unless_told_
     spec = parse_spec(f"{pg_server.dsn}{separator}{given}" if given else pg_server.dsn)
     with connect(spec, KeepaliveBound(30), purpose="test") as conn:
         assert conn.info.get_parameters().get("connect_timeout") == used
+
+
+def test_a_session_sets_its_keepalives_and_generic_plans_on_the_server(pg_server: PgServer) -> None:
+    with connect(parse_spec(pg_server.dsn), KeepaliveBound(30), purpose="test") as conn:
+        names = ("plan_cache_mode", "tcp_user_timeout")
+        shown = dict(
+            conn.execute(
+                "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)", (list(names),)
+            ).fetchall()
+        )
+    assert shown == {"plan_cache_mode": "force_generic_plan", "tcp_user_timeout": "30000"}
+
+
+def test_a_server_older_than_postgresql_12_is_not_sent_the_plan_setting_it_lacks() -> None:
+    assert "plan_cache_mode" not in session_settings(KeepaliveBound(30), 110000)
+    assert session_settings(KeepaliveBound(30), 150000)["plan_cache_mode"] == "force_generic_plan"
+
+
+def test_the_hot_statements_run_on_generic_plans_from_their_first_execution(
+    repo: Path, pg_backend: str
+) -> None:
+    with PgLockStore(repo, pg_backend) as store:
+        for _ in range(3):
+            assert store.try_lock("a.py", "alice")
+            assert store.release("a.py", "alice")
+        plans = store.session.run(
+            lambda conn, me: conn.execute(
+                "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE name IN ('lockyard_take_free', 'lockyard_release') ORDER BY name"
+            ).fetchall()
+        )
+    assert plans == [("lockyard_release", 3, 0), ("lockyard_take_free", 3, 0)]
 
 
 def test_ending_a_wait_sends_a_running_waiter_to_the_back(repo: Path, pg_backend: str) -> None:

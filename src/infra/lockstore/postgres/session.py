@@ -64,7 +64,7 @@ def connect(spec: PgSpec, bound: KeepaliveBound, *, purpose: str) -> psycopg.Con
     try:
         settings = ", ".join(
             f"set_config('{name}', '{value}', false)"
-            for name, value in bound.server_settings().items()
+            for name, value in session_settings(bound, conn.info.server_version).items()
         )
         conn.execute(f"SELECT {settings}")
         key = (spec.conninfo, spec.schema)
@@ -79,6 +79,18 @@ def connect(spec: PgSpec, bound: KeepaliveBound, *, purpose: str) -> psycopg.Con
         conn.close()
         raise BackendUnavailableError(_explain(spec, exc)) from None
     return conn
+
+
+def session_settings(bound: KeepaliveBound, server_version: int) -> dict[str, str]:
+    """What every lockyard connection sets on its server session: the keepalive bound, and
+    generic plans for prepared statements (PostgreSQL 12 and later). Every statement lockyard
+    prepares looks rows up by key, where a plan made for the actual values can be no better
+    than the generic one; without the setting the server may still plan each execution anew
+    (about 10 µs of a take and 4 µs of a release, a twentieth of an uncontended cycle)."""
+    settings = bound.server_settings()
+    if server_version >= 120000:
+        settings["plan_cache_mode"] = "force_generic_plan"
+    return settings
 
 
 def connect_timeout(spec: PgSpec, bound: KeepaliveBound) -> dict[str, str]:
