@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from lockstore_support import expect_line, kill, spawn
 
+from lockyard.infra.lockstore.lockdir.wake_hub import process_hub
 from lockyard.infra.lockstore.paths import lock_name
-from lockyard.infra.lockstore.wakeup import process_hub
 from lockyard.infra.tools.locking import LockStore
 from polling_support import wait_until
 

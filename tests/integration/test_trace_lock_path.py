@@ -37,6 +37,7 @@ def test_a_waiting_acquire_is_traced_from_the_tool_through_the_queue_to_the_wake
         "lockyard.infra.tools.lock_tools",
         "lockyard.infra.lockstore.lockdir.store",
         "lockyard.infra.lockstore.lockdir.queue",
+        "lockyard.infra.lockstore.lockdir.wake_hub",
         "lockyard.infra.lockstore.wakeup",
         "lockyard.core.events",
     } <= modules

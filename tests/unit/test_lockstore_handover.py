@@ -19,9 +19,9 @@ import pytest
 
 from lockyard.infra.lockstore.liveness import current_process
 from lockyard.infra.lockstore.lockdir import disk, queue, waiting
+from lockyard.infra.lockstore.lockdir.wake_hub import WakeHub
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import encode_waiter
-from lockyard.infra.lockstore.wakeup import WakeHub
 from lockyard.infra.tools.locking import LockStore
 
 FILE = "f.py"

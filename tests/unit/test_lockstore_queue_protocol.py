@@ -26,9 +26,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from lockyard.infra.lockstore.liveness import current_process, new_token
 from lockyard.infra.lockstore.lockdir import waiting
 from lockyard.infra.lockstore.lockdir.protocol import Look, Move, Seen, step
+from lockyard.infra.lockstore.lockdir.wake_hub import process_hub
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import encode_waiter
-from lockyard.infra.lockstore.wakeup import process_hub
 from lockyard.infra.tools.locking import LockStore
 
 FILE = "f.py"

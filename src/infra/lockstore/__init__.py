@@ -1,13 +1,18 @@
 """The lock store: one `LockBackend` seam, and the two backends side by side behind it.
 
 - `lockdir/`: the lock directory, the embedded default for agents on one machine: atomic
-  directory renames, FIFO queues, liveness by process, push wake-ups (inotify, eventfd);
+  directory renames, FIFO queues, liveness by process, push wake-ups (its process's wake
+  hub, `lockdir/wake_hub.py`: in-process topics, inotify, pidfds);
 - `postgres/`: PostgreSQL, for agents on many hosts: locks owned by live database sessions,
   queues in tables, wake-ups by NOTIFY;
 - beside them, what both share: the seam (`backend.py`), errors, records, liveness, lock keys
   (`identity.py`, `paths.py`), the wait limits (`limits.py`) and wakers (`wakeup.py`).
   `choice.py` opens the backend a setting names; `default_store.py` has the module-level
-  functions (`try_lock`, ...) on the default lock directory.
+  functions (`try_lock`, ...) on the default lock directory;
+- beside them too, though of the backends only the lock directory uses them, because parts
+  outside the store use them as well: lockyard's one inotify binding (`inotify.py`: the
+  lock directory's wake hub, the cross-process monitor, the IPC transport) and reading a file
+  lockyard wrote without trusting it (`own_files.py`: lock records, victim notices).
 
 This module is the store's one entrance: code outside `lockyard.infra.lockstore` imports
 these names from here, never from the modules inside (an import-linter contract checks it),
@@ -92,6 +97,7 @@ if TYPE_CHECKING:
     )
     from .lockdir.disk import QUEUE_SUFFIX, LockDir, default_lock_dir
     from .lockdir.store import LockStore
+    from .lockdir.wake_hub import process_hub
     from .own_files import NotOwnFileError, read_own_file
     from .paths import lock_name, validate_agent_id
     from .records import (
@@ -104,7 +110,7 @@ if TYPE_CHECKING:
         decode_holder,
         encode_holder,
     )
-    from .wakeup import Waker, process_hub
+    from .wakeup import Waker
 
 _HOMES = {
     "LockBackend": "backend",
@@ -179,7 +185,7 @@ _HOMES = {
     "validate_poll_interval": "limits",
     "validate_timeout": "limits",
     "Waker": "wakeup",
-    "process_hub": "wakeup",
+    "process_hub": "lockdir.wake_hub",
 }
 
 __all__ = [

@@ -1,9 +1,10 @@
 """Linux inotify through ctypes: the one binding of lockyard, and its one switch.
 
-The lock store's wake-up hub (`wakeup.py`) feeds inotify events into topic notifications;
-the cross-process monitor, its notice board and the IPC transport wait on an `Inotify` of
-their own for "something changed, rescan". Both use this module: one binding, one event
-parser, one environment switch.
+The lock directory's wake-up hub (`lockdir/wake_hub.py`) feeds inotify events into topic
+notifications; the cross-process monitor, its notice board and the IPC transport wait on an
+`Inotify` of their own for "something changed, rescan". Both use this module: one binding,
+one event parser, one environment switch. So it sits beside the backends, not inside the
+lock directory's package (the PostgreSQL backend does not use it).
 
 `LOCKYARD_NO_INOTIFY=1` turns inotify off in every part (waiters and watchers poll instead;
 for file systems that deliver no events for changes made elsewhere, such as many FUSE and

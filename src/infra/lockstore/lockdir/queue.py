@@ -24,9 +24,9 @@ from typing import Final, NamedTuple
 from ..errors import CorruptRecordError
 from ..liveness import Liveness, ProcessIdentity, current_process, new_token
 from ..records import HolderRecord, WaiterRecord, decode_waiter
-from ..wakeup import process_hub
 from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, TICKET_DIGITS, LockDir
 from .protocol import Seen, judge_predecessor, turn_is_over
+from .wake_hub import process_hub
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ worktrees of one clone, or on two checkouts given one explicit namespace, share 
 The operations are built from the atomic steps of `disk.py` (publish by rename, remove by
 token) so that mutual exclusion holds under any interleaving of acquire, release, cleanup
 and stale-lock breaking; docs/lock-store.md walks through the interleavings.
-Waiters queue in arrival order (`queue.py`) and are woken by push (`wakeup.py`).
+Waiters queue in arrival order (`queue.py`) and are woken by push (`wake_hub.py`).
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ from ..records import (
     encode_waiter,
     holder_card,
 )
-from ..wakeup import WakeHub, process_hub
 from . import reading, reclamation, reporting, waiting
 from .disk import CARD_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, LockDir, default_lock_dir
 from .earlier import find_earlier_locks, held_by_earlier_version
 from .plain_paths import is_plain_file, resolve_plain_entry
 from .queue import Place, Queues
+from .wake_hub import WakeHub, process_hub
 
 log = logging.getLogger(__name__)
 

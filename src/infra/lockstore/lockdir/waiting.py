@@ -23,9 +23,10 @@ from types import TracebackType
 from ..errors import LockDirFullError
 from ..liveness import Liveness, pids_are_local
 from ..records import HolderRecord, WaiterRecord
-from ..wakeup import WakeHub, Waker, process_hub
+from ..wakeup import Waker
 from .protocol import Look, Move, Watch, step, watch_lock, watch_predecessor
 from .queue import Place, Queues, is_ours
+from .wake_hub import WakeHub, process_hub
 
 log = logging.getLogger(__name__)
 
