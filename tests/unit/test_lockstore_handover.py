@@ -12,19 +12,17 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from handover_support import FILE, looked_once, name_of, queued, waiting_agents
 
 from lockyard.infra.lockstore.liveness import current_process
 from lockyard.infra.lockstore.lockdir import disk, queue, waiting
 from lockyard.infra.lockstore.lockdir.wake_hub import WakeHub
-from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import encode_waiter
 from lockyard.infra.tools.locking import LockStore
-
-FILE = "f.py"
 
 
 @pytest.fixture(autouse=True)
@@ -35,27 +33,9 @@ def heads_accept_for_themselves(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(WakeHub, "hand_grant", lambda _hub, _token: False)
 
 
-@pytest.fixture
-def store(repo: Path, lock_dir: Path) -> Iterator[LockStore]:
-    with LockStore(repo, lock_dir) as store:
-        yield store
-
-
-def _name(store: LockStore) -> str:
-    return lock_name(store.namespace, store.canonicalize(FILE))
-
-
-def _queued(store: LockStore, agent: str) -> waiting.Waiting:
-    key = store.canonicalize(FILE)
-    wait = store._waiting(_name(store), key, agent, 0.05)
-    wait.__enter__()
-    return wait
-
-
 def _head(store: LockStore, agent: str) -> waiting.Waiting:
     """A wait that is first in line at a held lock: it has staged its grant."""
-    wait = _queued(store, agent)
-    assert not wait.advance()
+    wait = looked_once(store, agent)
     assert _staged(store) == [agent]
     return wait
 
@@ -63,7 +43,7 @@ def _head(store: LockStore, agent: str) -> waiting.Waiting:
 def _staged(store: LockStore) -> list[str]:
     """The agents whose grant is staged in the lock directory (by the token of their wait;
     a token no queued wait has any more is listed as itself)."""
-    agents = {record.token: record.agent_id for _entry, record in store.read_queue(_name(store))}
+    agents = {record.token: record.agent_id for _entry, record in store.read_queue(name_of(store))}
     return [
         agents.get(token, token)
         for entry in os.listdir(store.lock_dir)
@@ -73,14 +53,10 @@ def _staged(store: LockStore) -> list[str]:
 
 
 def _age_first_turn(store: LockStore, seconds: float) -> None:
-    name = _name(store)
+    name = name_of(store)
     [first, *_rest] = store._dir.queue_order(name)
     then = time.time() - seconds
     os.utime(f"{store.lock_dir}/{name}.q/{first}", (then, then), follow_symlinks=False)
-
-
-def _waiting_agents(store: LockStore) -> list[str]:
-    return [w.agent_id for w in store.waiters(FILE)]
 
 
 def test_a_release_hands_the_lock_to_the_head_which_accepts_it_by_leaving_the_queue(
@@ -94,7 +70,7 @@ def test_a_release_hands_the_lock_to_the_head_which_accepts_it_by_leaving_the_qu
     assert not store.try_lock(FILE, "newcomer")
     assert head.advance()  # one look: the grant is there
     head.__exit__(None, None, None)
-    assert _waiting_agents(store) == []
+    assert waiting_agents(store) == []
     assert store.holder(FILE) == "b"
     assert store.release(FILE, "b")
     assert store.holder(FILE) is None
@@ -102,8 +78,8 @@ def test_a_release_hands_the_lock_to_the_head_which_accepts_it_by_leaving_the_qu
 
 def test_a_waiter_not_yet_first_is_not_handed_anything(store: LockStore) -> None:
     assert store.try_lock(FILE, "holder")
-    first = _queued(store, "b")  # queued, but has not looked: nothing staged
-    second = _head_behind(store, "c")
+    first = queued(store, "b")  # queued, but has not looked: nothing staged
+    second = looked_once(store, "c")
     assert store.release(FILE, "holder")
     assert store.holder(FILE) is None  # freed: b's turn, b takes it itself
     assert not second.advance()
@@ -112,19 +88,13 @@ def test_a_waiter_not_yet_first_is_not_handed_anything(store: LockStore) -> None
     second.__exit__(None, None, None)
 
 
-def _head_behind(store: LockStore, agent: str) -> waiting.Waiting:
-    wait = _queued(store, agent)
-    assert not wait.advance()
-    return wait
-
-
 @pytest.mark.parametrize("successor", [True, False])
 def test_a_head_that_stops_waiting_after_the_handover_passes_the_lock_on(
     store: LockStore, successor: bool
 ) -> None:
     assert store.try_lock(FILE, "holder")
     head = _head(store, "b")
-    behind = _head_behind(store, "c") if successor else None
+    behind = looked_once(store, "c") if successor else None
     assert store.release(FILE, "holder")
     assert store.holder(FILE) == "b"
     head.__exit__(None, None, None)  # timed out or cancelled before it looked
@@ -136,7 +106,7 @@ def test_a_head_that_stops_waiting_after_the_handover_passes_the_lock_on(
         assert store.holder(FILE) == "c"
     else:
         assert store.try_lock(FILE, "newcomer")
-    assert _waiting_agents(store) == []
+    assert waiting_agents(store) == []
     assert _staged(store) == []
 
 
@@ -145,12 +115,12 @@ def test_a_head_handed_over_to_while_a_staged_successor_waits_passes_it_on_at_on
 ) -> None:
     assert store.try_lock(FILE, "holder")
     head = _head(store, "b")
-    behind = _head_behind(store, "c")
+    behind = looked_once(store, "c")
     assert store.release(FILE, "holder")
     head.__exit__(None, None, None)  # b leaves: c becomes first
     assert not behind.advance() or store.holder(FILE) == "c"
     behind.__exit__(None, None, None)
-    assert _waiting_agents(store) == []
+    assert waiting_agents(store) == []
 
 
 def test_a_head_that_stops_waiting_while_the_release_renames_its_staging_leaves_no_lock(
@@ -172,7 +142,7 @@ def test_a_head_that_stops_waiting_while_the_release_renames_its_staging_leaves_
     head.__exit__(None, None, None)
     assert released == [True]
     assert store.holder(FILE) is None
-    assert not (store.lock_dir / f"{_name(store)}.lock").exists()  # no empty lock left
+    assert not (store.lock_dir / f"{name_of(store)}.lock").exists()  # no empty lock left
     assert _staged(store) == []
     assert store.try_lock(FILE, "newcomer")
 
@@ -205,7 +175,7 @@ def test_a_grant_left_unaccepted_past_the_turn_is_passed_over_by_the_successor(
 ) -> None:
     assert store.try_lock(FILE, "holder")
     stalled = _head(store, "b")
-    behind = _head_behind(store, "c")
+    behind = looked_once(store, "c")
     assert store.release(FILE, "holder")
     assert store.holder(FILE) == "b"
     assert not behind.advance()  # b's turn is young: nothing is taken from it
@@ -215,7 +185,7 @@ def test_a_grant_left_unaccepted_past_the_turn_is_passed_over_by_the_successor(
     assert store.holder(FILE) == "c"
     # b runs again: its entry is gone and so is its grant; it queues again, behind nobody
     assert not stalled.advance()
-    assert _waiting_agents(store) == ["b"]
+    assert waiting_agents(store) == ["b"]
     assert store.release(FILE, "c")
     assert store.holder(FILE) == "b"  # handed over to b, which staged its grant anew
     assert stalled.advance()
@@ -231,7 +201,7 @@ def test_a_grant_left_unaccepted_past_the_turn_is_passed_over_by_try_lock(
     assert not store.try_lock(FILE, "newcomer")  # b's turn
     _age_first_turn(store, store.turn_timeout + 1)
     assert store.try_lock(FILE, "newcomer")
-    assert _waiting_agents(store) == []
+    assert waiting_agents(store) == []
     assert not stalled.advance()  # queues again behind the newcomer
     stalled.__exit__(None, None, None)
     assert store.holder(FILE) == "newcomer"
@@ -242,7 +212,7 @@ def test_a_head_that_accepts_first_keeps_the_lock_from_a_late_pass_over(
 ) -> None:
     assert store.try_lock(FILE, "holder")
     head = _head(store, "b")
-    name = _name(store)
+    name = name_of(store)
     [(entry, record)] = store.read_queue(name)
     assert store.release(FILE, "holder")
     _age_first_turn(store, store.turn_timeout + 1)  # judged stalled by someone ...
@@ -258,7 +228,7 @@ def test_a_waiter_passed_over_while_taking_does_not_keep_the_lock(
     """Its entry is dropped between its take and its accepting: the grant is not its own."""
     assert store.try_lock(FILE, "holder")
     head = _head(store, "b")
-    name = _name(store)
+    name = name_of(store)
     [(entry, record)] = store.read_queue(name)
     assert store.release(FILE, "holder")
     take: Callable[[str], bool] = head._take
@@ -287,7 +257,7 @@ def test_a_dead_heads_unaccepted_grant_is_taken_back_when_its_entry_is_dropped(
     assert store.try_lock(FILE, "holder")
     head = _head(store, "b")
     assert store.release(FILE, "holder")
-    name = _name(store)
+    name = name_of(store)
     [(entry, record)] = store.read_queue(name)
     assert store._queues.end_wait(name, entry, record)  # what a dead waiter's entry gets
     assert store.holder(FILE) is None
@@ -329,7 +299,7 @@ def test_a_rung_head_accepts_its_grant_without_a_round_of_reads(
     assert head.advance()
     head.__exit__(None, None, None)
     assert store.holder(FILE) == "b"
-    assert _waiting_agents(store) == []
+    assert waiting_agents(store) == []
     assert not [entry for entry in os.listdir(store.lock_dir) if disk.BELL_MARK in entry]
 
 
@@ -357,9 +327,9 @@ def test_a_head_that_looks_as_soon_as_it_is_rung_takes_the_emptied_lock_itself(
     assert looked == [(True, True, "b")]  # rung early, and the lock was already free of ours
     head.__exit__(None, None, None)
     assert store.holder(FILE) == "b"
-    assert _waiting_agents(store) == []
+    assert waiting_agents(store) == []
     assert not [entry for entry in os.listdir(store.lock_dir) if disk.STAGING_MARK in entry]
-    assert _waiting_agents(store) == []
+    assert waiting_agents(store) == []
 
 
 @pytest.mark.usefixtures("apart")
@@ -368,8 +338,8 @@ def test_a_rung_head_whose_wait_was_ended_before_it_accepted_does_not_keep_the_g
 ) -> None:
     assert store.try_lock(FILE, "holder")
     head = _head(store, "b")
-    behind = _head_behind(store, "c")
-    name = _name(store)
+    behind = looked_once(store, "c")
+    name = name_of(store)
     [(entry, record), _c] = store.read_queue(name)
     assert store.release(FILE, "holder")
     assert store.holder(FILE) == "b"
@@ -379,7 +349,7 @@ def test_a_rung_head_whose_wait_was_ended_before_it_accepted_does_not_keep_the_g
     assert not head.advance()
     assert store.holder(FILE) is None
     assert not store.try_lock(FILE, "newcomer")
-    assert _waiting_agents(store) == ["c", "b"]
+    assert waiting_agents(store) == ["c", "b"]
     assert behind.advance()
     behind.__exit__(None, None, None)
     assert store.release(FILE, "c")
@@ -397,9 +367,9 @@ def test_a_release_finds_the_head_of_a_queue_at_the_lowest_ticket_without_listin
     store: LockStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert store.try_lock(FILE, "holder")
-    first = _queued(store, "b")
-    _queued(store, "c")
-    name = _name(store)
+    first = queued(store, "b")
+    queued(store, "c")
+    name = name_of(store)
 
     def no_listing(*args: object, **options: object) -> list[str]:
         raise AssertionError("the lowest ticket is first: no listing needed")
@@ -413,10 +383,10 @@ def test_a_release_finds_the_head_of_a_queue_at_the_lowest_ticket_without_listin
 
 def test_a_release_lists_the_queue_when_the_lowest_ticket_has_left(store: LockStore) -> None:
     assert store.try_lock(FILE, "holder")
-    first = _queued(store, "b")
-    second = _queued(store, "c")
+    first = queued(store, "b")
+    second = queued(store, "c")
     first.__exit__(None, None, None)
-    found = store._queues.first_waiter(_name(store))
+    found = store._queues.first_waiter(name_of(store))
     assert found is not None
     assert (found[0], found[1].token) == (second._place.entry, second._place.token)
     assert found[0] != queue.FIRST_TICKET
@@ -424,10 +394,10 @@ def test_a_release_lists_the_queue_when_the_lowest_ticket_has_left(store: LockSt
 
 def test_a_release_skips_a_lowest_ticket_that_is_no_waiters_record(store: LockStore) -> None:
     assert store.try_lock(FILE, "holder")
-    name = _name(store)
+    name = name_of(store)
     os.mkdir(store.lock_dir / f"{name}.q")
     os.symlink("not a record", store.lock_dir / f"{name}.q" / queue.FIRST_TICKET)
-    waiter = _queued(store, "b")
+    waiter = queued(store, "b")
     found = store._queues.first_waiter(name)
     assert found is not None
     assert found[1].token == waiter._place.token
@@ -462,7 +432,7 @@ def test_a_head_that_accepts_forgets_it_was_first_so_its_next_release_reads_no_s
     with LockStore(repo, lock_dir) as elsewhere:
         assert elsewhere.try_lock(FILE, "holder")
         head = _head(store, "b")
-        name = _name(store)
+        name = name_of(store)
         assert name in store._queues._next_first
         assert elsewhere.release(FILE, "holder")
         assert head.advance()
@@ -477,7 +447,7 @@ def test_a_head_that_queued_again_is_rung_at_the_doorbell_of_its_new_wait(
 ) -> None:
     assert store.try_lock(FILE, "holder")
     head = _head(store, "b")
-    name = _name(store)
+    name = name_of(store)
     [(entry, _record)] = store.read_queue(name)
     assert head._bell is not None
     first_token = head._bell[0]

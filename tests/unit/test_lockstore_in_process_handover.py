@@ -9,68 +9,28 @@ loops drive them), or real `acquire_async` tasks and `acquire` threads.
 
 from __future__ import annotations
 
-import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import anyio.lowlevel
 import pytest
+from handover_support import FILE, leftovers, looked_once, name_of, queued, waiting_agents
 
-from lockyard.infra.lockstore.lockdir import disk, waiting
-from lockyard.infra.lockstore.paths import lock_name
+from lockyard.infra.lockstore.lockdir import disk
 from lockyard.infra.lockstore.wakeup import Waker
 from lockyard.infra.tools.locking import LockStore
-
-FILE = "f.py"
-
-
-@pytest.fixture
-def store(repo: Path, lock_dir: Path) -> Iterator[LockStore]:
-    with LockStore(repo, lock_dir) as store:
-        yield store
-
-
-def _name(store: LockStore) -> str:
-    return lock_name(store.namespace, store.canonicalize(FILE))
-
-
-def _queued(store: LockStore, agent: str) -> waiting.Waiting:
-    key = store.canonicalize(FILE)
-    wait = store._waiting(_name(store), key, agent, 0.05)
-    wait.__enter__()
-    return wait
-
-
-def _head(store: LockStore, agent: str) -> waiting.Waiting:
-    """A wait first in line at a held lock: it has staged its grant."""
-    wait = _queued(store, agent)
-    assert not wait.advance()
-    return wait
-
-
-def _waiting_agents(store: LockStore) -> list[str]:
-    return [w.agent_id for w in store.waiters(FILE)]
-
-
-def _leftovers(store: LockStore) -> list[str]:
-    """Staged grants and doorbells left in the lock directory."""
-    return [
-        entry
-        for entry in os.listdir(store.lock_dir)
-        if disk.STAGING_MARK in entry or disk.BELL_MARK in entry
-    ]
 
 
 def test_a_release_accepts_the_grant_for_a_head_in_this_process(
     store: LockStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert store.try_lock(FILE, "holder")
-    head = _head(store, "b")
+    head = looked_once(store, "b")
     assert store.release(FILE, "holder")
     assert store.holder(FILE) == "b"
-    assert _waiting_agents(store) == []  # accepted: b left the queue at the release
+    assert waiting_agents(store) == []  # accepted: b left the queue at the release
     assert not store.try_lock(FILE, "newcomer")
 
     def no_look(*_args: object, **_options: object) -> None:
@@ -82,7 +42,7 @@ def test_a_release_accepts_the_grant_for_a_head_in_this_process(
     monkeypatch.undo()
     head.__exit__(None, None, None)
     assert store.holder(FILE) == "b"
-    assert _leftovers(store) == []
+    assert leftovers(store) == []
     assert store.release(FILE, "b")
     assert store.holder(FILE) is None
 
@@ -91,21 +51,21 @@ def test_the_successor_becomes_first_when_the_release_accepts_for_the_head(
     store: LockStore,
 ) -> None:
     assert store.try_lock(FILE, "holder")
-    head = _head(store, "b")
-    behind = _queued(store, "c")
+    head = looked_once(store, "b")
+    behind = queued(store, "c")
     assert not behind.advance()
     assert store.release(FILE, "holder")
-    assert _waiting_agents(store) == ["c"]
+    assert waiting_agents(store) == ["c"]
     assert not behind.advance()  # first now, behind b's lock: it stages its grant
     assert head.advance()
     head.__exit__(None, None, None)
     assert store.release(FILE, "b")
     assert store.holder(FILE) == "c"  # handed on, and accepted for c in turn
-    assert _waiting_agents(store) == []
+    assert waiting_agents(store) == []
     assert behind.advance()
     behind.__exit__(None, None, None)
     assert store.release(FILE, "c")
-    assert _leftovers(store) == []
+    assert leftovers(store) == []
 
 
 @pytest.mark.parametrize("successor", [True, False])
@@ -115,8 +75,8 @@ def test_a_wait_that_ends_after_the_release_accepted_for_it_passes_the_lock_on(
     """Timed out or cancelled between the release and its next look: it never returns the
     lock, so it must not keep it."""
     assert store.try_lock(FILE, "holder")
-    head = _head(store, "b")
-    behind = _queued(store, "c") if successor else None
+    head = looked_once(store, "b")
+    behind = queued(store, "c") if successor else None
     if behind is not None:
         assert not behind.advance()
     assert store.release(FILE, "holder")
@@ -131,24 +91,24 @@ def test_a_wait_that_ends_after_the_release_accepted_for_it_passes_the_lock_on(
         assert behind.advance()
         behind.__exit__(None, None, None)
         assert store.holder(FILE) == "c"
-    assert _waiting_agents(store) == []
-    assert _leftovers(store) == []
+    assert waiting_agents(store) == []
+    assert leftovers(store) == []
 
 
 def test_a_head_in_its_own_round_is_left_to_accept_for_itself(store: LockStore) -> None:
     """The release runs while the head's thread is inside a round (its guard held): the
     release only hands over and wakes it; the head accepts in its next round."""
     assert store.try_lock(FILE, "holder")
-    head = _head(store, "b")
+    head = looked_once(store, "b")
     with head._guard:
         assert store.release(FILE, "holder")
     assert store.holder(FILE) == "b"
-    assert _waiting_agents(store) == ["b"]  # handed over, not accepted yet
+    assert waiting_agents(store) == ["b"]  # handed over, not accepted yet
     assert head.advance()
-    assert _waiting_agents(store) == []
+    assert waiting_agents(store) == []
     head.__exit__(None, None, None)
     assert store.holder(FILE) == "b"
-    assert _leftovers(store) == []
+    assert leftovers(store) == []
 
 
 def test_a_head_passed_over_as_the_lock_is_handed_to_it_queues_again(
@@ -157,8 +117,8 @@ def test_a_head_passed_over_as_the_lock_is_handed_to_it_queues_again(
     """Its entry is ended (`lockyard clean`) between the handover and the acceptance: the
     acceptance fails, the grant goes back with the entry, and the head queues again."""
     assert store.try_lock(FILE, "holder")
-    head = _head(store, "b")
-    name = _name(store)
+    head = looked_once(store, "b")
+    name = name_of(store)
     [(entry, record)] = store.read_queue(name)
     hand_over = store._dir.hand_over
 
@@ -177,14 +137,14 @@ def test_a_head_passed_over_as_the_lock_is_handed_to_it_queues_again(
     assert store.release(FILE, "holder")
     monkeypatch.undo()
     assert store.holder(FILE) is None
-    assert _waiting_agents(store) == []
+    assert waiting_agents(store) == []
     assert head.advance()  # out of line: it queues again, first at a free lock, and takes it
     head.__exit__(None, None, None)
     holder = store.holder_record(FILE)
     assert holder is not None
     assert holder.agent_id == "b"
     assert holder.token != record.token
-    assert _leftovers(store) == []
+    assert leftovers(store) == []
 
 
 def test_a_release_that_remembers_an_ended_head_whose_ticket_was_taken_again_grants_in_order(
@@ -194,25 +154,25 @@ def test_a_release_that_remembers_an_ended_head_whose_ticket_was_taken_again_gra
     waiter of another store took b's ticket in a new queue: the grant handed to b is passed
     on to that waiter, and b queues again behind it."""
     assert store.try_lock(FILE, "holder")
-    ended = _head(store, "b")
+    ended = looked_once(store, "b")
     assert store.end_waits("b")
     with LockStore(repo, lock_dir) as other:
         key = other.canonicalize(FILE)
-        newcomer = other._waiting(_name(other), key, "c", 0.05)
+        newcomer = other._waiting(name_of(other), key, "c", 0.05)
         newcomer.__enter__()
         assert not newcomer.advance()  # first in the new queue, under b's old ticket
         assert store.release(FILE, "holder")
         assert store.holder(FILE) == "b"  # handed to b, which is out of line
         assert not ended.advance()  # b passes it on, and queues again
         assert store.holder(FILE) == "c"
-        assert _waiting_agents(store) == ["b"]
+        assert waiting_agents(store) == ["b"]
         assert newcomer.advance()
         newcomer.__exit__(None, None, None)
     assert store.release(FILE, "c")
     assert store.holder(FILE) == "b"
     assert ended.advance()
     ended.__exit__(None, None, None)
-    assert _leftovers(store) == []
+    assert leftovers(store) == []
 
 
 def test_a_head_withdrawing_its_grant_as_the_release_renames_it_is_not_accepted_for(
@@ -222,7 +182,7 @@ def test_a_head_withdrawing_its_grant_as_the_release_renames_it_is_not_accepted_
     onto the lock: the acceptance is refused (the head's exit holds its guard), the release
     finds no grant in the lock and frees it."""
     assert store.try_lock(FILE, "holder")
-    head = _head(store, "b")
+    head = looked_once(store, "b")
     discard = store._dir.discard_staging
     released: list[bool] = []
 
@@ -235,9 +195,9 @@ def test_a_head_withdrawing_its_grant_as_the_release_renames_it_is_not_accepted_
     head.__exit__(None, None, None)
     assert released == [True]
     assert store.holder(FILE) is None
-    assert not (store.lock_dir / f"{_name(store)}.lock").exists()  # no empty lock left
-    assert _waiting_agents(store) == []
-    assert _leftovers(store) == []
+    assert not (store.lock_dir / f"{name_of(store)}.lock").exists()  # no empty lock left
+    assert waiting_agents(store) == []
+    assert leftovers(store) == []
     assert store.try_lock(FILE, "newcomer")
 
 
@@ -251,12 +211,12 @@ async def test_a_task_handed_the_lock_by_another_task_returns_it(store: LockStor
 
     async with anyio.create_task_group() as group:
         group.start_soon(waiter)
-        while not _leftovers(store):  # first in line, its grant staged
+        while not leftovers(store):  # first in line, its grant staged
             await anyio.lowlevel.checkpoint()
         assert store.release(FILE, "holder")
     assert got == [True]
     assert store.holder(FILE) == "b"
-    assert _leftovers(store) == []
+    assert leftovers(store) == []
 
 
 @pytest.mark.anyio
@@ -275,16 +235,16 @@ async def test_a_task_cancelled_as_the_release_accepts_for_it_passes_the_lock_on
     scope = anyio.CancelScope()
     async with anyio.create_task_group() as group:
         group.start_soon(waiter, scope)
-        while not _leftovers(store):
+        while not leftovers(store):
             await anyio.lowlevel.checkpoint()
         scope.cancel()
         assert store.release(FILE, "holder")  # accepted for b, which has not run since
         assert store.holder(FILE) == "b"
-        assert _waiting_agents(store) == []
+        assert waiting_agents(store) == []
     assert outcome == []
     assert store.holder(FILE) is None  # passed on: nobody else waits
-    assert _waiting_agents(store) == []
-    assert _leftovers(store) == []
+    assert waiting_agents(store) == []
+    assert leftovers(store) == []
 
 
 def test_a_thread_handed_the_lock_by_another_thread_returns_it(store: LockStore) -> None:
@@ -292,7 +252,7 @@ def test_a_thread_handed_the_lock_by_another_thread_returns_it(store: LockStore)
     got: list[bool] = []
     waiter = threading.Thread(target=lambda: got.append(store.acquire(FILE, "b", 30)))
     waiter.start()
-    while not _leftovers(store):  # first in line, its grant staged
+    while not leftovers(store):  # first in line, its grant staged
         threading.Event().wait(0.001)
     assert store.release(FILE, "holder")
     waiter.join()
