@@ -304,3 +304,32 @@ def test_the_successor_of_a_head_that_took_the_lock_knows_it_is_first_without_a_
     assert "queue_order" not in counting.calls
     for wait in waits[1:]:
         wait.__exit__(None, None, None)
+
+
+def test_a_release_whose_head_has_not_staged_its_grant_yet_frees_the_lock_without_a_queue_read(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A process that hands the lock on at once (each waiter releases as soon as it returns)
+    # releases before its just-stamped successor has run: nothing is staged to hand over, so
+    # the lock is freed, and the successor, still first, needs no search of the queue.
+    assert store.try_lock(FILE, "holder")
+    waits = [_waiting(store, f"w{n}") for n in range(50)]
+    for wait in waits:
+        wait.__enter__()
+        assert not wait.advance()
+    assert store.release(FILE, "holder")
+    assert waits[0].advance()
+    waits[0].__exit__(None, None, None)  # leaves as head: stamps w1's turn, w1 not woken yet
+    counting = _Counting(store._dir)
+    with monkeypatch.context() as patch:
+        counting.wrap(patch)
+        assert store.release(FILE, "w0")
+    assert "queue_entries" not in counting.calls
+    assert "queue_order" not in counting.calls
+    assert store.holder(FILE) is None
+    assert waits[1].advance()  # the lock freed for it, it takes it in its turn
+    assert store.holder(FILE) == "w1"
+    assert [w.agent_id for w in store.waiters(FILE)] == [f"w{n}" for n in range(2, 50)]
+    assert store.release(FILE, "w1")
+    for wait in waits[1:]:
+        wait.__exit__(None, None, None)

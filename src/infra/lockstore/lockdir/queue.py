@@ -158,11 +158,11 @@ class Queues:
         entry of its queue, for the release to stamp (see `start_turn_at_release`)."""
         self._next_first[name] = (entry, text, head)
 
-    def start_turn_at_release(self, name: str) -> Head | None:
-        """Stamp the first waiter's turn and return it (None: nobody queues, or the first
-        entry is no waiter's record). A release does so before the lock goes or is handed
-        over, so no one sees the lock free, or granted to that waiter, while its turn looks
-        old."""
+    def start_turn_at_release(self, name: str) -> tuple[str, Head] | None:
+        """Stamp the first waiter's turn and return its entry and itself (None: nobody
+        queues, or the first entry is no waiter's record). A release does so before the lock
+        goes or is handed over, so no one sees the lock free, or granted to that waiter,
+        while its turn looks old."""
         known = self._next_first.pop(name, None)
         first: tuple[str, Head] | None = None
         if known is not None:
@@ -174,7 +174,7 @@ class Queues:
                 # acceptance reads its entry, so it passes the grant on instead (to the
                 # first, whose turn this stamp started).
                 if self._dir.stamp_turn(name, entry):
-                    return head
+                    return entry, head
             # The same record (its token is unique) means the entry stayed all along, so it
             # is still first: no entry can appear ahead of an existing one.
             elif self._dir.queue_record(name, entry) == text:
@@ -191,7 +191,7 @@ class Queues:
             # empty and publishes its staged grant itself).
             self._dir.ring(name, head.token)
         self._dir.stamp_turn(name, entry)
-        return head
+        return entry, head
 
     def pass_over(self, name: str, entry: str, record: WaiterRecord) -> bool:
         """Drop the queue entry of a first waiter that did not take its turn in time (and
@@ -259,7 +259,8 @@ class Queues:
         before it is stamped."""
         if not self._dir.drop_grant(name, token):
             return False
-        head = self.start_turn_at_release(name)
+        first = self.start_turn_at_release(name)
+        head = None if first is None else first[1]
         if head is None:
             self._dir.free(name)
             handed = False
@@ -273,15 +274,27 @@ class Queues:
             # takes it itself), never held, so it needs no second ring.
             handed = self._dir.hand_over(name, head.token)
         process_hub().notify(f"{self._dir.path}/{name}{LOCK_SUFFIX}")
-        if head is not None and not handed:
+        if first is not None and not handed:
             # Freed with a queue there: ring whoever is first now. A waiter that became
             # first after we looked (its predecessor left) may have seen our grant and
             # sleeps until rung: its doorbell was open before that look, and the look
-            # before our removal.
-            first = self.first_waiter(name)
+            # before our removal. Mostly the head we found is still there, and so still
+            # first (no entry appears ahead of an existing one): one read, not a listing,
+            # which would cost every handoff O(queue length) whenever the head had not
+            # staged its grant yet (a head just woken, in a process that hands the lock
+            # on at once).
+            if not self._still_queued(name, *first):
+                first = self.first_waiter(name)
             if first is not None and not first[1].here:
                 self._dir.ring(name, first[1].token)  # this process's waiters heard the notify
         return True
+
+    def _still_queued(self, name: str, entry: str, head: Head) -> bool:
+        """Whether queue entry `entry` is still `head`'s (a ticket is taken again only after
+        its queue emptied, so the name alone does not say)."""
+        text = self._dir.queue_record(name, entry)
+        now = None if text is None else head_of(text)
+        return now is not None and now.token == head.token
 
     def first_waiter(self, name: str) -> tuple[str, Head] | None:
         """The first entry of the queue of `name` that holds a waiter's record, and that
