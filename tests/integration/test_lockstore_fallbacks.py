@@ -118,6 +118,52 @@ def test_a_head_is_woken_by_its_doorbell_without_watching_the_lock_directory(
     kill(holder)
 
 
+def test_a_waiter_behind_another_process_is_woken_by_its_predecessors_entry_alone(
+    store: LockStore, repo: Path, lock_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    holder = spawn(repo, lock_dir, "a.py", "holder", "hold")
+    expect_line(holder, "locked")
+    first = spawn(repo, lock_dir, "a.py", "first", "wait-hold")
+    expect_line(first, "waiting")
+    wait_until(lambda: agents_waiting(store, "a.py") == ["first"])
+    hub = process_hub()
+    watched: list[str] = []
+    entries: list[str] = []
+    watch, watch_entry = hub.watch, hub.watch_entry
+
+    def recorded(directory: str) -> bool:
+        watched.append(directory)
+        return watch(directory)
+
+    def recorded_entry(path: str) -> bool | None:
+        entries.append(path)
+        return watch_entry(path)
+
+    monkeypatch.setattr(hub, "watch", recorded)
+    monkeypatch.setattr(hub, "watch_entry", recorded_entry)
+    waiter = Waiter(store, "a.py", "w", poll_interval_ms=BACKSTOP_SECONDS * 1000)
+    name = lock_name(store.namespace, store.canonicalize("a.py"))
+    queue = os.path.join(os.path.realpath(lock_dir), f"{name}.q")
+    wait_until(lambda: agents_waiting(store, "a.py") == ["first", "w"] and entries)
+    # The lock goes to `first` (released by a third process); its entry's end wakes `w`,
+    # which becomes the head; `first`'s release then hands the lock over to it.
+    releaser = spawn(repo, lock_dir, "a.py", "holder", "release")
+    expect_line(releaser, "released")
+    releaser.wait()
+    expect_line(first, "acquired")
+    assert first.stdin is not None
+    first.stdin.write("\n")
+    first.stdin.flush()
+    expect_line(first, "released")
+    assert waiter.join() == [True]
+    assert store.holder("a.py") == "w"
+    assert f"{queue}/00000000000000000001" in entries  # first's entry, watched by itself
+    assert queue not in watched  # no process hears of every change in the queue
+    assert store.release("a.py", "w")
+    kill(first)
+    kill(holder)
+
+
 RELEASE_PAUSED_AFTER_ITS_LOOK = r"""
 import os, sys, time
 from lockyard.infra.lockstore.paths import lock_name

@@ -129,22 +129,28 @@ def turn_is_over(*, untaken: bool, turn_age: float | None, turn_timeout: float) 
 @dataclass(frozen=True, slots=True)
 class Watch:
     """What ends a wait: topics (entries whose removal this process hears of), the
-    directories whose inotify events carry them from other processes, and processes whose
-    exit does."""
+    directories and single entries whose inotify events carry them from other processes,
+    and processes whose exit does."""
 
     topics: frozenset[str]
     directories: frozenset[str]
     pids: frozenset[int]
+    entries: frozenset[str] = frozenset()
 
 
 def watch_predecessor(queue_dir: str, entry: str, pid: int | None, *, mine: str) -> Watch:
-    """A waiter behind `entry` wakes when that entry goes (removed here or, seen through the
-    queue directory, elsewhere) or when its process `pid` exits (None: not followed); and
-    when its own entry `mine` is removed by someone else (to queue again at once)."""
+    """A waiter behind `entry` wakes when that entry goes (removed here or, seen through an
+    inotify watch on the entry itself, elsewhere) or when its process `pid` exits (None: not
+    followed); and when its own entry `mine` is removed by someone else (to queue again at
+    once). Entries, not the queue directory: a directory watch
+    would wake every process with a waiter in the queue at every change in it, so each
+    handoff would cost as many wake-ups as there are waiting processes."""
+    predecessor, own = f"{queue_dir}/{entry}", f"{queue_dir}/{mine}"
     return Watch(
-        topics=frozenset({f"{queue_dir}/{entry}", f"{queue_dir}/{mine}"}),
-        directories=frozenset({queue_dir}),
+        topics=frozenset({predecessor, own}),
+        directories=frozenset(),
         pids=frozenset() if pid is None else frozenset({pid}),
+        entries=frozenset({predecessor, own}),
     )
 
 

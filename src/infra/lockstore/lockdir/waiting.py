@@ -15,6 +15,7 @@ calls it.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -92,6 +93,7 @@ class Waiting:
         self._topics: set[str] = set()
         self._calm = False
         self._watched_dirs: set[str] = set()
+        self._watched_entries: set[str] = set()
         self._followed: set[int] = set()
         self._told_full = False
         self.waker = Waker()
@@ -344,7 +346,9 @@ class Waiting:
         for topic in topics - self._topics:
             hub.subscribe(topic, waker)
         self._topics = topics
-        wanted = watch.directories if self._pushed else frozenset()
+        wanted = watch.directories | self._watch_entries(watch)
+        if not self._pushed:
+            wanted = frozenset()
         for directory in self._watched_dirs - wanted:
             self._unwatch_dir(directory)
         for directory in wanted - self._watched_dirs:
@@ -355,6 +359,23 @@ class Waiting:
         self._watch = watch
         return True
 
+    def _watch_entries(self, watch: Watch) -> frozenset[str]:
+        """Watch exactly `watch.entries` by themselves; the directories to watch instead for
+        those that cannot be (out of inotify watches). An entry gone already is left out:
+        the look that follows any change of subscription sees it gone."""
+        wanted = watch.entries if self._pushed else frozenset()
+        for path in self._watched_entries - wanted:
+            self._watched_entries.discard(path)
+            self._hub.unwatch(path)
+        instead: set[str] = set()
+        for path in wanted - self._watched_entries:
+            watched = self._hub.watch_entry(path)
+            if watched:
+                self._watched_entries.add(path)
+            elif watched is False:
+                instead.add(os.path.dirname(path))
+        return frozenset(instead)
+
     def _unsubscribe_all(self) -> None:
         hub, waker = self._hub, self.waker
         for topic in self._topics:
@@ -363,9 +384,12 @@ class Waiting:
             hub.unwatch_process(pid)
         for directory in self._watched_dirs:
             hub.unwatch(directory)
+        for path in self._watched_entries:
+            hub.unwatch(path)
         self._topics.clear()
         self._followed.clear()
         self._watched_dirs.clear()
+        self._watched_entries.clear()
         self._watch = _WATCH_NOTHING
 
     def _unwatch_dir(self, directory: str) -> None:

@@ -19,6 +19,7 @@ waiters fall back to polling at their poll interval.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import select
@@ -52,8 +53,8 @@ class WakeHub:
         self._inotify_enabled = inotify_enabled
         self._inotify: Inotify | None = None
         self._inotify_failed = False
-        self._dir_of_wd: dict[int, str] = {}
-        self._watch_of_dir: dict[str, tuple[int, int]] = {}  # dir -> (wd, reference count)
+        self._path_of_wd: dict[int, str] = {}
+        self._watch_of_path: dict[str, tuple[int, int]] = {}  # path -> (wd, reference count)
         self._epoll: select.epoll | None = None
         self._pid_of_fd: dict[int, int] = {}
         self._watch_of_pid: dict[int, tuple[int, int]] = {}  # pid -> (pidfd, reference count)
@@ -119,29 +120,54 @@ class WakeHub:
             inotify = self._ensure_inotify()
             if inotify is None:
                 return False
-            known = self._watch_of_dir.get(directory)
+            known = self._watch_of_path.get(directory)
             if known is not None:
-                self._watch_of_dir[directory] = (known[0], known[1] + 1)
+                self._watch_of_path[directory] = (known[0], known[1] + 1)
                 return True
             try:
                 wd = inotify.add_watch(directory, _WATCH_MASK)
             except OSError:  # gone, or out of watches (ENOSPC): this waiter polls instead
                 return False
-            self._watch_of_dir[directory] = (wd, 1)
-            self._dir_of_wd[wd] = directory
+            self._watch_of_path[directory] = (wd, 1)
+            self._path_of_wd[wd] = directory
             return True
 
-    def unwatch(self, directory: str) -> None:
+    def watch_entry(self, path: str) -> bool | None:
+        """Deliver the end of the entry at `path` (its removal or move) to the topic `path`,
+        without the rest of its directory's events: True when watched; None when the entry
+        is gone already (the caller's next look sees that); False when push cannot follow it
+        (no inotify here, out of watches: watch its directory instead).
+
+        A directory watch wakes every process that watches the directory at every change in
+        it; a waiter needs only its predecessor's entry and its own. Undo with `unwatch`."""
         with self._guard:
-            known = self._watch_of_dir.get(directory)
+            inotify = self._ensure_inotify()
+            if inotify is None:
+                return False
+            try:
+                # Asked every time, even when watched already: the same path may name a new
+                # entry (a ticket taken again after its queue emptied), which is a new inode
+                # and gets a new descriptor; the old one ends by itself (IN_IGNORED).
+                wd = inotify.add_entry_watch(path)
+            except OSError as error:
+                return None if error.errno in (errno.ENOENT, errno.ENOTDIR) else False
+            known = self._watch_of_path.get(path)
+            self._watch_of_path[path] = (wd, 1 if known is None else known[1] + 1)
+            self._path_of_wd[wd] = path
+            return True
+
+    def unwatch(self, path: str) -> None:
+        """Undo one `watch` or `watch_entry` of `path`."""
+        with self._guard:
+            known = self._watch_of_path.get(path)
             if known is None or self._inotify is None:
                 return
             wd, references = known
             if references > 1:
-                self._watch_of_dir[directory] = (wd, references - 1)
+                self._watch_of_path[path] = (wd, references - 1)
                 return
-            del self._watch_of_dir[directory]
-            self._dir_of_wd.pop(wd, None)
+            del self._watch_of_path[path]
+            self._path_of_wd.pop(wd, None)
             self._inotify.rm_watch(wd)
 
     @property
@@ -280,14 +306,15 @@ class WakeHub:
             self._notify_all()  # events were lost: every waiter re-checks
             return
         with self._guard:
-            directory = self._dir_of_wd.get(wd)
+            path = self._path_of_wd.get(wd)
             if mask & IN_IGNORED:
-                self._dir_of_wd.pop(wd, None)
-                if directory is not None and self._watch_of_dir.get(directory, (None,))[0] == wd:
-                    del self._watch_of_dir[directory]
+                self._path_of_wd.pop(wd, None)
+                if path is not None and self._watch_of_path.get(path, (None,))[0] == wd:
+                    del self._watch_of_path[path]
                 return
-        if directory is not None:
-            self.notify(f"{directory}/{name}")
+        if path is not None:
+            # A directory's events name the entry; an entry watched by itself names none.
+            self.notify(f"{path}/{name}" if name else path)
 
     def close(self) -> None:
         with self._guard:
