@@ -1073,6 +1073,8 @@ class Sizes:
     quiet: float
     duration: float
     workers: int = 8
+    crowded_runs: int = 5  # drains of the long queue in one process (median)
+    crowded_process_runs: int = 3  # the same across processes (each spawns them anew)
 
 
 QUICK = Sizes(15, 100, 20, 200, 200, 10, 5, 200, 100, 1.0, 1.0)
@@ -1115,14 +1117,32 @@ def run_queues(dirs: list[str], sizes: Sizes, cap: float) -> None:
         done = [run for run in runs if run is not None]
         return statistics.median(done) if len(done) == len(runs) else None
 
-    one = median_of(
-        [fresh(lambda p: drain_in_process(p, 1, cap)) for _ in range(sizes.single_runs)]
+    def taking_turns(
+        alone: Callable[[Place], float | None],
+        crowded: Callable[[Place], float | None],
+        crowded_runs: int,
+    ) -> tuple[float | None, float | None]:
+        """Medians of both, run in turns: a single run of the crowded queue beside a median
+        of lone waiters would put all of a load burst on one side."""
+        lone: list[float | None] = []
+        crowd: list[float | None] = []
+        for index in range(max(sizes.single_runs, crowded_runs)):
+            if index < sizes.single_runs:
+                lone.append(fresh(alone))
+            if index < crowded_runs:
+                crowd.append(fresh(crowded))
+        return median_of(lone), median_of(crowd)
+
+    one, many = taking_turns(
+        lambda p: drain_in_process(p, 1, cap),
+        lambda p: drain_in_process(p, sizes.waiters, cap),
+        sizes.crowded_runs,
     )
-    many = fresh(lambda p: drain_in_process(p, sizes.waiters, cap))
-    one_cross = median_of(
-        [fresh(lambda p: drain_processes(p, 1, 1, cap)) for _ in range(sizes.single_runs)]
+    one_cross, many_cross = taking_turns(
+        lambda p: drain_processes(p, 1, 1, cap),
+        lambda p: drain_processes(p, sizes.waiters, sizes.processes, cap),
+        sizes.crowded_process_runs,
     )
-    many_cross = fresh(lambda p: drain_processes(p, sizes.waiters, sizes.processes, cap))
     with place_in(directory) as place:
         spread = many_files(place, sizes.agents, sizes.files, sizes.quiet, cap)
     rows = queue_rows(
