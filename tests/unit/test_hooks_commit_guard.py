@@ -72,11 +72,6 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def store(repo: Path, tmp_path: Path) -> LockStore:
-    return LockStore(repo, tmp_path / "locks")
-
-
 def bash(command: str, cwd: Path | None) -> dict[str, Any]:
     return {
         "session_id": "s1",

@@ -24,11 +24,6 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def store(repo: Path, tmp_path: Path) -> LockStore:
-    return LockStore(repo, tmp_path / "locks")
-
-
 def pre(tool_name: str, tool_input: dict[str, Any], cwd: str | None = None) -> dict[str, Any]:
     """A PreToolUse input as the CLI sends it (sdk-facts §2)."""
     data: dict[str, Any] = {

@@ -7,14 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from lockyard.infra.tools.locking import LockStore
-
-
-@pytest.fixture
-def store(repo: Path, tmp_path: Path) -> LockStore:
-    return LockStore(repo, tmp_path / "locks")
 
 
 def test_lock_is_exclusive_and_reacquire_succeeds(store: LockStore) -> None:

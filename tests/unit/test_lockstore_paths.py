@@ -26,11 +26,6 @@ def repo(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def store(repo: Path, tmp_path: Path) -> LockStore:
-    return LockStore(repo, tmp_path / "locks")
-
-
 def test_relative_paths_resolve_against_the_repo_not_the_cwd(
     store: LockStore, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,8 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -247,12 +246,6 @@ class _Counting:
             return real(*args, **kwargs)
 
         return counted
-
-
-@pytest.fixture
-def store(repo: Path, lock_dir: Path) -> Iterator[LockStore]:
-    with LockStore(repo, lock_dir) as store:
-        yield store
 
 
 def _recheck_reads(

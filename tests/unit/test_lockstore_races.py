@@ -22,11 +22,6 @@ from lockyard.infra.tools.locking import LockStore, Reclamation
 
 
 @pytest.fixture
-def store(repo: Path, tmp_path: Path) -> LockStore:
-    return LockStore(repo, tmp_path / "locks")
-
-
-@pytest.fixture
 def other(repo: Path, tmp_path: Path) -> LockStore:
     return LockStore(repo, tmp_path / "locks")
 

@@ -15,11 +15,6 @@ from lockyard.infra.tools.locking import InvalidAgentIdError, InvalidPathError, 
 NOT_UTF8_NAME = os.fsdecode(b"caf\xe9.py")  # Latin-1 bytes, decoded as Python decodes names
 
 
-@pytest.fixture
-def store(repo: Path, lock_dir: Path) -> LockStore:
-    return LockStore(repo, lock_dir)
-
-
 def _entries(store: LockStore) -> list[str]:
     return sorted(os.listdir(store.lock_dir))
 
