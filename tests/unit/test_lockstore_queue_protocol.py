@@ -277,9 +277,9 @@ def test_a_waiters_recheck_reads_as_much_in_a_long_queue_as_in_a_short_one(
     assert "queue_order" not in long
 
 
-def test_the_successor_of_a_head_that_took_the_lock_knows_it_is_first_without_a_queue_read(
-    store: LockStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _first_of_fifty_took_the_lock_and_left(store: LockStore) -> list[waiting.Waiting]:
+    """Fifty waits queued; the first took the lock and left the queue as head (stamping its
+    successor's turn, which has not looked since): the waits, the first one ended."""
     assert store.try_lock(FILE, "holder")
     waits = [_waiting(store, f"w{n}") for n in range(50)]
     for wait in waits:
@@ -287,7 +287,14 @@ def test_the_successor_of_a_head_that_took_the_lock_knows_it_is_first_without_a_
         assert not wait.advance()
     assert store.release(FILE, "holder")
     assert waits[0].advance()
-    waits[0].__exit__(None, None, None)  # leaves as head: stamps w1's turn
+    waits[0].__exit__(None, None, None)
+    return waits
+
+
+def test_the_successor_of_a_head_that_took_the_lock_knows_it_is_first_without_a_queue_read(
+    store: LockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waits = _first_of_fifty_took_the_lock_and_left(store)
     assert store.release(FILE, "w0")
     counting = _Counting(store._dir)
     with monkeypatch.context() as patch:
@@ -305,14 +312,7 @@ def test_a_release_whose_head_has_not_staged_its_grant_yet_frees_the_lock_withou
     # A process that hands the lock on at once (each waiter releases as soon as it returns)
     # releases before its just-stamped successor has run: nothing is staged to hand over, so
     # the lock is freed, and the successor, still first, needs no search of the queue.
-    assert store.try_lock(FILE, "holder")
-    waits = [_waiting(store, f"w{n}") for n in range(50)]
-    for wait in waits:
-        wait.__enter__()
-        assert not wait.advance()
-    assert store.release(FILE, "holder")
-    assert waits[0].advance()
-    waits[0].__exit__(None, None, None)  # leaves as head: stamps w1's turn, w1 not woken yet
+    waits = _first_of_fifty_took_the_lock_and_left(store)
     counting = _Counting(store._dir)
     with monkeypatch.context() as patch:
         counting.wrap(patch)
