@@ -164,6 +164,43 @@ def test_a_waiter_behind_another_process_is_woken_by_its_predecessors_entry_alon
     kill(holder)
 
 
+def test_waiters_of_one_process_queued_behind_each_other_need_no_inotify_for_the_queue(
+    store: LockStore, repo: Path, lock_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    holder = spawn(repo, lock_dir, "a.py", "holder", "hold")
+    expect_line(holder, "locked")
+    hub = process_hub()
+    watched: list[str] = []
+    entries: list[str] = []
+    watch, watch_entry = hub.watch, hub.watch_entry
+
+    def recorded(directory: str) -> bool:
+        watched.append(directory)
+        return watch(directory)
+
+    def recorded_entry(path: str) -> bool | None:
+        entries.append(path)
+        return watch_entry(path)
+
+    monkeypatch.setattr(hub, "watch", recorded)
+    monkeypatch.setattr(hub, "watch_entry", recorded_entry)
+    first = Waiter(store, "a.py", "first", poll_interval_ms=BACKSTOP_SECONDS * 1000)
+    wait_until(lambda: agents_waiting(store, "a.py") == ["first"])
+    second = Waiter(store, "a.py", "second", poll_interval_ms=BACKSTOP_SECONDS * 1000)
+    wait_until(lambda: agents_waiting(store, "a.py") == ["first", "second"])
+    releaser = spawn(repo, lock_dir, "a.py", "holder", "release")
+    expect_line(releaser, "released")
+    releaser.wait()
+    assert first.join() == [True]
+    assert store.release("a.py", "first")  # its entry went here: `second` is told directly
+    assert second.join() == [True]
+    assert store.holder("a.py") == "second"
+    assert entries == []
+    assert watched == []
+    assert store.release("a.py", "second")
+    kill(holder)
+
+
 RELEASE_PAUSED_AFTER_ITS_LOOK = r"""
 import os, sys, time
 from lockyard.infra.lockstore.paths import lock_name

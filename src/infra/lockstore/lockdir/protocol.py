@@ -138,19 +138,25 @@ class Watch:
     entries: frozenset[str] = frozenset()
 
 
-def watch_predecessor(queue_dir: str, entry: str, pid: int | None, *, mine: str) -> Watch:
-    """A waiter behind `entry` wakes when that entry goes (removed here or, seen through an
-    inotify watch on the entry itself, elsewhere) or when its process `pid` exits (None: not
-    followed); and when its own entry `mine` is removed by someone else (to queue again at
-    once). Entries, not the queue directory: a directory watch
-    would wake every process with a waiter in the queue at every change in it, so each
-    handoff would cost as many wake-ups as there are waiting processes."""
-    predecessor, own = f"{queue_dir}/{entry}", f"{queue_dir}/{mine}"
+def watch_predecessor(
+    queue_dir: str, entry: str, pid: int | None, *, mine: str, elsewhere: bool
+) -> Watch:
+    """A waiter behind `entry` wakes when that entry goes, or when its process `pid` exits
+    (None: not followed); and when its own entry `mine` is removed in this process.
+
+    A predecessor `elsewhere` (in another process) is watched by its entry itself, through
+    inotify. Not the queue directory: a directory watch would wake every process with a
+    waiter in the queue at every change in it, so each handoff would cost as many wake-ups
+    as there are waiting processes. A predecessor in this process needs no inotify at all:
+    its entry goes by a removal here, which notifies the topic directly (one done by another
+    process, a stalled head passed over or `lockyard clean`, is seen at the next backstop
+    re-check, as is our own entry's removal by another process)."""
+    predecessor = f"{queue_dir}/{entry}"
     return Watch(
-        topics=frozenset({predecessor, own}),
+        topics=frozenset({predecessor, f"{queue_dir}/{mine}"}),
         directories=frozenset(),
         pids=frozenset() if pid is None else frozenset({pid}),
-        entries=frozenset({predecessor, own}),
+        entries=frozenset({predecessor}) if elsewhere else frozenset(),
     )
 
 

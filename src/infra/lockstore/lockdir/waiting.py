@@ -191,10 +191,15 @@ class Waiting:
             else:
                 assert record is not None
                 pid = self._exit_to_follow(record, liveness)
+                here = is_ours(record)
                 # Calm: every way our predecessor can leave is pushed to us.
-                self._calm = pid is not None or is_ours(record)
+                self._calm = pid is not None or here
                 return watch_predecessor(
-                    self._queues.queue_dir(place.name), place.predecessor, pid, mine=place.entry
+                    self._queues.queue_dir(place.name),
+                    place.predecessor,
+                    pid,
+                    mine=place.entry,
+                    elsewhere=not here,
                 )
 
     def _accept(self) -> bool:
