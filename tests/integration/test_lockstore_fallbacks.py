@@ -63,6 +63,28 @@ def agents_waiting(store: LockStore, path: str) -> list[str]:
     return [waiter.agent_id for waiter in store.waiters(path)]
 
 
+class WatchLog:
+    """What this process's hub is asked to watch through inotify from now on: directories
+    and single entries (each still watched for real)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.directories: list[str] = []
+        self.entries: list[str] = []
+        hub = process_hub()
+        watch, watch_entry = hub.watch, hub.watch_entry
+
+        def directory(path: str) -> bool:
+            self.directories.append(path)
+            return watch(path)
+
+        def entry(path: str) -> bool | None:
+            self.entries.append(path)
+            return watch_entry(path)
+
+        monkeypatch.setattr(hub, "watch", directory)
+        monkeypatch.setattr(hub, "watch_entry", entry)
+
+
 def test_a_waiter_whose_directory_cannot_be_watched_falls_back_to_polling(
     store: LockStore, repo: Path, lock_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -94,14 +116,7 @@ def test_a_head_is_woken_by_its_doorbell_without_watching_the_lock_directory(
 ) -> None:
     holder = spawn(repo, lock_dir, "a.py", "holder", "hold")
     expect_line(holder, "locked")
-    watched: list[str] = []
-    watch = process_hub().watch
-
-    def recorded(directory: str) -> bool:
-        watched.append(directory)
-        return watch(directory)
-
-    monkeypatch.setattr(process_hub(), "watch", recorded)
+    watches = WatchLog(monkeypatch)
     waiter = Waiter(store, "a.py", "w", poll_interval_ms=BACKSTOP_SECONDS * 1000)
     name = lock_name(store.namespace, store.canonicalize("a.py"))
     wait_until(lambda: any(".bell-" in entry.name for entry in lock_dir.iterdir()))
@@ -111,7 +126,7 @@ def test_a_head_is_woken_by_its_doorbell_without_watching_the_lock_directory(
     expect_line(releaser, "released")
     releaser.wait()
     assert waiter.join() == [True]
-    assert os.path.realpath(lock_dir) not in watched
+    assert os.path.realpath(lock_dir) not in watches.directories
     assert store.holder("a.py") == "w"
     leftovers = [entry.name for entry in lock_dir.iterdir() if entry.name.startswith(name)]
     assert leftovers == [f"{name}.lock"]  # no doorbell, no staging, no queue left behind
@@ -126,25 +141,11 @@ def test_a_waiter_behind_another_process_is_woken_by_its_predecessors_entry_alon
     first = spawn(repo, lock_dir, "a.py", "first", "wait-hold")
     expect_line(first, "waiting")
     wait_until(lambda: agents_waiting(store, "a.py") == ["first"])
-    hub = process_hub()
-    watched: list[str] = []
-    entries: list[str] = []
-    watch, watch_entry = hub.watch, hub.watch_entry
-
-    def recorded(directory: str) -> bool:
-        watched.append(directory)
-        return watch(directory)
-
-    def recorded_entry(path: str) -> bool | None:
-        entries.append(path)
-        return watch_entry(path)
-
-    monkeypatch.setattr(hub, "watch", recorded)
-    monkeypatch.setattr(hub, "watch_entry", recorded_entry)
+    watches = WatchLog(monkeypatch)
     waiter = Waiter(store, "a.py", "w", poll_interval_ms=BACKSTOP_SECONDS * 1000)
     name = lock_name(store.namespace, store.canonicalize("a.py"))
     queue = os.path.join(os.path.realpath(lock_dir), f"{name}.q")
-    wait_until(lambda: agents_waiting(store, "a.py") == ["first", "w"] and entries)
+    wait_until(lambda: agents_waiting(store, "a.py") == ["first", "w"] and watches.entries)
     # The lock goes to `first` (released by a third process); its entry's end wakes `w`,
     # which becomes the head; `first`'s release then hands the lock over to it.
     releaser = spawn(repo, lock_dir, "a.py", "holder", "release")
@@ -157,8 +158,8 @@ def test_a_waiter_behind_another_process_is_woken_by_its_predecessors_entry_alon
     expect_line(first, "released")
     assert waiter.join() == [True]
     assert store.holder("a.py") == "w"
-    assert f"{queue}/00000000000000000001" in entries  # first's entry, watched by itself
-    assert queue not in watched  # no process hears of every change in the queue
+    assert f"{queue}/00000000000000000001" in watches.entries  # first's, watched by itself
+    assert queue not in watches.directories  # no process hears of every change in the queue
     assert store.release("a.py", "w")
     kill(first)
     kill(holder)
@@ -169,21 +170,7 @@ def test_waiters_of_one_process_queued_behind_each_other_need_no_inotify_for_the
 ) -> None:
     holder = spawn(repo, lock_dir, "a.py", "holder", "hold")
     expect_line(holder, "locked")
-    hub = process_hub()
-    watched: list[str] = []
-    entries: list[str] = []
-    watch, watch_entry = hub.watch, hub.watch_entry
-
-    def recorded(directory: str) -> bool:
-        watched.append(directory)
-        return watch(directory)
-
-    def recorded_entry(path: str) -> bool | None:
-        entries.append(path)
-        return watch_entry(path)
-
-    monkeypatch.setattr(hub, "watch", recorded)
-    monkeypatch.setattr(hub, "watch_entry", recorded_entry)
+    watches = WatchLog(monkeypatch)
     first = Waiter(store, "a.py", "first", poll_interval_ms=BACKSTOP_SECONDS * 1000)
     wait_until(lambda: agents_waiting(store, "a.py") == ["first"])
     second = Waiter(store, "a.py", "second", poll_interval_ms=BACKSTOP_SECONDS * 1000)
@@ -195,8 +182,8 @@ def test_waiters_of_one_process_queued_behind_each_other_need_no_inotify_for_the
     assert store.release("a.py", "first")  # its entry went here: `second` is told directly
     assert second.join() == [True]
     assert store.holder("a.py") == "second"
-    assert entries == []
-    assert watched == []
+    assert watches.entries == []
+    assert watches.directories == []
     assert store.release("a.py", "second")
     kill(holder)
 
