@@ -1,8 +1,9 @@
 """Fencing numbers grow per lock whatever the timing on the server.
 
-A grant's insert draws its number before it meets the lock's row. An insert that waits there
-while another transaction releases the lock, grants it to someone else and releases it again
-would otherwise record a number older than that other grant's."""
+A lock's row outlives its release (a free lock is a row without a holder), and every grant of
+a lock that has a row draws its number while it holds that row's lock. A take that waits on
+the row while another transaction releases the lock, grants it to someone else and releases
+it again therefore draws its number after that other grant's."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ import psycopg
 import pytest
 
 from lockyard.infra.lockstore.postgres import PgLockStore
-from lockyard.infra.lockstore.postgres.schema import SCHEMA_VERSION, ddl, ensure_schema
+from lockyard.infra.lockstore.postgres.schema import ddl, ensure_schema
 from lockyard.infra.lockstore.postgres.session import forget_ensured_schemas
 from pg_support import PgServer
 from polling_support import wait_until
+
+FREE = "agent_id = NULL, session = NULL, token = NULL, pid = NULL, host = NULL, acquired_at = NULL"
+"""The holder's columns a release clears (the lock's row and number stay)."""
 
 
 @pytest.fixture
@@ -28,8 +32,8 @@ def stores(repo: Path, pg_backend: str) -> Iterator[list[PgLockStore]]:
         store.close()
 
 
-def insert_waits(admin: psycopg.Connection[object], store: PgLockStore) -> bool:
-    """Whether a statement of `store`'s schema waits on a row lock (our open transaction)."""
+def take_waits(admin: psycopg.Connection[object], store: PgLockStore) -> bool:
+    """Whether a take of `store`'s schema waits on a row lock (our open transaction)."""
     row = admin.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
         (f'%INSERT INTO "{store.schema}".holds%',),
@@ -37,37 +41,38 @@ def insert_waits(admin: psycopg.Connection[object], store: PgLockStore) -> bool:
     return row is not None and row[0] > 0
 
 
-def test_an_insert_that_waited_through_a_newer_grant_gets_a_newer_number(
+def rows_of(admin: psycopg.Connection[object], schema: str) -> list[tuple[str, str | None, int]]:
+    rows = admin.execute(f'SELECT key, agent_id, fence FROM "{schema}".holds ORDER BY key')
+    return [(str(key), agent, int(fence)) for key, agent, fence in rows.fetchall()]
+
+
+def test_a_take_that_waited_on_the_lock_through_a_newer_grant_gets_a_newer_number(
     stores: list[PgLockStore], pg_server: PgServer
 ) -> None:
     one, two = stores
     assert one.try_lock("a.py", "alice")
     key, s = one.canonicalize("a.py"), f'"{one.schema}"'
+    lock = (one.namespace, key)
     with (
         psycopg.connect(pg_server.dsn, autocommit=True) as watcher,
         psycopg.connect(pg_server.dsn) as releaser,
     ):
-        # A release in progress: alice's row is deleted, not yet committed.
-        releaser.execute(
-            f"DELETE FROM {s}.holds WHERE namespace = %s AND key = %s", (one.namespace, key)
-        )
+        # A release in progress: alice's row is cleared, not yet committed.
+        releaser.execute(f"UPDATE {s}.holds SET {FREE} WHERE namespace = %s AND key = %s", lock)
         outcome: list[bool] = []
         taking = threading.Thread(target=lambda: outcome.append(two.try_lock("a.py", "bob")))
         taking.start()
-        # Bob's insert has drawn its number and waits on the deleted row.
-        wait_until(lambda: insert_waits(watcher, one), "bob's insert waiting on the row")
-        # Meanwhile the lock goes to carol and comes back: her number is drawn after bob's.
+        wait_until(lambda: take_waits(watcher, one), "bob's take waiting on the lock's row")
+        # Meanwhile the lock goes to carol and comes back.
         row = releaser.execute(
-            f"INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid, "
-            f"host, acquired_at) VALUES (%s, %s, 'carol', 0, 'carol-token', "
-            f"nextval('{s}.fence_seq'), 1, 'elsewhere', 0) RETURNING fence",
-            (one.namespace, key),
+            f"UPDATE {s}.holds SET agent_id = 'carol', session = 0, token = 'carol-token', "
+            f"fence = nextval('{s}.fence_seq'), pid = 1, host = 'elsewhere', acquired_at = 0 "
+            "WHERE namespace = %s AND key = %s RETURNING fence",
+            lock,
         ).fetchone()
         assert row is not None
         carols = int(row[0])
-        releaser.execute(
-            f"DELETE FROM {s}.holds WHERE namespace = %s AND key = %s", (one.namespace, key)
-        )
+        releaser.execute(f"UPDATE {s}.holds SET {FREE} WHERE namespace = %s AND key = %s", lock)
         releaser.commit()
         taking.join(60)
     assert outcome == [True]
@@ -79,137 +84,106 @@ def test_an_insert_that_waited_through_a_newer_grant_gets_a_newer_number(
     assert (record.agent_id, record.fence) == ("bob", bobs)
 
 
-def test_a_grant_below_the_locks_last_number_is_refused(
-    stores: list[PgLockStore], pg_server: PgServer
-) -> None:
-    one, _ = stores
-    assert one.try_lock("a.py", "alice")
-    last = one.grant_fence("a.py", "alice")
-    assert last is not None
-    assert one.release("a.py", "alice")
-    key, s = one.canonicalize("a.py"), f'"{one.schema}"'
-    with (
-        psycopg.connect(pg_server.dsn, autocommit=True) as admin,
-        pytest.raises(psycopg.errors.SerializationFailure, match="not above"),
-    ):
-        admin.execute(
-            f"INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid, "
-            "host, acquired_at) VALUES (%s, %s, 'mallory', 0, 'old', %s, 1, 'h', 0)",
-            (one.namespace, key, last),
-        )
-    assert one.holder_record("a.py") is None, "the refused grant left nothing behind"
-    assert one.try_lock("a.py", "alice")
-    again = one.grant_fence("a.py", "alice")
-    assert again is not None
-    assert again > last
-
-
-def test_an_upgraded_schema_knows_the_numbers_of_the_locks_it_holds(
-    repo: Path, pg_server: PgServer, pg_schema: str, pg_backend: str
-) -> None:
-    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
-        with admin.transaction():
-            admin.execute(ddl(pg_schema, version=SCHEMA_VERSION - 1).encode())
-        forget_ensured_schemas()
-        s = f'"{pg_schema}"'
-        admin.execute(
-            f"INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid, "
-            f"host, acquired_at) VALUES ('ns', 'a.py', 'alice', 0, 't', "
-            f"nextval('{s}.fence_seq') + 100, 1, 'h', 0)"
-        )
-        ensure_schema(admin, pg_schema)
-        marks = admin.execute(f"SELECT key, fence FROM {s}.fence_marks").fetchall()
-        held = admin.execute(f"SELECT key, fence FROM {s}.holds").fetchall()
-        assert marks == held
-        admin.execute(f"DELETE FROM {s}.holds")
-        with pytest.raises(psycopg.errors.SerializationFailure):
-            admin.execute(
-                f"INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, "
-                f"pid, host, acquired_at) VALUES ('ns', 'a.py', 'bob', 0, 'u', "
-                f"nextval('{s}.fence_seq'), 1, 'h', 0)"
-            )
-    forget_ensured_schemas()
-
-
-def marks_of(admin: psycopg.Connection[object], schema: str) -> dict[str, int]:
-    rows = admin.execute(f'SELECT key, fence FROM "{schema}".fence_marks').fetchall()
-    return {str(key): int(fence) for key, fence in rows}
-
-
-def test_a_hand_off_at_release_records_its_number_as_the_locks_last(
+def test_a_released_lock_keeps_its_row_and_last_number_and_is_listed_nowhere(
     stores: list[PgLockStore], pg_server: PgServer
 ) -> None:
     one, two = stores
     assert one.try_lock("a.py", "alice")
+    alices = one.grant_fence("a.py", "alice")
+    assert alices is not None
+    assert one.release("a.py", "alice")
+    key = one.canonicalize("a.py")
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+        assert rows_of(admin, one.schema) == [(key, None, alices)]
+    assert one.holder_record("a.py") is None
+    assert one.list_locks() == []
+    assert two.snapshot().holds == {}
+    assert two.try_lock("a.py", "bob")
+    bobs = two.grant_fence("a.py", "bob")
+    assert bobs is not None
+    assert bobs > alices
+
+
+def test_a_grant_into_a_lock_row_goes_above_its_last_number_whatever_the_sequence_says(
+    stores: list[PgLockStore], pg_server: PgServer
+) -> None:
+    one, _ = stores
+    assert one.try_lock("a.py", "alice")
+    assert one.release("a.py", "alice")
+    s = f'"{one.schema}"'
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+        admin.execute(f"UPDATE {s}.holds SET fence = 1000")
+        admin.execute(f"SELECT setval('{s}.fence_seq', 5)")  # e.g. restored from a dump
+    assert one.try_lock("a.py", "alice")
+    assert one.grant_fence("a.py", "alice") == 1001
+
+
+def test_a_hand_off_at_release_writes_the_next_holder_into_the_same_row(
+    stores: list[PgLockStore], pg_server: PgServer
+) -> None:
+    one, two = stores
+    assert one.try_lock("a.py", "alice")
+    alices = one.grant_fence("a.py", "alice")
+    assert alices is not None
     waiting = threading.Thread(target=lambda: two.acquire("a.py", "bob", timeout_seconds=60))
     waiting.start()
     wait_until(lambda: bool(one.waiters("a.py")), "bob queued for a.py")
     assert one.release("a.py", "alice")
     waiting.join(60)
     bobs = two.grant_fence("a.py", "bob")
-    alices_key = one.canonicalize("a.py")
+    assert bobs is not None
+    assert bobs > alices
     with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
-        assert marks_of(admin, one.schema) == {alices_key: bobs}
-        marked = admin.execute(f'SELECT marked FROM "{one.schema}".holds').fetchall()
-    assert marked == [(True,)], "recorded by the hand-off's own statement, not the trigger"
+        assert rows_of(admin, one.schema) == [(one.canonicalize("a.py"), "bob", bobs)]
 
 
-def test_a_fence_check_failure_is_run_again_and_other_check_failures_are_not(
+def test_a_check_failure_is_the_callers_and_is_not_run_again(
     stores: list[PgLockStore],
 ) -> None:
     one, _ = stores
-    assert one.try_lock("a.py", "alice")
-    key, s = one.canonicalize("a.py"), f'"{one.schema}"'
     calls: list[int] = []
 
-    def stale_once(conn: psycopg.Connection[object], me: int) -> str:
+    def failing_check(conn: psycopg.Connection[object], me: int) -> None:
         calls.append(me)
-        if len(calls) == 1:  # a number below the mark's: the CHECK refuses it
-            conn.execute(
-                f"UPDATE {s}.fence_marks SET previous = fence, fence = 1 WHERE key = %s", (key,)
-            )
-        return "done"
-
-    assert one.session.run(stale_once) == "done"
-    assert len(calls) == 2, "run again after the fence CHECK failed"
-
-    def other_check(conn: psycopg.Connection[object], me: int) -> None:
-        calls.append(me)
-        conn.execute("SELECT 1")
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS c (x int CHECK (x > 0))")
         conn.execute("INSERT INTO c VALUES (0)")
 
     with pytest.raises(psycopg.errors.CheckViolation):
-        one.session.run(other_check)
-    assert len(calls) == 3, "any other CHECK failure is the caller's"
+        one.session.run(failing_check)
+    assert len(calls) == 1
 
 
-def test_a_version_4_schema_is_upgraded_with_its_marks_and_refuses_stale_hot_grants(
-    repo: Path, pg_server: PgServer, pg_schema: str, pg_backend: str
+@pytest.mark.parametrize("version", [4, 5])
+def test_an_upgrade_keeps_every_locks_last_number_in_its_row(
+    version: int, repo: Path, pg_server: PgServer, pg_schema: str, pg_backend: str
 ) -> None:
     s = f'"{pg_schema}"'
     with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
         with admin.transaction():
-            admin.execute(ddl(pg_schema, version=4).encode())
+            admin.execute(ddl(pg_schema, version=version).encode())
         forget_ensured_schemas()
-        admin.execute(
-            f"INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid, "
-            f"host, acquired_at) VALUES ('ns', 'a.py', 'alice', 0, 't', "
-            f"nextval('{s}.fence_seq') + 100, 1, 'h', 0)"
-        )
-        held = marks_of(admin, pg_schema)
-        with PgLockStore(repo, pg_backend, namespace="ns") as store:
-            store.connect()
-            assert marks_of(admin, pg_schema) == held, "the marks of version 4 are kept"
-            assert store.holder("a.py") is None, "its session (0) is not alive"
-            # The hot path's statement: a number below the mark breaks its CHECK and is
-            # drawn again until it is above (the sequence catches up a number per attempt).
-            admin.execute(f"SELECT setval('{s}.fence_seq', %s)", (held["a.py"] - 3,))
-            assert store.try_lock("b.py", "bob")
-            admin.execute(f"DELETE FROM {s}.holds WHERE key = 'a.py'")
-            assert store.try_lock("a.py", "bob")
-            fence = store.grant_fence("a.py", "bob")
+        # A lock held (its number recorded by the trigger) and one released since.
+        for key in ("held.py", "freed.py"):
+            admin.execute(
+                f"INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid, "
+                f"host, acquired_at) VALUES ('ns', %s, 'alice', 0, %s, "
+                f"nextval('{s}.fence_seq') + 100, 1, 'h', 0)",
+                (key, f"{key}-token"),
+            )
+        admin.execute(f"DELETE FROM {s}.holds WHERE key = 'freed.py'")
+        marks = dict(admin.execute(f"SELECT key, fence FROM {s}.fence_marks").fetchall())
+        ensure_schema(admin, pg_schema)
+        assert rows_of(admin, pg_schema) == [
+            ("freed.py", None, marks["freed.py"]),
+            ("held.py", "alice", marks["held.py"]),
+        ]
+        tables = admin.execute("SELECT to_regclass(%s)", (f"{s}.fence_marks",)).fetchone()
+        assert tables == (None,), "the marks live in the locks' rows now"
+    with PgLockStore(repo, pg_backend, namespace="ns") as store:
+        assert store.holder("held.py") is None, "its session (0) is not alive"
+        for key in ("held.py", "freed.py"):
+            assert store.try_lock(key, "bob")
+            fence = store.grant_fence(key, "bob")
             assert fence is not None
-            assert fence > held["a.py"]
-            assert marks_of(admin, pg_schema)["a.py"] == fence
+            assert fence > marks[key]
     forget_ensured_schemas()

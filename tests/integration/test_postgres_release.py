@@ -99,7 +99,7 @@ def test_a_release_whose_head_leaves_meanwhile_hands_the_lock_to_the_next(
             row = admin.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
                 "AND query LIKE %s",
-                (f"%DELETE FROM {s}.holds%",),
+                (f"%UPDATE {s}.holds h SET agent_id = head.agent_id%",),
             ).fetchone()
             return row is not None and row[0] > 0
 
@@ -125,3 +125,65 @@ def test_a_release_without_waiters_frees_the_lock_and_a_second_release_is_refuse
     assert not holder.release("a.py", "alice")
     assert holder.holder_record("a.py") is None
     assert other.try_lock("a.py", "bob")
+
+
+def test_a_release_that_finds_its_lock_taken_over_meanwhile_leaves_the_queue_alone(
+    stores: list[PgLockStore], pg_server: PgServer
+) -> None:
+    holder, waiter, other = stores
+    assert holder.try_lock("a.py", "alice")
+    s = f'"{holder.schema}"'
+    lock = (holder.namespace, holder.canonicalize("a.py"))
+    with (
+        psycopg.connect(pg_server.dsn, autocommit=True) as admin,
+        psycopg.connect(pg_server.dsn) as operator,
+    ):
+        thread, granted = acquire_in_thread(waiter, "bob")
+        # An operator hands alice's lock to zed; alice's release runs before that commits.
+        operator.execute(
+            f"UPDATE {s}.holds SET agent_id = 'zed', token = 'zed-token', session = %s "
+            "WHERE namespace = %s AND key = %s",
+            (other.connect().session_number, *lock),
+        )
+        released: list[bool] = []
+        releasing = threading.Thread(
+            target=lambda: released.append(holder.release("a.py", "alice"))
+        )
+        releasing.start()
+
+        def release_waits() -> bool:
+            row = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND query LIKE %s",
+                (f"%UPDATE {s}.holds h SET agent_id = head.agent_id%",),
+            ).fetchone()
+            return row is not None and row[0] > 0
+
+        wait_until(release_waits, "alice's release waiting on the lock's row")
+        operator.commit()
+        releasing.join(60)
+        assert released == [False], "alice no longer held it"
+        assert [w.agent_id for w in holder.waiters("a.py")] == ["bob"], "bob keeps his place"
+        record = holder.holder_record("a.py")
+        assert record is not None
+        assert record.agent_id == "zed"
+        admin.execute(f"SELECT {s}.release(%s, %s, 'zed', %s)", (*lock, other.session_number))
+        thread.join(60)
+    assert granted == [True], "handed to bob when zed let go"
+
+
+def test_a_lock_handed_on_is_free_and_unqueued_after_its_new_holder_releases_it(
+    stores: list[PgLockStore], pg_server: PgServer
+) -> None:
+    holder, waiter, other = stores
+    assert holder.try_lock("a.py", "alice")
+    thread, granted = acquire_in_thread(waiter, "bob")
+    assert holder.release("a.py", "alice")
+    thread.join(60)
+    assert granted == [True]
+    assert waiter.release("a.py", "bob")
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+        row = admin.execute(f'SELECT agent_id, queued FROM "{holder.schema}".holds').fetchone()
+    assert row == (None, False)
+    assert other.try_lock("a.py", "carol")
+    assert other.holder("a.py") == "carol"

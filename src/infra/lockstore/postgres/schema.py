@@ -32,7 +32,7 @@ import psycopg
 
 from ..errors import BackendError
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 
 
 class SchemaError(BackendError):
@@ -663,10 +663,273 @@ BEGIN
 END $$;
 """
 
-FENCE_CHECK: Final = "fence_marks_grow"
-"""The CHECK a grant whose number is not above its lock's last one breaks (version 5)."""
+# Version 6: a lock's row outlives its release. A release clears the holder's columns instead
+# of deleting the row, and a hand-off writes the next holder into the same row: one update in
+# place instead of a delete, an insert with its index entry and a mark in `fence_marks`. Every
+# grant of a lock that has a row draws its fencing number while it holds that row's lock, so
+# the numbers of one lock grow whatever the timing; a grant that makes the row (the lock's
+# first) can come after no other grant of it. That replaces `fence_marks`, its trigger and its
+# CHECK. A free lock is a row whose `agent_id` is NULL; its `fence` is its last number.
+_V6_UPGRADE: Final = """
+ALTER TABLE {s}.holds ALTER COLUMN agent_id DROP NOT NULL,
+    ALTER COLUMN session DROP NOT NULL, ALTER COLUMN token DROP NOT NULL,
+    ALTER COLUMN pid DROP NOT NULL, ALTER COLUMN host DROP NOT NULL,
+    ALTER COLUMN acquired_at DROP NOT NULL;
+DROP TRIGGER holds_fence_grows ON {s}.holds;
+DROP FUNCTION {s}.fence_grows();
+UPDATE {s}.holds h SET fence = m.fence FROM {s}.fence_marks m
+WHERE m.namespace = h.namespace AND m.key = h.key AND m.fence > h.fence;
+INSERT INTO {s}.holds (namespace, key, fence)
+SELECT m.namespace, m.key, m.fence FROM {s}.fence_marks m
+WHERE NOT EXISTS (SELECT 1 FROM {s}.holds h WHERE h.namespace = m.namespace AND h.key = m.key);
+DROP TABLE {s}.fence_marks;
+ALTER TABLE {s}.holds DROP COLUMN marked;
 
-_UPGRADES: Final = {2: _V2_UPGRADE, 3: _V3_UPGRADE, 4: _V4_UPGRADE, 5: _V5_UPGRADE}
+-- The holder's columns cleared: the lock is free, its row and last number stay.
+CREATE FUNCTION {s}.free(p_ns text, p_key text, p_token text) RETURNS boolean
+LANGUAGE sql AS $$
+    UPDATE {s}.holds SET agent_id = NULL, session = NULL, token = NULL, pid = NULL,
+        start_time = NULL, host = NULL, boot_id = NULL, pid_ns = NULL, acquired_at = NULL,
+        checkout = NULL
+    WHERE namespace = p_ns AND key = p_key AND token = p_token
+    RETURNING true
+$$;
+
+-- Give a free lock to its first live waiter (dropping dead ones), and push it the grant.
+-- On the hand-off path of every contended release: as few statements as it can be.
+CREATE OR REPLACE FUNCTION {s}.hand_off(p_ns text, p_key text, p_me integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE w {s}.waiters; f bigint; more boolean; pushed text;
+BEGIN
+    -- The common case in one statement: the lock is free and its first waiter alive, so the
+    -- waiter's grant is written into the lock's row, with a number drawn under its row lock.
+    WITH head AS (
+        SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
+        ORDER BY ticket LIMIT 1 FOR UPDATE
+    ), granted AS (
+        UPDATE {s}.holds h SET agent_id = head.agent_id, session = head.session,
+            token = head.token, fence = greatest(nextval('{s}.fence_seq'), h.fence + 1),
+            pid = head.pid,
+            start_time = head.start_time, host = head.host, boot_id = head.boot_id,
+            pid_ns = head.pid_ns, acquired_at = date_part('epoch', clock_timestamp()),
+            checkout = head.checkout,
+            queued = EXISTS (SELECT 1 FROM {s}.waiters o WHERE o.namespace = p_ns
+                             AND o.key = p_key AND o.ticket <> head.ticket)
+        FROM head
+        WHERE h.namespace = p_ns AND h.key = p_key AND h.agent_id IS NULL
+            AND {s}.alive(head.session, p_me)
+        RETURNING h.token, h.fence, h.queued
+    ), served AS (
+        DELETE FROM {s}.waiters WHERE ticket = (SELECT ticket FROM head)
+        AND EXISTS (SELECT 1 FROM granted)
+    )
+    SELECT fence, pg_notify({s}.channel(p_ns), 'g' || token || ':' || fence)::text
+        || CASE WHEN queued THEN pg_notify('{graph}', '')::text ELSE '' END
+    INTO f, pushed FROM granted;
+    IF f IS NOT NULL THEN
+        RETURN;
+    END IF;
+    -- Otherwise the first waiter's session ended (or the lock is held): one by one.
+    FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
+             ORDER BY ticket FOR UPDATE LOOP
+        IF NOT {s}.alive(w.session, p_me) THEN
+            DELETE FROM {s}.waiters WHERE ticket = w.ticket;
+            CONTINUE;
+        END IF;
+        more := EXISTS (SELECT 1 FROM {s}.waiters
+                        WHERE namespace = p_ns AND key = p_key AND ticket <> w.ticket);
+        UPDATE {s}.holds SET agent_id = w.agent_id, session = w.session, token = w.token,
+            fence = greatest(nextval('{s}.fence_seq'), fence + 1), pid = w.pid,
+            start_time = w.start_time,
+            host = w.host, boot_id = w.boot_id, pid_ns = w.pid_ns,
+            acquired_at = {s}.now_epoch(), checkout = w.checkout, queued = more
+        WHERE namespace = p_ns AND key = p_key AND agent_id IS NULL
+        RETURNING fence INTO f;
+        IF f IS NOT NULL THEN
+            DELETE FROM {s}.waiters WHERE ticket = w.ticket;
+            -- By token: the waiter subscribed to it before its queue entry existed. The
+            -- monitor hears of it when others still wait (their edges now lead elsewhere).
+            PERFORM pg_notify({s}.channel(p_ns), 'g' || w.token || ':' || f),
+                CASE WHEN more THEN pg_notify('{graph}', '') END;
+        END IF;
+        RETURN;
+    END LOOP;
+    -- Nobody left to give it to: a free lock marks no queue.
+    UPDATE {s}.holds SET queued = false
+    WHERE namespace = p_ns AND key = p_key AND agent_id IS NULL AND queued;
+END $$;
+
+-- Take the lock for the caller when it is free: its row made (the lock's first grant, whose
+-- number no other grant of it can have drawn after), or its free row filled in under the
+-- row's lock with a number drawn there. The fencing number, or NULL when it is held.
+CREATE FUNCTION {s}.claim(p_ns text, p_key text, p_agent text, p_token text,
+    p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
+    p_me integer, p_queued boolean) RETURNS bigint
+LANGUAGE sql AS $$
+    INSERT INTO {s}.holds AS l (namespace, key, agent_id, session, token, fence, pid,
+        start_time, host, boot_id, pid_ns, acquired_at, checkout, queued)
+    VALUES (p_ns, p_key, p_agent, p_me, p_token, nextval('{s}.fence_seq'), p_pid, p_start,
+        p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout, p_queued)
+    ON CONFLICT (namespace, key) DO UPDATE SET agent_id = EXCLUDED.agent_id,
+        session = EXCLUDED.session, token = EXCLUDED.token,
+        fence = greatest(nextval('{s}.fence_seq'), l.fence + 1), pid = EXCLUDED.pid,
+        start_time = EXCLUDED.start_time, host = EXCLUDED.host,
+        boot_id = EXCLUDED.boot_id, pid_ns = EXCLUDED.pid_ns,
+        acquired_at = EXCLUDED.acquired_at, checkout = EXCLUDED.checkout,
+        queued = EXCLUDED.queued
+    WHERE l.agent_id IS NULL
+    RETURNING fence
+$$;
+
+-- The slow part of an attempt, when the lock is held or queued for: 'granted', 'held'
+-- (already this agent's), 'busy', or 'queued' (free but reserved for a live waiter).
+-- p_share keeps the lock's row locked until the caller's transaction ends, so that a
+-- release cannot slip between "held" and the caller's queue entry (it waits, then sees it).
+CREATE OR REPLACE FUNCTION {s}.take_slow(p_ns text, p_key text, p_agent text, p_token text,
+    p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
+    p_me integer, p_share boolean, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
+LANGUAGE plpgsql AS $$
+DECLARE h {s}.holds; w {s}.waiters;
+BEGIN
+    FOR attempt IN 1..8 LOOP
+        IF p_share THEN
+            SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key
+            FOR NO KEY UPDATE;
+        ELSE
+            SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
+        END IF;
+        IF FOUND AND h.agent_id IS NOT NULL THEN
+            IF {s}.alive(h.session, p_me) THEN
+                o_fence := h.fence; o_agent := h.agent_id;
+                outcome := CASE WHEN h.agent_id = p_agent THEN 'held' ELSE 'busy' END;
+                RETURN;
+            END IF;
+            PERFORM {s}.free(p_ns, p_key, h.token);
+        END IF;
+        FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
+                 ORDER BY ticket LOOP
+            IF {s}.alive(w.session, p_me) THEN
+                PERFORM {s}.hand_off(p_ns, p_key, p_me);
+                outcome := 'queued'; o_agent := w.agent_id;
+                RETURN;
+            END IF;
+            DELETE FROM {s}.waiters WHERE ticket = w.ticket;
+        END LOOP;
+        o_fence := {s}.claim(p_ns, p_key, p_agent, p_token, p_pid, p_start, p_host, p_boot,
+            p_pidns, p_checkout, p_me, false);
+        IF o_fence IS NOT NULL THEN
+            outcome := 'granted'; o_agent := p_agent;
+            RETURN;
+        END IF;
+    END LOOP;
+    outcome := 'busy';
+END $$;
+
+-- One attempt at a lock, never queueing (the store tried the free-lock statement first).
+CREATE OR REPLACE FUNCTION {s}.take(p_ns text, p_key text, p_agent text, p_token text,
+    p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
+    p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT * INTO outcome, o_fence, o_agent FROM {s}.take_slow(p_ns, p_key, p_agent,
+        p_token, p_pid, p_start, p_host, p_boot, p_pidns, p_checkout, p_me, false);
+END $$;
+
+-- A queued waiter's attempt: 'granted', 'waiting' (o_agent: who is ahead or holds it), or
+-- 'gone' (its queue entry is no more, or belongs to a session of ours that ended).
+CREATE OR REPLACE FUNCTION {s}.advance(p_ns text, p_key text, p_ticket bigint,
+    p_token text, p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
+LANGUAGE plpgsql AS $$
+DECLARE w {s}.waiters; a {s}.waiters; h {s}.holds;
+BEGIN
+    SELECT * INTO w FROM {s}.waiters WHERE ticket = p_ticket;
+    IF NOT FOUND OR w.session <> p_me THEN
+        SELECT * INTO h FROM {s}.holds
+        WHERE namespace = p_ns AND key = p_key AND token = p_token AND session = p_me;
+        IF FOUND THEN
+            outcome := 'granted'; o_fence := h.fence; o_agent := h.agent_id;
+        ELSE
+            DELETE FROM {s}.waiters WHERE ticket = p_ticket;
+            outcome := 'gone';
+        END IF;
+        RETURN;
+    END IF;
+    FOR a IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
+             AND ticket < p_ticket ORDER BY ticket LOOP
+        IF {s}.alive(a.session, p_me) THEN
+            outcome := 'waiting'; o_agent := a.agent_id;
+            RETURN;
+        END IF;
+        DELETE FROM {s}.waiters WHERE ticket = a.ticket;
+    END LOOP;
+    SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
+    IF FOUND AND h.agent_id IS NOT NULL THEN
+        IF {s}.alive(h.session, p_me) THEN
+            outcome := 'waiting'; o_agent := h.agent_id;
+            RETURN;
+        END IF;
+        PERFORM {s}.free(p_ns, p_key, h.token);
+    END IF;
+    o_fence := {s}.claim(p_ns, p_key, w.agent_id, p_token, w.pid, w.start_time, w.host,
+        w.boot_id, w.pid_ns, w.checkout, p_me,
+        EXISTS (SELECT 1 FROM {s}.waiters
+                WHERE namespace = p_ns AND key = p_key AND ticket <> p_ticket));
+    IF o_fence IS NOT NULL THEN
+        DELETE FROM {s}.waiters WHERE ticket = p_ticket;
+        outcome := 'granted'; o_agent := w.agent_id;
+    ELSE
+        outcome := 'waiting';
+    END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION {s}.release(p_ns text, p_key text, p_agent text, p_me integer)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE h {s}.holds;
+BEGIN
+    SELECT * INTO h FROM {s}.holds
+    WHERE namespace = p_ns AND key = p_key AND agent_id = p_agent FOR UPDATE;
+    IF NOT FOUND THEN RETURN false; END IF;
+    PERFORM {s}.free(p_ns, p_key, h.token);
+    IF h.queued THEN PERFORM {s}.hand_off(p_ns, p_key, p_me); END IF;
+    RETURN true;
+END $$;
+
+CREATE OR REPLACE FUNCTION {s}.cleanup(p_agent text, p_ns text, p_me integer)
+RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE h {s}.holds;
+BEGIN
+    FOR h IN SELECT * FROM {s}.holds WHERE agent_id = p_agent
+             AND (p_ns IS NULL OR namespace = p_ns) ORDER BY namespace, key FOR UPDATE LOOP
+        PERFORM {s}.free(h.namespace, h.key, h.token);
+        PERFORM {s}.hand_off(h.namespace, h.key, p_me);
+        RETURN NEXT h.key;
+    END LOOP;
+END $$;
+
+-- Every hold and queue entry whose session has ended: removed, locks handed on.
+CREATE OR REPLACE FUNCTION {s}.reclaim(p_me integer)
+RETURNS SETOF {s}.holds LANGUAGE plpgsql AS $$
+DECLARE h {s}.holds;
+BEGIN
+    DELETE FROM {s}.waiters w WHERE NOT {s}.alive(w.session, p_me);
+    FOR h IN SELECT * FROM {s}.holds WHERE agent_id IS NOT NULL LOOP
+        IF NOT {s}.alive(h.session, p_me) THEN
+            IF {s}.free(h.namespace, h.key, h.token) THEN
+                PERFORM {s}.hand_off(h.namespace, h.key, p_me);
+                RETURN NEXT h;
+            END IF;
+        END IF;
+    END LOOP;
+END $$;
+"""
+
+_UPGRADES: Final = {
+    2: _V2_UPGRADE,
+    3: _V3_UPGRADE,
+    4: _V4_UPGRADE,
+    5: _V5_UPGRADE,
+    6: _V6_UPGRADE,
+}
 
 
 def _fill(text: str, schema: str) -> str:

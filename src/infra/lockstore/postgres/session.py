@@ -25,7 +25,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..errors import BackendError
 from .dsn import KeepaliveBound, PgSpec
-from .schema import FENCE_CHECK, SchemaError, ensure_schema
+from .schema import SchemaError, ensure_schema
 
 log = logging.getLogger(__name__)
 
@@ -194,8 +194,7 @@ class Session:
     def run(self, operation: Callable[[psycopg.Connection[Any], int], T]) -> T:
         """`operation(connection, session number)`, retried once on a fresh session when the
         connection turns out to be broken, and again when the server rolled it back to break
-        a deadlock or a serialization conflict between two clients' transactions, or because
-        a grant's fencing number was drawn before a newer grant of its lock (schema.py)."""
+        a deadlock or a serialization conflict between two clients' transactions."""
         with self._guard:
             rollbacks = 0
             for attempt in (1, 2):
@@ -289,16 +288,7 @@ class Session:
         while True:
             try:
                 return operation(conn, self.number)
-            except (
-                psycopg.errors.DeadlockDetected,
-                psycopg.errors.SerializationFailure,
-                psycopg.errors.CheckViolation,
-            ) as exc:
-                if (
-                    isinstance(exc, psycopg.errors.CheckViolation)
-                    and exc.diag.constraint_name != FENCE_CHECK
-                ):
-                    raise
+            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
                 rollbacks += 1
                 if rollbacks >= _MAX_ROLLBACK_RETRIES:
                     raise
@@ -329,10 +319,6 @@ def _check(result: pq.abc.PGresult, pgconn: pq.abc.PGconn) -> None:
     state = result.error_field(pq.DiagnosticField.SQLSTATE)
     if state is None:
         raise psycopg.OperationalError(message or "the connection to the server was lost")
-    if state == b"23514" and result.error_field(pq.DiagnosticField.CONSTRAINT_NAME) == (
-        FENCE_CHECK.encode()
-    ):
-        raise psycopg.errors.SerializationFailure(message)  # run again, with a new number
     try:
         error_class = psycopg.errors.lookup(state.decode())
     except KeyError:

@@ -39,7 +39,7 @@ from ..records import HolderRecord, LockInfo, LostLock, Reclamation, StoreSnapsh
 from ..wakeup import Waker
 from .dsn import KeepaliveBound, PgSpec, parse_spec
 from .listener import Listener, process_listener
-from .schema import namespace_channel
+from .schema import graph_channel, namespace_channel
 from .session import BackendUnavailableError, DirectStatement, Session
 
 log = logging.getLogger(__name__)
@@ -100,32 +100,73 @@ class PgLockStore:
         self._sql_take = f"SELECT * FROM {self._s}.take({args})"
         self._sql_take_or_enqueue = f"SELECT * FROM {self._s}.take_or_enqueue({args})"
         # The two hot paths are plain statements, not function calls (half the server time),
-        # run through libpq directly (session.py): taking a free lock is one insert, a
-        # release one delete; a release with waiters (the hold is marked `queued`) hands the
-        # lock on from its RETURNING clause, in the same transaction. A free lock has no live
-        # waiters: every path that frees a lock someone queues for hands it over in the same
-        # transaction (schema.py), so the insert needs no look at the queue; a lock held by a
-        # dead session conflicts, and `take` (the function) sorts that out. The grant's
-        # number goes to `fence_marks` after the insert, in the same statement (schema
-        # version 5): a number drawn before the insert waited on another grant of the lock
-        # breaks the mark's CHECK, and the session runs the statement again.
+        # run through libpq directly (session.py): taking a free lock is one insert or one
+        # update of its row, a release one update that clears the holder; a release with
+        # waiters (the row is marked `queued`) hands the lock on from its RETURNING clause,
+        # in the same transaction. A free lock has no live waiters: every path that frees a
+        # lock someone queues for hands it over in the same transaction (schema.py), so the
+        # take needs no look at the queue; a lock held by a dead session is not free, and
+        # `take` (the function) sorts that out. The fencing number of a lock that has a row
+        # is drawn in the update, under the row's lock, so it is above every earlier grant's
+        # (schema version 6); the row's first grant draws it in the insert.
         self._take_free_statement = DirectStatement.of(
             "take_free",
-            f"WITH granted AS (INSERT INTO {self._s}.holds (namespace, key, agent_id, token, "
-            "pid, start_time, host, boot_id, pid_ns, checkout, session, fence, acquired_at, "
-            "marked) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+            f"INSERT INTO {self._s}.holds AS l (namespace, key, agent_id, token, pid, "
+            "start_time, host, boot_id, pid_ns, checkout, session, fence, acquired_at) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
             f"nextval('{self._s}.fence_seq'), "
-            "date_part('epoch', clock_timestamp()), "  # a float already: no numeric detour
-            "true) ON CONFLICT DO NOTHING RETURNING namespace, key, fence) "
-            f"INSERT INTO {self._s}.fence_marks AS m (namespace, key, fence) "
-            "SELECT namespace, key, fence FROM granted ON CONFLICT (namespace, key) "
-            "DO UPDATE SET fence = EXCLUDED.fence, previous = m.fence RETURNING fence",
+            "date_part('epoch', clock_timestamp())) "  # a float already: no numeric detour
+            "ON CONFLICT (namespace, key) DO UPDATE SET agent_id = EXCLUDED.agent_id, "
+            "token = EXCLUDED.token, pid = EXCLUDED.pid, start_time = EXCLUDED.start_time, "
+            "host = EXCLUDED.host, boot_id = EXCLUDED.boot_id, pid_ns = EXCLUDED.pid_ns, "
+            "checkout = EXCLUDED.checkout, session = EXCLUDED.session, "
+            f"fence = greatest(nextval('{self._s}.fence_seq'), l.fence + 1), "
+            "acquired_at = EXCLUDED.acquired_at, "
+            "queued = false WHERE l.agent_id IS NULL RETURNING fence",
         )
-        self._release_statement = DirectStatement.of(
-            "release",
-            f"DELETE FROM {self._s}.holds h WHERE namespace = $1 AND key = $2 AND agent_id = $3 "
-            f"RETURNING CASE WHEN queued THEN {self._s}.hand_off(namespace, key, $4)::text END",
-        )
+        self._release_statement = DirectStatement.of("release", self._release_sql())
+
+    def _release_sql(self) -> str:
+        """The release: one update of the lock's row, which also hands the lock on.
+
+        With nobody queued, it clears the holder's columns. With a live first waiter, the
+        same update writes that waiter in as the holder, with a number drawn under the row's
+        lock, deletes its queue entry and pushes it the grant; the holder's row is locked
+        (the `FOR UPDATE` in the head's condition) before the entry goes, so an entry is never
+        taken for a lock the release turns out not to hold. The new holder's row says
+        `queued`, so that its release looks at the queue (someone may have queued while this
+        statement ran, unseen by its snapshot). Anything else that was queued for (a first
+        waiter whose session ended, or one that queued while the release waited for the row)
+        goes to `hand_off`, run after the update from its RETURNING clause."""
+        s = self._s
+        return f"""WITH head AS (
+    DELETE FROM {s}.waiters WHERE ticket = (
+        SELECT ticket FROM {s}.waiters WHERE namespace = $1 AND key = $2
+        ORDER BY ticket LIMIT 1)
+    AND {s}.alive(session, $4)
+    AND EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = $1 AND key = $2
+                AND agent_id = $3 AND queued FOR UPDATE)
+    RETURNING ticket, agent_id, session, token, pid, start_time, host, boot_id, pid_ns,
+        checkout
+)
+UPDATE {s}.holds h SET agent_id = head.agent_id, session = head.session,
+    token = head.token, pid = head.pid, start_time = head.start_time, host = head.host,
+    boot_id = head.boot_id, pid_ns = head.pid_ns, checkout = head.checkout,
+    acquired_at = CASE WHEN head.ticket IS NOT NULL
+        THEN date_part('epoch', clock_timestamp()) END,
+    fence = CASE WHEN head.ticket IS NULL THEN h.fence
+        ELSE greatest(nextval('{s}.fence_seq'), h.fence + 1) END,
+    queued = head.ticket IS NOT NULL OR h.queued
+FROM (SELECT) AS one LEFT JOIN head ON true
+WHERE h.namespace = $1 AND h.key = $2 AND h.agent_id = $3
+RETURNING CASE
+    WHEN head.ticket IS NOT NULL THEN
+        pg_notify({s}.channel($1), 'g' || head.token || ':' || h.fence)::text
+        || CASE WHEN EXISTS (SELECT 1 FROM {s}.waiters o WHERE o.namespace = $1
+                             AND o.key = $2 AND o.ticket <> head.ticket)
+           THEN pg_notify('{graph_channel(self.schema)}', '')::text ELSE '' END
+    WHEN h.queued THEN {s}.hand_off($1, $2, $4)::text
+END"""
 
     # -- identity ---------------------------------------------------------------------------
 
@@ -352,8 +393,8 @@ class PgLockStore:
         key = self.canonicalize(filepath)
         rows = self.session.run(
             lambda conn, me: conn.execute(
-                f"SELECT {_HOLD_COLUMNS} FROM {self._s}.holds "
-                f"WHERE namespace = %s AND key = %s AND {self._s}.alive(session, %s)",
+                f"SELECT {_HOLD_COLUMNS} FROM {self._s}.holds WHERE namespace = %s "
+                f"AND key = %s AND agent_id IS NOT NULL AND {self._s}.alive(session, %s)",
                 (self.namespace, key, me),
             ).fetchall()
         )
@@ -424,7 +465,8 @@ class PgLockStore:
         def read(conn: psycopg.Connection[Any], me: int) -> tuple[list[Any], list[Any]]:
             with conn.transaction():
                 live = f"""WITH sessions AS (
-                    SELECT session FROM {self._s}.holds UNION SELECT session FROM {self._s}.waiters
+                    SELECT session FROM {self._s}.holds WHERE agent_id IS NOT NULL
+                    UNION SELECT session FROM {self._s}.waiters
                 ), live AS (SELECT session FROM sessions WHERE {self._s}.alive(session, %s))"""
                 holds = conn.execute(
                     f"{live} SELECT {_HOLD_COLUMNS} FROM {self._s}.holds "
