@@ -288,7 +288,10 @@ class Session:
         while True:
             try:
                 return operation(conn, self.number)
-            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as exc:
+                # Worth an operator's notice: the server breaks a deadlock only after
+                # `deadlock_timeout` (1 s by default), which every waiter in it has waited.
+                log.info("the server rolled back a lock operation (%s); running it again", exc)
                 rollbacks += 1
                 if rollbacks >= _MAX_ROLLBACK_RETRIES:
                     raise
