@@ -333,7 +333,9 @@ def main() -> None:
             f"load average {load()})"
         )
         uncontended(spec, repo, rounds * 5)
-        handoffs = handoff(spec, repo, rounds // 2)
+        # 150 rounds of each kind with --quick: a hand-off takes a few milliseconds with its
+        # settling, and its median moves more from run to run than the cycle's.
+        handoffs = handoff(spec, repo, rounds * 3 // 2)
         ours, raw = handoffs["ours"], handoffs["raw"]
         print(
             f"cross-process handoff: median {median_us(ours) / 1000:.2f} ms, p99 "
