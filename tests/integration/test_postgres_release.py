@@ -45,6 +45,15 @@ def add_waiter(
     return int(row[0])
 
 
+def release_waits(admin: psycopg.Connection[object], store: PgLockStore) -> bool:
+    """Whether a release of `store`'s schema waits on a lock (a row or a transaction)."""
+    row = admin.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
+        (f'%UPDATE "{store.schema}".holds h SET agent_id = head.agent_id%',),
+    ).fetchone()
+    return row is not None and row[0] > 0
+
+
 def acquire_in_thread(store: PgLockStore, agent: str) -> tuple[threading.Thread, list[bool]]:
     granted: list[bool] = []
     thread = threading.Thread(
@@ -95,15 +104,9 @@ def test_a_release_whose_head_leaves_meanwhile_hands_the_lock_to_the_next(
         )
         releasing.start()
 
-        def release_waits() -> bool:
-            row = admin.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND query LIKE %s",
-                (f"%UPDATE {s}.holds h SET agent_id = head.agent_id%",),
-            ).fetchone()
-            return row is not None and row[0] > 0
-
-        wait_until(release_waits, "the release waiting on carol's queue entry")
+        wait_until(
+            lambda: release_waits(admin, holder), "the release waiting on carol's queue entry"
+        )
         leaving.commit()
         releasing.join(60)
         thread.join(60)
@@ -151,15 +154,9 @@ def test_a_release_that_finds_its_lock_taken_over_meanwhile_leaves_the_queue_alo
         )
         releasing.start()
 
-        def release_waits() -> bool:
-            row = admin.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND query LIKE %s",
-                (f"%UPDATE {s}.holds h SET agent_id = head.agent_id%",),
-            ).fetchone()
-            return row is not None and row[0] > 0
-
-        wait_until(release_waits, "alice's release waiting on the lock's row")
+        wait_until(
+            lambda: release_waits(admin, holder), "alice's release waiting on the lock's row"
+        )
         operator.commit()
         releasing.join(60)
         assert released == [False], "alice no longer held it"
