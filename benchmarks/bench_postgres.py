@@ -17,14 +17,15 @@ a warm-up of each, the two kinds taking turns every round, medians compared.
    own round trip in both kinds, and a bare NOTIFY hand-off (a waiter blocked reading its
    LISTEN connection, woken by `pg_notify` from the holder: the push alone, no lock).
 3. Many agents: N agents (one store, so one session, each) contend for 40 files; the
-   connections used, the grant throughput, the wait per acquire; then a two-agent deadlock is
-   closed among them and timed from the closing wait to the victim's `lock_acquire` result,
+   connections used, the grant throughput, the wait per acquire, the operations the server
+   rolled back; then a two-agent deadlock is closed among them and timed from the closing wait to the victim's `lock_acquire` result,
    with `lockyard monitor`'s loop running on the database.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import multiprocessing
 import os
 import random
@@ -225,9 +226,27 @@ def _queued(conn: psycopg.Connection[Any], store: PgLockStore, raw: bool) -> boo
     return len(store.waiters("__handoff__")) == 1
 
 
+class RollbackCount(logging.Handler):
+    """Counts the lock operations the server rolled back (each logged by the session before
+    it runs the operation again): a deadlock the server broke costs its waiters a second."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "rolled back" in record.getMessage():
+            self.count += 1
+
+
 def many_agents(dsn: str, repo: str, agents: int, seconds: float) -> None:
     files = [f"src/file_{n}.py" for n in range(40)]
+    rollbacks = RollbackCount()
+    session_log = logging.getLogger("lockyard.infra.lockstore.postgres.session")
+    session_log.addHandler(rollbacks)
+    session_log.setLevel(logging.INFO)
     with ExitStack() as stack:
+        stack.callback(session_log.removeHandler, rollbacks)
         stores = [stack.enter_context(PgLockStore(repo, dsn)) for _ in range(agents)]
         for store in stores:
             store.connect()
@@ -262,7 +281,9 @@ def many_agents(dsn: str, repo: str, agents: int, seconds: float) -> None:
         print(
             f"{agents} agents on 40 files: {connections} connections (one session per store, "
             f"one listener per process), {sum(grants) / took:.0f} grants/s, wait per acquire "
-            f"median {median_us(waits) / 1000:.1f} ms, p99 {p99_us(waits) / 1000:.1f} ms"
+            f"median {median_us(waits) / 1000:.1f} ms, p99 {p99_us(waits) / 1000:.1f} ms; "
+            f"operations the server rolled back (a deadlock broken, a serialization failure): "
+            f"{rollbacks.count}"
         )
         print(f"deadlock detection with {agents} agents connected: " + detection(dsn, repo))
 
