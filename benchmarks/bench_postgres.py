@@ -18,8 +18,9 @@ a warm-up of each, the two kinds taking turns every round, medians compared.
    LISTEN connection, woken by `pg_notify` from the holder: the push alone, no lock).
 3. Many agents: N agents (one store, so one session, each) contend for 40 files; the
    connections used, the grant throughput, the wait per acquire, the operations the server
-   rolled back; then a two-agent deadlock is closed among them and timed from the closing wait to the victim's `lock_acquire` result,
-   with `lockyard monitor`'s loop running on the database.
+   rolled back; then a two-agent deadlock is closed among them and timed from the closing
+   wait to the victim's `lock_acquire` result, with `lockyard monitor`'s loop running on the
+   database.
 """
 
 from __future__ import annotations
