@@ -119,7 +119,8 @@ class PgVictimNotices:
 
     async def wait_for_victim(self, agent_id: str) -> DeadlockInfo:
         listener = self.store.listener()
-        listener.listen(namespace_channel(self.store.schema, self.store.namespace))
+        channel = namespace_channel(self.store.schema, self.store.namespace)
+        listener.listen(channel)
         waker = Waker()
         key = f"v{agent_id}"
         listener.subscribe(key, waker)
@@ -135,6 +136,7 @@ class PgVictimNotices:
                 await waker.wait_async(self._poll_interval)
         finally:
             listener.unsubscribe(key, waker)
+            listener.unlisten(channel)
             waker.close()
 
 
@@ -159,7 +161,9 @@ class PgChangeFeed:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.store.listener().unsubscribe("*" + self._channel, self._waker)
+        listener = self.store.listener()
+        listener.unsubscribe("*" + self._channel, self._waker)
+        listener.unlisten(self._channel)
         self._waker.close()
 
     async def changed(self, max_wait: float) -> bool:

@@ -7,11 +7,16 @@ Subscribers are wakers keyed by the payload they care about (`g<token>`, `v<agen
 `*<channel>` for every message on a channel).
 
 The thread waits in `select` on the connection's socket and a wake-up pipe, so subscribing to
-a new channel takes effect at once. A blocked waiter (`Listener.wait`) also watches the socket
-and reads what arrives itself: its push wakes it directly, not through the thread (one
-scheduler hop less per hand-off). Reading is serialised, so each message is dispatched once,
-by whichever thread got there first. When the connection breaks, every subscriber is woken
-(each re-checks by query: nothing is lost, only pushed late) and the thread reconnects.
+a new channel takes effect at once. A channel is LISTENed to only while someone in the process
+uses it (`listen` ... `unlisten`), and for `IDLE_CHANNEL_SECONDS` after: PostgreSQL signals
+every LISTENing server process of the database at every NOTIFY, whatever its channel, so a
+process that keeps listening while it has nothing to wait for slows every hand-off of
+everyone else (about 12 µs each on a 2-core machine). A blocked waiter (`Listener.wait`)
+also watches the socket and reads what arrives itself: its push wakes it directly, not
+through the thread (one scheduler hop less per hand-off). Reading is serialised, so each
+message is dispatched once, by whichever thread got there first. When the connection breaks,
+every subscriber is woken (each re-checks by query: nothing is lost, only pushed late) and
+the thread reconnects.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ from .session import BackendUnavailableError, connect
 log = logging.getLogger(__name__)
 
 RECONNECT_SECONDS = 0.5
+IDLE_CHANNEL_SECONDS = 1.0
+"""How long a channel stays LISTENed to after its last user left: waits that follow each
+other closely keep it, and the next wait after a quiet spell pays one LISTEN round trip."""
 
 
 class Wakeable(Protocol):
@@ -46,8 +54,10 @@ class Listener:
         self.spec = spec
         self.bound = bound
         self._guard = threading.Lock()
-        self._channels: set[str] = set()
-        self._listening: set[str] = set()
+        self._channels: set[str] = set()  # wanted: LISTENed to, or about to be
+        self._listening: set[str] = set()  # LISTENed to on the current connection
+        self._users: dict[str, int] = {}  # channel -> uses between listen and unlisten
+        self._idle_since: dict[str, float] = {}  # channel without users -> since when
         self._subscribers: dict[str, set[Wakeable]] = {}
         self._grants: dict[str, int] = {}  # "g<token>" -> fence, until taken
         self._io = threading.Lock()  # one reader of the connection at a time
@@ -68,8 +78,11 @@ class Listener:
     # -- subscribing --------------------------------------------------------------------
 
     def listen(self, channel: str, timeout: float = 5.0) -> bool:
-        """Make sure `channel` is LISTENed to; True once it is (False: pushes unavailable)."""
+        """Make sure `channel` is LISTENed to until the matching `unlisten`; True once it is
+        (False: pushes unavailable, yet the use counts: call `unlisten` all the same)."""
         with self._guard:
+            self._users[channel] = self._users.get(channel, 0) + 1
+            self._idle_since.pop(channel, None)
             if channel in self._listening:
                 return True
             self._channels.add(channel)
@@ -77,6 +90,23 @@ class Listener:
         self._poke()
         with self._ready:
             return self._ready.wait_for(lambda: channel in self._listening, timeout)
+
+    def unlisten(self, channel: str) -> None:
+        """One use of `channel` ended; the last one lets it go after IDLE_CHANNEL_SECONDS."""
+        with self._guard:
+            left = self._users.get(channel, 0) - 1
+            if left > 0:
+                self._users[channel] = left
+                return
+            self._users.pop(channel, None)
+            self._idle_since[channel] = time.monotonic()
+        self._poke()  # the thread times the linger
+
+    @property
+    def listening(self) -> frozenset[str]:
+        """The channels LISTENed to now."""
+        with self._guard:
+            return frozenset(self._listening)
 
     def subscribe(self, key: str, waker: Wakeable) -> None:
         with self._guard:
@@ -237,10 +267,14 @@ class Listener:
                 with self._ready:
                     self._listening.add(channel)
                     self._ready.notify_all()
+            for channel in self._drop_idle_channels():
+                with self._io:
+                    conn.execute(f'UNLISTEN "{channel}"')
             with self._guard:
                 self._watching = not self._readers
+                linger = self._next_idle_expiry()
             watched = [conn.fileno(), self._wake_r] if self._watching else [self._wake_r]
-            readable, _, _ = select.select(watched, [], [], 5.0)
+            readable, _, _ = select.select(watched, [], [], min(5.0, linger))
             if self._wake_r in readable:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._wake_r, 4096)
@@ -252,6 +286,29 @@ class Listener:
                         self._dispatch(raw.relname.decode(), raw.extra.decode())
                 if conn.pgconn.status != psycopg.pq.ConnStatus.OK:
                     raise psycopg.OperationalError("connection closed by the server")
+
+    def _drop_idle_channels(self) -> list[str]:
+        """Channels idle for IDLE_CHANNEL_SECONDS, forgotten here before their UNLISTEN is
+        sent: a `listen` from now on waits for a LISTEN the thread sends after it."""
+        now = time.monotonic()
+        with self._guard:
+            idle = [
+                channel
+                for channel, since in self._idle_since.items()
+                if now - since >= IDLE_CHANNEL_SECONDS and channel not in self._users
+            ]
+            for channel in idle:
+                del self._idle_since[channel]
+                self._channels.discard(channel)
+                self._listening.discard(channel)
+        return idle
+
+    def _next_idle_expiry(self) -> float:
+        """Seconds until the next idle channel is due to go (called under the guard)."""
+        if not self._idle_since:
+            return 5.0
+        due = min(self._idle_since.values()) + IDLE_CHANNEL_SECONDS - time.monotonic()
+        return max(due, 0.0)
 
     def _wait_pipe(self, seconds: float) -> None:
         readable, _, _ = select.select([self._wake_r], [], [], seconds)

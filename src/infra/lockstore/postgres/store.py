@@ -375,7 +375,7 @@ END"""
         if self._take_free(key, agent):
             return True
         listener = self.listener()
-        pushing = listener.listen(self._channel)
+        pushing = listener.listen(self._channel)  # until the wait's close
         wait = _Wait(self, key, agent, time.monotonic() + timeout, listener, pushing)
         try:
             granted = wait.enqueue()
@@ -690,6 +690,7 @@ class _Wait:
     def close(self) -> None:
         if self._sub is not None:
             self.listener.unsubscribe(self._sub, self.waker)
+        self.listener.unlisten(self.store._channel)
         self.store._take_back_waker(self.waker)  # a late wake-up of it is only spurious
 
 
