@@ -92,15 +92,17 @@ class Listener:
             return self._ready.wait_for(lambda: channel in self._listening, timeout)
 
     def unlisten(self, channel: str) -> None:
-        """One use of `channel` ended; the last one lets it go after IDLE_CHANNEL_SECONDS."""
+        """One use of `channel` ended; the last one lets it go IDLE_CHANNEL_SECONDS later
+        (up to twice that: the thread is not woken for it)."""
         with self._guard:
             left = self._users.get(channel, 0) - 1
             if left > 0:
                 self._users[channel] = left
                 return
             self._users.pop(channel, None)
+            # No poke: it would cost a write and a thread woken on every wait's way out. The
+            # thread looks again within IDLE_CHANNEL_SECONDS while channels are in use.
             self._idle_since[channel] = time.monotonic()
-        self._poke()  # the thread times the linger
 
     @property
     def listening(self) -> frozenset[str]:
@@ -304,11 +306,13 @@ class Listener:
         return idle
 
     def _next_idle_expiry(self) -> float:
-        """Seconds until the next idle channel is due to go (called under the guard)."""
-        if not self._idle_since:
-            return 5.0
-        due = min(self._idle_since.values()) + IDLE_CHANNEL_SECONDS - time.monotonic()
-        return max(due, 0.0)
+        """Seconds until the thread should look for idle channels (called under the guard):
+        when the first idle one is due, and every IDLE_CHANNEL_SECONDS while any is in use
+        (its last user leaves without telling the thread)."""
+        if self._idle_since:
+            due = min(self._idle_since.values()) + IDLE_CHANNEL_SECONDS - time.monotonic()
+            return max(due, 0.0)
+        return IDLE_CHANNEL_SECONDS if self._users else 5.0
 
     def _wait_pipe(self, seconds: float) -> None:
         readable, _, _ = select.select([self._wake_r], [], [], seconds)
