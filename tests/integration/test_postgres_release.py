@@ -54,6 +54,17 @@ def release_waits(admin: psycopg.Connection[object], store: PgLockStore) -> bool
     return row is not None and row[0] > 0
 
 
+def release_blocked(
+    admin: psycopg.Connection[object], holder: PgLockStore, what: str
+) -> tuple[threading.Thread, list[bool]]:
+    """alice's release of a.py, started in a thread and waiting on a lock in the server."""
+    released: list[bool] = []
+    releasing = threading.Thread(target=lambda: released.append(holder.release("a.py", "alice")))
+    releasing.start()
+    wait_until(lambda: release_waits(admin, holder), what)
+    return releasing, released
+
+
 def acquire_in_thread(store: PgLockStore, agent: str) -> tuple[threading.Thread, list[bool]]:
     granted: list[bool] = []
     thread = threading.Thread(
@@ -98,14 +109,8 @@ def test_a_release_whose_head_leaves_meanwhile_hands_the_lock_to_the_next(
         thread, granted = acquire_in_thread(waiter, "bob")
         # Carol leaves: her entry is deleted by a transaction that has not committed yet.
         leaving.execute(f"DELETE FROM {s}.waiters WHERE ticket = %s", (ticket,))
-        released: list[bool] = []
-        releasing = threading.Thread(
-            target=lambda: released.append(holder.release("a.py", "alice"))
-        )
-        releasing.start()
-
-        wait_until(
-            lambda: release_waits(admin, holder), "the release waiting on carol's queue entry"
+        releasing, released = release_blocked(
+            admin, holder, "the release waiting on carol's queue entry"
         )
         leaving.commit()
         releasing.join(60)
@@ -148,14 +153,8 @@ def test_a_release_that_finds_its_lock_taken_over_meanwhile_leaves_the_queue_alo
             "WHERE namespace = %s AND key = %s",
             (other.connect().session_number, *lock),
         )
-        released: list[bool] = []
-        releasing = threading.Thread(
-            target=lambda: released.append(holder.release("a.py", "alice"))
-        )
-        releasing.start()
-
-        wait_until(
-            lambda: release_waits(admin, holder), "alice's release waiting on the lock's row"
+        releasing, released = release_blocked(
+            admin, holder, "alice's release waiting on the lock's row"
         )
         operator.commit()
         releasing.join(60)
