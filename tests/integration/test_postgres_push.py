@@ -7,7 +7,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from lockyard.infra.lockstore.postgres import PgLockStore
+import psycopg
+
+from lockyard.infra.lockstore.postgres import PgLockStore, graph_channel
+from pg_support import PgServer
 from polling_support import wait_until
 
 NO_RECHECK = 3600.0
@@ -109,3 +112,44 @@ def test_a_late_wake_up_of_a_reused_waker_neither_ends_the_next_wait_nor_loses_i
         waiting.join(60)
         assert granted == [True], "handed over by push"
         assert waiter._spare_wakers == [spare], "the same waker, back for the next wait"
+
+
+def test_a_hand_off_tells_the_monitor_that_the_other_waiters_now_wait_on_the_new_holder(
+    repo: Path, pg_server: PgServer, pg_backend: str
+) -> None:
+    """The graph channel hears of every hand-off: a cycle can close when a lock changes hands
+    (its other waiters now wait on an agent that may itself wait on them)."""
+    with (
+        PgLockStore(repo, pg_backend, liveness_interval=NO_RECHECK) as holder,
+        PgLockStore(repo, pg_backend, liveness_interval=NO_RECHECK) as bob,
+        PgLockStore(repo, pg_backend, liveness_interval=NO_RECHECK) as carol,
+        psycopg.connect(pg_server.dsn, autocommit=True) as monitor,
+    ):
+        monitor.execute(f'LISTEN "{graph_channel(holder.schema)}"')
+        assert holder.try_lock("a.py", "alice")
+        granted: dict[str, bool] = {}
+        waits = [
+            threading.Thread(
+                target=lambda s=store, a=agent: granted.__setitem__(
+                    a, s.acquire("a.py", a, timeout_seconds=60)
+                )
+            )
+            for store, agent in ((bob, "bob"), (carol, "carol"))
+        ]
+        waits[0].start()
+        wait_until(lambda: len(holder.waiters("a.py")) == 1, "bob queued")
+        waits[1].start()
+        wait_until(lambda: len(holder.waiters("a.py")) == 2, "carol queued behind bob")
+        heard_of_queueing = list(monitor.notifies(timeout=5, stop_after=2))
+        assert len(heard_of_queueing) == 2, "each wait that began was told"
+        assert list(monitor.notifies(timeout=0.2)) == [], "nothing else to tell"
+
+        assert holder.release("a.py", "alice")
+        waits[0].join(60)
+        assert granted == {"bob": True}
+        assert len(list(monitor.notifies(timeout=5, stop_after=1))) == 1, "the hand-off"
+
+        assert bob.release("a.py", "bob")
+        waits[1].join(60)
+        assert granted == {"bob": True, "carol": True}
+        assert len(list(monitor.notifies(timeout=5, stop_after=1))) == 1, "the last hand-off"

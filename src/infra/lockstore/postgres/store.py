@@ -137,7 +137,12 @@ class PgLockStore:
         `queued`, so that its release looks at the queue (someone may have queued while this
         statement ran, unseen by its snapshot). Anything else that was queued for (a first
         waiter whose session ended, or one that queued while the release waited for the row)
-        goes to `hand_off`, run after the update from its RETURNING clause."""
+        goes to `hand_off`, run after the update from its RETURNING clause.
+
+        The namespace's channel is written into the statement (a store serves one namespace):
+        the server does not hash it again at every hand-off. A hand-off always tells the
+        monitor: the lock's other waiters, if any, now wait on the new holder. Asking the
+        queue whether there are any would cost the hand-off more than the notice does."""
         s = self._s
         return f"""WITH head AS (
     DELETE FROM {s}.waiters WHERE ticket = (
@@ -161,10 +166,8 @@ FROM (SELECT) AS one LEFT JOIN head ON true
 WHERE h.namespace = $1 AND h.key = $2 AND h.agent_id = $3
 RETURNING CASE
     WHEN head.ticket IS NOT NULL THEN
-        pg_notify({s}.channel($1), 'g' || head.token || ':' || h.fence)::text
-        || CASE WHEN EXISTS (SELECT 1 FROM {s}.waiters o WHERE o.namespace = $1
-                             AND o.key = $2 AND o.ticket <> head.ticket)
-           THEN pg_notify('{graph_channel(self.schema)}', '')::text ELSE '' END
+        pg_notify('{self._channel}', 'g' || head.token || ':' || h.fence)::text
+        || pg_notify('{graph_channel(self.schema)}', '')::text
     WHEN h.queued THEN {s}.hand_off($1, $2, $4)::text
 END"""
 
