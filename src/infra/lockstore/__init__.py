@@ -98,6 +98,7 @@ if TYPE_CHECKING:
     from .lockdir.disk import QUEUE_SUFFIX, LockDir, default_lock_dir
     from .lockdir.store import LockStore
     from .lockdir.wake_hub import process_hub
+    from .off_loop import in_worker, store_call, waits_on_server
     from .own_files import NotOwnFileError, read_own_file
     from .paths import lock_name, validate_agent_id
     from .records import (
@@ -168,6 +169,9 @@ _HOMES = {
     "LockDir": "lockdir.disk",
     "QUEUE_SUFFIX": "lockdir.disk",
     "default_lock_dir": "lockdir.disk",
+    "in_worker": "off_loop",
+    "store_call": "off_loop",
+    "waits_on_server": "off_loop",
     "NotOwnFileError": "own_files",
     "read_own_file": "own_files",
     "lock_name": "paths",
@@ -242,6 +246,7 @@ __all__ = [
     "encode_holder",
     "get_lock_holder",
     "get_store",
+    "in_worker",
     "inotify_available",
     "is_locked",
     "is_postgres_spec",
@@ -255,6 +260,7 @@ __all__ = [
     "read_own_file",
     "release_lock",
     "resolve_identity",
+    "store_call",
     "try_lock",
     "validate_agent_id",
     "validate_namespace",
@@ -262,6 +268,7 @@ __all__ = [
     "validate_timeout",
     "wait_for_lock",
     "wait_for_lock_async",
+    "waits_on_server",
 ]
 
 

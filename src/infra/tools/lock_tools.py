@@ -31,7 +31,13 @@ import anyio.lowlevel
 from ...core.deadlock_info import DeadlockInfo
 from ...core.events import LockEvent, LockEventType
 from ...core.ports import EmitLockEvent, VictimNotices, deliver
-from ..lockstore import CorruptRecordError, LockStoreError, LostLock, validate_agent_id
+from ..lockstore import (
+    CorruptRecordError,
+    LockStoreError,
+    LostLock,
+    store_call,
+    validate_agent_id,
+)
 from .holder_text import UNREADABLE_HOLDER
 from .tool_inputs import (
     ACQUIRE_SPEC,
@@ -181,7 +187,7 @@ class LockTools:
             return ToolOutcome.error(str(exc))
         call = _AcquireCall(self, keys)
         try:
-            lost = self.store.take_lost_locks(self.agent_id)
+            lost = await store_call(self.store, self.store.take_lost_locks, self.agent_id)
             payload = await call.run(float(request.timeout_seconds))
         except STORE_ERRORS as exc:
             # Anything the store raised mid-call: give back what this call took (run() did),
@@ -206,12 +212,14 @@ class LockTools:
         released: list[str] = []
         lost: list[LostLock] = []
         try:
-            lost = self.store.take_lost_locks(self.agent_id)
+            lost = await store_call(self.store, self.store.take_lost_locks, self.agent_id)
             if keys is None:
-                released = sorted(self.store.cleanup_agent_locks(self.agent_id))
+                released = sorted(
+                    await store_call(self.store, self.store.cleanup_agent_locks, self.agent_id)
+                )
             else:
                 for key in keys:
-                    if self.store.release(key, self.agent_id):
+                    if await store_call(self.store, self.store.release, key, self.agent_id):
                         released.append(key)
         except STORE_ERRORS as exc:
             failure: Exception | None = exc
@@ -289,7 +297,7 @@ class _AcquireCall:
                 await self._wait_for_any(blocked, timeout_seconds)
             if self.deadlock is not None:
                 await self._give_way()
-            return self.result()
+            return await self.result()
         except BaseException:
             # Cancelled (the CLI's tool timeout) or failed: the agent will never see this
             # call's result, so it must not keep locks it does not know about. A deadlock
@@ -304,8 +312,8 @@ class _AcquireCall:
     async def _try_all(self) -> None:
         store = self.tools.store
         for key in self.keys:
-            already_mine = self.holder_of(key) == self.agent_id
-            if store.try_lock(key, self.agent_id):
+            already_mine = await self.holder_of(key) == self.agent_id
+            if await store_call(store, store.try_lock, key, self.agent_id):
                 self.held.add(key)
                 if not already_mine:
                     self.taken_by_this_call.append(key)
@@ -396,7 +404,8 @@ class _AcquireCall:
 
     async def _give_way(self) -> None:
         """Deadlock victim: release every lock this agent holds, so the others can proceed."""
-        self.released = sorted(self.tools.store.cleanup_agent_locks(self.agent_id))
+        store = self.tools.store
+        self.released = sorted(await store_call(store, store.cleanup_agent_locks, self.agent_id))
         self.held.clear()
         self.taken_by_this_call.clear()
         with anyio.CancelScope(shield=True):
@@ -404,9 +413,10 @@ class _AcquireCall:
                 await self.tools.emit(LockEventType.RELEASED, key)
 
     async def _give_back_this_calls_locks(self) -> None:
+        store = self.tools.store
         for key in self.taken_by_this_call:
             try:
-                released = self.tools.store.release(key, self.agent_id)
+                released = await store_call(store, store.release, key, self.agent_id)
             except Exception:  # keep going: the other locks must still be given back
                 logger.exception("could not give back %s for agent %s", key, self.agent_id)
                 continue
@@ -414,10 +424,11 @@ class _AcquireCall:
                 await self.tools.emit(LockEventType.RELEASED, key)
         self.taken_by_this_call.clear()
 
-    def holder_of(self, key: str) -> str | None:
+    async def holder_of(self, key: str) -> str | None:
         """The lock's holder, or `UNREADABLE_HOLDER` when its record cannot be read."""
+        store = self.tools.store
         try:
-            return self.tools.store.holder(key)
+            return await store_call(store, store.holder, key)
         except CorruptRecordError as exc:
             self._unreadable(key, exc)
             return UNREADABLE_HOLDER
@@ -427,15 +438,16 @@ class _AcquireCall:
             self.unreadable.add(key)
             logger.warning("agent %s: lock record of %s: %s", self.agent_id, key, error)
 
-    def result(self) -> dict[str, Any]:
+    async def result(self) -> dict[str, Any]:
+        store = self.tools.store
         results: list[dict[str, Any]] = []
         for key in self.keys:
             entry: dict[str, Any] = {
                 "filepath": key,
                 "acquired": key in self.held,
-                "holder": self.agent_id if key in self.held else self.holder_of(key),
+                "holder": self.agent_id if key in self.held else await self.holder_of(key),
             }
-            fence = self.tools.store.grant_fence(key, self.agent_id) if key in self.held else None
+            fence = store.grant_fence(key, self.agent_id) if key in self.held else None
             if fence is not None:
                 entry["fence"] = fence  # the backend's fencing number of this grant
             results.append(entry)

@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 
 from ....core.deadlock_info import DeadlockInfo
-from ...lockstore import Waker
+from ...lockstore import Waker, in_worker
 from ...lockstore.postgres import PgLockStore, graph_channel, lock_class, namespace_channel
 from ..notices import VictimNotice
 from ..state import WaitForReader, WaitForSnapshot
@@ -120,16 +120,18 @@ class PgVictimNotices:
     async def wait_for_victim(self, agent_id: str) -> DeadlockInfo:
         listener = self.store.listener()
         channel = namespace_channel(self.store.schema, self.store.namespace)
-        listener.listen(channel)
         waker = Waker()
         key = f"v{agent_id}"
         listener.subscribe(key, waker)
         try:
+            # Round trips in a worker thread (shielded: a claimed notice is never dropped
+            # half-way), so the event loop serves the process's other agents meanwhile.
+            await in_worker(listener.listen, channel)
             while True:
                 waker.clear()
-                notice = self.board.claim(agent_id)
+                notice = await in_worker(self.board.claim, agent_id)
                 if notice is not None:
-                    if self._still_waiting(notice):
+                    if await in_worker(self._still_waiting, notice):
                         log.info("deadlock victim notice for %s", agent_id)
                         return notice.deadlock
                     log.info("dropped a stale victim notice for %s", agent_id)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from ...lockstore import store_call
 from ...tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
 from ..guard_common import GuardStore, HookFn, deny
 from .decide import write_denial
@@ -61,7 +62,10 @@ def make_write_guard_hook(
         raw = target_path(input_data.get("tool_input"))
         if raw is None:
             return {}  # the tool itself will reject a call without a path
-        reason = write_denial(
+        # Reads the store: off the event loop when the store waits on a server.
+        reason = await store_call(
+            store,
+            write_denial,
             store,
             agent_id,
             raw,

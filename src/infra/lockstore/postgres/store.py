@@ -34,6 +34,7 @@ import psycopg
 from ..identity import RepoIdentity, resolve_identity
 from ..limits import validate_poll_interval, validate_timeout
 from ..liveness import current_process, new_token
+from ..off_loop import in_worker
 from ..paths import validate_agent_id
 from ..records import HolderRecord, LockInfo, LostLock, Reclamation, StoreSnapshot, WaiterRecord
 from ..wakeup import Waker
@@ -68,6 +69,10 @@ class Grant(NamedTuple):
 
 class PgLockStore:
     """Locks on files of one repository, kept in a PostgreSQL database shared by hosts."""
+
+    waits_on_server = True
+    """Every call is a round trip: callers on an event loop make it in a worker thread
+    (`off_loop.store_call`), and `acquire_async` makes its own there."""
 
     def __init__(
         self,
@@ -318,23 +323,26 @@ END"""
         """Wait in arrival order until the lock is yours: True, or False on timeout.
 
         Cancel-safe: a cancelled wait leaves no queue entry, and a lock handed to it in the
-        meantime is given back (to the next waiter).
+        meantime is given back (to the next waiter). Its round trips run in a worker thread,
+        shielded, so the event loop serves others meanwhile; a pushed grant needs none.
         """
-        wait = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
+        wait = await in_worker(
+            self._begin_wait, filepath, agent_id, timeout_seconds, poll_interval_ms
+        )
         if isinstance(wait, bool):
             return wait
         try:
             ask = False  # just queued: nothing to ask the server until a wake-up or a timeout
             while True:
-                if wait.attempt(ask=ask):
+                if wait.attempt(ask=False) or (ask and await in_worker(wait.attempt, ask=True)):
                     return True
                 remaining = wait.remaining()
                 if remaining <= 0:
-                    return wait.finish()
+                    return await in_worker(wait.finish)
                 await wait.waker.wait_async(min(remaining, wait.interval))
                 ask = True
         except BaseException:
-            wait.abandon()  # no await in it: a cancellation cannot cut it short
+            await in_worker(wait.abandon)  # shielded: a cancellation cannot cut it short
             raise
         finally:
             wait.close()
