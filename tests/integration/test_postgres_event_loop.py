@@ -103,6 +103,23 @@ def test_lock_acquire_leaves_the_loop_free_while_the_server_holds_it(
     assert mine.holder("a.py") == "alice"
 
 
+def test_lock_release_leaves_the_loop_free_while_the_server_holds_it(
+    pg_server: PgServer, pg_schema: str, stores: tuple[PgLockStore, PgLockStore]
+) -> None:
+    mine, _theirs = stores
+    tools = LockTools(mine, "alice")
+    assert mine.try_lock("a.py", "alice")
+
+    async def scenario() -> tuple[int, bool, Any]:
+        with table_held_by_another_transaction(pg_server, pg_schema):
+            return await loop_progress_during(lambda: tools.release({"filepaths": ["a.py"]}))
+
+    ticks, running, outcome = anyio.run(scenario)
+    assert_loop_was_served(ticks, running)
+    assert outcome.data == {"released": ["a.py"], "count": 1}, outcome.text
+    assert mine.holder("a.py") is None
+
+
 def test_a_queued_wait_leaves_the_loop_free_while_the_server_holds_it(
     pg_server: PgServer, pg_schema: str, stores: tuple[PgLockStore, PgLockStore]
 ) -> None:

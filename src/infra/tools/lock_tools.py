@@ -209,22 +209,7 @@ class LockTools:
             )
         except InvalidToolInputError as exc:
             return ToolOutcome.error(str(exc))
-        released: list[str] = []
-        lost: list[LostLock] = []
-        try:
-            lost = await store_call(self.store, self.store.take_lost_locks, self.agent_id)
-            if keys is None:
-                released = sorted(
-                    await store_call(self.store, self.store.cleanup_agent_locks, self.agent_id)
-                )
-            else:
-                for key in keys:
-                    if await store_call(self.store, self.store.release, key, self.agent_id):
-                        released.append(key)
-        except STORE_ERRORS as exc:
-            failure: Exception | None = exc
-        else:
-            failure = None
+        lost, released, failure = await store_call(self.store, self._release_now, keys)
         with anyio.CancelScope(shield=True):
             for key in released:
                 await self.emit(LockEventType.RELEASED, key)
@@ -236,6 +221,26 @@ class LockTools:
         return ToolOutcome.success(
             with_lost_locks({"released": released, "count": len(released)}, lost)
         )
+
+    def _release_now(
+        self, keys: list[str] | None
+    ) -> tuple[list[LostLock], list[str], Exception | None]:
+        """The locks lost since the last call, then `keys` (None: every lock) released: what
+        was released, and the store's error that stopped it, if any. One call on the store,
+        so one trip to a worker thread on a store that waits on a server."""
+        lost: list[LostLock] = []
+        released: list[str] = []
+        try:
+            lost = self.store.take_lost_locks(self.agent_id)
+            if keys is None:
+                released = sorted(self.store.cleanup_agent_locks(self.agent_id))
+            else:
+                for key in keys:
+                    if self.store.release(key, self.agent_id):
+                        released.append(key)
+        except STORE_ERRORS as exc:
+            return lost, released, exc
+        return lost, released, None
 
     def _canonical_keys(self, tool: str, filepaths: list[str]) -> list[str]:
         """Every path's lock key, deduplicated and sorted; a bad path rejects the whole call."""
@@ -312,8 +317,8 @@ class _AcquireCall:
     async def _try_all(self) -> None:
         store = self.tools.store
         for key in self.keys:
-            already_mine = await self.holder_of(key) == self.agent_id
-            if await store_call(store, store.try_lock, key, self.agent_id):
+            already_mine, taken = await store_call(store, self._try_one, key)
+            if taken:
                 self.held.add(key)
                 if not already_mine:
                     self.taken_by_this_call.append(key)
@@ -424,11 +429,19 @@ class _AcquireCall:
                 await self.tools.emit(LockEventType.RELEASED, key)
         self.taken_by_this_call.clear()
 
+    def _try_one(self, key: str) -> tuple[bool, bool]:
+        """Whether the lock was this agent's already, and whether it is now (one trip to a
+        worker thread for both, on a store that waits on a server)."""
+        already_mine = self._holder(key) == self.agent_id
+        return already_mine, self.tools.store.try_lock(key, self.agent_id)
+
     async def holder_of(self, key: str) -> str | None:
         """The lock's holder, or `UNREADABLE_HOLDER` when its record cannot be read."""
-        store = self.tools.store
+        return await store_call(self.tools.store, self._holder, key)
+
+    def _holder(self, key: str) -> str | None:
         try:
-            return await store_call(store, store.holder, key)
+            return self.tools.store.holder(key)
         except CorruptRecordError as exc:
             self._unreadable(key, exc)
             return UNREADABLE_HOLDER
