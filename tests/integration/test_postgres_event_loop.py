@@ -81,10 +81,21 @@ def stores(repo: Path, pg_backend: str) -> Iterator[tuple[PgLockStore, PgLockSto
         yield mine, theirs
 
 
-def assert_loop_was_served(ticks_at_probe: int, running_at_probe: bool) -> None:
+def served_while_the_table_is_held(
+    pg_server: PgServer, schema: str, call: Callable[[], Awaitable[Any]]
+) -> Any:
+    """What `call` returned, run while another transaction holds the locks table, once the
+    loop is shown to have kept serving others meanwhile."""
+
+    async def scenario() -> tuple[int, bool, Any]:
+        with table_held_by_another_transaction(pg_server, schema):
+            return await loop_progress_during(call)
+
+    ticks_at_probe, running_at_probe, result = anyio.run(scenario)
     assert running_at_probe, "the server was still holding the call at the probe"
     # A stalled loop ticks not at all until the server answers; a served one about 40 times.
     assert ticks_at_probe >= 10, f"the loop ticked {ticks_at_probe} times in {PROBE_SECONDS} s"
+    return result
 
 
 def test_lock_acquire_leaves_the_loop_free_while_the_server_holds_it(
@@ -92,13 +103,9 @@ def test_lock_acquire_leaves_the_loop_free_while_the_server_holds_it(
 ) -> None:
     mine, _theirs = stores
     tools = LockTools(mine, "alice")
-
-    async def scenario() -> tuple[int, bool, Any]:
-        with table_held_by_another_transaction(pg_server, pg_schema):
-            return await loop_progress_during(lambda: tools.acquire({"filepaths": ["a.py"]}))
-
-    ticks, running, outcome = anyio.run(scenario)
-    assert_loop_was_served(ticks, running)
+    outcome = served_while_the_table_is_held(
+        pg_server, pg_schema, lambda: tools.acquire({"filepaths": ["a.py"]})
+    )
     assert outcome.data["all_acquired"], outcome.text
     assert mine.holder("a.py") == "alice"
 
@@ -109,13 +116,9 @@ def test_lock_release_leaves_the_loop_free_while_the_server_holds_it(
     mine, _theirs = stores
     tools = LockTools(mine, "alice")
     assert mine.try_lock("a.py", "alice")
-
-    async def scenario() -> tuple[int, bool, Any]:
-        with table_held_by_another_transaction(pg_server, pg_schema):
-            return await loop_progress_during(lambda: tools.release({"filepaths": ["a.py"]}))
-
-    ticks, running, outcome = anyio.run(scenario)
-    assert_loop_was_served(ticks, running)
+    outcome = served_while_the_table_is_held(
+        pg_server, pg_schema, lambda: tools.release({"filepaths": ["a.py"]})
+    )
     assert outcome.data == {"released": ["a.py"], "count": 1}, outcome.text
     assert mine.holder("a.py") is None
 
@@ -125,15 +128,9 @@ def test_a_queued_wait_leaves_the_loop_free_while_the_server_holds_it(
 ) -> None:
     mine, theirs = stores
     assert theirs.try_lock("a.py", "bob")
-
-    async def scenario() -> tuple[int, bool, Any]:
-        with table_held_by_another_transaction(pg_server, pg_schema):
-            return await loop_progress_during(
-                lambda: mine.acquire_async("a.py", "alice", timeout_seconds=0.2)
-            )
-
-    ticks, running, granted = anyio.run(scenario)
-    assert_loop_was_served(ticks, running)
+    granted = served_while_the_table_is_held(
+        pg_server, pg_schema, lambda: mine.acquire_async("a.py", "alice", timeout_seconds=0.2)
+    )
     assert granted is False, "bob still holds it: the wait timed out"
     assert mine.waiters("a.py") == [], "and left no queue entry behind"
     assert theirs.holder("a.py") == "bob"
@@ -145,12 +142,8 @@ def test_the_write_guard_leaves_the_loop_free_while_the_server_holds_it(
     mine, _theirs = stores
     guard = make_write_guard_hook(mine, "alice")
     edit = {"tool_name": "Edit", "tool_input": {"file_path": "a.py"}, "cwd": str(mine.root)}
-
-    async def scenario() -> tuple[int, bool, Any]:
-        with table_held_by_another_transaction(pg_server, pg_schema):
-            return await loop_progress_during(lambda: guard(edit, "t1", {"signal": None}))
-
-    ticks, running, output = anyio.run(scenario)
-    assert_loop_was_served(ticks, running)
+    output = served_while_the_table_is_held(
+        pg_server, pg_schema, lambda: guard(edit, "t1", {"signal": None})
+    )
     decision = output["hookSpecificOutput"]
     assert decision["permissionDecision"] == "deny", "alice holds no lock on a.py"
