@@ -36,6 +36,8 @@ class _LockyardApp(typer.Typer):
 COMMAND_MODULES: dict[str, str] = {
     "demo": "lockyard.cli.demo.command",
     "status": "lockyard.cli.status",
+    "log": "lockyard.cli.log",
+    "stats": "lockyard.cli.stats",
     "clean": "lockyard.cli.clean",
     "serve": "lockyard.cli.serve",
     "monitor": "lockyard.cli.monitor",

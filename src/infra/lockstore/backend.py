@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from .journal.record import JournalRecord
 from .records import HolderRecord, LockInfo, LostLock, Reclamation, StoreSnapshot, WaiterRecord
 
 
@@ -91,4 +92,9 @@ class LockBackend(Protocol):
 
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
         """Locks the agent lost without releasing them, each reported once."""
+        ...
+
+    def journal_write(self, record: JournalRecord) -> None:
+        """Add a record to this backend's journal that no lock change writes by itself (a
+        deadlock, a denied write). Never raises, never blocks on the journal."""
         ...

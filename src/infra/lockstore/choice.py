@@ -14,6 +14,9 @@ import os
 from typing import Final
 
 from .backend import LockBackend
+from .journal.file_journal import FileJournal
+from .journal.reader import JournalReader
+from .lockdir.disk import default_lock_dir
 from .lockdir.store import LockStore
 from .postgres.dsn import BackendSpecError, is_postgres_spec, redact
 
@@ -27,6 +30,7 @@ __all__ = [
     "describe_spec",
     "is_postgres_spec",
     "open_backend",
+    "open_journal",
 ]
 
 
@@ -80,3 +84,28 @@ def open_backend(
     return LockStore(
         repo_namespace, lock_dir, namespace=namespace, allow_outside_repo=allow_outside_repo
     )
+
+
+def open_journal(
+    source: LockBackend | str | os.PathLike[str] | None = None,
+) -> JournalReader:
+    """The journal of a store (of its backend: a lock directory's, or the PostgreSQL
+    database's), or of the backend a spec names (as `open_backend` reads it: None means
+    LOCKYARD_BACKEND, else the default lock directory). Read-only; close it when done."""
+    if isinstance(source, LockStore):
+        return FileJournal(source.lock_dir)
+    if isinstance(source, LockBackend):
+        spec = getattr(source, "spec", None)
+        if spec is None:
+            raise BackendSpecError(f"{source!r} keeps no journal lockyard can read")
+        from .postgres.journal import PgJournal
+
+        return PgJournal(spec)
+    spec = chosen_spec(source)
+    if spec is not None and is_postgres_spec(spec):
+        from .postgres.journal import PgJournal
+
+        return PgJournal(spec)
+    if spec is None or spec.strip() == FILE_WORD:
+        return FileJournal(default_lock_dir())
+    return FileJournal(spec)

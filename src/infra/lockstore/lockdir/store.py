@@ -21,6 +21,8 @@ from typing import Final
 
 from ..errors import CorruptRecordError
 from ..identity import RepoIdentity, resolve_identity
+from ..journal.files import JournalFiles, journal_files
+from ..journal.record import JournalRecord
 from ..limits import validate_poll_interval, validate_timeout
 from ..liveness import ProcessIdentity, current_process, new_token
 from ..paths import lock_name, resolve_entry, validate_agent_id
@@ -97,6 +99,9 @@ class LockStore:
             lock_dir if lock_dir is not None else default_lock_dir(), read_only=read_only
         )
         self.lock_dir: Path = Path(self._dir.path)
+        self._journal: JournalFiles | None = None if read_only else journal_files(self.lock_dir)
+        """The journal's writer (journal/files.py), shared by the stores of this process;
+        None when it is off (LOCKYARD_JOURNAL=off) or the store only reads."""
         self._use_inotify = use_inotify
         self.liveness_interval = liveness_interval
         self.turn_timeout = turn_timeout
@@ -134,6 +139,12 @@ class LockStore:
     @property
     def location(self) -> str:
         return str(self.lock_dir)
+
+    def journal_write(self, record: JournalRecord) -> None:
+        """Append a record to the lock directory's journal (a deadlock, a denied write); never
+        raises (see journal/files.py for what happens when it cannot be written)."""
+        if self._journal is not None:
+            self._journal.append(record)
 
     # A lock directory issues no fencing numbers, and a grant is lost only by release or
     # proof of death, which the holder's own calls see: nothing to report.

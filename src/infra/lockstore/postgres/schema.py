@@ -31,8 +31,9 @@ from typing import Any, Final
 import psycopg
 
 from ..errors import BackendError
+from .journal_schema import JOURNAL_DDL
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 
 
 class SchemaError(BackendError):
@@ -52,6 +53,11 @@ def namespace_channel(schema: str, namespace: str) -> str:
     """The NOTIFY channel of one namespace (grants and victim notices of its agents)."""
     digest = hashlib.sha256(f"{schema}/{namespace}".encode(errors="surrogatepass"))
     return f"{channel_prefix(schema)}_{digest.hexdigest()[:24]}"
+
+
+def journal_channel(schema: str) -> str:
+    """The NOTIFY channel of the journal: a record was written (`lockyard log --follow`)."""
+    return f"{channel_prefix(schema)}_journal"
 
 
 def graph_channel(schema: str) -> str:
@@ -701,6 +707,9 @@ CREATE OR REPLACE FUNCTION {s}.hand_off(p_ns text, p_key text, p_me integer) RET
 LANGUAGE plpgsql AS $$
 DECLARE w {s}.waiters; f bigint; more boolean; pushed text;
 BEGIN
+    -- For the journal (journal_schema.py): a holder written in from now on in this
+    -- transaction was handed the lock (nothing after a hand-off in a transaction takes one).
+    PERFORM set_config('lockyard.handing', 'on', true);
     -- The common case in one statement: the lock is free and its first waiter alive, so the
     -- waiter's grant is written into the lock's row, with a number drawn under its row lock.
     WITH head AS (
@@ -923,12 +932,14 @@ BEGIN
 END $$;
 """
 
+# Version 7: the journal (journal_schema.py).
 _UPGRADES: Final = {
     2: _V2_UPGRADE,
     3: _V3_UPGRADE,
     4: _V4_UPGRADE,
     5: _V5_UPGRADE,
     6: _V6_UPGRADE,
+    7: JOURNAL_DDL,
 }
 
 

@@ -25,6 +25,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..errors import BackendError
 from .dsn import KeepaliveBound, PgSpec
+from .journal_schema import journal_settings
 from .schema import SchemaError, ensure_schema
 
 log = logging.getLogger(__name__)
@@ -45,17 +46,22 @@ class BackendUnavailableError(BackendError):
     """The PostgreSQL server cannot be reached or refused us; the text names it (no password)."""
 
 
-def connect(spec: PgSpec, bound: KeepaliveBound, *, purpose: str) -> psycopg.Connection[Any]:
-    """A new autocommit connection with lockyard's keepalive bound on both ends."""
-    conninfo = make_conninfo(
+def conninfo(spec: PgSpec, bound: KeepaliveBound, *, purpose: str) -> str:
+    """libpq's connection string for a lockyard connection: the keepalive bound, a name."""
+    return make_conninfo(
         spec.conninfo,
         application_name=f"lockyard {purpose}",
         **connect_timeout(spec, bound),
         **bound.client_params(),
     )
+
+
+def connect(spec: PgSpec, bound: KeepaliveBound, *, purpose: str) -> psycopg.Connection[Any]:
+    """A new autocommit connection with lockyard's keepalive bound on both ends."""
+    info = conninfo(spec, bound, purpose=purpose)
     for pause in (*CONNECT_RETRY_PAUSES, None):
         try:
-            conn = psycopg.connect(conninfo, autocommit=True)
+            conn = psycopg.connect(info, autocommit=True)
             break
         except psycopg.Error as exc:
             if pause is None or not _transient(exc):
@@ -82,12 +88,14 @@ def connect(spec: PgSpec, bound: KeepaliveBound, *, purpose: str) -> psycopg.Con
 
 
 def session_settings(bound: KeepaliveBound, server_version: int) -> dict[str, str]:
-    """What every lockyard connection sets on its server session: the keepalive bound, and
-    generic plans for prepared statements (PostgreSQL 12 and later). Every statement lockyard
-    prepares looks rows up by key, where a plan made for the actual values can be no better
-    than the generic one; without the setting the server may still plan each execution anew
-    (about 10 µs of a take and 4 µs of a release, a twentieth of an uncontended cycle)."""
+    """What every lockyard connection sets on its server session: the keepalive bound, the
+    journal's settings (journal_schema.py), and generic plans for prepared statements
+    (PostgreSQL 12 and later). Every statement lockyard prepares looks rows up by key, where
+    a plan made for the actual values can be no better than the generic one; without the
+    setting the server may still plan each execution anew (about 10 µs of a take and 4 µs of
+    a release, a twentieth of an uncontended cycle)."""
     settings = bound.server_settings()
+    settings.update(journal_settings())
     if server_version >= 120000:
         settings["plan_cache_mode"] = "force_generic_plan"
     return settings
@@ -181,7 +189,12 @@ class Session:
         return conn
 
     def _open_session(self, conn: psycopg.Connection[Any]) -> Any:
-        sql = f'SELECT "{self.spec.schema}".open_session()'
+        # The number is also the session's `lockyard.session` setting, which the journal's
+        # triggers read (a lock freed by a session not its holder's is a reclaim).
+        sql = (
+            f"SELECT n, set_config('lockyard.session', n::text, false) FROM \"{self.spec.schema}\""
+            ".open_session() AS n"
+        )
         try:
             return conn.execute(sql).fetchone()
         except (psycopg.errors.InvalidSchemaName, psycopg.errors.UndefinedFunction):

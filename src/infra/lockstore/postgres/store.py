@@ -32,6 +32,9 @@ from typing import Any, Final, NamedTuple
 import psycopg
 
 from ..identity import RepoIdentity, resolve_identity
+from ..journal.causes import abandoned_wait_outcome, operator_cause
+from ..journal.files import journal_enabled
+from ..journal.record import TIMED_OUT, JournalRecord
 from ..limits import validate_poll_interval, validate_timeout
 from ..liveness import current_process, new_token
 from ..off_loop import in_worker
@@ -39,8 +42,9 @@ from ..paths import validate_agent_id
 from ..records import HolderRecord, LockInfo, LostLock, Reclamation, StoreSnapshot, WaiterRecord
 from ..wakeup import Waker
 from .dsn import KeepaliveBound, PgSpec, parse_spec
+from .journal import insert_params, insert_statement
 from .listener import Listener, process_listener
-from .schema import graph_channel, namespace_channel
+from .schema import graph_channel, journal_channel, namespace_channel
 from .session import BackendUnavailableError, DirectStatement, Session
 
 log = logging.getLogger(__name__)
@@ -296,17 +300,44 @@ END"""
         agent = validate_agent_id(agent_id)
         key = self.canonicalize(filepath)
         self._forget(key, agent)
+        operator = operator_cause()
+        if operator is not None:
+            rows = self._as_operator(
+                operator, f"SELECT {self._s}.release(%s, %s, %s, %s)", (self.namespace, key, agent)
+            )
+            return bool(rows and rows[0][0])
         row = self.session.run_direct(self._release_statement, (self.namespace, key, agent))
         return row is not None
+
+    def _as_operator(self, operator: str, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        """Run `sql` (its last parameter: the session number) in a transaction whose
+        releases the journal records as an operator's (journal_schema.py)."""
+
+        def run(conn: psycopg.Connection[Any], me: int) -> list[Any]:
+            with conn.transaction():
+                conn.execute(
+                    "SELECT set_config('lockyard.cause', 'operator', true), "
+                    "set_config('lockyard.operator', %s, true)",
+                    (operator,),
+                )
+                return conn.execute(sql, (*params, me)).fetchall()
+
+        return self.session.run(run)
 
     def cleanup_agent_locks(self, agent_id: str, *, all_namespaces: bool = False) -> list[str]:
         agent = validate_agent_id(agent_id)
         namespace = None if all_namespaces else self.namespace
-        rows = self.session.run(
-            lambda conn, me: conn.execute(
-                f"SELECT * FROM {self._s}.cleanup(%s, %s, %s)", (agent, namespace, me)
-            ).fetchall()
-        )
+        operator = operator_cause()
+        if operator is not None:
+            rows = self._as_operator(
+                operator, f"SELECT * FROM {self._s}.cleanup(%s, %s, %s)", (agent, namespace)
+            )
+        else:
+            rows = self.session.run(
+                lambda conn, me: conn.execute(
+                    f"SELECT * FROM {self._s}.cleanup(%s, %s, %s)", (agent, namespace, me)
+                ).fetchall()
+            )
         for key in self._grants_of(agent):
             self._forget(key, agent)
         return sorted(str(row[0]) for row in rows)
@@ -545,6 +576,25 @@ END"""
             self.reclaim_stale()
         return sorted(lost, key=lambda item: item.filepath)
 
+    # -- the journal ------------------------------------------------------------------------
+
+    def journal_write(self, record: JournalRecord) -> None:
+        """Write a record no change of the lock tables makes (a deadlock, a denied write).
+        Never raises: a record that cannot be written is logged and dropped."""
+        if not journal_enabled():
+            return
+
+        def write(conn: psycopg.Connection[Any], me: int) -> None:
+            with conn.transaction():
+                conn.execute(insert_statement(self.schema), insert_params(record))
+                conn.execute("SELECT pg_notify(%s, '')", (journal_channel(self.schema),))
+
+        try:
+            self.session.run(write)
+        except Exception as exc:  # the journal never fails the caller
+            log.warning("journal on %s: a %s record was not written (%s)", self.location,
+                        record.kind, exc)  # fmt: skip
+
     # -- cleaning up ----------------------------------------------------------------------
 
     def end_waits(self, agent_id: str | None) -> list[WaiterRecord]:
@@ -673,7 +723,7 @@ class _Wait:
         """The deadline passed: leave the queue; True if the lock was handed over meanwhile."""
         if self._unavailable is not None:
             raise self._unavailable
-        if self._leave() == "granted":
+        if self._leave(TIMED_OUT) == "granted":
             fence = self.listener.take_grant(self.token)
             if fence is None:
                 record = self.store.holder_record(self.key)
@@ -685,16 +735,19 @@ class _Wait:
     def abandon(self) -> None:
         """Cancelled or failed: leave no queue entry, and give back a lock handed to us."""
         try:
-            if self._leave() == "granted":
+            if self._leave(abandoned_wait_outcome(self.agent)) == "granted":
                 self.store.release(self.key, self.agent)
         except BackendUnavailableError:
             log.warning("could not leave the queue of %s: server unavailable", self.key)
 
-    def _leave(self) -> str:
+    def _leave(self, why: str) -> str:
+        """Leave the queue; `why` is how the wait ended, for the journal, unless it turns
+        out granted (set first: a CTE that is MATERIALIZED runs before the query reads it)."""
         store = self.store
         (outcome,) = store._call(
-            f"SELECT {store._s}.leave(%s, %s, %s, %s, %s)",
-            (store.namespace, self.key, self.ticket, self.token),
+            "WITH why AS MATERIALIZED (SELECT set_config('lockyard.why', %s, true)) "
+            f"SELECT {store._s}.leave(%s, %s, %s, %s, %s) FROM why",
+            (why, store.namespace, self.key, self.ticket, self.token),
         )
         return str(outcome)
 

@@ -1,0 +1,194 @@
+"""`lockyard stats`: hot files, who held and who waited, and what deadlocks cost, from the
+journal (so they survive every restart)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ..infra.lockstore import JournalQuery, Stats
+from ._errors import EXIT_CODES_HELP, reports_errors
+from ._format import format_age, print_json, quiet_library_logs, table_console
+from ._journal import (
+    TIME_HELP,
+    JournalNotCreatedError,
+    build_query,
+    clock,
+    open_command_journal,
+    shown,
+)
+from ._lockdir import LOCK_DIR_HELP, store_errors
+from ._options import backend_option, flag, lock_dir_option
+
+if TYPE_CHECKING:  # rich loads in ~0.1 s: imported when there is something to render
+    from rich.console import Console
+
+HELP = """Show where the agents' time went, from the journal (docs/observability.md): per
+file, how often it was held, the waits for it (total, longest) and how contended it is (the
+share of its grants that had to wait); per agent, the time it held locks and the time it
+waited; every deadlock, and what it cost (the waiting of every agent of its cycle).
+
+--since/--until pick a time window; --agent and --file pick the rows shown.
+"""
+
+
+def register(app: typer.Typer) -> None:
+    app.command("stats", help=HELP, epilog=EXIT_CODES_HELP)(stats)
+
+
+@reports_errors
+def stats(
+    since: Annotated[
+        str | None, typer.Option("--since", metavar="WHEN", help=f"From: {TIME_HELP}.")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", metavar="WHEN", help="Up to (not including).")
+    ] = None,
+    agent: Annotated[
+        list[str] | None,
+        typer.Option("--agent", metavar="ID", help="Only these agents' rows (repeatable)."),
+    ] = None,
+    file: Annotated[
+        list[str] | None,
+        typer.Option("--file", metavar="GLOB", help="Only matching files' rows (repeatable)."),
+    ] = None,
+    top: Annotated[
+        int, typer.Option("--top", metavar="N", min=1, help="Rows per table (hottest first).")
+    ] = 10,
+    json_output: Annotated[
+        bool, flag("--json", help="Print one JSON document (every row, not only the top).")
+    ] = False,
+    lock_dir: Annotated[Path | None, lock_dir_option(LOCK_DIR_HELP)] = None,
+    backend: Annotated[str | None, backend_option()] = None,
+) -> None:
+    quiet_library_logs()
+    window = build_query(since=since, until=until)
+    rows = build_query(agents=agent, files=file)  # checked like the window, applied to rows
+    try:
+        journal = open_command_journal(lock_dir, backend)
+    except JournalNotCreatedError as missing:
+        figures, location = Stats(), str(missing.where)
+    else:
+        try:
+            with store_errors():
+                figures = journal.stats(window)
+            location = journal.location
+        finally:
+            journal.close()
+    figures = rows_of(figures, rows)
+    if json_output:
+        print_json(stats_payload(figures, location, window))
+        return
+    render_stats(table_console(), figures, location, top)
+
+
+def rows_of(figures: Stats, rows: JournalQuery) -> Stats:
+    """Only the files and agents `rows` names (all when it names none); deadlocks that
+    involve them."""
+    if not rows.narrows_records:
+        return figures
+    kept = Stats(
+        records=figures.records, first=figures.first, last=figures.last, kinds=figures.kinds
+    )
+    probe = rows.files
+    kept.files = {
+        name: f for name, f in figures.files.items() if not probe or rows.file_matches(name)
+    }
+    kept.agents = {
+        name: a for name, a in figures.agents.items() if not rows.agents or name in rows.agents
+    }
+    kept.deadlocks = [
+        record
+        for record in figures.deadlocks
+        if (not rows.agents or record.agents() & rows.agents)
+        and (not probe or any(rows.file_matches(name) for name in record.files()))
+    ]
+    if rows.agents and not probe:
+        kept.files = {}  # per-file figures are of every agent: not shown for one agent alone
+    if probe and not rows.agents:
+        kept.agents = {}
+    return kept
+
+
+def stats_payload(figures: Stats, location: str, window: JournalQuery) -> dict[str, Any]:
+    payload = figures.to_dict()
+    for name, row in payload["files"].items():
+        row["contention"] = figures.files[name].contention
+    payload["deadlock_cost"] = figures.deadlock_cost
+    payload["journal"] = location
+    payload["since"] = window.since
+    payload["until"] = window.until
+    return payload
+
+
+def render_stats(console: Console, figures: Stats, location: str, top: int) -> None:
+    from rich.table import Table
+
+    if figures.records == 0:
+        console.print(f"No records in the journal {location} for this window.")
+        return
+    assert figures.first is not None
+    assert figures.last is not None
+    span = format_age(figures.last - figures.first)
+    console.print(
+        f"Journal {location}: {figures.records:,} records, "
+        f"{clock(figures.first, with_date=True)[:-4]} to {clock(figures.last)[:-4]} ({span})"
+    )
+    if figures.files:
+        hot = sorted(figures.files.items(), key=lambda kv: (-kv[1].waited, -kv[1].holds, kv[0]))
+        table = Table(title="Hot files (most waited for first)", title_justify="left")
+        for column in ("file", "holds", "waits", "waited", "longest", "contended"):
+            table.add_column(column, justify="left" if column == "file" else "right")
+        table.add_column("timeouts / denied", justify="right")
+        for name, row in hot[:top]:
+            table.add_row(
+                shown(name), str(row.holds), str(row.waits), format_age(row.waited),
+                format_age(row.longest_wait), f"{row.contention:.0%}",
+                f"{row.timeouts} / {row.denied}",
+            )  # fmt: skip
+        console.print(table)
+        _more(console, len(hot), top, "files")
+    if figures.agents:
+        busy = sorted(figures.agents.items(), key=lambda kv: (-kv[1].waited, -kv[1].held, kv[0]))
+        table = Table(title="Agents (most waiting first)", title_justify="left")
+        for column in ("agent", "holds", "held", "waits", "waited", "longest", "denied", "victim"):
+            table.add_column(column, justify="left" if column == "agent" else "right")
+        for name, agent_row in busy[:top]:
+            table.add_row(
+                shown(name), str(agent_row.holds), format_age(agent_row.held),
+                str(agent_row.waits), format_age(agent_row.waited),
+                format_age(agent_row.longest_wait), str(agent_row.denied), str(agent_row.victim),
+            )  # fmt: skip
+        console.print(table)
+        _more(console, len(busy), top, "agents")
+    _render_deadlocks(console, figures, top)
+
+
+def _render_deadlocks(console: Console, figures: Stats, top: int) -> None:
+    if not figures.deadlocks:
+        console.print("Deadlocks: none.")
+        return
+    console.print(
+        f"Deadlocks: {len(figures.deadlocks)}, costing {format_age(figures.deadlock_cost)} "
+        "of waiting in all (every agent of each cycle, until it was broken)"
+    )
+    for record in sorted(figures.deadlocks, key=lambda r: r.time)[-top:]:
+        agents = [shown(step.agent) for step in record.cycle]
+        cycle = " -> ".join([*agents, agents[0]] if agents else ["?"])
+        costs = ", ".join(
+            f"{shown(agent)} {format_age(seconds)}" for agent, seconds in record.costs.items()
+        )
+        released = ", ".join(shown(name) for name in record.released) or "nothing"
+        console.print(
+            f"  {clock(record.time)[:-4]} {cycle}: "
+            f"victim {shown(record.victim or record.agent)} released {released}; "
+            f"cost {format_age(sum(record.costs.values()))} ({costs})",
+            highlight=False,
+        )
+
+
+def _more(console: Console, count: int, top: int, what: str) -> None:
+    if count > top:
+        console.print(f"  ... and {count - top} more {what} (--top N, or --json for all)")

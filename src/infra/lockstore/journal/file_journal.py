@@ -1,0 +1,312 @@
+"""`FileJournal`: the reader of a lock directory's journal (see files.py for the layout)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from ..inotify import IN_CREATE, IN_MODIFY, IN_MOVED_FROM, IN_MOVED_TO, Inotify
+from .files import ACTIVE, journal_dir, sealed_segments
+from .query import EVERYTHING, JournalQuery
+from .record import JournalRecord
+from .scan import (
+    lines_backward,
+    lines_forward,
+    offset_of_time,
+    open_segment,
+    parse_line,
+    time_of,
+    whole_end,
+)
+from .summary import SegmentSummary, Stats, cached_summary
+
+_FOLLOW_MASK: Final = IN_MODIFY | IN_CREATE | IN_MOVED_FROM | IN_MOVED_TO
+_STOP_CHECK: Final = 1.0
+_POLL: Final = 0.2  # only without inotify
+
+
+@dataclass(frozen=True, slots=True)
+class _Segment:
+    path: Path
+    sealed: bool
+
+
+class FileJournal:
+    """The journal of one lock directory (`<lock dir>/journal/`), read-only."""
+
+    def __init__(self, lock_dir: str | os.PathLike[str]) -> None:
+        self.directory = journal_dir(lock_dir)
+
+    @property
+    def location(self) -> str:
+        return str(self.directory)
+
+    def __enter__(self) -> FileJournal:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        pass
+
+    def _segments(self) -> list[_Segment]:
+        segments = [_Segment(path, True) for path in sealed_segments(self.directory)]
+        return [*segments, _Segment(self.directory / ACTIVE, False)]
+
+    def _summary(self, segment: _Segment) -> SegmentSummary | None:
+        if not segment.sealed:
+            return None
+        try:
+            return cached_summary(segment.path)
+        except OSError:
+            return None  # sealed and deleted since the listing
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def records(self, query: JournalQuery = EVERYTHING) -> Iterator[JournalRecord]:
+        keep = query.prefilter()
+        for segment in self._segments():
+            summary = self._summary(segment)
+            if summary is not None and not query.could_match(summary):
+                continue
+            yield from self._read(segment.path, query, keep)
+
+    def _read(
+        self, path: Path, query: JournalQuery, keep: Callable[[bytes], bool] | None
+    ) -> Iterator[JournalRecord]:
+        try:
+            fd = open_segment(path)
+        except OSError:
+            return
+        try:
+            end = whole_end(fd, os.fstat(fd).st_size)
+            start = 0 if query.since is None else offset_of_time(fd, end, query.since)
+            for _after, line in lines_forward(fd, start, end):
+                if query.until is not None:
+                    t = time_of(line)
+                    if t is not None and t >= query.until + 2.0:
+                        return  # past the window (give or take writers' order)
+                if keep is not None and not keep(line):
+                    continue
+                record = parse_line(line)
+                if record is not None and query.matches(record):
+                    yield record
+        finally:
+            os.close(fd)
+
+    def latest(self, query: JournalQuery = EVERYTHING, limit: int = 50) -> list[JournalRecord]:
+        return self._latest(query, limit, None)
+
+    def _latest(
+        self, query: JournalQuery, limit: int, tail: tuple[int, int] | None
+    ) -> list[JournalRecord]:
+        """The last `limit` matches; with `tail` (a descriptor and an offset), the segment
+        open on that descriptor is read only up to that offset, and any newer one not at all
+        (a follower reads those)."""
+        if limit <= 0:
+            return []
+        found: list[JournalRecord] = []
+        keep = query.prefilter()
+        tail_file = None if tail is None else _file_id(os.fstat(tail[0]))
+        for segment in reversed(self._segments()):
+            summary = self._summary(segment)
+            if summary is not None and not query.could_match(summary):
+                continue
+            try:
+                fd = open_segment(segment.path)
+            except OSError:
+                continue
+            try:
+                this_file = _file_id(os.fstat(fd))
+                if tail is not None and this_file == tail_file:
+                    end = tail[1]
+                    tail_file = None  # found: everything older is read whole
+                elif tail_file is not None:
+                    continue  # newer than the follower's start: it reads it
+                else:
+                    end = whole_end(fd, os.fstat(fd).st_size)
+                for record in _backward(fd, end, query, keep):
+                    found.append(record)
+                    if len(found) >= limit:
+                        return found[::-1]
+            finally:
+                os.close(fd)
+            first = None if summary is None else summary.stats.first
+            if first is not None and query.since is not None and first < query.since - 2.0:
+                break  # older segments are older still
+        return found[::-1]
+
+    def stats(self, query: JournalQuery = EVERYTHING) -> Stats:
+        total = Stats()
+        if query.narrows_records:
+            for record in self.records(query):
+                total.add(record)
+            return total
+        for segment in self._segments():
+            summary = self._summary(segment)
+            if summary is not None and not query.could_match(summary):
+                continue
+            whole = summary is not None and _inside(summary.stats, query)
+            if whole and summary is not None:
+                total.merge(summary.stats)
+                continue
+            for record in self._read(segment.path, query, None):
+                total.add(record)
+        return total
+
+    # -- following -----------------------------------------------------------------------------
+
+    def follow(
+        self,
+        query: JournalQuery = EVERYTHING,
+        *,
+        backlog: int = 0,
+        stop: threading.Event | None = None,
+    ) -> Iterator[JournalRecord]:
+        tail = _Tail(self.directory, query)
+        try:
+            yield from tail.start(self, backlog)
+            while stop is None or not stop.is_set():
+                tail.wait(_STOP_CHECK)
+                yield from tail.read_new()
+        finally:
+            tail.close()
+
+    async def follow_async(
+        self, query: JournalQuery = EVERYTHING, *, backlog: int = 0
+    ) -> AsyncIterator[JournalRecord]:
+        tail = _Tail(self.directory, query)
+        try:
+            for record in tail.start(self, backlog):
+                yield record
+            while True:
+                await tail.wait_async()
+                for record in tail.read_new():
+                    yield record
+        finally:
+            tail.close()
+
+
+def _file_id(info: os.stat_result) -> tuple[int, int]:
+    return info.st_dev, info.st_ino
+
+
+def _backward(
+    fd: int, end: int, query: JournalQuery, keep: Callable[[bytes], bool] | None
+) -> Iterator[JournalRecord]:
+    for line in lines_backward(fd, end):
+        if query.since is not None:
+            t = time_of(line)
+            if t is not None and t < query.since - 2.0:
+                return
+        if keep is not None and not keep(line):
+            continue
+        record = parse_line(line)
+        if record is not None and query.matches(record):
+            yield record
+
+
+def _inside(stats: Stats, query: JournalQuery) -> bool:
+    """Every record of these figures falls in the query's window."""
+    if stats.first is None or stats.last is None:
+        return True
+    return query.in_window(stats.first) and query.in_window(stats.last)
+
+
+class _Tail:
+    """The end of the journal, read as it grows: `current.jsonl` from a remembered offset,
+    across the sealing of segments."""
+
+    def __init__(self, directory: Path, query: JournalQuery) -> None:
+        self.directory = directory
+        self.query = query
+        self.keep = query.prefilter()
+        self.fd = -1
+        self.position = 0
+        self.inotify = Inotify.open()
+        directory.mkdir(mode=0o700, exist_ok=True)  # FileNotFoundError: no lock directory
+        if self.inotify is not None:
+            self.inotify.add_watch(directory, _FOLLOW_MASK)  # before the first read
+
+    def start(self, journal: FileJournal, backlog: int) -> list[JournalRecord]:
+        """Open the tail at the journal's end; the last `backlog` matches before it."""
+        self._open_active()
+        if backlog <= 0:
+            return []
+        tail = None if self.fd < 0 else (self.fd, self.position)
+        return journal._latest(self.query, backlog, tail)
+
+    def _open_active(self) -> None:
+        try:
+            self.fd = open_segment(self.directory / ACTIVE)
+        except FileNotFoundError:
+            self.fd, self.position = -1, 0
+            return
+        self.position = whole_end(self.fd, os.fstat(self.fd).st_size)
+
+    def read_new(self) -> Iterator[JournalRecord]:
+        while True:
+            if self.fd < 0:
+                try:
+                    self.fd = open_segment(self.directory / ACTIVE)
+                except FileNotFoundError:
+                    return
+                self.position = 0
+            yield from self._drain()
+            if not self._sealed_since():
+                return
+            yield from self._drain()  # whatever reached the old segment before its sealing
+            os.close(self.fd)
+            self.fd = -1
+
+    def _drain(self) -> Iterator[JournalRecord]:
+        end = whole_end(self.fd, os.fstat(self.fd).st_size)
+        if end <= self.position:
+            return
+        start, self.position = self.position, end
+        for _after, line in lines_forward(self.fd, start, end):
+            if self.keep is not None and not self.keep(line):
+                continue
+            record = parse_line(line)
+            if record is not None and self.query.matches(record):
+                yield record
+
+    def _sealed_since(self) -> bool:
+        """True when `current.jsonl` is no longer the file we read."""
+        try:
+            now = os.stat(self.directory / ACTIVE)
+        except FileNotFoundError:
+            return True
+        mine = os.fstat(self.fd)
+        return (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino)
+
+    def wait(self, timeout: float) -> None:
+        if self.inotify is None:
+            select.select([], [], [], min(timeout, _POLL))
+            return
+        ready, _, _ = select.select([self.inotify.fd], [], [], timeout)
+        if ready:
+            self.inotify.read_pending()
+
+    async def wait_async(self) -> None:
+        if self.inotify is None:
+            import anyio
+
+            await anyio.sleep(_POLL)
+            return
+        await self.inotify.wait(None)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
+        if self.inotify is not None:
+            self.inotify.close()

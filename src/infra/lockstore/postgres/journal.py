@@ -1,0 +1,370 @@
+"""`PgJournal`: the reader of the PostgreSQL journal (the table of journal_schema.py), and
+the one writer that is not a trigger: records no row change makes (deadlocks, denials).
+
+A reader has a connection of its own (never the store's session, whose calls are the lock
+path), reads in autocommit (no transaction held open on the server), and follows the
+journal by LISTEN on its channel, which every record's insert notifies.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Final
+
+import psycopg
+
+from ..journal.query import EVERYTHING, JournalQuery
+from ..journal.record import CycleStep, JournalRecord
+from ..journal.summary import AgentFigures, FileFigures, Stats
+from .dsn import KeepaliveBound, PgSpec, parse_spec
+from .schema import journal_channel
+from .session import connect, conninfo
+
+_COLUMNS: Final = (
+    "id, t, kind, namespace, agent, file, session, pid, host, fence, waited, held, outcome, "
+    "other, reason, guard, detail"
+)
+_BATCH: Final = 5000
+_STOP_CHECK: Final = 1.0
+
+_INSERT: Final = (
+    "INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host, fence, "
+    "waited, held, outcome, other, reason, guard, detail) VALUES (%s, %s, %s, %s, %s, %s, %s, "
+    "%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+
+
+def insert_statement(schema: str) -> str:
+    return _INSERT.replace("{s}", f'"{schema}"')
+
+
+def insert_params(record: JournalRecord) -> tuple[Any, ...]:
+    """The values of `insert_statement` for one record (its lists in `detail`)."""
+    detail: dict[str, Any] = {}
+    if record.cycle:
+        detail["cycle"] = [[s.agent, s.waits_on, s.held_by] for s in record.cycle]
+    if record.victim is not None:
+        detail["victim"] = record.victim
+    if record.released:
+        detail["released"] = list(record.released)
+    if record.costs:
+        detail["costs"] = dict(record.costs)
+    if record.truncated:
+        detail["truncated"] = True
+    return (
+        record.time, record.kind, record.namespace, record.agent, record.file, record.session,
+        record.pid, record.host, record.fence, record.waited, record.held, record.outcome,
+        record.other, record.reason, record.guard, json.dumps(detail) if detail else None,
+    )  # fmt: skip
+
+
+def _record(row: tuple[Any, ...]) -> JournalRecord:
+    (_id, t, kind, ns, agent, file, session, pid, host, fence, waited, held, outcome, other,
+     reason, guard, detail) = row  # fmt: skip
+    record = JournalRecord(t, kind, ns, agent, file, session, pid, host, fence, waited, held)
+    record.outcome, record.other, record.reason, record.guard = outcome, other, reason, guard
+    if detail:
+        record.cycle = tuple(CycleStep(*map(str, step)) for step in detail.get("cycle", ()))
+        record.victim = detail.get("victim")
+        record.released = tuple(detail.get("released", ()))
+        record.costs = {str(k): float(v) for k, v in detail.get("costs", {}).items()}
+        record.truncated = bool(detail.get("truncated", False))
+    return record
+
+
+def glob_regex(pattern: str) -> str:
+    """A shell-style glob as a PostgreSQL regular expression matching the whole text (`*`
+    crosses `/`, as `JournalQuery` has it)."""
+    out = ["^"]
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "*":
+            out.append(".*")
+        elif char == "?":
+            out.append(".")
+        elif char == "[" and "]" in pattern[i + 2 :]:
+            end = pattern.index("]", i + 2)
+            body = pattern[i + 1 : end].replace("\\", "\\\\")
+            if body.startswith("!"):
+                body = "^" + body[1:]
+            out.append(f"[{body}]")
+            i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    out.append("$")
+    return "".join(out)
+
+
+def _where(query: JournalQuery, after_id: int | None = None) -> tuple[str, list[Any]]:
+    """SQL conditions every record `query.matches` passes (most others fail them); the
+    reader checks each row with `query.matches` too (deadlocks name agents in `detail`)."""
+    conditions = ["true"]
+    params: list[Any] = []
+    if after_id is not None:
+        conditions.append("id > %s")
+        params.append(after_id)
+    if query.since is not None:
+        conditions.append("t >= %s")
+        params.append(query.since)
+    if query.until is not None:
+        conditions.append("t < %s")
+        params.append(query.until)
+    if query.kinds:
+        conditions.append("kind = ANY(%s)")
+        params.append(sorted(query.kinds))
+    if query.namespaces:
+        conditions.append("namespace = ANY(%s)")
+        params.append(sorted(query.namespaces))
+    if query.agents:
+        conditions.append("(agent = ANY(%s) OR other = ANY(%s) OR kind = 'deadlock')")
+        params += [sorted(query.agents)] * 2
+    if query.files:
+        conditions.append("(file ~ ANY(%s) OR kind = 'deadlock')")
+        params.append([glob_regex(pattern) for pattern in query.files])
+    return " AND ".join(conditions), params
+
+
+class PgJournal:
+    """The journal of one lockyard schema on a PostgreSQL server, read-only."""
+
+    def __init__(self, spec: str | PgSpec, *, keepalive: KeepaliveBound | None = None) -> None:
+        self.spec = spec if isinstance(spec, PgSpec) else parse_spec(spec)
+        self.bound = keepalive if keepalive is not None else KeepaliveBound.from_env()
+        self._s = f'"{self.spec.schema}"'
+        self._conn: psycopg.Connection[Any] | None = None
+        self._guard = threading.Lock()
+
+    @property
+    def location(self) -> str:
+        return f"{self.spec.display} (table {self.spec.schema}.journal)"
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            self._conn = connect(self.spec, self.bound, purpose="journal reader")
+        return self._conn
+
+    def __enter__(self) -> PgJournal:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._guard:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _select(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        with self._guard:
+            return [tuple(row) for row in self._connection().execute(sql, params)]
+
+    def records(self, query: JournalQuery = EVERYTHING) -> Iterator[JournalRecord]:
+        after = 0
+        while True:
+            where, params = _where(query, after)
+            sql = f"SELECT {_COLUMNS} FROM {self._s}.journal WHERE {where} ORDER BY id"
+            rows = self._select(f"{sql} LIMIT {_BATCH}", params)
+            for row in rows:
+                record = _record(row)
+                if query.matches(record):
+                    yield record
+            if len(rows) < _BATCH:
+                return
+            after = int(rows[-1][0])
+
+    def latest(self, query: JournalQuery = EVERYTHING, limit: int = 50) -> list[JournalRecord]:
+        return [record for _id, record in self._latest(query, limit, None)]
+
+    def _latest(
+        self, query: JournalQuery, limit: int, upto: int | None
+    ) -> list[tuple[int, JournalRecord]]:
+        if limit <= 0:
+            return []
+        found: list[tuple[int, JournalRecord]] = []
+        before = upto
+        while len(found) < limit:
+            where, params = _where(query)
+            if before is not None:
+                where += " AND id <= %s"
+                params.append(before)
+            rows = self._select(
+                f"SELECT {_COLUMNS} FROM {self._s}.journal WHERE {where} "
+                f"ORDER BY id DESC LIMIT {max(limit, 100)}",
+                params,
+            )
+            for row in rows:
+                record = _record(row)
+                if query.matches(record):
+                    found.append((int(row[0]), record))
+                    if len(found) >= limit:
+                        break
+            if len(rows) < max(limit, 100):
+                break
+            before = int(rows[-1][0]) - 1
+        return found[::-1]
+
+    def stats(self, query: JournalQuery = EVERYTHING) -> Stats:
+        if query.narrows_records:
+            total = Stats()
+            for record in self.records(query):
+                total.add(record)
+            return total
+        return self._stats_in_sql(query)
+
+    def _stats_in_sql(self, query: JournalQuery) -> Stats:
+        """The figures, summed by the server (a million rows read in Python would not do)."""
+        where, params = _where(query)
+        stats = Stats()
+        s = self._s
+        figures = """count(*) FILTER (WHERE kind IN ('grant', 'hand-over')),
+            coalesce(sum(held) FILTER (WHERE kind IN ('release', 'reclaim',
+                                                      'operator-release')), 0),
+            count(*) FILTER (WHERE kind = 'wait-end'),
+            coalesce(sum(waited) FILTER (WHERE kind = 'wait-end'), 0),
+            coalesce(max(waited) FILTER (WHERE kind = 'wait-end'), 0),"""
+        per_file = f"""SELECT file, {figures}
+            count(*) FILTER (WHERE kind = 'wait-end' AND outcome = 'granted'),
+            count(*) FILTER (WHERE kind = 'wait-end' AND outcome = 'timed-out'),
+            count(*) FILTER (WHERE kind = 'denied')
+            FROM {s}.journal WHERE {where} AND kind <> 'deadlock' AND file <> ''
+            GROUP BY file"""
+        per_agent = f"""SELECT agent, {figures}
+            count(*) FILTER (WHERE kind = 'denied')
+            FROM {s}.journal WHERE {where} AND kind <> 'deadlock' AND file <> ''
+            GROUP BY agent"""
+        kinds = (
+            f"SELECT kind, count(*), min(t), max(t) FROM {s}.journal WHERE {where} GROUP BY kind"
+        )
+        deadlocks = (
+            f"SELECT {_COLUMNS} FROM {s}.journal WHERE {where} AND kind = 'deadlock' ORDER BY id"
+        )
+        with self._guard:
+            conn = self._connection()
+            with conn.transaction():  # one snapshot for the four
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                file_rows = conn.execute(per_file, params).fetchall()
+                agent_rows = conn.execute(per_agent, params).fetchall()
+                kind_rows = conn.execute(kinds, params).fetchall()
+                deadlock_rows = conn.execute(deadlocks, params).fetchall()
+        for name, *figures in file_rows:
+            holds, held, waits, waited, longest, granted, timeouts, denied = figures
+            stats.files[name] = FileFigures(
+                holds=holds, held=float(held), waits=waits, waited=float(waited),
+                longest_wait=float(longest), waits_granted=granted, timeouts=timeouts,
+                denied=denied,
+            )  # fmt: skip
+        for name, *figures in agent_rows:
+            holds, held, waits, waited, longest, denied = figures
+            stats.agents[name] = AgentFigures(
+                holds=holds, held=float(held), waits=waits, waited=float(waited),
+                longest_wait=float(longest), denied=denied,
+            )  # fmt: skip
+        for kind, count, first, last in kind_rows:
+            stats.kinds[kind] = count
+            stats.records += count
+            stats.first = first if stats.first is None else min(stats.first, first)
+            stats.last = last if stats.last is None else max(stats.last, last)
+        for row in deadlock_rows:
+            record = _record(tuple(row))
+            stats.deadlocks.append(record)
+            for name in record.files():
+                stats.files.setdefault(name, FileFigures()).deadlocks += 1
+            if record.victim:
+                stats.agents.setdefault(record.victim, AgentFigures()).victim += 1
+        return stats
+
+    # -- following -----------------------------------------------------------------------------
+
+    def follow(
+        self,
+        query: JournalQuery = EVERYTHING,
+        *,
+        backlog: int = 0,
+        stop: threading.Event | None = None,
+    ) -> Iterator[JournalRecord]:
+        listening = connect(self.spec, self.bound, purpose="journal follower")
+        try:
+            listening.execute(f'LISTEN "{journal_channel(self.spec.schema)}"')
+            position, records = self._start(query, backlog)
+            yield from records
+            while stop is None or not stop.is_set():
+                for _notice in listening.notifies(timeout=_STOP_CHECK, stop_after=1):
+                    pass
+                yield from self._fresh(query, position)
+        finally:
+            listening.close()
+
+    async def follow_async(
+        self, query: JournalQuery = EVERYTHING, *, backlog: int = 0
+    ) -> AsyncIterator[JournalRecord]:
+        """`follow` on asyncio: notices are awaited on an async connection; the reads run in
+        a worker thread, on this reader's connection."""
+        import anyio
+
+        listening = await psycopg.AsyncConnection.connect(
+            conninfo(self.spec, self.bound, purpose="journal follower"), autocommit=True
+        )
+        try:
+            await listening.execute(f'LISTEN "{journal_channel(self.spec.schema)}"')
+            position, records = await anyio.to_thread.run_sync(self._start, query, backlog)
+            for record in records:
+                yield record
+            while True:
+                async for _notice in listening.notifies(stop_after=1):
+                    pass
+                for record in await anyio.to_thread.run_sync(self._fresh, query, position):
+                    yield record
+        finally:
+            await listening.close()
+
+    def _start(self, query: JournalQuery, backlog: int) -> tuple[_Position, list[JournalRecord]]:
+        """Where a follower starts (the newest record now), and the backlog before it."""
+        rows = self._select(f"SELECT coalesce(max(id), 0) FROM {self._s}.journal", [])
+        last = int(rows[0][0])
+        return _Position(last), [record for _id, record in self._latest(query, backlog, last)]
+
+    def _fresh(self, query: JournalQuery, position: _Position) -> list[JournalRecord]:
+        where, params = _where(query, position.low)
+        rows = self._select(
+            f"SELECT {_COLUMNS} FROM {self._s}.journal WHERE {where} ORDER BY id", params
+        )
+        fresh = []
+        for row in rows:
+            if position.first_sight(int(row[0])):
+                record = _record(row)
+                if query.matches(record):
+                    fresh.append(record)
+        position.advance()
+        return fresh
+
+
+class _Position:
+    """How far a follower has read. Record ids are drawn at insert, not at commit, so a
+    record may become visible after one with a higher id (its transaction committed a
+    moment later): a follower reads again the last LOOK_BACK ids, and skips those it saw."""
+
+    LOOK_BACK: Final = 1024
+
+    def __init__(self, last: int) -> None:
+        self.low = last
+        self.seen: set[int] = set()
+
+    def first_sight(self, record_id: int) -> bool:
+        if record_id in self.seen:
+            return False
+        self.seen.add(record_id)
+        return True
+
+    def advance(self) -> None:
+        if not self.seen:
+            return
+        low = max(self.low, max(self.seen) - self.LOOK_BACK)
+        if low > self.low:
+            self.low = low
+            self.seen = {record_id for record_id in self.seen if record_id > low}

@@ -1,0 +1,276 @@
+"""The journal on PostgreSQL: every lock change writes its record in its own transaction, with
+how it happened, and the reader filters, sums and follows them like the lock directory's."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import psycopg
+import pytest
+
+from lockyard.infra.lockstore import JournalQuery, JournalRecord, open_journal
+from lockyard.infra.lockstore.journal.causes import mark_victim, operator_release, unmark_victim
+from lockyard.infra.lockstore.journal.record import CycleStep, deadlock_record
+from lockyard.infra.lockstore.postgres import PgLockStore
+from lockyard.infra.lockstore.postgres.journal import PgJournal, glob_regex
+from pg_support import PgServer
+from polling_support import wait_until
+
+NO_RECHECK = 3600.0
+
+
+@pytest.fixture
+def stores(repo: Path, pg_backend: str) -> Iterator[list[PgLockStore]]:
+    opened = [
+        PgLockStore(repo, pg_backend, namespace="app", liveness_interval=NO_RECHECK)
+        for _ in range(2)
+    ]
+    yield opened
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def journal(stores: list[PgLockStore]) -> Iterator[PgJournal]:
+    reader = open_journal(stores[0])
+    assert isinstance(reader, PgJournal)
+    yield reader
+    reader.close()
+
+
+def kinds(journal: PgJournal, **query: object) -> list[tuple[str, str]]:
+    return [(r.kind, r.agent) for r in journal.records(JournalQuery.of(**query))]  # type: ignore[arg-type]
+
+
+def test_a_grant_a_wait_a_hand_over_and_a_release_are_recorded(
+    stores: list[PgLockStore], journal: PgJournal
+) -> None:
+    one, two = stores
+    assert one.try_lock("a.py", "alice")
+    waiter = threading.Thread(target=lambda: two.acquire("a.py", "bob", timeout_seconds=60))
+    waiter.start()
+    wait_until(lambda: one.waiters("a.py"))
+    assert one.release("a.py", "alice")
+    waiter.join()
+    assert two.release("a.py", "bob")
+    records = list(journal.records())
+    assert sorted((r.kind, r.agent) for r in records) == sorted([
+        ("grant", "alice"), ("wait-begin", "bob"), ("release", "alice"),
+        ("hand-over", "bob"), ("wait-end", "bob"), ("release", "bob"),
+    ])  # fmt: skip
+    by_kind = {r.kind: r for r in records if r.agent == "bob"}
+    assert by_kind["hand-over"].other == "alice"
+    assert (
+        by_kind["hand-over"].fence == two.grant_fence("a.py", "bob") or by_kind["hand-over"].fence
+    )
+    assert by_kind["wait-end"].outcome == "granted"
+    assert (by_kind["wait-end"].waited or 0) > 0
+    grant = next(r for r in records if r.kind == "grant")
+    assert grant.fence is not None
+    assert grant.session == str(one.session_number)
+    assert grant.namespace == "app"
+    assert grant.file == "a.py"
+    assert grant.pid > 0
+    release = next(r for r in records if r.kind == "release" and r.agent == "alice")
+    assert release.held is not None
+    assert release.held > 0
+
+
+def test_a_wait_that_times_out_or_is_cancelled_or_gives_way_says_so(
+    stores: list[PgLockStore], journal: PgJournal
+) -> None:
+    one, two = stores
+    assert one.try_lock("a.py", "alice")
+    assert not two.acquire("a.py", "bob", timeout_seconds=0.2)
+
+    async def cancelled(agent: str) -> None:
+        with anyio.move_on_after(0.3):
+            await two.acquire_async("a.py", agent, timeout_seconds=60)
+
+    anyio.run(cancelled, "carol")
+    mark_victim("dave")
+    try:
+        anyio.run(cancelled, "dave")
+    finally:
+        unmark_victim("dave")
+    ended = {r.agent: r.outcome for r in journal.records(JournalQuery.of(kinds=["wait-end"]))}
+    assert ended == {"bob": "timed-out", "carol": "cancelled", "dave": "victim"}
+
+
+def test_a_dead_sessions_lock_taken_back_is_a_reclaim_with_its_proof(
+    stores: list[PgLockStore], journal: PgJournal, pg_server: PgServer
+) -> None:
+    one, two = stores
+    assert one.try_lock("a.py", "alice")
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+            "AND objid = %s AND granted",
+            (one.session_number,),
+        )
+    wait_until(lambda: two.try_lock("a.py", "bob"))
+    reclaim = journal.latest(JournalQuery.of(kinds=["reclaim"]), 1)
+    assert [(r.agent, r.file) for r in reclaim] == [("alice", "a.py")]
+    assert reclaim[0].reason is not None
+    assert "session" in reclaim[0].reason
+
+
+def test_an_operators_release_names_the_operator(
+    stores: list[PgLockStore], journal: PgJournal
+) -> None:
+    one, two = stores
+    assert one.try_lock("a.py", "alice")
+    assert one.try_lock("b.py", "alice")
+    with operator_release("lockyard clean --agent alice"):
+        assert two.cleanup_agent_locks("alice", all_namespaces=True) == ["a.py", "b.py"]
+    released = journal.records(JournalQuery.of(kinds=["operator-release"]))
+    assert [(r.file, r.other) for r in released] == [
+        ("a.py", "lockyard clean --agent alice"), ("b.py", "lockyard clean --agent alice")
+    ]  # fmt: skip
+
+
+def test_a_grant_rolled_back_leaves_no_record(
+    stores: list[PgLockStore], journal: PgJournal, pg_server: PgServer, pg_schema: str
+) -> None:
+    one, _ = stores
+    assert one.try_lock("warm.py", "alice")  # the schema exists
+    with psycopg.connect(pg_server.dsn) as conn:  # a transaction, rolled back at the end
+        conn.execute(
+            f'INSERT INTO "{pg_schema}".holds (namespace, key, agent_id, session, token, fence, '
+            "pid, host, acquired_at) VALUES ('app', 'ghost.py', 'ghost', 1, 't', 1, 1, 'h', 0)"
+        )
+        inside = conn.execute(
+            f"SELECT count(*) FROM \"{pg_schema}\".journal WHERE agent = 'ghost'"
+        ).fetchone()
+        assert inside == (1,)
+        conn.rollback()
+    assert kinds(journal, agents=["ghost"]) == []
+
+
+def test_records_no_lock_change_writes_are_written_and_read_back(
+    stores: list[PgLockStore], journal: PgJournal
+) -> None:
+    one, _ = stores
+    one.journal_write(
+        deadlock_record(
+            time=1_764_245_100.0, namespace="app",
+            cycle=[CycleStep("a1", "x.py", "a2"), CycleStep("a2", "y.py", "a1")],
+            victim="a2", victim_waits_on="y.py", released=["x.py"],
+            costs={"a1": 1.0, "a2": 2.5}, session="m", pid=1, host="h",
+        )
+    )  # fmt: skip
+    one.journal_write(
+        JournalRecord(
+            1_764_245_101.0,
+            "denied",
+            "app",
+            "a1",
+            "<b>x.py</b>",
+            "s",
+            1,
+            "h",
+            guard="write",
+            reason="not locked",
+        )
+    )
+    deadlock = journal.latest(JournalQuery.of(agents=["a1"], kinds=["deadlock"]), 5)
+    assert len(deadlock) == 1
+    assert deadlock[0].cycle[0] == CycleStep("a1", "x.py", "a2")
+    assert deadlock[0].costs == {"a1": 1.0, "a2": 2.5}
+    stats = journal.stats()
+    assert stats.deadlock_cost == pytest.approx(3.5)
+    assert stats.files["<b>x.py</b>"].denied == 1
+    assert stats.agents["a2"].victim == 1
+
+
+def test_stats_from_the_server_match_stats_from_the_records(
+    stores: list[PgLockStore], journal: PgJournal
+) -> None:
+    one, two = stores
+    for i in range(30):
+        assert one.try_lock(f"f{i % 4}.py", "alice")
+        assert not two.acquire(f"f{i % 4}.py", "bob", timeout_seconds=0.01)
+        assert one.release(f"f{i % 4}.py", "alice")
+    summed = journal.stats()
+    counted = journal.stats(JournalQuery.of(namespaces=["app"]))
+    assert summed.files == counted.files
+    assert summed.agents == counted.agents
+    assert summed.files["f0.py"].holds == 8
+    assert summed.files["f0.py"].timeouts == 8
+    assert summed.records == counted.records == 30 * 4  # grant, wait-begin, wait-end, release
+
+
+def test_a_follower_is_pushed_each_record(stores: list[PgLockStore], journal: PgJournal) -> None:
+    one, _ = stores
+    assert one.try_lock("a.py", "alice")
+    got: list[tuple[str, str]] = []
+    stop = threading.Event()
+    started = threading.Event()
+
+    def follow() -> None:
+        for record in journal.follow(JournalQuery.of(files=["a.py"]), backlog=1, stop=stop):
+            got.append((record.kind, record.agent))
+            started.set()
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    try:
+        wait_until(started.is_set)
+        assert one.release("a.py", "alice")
+        assert one.try_lock("b.py", "alice")
+        assert one.try_lock("a.py", "bob")
+        wait_until(lambda: len(got) >= 3)
+    finally:
+        stop.set()
+        thread.join()
+    assert got == [("grant", "alice"), ("release", "alice"), ("grant", "bob")]
+
+
+@pytest.mark.anyio
+async def test_an_async_follower_is_pushed_each_record(
+    stores: list[PgLockStore], journal: PgJournal
+) -> None:
+    one, _ = stores
+    assert one.try_lock("e.py", "erin")
+    seen: list[str] = []
+    with anyio.fail_after(60):
+        async for record in journal.follow_async(JournalQuery.of(agents=["erin"]), backlog=1):
+            seen.append(record.kind)
+            if len(seen) == 2:
+                break
+            await anyio.to_thread.run_sync(one.release, "e.py", "erin")
+    assert seen == ["grant", "release"]
+
+
+def test_the_journal_switched_off_costs_no_record(
+    repo: Path, pg_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOCKYARD_JOURNAL", "off")
+    with PgLockStore(repo, pg_backend, namespace="app") as store:
+        assert store.try_lock("a.py", "alice")
+        assert store.release("a.py", "alice")
+        reader = open_journal(store)
+        try:
+            assert list(reader.records()) == []
+        finally:
+            reader.close()
+
+
+@pytest.mark.parametrize(
+    ("glob", "matches", "misses"),
+    [("src/*.py", "src/a/b.py", "lib/a.py"), ("a?.py", "ab.py", "abc.py"),
+     ("f[0-2].py", "f1.py", "f3.py"), ("f[!0-2].py", "f3.py", "f1.py"),
+     ("x.(y)+", "x.(y)+", "x.yy")],
+)  # fmt: skip
+def test_globs_mean_the_same_on_the_server(
+    pg_server: PgServer, glob: str, matches: str, misses: str
+) -> None:
+    with psycopg.connect(pg_server.dsn) as conn:
+        pattern = glob_regex(glob)
+        row = conn.execute(
+            "SELECT %s ~ %s, %s ~ %s", (matches, pattern, misses, pattern)
+        ).fetchone()
+    assert row == (True, False)
