@@ -274,3 +274,18 @@ def test_globs_mean_the_same_on_the_server(
             "SELECT %s ~ %s, %s ~ %s", (matches, pattern, misses, pattern)
         ).fetchone()
     assert row == (True, False)
+
+
+def test_a_journal_that_cannot_be_written_never_fails_a_grant(
+    stores: list[PgLockStore], journal: PgJournal, pg_server: PgServer, pg_schema: str
+) -> None:
+    one, _ = stores
+    assert one.try_lock("warm.py", "alice")
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+        admin.execute(
+            f'ALTER TABLE "{pg_schema}".journal ADD CONSTRAINT refuse_all CHECK (false) NOT VALID'
+        )
+    assert one.try_lock("a.py", "bob")
+    assert one.release("a.py", "bob")
+    assert one.holder("a.py") is None
+    assert kinds(journal, agents=["bob"]) == []

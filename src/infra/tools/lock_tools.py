@@ -35,7 +35,9 @@ from ..lockstore import (
     CorruptRecordError,
     LockStoreError,
     LostLock,
+    mark_victim,
     store_call,
+    unmark_victim,
     validate_agent_id,
 )
 from .holder_text import UNREADABLE_HOLDER
@@ -353,6 +355,7 @@ class _AcquireCall:
             # cancelled before its watcher heard of the deadlock must still give way.
             if not ended_normally:
                 self.deadlock = self.deadlock or self._victim_mark()
+            unmark_victim(self.agent_id)
             with anyio.CancelScope(shield=True):
                 for key in sorted(self.waiting):
                     await self.tools.emit(LockEventType.WAIT_ENDED, key)
@@ -393,6 +396,7 @@ class _AcquireCall:
         namespace = getattr(self.tools.store, "namespace", None)
         # A cross-process monitor names locks `namespace::key`; the agent knows them as keys.
         self.deadlock = deadlock.within(namespace) if isinstance(namespace, str) else deadlock
+        mark_victim(self.agent_id)  # the journal records the waits cancelled now as `victim`
         group.cancel()
 
     def _victim_mark(self) -> DeadlockInfo | None:
