@@ -15,8 +15,8 @@ from typing import Annotated
 
 import typer
 
-from ..infra.agentcli.config_files import ConfigFileError, FileChange
-from ..infra.agentcli.setups import SETUPS, CliSetup, Invocation, Plan
+from ..infra.agentcli.config_files import OUTSIDE_FLAG, ConfigFileError, FileChange, Plan, apply
+from ..infra.agentcli.setups import SETUPS, CliSetup, Invocation
 from ..infra.session.identity import repository_root
 from ._errors import CliError, ExitCode, reports_errors
 from ._options import flag, lock_dir_option
@@ -26,10 +26,11 @@ the lock tools (an MCP server, `lockyard serve`, with an agent id of its own) an
 refuses its edits and commits of files it has not locked.
 
 CLIs: claude-code, codex, opencode, gemini. None named: the ones this repository already has
-configuration for, else claude-code. Existing files are merged into (other entries are kept);
-running it again changes nothing; `lockyard uninstall` takes back exactly what it added. An
-existing file that is not valid JSON/TOML, or an entry named `lockyard` that lockyard did not
-write, stops it before anything is written.
+configuration for, else claude-code. Existing files are merged into: every byte outside
+lockyard's own entries stays as it was; running it again changes nothing; `lockyard
+uninstall` takes back exactly what it added. An existing file that is not valid JSON/TOML, an
+entry named `lockyard` that lockyard did not write, or a name that leads outside the repository
+(a symlinked .claude/) stops it before anything is written.
 """
 
 UNINSTALL_HELP = """Remove what `lockyard init` added for the named CLIs (none named: every CLI
@@ -46,6 +47,15 @@ RepoOption = Annotated[
                  show_default=False),
 ]  # fmt: skip
 DryRun = Annotated[bool, flag("--dry-run", help="Show the changes as a diff; write nothing.")]
+OutsideOk = Annotated[
+    bool,
+    flag(
+        OUTSIDE_FLAG,
+        help="Also write files whose names lead outside the repository (a symlinked .claude/ "
+        "or .codex/, a file with other hard links): lockyard refuses them otherwise, since "
+        "every project that shares them would change.",
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -58,6 +68,7 @@ def init(
     clis: CliNames = None,
     repo: RepoOption = None,
     dry_run: DryRun = False,
+    write_outside_repo: OutsideOk = False,
     lock_dir: Annotated[
         Path | None,
         lock_dir_option(
@@ -75,30 +86,35 @@ def init(
     ] = None,
 ) -> None:
     root = _repository(repo)
-    plan = Plan(root)
+    plan = Plan(root, outside_ok=write_outside_repo)
     chosen = (
         _chosen(clis) or [s for s in SETUPS.values() if s.detect(root)] or [SETUPS["claude-code"]]
     )
-    how = Invocation(command or default_command(), None if lock_dir is None else str(lock_dir))
     with _config_errors():
+        how = Invocation(command or default_command(), None if lock_dir is None else str(lock_dir))
         for setup in chosen:
             setup.install(plan, how)
         changes = plan.changes()
-    _report(root, changes, dry_run, f"set up for {', '.join(s.display for s in chosen)}")
+        _report(root, changes, dry_run, f"set up for {', '.join(s.display for s in chosen)}")
 
 
 @reports_errors
-def uninstall(clis: CliNames = None, repo: RepoOption = None, dry_run: DryRun = False) -> None:
+def uninstall(
+    clis: CliNames = None,
+    repo: RepoOption = None,
+    dry_run: DryRun = False,
+    write_outside_repo: OutsideOk = False,
+) -> None:
     root = _repository(repo)
-    plan = Plan(root)
+    plan = Plan(root, outside_ok=write_outside_repo)
     with _config_errors():
         chosen = _chosen(clis) or [s for s in SETUPS.values() if s.installed(plan)]
         others = [s for s in SETUPS.values() if s not in chosen]
         for setup in chosen:
             setup.uninstall(plan, others)
         changes = plan.changes()
-    names = ", ".join(s.display for s in chosen) or "no agent CLI"
-    _report(root, changes, dry_run, f"lockyard removed for {names}")
+        names = ", ".join(s.display for s in chosen) or "no agent CLI"
+        _report(root, changes, dry_run, f"lockyard removed for {names}")
 
 
 def default_command() -> str:
@@ -153,15 +169,20 @@ def _report(root: Path, changes: list[FileChange], dry_run: bool, done: str) -> 
     if not changes:
         typer.echo(f"{root}: nothing to change ({done} already).")
         return
-    for change in changes:
-        if dry_run:
+    if dry_run:
+        for change in changes:
             typer.echo(change.diff(root), nl=False)
-            continue
-        change.apply()
-        verb = (
-            "created" if change.before is None else "removed" if change.after is None else "updated"
-        )
-        typer.echo(f"{verb} {change.path.relative_to(root)}")
+    else:
+        apply(changes)
+        for change in changes:
+            verb = (
+                "created"
+                if change.before is None
+                else "removed"
+                if change.after is None
+                else "updated"
+            )
+            typer.echo(f"{verb} {change.name(root)}")
     if dry_run:
         typer.echo(f"(dry run: nothing written; without --dry-run: {done})")
     else:

@@ -170,14 +170,15 @@ def test_dry_run_shows_a_diff_and_writes_nothing(repo: Path) -> None:
         (".mcp.json", "[1]", "holds a JSON list, not an object"),
         (".mcp.json", '{"mcpServers": []}', "mcpServers is not an object"),
         (".mcp.json", '{"mcpServers": {"lockyard": {"command": "npx", "args": ["other-locks"]}}}',
-         "already has an MCP server named 'lockyard' that does not run `lockyard serve`"),
+         "already has an MCP server named 'lockyard' that is not the one `lockyard init` writes"),
         (".claude/settings.json", '{"hooks": {"PreToolUse": {}}}',
          "hooks.PreToolUse is not a list"),
         (".codex/config.toml", "model = ", "config.toml is not valid TOML"),
         (".codex/config.toml", '[mcp_servers.lockyard]\ncommand = "x"\n', "lockyard did not write"),
-        ("opencode.json", "// jsonc\n{}", "opencode.json is not valid JSON"),
+        ("opencode.json", "// jsonc\n{not json", "opencode.json is not valid JSON (with comments)"),
         (".opencode/plugin/lockyard.js", "export {}", "exists and lockyard did not write it"),
-        ("AGENTS.md", "<!-- lockyard:begin -->\nhalf a block\n", "never ends"),
+        ("AGENTS.md", "<!-- lockyard:begin sha256:0123456789ab -->\nhalf a block\n",
+         "never ends"),
     ],
 )  # fmt: skip
 def test_a_bad_existing_file_stops_init_with_a_clear_error_and_nothing_written(

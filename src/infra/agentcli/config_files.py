@@ -1,207 +1,208 @@
-"""Editing the agent CLIs' configuration files: merge in, take back out, never clobber.
+"""Editing the agent CLIs' configuration files: merge in, take back out, never lose a byte.
 
-Every edit is computed in memory first (`FileChange`: the text before and after), so a file
-that cannot be read as what it should be (invalid JSON, invalid TOML) stops the whole
-`init` or `uninstall` before anything is written. Only what lockyard added is ever removed:
-JSON entries are matched by content, text blocks by their begin/end marker lines.
+This is the one way `lockyard init` and `lockyard uninstall` touch a person's files. A `Plan`
+reads each file once (`repo_files`: inside the repository only, regular files only, symlinks
+kept), every edit is computed in memory, and nothing is written until every file has been read
+and checked; then all are written or none (`Plan.apply`).
+
+The edits, each undone exactly by its removal (so `uninstall` after `init` gives back the
+same bytes, and `init` leaves every byte outside lockyard's entries as it was):
+- JSON: `Plan.json(name)` gives a `JsonDocument` that splices lockyard's members and list
+  items into the text (`json_edit`): numbers, duplicate keys, comments (where the CLI allows
+  them), indentation and key order of the user's text stay as they were.
+- Markdown, TOML, or any text: `marked_blocks.with_block` / `without_block`, a block between
+  checksummed marker lines; a block a person wrote or edited is never taken for lockyard's.
+- A file lockyard owns whole (a plugin): a file that is exactly one marked block.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
-import json
 import os
-import tomllib
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
 
-BEGIN: Final = "lockyard:begin"
-END: Final = "lockyard:end"
+from . import repo_files
+from .config_errors import NOTHING_WRITTEN, ConfigFileError
+from .json_edit import MISSING, JsonDocument
+from .marked_blocks import (
+    HASH_COMMENT,
+    MARKDOWN_COMMENT,
+    SLASH_COMMENT,
+    CommentStyle,
+    has_block,
+    is_whole_block,
+    with_block,
+    without_block,
+)
+from .repo_files import OUTSIDE_FLAG, Location
+from .toml_text import load_toml, string_lines, toml_string
 
-
-class ConfigFileError(Exception):
-    """An existing file cannot be edited safely; nothing was written."""
+__all__ = [
+    "HASH_COMMENT",
+    "MARKDOWN_COMMENT",
+    "MISSING",
+    "NOTHING_WRITTEN",
+    "OUTSIDE_FLAG",
+    "SLASH_COMMENT",
+    "CommentStyle",
+    "ConfigFileError",
+    "FileChange",
+    "JsonDocument",
+    "Plan",
+    "has_block",
+    "is_whole_block",
+    "load_toml",
+    "string_lines",
+    "toml_string",
+    "with_block",
+    "without_block",
+]
 
 
 @dataclass(frozen=True)
 class FileChange:
     """One file's text before (None: absent) and after (None: to be deleted)."""
 
-    path: Path
-    before: str | None
+    location: Location
+    snapshot: repo_files.Snapshot
     after: str | None
 
     @property
-    def changed(self) -> bool:
-        return self.before != self.after
+    def path(self) -> Path:
+        """The file's name as the user knows it."""
+        return self.location.shown
+
+    @property
+    def before(self) -> str | None:
+        return self.snapshot.text
+
+    def name(self, root: Path) -> str:
+        """The name to show: relative to the repository, and where a symlink leads."""
+        shown = (
+            os.path.relpath(self.path, root) if self.path.is_relative_to(root) else str(self.path)
+        )
+        if self.location.real != self.path:
+            return f"{shown} (-> {self.location.real})"
+        return shown
 
     def diff(self, root: Path) -> str:
-        name = os.path.relpath(self.path, root)
+        name = (
+            os.path.relpath(self.path, root) if self.path.is_relative_to(root) else str(self.path)
+        )
         before = [] if self.before is None else self.before.splitlines(keepends=True)
         after = [] if self.after is None else self.after.splitlines(keepends=True)
-        return "".join(
-            difflib.unified_diff(
-                before,
-                after,
-                "/dev/null" if self.before is None else f"a/{name}",
-                "/dev/null" if self.after is None else f"b/{name}",
-            )
+        lines = difflib.unified_diff(
+            before,
+            after,
+            "/dev/null" if self.before is None else f"a/{name}",
+            "/dev/null" if self.after is None else f"b/{name}",
         )
-
-    def apply(self) -> None:
-        if self.after is None:
-            if self.path.exists():
-                self.path.unlink()
-            _remove_empty_parents(self.path.parent)
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temp = self.path.with_name(f".{self.path.name}.lockyard-tmp")
-        temp.write_text(self.after, encoding="utf-8")
-        os.replace(temp, self.path)
+        return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-def _remove_empty_parents(directory: Path) -> None:
-    """Remove `directory` and its parents while empty (`.claude/` once its settings are gone);
-    the walk stops at the first one holding anything, which the repository root always does."""
-    while True:
-        try:
-            directory.rmdir()
-        except OSError:
-            return
-        directory = directory.parent
+@dataclass
+class Plan:
+    """The planned text of each file (read once from disk); `changes()` lists what differs.
+
+    Files are named relative to the repository root (or by an absolute path, for a file of
+    the user's own configuration). A name that leads outside the repository is refused unless
+    `outside_ok` (the user passed --write-outside-repo). Two names of one file (`AGENTS.md`
+    a symlink to `CLAUDE.md`) share one planned text.
+    """
+
+    root: Path
+    outside_ok: bool = False
+    _locations: dict[Path, Location] = field(default_factory=dict)
+    _before: dict[Path, repo_files.Snapshot] = field(default_factory=dict)
+    _after: dict[Path, str | None] = field(default_factory=dict)
+
+    def path(self, name: str | Path) -> Path:
+        """The file's name as the user knows it (for messages)."""
+        return self.root / name
+
+    def _key(self, name: str | Path) -> Path:
+        location = repo_files.locate(self.root, name, outside_ok=self.outside_ok)
+        if location.real not in self._before:
+            self._locations[location.real] = location
+            self._before[location.real] = repo_files.read(location)
+            self._after[location.real] = self._before[location.real].text
+        return location.real
+
+    def text(self, name: str | Path) -> str | None:
+        return self._after[self._key(name)]
+
+    def set(self, name: str | Path, text: str | None) -> None:
+        self._after[self._key(name)] = text
+
+    def same_file(self, first: str | Path, second: str | Path) -> bool:
+        return self._key(first) == self._key(second)
+
+    def read_json(self, name: str | Path, *, comments: bool = False) -> JsonDocument:
+        """The file as a JSON document, to read (edits to it are not kept: see `json`)."""
+        return JsonDocument(self.path(name), self.text(name), comments=comments)
+
+    @contextlib.contextmanager
+    def json(self, name: str | Path, *, comments: bool = False) -> Iterator[JsonDocument]:
+        """The file as a JSON document to edit; its text is planned when the block ends."""
+        document = self.read_json(name, comments=comments)
+        yield document
+        self.set(name, document.text)
+
+    def changes(self) -> list[FileChange]:
+        return [
+            FileChange(self._locations[real], self._before[real], after)
+            for real, after in sorted(self._after.items())
+            if after != self._before[real].text
+        ]
 
 
-def read_text(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigFileError(f"cannot read {path}: {exc}") from None
-
-
-# --- JSON ----------------------------------------------------------------------------------
-
-
-def load_json_object(path: Path, text: str | None) -> dict[str, Any]:
-    """The file's JSON object ({} when absent); ConfigFileError when it is not one."""
-    if text is None or not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ConfigFileError(
-            f"{path} is not valid JSON ({exc}); fix or remove it, then run this again "
-            "(nothing was written)"
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigFileError(
-            f"{path} holds a JSON {type(data).__name__}, not an object; fix it, then run this "
-            "again (nothing was written)"
+def apply(changes: list[FileChange]) -> None:
+    """Write every change or none (see `repo_files.apply`)."""
+    repo_files.apply([
+        repo_files.Write(
+            change.location,
+            change.snapshot,
+            None if change.after is None else change.after.encode("utf-8"),
         )
-    return data
+        for change in changes
+    ])  # fmt: skip
 
 
-def dump_json(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-
-
-def child_object(parent: dict[str, Any], key: str, path: Path, where: str) -> dict[str, Any]:
-    """`parent[key]`, created as {} if missing; ConfigFileError if it is not an object."""
-    value = parent.setdefault(key, {})
-    if not isinstance(value, dict):
-        raise ConfigFileError(f"{path}: {where} is not an object; fix it (nothing was written)")
-    return value
-
-
-def child_list(parent: dict[str, Any], key: str, path: Path, where: str) -> list[Any]:
-    value = parent.setdefault(key, [])
-    if not isinstance(value, list):
-        raise ConfigFileError(f"{path}: {where} is not a list; fix it (nothing was written)")
-    return value
-
-
-def prune_empty(parent: dict[str, Any], *keys: str) -> None:
-    """Remove `parent[keys[0]][keys[1]]...` bottom-up wherever it became empty."""
-    if not keys or keys[0] not in parent:
-        return
-    value = parent[keys[0]]
-    if isinstance(value, dict):
-        prune_empty(value, *keys[1:])
-    if isinstance(value, dict | list) and not value:
-        del parent[keys[0]]
-
-
-def json_text(path: Path, text: str | None, data: dict[str, Any]) -> str | None:
-    """The text that makes the file hold `data`: None (delete) when lockyard emptied it, the
-    old text when the content is unchanged (the user's formatting kept)."""
-    if not data:
-        return None
-    if text is not None and load_json_object(path, text) == data:
-        return text
-    return dump_json(data)
-
-
-# --- TOML (checked with tomllib; lockyard's part is a marked text block) --------------------
-
-
-def load_toml(path: Path, text: str | None) -> dict[str, Any]:
-    if text is None:
-        return {}
+def check_encodable(what: str, value: str) -> None:
+    """A value written into configuration files must be text that UTF-8 can hold (a
+    command-line argument of undecodable bytes cannot be)."""
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
         raise ConfigFileError(
-            f"{path} is not valid TOML ({exc}); fix it, then run this again (nothing was written)"
+            f"{what} {value!r} holds bytes that are not UTF-8; configuration files are UTF-8 "
+            f"text, so pass a name in UTF-8 {NOTHING_WRITTEN}"
         ) from None
 
 
-# --- marked text blocks ------------------------------------------------------------------
-
-
-def with_block(path: Path, text: str | None, block: str, comment: tuple[str, str]) -> str:
-    """`text` with lockyard's block (between marker lines) set to `block`, appended if new."""
-    opening, closing = comment
-    begin, end = f"{opening}{BEGIN}{closing}", f"{opening}{END}{closing}"
-    marked = f"{begin}\n{block.rstrip()}\n{end}\n"
-    current = text or ""
-    span = _block_span(path, current, begin, end)
-    if span is not None:
-        return current[: span[0]] + marked + current[span[1] :]
-    if current and not current.endswith("\n"):
-        current += "\n"
-    return current + ("\n" if current else "") + marked
-
-
-def without_block(path: Path, text: str | None, comment: tuple[str, str]) -> str | None:
-    """`text` without lockyard's block; None when nothing else is left."""
-    if text is None:
-        return None
-    opening, closing = comment
-    span = _block_span(path, text, f"{opening}{BEGIN}{closing}", f"{opening}{END}{closing}")
-    if span is None:
-        return text
-    rest = text[: span[0]].rstrip("\n") + text[span[1] :]
-    rest = rest.rstrip("\n") + "\n" if rest.strip() else ""
-    return rest or None
-
-
-def has_block(text: str | None, comment: tuple[str, str]) -> bool:
-    return text is not None and f"{comment[0]}{BEGIN}{comment[1]}\n" in text
-
-
-def _block_span(path: Path, text: str, begin: str, end: str) -> tuple[int, int] | None:
-    start = text.find(begin + "\n")
-    if start < 0:
-        return None
-    stop = text.find(end, start)
-    if stop < 0:
+def toml_text_block(path: Path, text: str | None, body: str) -> str:
+    """`text` (TOML) with lockyard's block holding `body`, checked to parse."""
+    load_toml(path, text)
+    new = with_block(path, text, body, HASH_COMMENT, string_lines)
+    try:
+        load_toml(path, new)
+    except ConfigFileError:
         raise ConfigFileError(
-            f"{path}: lockyard's block starts ({begin}) but never ends ({end}); restore the end "
-            "line or delete the block (nothing was written)"
-        )
-    stop += len(end)
-    if text[stop : stop + 1] == "\n":
-        stop += 1
-    return start, stop
+            f"{path}: lockyard's lines would not fit in this TOML file (with them it would no "
+            "longer parse: does it already define what lockyard adds, or define its parent "
+            f"table inline?); fix it, then run this again {NOTHING_WRITTEN}"
+        ) from None
+    return new
+
+
+def toml_without_block(path: Path, text: str | None) -> str | None:
+    load_toml(path, text)
+    return without_block(path, text, HASH_COMMENT, string_lines)
+
+
+def toml_has_block(path: Path, text: str | None) -> bool:
+    load_toml(path, text)
+    return has_block(path, text, HASH_COMMENT, string_lines)

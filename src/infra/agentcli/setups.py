@@ -16,30 +16,34 @@ share a file (AGENTS.md) and nothing is written until every file has been read a
 from __future__ import annotations
 
 import json
+import os
 import shlex
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from .config_files import (
+    MARKDOWN_COMMENT,
+    MISSING,
+    NOTHING_WRITTEN,
+    SLASH_COMMENT,
     ConfigFileError,
-    FileChange,
-    child_list,
-    child_object,
-    has_block,
-    json_text,
-    load_json_object,
+    Plan,
+    check_encodable,
+    is_whole_block,
     load_toml,
-    read_text,
+    toml_has_block,
+    toml_string,
+    toml_text_block,
+    toml_without_block,
     with_block,
     without_block,
 )
 from .formats import FORMATS
+from .json_edit import json_equal
 
 SERVER_KEY: Final = "lockyard"
-MARKDOWN: Final = ("<!-- ", " -->")
-HASH: Final = ("# ", "")
-SLASHES: Final = ("// ", "")
 
 INSTRUCTIONS: Final = """## Editing files here: lock them first (lockyard)
 
@@ -57,41 +61,6 @@ Other agent sessions edit this repository at the same time. lockyard's tools kee
 """
 
 
-@dataclass
-class Plan:
-    """The planned text of each file (read once from disk); `changes()` lists what differs."""
-
-    root: Path
-    _before: dict[Path, str | None] = field(default_factory=dict)
-    _after: dict[Path, str | None] = field(default_factory=dict)
-
-    def text(self, relative: str) -> str | None:
-        path = self.root / relative
-        if path not in self._before:
-            self._before[path] = read_text(path)
-            self._after[path] = self._before[path]
-        return self._after[path]
-
-    def set(self, relative: str, text: str | None) -> None:
-        self.text(relative)
-        self._after[self.root / relative] = text
-
-    def json(self, relative: str) -> dict[str, Any]:
-        return load_json_object(self.root / relative, self.text(relative))
-
-    def set_json(self, relative: str, data: dict[str, Any]) -> None:
-        old = self.json(relative)
-        if old != data:
-            self.set(relative, json_text(self.root / relative, self.text(relative), data))
-
-    def changes(self) -> list[FileChange]:
-        return [
-            FileChange(path, self._before[path], after)
-            for path, after in sorted(self._after.items())
-            if after != self._before[path]
-        ]
-
-
 @dataclass(frozen=True)
 class Invocation:
     """How the agent CLIs should start lockyard."""
@@ -100,43 +69,65 @@ class Invocation:
     """The `lockyard` executable: a bare name looked up on PATH, or an absolute path."""
     lock_dir: str | None = None
 
+    def __post_init__(self) -> None:
+        check_encodable("--command", self.command)
+        if self.lock_dir is not None:
+            check_encodable("--lock-dir", self.lock_dir)
+
     def serve_args(self, cli: str) -> list[str]:
         extra = [] if self.lock_dir is None else ["--lock-dir", self.lock_dir]
         return ["serve", "--cli", cli, *extra]
 
+    def hook_args(self, cli: str) -> list[str]:
+        extra = [] if self.lock_dir is None else ["--lock-dir", self.lock_dir]
+        return ["hook", "pre-tool-use", "--cli", cli, *extra]
+
     def hook_command(self, cli: str) -> str:
-        extra = "" if self.lock_dir is None else f" --lock-dir {shlex.quote(self.lock_dir)}"
-        return f"{shlex.quote(self.command)} hook pre-tool-use --cli {cli}{extra}"
+        return shlex.join([self.command, *self.hook_args(cli)])
+
+    @classmethod
+    def from_argv(cls, argv: list[str], expected: list[str]) -> Invocation | None:
+        """The invocation whose arguments `argv` (after the command) are `expected`, with
+        or without `--lock-dir DIR` after them; None when `argv` is not of that shape."""
+        if len(argv) < 1 + len(expected) or argv[1 : 1 + len(expected)] != expected:
+            return None
+        rest = argv[1 + len(expected) :]
+        if not rest:
+            lock_dir = None
+        elif len(rest) == 2 and rest[0] == "--lock-dir":
+            lock_dir = rest[1]
+        else:
+            return None
+        try:
+            return cls(argv[0], lock_dir)
+        except ConfigFileError:
+            return None
+
+    @classmethod
+    def from_hook_command(cls, command: object, cli: str) -> Invocation | None:
+        """The invocation that `hook_command(cli)` turned into `command`, if any did."""
+        if not isinstance(command, str):
+            return None
+        try:
+            argv = shlex.split(command)
+        except ValueError:
+            return None
+        found = cls.from_argv(argv, ["hook", "pre-tool-use", "--cli", cli])
+        return found if found is not None and found.hook_command(cli) == command else None
 
 
-def _is_lockyard_command(command: object) -> bool:
-    """A command line or argv that runs lockyard (by a bare name or a path ending in it)."""
-    if isinstance(command, list):
-        command = command[0] if command and isinstance(command[0], str) else ""
-    if not isinstance(command, str) or not command.strip():
-        return False
-    try:
-        first = shlex.split(command)[0]
-    except (ValueError, IndexError):
-        return False
-    return Path(first).name == "lockyard"
-
-
-def _is_lockyard_hook(hook: object) -> bool:
-    return (
-        isinstance(hook, dict)
-        and _is_lockyard_command(hook.get("command"))
-        and " hook pre-tool-use " in f"{hook.get('command')} "
-    )
-
-
-def _is_lockyard_group(group: object) -> bool:
-    hooks = group.get("hooks") if isinstance(group, dict) else None
-    return isinstance(hooks, list) and bool(hooks) and all(_is_lockyard_hook(h) for h in hooks)
+def _strings(value: object) -> list[str] | None:
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return value
+    return None
 
 
 class CliSetup:
-    """One agent CLI's setup. Subclasses say which files and entries are lockyard's."""
+    """One agent CLI's setup. Subclasses say which files and entries are lockyard's.
+
+    An entry is lockyard's when it is exactly what `init` writes for some command and lock
+    directory (read back from the entry itself): entries a person wrote or changed are theirs.
+    """
 
     name: str = ""
     instructions_file: str = ""
@@ -148,24 +139,26 @@ class CliSetup:
         return FORMATS[self.name].display
 
     def detect(self, root: Path) -> bool:
-        return any((root / marker).exists() for marker in self.markers)
+        return any(os.path.lexists(root / marker) for marker in self.markers)
 
     def install(self, plan: Plan, how: Invocation) -> None:
         self.install_server(plan, how)
         self.install_guard(plan, how)
         relative = self.instructions_file
-        path = plan.root / relative
-        plan.set(relative, with_block(path, plan.text(relative), INSTRUCTIONS, MARKDOWN))
+        path = plan.path(relative)
+        plan.set(relative, with_block(path, plan.text(relative), INSTRUCTIONS, MARKDOWN_COMMENT))
 
     def uninstall(self, plan: Plan, others: list[CliSetup]) -> None:
         self.uninstall_server(plan)
         self.uninstall_guard(plan)
         relative = self.instructions_file
         still_needed = any(
-            other.instructions_file == relative and other.installed(plan) for other in others
+            plan.same_file(other.instructions_file, relative) and other.installed(plan)
+            for other in others
         )
         if not still_needed:
-            plan.set(relative, without_block(plan.root / relative, plan.text(relative), MARKDOWN))
+            path = plan.path(relative)
+            plan.set(relative, without_block(path, plan.text(relative), MARKDOWN_COMMENT))
 
     def installed(self, plan: Plan) -> bool:
         raise NotImplementedError
@@ -188,70 +181,54 @@ class _JsonServerSetup(CliSetup):
 
     server_file: str = ""
     server_path: tuple[str, ...] = ()
+    comments: bool = False
+    """The CLI reads its JSON files with comments allowed (so lockyard accepts them too)."""
 
     def server_entry(self, how: Invocation) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _servers(self, plan: Plan, data: dict[str, Any]) -> dict[str, Any]:
-        node = data
-        where = ""
-        for key in self.server_path:
-            where = f"{where}.{key}" if where else key
-            node = child_object(node, key, plan.root / self.server_file, where)
-        return node
+    def invocation_of(self, entry: object) -> Invocation | None:
+        """The invocation `server_entry` made `entry` from, if it is one of lockyard's."""
+        if not isinstance(entry, dict):
+            return None
+        command, args = entry.get("command"), _strings(entry.get("args"))
+        if not isinstance(command, str) or args is None:
+            return None
+        return Invocation.from_argv([command, *args], ["serve", "--cli", self.name])
 
     def _entry_is_ours(self, entry: object) -> bool:
-        if not isinstance(entry, dict):
-            return False
-        command = entry.get("command")
-        args = entry.get("args")
-        if isinstance(command, list):  # OpenCode: command and arguments in one list
-            return _is_lockyard_command(command) and command[1:2] == ["serve"]
-        return _is_lockyard_command(command) and isinstance(args, list) and args[:1] == ["serve"]
+        how = self.invocation_of(entry)
+        return how is not None and json_equal(self.server_entry(how), entry)
+
+    @property
+    def _server_keys(self) -> tuple[str, ...]:
+        return (*self.server_path, SERVER_KEY)
 
     def installed(self, plan: Plan) -> bool:
-        data = plan.json(self.server_file)
-        node: Any = data
-        for key in self.server_path:
-            node = node.get(key) if isinstance(node, dict) else None
-        return isinstance(node, dict) and self._entry_is_ours(node.get(SERVER_KEY))
+        document = plan.read_json(self.server_file, comments=self.comments)
+        return self._entry_is_ours(document.get(self._server_keys))
 
     def install_server(self, plan: Plan, how: Invocation) -> None:
-        data = plan.json(self.server_file)
-        servers = self._servers(plan, data)
-        existing = servers.get(SERVER_KEY)
-        if existing is not None and not self._entry_is_ours(existing):
-            raise ConfigFileError(
-                f"{plan.root / self.server_file} already has an MCP server named "
-                f"{SERVER_KEY!r} that does not run `lockyard serve` ({_short(existing)}); "
-                "rename or remove that entry, then run init again (nothing was written)"
-            )
-        servers[SERVER_KEY] = self.server_entry(how)
-        plan.set_json(self.server_file, data)
+        with plan.json(self.server_file, comments=self.comments) as document:
+            existing = document.get(self._server_keys)
+            if existing is not MISSING and not self._entry_is_ours(existing):
+                raise ConfigFileError(
+                    f"{plan.path(self.server_file)} already has an MCP server named "
+                    f"{SERVER_KEY!r} that is not the one `lockyard init` writes "
+                    f"({_short(existing)}); rename or remove that entry, then run init again "
+                    f"{NOTHING_WRITTEN}"
+                )
+            document.put(self._server_keys, self.server_entry(how))
 
     def uninstall_server(self, plan: Plan) -> None:
-        if not self.installed(plan):
-            return
-        data = plan.json(self.server_file)
-        del self._servers(plan, data)[SERVER_KEY]
-        _prune(data, self.server_path)
-        plan.set_json(self.server_file, data)
+        with plan.json(self.server_file, comments=self.comments) as document:
+            while self._entry_is_ours(document.get(self._server_keys)):
+                document.delete(self._server_keys)
 
 
 def _short(value: object) -> str:
-    text = str(value)
+    text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 120 else text[:117] + "..."
-
-
-def _prune(data: dict[str, Any], keys: tuple[str, ...]) -> None:
-    """Drop the objects and lists along `keys` that lockyard's removal left empty."""
-    if not keys or not isinstance(data.get(keys[0]), dict | list):
-        return
-    child = data[keys[0]]
-    if isinstance(child, dict):
-        _prune(child, keys[1:])
-    if not child:
-        del data[keys[0]]
 
 
 class _HookListSetup(_JsonServerSetup):
@@ -268,30 +245,31 @@ class _HookListSetup(_JsonServerSetup):
             "hooks": [{"type": "command", "command": how.hook_command(self.name)}],
         }
 
-    def _groups(self, plan: Plan, data: dict[str, Any]) -> list[Any]:
-        path = plan.root / self.hook_file
-        hooks = child_object(data, "hooks", path, "hooks")
-        return child_list(hooks, self.hook_event, path, f"hooks.{self.hook_event}")
+    def _group_is_ours(self, group: object) -> bool:
+        hooks = group.get("hooks") if isinstance(group, dict) else None
+        if not isinstance(hooks, list) or len(hooks) != 1 or not isinstance(hooks[0], dict):
+            return False
+        how = Invocation.from_hook_command(hooks[0].get("command"), self.name)
+        return how is not None and json_equal(self.hook_group(how), group)
+
+    @property
+    def _hook_keys(self) -> tuple[str, ...]:
+        return ("hooks", self.hook_event)
 
     def install_guard(self, plan: Plan, how: Invocation) -> None:
-        data = plan.json(self.hook_file)
-        groups = self._groups(plan, data)
-        groups[:] = [group for group in groups if not _is_lockyard_group(group)]
-        groups.append(self.hook_group(how))
-        plan.set_json(self.hook_file, data)
+        with plan.json(self.hook_file, comments=self.comments) as document:
+            document.put_item(self._hook_keys, self.hook_group(how), self._group_is_ours)
 
     def uninstall_guard(self, plan: Plan) -> None:
-        data = plan.json(self.hook_file)
-        hooks = data.get("hooks")
-        groups = hooks.get(self.hook_event) if isinstance(hooks, dict) else None
-        if not isinstance(groups, list) or not any(_is_lockyard_group(g) for g in groups):
-            return
-        groups[:] = [group for group in groups if not _is_lockyard_group(group)]
-        _prune(data, ("hooks", self.hook_event))
-        plan.set_json(self.hook_file, data)
+        with plan.json(self.hook_file, comments=self.comments) as document:
+            document.delete_items(self._hook_keys, self._group_is_ours)
 
 
 LOCK_TOOLS: Final = ("mcp__lockyard__lock_acquire", "mcp__lockyard__lock_release")
+
+
+def _is(expected: str) -> Callable[[object], bool]:
+    return lambda item: isinstance(item, str) and item == expected
 
 
 class ClaudeCodeSetup(_HookListSetup):
@@ -310,29 +288,17 @@ class ClaudeCodeSetup(_HookListSetup):
         super().install_guard(plan, how)
         # The lock tools are harmless: allow them (no prompt per call), and approve the
         # project's lockyard server (a project .mcp.json server is otherwise held back).
-        data = plan.json(self.hook_file)
-        path = plan.root / self.hook_file
-        allow = child_list(child_object(data, "permissions", path, "permissions"), "allow",
-                           path, "permissions.allow")  # fmt: skip
-        allow.extend(tool for tool in LOCK_TOOLS if tool not in allow)
-        enabled = child_list(data, "enabledMcpjsonServers", path, "enabledMcpjsonServers")
-        if SERVER_KEY not in enabled:
-            enabled.append(SERVER_KEY)
-        plan.set_json(self.hook_file, data)
+        with plan.json(self.hook_file) as document:
+            for tool in LOCK_TOOLS:
+                document.put_item(("permissions", "allow"), tool, _is(tool))
+            document.put_item(("enabledMcpjsonServers",), SERVER_KEY, _is(SERVER_KEY))
 
     def uninstall_guard(self, plan: Plan) -> None:
         super().uninstall_guard(plan)
-        data = plan.json(self.hook_file)
-        permissions = data.get("permissions")
-        allow = permissions.get("allow") if isinstance(permissions, dict) else None
-        if isinstance(allow, list):
-            allow[:] = [entry for entry in allow if entry not in LOCK_TOOLS]
-            _prune(data, ("permissions", "allow"))
-        enabled = data.get("enabledMcpjsonServers")
-        if isinstance(enabled, list) and SERVER_KEY in enabled:
-            enabled.remove(SERVER_KEY)
-            _prune(data, ("enabledMcpjsonServers",))
-        plan.set_json(self.hook_file, data)
+        with plan.json(self.hook_file) as document:
+            for tool in LOCK_TOOLS:
+                document.delete_items(("permissions", "allow"), _is(tool))
+            document.delete_items(("enabledMcpjsonServers",), _is(SERVER_KEY))
 
 
 class GeminiSetup(_HookListSetup):
@@ -341,6 +307,7 @@ class GeminiSetup(_HookListSetup):
     markers = (".gemini", "GEMINI.md")
     server_file = ".gemini/settings.json"
     server_path = ("mcpServers",)
+    comments = True  # Gemini CLI strips comments before it parses its settings
     hook_file = ".gemini/settings.json"
     hook_event = "BeforeTool"
     matcher = "write_file|replace|run_shell_command"
@@ -365,41 +332,32 @@ class CodexSetup(_HookListSetup):
     matcher = "apply_patch|Edit|Write|Bash"
 
     def installed(self, plan: Plan) -> bool:
-        return has_block(plan.text(self.server_file), HASH)
+        return toml_has_block(plan.path(self.server_file), plan.text(self.server_file))
 
     def install_server(self, plan: Plan, how: Invocation) -> None:
-        path = plan.root / self.server_file
+        path = plan.path(self.server_file)
         text = plan.text(self.server_file)
-        config = load_toml(path, text)
-        servers = config.get("mcp_servers")
-        if isinstance(servers, dict) and SERVER_KEY in servers and not has_block(text, HASH):
+        servers = load_toml(path, text).get("mcp_servers")
+        if isinstance(servers, dict) and SERVER_KEY in servers and not toml_has_block(path, text):
             raise ConfigFileError(
                 f"{path} already has an MCP server named {SERVER_KEY!r} that lockyard did not "
                 "write; rename or remove [mcp_servers.lockyard], then run init again "
-                "(nothing was written)"
+                f"{NOTHING_WRITTEN}"
             )
-        args = ", ".join(_toml_string(arg) for arg in how.serve_args(self.name))
+        args = ", ".join(toml_string(arg) for arg in how.serve_args(self.name))
         # The lock tools are harmless: approved, so no approval prompt (and no refusal in
         # `codex exec`, whose approval policy is "never") stands between the agent and them.
         block = "\n".join([
             f"[mcp_servers.{SERVER_KEY}]",
-            f"command = {_toml_string(how.command)}",
+            f"command = {toml_string(how.command)}",
             f"args = [{args}]",
             'default_tools_approval_mode = "approve"',
-            "",
         ])  # fmt: skip
-        new_text = with_block(path, text, block, HASH)
-        load_toml(path, new_text)  # a table defined twice would make Codex refuse the file
-        plan.set(self.server_file, new_text)
+        plan.set(self.server_file, toml_text_block(path, text, block))
 
     def uninstall_server(self, plan: Plan) -> None:
-        path = plan.root / self.server_file
-        plan.set(self.server_file, without_block(path, plan.text(self.server_file), HASH))
-
-
-def _toml_string(value: str) -> str:
-    # A TOML basic string accepts JSON's escapes for every character JSON escapes.
-    return json.dumps(value)
+        path = plan.path(self.server_file)
+        plan.set(self.server_file, toml_without_block(path, plan.text(self.server_file)))
 
 
 OPENCODE_PLUGIN: Final = (
@@ -413,24 +371,33 @@ class OpenCodeSetup(_JsonServerSetup):
     markers = ("opencode.json", ".opencode")
     server_file = "opencode.json"
     server_path = ("mcp",)
+    comments = True  # OpenCode reads its config as JSONC
     plugin_file = ".opencode/plugin/lockyard.js"
 
     def server_entry(self, how: Invocation) -> dict[str, Any]:
         return {"type": "local", "command": [how.command, *how.serve_args(self.name)],
                 "enabled": True}  # fmt: skip
 
+    def invocation_of(self, entry: object) -> Invocation | None:
+        argv = _strings(entry.get("command")) if isinstance(entry, dict) else None
+        if not argv:
+            return None
+        return Invocation.from_argv(argv, ["serve", "--cli", self.name])
+
     def install_guard(self, plan: Plan, how: Invocation) -> None:
+        path = plan.path(self.plugin_file)
         current = plan.text(self.plugin_file)
-        if current is not None and OPENCODE_PLUGIN not in current:
+        if current is not None and not is_whole_block(path, current, SLASH_COMMENT):
             raise ConfigFileError(
-                f"{plan.root / self.plugin_file} exists and lockyard did not write it; move it "
-                "away, then run init again (nothing was written)"
+                f"{path} exists and lockyard did not write it; move it away, then run init "
+                f"again {NOTHING_WRITTEN}"
             )
-        plan.set(self.plugin_file, opencode_plugin(how))
+        plan.set(self.plugin_file, with_block(path, current, opencode_plugin(how), SLASH_COMMENT))
 
     def uninstall_guard(self, plan: Plan) -> None:
+        path = plan.path(self.plugin_file)
         current = plan.text(self.plugin_file)
-        if current is not None and OPENCODE_PLUGIN in current:
+        if current is not None and is_whole_block(path, current, SLASH_COMMENT):
             plan.set(self.plugin_file, None)
 
 
