@@ -3,8 +3,10 @@ not touch a file outside the sandbox's folder, and must keep serving the other s
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 from ipc_support import answer, call_body, running_host, sandbox, write_request
 
 from lockyard.infra.lockstore.lockdir.store import LockStore
+from lockyard.infra.transports.ipc import host as host_module
 from lockyard.infra.transports.ipc.host import IpcHost
 from lockyard.infra.transports.ipc.wire import MAX_REQUEST_BYTES
 from polling_support import wait_until_async
@@ -230,3 +233,30 @@ async def test_a_symlinked_or_misnamed_sandbox_folder_is_not_served(
         await still_serves(root)
         assert set(host.sandboxes) == {"bystander"}
     assert list(elsewhere.iterdir()) == []
+
+
+async def test_a_request_held_unopenable_for_too_long_is_answered_unreadable(
+    store: LockStore, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lease the sandbox never gives up (the kernel breaks it by force after its
+    lease-break time, 45 s by default) ends in an answer, not in a request kept forever."""
+    monkeypatch.setattr(host_module, "GIVE_UP_OPEN_SECONDS", 0.5)
+    folder = sandbox(root, "leaser")
+    (folder / "requests").mkdir()
+    leased = folder / "requests" / ".leased"
+    leased.write_bytes(json.dumps(release_all("held-lease")).encode())
+    previous = signal.signal(signal.SIGIO, lambda *_: None)
+    fd = os.open(leased, os.O_RDONLY)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+        async with running_host(root, store, rescan_interval=0.1):
+            os.rename(leased, folder / "requests" / "held-lease.json")
+            reply = await answer(folder, "held-lease")
+            await still_serves(root)
+    finally:
+        os.close(fd)
+        signal.signal(signal.SIGIO, previous)
+    assert reply["ok"] is False
+    assert reply["error"]["code"] == "unreadable"
+    assert "no lease or lock held on it" in reply["error"]["message"]
+    assert not (folder / "requests" / "held-lease.json").exists()

@@ -15,6 +15,11 @@ Liveness: a sandbox proves it is alive by changing its `heartbeat` file or by se
 request, as observed on the host's own clock (file times are never trusted). A sandbox that
 held locks or had calls in flight and then stays silent for `stale_after` seconds is taken for
 stopped: its pending calls are cancelled and its locks released, and its next call is told so.
+
+Nothing one sandbox does, and no error of the lock store, ends the host for the others: a
+reclaim runs in a task of its own (on PostgreSQL its store calls run in a worker thread, so
+the host keeps serving while the server takes its time), and one the store refused is tried
+again at every liveness check for as long as the sandbox stays silent.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from ...lockstore import (
     InvalidAgentIdError,
     LockBackend,
     LockStore,
+    store_call,
     validate_agent_id,
 )
 from ...tools.lock_tools import TOOL_NAMES, TOOL_SPECS, LockTools, ToolOutcome, ToolSpec
@@ -70,12 +76,14 @@ from .folder import (
 from .operator_tools import OPERATOR_SPECS, OPERATOR_TOOL_NAMES, OperatorTools
 from .ratelimit import TokenBucket
 from .wire import (
+    BAD_REQUEST,
     MAX_REQUEST_BYTES,
     RATE_LIMITED,
     RECLAIMED,
     SHUTTING_DOWN,
     TEMP_PREFIX,
     TOO_MANY_IN_FLIGHT,
+    UNREADABLE,
     WIRE_VERSION,
     Request,
     WireError,
@@ -92,6 +100,12 @@ MAX_UNCLAIMED_RESPONSES: Final = 256
 """Per sandbox; past this the oldest unread response is deleted (a sandbox that never reads
 its responses cannot fill the disk)."""
 MAX_STUCK_ENTRIES: Final = 1024
+RETRY_OPEN_SECONDS: Final = 0.25
+"""A request file the host cannot open yet (EAGAIN: a lease on it) is tried again after this,
+at the next pass over the sandbox's requests (a rescan at the latest)."""
+GIVE_UP_OPEN_SECONDS: Final = 120.0
+"""...and refused (`unreadable`) once it has stayed unopenable this long: far past the
+kernel's default lease-break time (45 s), after which a lease is broken by force."""
 _ROOT_MASK: Final = IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM
 _SANDBOX_MASK: Final = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM
 _REQUESTS_MASK: Final = IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF
@@ -144,9 +158,15 @@ class Sandbox:
     notices: list[Mapping[str, Any]] = field(default_factory=list)
     unclaimed: deque[str] = field(default_factory=deque)
     stuck: set[str] = field(default_factory=set)
+    """Request entries refused but not removable (non-empty directories): skipped."""
     withdrawn: set[str] = field(default_factory=set)
     """Calls the sandbox cancelled: they end without an answer."""
-    """Request entries refused but not removable (non-empty directories): skipped."""
+    unopened: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Request files the host could not open yet (EAGAIN): name -> (first try, next try)."""
+    reclaiming: bool = False
+    """A reclaim task runs: the sandbox's requests wait until it has ended."""
+    reclaim_failures: int = 0
+    """Reclaims in a row that the store refused (each is tried again)."""
     backlog: bool = False
     """More requests were waiting when its turn ended."""
     beats: int = 0
@@ -354,12 +374,15 @@ class IpcHost:
     def _serve(self, sandbox: Sandbox) -> None:
         """Take up to `per_round` requests from the sandbox's `requests/`."""
         sandbox.backlog = False
+        if sandbox.reclaiming:
+            return  # served once its reclaim has ended (a call now could lose its locks to it)
         try:
             requests_fd = open_dir(REQUESTS, parent_fd=sandbox.fd)
         except OSError:
             return  # missing or replaced by a non-directory: nothing to serve
         try:
             taken = examined = 0
+            now = time.monotonic()
             with os.scandir(requests_fd) as entries:
                 for entry in entries:
                     examined += 1
@@ -368,6 +391,9 @@ class IpcHost:
                         break
                     if entry.name.startswith(TEMP_PREFIX) or entry.name in sandbox.stuck:
                         continue  # being written, or already refused and not removable
+                    unopened = sandbox.unopened.get(entry.name)
+                    if unopened is not None and now < unopened[1]:
+                        continue  # could not be opened a moment ago: tried again shortly
                     taken += 1
                     self._take(sandbox, requests_fd, entry.name)
         except OSError as exc:
@@ -380,7 +406,8 @@ class IpcHost:
         if request_id is None:
             self._discard(sandbox, requests_fd, name)  # not a request; nobody waits for it
             return
-        retry_after = sandbox.bucket.take()
+        # A request tried before paid its token then: its retry is not charged again.
+        retry_after = None if name in sandbox.unopened else sandbox.bucket.take()
         if retry_after is not None:
             self._discard(sandbox, requests_fd, name)
             self._refuse(
@@ -398,15 +425,22 @@ class IpcHost:
         try:
             raw = read_untrusted(requests_fd, name, MAX_REQUEST_BYTES)
         except FileNotFoundError:
+            sandbox.unopened.pop(name, None)
             return
         except WireError as exc:
+            sandbox.unopened.pop(name, None)
             self._discard(sandbox, requests_fd, name)
             self._refuse(sandbox, request_id, exc)
             return
-        except OSError as exc:
-            self._discard(sandbox, requests_fd, name)
-            log.warning("sandbox %s: cannot read %s: %s", sandbox.name, name, exc)
+        except BlockingIOError as exc:  # EAGAIN: a lease on it, being broken: try again
+            if self._open_later(sandbox, name):
+                return
+            self._unreadable(sandbox, requests_fd, name, request_id, exc)
             return
+        except OSError as exc:
+            self._unreadable(sandbox, requests_fd, name, request_id, exc)
+            return
+        sandbox.unopened.pop(name, None)
         if not remove_entry(requests_fd, name):
             return  # withdrawn by the sandbox meanwhile
         sandbox.last_seen = time.monotonic()
@@ -421,6 +455,20 @@ class IpcHost:
             if scope is not None:  # the client gave up on it: run its cleanup, answer nothing
                 sandbox.withdrawn.add(request.target or "")
                 scope.cancel()
+            return
+        if request.id in sandbox.scopes:
+            # Its answer would be the running call's too, and a reclaim or a cancel must
+            # find every call: a reused id never hides one.
+            self._refuse(
+                sandbox,
+                request_id,
+                WireError(
+                    BAD_REQUEST,
+                    f"request id {request.id!r} is the id of a call of this sandbox that is "
+                    "still running; the request was not run. Give every request a new id "
+                    "(128 random bits)",
+                ),
+            )
             return
         if request.kind == "list_tools":
             self._respond(sandbox, request_id, encode_tools(request_id, self.tool_list(sandbox)))
@@ -442,6 +490,37 @@ class IpcHost:
         sandbox.scopes[request.id] = anyio.CancelScope()
         assert self._group is not None
         self._group.start_soon(self._run_call, sandbox, request)
+
+    def _open_later(self, sandbox: Sandbox, name: str) -> bool:
+        """Note that `name` could not be opened; False once it is time to give up on it."""
+        now = time.monotonic()
+        first, _next = sandbox.unopened.get(name, (now, now))
+        if now - first >= GIVE_UP_OPEN_SECONDS or (
+            name not in sandbox.unopened and len(sandbox.unopened) >= MAX_STUCK_ENTRIES
+        ):
+            return False
+        if name not in sandbox.unopened:
+            log.info("sandbox %s: %s cannot be opened yet (a lease?); retrying", sandbox.name, name)
+        sandbox.unopened[name] = (first, now + RETRY_OPEN_SECONDS)
+        return True
+
+    def _unreadable(
+        self, sandbox: Sandbox, requests_fd: int, name: str, request_id: str, exc: OSError
+    ) -> None:
+        """Answer a request file the host cannot read, and remove it."""
+        sandbox.unopened.pop(name, None)
+        log.warning("sandbox %s: cannot read %s: %s", sandbox.name, name, exc)
+        self._discard(sandbox, requests_fd, name)
+        self._refuse(
+            sandbox,
+            request_id,
+            WireError(
+                UNREADABLE,
+                f"the host could not open {REQUESTS}/{name} ({exc.strerror or exc}); the "
+                "request was not run. Write it again as a new plain file the host may read "
+                "(mode 0644), with no lease or lock held on it",
+            ),
+        )
 
     def _discard(self, sandbox: Sandbox, requests_fd: int, name: str) -> None:
         """Remove a request entry; one that cannot be removed (a non-empty directory) is
@@ -577,22 +656,44 @@ class IpcHost:
         for sandbox in list(self.sandboxes.values()):
             self._note_heartbeat(sandbox.name)  # covers lost events and polling
             silent = now - sandbox.last_seen
-            if sandbox.active and silent > self.settings.stale_after:
-                await self.reclaim(sandbox, silent)
+            # Running calls count too: a call must never outlive a reclaim unnoticed.
+            due = sandbox.active or bool(sandbox.scopes)
+            if due and silent > self.settings.stale_after and not sandbox.reclaiming:
+                sandbox.reclaiming = True
+                assert self._group is not None
+                self._group.start_soon(self._reclaim_task, sandbox, silent)
 
-    async def reclaim(self, sandbox: Sandbox, silent_for: float) -> list[str]:
-        """Cancel the sandbox's calls and release its locks: it has stopped."""
-        sandbox.active = False
+    async def _reclaim_task(self, sandbox: Sandbox, silent_for: float) -> None:
+        """One reclaim, in a task of its own: the host serves the others meanwhile."""
+        try:
+            await self.reclaim(sandbox, silent_for)
+        except Exception:  # a bug; the next liveness check tries again
+            log.exception("sandbox %s: the reclaim failed", sandbox.name)
+        finally:
+            sandbox.reclaiming = False
+        if sandbox.name in self.sandboxes and not self._stopping:
+            self._serve(sandbox)  # what it sent while it was being reclaimed
+
+    async def reclaim(self, sandbox: Sandbox, silent_for: float) -> list[str] | None:
+        """Cancel the sandbox's calls and release its locks: it has stopped. None when the
+        store refused the release: the sandbox stays due, and the next check tries again."""
         cancelled = list(sandbox.scopes.values())
         for scope in cancelled:
             scope.cancel()
         await anyio.lowlevel.checkpoint()  # let the cancelled calls give back what they took
         released = await self._release_agent(sandbox.name)
+        if released is None:
+            sandbox.reclaim_failures += 1
+            return None
+        sandbox.active = False
+        retried = sandbox.reclaim_failures
+        sandbox.reclaim_failures = 0
         log.log(
-            logging.WARNING if cancelled or released else logging.DEBUG,
-            "sandbox %s silent for %.1f s: cancelled %d call(s), released %d lock(s)%s",
+            logging.WARNING if cancelled or released or retried else logging.DEBUG,
+            "sandbox %s silent for %.1f s: cancelled %d call(s), released %d lock(s)%s%s",
             sandbox.name, silent_for, len(cancelled), len(released),
             f": {', '.join(released)}" if released else "",
+            f" (after {retried} failed attempt(s))" if retried else "",
         )  # fmt: skip
         if released:
             self.tell(
@@ -609,12 +710,20 @@ class IpcHost:
             )
         return released
 
-    async def _release_agent(self, agent: str) -> list[str]:
+    async def _release_agent(self, agent: str) -> list[str] | None:
+        """Release every lock of `agent` and tell the monitor; None when the store failed
+        (unreachable, a damaged record, ...): logged, and nothing is assumed released."""
         try:
-            released = sorted(self.store.cleanup_agent_locks(agent))
-        except (OSError, CorruptRecordError) as exc:
-            log.error("cannot release the locks of %s: %s", agent, exc)
-            return []
+            released = sorted(await store_call(self.store, self.store.cleanup_agent_locks, agent))
+        except Exception as exc:  # the store's trouble must not end the host
+            sandbox = self.sandboxes.get(agent)
+            first = sandbox is None or sandbox.reclaim_failures == 0
+            log.log(
+                logging.ERROR if first else logging.DEBUG,
+                "cannot release the locks of %s: %s%s",
+                agent, exc, "; trying again every check while it stays silent" if first else "",
+            )  # fmt: skip
+            return None
         for key in released:
             await self.monitor.handle_event(
                 LockEvent(event_type=LockEventType.RELEASED, agent_id=agent, lock_path=key)
@@ -623,7 +732,7 @@ class IpcHost:
 
     async def _release_everything(self) -> None:
         for sandbox in self.sandboxes.values():
-            for key in await self._release_agent(sandbox.name):
+            for key in await self._release_agent(sandbox.name) or ():
                 log.info("released %s held by sandbox %s (host stopped)", key, sandbox.name)
 
     # -- deadlocks -------------------------------------------------------------------------
@@ -631,7 +740,10 @@ class IpcHost:
     async def _emit(self, event: LockEvent) -> None:
         await self.monitor.handle_event(event)
 
-    def _verify_cycle(self, info: DeadlockInfo) -> bool:
+    async def _verify_cycle(self, info: DeadlockInfo) -> bool:
+        return await store_call(self.store, self._cycle_stands, info)
+
+    def _cycle_stands(self, info: DeadlockInfo) -> bool:
         try:
             return all(self.store.holder(step.lock_path) == step.held_by for step in info.cycle)
         except CorruptRecordError:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, StrictStr, StringConstraints, Valida
 
 from ....core.events import LockEvent, LockEventType
 from ....core.ports import EmitLockEvent, deliver
-from ...lockstore import CorruptRecordError, LockBackend
+from ...lockstore import CorruptRecordError, LockBackend, store_call
 from ...tools.lock_tools import STORE_ERRORS, ToolOutcome, ToolSpec
 from ...tools.tool_inputs import MAX_PATH_LENGTH, InvalidToolInputError
 
@@ -102,9 +102,13 @@ class OperatorTools:
         try:
             if tool == STATUS_TOOL:
                 parse_arguments_plain(tool, _StatusInput, arguments)
-                return ToolOutcome.success(self.status())
+                locks = await store_call(self.store, self.locks)
+                return ToolOutcome.success({"locks": locks, "sandboxes": self._sandboxes()})
             request = parse_arguments_plain(tool, _ForceReleaseInput, arguments)
-            outcome = self.force_release(request.filepath, request.reason)
+            key, holder, released = await store_call(
+                self.store, self._release_whoever_holds, request.filepath
+            )
+            outcome = self._forced(key, holder, released, request.reason)
             if outcome["released"]:  # the deadlock monitor must not keep a hold that is gone
                 event = LockEvent(
                     event_type=LockEventType.RELEASED,
@@ -118,7 +122,8 @@ class OperatorTools:
         except STORE_ERRORS as exc:
             return ToolOutcome.error(f"{tool} failed: {exc}. Nothing was changed.")
 
-    def status(self) -> dict[str, Any]:
+    def locks(self) -> list[dict[str, Any]]:
+        """Every lock of the store, as `lock_status` shows it."""
         locks = []
         for info in self.store.list_locks():
             holder = info.holder
@@ -133,15 +138,19 @@ class OperatorTools:
                     "problem": info.problem,
                 }
             )
-        return {"locks": locks, "sandboxes": self._sandboxes()}
+        return locks
 
-    def force_release(self, filepath: str, reason: str) -> dict[str, Any]:
+    def _release_whoever_holds(self, filepath: str) -> tuple[str, str | None, bool]:
+        """The lock's key, its holder, and whether it was released: the store's part, one
+        trip to a worker thread on a store that waits on a server."""
         key = self.store.canonicalize(filepath)
         try:
             holder = self.store.holder(key)
         except CorruptRecordError:
             holder = None
-        released = holder is not None and self.store.release(key, holder)
+        return key, holder, holder is not None and self.store.release(key, holder)
+
+    def _forced(self, key: str, holder: str | None, released: bool, reason: str) -> dict[str, Any]:
         if released and holder is not None:
             log.warning(
                 "force-released %s held by %s (by admin sandbox %s): %s",

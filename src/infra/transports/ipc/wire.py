@@ -41,6 +41,7 @@ RATE_LIMITED: Final = "rate_limited"
 TOO_MANY_IN_FLIGHT: Final = "too_many_in_flight"
 RECLAIMED: Final = "reclaimed"
 SHUTTING_DOWN: Final = "shutting_down"
+UNREADABLE: Final = "unreadable"
 ERROR_CODES: Final[tuple[str, ...]] = (
     BAD_REQUEST,
     UNSUPPORTED_VERSION,
@@ -50,6 +51,7 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     TOO_MANY_IN_FLIGHT,
     RECLAIMED,
     SHUTTING_DOWN,
+    UNREADABLE,
 )
 
 REQUEST_SCHEMA: Final[dict[str, Any]] = {
