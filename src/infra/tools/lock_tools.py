@@ -161,6 +161,9 @@ class LockTools:
         self.agent_id = agent_id
         self.emit_lock_event = emit_lock_event
         self.victim_notices = victim_notices
+        self._unreported_lost: list[LostLock] = []
+        """Lost locks taken from the store that no successful result has carried yet: a call
+        that fails (or is cancelled) after taking them must not use them up."""
 
     async def call(self, tool_name: str, arguments: object) -> ToolOutcome:
         """Run the tool named `tool_name`. Never raises (but for cancellation): an unknown name
@@ -189,16 +192,16 @@ class LockTools:
             return ToolOutcome.error(str(exc))
         call = _AcquireCall(self, keys)
         try:
-            lost = await store_call(self.store, self.store.take_lost_locks, self.agent_id)
+            self._note_lost(await store_call(self.store, self.store.take_lost_locks, self.agent_id))
             payload = await call.run(float(request.timeout_seconds))
         except STORE_ERRORS as exc:
             # Anything the store raised mid-call: give back what this call took (run() did),
             # and tell the model plainly. Cancellation is not caught here and propagates.
             return ToolOutcome.error(
                 f"lock_acquire failed: {exc}. Nothing was locked by this call; "
-                "fix the problem above or retry."
+                f"fix the problem above or retry.{self._lost_text()}"
             )
-        return ToolOutcome.success(with_lost_locks(payload, lost))
+        return ToolOutcome.success(self._with_unreported_lost(payload))
 
     async def release(self, arguments: object) -> ToolOutcome:
         """`lock_release`: unlock the given files (or all of this agent's); idempotent."""
@@ -212,6 +215,7 @@ class LockTools:
         except InvalidToolInputError as exc:
             return ToolOutcome.error(str(exc))
         lost, released, failure = await store_call(self.store, self._release_now, keys)
+        self._note_lost(lost)
         with anyio.CancelScope(shield=True):
             for key in released:
                 await self.emit(LockEventType.RELEASED, key)
@@ -219,9 +223,31 @@ class LockTools:
             return ToolOutcome.error(
                 f"lock_release failed: {failure}. Released before the failure: "
                 f"{json.dumps(released)}. Call lock_release again for the rest."
+                f"{self._lost_text()}"
             )
         return ToolOutcome.success(
-            with_lost_locks({"released": released, "count": len(released)}, lost)
+            self._with_unreported_lost({"released": released, "count": len(released)})
+        )
+
+    def _note_lost(self, lost: list[LostLock]) -> None:
+        """Keep `lost` until a successful result carries it (once per lock and grant)."""
+        known = {(item.filepath, item.fence) for item in self._unreported_lost}
+        self._unreported_lost += [i for i in lost if (i.filepath, i.fence) not in known]
+
+    def _with_unreported_lost(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """`payload` with every lost lock not reported yet; they count as reported from here."""
+        lost, self._unreported_lost = self._unreported_lost, []
+        return with_lost_locks(payload, sorted(lost, key=lambda item: item.filepath))
+
+    def _lost_text(self) -> str:
+        """For an error result: the lost locks not reported yet, which the next successful
+        result lists again (an error text is no structured field an agent can rely on)."""
+        if not self._unreported_lost:
+            return ""
+        files = ", ".join(sorted({item.filepath for item in self._unreported_lost}))
+        return (
+            f" Also, you lost these locks without releasing them: {files}. Do not edit those "
+            "files until you lock them again, and re-read them after you do."
         )
 
     def _release_now(

@@ -31,6 +31,7 @@ from typing import Any, Final, NamedTuple
 
 import psycopg
 
+from ..errors import BackendError
 from ..identity import RepoIdentity, resolve_identity
 from ..journal.causes import abandoned_wait_outcome, operator_cause
 from ..journal.files import journal_enabled
@@ -573,7 +574,11 @@ END"""
             self._forget(key, agent_id)
         if any(grant.generation != self.session.generation for grant in mine.values()):
             # Our old session's rows are dead weight: free them now, not at the next taker.
-            self.reclaim_stale()
+            # Only housekeeping: its failure must not lose the reports taken above.
+            try:
+                self.reclaim_stale()
+            except BackendError as exc:
+                log.info("could not free the rows of an ended session yet: %s", exc)
         return sorted(lost, key=lambda item: item.filepath)
 
     # -- the journal ------------------------------------------------------------------------
