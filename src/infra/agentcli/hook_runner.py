@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ..hooks.commit_guard.decide import commit_denial
+from ..hooks.guard_common import journal_denial
 from ..hooks.write_guard.decide import write_denial
 from ..lockstore import default_lock_dir
 from ..session.registry import SessionRegistry
@@ -104,10 +105,12 @@ def _load(raw: bytes) -> object:
 
 
 def _denial(fmt: CliFormat, call: ToolCall, reader: LockDirReader, agent_id: str) -> str | None:
+    """Why the call is refused (journalled: the guard, the files, the reason), or None."""
     if call.kind == "write":
         for path in call.paths:
             reason = write_denial(reader, agent_id, path, call.cwd, fmt.acquire_tool)
             if reason is not None:
+                journal_denial(reader, agent_id, "write", [path], reason)
                 return reason
         return None
     assert call.command is not None
@@ -119,8 +122,13 @@ def _denial(fmt: CliFormat, call: ToolCall, reader: LockDirReader, agent_id: str
         call.command, call.cwd, agent_id, reader, acquire_tool=fmt.acquire_tool
     )
     if not decision.allowed:
-        return decision.reason or "denied by the shell guard"
-    return commit_denial(reader, agent_id, call.command, call.cwd, fmt.acquire_tool)
+        reason = decision.reason or "denied by the shell guard"
+        journal_denial(reader, agent_id, "shell", [k for k, _ in decision.unlocked], reason)
+        return reason
+    reason = commit_denial(reader, agent_id, call.command, call.cwd, fmt.acquire_tool)
+    if reason is not None:
+        journal_denial(reader, agent_id, "commit", (), reason)
+    return reason
 
 
 def find_identity(settings: HookSettings, lock_dir: str) -> Identity:

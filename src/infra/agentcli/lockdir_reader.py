@@ -14,9 +14,12 @@ from typing import Any
 
 from ..lockstore import (
     CorruptRecordError,
+    JournalRecord,
     Liveness,
     LockDir,
     RepoIdentity,
+    append_once,
+    current_process,
     liveness_of,
     lock_name,
     resolve_identity,
@@ -36,6 +39,19 @@ class LockDirReader:
         self.namespace: str = self.identity.namespace
         self.root: str = self.identity.root
         self._dir = LockDir(lock_dir)
+        self.lock_dir = lock_dir
+
+    def journal_write(self, record: JournalRecord) -> None:
+        """Append a record to the lock directory's journal: one open, one write, one close
+        (a denied write, from this short process). Never raises."""
+        if not record.session:
+            me = current_process()
+            record.session, record.pid, record.host = (
+                f"{me.pid}.{me.start_time or 0}",
+                me.pid,
+                me.host,
+            )
+        append_once(self.lock_dir, record)
 
     def close(self) -> None:
         self._dir.close()

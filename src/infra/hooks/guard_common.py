@@ -7,11 +7,12 @@ tool call) use these too, and must start fast.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..lockstore import CorruptRecordError
+from ..lockstore import CorruptRecordError, JournalRecord
 from ..tools.holder_text import UNREADABLE_HOLDER
 
 if TYPE_CHECKING:
@@ -33,6 +34,29 @@ class GuardStore(Protocol):
     def canonicalize(self, filepath: str) -> str: ...
     def holder(self, filepath: str) -> str | None: ...
     def stale_grant(self, filepath: str, agent_id: str) -> str | None: ...
+    def journal_write(self, record: JournalRecord) -> None: ...
+
+
+def journal_denial(
+    store: GuardStore, agent_id: str, guard: str, files: Iterable[str], reason: str
+) -> None:
+    """Journal a denied write: one record per file the call would have written unlocked
+    (one with no file when the guard could not name one). Never raises: the guard's answer
+    does not wait on its record."""
+    try:
+        now = time.time()
+        for name in list(files) or [""]:
+            try:
+                key = store.canonicalize(name) if name else ""
+            except Exception:  # a path the store refuses: journalled as it was given
+                key = name
+            record = JournalRecord(
+                now, "denied", store.namespace, agent_id, key, "", 0, "", guard=guard,
+                reason=reason,
+            )  # fmt: skip
+            store.journal_write(record)
+    except Exception:
+        logger.warning("guard: a denied write of %s was not journalled", agent_id, exc_info=True)
 
 
 def lost_grant(store: GuardStore, key: str, agent_id: str) -> str | None:

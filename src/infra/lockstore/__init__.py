@@ -98,7 +98,13 @@ if TYPE_CHECKING:
     )
     from .journal.query import BadQueryError, JournalQuery
     from .journal.reader import JournalReader
-    from .journal.record import JOURNAL_KINDS, CycleStep, JournalRecord
+    from .journal.record import (
+        JOURNAL_KINDS,
+        CycleStep,
+        JournalRecord,
+        JournalStep,
+        deadlock_record,
+    )
     from .journal.summary import AgentFigures, FileFigures, Stats
     from .limits import MAX_TIMEOUT_SECONDS, validate_poll_interval, validate_timeout
     from .liveness import (
@@ -148,6 +154,8 @@ _HOMES = {
     "JournalReader": "journal.reader",
     "CycleStep": "journal.record",
     "JOURNAL_KINDS": "journal.record",
+    "JournalStep": "journal.record",
+    "deadlock_record": "journal.record",
     "mark_victim": "journal.causes",
     "operator_release": "journal.causes",
     "unmark_victim": "journal.causes",
@@ -261,6 +269,7 @@ __all__ = [
     "JournalReader",
     "JournalRecord",
     "JournalSettingError",
+    "JournalStep",
     "Liveness",
     "LockBackend",
     "LockDir",
@@ -286,6 +295,7 @@ __all__ = [
     "chosen_spec",
     "cleanup_agent_locks",
     "current_process",
+    "deadlock_record",
     "decode_holder",
     "default_lock_dir",
     "describe_spec",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
@@ -33,8 +34,12 @@ from ...core.events import LockEvent, LockEventType
 from ...core.ports import EmitLockEvent, VictimNotices, deliver
 from ..lockstore import (
     CorruptRecordError,
+    JournalRecord,
+    JournalStep,
     LockStoreError,
     LostLock,
+    WaiterRecord,
+    deadlock_record,
     mark_victim,
     store_call,
     unmark_victim,
@@ -95,8 +100,10 @@ LOST_LOCKS_INSTRUCTION: Final = (
 
 class ToolStore(Protocol):
     """The part of the lock store the tools use: a subset of `LockBackend`, which the
-    filesystem `LockStore` (and any future backend) implements."""
+    filesystem `LockStore` and the PostgreSQL `PgLockStore` implement."""
 
+    @property
+    def namespace(self) -> str: ...
     def canonicalize(self, filepath: str) -> str: ...
     def try_lock(self, filepath: str, agent_id: str) -> bool: ...
     async def acquire_async(
@@ -111,6 +118,8 @@ class ToolStore(Protocol):
     def cleanup_agent_locks(self, agent_id: str) -> list[str]: ...
     def grant_fence(self, filepath: str, agent_id: str) -> int | None: ...
     def take_lost_locks(self, agent_id: str) -> list[LostLock]: ...
+    def waiters(self, filepath: str) -> list[WaiterRecord]: ...
+    def journal_write(self, record: JournalRecord) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +322,7 @@ class _AcquireCall:
     deadlock: DeadlockInfo | None = None
     released: list[str] = field(default_factory=list)
     unreadable: set[str] = field(default_factory=set)
+    wait_started: float | None = None
     _pending_waits: int = 0
 
     @property
@@ -355,6 +365,7 @@ class _AcquireCall:
     async def _wait_for_any(self, blocked: list[str], timeout_seconds: float) -> None:
         """Wait until ANY blocked file is granted, the timeout passes, or we are a victim."""
         self.waiting = set(blocked)
+        self.wait_started = time.time()
         self._pending_waits = len(blocked)
         ended_normally = False
         try:
@@ -438,14 +449,54 @@ class _AcquireCall:
         return mark if isinstance(mark, DeadlockInfo) else None
 
     async def _give_way(self) -> None:
-        """Deadlock victim: release every lock this agent holds, so the others can proceed."""
+        """Deadlock victim: release every lock this agent holds, so the others can proceed,
+        and journal the deadlock with what it released and what it cost."""
         store = self.tools.store
-        self.released = sorted(await store_call(store, store.cleanup_agent_locks, self.agent_id))
+        self.released = sorted(await store_call(store, self._give_way_now))
         self.held.clear()
         self.taken_by_this_call.clear()
         with anyio.CancelScope(shield=True):
             for key in self.released:
                 await self.tools.emit(LockEventType.RELEASED, key)
+
+    def _give_way_now(self) -> list[str]:
+        """The victim's locks released (one call on the store), the deadlock journalled.
+
+        The waits of the cycle's other agents are read before the release, which ends
+        them: how long each has waited is what the deadlock cost (the victim's own wait is
+        this call's)."""
+        store = self.tools.store
+        deadlock = self.deadlock
+        costs = {} if deadlock is None else self._cycle_waits(deadlock)
+        released = store.cleanup_agent_locks(self.agent_id)
+        if deadlock is not None:
+            store.journal_write(
+                deadlock_record(
+                    time=time.time(), namespace=store.namespace,
+                    cycle=[JournalStep(s.agent_id, s.lock_path, s.held_by) for s in deadlock.cycle],
+                    victim=deadlock.victim, victim_waits_on=deadlock.victim_waits_on,
+                    released=released, costs=costs, session="", pid=0, host="",
+                )
+            )  # fmt: skip
+        return released
+
+    def _cycle_waits(self, deadlock: DeadlockInfo) -> dict[str, float]:
+        now = time.time()
+        costs: dict[str, float] = {}
+        if self.wait_started is not None:
+            costs[self.agent_id] = now - self.wait_started
+        for step in deadlock.cycle:
+            if step.agent_id == self.agent_id:
+                continue
+            try:
+                waiters = self.tools.store.waiters(step.lock_path)
+            except Exception:  # a lock of another namespace, a store error: cost unknown
+                logger.debug("no wait of %s on %s", step.agent_id, step.lock_path, exc_info=True)
+                continue
+            since = [w.since for w in waiters if w.agent_id == step.agent_id]
+            if since:
+                costs[step.agent_id] = max(0.0, now - min(since))
+        return costs
 
     async def _give_back_this_calls_locks(self) -> None:
         store = self.tools.store

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from ..guard_common import GuardStore, HookFn, deny
+from ..guard_common import GuardStore, HookFn, deny, journal_denial
 from .decide import commit_denial
 
 if TYPE_CHECKING:
@@ -43,6 +43,9 @@ def make_commit_guard_hook(
         reason = await anyio.to_thread.run_sync(
             commit_denial, store, agent_id, command, cwd, acquire
         )
-        return {} if reason is None else deny(reason)
+        if reason is None:
+            return {}
+        await anyio.to_thread.run_sync(journal_denial, store, agent_id, "commit", (), reason)
+        return deny(reason)
 
     return hook

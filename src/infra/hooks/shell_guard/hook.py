@@ -11,7 +11,7 @@ from claude_agent_sdk import HookContext
 from claude_agent_sdk.types import SyncHookJSONOutput
 
 from ...tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
-from ..guard_common import GuardStore, HookFn, deny
+from ..guard_common import GuardStore, HookFn, deny, journal_denial
 from .decide import DEFAULT_POLICY, ShellGuardPolicy, decide_shell_command
 
 logger = logging.getLogger(__name__)
@@ -54,9 +54,14 @@ def make_shell_guard_hook(
             decision = await anyio.to_thread.run_sync(decide)
         except Exception as exc:  # fail closed: an unread command is not a checked command
             logger.exception("shell guard failed on %r", command)
-            return deny(f"The shell guard could not check this command ({exc}); retry it.")
+            reason = f"The shell guard could not check this command ({exc}); retry it."
+            await anyio.to_thread.run_sync(journal_denial, store, agent_id, "shell", (), reason)
+            return deny(reason)
         if decision.allowed:
             return {}
-        return deny(decision.reason or "denied by the shell guard")
+        reason = decision.reason or "denied by the shell guard"
+        files = [key for key, _holder in decision.unlocked]
+        await anyio.to_thread.run_sync(journal_denial, store, agent_id, "shell", files, reason)
+        return deny(reason)
 
     return hook

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ...lockstore import store_call
 from ...tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
-from ..guard_common import GuardStore, HookFn, deny
+from ..guard_common import GuardStore, HookFn, deny, journal_denial
 from .decide import write_denial
 
 if TYPE_CHECKING:
@@ -73,7 +73,10 @@ def make_write_guard_hook(
             acquire,
             allow_outside_repo=allow_outside_repo,
         )
-        return {} if reason is None else deny(reason)
+        if reason is None:
+            return {}
+        await store_call(store, journal_denial, store, agent_id, "write", [raw], reason)
+        return deny(reason)
 
     return hook
 

@@ -47,7 +47,7 @@ KINDS: Final = (
     DENIED,
     DEADLOCK,
 )
-JOURNAL_KINDS: Final = KINDS  # the name the lock store's entrance gives it
+JOURNAL_KINDS: Final = KINDS  # the names the lock store's entrance gives them
 
 # How a wait ended (`outcome` of a wait-end record).
 GRANTED: Final = "granted"
@@ -64,6 +64,10 @@ class CycleStep:
     agent: str
     waits_on: str
     held_by: str
+
+
+JournalStep = CycleStep
+"""The name the lock store's entrance gives `CycleStep` (the core has a `CycleStep` too)."""
 
 
 @dataclass(slots=True)
@@ -136,6 +140,12 @@ class JournalRecord:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads(self.to_json())
         return data
+
+
+def process_session(pid: int, start_time: int | None) -> str:
+    """The `session` of a record made by a process with no other session (the lock
+    directory's): `pid.start_time`, one life of one process (a reused pid has another)."""
+    return f"{pid}.{start_time or 0}"
 
 
 def encode(record: JournalRecord) -> bytes:

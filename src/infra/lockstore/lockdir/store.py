@@ -22,7 +22,7 @@ from typing import Final
 from ..errors import CorruptRecordError
 from ..identity import RepoIdentity, resolve_identity
 from ..journal.files import JournalFiles, journal_files
-from ..journal.record import JournalRecord
+from ..journal.record import JournalRecord, process_session
 from ..limits import validate_poll_interval, validate_timeout
 from ..liveness import ProcessIdentity, current_process, new_token
 from ..paths import lock_name, resolve_entry, validate_agent_id
@@ -142,9 +142,15 @@ class LockStore:
 
     def journal_write(self, record: JournalRecord) -> None:
         """Append a record to the lock directory's journal (a deadlock, a denied write); never
-        raises (see journal/files.py for what happens when it cannot be written)."""
-        if self._journal is not None:
-            self._journal.append(record)
+        raises (see journal/files.py for what happens when it cannot be written). A record
+        with no `session` is stamped with this process's."""
+        if self._journal is None:
+            return
+        if not record.session:  # made by a caller that left who-wrote-it to the store
+            me = current_process()
+            record.session = process_session(me.pid, me.start_time)
+            record.pid, record.host = me.pid, me.host
+        self._journal.append(record)
 
     # A lock directory issues no fencing numbers, and a grant is lost only by release or
     # proof of death, which the holder's own calls see: nothing to report.

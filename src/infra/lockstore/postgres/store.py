@@ -585,9 +585,14 @@ END"""
 
     def journal_write(self, record: JournalRecord) -> None:
         """Write a record no change of the lock tables makes (a deadlock, a denied write).
-        Never raises: a record that cannot be written is logged and dropped."""
+        Never raises: a record that cannot be written is logged and dropped. A record with no
+        `session` is stamped with this store's session and process."""
         if not journal_enabled():
             return
+        if not record.session:  # made by a caller that left who-wrote-it to the store
+            me = current_process()
+            record.session = str(self.session.number or "")
+            record.pid, record.host = me.pid, me.host
 
         def write(conn: psycopg.Connection[Any], me: int) -> None:
             with conn.transaction():

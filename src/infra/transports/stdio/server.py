@@ -39,7 +39,7 @@ from mcp.shared.message import SessionMessage
 
 from ....core.events import LockEvent
 from ...crossproc.sources import victim_notices_for
-from ...lockstore import LockBackend, LostLock
+from ...lockstore import JournalRecord, LockBackend, LostLock, WaiterRecord
 from ...signals import cancel_on_signals
 from ...tools.lock_tools import ACQUIRE_TOOL, LockTools, ToolOutcome
 from ...tools.mcp_server import SERVER_VERSION, list_tools_result, to_call_tool_result
@@ -104,6 +104,12 @@ class SessionLedger:
         lost = self.store.take_lost_locks(agent_id)
         self.taken.difference_update(item.filepath for item in lost)
         return lost
+
+    def waiters(self, filepath: str) -> list[WaiterRecord]:
+        return self.store.waiters(filepath)
+
+    def journal_write(self, record: JournalRecord) -> None:
+        self.store.journal_write(record)
 
     def _note(self, filepath: str, granted: bool) -> bool:
         if granted:
