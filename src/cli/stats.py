@@ -24,6 +24,7 @@ from ._options import backend_option, flag, lock_dir_option
 
 if TYPE_CHECKING:  # rich loads in ~0.1 s: imported when there is something to render
     from rich.console import Console
+    from rich.table import Table
 
 HELP = """Show where the agents' time went, from the journal (docs/observability.md): per
 file, how often it was held, the waits for it (total, longest) and how contended it is (the
@@ -124,8 +125,6 @@ def stats_payload(figures: Stats, location: str, window: JournalQuery) -> dict[s
 
 
 def render_stats(console: Console, figures: Stats, location: str, top: int) -> None:
-    from rich.table import Table
-
     if figures.records == 0:
         console.print(f"No records in the journal {location} for this window.")
         return
@@ -136,25 +135,33 @@ def render_stats(console: Console, figures: Stats, location: str, top: int) -> N
         f"Journal {location}: {figures.records:,} records, "
         f"{clock(figures.first, with_date=True)[:-4]} to {clock(figures.last)[:-4]} ({span})"
     )
-    if figures.files:
-        hot = sorted(figures.files.items(), key=lambda kv: (-kv[1].waited, -kv[1].holds, kv[0]))
-        table = Table(title="Hot files (most waited for first)", title_justify="left")
-        for column in ("file", "holds", "waits", "waited", "longest", "contended"):
-            table.add_column(column, justify="left" if column == "file" else "right")
-        table.add_column("timeouts / denied", justify="right")
-        for name, row in hot[:top]:
+    # Files only a deadlock names (no hold, wait or denial) are in the deadlock lines.
+    files = {n: f for n, f in figures.files.items() if f.holds or f.waits or f.denied}
+    if files:
+        hot = sorted(files.items(), key=lambda kv: (-kv[1].waited, -kv[1].holds, kv[0]))
+        table = _table("Hot files (most waited for first)")
+        names = [shown(name) for name, _row in hot[:top]]
+        table.add_column("file", overflow="fold", min_width=min(28, max(map(len, names))))
+        for column in ("holds", "waits", "waited", "longest", "cont.", "t/o", "denied"):
+            table.add_column(column, justify="right", no_wrap=True)
+        for name, row in zip(names, (row for _name, row in hot[:top]), strict=True):
             table.add_row(
-                shown(name), str(row.holds), str(row.waits), format_age(row.waited),
-                format_age(row.longest_wait), f"{row.contention:.0%}",
-                f"{row.timeouts} / {row.denied}",
+                name, str(row.holds), str(row.waits), format_age(row.waited),
+                format_age(row.longest_wait), f"{row.contention:.0%}", str(row.timeouts),
+                str(row.denied),
             )  # fmt: skip
         console.print(table)
+        console.print(
+            "  cont.: the share of its grants that had to wait; t/o: waits that timed out",
+            style="dim",
+        )
         _more(console, len(hot), top, "files")
     if figures.agents:
         busy = sorted(figures.agents.items(), key=lambda kv: (-kv[1].waited, -kv[1].held, kv[0]))
-        table = Table(title="Agents (most waiting first)", title_justify="left")
-        for column in ("agent", "holds", "held", "waits", "waited", "longest", "denied", "victim"):
-            table.add_column(column, justify="left" if column == "agent" else "right")
+        table = _table("Agents (most waiting first)")
+        table.add_column("agent", overflow="fold")
+        for column in ("holds", "held", "waits", "waited", "longest", "denied", "victim"):
+            table.add_column(column, justify="right", no_wrap=True)
         for name, agent_row in busy[:top]:
             table.add_row(
                 shown(name), str(agent_row.holds), format_age(agent_row.held),
@@ -164,6 +171,14 @@ def render_stats(console: Console, figures: Stats, location: str, top: int) -> N
         console.print(table)
         _more(console, len(busy), top, "agents")
     _render_deadlocks(console, figures, top)
+
+
+def _table(title: str) -> Table:
+    """A table that fits 80 columns: a rule under the header, no borders between cells."""
+    from rich import box
+    from rich.table import Table
+
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
 
 
 def _render_deadlocks(console: Console, figures: Stats, top: int) -> None:

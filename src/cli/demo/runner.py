@@ -8,13 +8,14 @@ mode, the path the Claude CLI takes). Nothing here needs a network or an API key
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from rich.live import Live
 
 from ...core.events import LockEvent
 from ...infra.agent_runtime import LockCoordinator
-from ...infra.lockstore import default_lock_dir
+from ...infra.lockstore import JournalQuery, default_lock_dir, open_journal
 from ...infra.transports.sdk.server import create_locking_mcp_server
 from .._errors import CliError, ExitCode
 from .agent import Pacing, Rendezvous, ScriptedAgent
@@ -35,6 +36,8 @@ from .live import LiveView
 from .recorder import SessionRecorder
 from .scenario import AgentScript, Scenario, build_scenario, file_header
 from .summary import DemoReport, build_report
+
+logger = logging.getLogger(__name__)
 
 LIVE_REFRESH_SECONDS = 0.1
 LOOP_PROBE_SECONDS = 0.005
@@ -139,6 +142,7 @@ class DemoSession:
             for group in self.scenario.deadlock_groups
         }
         started = time.perf_counter()
+        self.started_at = time.time()
         async with AsyncExitStack() as stack:
             agents = [
                 ScriptedAgent(
@@ -185,7 +189,7 @@ class DemoSession:
         for script in self.scenario.agents:
             self.monitor.unregister_agent(script.agent_id)
         repo = self.workspace.repo
-        return build_report(
+        report = build_report(
             self.scenario,
             self.recorder,
             {name: (repo / name).read_text(encoding="utf-8") for name in self.scenario.files},
@@ -194,6 +198,18 @@ class DemoSession:
             base=repo,
             header_of={name: file_header(name) for name in self.scenario.files},
         )
+        return replace(report, **self._journal_figures())
+
+    def _journal_figures(self) -> dict[str, Any]:
+        """The journal's figures of this run (its own lock directory or schema: nothing
+        else is in it), read before the store is closed."""
+        try:
+            with open_journal(self.store) as journal:
+                figures = journal.stats(JournalQuery.of(since=self.started_at - 1))
+                return {"journal_stats": figures, "journal_location": journal.location}
+        except Exception:  # the figures are extra: a demo never fails on them
+            logger.exception("could not read the demo's journal")
+            return {}
 
 
 def measure_mkdir_rmdir(where: Path, rounds: int = FS_PROBE_ROUNDS) -> list[float]:

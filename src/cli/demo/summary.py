@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ...core.deadlock_info import DeadlockInfo
+from ...infra.lockstore import JournalQuery, Stats
 from .._format import display_key, format_ms
+from ..stats import render_stats, stats_payload
 from .recorder import Overlap, SessionRecorder
 from .scenario import DeadlockGroup, Scenario
 
@@ -107,6 +109,9 @@ class DemoReport:
     file_checks: tuple[FileCheck, ...]
     overlaps: tuple[Overlap, ...]
     problems: tuple[str, ...] = field(default=())
+    journal_stats: Stats | None = None
+    """What the journal recorded of this run (`lockyard stats` over its window)."""
+    journal_location: str = ""
 
     @property
     def ok(self) -> bool:
@@ -117,7 +122,13 @@ class DemoReport:
         return sum(len(check.missing) for check in self.file_checks)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = asdict(replace(self, journal_stats=None))
+        del data["journal_stats"], data["journal_location"]
+        data["journal"] = (
+            None
+            if self.journal_stats is None
+            else stats_payload(self.journal_stats, self.journal_location, JournalQuery())
+        )
         data["ok"] = self.ok
         data["lost_edits"] = self.lost_edits
         data["file_checks"] = [asdict(check) | {"ok": check.ok} for check in self.file_checks]
@@ -244,6 +255,11 @@ def render_report(report: DemoReport, console: Console) -> None:
     style = "green" if report.ok else "red"
     title = "lockyard demo: all invariants held" if report.ok else "lockyard demo: INVARIANT BROKEN"
     console.print(Panel(Group(*parts), title=title, border_style=style, expand=False))
+    if report.journal_stats is not None:
+        console.print(
+            "\nWhat the journal recorded of this run (`lockyard stats` shows the same, any time):"
+        )
+        render_stats(console, report.journal_stats, report.journal_location, top=5)
 
 
 def _baselines(report: DemoReport) -> str:

@@ -1,0 +1,282 @@
+"""The journal's figures, each against its baseline measured in the same run.
+
+    python3 -m uv run python benchmarks/bench_journal.py [--quick] [--only cost|scale]
+                                                         [--records 1000000]
+
+1. Cost: the uncontended cycle (`try_lock` + `release` of a free lock) with the journal on
+   against the same cycle with it off, on both backends, on the same store (and on
+   PostgreSQL the same connection, so the same server process), the two taking turns in
+   batches: on the lock directory by switching the store's writer, on PostgreSQL by the
+   session's `lockyard.journal` setting (the triggers' WHEN clause). Target: within 1.3x.
+2. Scale: a journal of N records (default 1,000,000) is built on each backend, then the
+   `lockyard log` and `lockyard stats` commands a person would type are timed as whole
+   processes (wall time, median of three), beside `lockyard --version` (the interpreter
+   and the command line alone). Target: each answers within 1 s. On the lock directory,
+   `stats` is timed twice: cold (no segment summary yet: every record parsed, the
+   summaries written) and warm (as the writers leave it: each sealed segment summarised
+   when it is sealed).
+
+The PostgreSQL server is `LOCKYARD_TEST_PG_DSN` when set, else a throwaway local cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+
+from lockyard.infra.lockstore import FileJournal, LockStore
+from lockyard.infra.lockstore.journal.files import JournalFiles, journal_dir, sealed_segments
+from lockyard.infra.lockstore.journal.record import CycleStep, JournalRecord, deadlock_record
+from lockyard.infra.lockstore.journal.summary import cached_summary, summary_path
+from lockyard.infra.lockstore.postgres import PgLockStore, parse_spec
+from lockyard.infra.lockstore.postgres.cluster import ThrowawayCluster
+
+LOCKYARD = str(Path(sys.executable).parent / "lockyard")
+TARGET_RATIO = 1.3
+TARGET_SECONDS = 1.0
+
+
+def load() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def turns(on: Callable[[], None], off: Callable[[], None], run: Callable[[], None],
+          rounds: int, batch: int) -> tuple[float, float]:  # fmt: skip
+    """Median µs per run with `on()` then with `off()` in force, taking turns each round."""
+    samples: dict[bool, list[float]] = {True: [], False: []}
+    for warm in range(max(rounds // 10, 3) + rounds):
+        for journal in (True, False) if warm % 2 else (False, True):
+            (on if journal else off)()
+            started = time.perf_counter()
+            for _ in range(batch):
+                run()
+            if warm >= max(rounds // 10, 3):
+                samples[journal].append((time.perf_counter() - started) / batch)
+    return statistics.median(samples[True]) * 1e6, statistics.median(samples[False]) * 1e6
+
+
+def verdict(ratio: float) -> str:
+    return "MET" if ratio <= TARGET_RATIO else "MISSED"
+
+
+def cost_lockdir(rounds: int) -> None:
+    with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as d:
+        repo = Path(d) / "repo"
+        repo.mkdir()
+        store = LockStore(repo, Path(d) / "locks")
+        writer = store._journal
+        assert writer is not None, "the journal is off: unset LOCKYARD_JOURNAL"
+
+        def on() -> None:
+            store._journal = writer
+
+        def off() -> None:
+            store._journal = None
+
+        def cycle() -> None:
+            store.try_lock("a.py", "alice")
+            store.release("a.py", "alice")
+
+        ours, base = turns(on, off, cycle, rounds, batch=200)
+        records = len(list(FileJournal(store.lock_dir).records()))
+        store.close()
+    print(
+        f"lock directory, uncontended cycle: journal on {ours:.1f} µs vs off {base:.1f} µs "
+        f"({ours / base:.2f}x; target ≤ {TARGET_RATIO}x: {verdict(ours / base)}; "
+        f"{records} records written)"
+    )
+
+
+def cost_postgres(dsn: str, rounds: int) -> None:
+    with tempfile.TemporaryDirectory() as d, PgLockStore(d, dsn, namespace="bench") as store:
+        store.connect()
+        conn = store.session.run(lambda c, me: c)
+
+        def setting(value: str) -> Callable[[], None]:
+            return lambda: conn.execute(f"SELECT set_config('lockyard.journal', '{value}', false)")
+
+        def cycle() -> None:
+            store.try_lock("a.py", "alice")
+            store.release("a.py", "alice")
+
+        ours, base = turns(setting("on"), setting("off"), cycle, rounds, batch=20)
+        row = conn.execute(f'SELECT count(*) FROM "{store.schema}".journal').fetchone()
+    print(
+        f"PostgreSQL, uncontended cycle: journal on {ours:.0f} µs vs off {base:.0f} µs "
+        f"({ours / base:.2f}x; target ≤ {TARGET_RATIO}x: {verdict(ours / base)}; "
+        f"{row[0] if row else 0} records written)"
+    )
+
+
+# -- scale -------------------------------------------------------------------------------------
+
+AGENTS = [f"agent-{n}" for n in range(40)]
+FILES = [f"src/pkg{n % 20}/module_{n}.py" for n in range(500)]
+
+
+def synthetic(count: int, start: float) -> list[JournalRecord]:
+    """`count` records of a busy afternoon: grants, waits, releases, hand-overs, denials and
+    a deadlock now and then, one every few milliseconds up to now."""
+    rng = random.Random(7)
+    step = (time.time() - start) / count
+    records = []
+    for i in range(count):
+        t = start + i * step
+        agent, file = rng.choice(AGENTS), rng.choice(FILES)
+        roll = i % 10
+        if roll < 3:
+            records.append(JournalRecord(t, "grant", "bench", agent, file, "7.1", 7, "h"))
+        elif roll < 6:
+            records.append(JournalRecord(t, "release", "bench", agent, file, "7.1", 7, "h",
+                                         held=rng.random() * 20))  # fmt: skip
+        elif roll == 6:
+            records.append(JournalRecord(t, "wait-begin", "bench", agent, file, "7.1", 7, "h"))
+        elif roll == 7:
+            records.append(JournalRecord(t, "wait-end", "bench", agent, file, "7.1", 7, "h",
+                                         waited=rng.random() * 60, outcome="granted"))  # fmt: skip
+        elif roll == 8:
+            records.append(JournalRecord(t, "hand-over", "bench", agent, file, "7.1", 7, "h",
+                                         other=rng.choice(AGENTS), fence=i))  # fmt: skip
+        elif i % 1000 == 9:
+            other = rng.choice(AGENTS)
+            records.append(deadlock_record(
+                time=t, namespace="bench", session="m", pid=1, host="h",
+                cycle=[CycleStep(agent, file, other), CycleStep(other, FILES[0], agent)],
+                victim=other, victim_waits_on=FILES[0], released=[file],
+                costs={agent: rng.random() * 30, other: rng.random() * 30},
+            ))  # fmt: skip
+        else:
+            records.append(JournalRecord(t, "denied", "bench", agent, file, "7.1", 7, "h",
+                                         guard="write", reason="not locked"))  # fmt: skip
+    return records
+
+
+def timed_command(*args: str) -> float:
+    """Median wall seconds of `lockyard *args` over three runs (output discarded)."""
+    samples = []
+    for _ in range(3):
+        started = time.perf_counter()
+        subprocess.run([LOCKYARD, *args], stdout=subprocess.DEVNULL, check=True)
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+QUERIES: list[tuple[str, list[str]]] = [
+    ("log (last 50)", ["log"]),
+    ("log --agent agent-7", ["log", "--agent", "agent-7"]),
+    ("log --file 'src/pkg3/*'", ["log", "--file", "src/pkg3/*"]),
+    ("log --kind deadlock", ["log", "--kind", "deadlock"]),
+    ("log --since 5m", ["log", "--since", "5m", "-n", "100000"]),
+    ("log --agent agent-7 --until 6h", ["log", "--agent", "agent-7", "--until", "6h"]),
+    ("stats", ["stats"]),
+    ("stats --since 1h", ["stats", "--since", "1h"]),
+]
+
+
+def report(name: str, seconds: float) -> None:
+    mark = "MET" if seconds <= TARGET_SECONDS else "MISSED"
+    print(f"  {name:<38} {seconds * 1000:7.0f} ms  ({mark})")
+
+
+def scale_lockdir(count: int, records: list[JournalRecord]) -> None:
+    lock_dir = Path(tempfile.mkdtemp(prefix="lockyard-bench-journal-"))
+    try:
+        started = time.perf_counter()
+        writer = JournalFiles(journal_dir(lock_dir), max_bytes=4 << 30)
+        writer.segment_bytes = 4 << 20  # the default segment size
+        for record in records:
+            writer.append(record)
+        writer.close()
+        built = time.perf_counter() - started
+        size = sum(p.stat().st_size for p in journal_dir(lock_dir).iterdir())
+        segments = sealed_segments(journal_dir(lock_dir))
+        print(
+            f"lock directory: {count:,} records, {size / 2**20:.0f} MiB in {len(segments)} "
+            f"sealed segments of 4 MiB (built in {built:.1f} s); load {load()}"
+        )
+        floor = timed_command("--version")
+        print(f"  {'lockyard --version (the floor)':<38} {floor * 1000:7.0f} ms")
+        for segment in segments:
+            summary_path(segment).unlink(missing_ok=True)
+        started = time.perf_counter()
+        subprocess.run([LOCKYARD, "stats", "--lock-dir", str(lock_dir)],
+                       stdout=subprocess.DEVNULL, check=True)  # fmt: skip
+        report("stats, cold (summaries made now)", time.perf_counter() - started)
+        for segment in segments:  # as the writers leave them: summarised when sealed
+            cached_summary(segment)
+        for name, args in QUERIES:
+            report(name, timed_command(*args, "--lock-dir", str(lock_dir)))
+    finally:
+        shutil.rmtree(lock_dir, ignore_errors=True)
+
+
+def scale_postgres(dsn: str, count: int, records: list[JournalRecord]) -> None:
+    spec = parse_spec(dsn)
+    with tempfile.TemporaryDirectory() as d, PgLockStore(d, dsn, namespace="bench") as store:
+        store.connect()
+        started = time.perf_counter()
+        with psycopg.connect(spec.conninfo, autocommit=True) as conn:
+            table = f'"{spec.schema}".journal'
+            columns = "t, kind, namespace, agent, file, session, pid, host, fence, waited, held, " \
+                "outcome, other, reason, guard, detail"  # fmt: skip
+            from lockyard.infra.lockstore.postgres.journal import insert_params
+
+            with conn.cursor().copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                for record in records:
+                    copy.write_row(insert_params(record))
+            conn.execute(f"ANALYZE {table}")
+        built = time.perf_counter() - started
+        print(f"PostgreSQL: {count:,} records (loaded in {built:.1f} s); load {load()}")
+        for name, args in QUERIES:
+            report(name, timed_command(*args, "--backend", dsn))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and records")
+    parser.add_argument("--only", choices=["cost", "scale"])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--backend", choices=["lockdir", "postgres"])
+    args = parser.parse_args()
+    rounds = 20 if args.quick else 200
+    count = 20_000 if args.quick else args.records
+    cluster = None
+    dsn = os.environ.get("LOCKYARD_TEST_PG_DSN", "").strip()
+    wants_pg = args.backend in (None, "postgres")
+    if wants_pg and not dsn:
+        cluster = ThrowawayCluster().start()
+        dsn = cluster.dsn
+    if dsn:
+        dsn = dsn + ("&" if "?" in dsn else "?") + f"lockyard_schema=bench_{os.getpid()}"
+    try:
+        print(f"load {load()}")
+        if args.only in (None, "cost"):
+            if args.backend in (None, "lockdir"):
+                cost_lockdir(rounds)
+            if wants_pg:
+                cost_postgres(dsn, rounds)
+        if args.only in (None, "scale"):
+            records = synthetic(count, time.time() - 8 * 3600)
+            if args.backend in (None, "lockdir"):
+                scale_lockdir(count, records)
+            if wants_pg:
+                scale_postgres(dsn, count, records)
+    finally:
+        if cluster is not None:
+            cluster.destroy()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
