@@ -41,6 +41,8 @@ COMMAND_MODULES: dict[str, str] = {
     "clean": "lockyard.cli.clean",
     "serve": "lockyard.cli.serve",
     "monitor": "lockyard.cli.monitor",
+    "top": "lockyard.cli.top.command",
+    "web": "lockyard.cli.web.command",
     "ipc-host": "lockyard.cli.ipc_host",
     "init": "lockyard.cli.init",
     "uninstall": "lockyard.cli.init",

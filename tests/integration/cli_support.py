@@ -17,7 +17,7 @@ LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 AGENT = """
 import sys
 from lockyard.infra.tools.locking import LockStore
-lock_dir, default_repo, agent, holds, waits = sys.argv[1:6]
+lock_dir, default_repo, agent, holds, waits, patience = sys.argv[1:7]
 def each(spec):
     for item in filter(None, spec.split(",")):
         repo, _, name = item.rpartition("=")
@@ -27,7 +27,7 @@ for store, name in each(holds):
 print("holding", flush=True)
 sys.stdin.readline()
 for store, name in each(waits):
-    granted = store.acquire(name, agent, timeout_seconds=60)
+    granted = store.acquire(name, agent, timeout_seconds=float(patience))
     print(("acquired " if granted else "timeout ") + name, flush=True)
 sys.stdin.read()
 """
@@ -36,16 +36,28 @@ sys.stdin.read()
 class Agents:
     """Starts lock-holding agent processes and ends them whatever the test does."""
 
-    def __init__(self, lock_dir: Path, repo: Path | None = None) -> None:
+    def __init__(self, lock_dir: Path, repo: Path | None = None, patience: float = 60) -> None:
+        """`patience`: how long an agent's wait lasts before it times out (seconds)."""
         self.lock_dir = lock_dir
         self.repo = repo
+        self.patience = patience
         self.processes: list[subprocess.Popen[str]] = []
 
     def start(self, agent: str, holds: str = "", waits: str = "") -> subprocess.Popen[str]:
         """An agent holding `holds` (comma-separated); it waits for `waits` after `go`."""
         repo = "" if self.repo is None else str(self.repo)
         process = subprocess.Popen(
-            [sys.executable, "-c", AGENT, str(self.lock_dir), repo, agent, holds, waits],
+            [
+                sys.executable,
+                "-c",
+                AGENT,
+                str(self.lock_dir),
+                repo,
+                agent,
+                holds,
+                waits,
+                str(self.patience),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -1,0 +1,164 @@
+"""What `lockyard top` draws from a board: pure functions from a board to rich renderables.
+
+Ages are computed at draw time from the board's timestamps, so the view re-draws them each
+second from the same board without reading the store again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.table import Table
+from rich.text import Text
+
+from .._format import format_age
+from ..views.board import Board, CycleView, LockRow, WaitEdge
+
+CYCLE_STYLE = "bold red"
+WAIT_STYLE = "yellow"
+DEAD_STYLE = "red"
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What the person asked to see: a text to match, and contended locks only."""
+
+    text: str = ""
+    contended_only: bool = False
+
+    def keep(self, row: LockRow) -> bool:
+        if self.contended_only and not row.queue:
+            return False
+        return not self.text or row.matches(self.text)
+
+    def describe(self) -> str:
+        parts = []
+        if self.text:
+            parts.append(f"filter {self.text!r}")
+        if self.contended_only:
+            parts.append("waited-on only")
+        return ", ".join(parts)
+
+
+def headline(board: Board, pushing: bool, filters: Filters) -> Text:
+    """Two lines: how many hold, wait and deadlock, then where (cut short, never wrapped)."""
+    counts = board.counts()
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"{counts['held']} held", style="bold")
+    text.append(f" · {counts['waiting']} waiting", style=WAIT_STYLE if counts["waiting"] else "")
+    text.append(f" · {counts['agents']} agents")
+    if counts["deadlocks"]:
+        text.append(f" · {counts['deadlocks']} DEADLOCK", style=CYCLE_STYLE)
+    text.append(" · push" if pushing else " · polling", style="dim")
+    if filters.describe():
+        text.append(f" · {filters.describe()}", style="cyan")
+    text.append("\n")
+    text.append(board.location, style="dim")
+    return text
+
+
+def locks_table(board: Board, filters: Filters, now: float) -> Table | Text:
+    """Holders (age, fence) and each queue in arrival order; rows of a cycle in red."""
+    rows = [row for row in board.locks if filters.keep(row)]
+    if not rows:
+        if board.note:
+            return Text(board.note, style="dim")
+        if board.locks:
+            return Text(
+                f"No lock to show ({filters.describe()}; {len(board.locks)} in all).", style="dim"
+            )
+        return Text("Nothing is held or awaited.", style="dim")
+    cycle_agents, cycle_locks = board.in_cycle()
+    victims = {cycle.victim for cycle in board.cycles}
+    table = Table(expand=True, box=None, pad_edge=False, header_style="bold")
+    table.add_column("file", ratio=3, overflow="ellipsis", no_wrap=True)
+    table.add_column("holder", ratio=2, overflow="ellipsis", no_wrap=True)
+    table.add_column("held", justify="right", no_wrap=True, width=6)
+    table.add_column("fence", justify="right", no_wrap=True, width=5)
+    table.add_column("queue (in order, waiting for)", ratio=4, overflow="ellipsis", no_wrap=True)
+    for row in rows:
+        style = CYCLE_STYLE if row.name in cycle_locks else ""
+        table.add_row(
+            Text(row.name, style=style),
+            _holder(row, cycle_agents),
+            "-" if row.held_since is None else format_age(now - row.held_since),
+            "-" if row.fence is None else str(row.fence),
+            _queue(row, now, cycle_agents, victims),
+        )
+    return table
+
+
+def _holder(row: LockRow, cycle_agents: set[str]) -> Text:
+    if row.holder is None:
+        return Text("unreadable" if row.problem else "free", style="dim")
+    if row.liveness == "dead":
+        return Text(f"{row.holder} (dead)", style=DEAD_STYLE)
+    return Text(row.holder, style=CYCLE_STYLE if row.holder in cycle_agents else "")
+
+
+def _queue(row: LockRow, now: float, cycle_agents: set[str], victims: set[str]) -> Text:
+    text = Text()
+    for position, entry in enumerate(row.queue):
+        if position:
+            text.append(", ")
+        style = CYCLE_STYLE if entry.agent_id in cycle_agents else WAIT_STYLE
+        text.append(entry.agent_id, style="dim" if entry.dead else style)
+        if entry.agent_id in victims and entry.agent_id in cycle_agents:
+            text.append(" victim", style="reverse red")
+        text.append(f" {format_age(now - entry.since)}", style="dim")
+    return text if row.queue else Text("-", style="dim")
+
+
+def waits_panel(board: Board, filters: Filters, now: float, lines: int) -> Text:
+    """The wait-for graph as lines: every cycle first (with its victim), then the other
+    edges, longest wait first; at most `lines` lines."""
+    text = Text()
+    shown = 0
+    for cycle in board.cycles:
+        if shown >= lines:
+            break
+        if shown:
+            text.append("\n")
+        text.append_text(_cycle_line(cycle))
+        shown += 1
+    in_cycle = {(step.agent, step.lock) for cycle in board.cycles for step in cycle.steps}
+    kept = {row.name for row in board.locks if filters.keep(row)}
+    edges = sorted(
+        (e for e in board.edges if (e.agent, e.lock) not in in_cycle and e.lock in kept),
+        key=lambda edge: edge.since,
+    )
+    for position, edge in enumerate(edges):
+        if shown >= lines:
+            break
+        if shown:
+            text.append("\n")
+        left = len(edges) - position
+        if shown == lines - 1 and left > 1:
+            text.append(f"… and {left} more waits", style="dim")
+            break
+        text.append_text(_edge_line(edge, now))
+        shown += 1
+    if not shown:
+        text.append("no one waits", style="dim")
+    return text
+
+
+def _cycle_line(cycle: CycleView) -> Text:
+    text = Text("DEADLOCK ", style="reverse bold red")
+    for step in cycle.steps:
+        text.append(f" {step.agent}", style=CYCLE_STYLE)
+        text.append(f" → {step.lock} →", style="red")
+    text.append(f" {cycle.steps[0].agent}", style=CYCLE_STYLE)
+    text.append("; victim ")
+    text.append(cycle.victim, style="reverse red")
+    return text
+
+
+def _edge_line(edge: WaitEdge, now: float) -> Text:
+    text = Text()
+    text.append(edge.agent, style=WAIT_STYLE)
+    text.append(f" waits {format_age(now - edge.since)} for ")
+    text.append(edge.lock)
+    text.append(", held by ")
+    text.append(edge.holder, style="bold")
+    return text

@@ -1,0 +1,1 @@
+"""What `lockyard top` and `lockyard web` share: the present of a lock store, by push."""

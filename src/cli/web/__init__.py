@@ -1,0 +1,1 @@
+"""`lockyard web`: a local page of holders, queues, the wait-for graph and a timeline."""

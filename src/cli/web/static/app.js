@@ -1,0 +1,300 @@
+// lockyard web: holders and queues, the wait-for graph, deadlocks, and the timeline.
+// Every name shown comes from agents and files: it is put in the page as text only
+// (textContent, canvas labels), never as HTML.
+"use strict";
+
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const state = { board: null, filter: "", contended: false, allFiles: null, shownCycles: new Map() };
+  const RENDER_GAP_MS = 150;   // at most ~7 table/graph renders a second, whatever the churn
+  const LAYOUT_GAP_MS = 1200;  // a new layout at most this often (nodes keep their places between)
+  const BIG_GRAPH = 150;       // above this many nodes, a cheap layout and contended files only
+  const PAST_DEADLOCK_MS = 60000;
+
+  function el(tag, text, cls) {
+    const node = document.createElement(tag);
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    if (cls) node.className = cls;
+    return node;
+  }
+
+  function age(seconds) {
+    if (seconds < 0) seconds = 0;
+    if (seconds < 10) return seconds.toFixed(1) + "s";
+    let s = Math.floor(seconds);
+    if (s < 60) return s + "s";
+    let m = Math.floor(s / 60); s %= 60;
+    if (m < 60) return m + "m" + String(s).padStart(2, "0") + "s";
+    let h = Math.floor(m / 60); m %= 60;
+    if (h < 24) return h + "h" + String(m).padStart(2, "0") + "m";
+    return Math.floor(h / 24) + "d" + String(h % 24).padStart(2, "0") + "h";
+  }
+  // The server's clock and this browser's may differ: ages are measured on the server's.
+  let skew = 0;
+  const now = () => Date.now() / 1000 + skew;
+
+  // ---- header and deadlocks ------------------------------------------------------------
+  function renderCounts(board) {
+    const c = board.counts, box = $("counts");
+    box.replaceChildren();
+    const add = (n, label, cls) => { const b = el("b", n); box.append(b, " " + label + "  "); if (cls) b.className = cls; };
+    add(c.held, "held"); add(c.waiting, "waiting"); add(c.agents, "agents");
+    if (c.deadlocks) { const d = el("span", c.deadlocks + " DEADLOCK", "deadlock"); box.append(d); }
+    $("location").textContent = board.location || "";
+  }
+
+  function cycleText(cycle) {
+    const parts = [];
+    for (const step of cycle.steps) parts.push(step.agent + " → " + step.lock + " →");
+    parts.push(cycle.steps[0].agent);
+    return parts.join(" ");
+  }
+
+  function renderDeadlocks(board) {
+    const t = Date.now();
+    for (const cycle of board.cycles) {
+      const key = cycleText(cycle);
+      const known = state.shownCycles.get(key);
+      state.shownCycles.set(key, { cycle, first: known ? known.first : t, last: t, live: true });
+    }
+    const liveKeys = new Set(board.cycles.map(cycleText));
+    for (const [key, entry] of state.shownCycles) {
+      if (!liveKeys.has(key)) entry.live = false;
+      if (!entry.live && t - entry.last > PAST_DEADLOCK_MS) state.shownCycles.delete(key);
+    }
+    const list = $("deadlock-list");
+    list.replaceChildren();
+    for (const entry of [...state.shownCycles.values()].sort((a, b) => b.first - a.first)) {
+      const li = el("li", null, entry.live ? "live" : "past");
+      li.append(el("span", entry.live ? "DEADLOCK" : "broken", "tag"));
+      li.append(cycleText(entry.cycle) + "  ");
+      li.append(entry.live ? "— the monitor asks " : "— ");
+      li.append(el("span", entry.cycle.victim, "victim"));
+      li.append(entry.live ? " to give way (victim)" : " gave way (victim)");
+      list.append(li);
+    }
+    $("deadlocks").hidden = state.shownCycles.size === 0;
+  }
+
+  // ---- holders and queues ----------------------------------------------------------------
+  function keep(lock) {
+    if (state.contended && lock.queue.length === 0) return false;
+    if (!state.filter) return true;
+    const f = state.filter;
+    if (lock.name.toLowerCase().includes(f)) return true;
+    if (lock.holder && lock.holder.toLowerCase().includes(f)) return true;
+    return lock.queue.some((q) => q.agent.toLowerCase().includes(f));
+  }
+
+  function renderLocks(board) {
+    const t = now();
+    const cycleAgents = new Set(), cycleLocks = new Set(), victims = new Set();
+    for (const cycle of board.cycles) {
+      victims.add(cycle.victim);
+      for (const s of cycle.steps) { cycleAgents.add(s.agent); cycleLocks.add(s.lock); }
+    }
+    const body = document.createElement("tbody");
+    let shown = 0;
+    for (const lock of board.locks) {
+      if (!keep(lock)) continue;
+      shown++;
+      const tr = el("tr");
+      if (cycleLocks.has(lock.name)) tr.className = "cycle";
+      const name = el("td", lock.name, cycleLocks.has(lock.name) ? "in-cycle" : "");
+      name.title = lock.name;
+      let holder;
+      if (lock.holder === null) holder = el("td", lock.problem ? "unreadable" : "free", "free");
+      else {
+        holder = el("td", lock.holder, lock.liveness === "dead" ? "deadholder" : (cycleAgents.has(lock.holder) ? "in-cycle" : ""));
+        holder.title = lock.holder + (lock.pid ? "  pid " + lock.pid + "@" + lock.host : "") + (lock.liveness === "dead" ? " (dead)" : "");
+      }
+      const held = el("td", lock.held_since === null ? "-" : age(t - lock.held_since), "num");
+      held.dataset.since = lock.held_since === null ? "" : lock.held_since;
+      const fence = el("td", lock.fence === null ? "-" : lock.fence, "num");
+      const queue = el("td", null, "queue");
+      if (!lock.queue.length) queue.append(el("span", "-", "dim"));
+      for (const w of lock.queue) {
+        const span = el("span", w.agent, w.dead ? "dead" : (cycleAgents.has(w.agent) ? "in-cycle" : ""));
+        if (victims.has(w.agent) && cycleAgents.has(w.agent) && cycleLocks.has(lock.name)) span.append(el("span", "victim", "victim-tag"));
+        const a = el("span", age(t - w.since), "age");
+        a.dataset.since = w.since;
+        span.append(a);
+        queue.append(span);
+      }
+      queue.title = lock.queue.map((w) => w.agent).join(", ");
+      tr.append(name, holder, held, fence, queue);
+      body.append(tr);
+    }
+    $("locks").replaceChild(body, $("locks").tBodies[0]);
+    const empty = $("locks-empty");
+    empty.hidden = shown > 0;
+    empty.textContent = board.note ? board.note : (board.locks.length ? "No lock matches the filter." : "Nothing is held or awaited.");
+  }
+
+  function tickAges() {
+    const t = now();
+    for (const cell of document.querySelectorAll("[data-since]")) {
+      if (cell.dataset.since) cell.textContent = age(t - Number(cell.dataset.since));
+    }
+  }
+
+  // ---- the wait-for graph ----------------------------------------------------------------
+  let cy = null, lastLayout = 0, layoutPending = false;
+
+  function graphStyle() {
+    return [
+      { selector: "node", style: { "label": "data(label)", "font-size": 10, "text-valign": "bottom", "text-margin-y": 3, "color": "#1d2430", "text-max-width": 140, "text-wrap": "ellipsis", "min-zoomed-font-size": 7 } },
+      { selector: "node.agent", style: { "shape": "ellipse", "width": 22, "height": 22, "background-color": "#6a4fb3" } },
+      { selector: "node.file", style: { "shape": "round-rectangle", "width": 16, "height": 12, "background-color": "#dfe7ef", "border-width": 1, "border-color": "#4f6b86" } },
+      { selector: "edge", style: { "width": 1.6, "curve-style": "bezier", "target-arrow-shape": "triangle", "arrow-scale": 0.8 } },
+      { selector: "edge.hold", style: { "line-color": "#3b82c4", "target-arrow-color": "#3b82c4" } },
+      { selector: "edge.wait", style: { "line-color": "#e59a1c", "target-arrow-color": "#e59a1c", "line-style": "dashed" } },
+      { selector: "edge.cycle", style: { "line-color": "#d62f2f", "target-arrow-color": "#d62f2f", "width": 3.5, "z-index": 10 } },
+      { selector: "node.cycle", style: { "border-width": 3, "border-color": "#d62f2f", "color": "#d62f2f", "font-weight": "bold" } },
+      { selector: "node.agent.cycle", style: { "background-color": "#d62f2f" } },
+      { selector: "node.victim", style: { "border-width": 5, "border-style": "double", "border-color": "#7a0000", "width": 30, "height": 30 } },
+    ];
+  }
+
+  function graphElements(board) {
+    const small = board.locks.filter((l) => l.holder !== null).length + board.counts.agents <= BIG_GRAPH;
+    const all = state.allFiles === null ? small : state.allFiles;
+    const cycleEdges = new Set(), cycleAgents = new Set(), cycleLocks = new Set(), victims = new Set();
+    for (const cycle of board.cycles) {
+      victims.add(cycle.victim);
+      for (const s of cycle.steps) {
+        cycleEdges.add("w|" + s.agent + "|" + s.lock); cycleEdges.add("h|" + s.lock + "|" + s.holder);
+        cycleAgents.add(s.agent); cycleLocks.add(s.lock);
+      }
+    }
+    const nodes = new Map(), edges = [];
+    const agent = (name) => {
+      const id = "a|" + name;
+      if (!nodes.has(id)) {
+        const classes = ["agent"];
+        if (cycleAgents.has(name)) classes.push("cycle");
+        if (victims.has(name) && cycleAgents.has(name)) classes.push("victim");
+        nodes.set(id, { group: "nodes", data: { id, label: victims.has(name) && cycleAgents.has(name) ? name + " (victim)" : name }, classes: classes.join(" ") });
+      }
+      return id;
+    };
+    let files = 0, hidden = 0;
+    for (const lock of board.locks) {
+      if (lock.holder === null && !lock.queue.length) continue;
+      if (!all && !lock.queue.length) { hidden++; continue; }
+      if (!keep(lock)) continue;
+      const id = "f|" + lock.name;
+      files++;
+      nodes.set(id, { group: "nodes", data: { id, label: lock.name }, classes: "file" + (cycleLocks.has(lock.name) ? " cycle" : "") });
+      if (lock.holder !== null) {
+        const key = "h|" + lock.name + "|" + lock.holder;
+        edges.push({ group: "edges", data: { id: key, source: id, target: agent(lock.holder) }, classes: "hold" + (cycleEdges.has(key) ? " cycle" : "") });
+      }
+      for (const w of lock.queue) {
+        if (w.dead) continue;
+        const key = "w|" + w.agent + "|" + lock.name;
+        edges.push({ group: "edges", data: { id: key, source: agent(w.agent), target: id }, classes: "wait" + (cycleEdges.has(key) ? " cycle" : "") });
+      }
+    }
+    return { nodes: [...nodes.values()], edges, all, files, hidden };
+  }
+
+  function renderGraph(board) {
+    if (!window.cytoscape) return;
+    if (!cy) {
+      cy = window.cytoscape({ container: $("graph"), style: graphStyle(), minZoom: 0.1, maxZoom: 3, boxSelectionEnabled: false });
+    }
+    const { nodes, edges, all, files, hidden } = graphElements(board);
+    $("all-files").checked = all;
+    const wanted = new Set([...nodes, ...edges].map((e) => e.data.id));
+    let added = 0;
+    cy.batch(() => {
+      cy.elements().forEach((e) => { if (!wanted.has(e.id())) { e.remove(); added++; } });
+      for (const item of [...nodes, ...edges]) {
+        const existing = cy.getElementById(item.data.id);
+        if (existing.nonempty()) {
+          existing.classes(item.classes);
+          if (item.group === "nodes") existing.data("label", item.data.label);
+        } else {
+          if (item.group === "nodes") {
+            item.position = { x: (Math.random() - 0.5) * 300, y: (Math.random() - 0.5) * 300 };
+          }
+          cy.add(item);
+          added++;
+        }
+      }
+    });
+    if (added) scheduleLayout();
+    const note = $("graph-note");
+    if (!nodes.length) note.textContent = board.locks.length ? "No one waits for a lock." + (hidden ? "" : "") : "Nothing is held or awaited.";
+    else note.textContent = files + " files, " + (nodes.length - files) + " agents" + (hidden ? " · " + hidden + " held files no one waits for are hidden (tick “every held file”)" : "");
+  }
+
+  function scheduleLayout() {
+    if (layoutPending) return;
+    layoutPending = true;
+    const wait = Math.max(0, LAYOUT_GAP_MS - (Date.now() - lastLayout));
+    setTimeout(() => {
+      layoutPending = false;
+      lastLayout = Date.now();
+      const big = cy.nodes().length > BIG_GRAPH;
+      const options = big
+        ? { name: "concentric", animate: false, minNodeSpacing: 6, concentric: (n) => n.degree(), levelWidth: () => 2 }
+        : { name: "cose", animate: false, randomize: false, nodeRepulsion: () => 9000, idealEdgeLength: () => 50, numIter: 400, padding: 20 };
+      cy.layout(options).run();
+      cy.fit(undefined, 24);
+    }, wait);
+  }
+
+  // ---- board stream --------------------------------------------------------------------
+  let renderTimer = null, lastRender = 0;
+  function scheduleRender() {
+    if (renderTimer) return;
+    renderTimer = setTimeout(() => {
+      renderTimer = null;
+      lastRender = Date.now();
+      renderAll();
+    }, Math.max(0, RENDER_GAP_MS - (Date.now() - lastRender)));
+  }
+
+  function renderAll() {
+    const board = state.board;
+    if (!board) return;
+    renderCounts(board);
+    renderDeadlocks(board);
+    renderLocks(board);
+    renderGraph(board);
+    if (window.LockyardTimeline) window.LockyardTimeline.setBoard(board);
+  }
+
+  function connect() {
+    const source = new EventSource("/events");
+    const pill = $("connection");
+    source.onopen = () => { pill.textContent = "live"; pill.className = "pill live"; };
+    source.onerror = () => { pill.textContent = "reconnecting…"; pill.className = "pill lost"; };
+    source.addEventListener("board", (event) => {
+      let board;
+      try { board = JSON.parse(event.data); } catch (e) { return; }
+      if (!board || !Array.isArray(board.locks)) return;
+      skew = board.taken_at - Date.now() / 1000;
+      state.board = board;
+      document.body.dataset.boards = String(Number(document.body.dataset.boards || 0) + 1);
+      scheduleRender();
+    });
+    source.addEventListener("journal", (event) => {
+      if (window.LockyardTimeline) window.LockyardTimeline.addLive(event.data);
+    });
+  }
+
+  // ---- controls ------------------------------------------------------------------------
+  $("filter").addEventListener("input", (e) => { state.filter = e.target.value.trim().toLowerCase(); scheduleRender(); });
+  $("contended").addEventListener("change", (e) => { state.contended = e.target.checked; scheduleRender(); });
+  $("all-files").addEventListener("change", (e) => { state.allFiles = e.target.checked; scheduleRender(); });
+  setInterval(tickAges, 1000);
+  // For the page's own tests and a curious person at the console: read-only looks.
+  window.lockyardView = Object.freeze({
+    graph: () => (cy ? cy.elements().map((e) => ({ id: e.id(), classes: e.classes(), label: e.data("label") || "" })) : []),
+    boards: () => Number(document.body.dataset.boards || 0),
+  });
+  connect();
+})();
