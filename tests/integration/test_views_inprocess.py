@@ -16,7 +16,7 @@ from lockyard.cli.web.access import COOKIE, Access
 from lockyard.cli.web.hub import BoardHub
 from lockyard.cli.web.server import create_app
 from lockyard.cli.web.timeline import Window
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 from polling_support import wait_until_async
 
 TOKEN = "a-token-of-sixteen-or-more"

@@ -15,7 +15,7 @@ import pytest
 from browser_support import WebServer, browser, screenshot_dir  # noqa: F401
 from cli_support import Agents
 
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 
 HOSTILE_FILE = "__<img src=x onerror=window.pwned=1>__"
 HOSTILE_AGENT = "<script>window.pwned=2</script>"
