@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -60,6 +61,18 @@ def demo(
         bool,
         flag("--no-live", help="No live view (it is also off when stdout is no TTY)."),
     ] = False,
+    web: Annotated[
+        bool,
+        flag(
+            "--web",
+            help="Serve the run's page (lockyard web) on 127.0.0.1 and print its address; the "
+            "agents go at a pace a person can follow, and the page stays up after the run "
+            "until Ctrl-C.",
+        ),
+    ] = False,
+    web_port: Annotated[
+        int, typer.Option(min=0, max=65535, help="The page's port with --web (0: any free one).")
+    ] = 8765,
     backend: Annotated[
         str | None,
         typer.Option(
@@ -78,11 +91,35 @@ def demo(
     console = Console()
     live = not (json_output or no_live) and console.is_terminal
     options = DemoOptions(agents=agents, files=files, seed=seed, keep=keep, backend=backend)
-    report_outcome(*run_demo(options, console if live else None), console, json_output, keep)
+    if not web:
+        report_outcome(*run_demo(options, console if live else None), console, json_output, keep)
+        return
+    from .web import WATCHABLE, DemoPage
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    def print_report(report: DemoReport, workspace: Workspace) -> None:
+        report_outcome(report, workspace, console, json_output, keep, exit_on_failure=False)
+
+    outcome = run_demo(
+        replace(options, pacing=WATCHABLE),
+        console if live else None,
+        DemoPage(web_port, say),
+        print_report,
+    )
+    if not outcome[0].ok:
+        raise typer.Exit(int(ExitCode.INVARIANT_BROKEN))
 
 
 def report_outcome(
-    report: DemoReport, workspace: Workspace, console: Console, json_output: bool, keep: Path | None
+    report: DemoReport,
+    workspace: Workspace,
+    console: Console,
+    json_output: bool,
+    keep: Path | None,
+    *,
+    exit_on_failure: bool = True,
 ) -> None:
     """Print the summary (or its JSON); exit 1 when an invariant broke."""
     kept = str(workspace.root) if keep is not None else None
@@ -95,5 +132,5 @@ def report_outcome(
                 f"kept: the repo in {workspace.repo}, the lock directory in {workspace.lock_dir}"
                 f" (lockyard status --lock-dir {workspace.lock_dir})"
             )
-    if not report.ok:
+    if exit_on_failure and not report.ok:
         raise typer.Exit(int(ExitCode.INVARIANT_BROKEN))

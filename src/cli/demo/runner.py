@@ -13,11 +13,11 @@ import os
 import random
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -38,6 +38,9 @@ from .scenario import AgentScript, Scenario, build_scenario, file_header
 from .summary import DemoReport, build_report
 
 logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:  # the page's server loads only for `demo --web`
+    from .web import DemoPage
 
 LIVE_REFRESH_SECONDS = 0.1
 LOOP_PROBE_SECONDS = 0.005
@@ -243,8 +246,16 @@ async def _redraw(live: Live) -> None:
         await anyio.sleep(LIVE_REFRESH_SECONDS)
 
 
-def run_demo(options: DemoOptions, console: Console | None) -> tuple[DemoReport, Workspace]:
-    """Build the scenario, run it (with a live view on `console` if given), return the report."""
+def run_demo(
+    options: DemoOptions,
+    console: Console | None,
+    page: DemoPage | None = None,
+    after_run: Callable[[DemoReport, Workspace], None] = lambda _report, _workspace: None,
+) -> tuple[DemoReport, Workspace]:
+    """Build the scenario, run it (with a live view on `console` if given), return the report.
+
+    With a `page` (`demo --web`), the page is served from before the first agent starts;
+    after the run `after_run` gets the report, and the page stays up until Ctrl-C."""
     try:
         scenario = build_scenario(options.agents, options.files, options.seed)
     except ValueError as error:
@@ -252,9 +263,17 @@ def run_demo(options: DemoOptions, console: Console | None) -> tuple[DemoReport,
     with open_workspace(options.keep) as workspace, demo_backend(options.backend) as backend:
         session = DemoSession(scenario, workspace, options.pacing, backend)
         try:
+            if page is not None:
+                page.start(workspace.lock_dir, backend)
             with _live_view(session, scenario, console) as live:
-                return anyio.run(session.run, live), workspace
+                report = anyio.run(session.run, live)
+            if page is not None:
+                after_run(report, workspace)
+                page.linger()  # the run's page and its timeline, until Ctrl-C
+            return report, workspace
         finally:
+            if page is not None:
+                page.stop()
             session.store.close()
 
 

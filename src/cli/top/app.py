@@ -7,6 +7,7 @@ Textual writes only the cells that changed, so nothing flickers, over ssh as wel
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import ClassVar
 
 from textual.app import App, ComposeResult
@@ -14,11 +15,14 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Input, Static
 
+from ...infra.lockstore import JournalRecord
 from ..views.board import Board, empty_board
 from ..views.feed import BoardFeed
-from .render import Filters, headline, locks_table, waits_panel
+from ..views.journal_feed import follow_records
+from .render import Filters, events_panel, headline, locks_table, waits_panel
 
-WAIT_LINES = 5
+WAIT_LINES = 4
+EVENT_LINES = 3
 
 
 class TopApp(App[None]):
@@ -29,7 +33,8 @@ class TopApp(App[None]):
     Screen { layout: vertical; }
     #head { height: 2; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     #locks { height: 1fr; padding: 0 1; border-top: solid $primary; }
-    #waits { height: auto; max-height: 6; padding: 0 1; border-top: solid $warning; }
+    #waits { height: auto; max-height: 5; padding: 0 1; border-top: solid $warning; }
+    #events { height: auto; max-height: 4; padding: 0 1; border-top: solid $secondary; }
     #filter { display: none; height: 1; border: none; padding: 0 1; }
     #filter.shown { display: block; }
     """
@@ -45,25 +50,40 @@ class TopApp(App[None]):
         self.feed = feed
         self.board: Board = empty_board("", "reading the lock store…")
         self.filters = filters or Filters()
+        self.events: deque[JournalRecord] = deque(maxlen=EVENT_LINES)
+        self.journal_problem = ""
 
     def compose(self) -> ComposeResult:
         yield Static(id="head")
         with VerticalScroll(id="locks"):
             yield Static(id="table")
         yield Static(id="waits")
+        yield Static(id="events")
         yield Input(placeholder="show locks whose file or agent contains… (Enter)", id="filter")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#locks").border_title = "holders and queues"
         self.query_one("#waits").border_title = "wait-for"
+        self.query_one("#events").border_title = "latest events"
         self.redraw()
-        self.run_worker(self._follow(), exclusive=True, name="boards")
+        self.run_worker(self._follow(), name="boards")
+        self.run_worker(self._follow_journal(), name="journal")
         self.set_interval(1.0, self.redraw)  # ages only: the data comes by push
 
     async def _follow(self) -> None:
         async for board in self.feed.boards():
             self.board = board
+            self.redraw()
+
+    async def _follow_journal(self) -> None:
+        def say(problem: str) -> None:
+            self.journal_problem = problem
+            self.redraw()
+
+        async for record in follow_records(self.feed, EVENT_LINES, on_problem=say):
+            self.journal_problem = ""
+            self.events.append(record)
             self.redraw()
 
     def redraw(self) -> None:
@@ -74,6 +94,9 @@ class TopApp(App[None]):
         self.query_one("#table", Static).update(locks_table(self.board, self.filters, now))
         self.query_one("#waits", Static).update(
             waits_panel(self.board, self.filters, now, WAIT_LINES)
+        )
+        self.query_one("#events", Static).update(
+            events_panel(list(self.events), EVENT_LINES, self.journal_problem)
         )
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -6,11 +6,14 @@ second from the same board without reading the store again.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.table import Table
 from rich.text import Text
 
+from ...infra.lockstore import JournalRecord
 from .._format import format_age
 from ..views.board import Board, CycleView, LockRow, WaitEdge
 
@@ -162,3 +165,40 @@ def _edge_line(edge: WaitEdge, now: float) -> Text:
     text.append(", held by ")
     text.append(edge.holder, style="bold")
     return text
+
+
+def events_panel(records: Sequence[JournalRecord], lines: int, problem: str = "") -> Text:
+    """The latest journal records, newest last, one line each."""
+    if problem:
+        return Text(problem, style="yellow", no_wrap=True, overflow="ellipsis")
+    if not records:
+        return Text("no event in the journal yet", style="dim")
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for position, record in enumerate(records[-lines:]):
+        if position:
+            text.append("\n")
+        text.append(time.strftime("%H:%M:%S ", time.localtime(record.time)), style="dim")
+        text.append(f"{record.kind:<16}", style=EVENT_STYLES.get(record.kind, ""))
+        text.append(_event_words(record))
+    return text
+
+
+EVENT_STYLES = {"deadlock": CYCLE_STYLE, "denied": "magenta", "wait-begin": WAIT_STYLE}
+
+
+def _event_words(record: JournalRecord) -> str:
+    if record.kind == "deadlock":
+        cycle = " → ".join(f"{step.agent} → {step.waits_on}" for step in record.cycle)
+        return f"{cycle}; victim {record.victim or record.agent}"
+    words = f"{record.agent} {record.file}"
+    if record.kind == "hand-over" and record.other:
+        words = f"{record.other} → {record.agent} {record.file}"
+    if record.fence is not None:
+        words += f" (fence {record.fence})"
+    if record.waited is not None:
+        words += f" after {format_age(record.waited)}"
+    if record.outcome and record.outcome != "granted":
+        words += f", {record.outcome}"
+    if record.kind == "denied" and record.reason:
+        words += f": {record.reason}"
+    return words

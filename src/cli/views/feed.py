@@ -65,6 +65,7 @@ class BoardFeed:
     ) -> None:
         self._open_store = open_store
         self.store: LockBackend | None = None
+        self._opened: anyio.Event | None = None  # made in the loop, by the first to wait
         self.rescan_seconds = rescan_seconds
         self.pushing = False
         self.reads = 0
@@ -80,8 +81,18 @@ class BoardFeed:
                     str(missing.path), f"{missing.path} does not exist yet: nothing locked so far"
                 )
                 await anyio.sleep(POLL_SECONDS)
+        if self._opened is not None:
+            self._opened.set()
         async for board in self._follow(self.store):
             yield board
+
+    async def opened(self) -> LockBackend:
+        """The store, once `boards` has opened it."""
+        while self.store is None:
+            if self._opened is None:
+                self._opened = anyio.Event()
+            await self._opened.wait()
+        return self.store
 
     async def _follow(self, store: LockBackend) -> AsyncIterator[Board]:
         with monitor_source(store).feed(POLL_SECONDS) as changes:

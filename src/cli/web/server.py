@@ -24,10 +24,12 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ...infra.lockstore import open_journal
 from ..views.feed import BoardFeed
+from ..views.journal_feed import records_between
 from .access import COOKIE, Access
-from .hub import BoardHub
-from .timeline import TimelineQueryError, Window, parse_window
+from .hub import BoardHub, JournalFanout
+from .timeline import TimelineQueryError, Window, items_between, parse_window
 
 TimelineReader = Callable[[Window], dict[str, Any]]
 """Reads the journal for a window: {"items": [...], "truncated": bool, "note": str}."""
@@ -72,12 +74,16 @@ def create_app(
     """The application: `feed` fills the hub while the server runs (None: a hub filled by
     the caller, as in tests); `timeline` reads the journal (None: there is none)."""
     hub = hub if hub is not None else BoardHub()
+    fanout = JournalFanout()
+    if timeline is None and feed is not None:
+        timeline = journal_timeline(feed)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         async with anyio.create_task_group() as group:
             if feed is not None:
                 group.start_soon(hub.run, feed)
+                group.start_soon(fanout.run, feed)
             yield
             group.cancel_scope.cancel()
 
@@ -90,7 +96,7 @@ def create_app(
 
     async def events(_request: Request) -> Response:
         return StreamingResponse(
-            _event_stream(hub),
+            _event_stream(hub, fanout),
             media_type="text/event-stream",
             headers={"x-accel-buffering": "no"},
         )
@@ -119,16 +125,53 @@ def create_app(
     return Guard(app, access)
 
 
-async def _event_stream(hub: BoardHub) -> AsyncIterator[str]:
+async def _event_stream(hub: BoardHub, fanout: JournalFanout) -> AsyncIterator[str]:
+    """Boards (the newest each time) and journal items (every one) as they come."""
     yield "retry: 1000\n\n"
     sent = 0
+    position = max(fanout.first, fanout.end - fanout.CATCH_UP)
     while True:
-        latest = await hub.after(sent, KEEP_ALIVE_SECONDS)
-        if latest == sent:
+        async with anyio.create_task_group() as group:
+
+            async def wake_on_board(version: int) -> None:
+                await hub.after(version, KEEP_ALIVE_SECONDS)
+                group.cancel_scope.cancel()
+
+            async def wake_on_journal(seen: int) -> None:
+                await fanout.after(seen, KEEP_ALIVE_SECONDS)
+                group.cancel_scope.cancel()
+
+            group.start_soon(wake_on_board, sent)
+            group.start_soon(wake_on_journal, position)
+        quiet = True
+        if hub.version != sent:
+            sent = hub.version
+            quiet = False
+            yield f"event: board\ndata: {hub.board_json}\n\n"
+        items, position = fanout.since(position)
+        if items:
+            quiet = False
+            yield f"event: journal\ndata: {json.dumps(items, separators=(',', ':'))}\n\n"
+        if quiet:
             yield ": still here\n\n"
-            continue
-        sent = latest
-        yield f"event: board\ndata: {hub.board_json}\n\n"
+
+
+def journal_timeline(feed: BoardFeed) -> TimelineReader:
+    """Reads the window's records from the journal of the store `feed` has opened."""
+
+    def read(window: Window) -> dict[str, Any]:
+        if feed.store is None:
+            return {"items": [], "truncated": False, "note": "no lock store yet"}
+        journal = open_journal(feed.store)
+        try:
+            # A hold that began in a chosen window may end after it: read as far again.
+            until = None if window.live else window.end + (window.end - window.start)
+            items, truncated = items_between(records_between(journal, window.start, until), window)
+        finally:
+            journal.close()
+        return {"items": items, "truncated": truncated, "note": ""}
+
+    return read
 
 
 class Guard:

@@ -55,7 +55,7 @@
     for (const cycle of board.cycles) {
       const key = cycleText(cycle);
       const known = state.shownCycles.get(key);
-      state.shownCycles.set(key, { cycle, first: known ? known.first : t, last: t, live: true });
+      state.shownCycles.set(key, { cycle, first: known ? known.first : t, last: t, live: true, at: known ? known.at : undefined });
     }
     const liveKeys = new Set(board.cycles.map(cycleText));
     for (const [key, entry] of state.shownCycles) {
@@ -71,9 +71,22 @@
       li.append(entry.live ? "— the monitor asks " : "— ");
       li.append(el("span", entry.cycle.victim, "victim"));
       li.append(entry.live ? " to give way (victim)" : " gave way (victim)");
+      if (!entry.live && entry.at) li.append(el("span", "  at " + new Date(entry.at * 1000).toLocaleTimeString(), "dim"));
       list.append(li);
     }
     $("deadlocks").hidden = state.shownCycles.size === 0;
+  }
+
+  // A deadlock from the journal: often broken before any board showed it (an in-process
+  // monitor answers in a millisecond), so it is listed from its record.
+  function rememberDeadlock(it) {
+    if (!Array.isArray(it.cycle) || !it.cycle.length || typeof it.a !== "string") return;
+    const steps = it.cycle.map((s) => ({ agent: String(s[0]), lock: String(s[1]), holder: String(s[2]) }));
+    const cycle = { steps, victim: it.a };
+    const key = cycleText(cycle);
+    const known = state.shownCycles.get(key);
+    const t = Date.now();
+    state.shownCycles.set(key, { cycle, first: known ? known.first : t, last: t, live: known ? known.live : false, at: it.s });
   }
 
   // ---- holders and queues ----------------------------------------------------------------
@@ -282,7 +295,12 @@
       scheduleRender();
     });
     source.addEventListener("journal", (event) => {
-      if (window.LockyardTimeline) window.LockyardTimeline.addLive(event.data);
+      let items;
+      try { items = JSON.parse(event.data); } catch (e) { return; }
+      if (!Array.isArray(items)) return;
+      for (const it of items) if (it && it.k === "deadlock") rememberDeadlock(it);
+      if (window.LockyardTimeline) window.LockyardTimeline.addItems(items);
+      scheduleRender();
     });
   }
 

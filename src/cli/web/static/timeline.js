@@ -275,12 +275,17 @@
 
   window.LockyardTimeline = {
     setBoard(board) { state.board = board; state.skew = board.taken_at - Date.now() / 1000; if (!state.custom) draw(); },
-    addLive(data) {
-      let items;
-      try { items = JSON.parse(data); } catch (e) { return; }
-      if (Array.isArray(items) && !state.custom) addItems(items);
+    addItems(items) { if (!state.custom) addItems(items); },
+    counts() {
+      const out = {};
+      for (const it of state.items) out[it.k] = (out[it.k] || 0) + 1;
+      return out;
     },
   };
+  // `#window=SECONDS` in the address picks the window (`demo --web` asks for 5 minutes).
+  const asked = Number((/window=(\d+)/.exec(location.hash) || [])[1]);
+  const option = [...$("window").options].find((o) => Number(o.value) === asked);
+  if (option) { $("window").value = option.value; state.seconds = asked; }
   setInterval(() => { if (!state.custom) draw(); }, 1000);
   load();
 })();
