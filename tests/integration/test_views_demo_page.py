@@ -32,8 +32,10 @@ def test_demo_web_serves_the_runs_page_with_holders_queues_and_its_timeline(
     shots = screenshot_dir(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "LOCKYARD_LOCK_DIR"}
     demo = subprocess.Popen(
-        [LOCKYARD, "demo", "--web", "--web-port", "0", "--no-live", "--agents", "6"]
-        + ["--backend", pg_server.spec(pg_schema)],
+        [
+            *(LOCKYARD, "demo", "--web", "--web-port", "0", "--no-live", "--agents", "6"),
+            *("--backend", pg_server.spec(pg_schema)),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
