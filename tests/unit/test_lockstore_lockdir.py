@@ -28,11 +28,11 @@ def test_lock_dir_is_created_private(repo: Path, tmp_path: Path) -> None:
     assert stat.S_IMODE(os.stat(store.lock_dir).st_mode) == 0o700
 
 
-def test_an_existing_lock_dir_is_made_private(repo: Path, tmp_path: Path) -> None:
-    (tmp_path / "locks").mkdir(mode=0o777)
-    os.chmod(tmp_path / "locks", 0o777)
+def test_an_existing_lock_dir_keeps_its_mode(repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "locks").mkdir()
+    os.chmod(tmp_path / "locks", 0o750)
     LockStore(repo, tmp_path / "locks")
-    assert stat.S_IMODE(os.stat(tmp_path / "locks").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(tmp_path / "locks").st_mode) == 0o750
 
 
 def test_a_symlinked_lock_dir_is_refused(repo: Path, tmp_path: Path) -> None:

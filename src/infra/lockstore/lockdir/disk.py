@@ -114,6 +114,19 @@ def _refuse_unsafe(path: str, info: os.stat_result) -> None:
         )
 
 
+def _refuse_open_to_all(path: str, info: os.stat_result) -> None:
+    """A directory lockyard did not create is used as it is, never chmodded (it is the user's:
+    a shared 1777 directory, a 0755 one with their files); but one that every user may write
+    in is no place for locks, since anyone could plant or remove entries there."""
+    if info.st_mode & stat.S_IWOTH:
+        raise LockDirError(
+            f"lock directory {path} is writable by every user (mode "
+            f"{stat.S_IMODE(info.st_mode):o}): anyone could plant or remove locks in it, so "
+            "lockyard does not use it (and leaves it as it is); use a directory only you can "
+            "write: the default, a new one lockyard creates, or one made with `mkdir -m 700`"
+        )
+
+
 def _entry_error(name: str, error: OSError) -> LockDirError:
     return LockDirError(
         f"{name} in the lock directory is not a directory the store wrote "
@@ -126,18 +139,23 @@ class LockDir:
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         """`read_only`: for inspecting (`lockyard status`): the directory must exist and is
-        neither created nor tightened to 0700 (reading it changes nothing)."""
+        not created (reading it changes nothing). A directory lockyard creates is 0700; one
+        that existed is never chmodded (`_refuse_open_to_all`)."""
         absolute = os.path.abspath(os.fspath(path))
         parent = os.path.dirname(absolute)
+        created = False
         try:
             if not read_only:
                 os.makedirs(parent, mode=0o700, exist_ok=True)
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(absolute, 0o700)
+                    created = True
             info = os.lstat(absolute)
             _refuse_unsafe(absolute, info)
-            if not read_only and stat.S_IMODE(info.st_mode) & 0o077:
+            if created and stat.S_IMODE(info.st_mode) != 0o700:  # ours: 0700 whatever the umask
                 os.chmod(absolute, 0o700, follow_symlinks=False)
+            elif not read_only:
+                _refuse_open_to_all(absolute, info)
             self.fd: int = os.open(absolute, _DIR_FLAGS)
         except LockDirError:
             raise
