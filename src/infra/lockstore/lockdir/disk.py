@@ -142,6 +142,8 @@ class LockDir:
         not created (reading it changes nothing). A directory lockyard creates is 0700; one
         that existed is never chmodded (`_refuse_open_to_all`)."""
         absolute = os.path.abspath(os.fspath(path))
+        if "\x00" in absolute:
+            raise LockDirError(f"lock directory {absolute!r} contains a NUL byte; remove it")
         parent = os.path.dirname(absolute)
         created = False
         try:

@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 from typing import Final
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote
 
 from ..errors import LockStoreError
 
@@ -116,17 +116,23 @@ def parse_spec(spec: str, schema: str | None = None) -> PgSpec:
     """Split `spec` into libpq's conninfo and lockyard's schema; refuse what cannot work."""
     text = spec.strip()
     found_schema = None
+    if "\x00" in text:
+        raise BackendSpecError("the backend spec contains a NUL byte; remove it")
     if text.lower() in BARE_WORDS:
         conninfo = ""
     elif text.lower().startswith(URI_PREFIXES):
-        parts = urlsplit(text)
-        query = []
-        for name, value in parse_qsl(parts.query, keep_blank_values=True):
-            if name == SCHEMA_PARAM:
-                found_schema = value
+        # The query is filtered as text, not re-encoded: libpq decodes %XX but not `+`, and
+        # a URI with nothing after `//` must keep it (`postgresql://` is libpq's defaults).
+        base, _, query = text.partition("?")
+        kept = []
+        for item in filter(None, query.split("&")):
+            name, _, value = item.partition("=")
+            if unquote(name) == SCHEMA_PARAM:
+                found_schema = unquote(value)
             else:
-                query.append((name, value))
-        conninfo = urlunsplit(parts._replace(query=urlencode(query)))
+                kept.append(item)
+        conninfo = base + ("?" + "&".join(kept) if kept else "")
+        _check_conninfo(text, conninfo)
     else:
         raise BackendSpecError(
             f"{redact(text)!r} is not a PostgreSQL backend: pass a URI such as "
@@ -139,6 +145,22 @@ def parse_spec(spec: str, schema: str | None = None) -> PgSpec:
             "digits and _ (up to 63, not starting with a digit)"
         )
     return PgSpec(conninfo=conninfo, schema=chosen, display=redact_conninfo(conninfo, chosen))
+
+
+def _check_conninfo(spec: str, conninfo: str) -> None:
+    """Refuse, in one line, a URI libpq would refuse (an unknown parameter, a bad port)."""
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(conninfo)
+    except ProgrammingError as exc:
+        why = _one_line(redact(str(exc)))
+        raise BackendSpecError(
+            f"{redact(spec)!r} is not a connection URI libpq accepts ({why}): "
+            "pass postgresql://user@host:5432/dbname with libpq's parameters after ? (and "
+            f"lockyard's {SCHEMA_PARAM}=NAME), or the word postgresql for libpq's defaults"
+        ) from None
 
 
 def redact(spec: str) -> str:
@@ -163,3 +185,7 @@ def redact_conninfo(conninfo: str, schema: str = DEFAULT_SCHEMA) -> str:
     who = f"{user}@" if user else ""
     suffix = "" if schema == DEFAULT_SCHEMA else f" (schema {schema})"
     return f"postgresql://{who}{host}:{port}/{db}{suffix}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
