@@ -13,16 +13,19 @@ from typing import Final
 
 HOOK_USAGE: Final = """usage: lockyard hook pre-tool-use --cli NAME [--lock-dir DIR]
                                             [--agent-id ID --repo PATH]
+       lockyard hook pre-tool-use --cli NAME --ipc DIR [--repo PATH]
 
 Judge one tool call of an agent CLI session (JSON on stdin), answering in that CLI's hook
 format: a write to a file the session has not locked, or a `git commit` of such files, is
 denied with a reason that tells the agent what to do. NAME: claude-code, codex, gemini,
 opencode. Without --agent-id the session is found from the process tree: the agent CLI
-process above this hook that runs `lockyard serve`. `lockyard init` writes these hooks.
+process above this hook that runs `lockyard serve`. In a sandbox, --ipc names its IPC folder:
+the host (`lockyard ipc-host`) answers for the folder's agent. `lockyard init` writes these
+hooks.
 """
 
 EVENTS: Final = frozenset({"pre-tool-use", "PreToolUse", "BeforeTool"})
-_OPTIONS: Final = ("--cli", "--lock-dir", "--agent-id", "--repo")
+_OPTIONS: Final = ("--cli", "--lock-dir", "--agent-id", "--repo", "--ipc")
 
 
 def main(argv: list[str]) -> int:
@@ -47,6 +50,11 @@ def main(argv: list[str]) -> int:
         options[name] = value
     if event not in EVENTS:
         return _usage(f"unknown hook event {event!r}; lockyard handles pre-tool-use")
+    if "--ipc" in options and ("--agent-id" in options or "--lock-dir" in options):
+        return _usage(
+            "--ipc takes the agent from the sandbox's folder and the locks from its host: "
+            "drop --agent-id and --lock-dir"
+        )
     cli = options.get("--cli", "claude-code")
     fmt = FORMATS.get(cli)
     if fmt is None:
@@ -58,6 +66,7 @@ def main(argv: list[str]) -> int:
         lock_dir=options.get("--lock-dir") or os.environ.get("LOCKYARD_LOCK_DIR") or None,
         agent_id=options.get("--agent-id") or None,
         repo=options.get("--repo") or None,
+        ipc=options.get("--ipc") or None,
     )
     answer = run_pre_tool_use(fmt, raw, settings)
     if answer.stdout:

@@ -84,14 +84,39 @@ def init(
             show_default=False,
         ),
     ] = None,
+    ipc: Annotated[
+        str | None,
+        typer.Option(
+            "--ipc",
+            metavar="DIR",
+            help="Inside a sandbox: its IPC folder as the sandbox sees it (e.g. /ipc). The "
+            "lock tools and the write guard then go through `lockyard ipc-host` on the host "
+            "(see docs/sandboxes.md).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     root = _repository(repo)
+    if ipc is not None and lock_dir is not None:
+        raise CliError(
+            "--ipc and --lock-dir do not go together: inside a sandbox the host keeps the locks",
+            ExitCode.USAGE,
+            "drop --lock-dir",
+        )
+    if ipc is not None and not ipc.startswith("/"):
+        raise CliError(
+            f"--ipc {ipc!r} is not an absolute path",
+            ExitCode.USAGE,
+            "pass the IPC folder as the sandbox mounts it, e.g. --ipc /ipc",
+        )
     plan = Plan(root, outside_ok=write_outside_repo)
     chosen = (
         _chosen(clis) or [s for s in SETUPS.values() if s.detect(root)] or [SETUPS["claude-code"]]
     )
     with _config_errors():
-        how = Invocation(command or default_command(), None if lock_dir is None else str(lock_dir))
+        how = Invocation(
+            command or default_command(), None if lock_dir is None else str(lock_dir), ipc=ipc
+        )
         for setup in chosen:
             setup.install(plan, how)
         changes = plan.changes()

@@ -7,6 +7,9 @@ Modes:
   {"tag": t, "look": [paths]} -> {"tag", "root", "ipc", "exists": {path: bool}, "network"}.
 - `cli`: the real Claude CLI bundled in claude-agent-sdk, pointed at the fake Messages API
   (env SANDBOX_CLI_ENV), with the same MCP server; prints {"tag": "result", "text"}.
+- `cli-init`: `lockyard init claude-code --ipc /ipc` in /workspace (a git checkout), then
+  `claude -p` there as its user runs it: the MCP server and the write guard's hook come from
+  the project's configuration; prints {"tag": "result", "code", "stderr"}.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,5 +95,30 @@ async def cli() -> None:
     emit({"tag": "result", "text": final})
 
 
+def cli_set_up_by_init() -> None:
+    import claude_agent_sdk
+
+    claude = str(Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude")
+    subprocess.run(["git", "init", "-q", "/workspace"], check=True)
+    subprocess.run(
+        [LOCKYARD, "init", "claude-code", "--ipc", "/ipc", "--command", LOCKYARD],
+        cwd="/workspace", check=True, capture_output=True,
+    )  # fmt: skip
+    env = json.loads(os.environ["SANDBOX_CLI_ENV"])
+    # What accepting the trust dialog once records: project settings apply only then.
+    trusted = {"projects": {"/workspace": {"hasTrustDialogAccepted": True}}}
+    Path(env["HOME"], ".claude.json").write_text(json.dumps(trusted))
+    done = subprocess.run(
+        [claude, "-p", "go", "--output-format", "stream-json", "--verbose",
+         "--model", "claude-sonnet-4-5", "--permission-mode", "acceptEdits"],
+        cwd="/workspace", env={"PATH": os.environ["PATH"], **env}, capture_output=True,
+        text=True, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    emit({"tag": "result", "code": done.returncode, "stderr": done.stderr[-3000:]})
+
+
 if __name__ == "__main__":
-    anyio.run(scripted if sys.argv[1] == "mcp" else cli)
+    if sys.argv[1] == "cli-init":
+        cli_set_up_by_init()
+    else:
+        anyio.run(scripted if sys.argv[1] == "mcp" else cli)

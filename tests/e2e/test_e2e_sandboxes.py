@@ -6,7 +6,10 @@ claude-agent-sdk, scripted through the fake Messages API.
 
 Checked: isolation, contention with FIFO handoff, a deadlock between sandboxes resolved
 softly, an admin force-release told to the holder, the CLI agent waiting for and getting a
-lock, and a SIGKILLed sandbox's locks reclaimed by the host.
+lock, and a SIGKILLed sandbox's locks reclaimed by the host. And the write guard inside a
+sandbox: the Claude CLI set up by `lockyard init --ipc /ipc` is paused (every process of its
+sandbox stopped, as `docker pause` does) while it holds a lock; the host reclaims it; its
+next write is refused by its own hook, which asked the host through the folder.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -29,7 +33,7 @@ from fake_messages_api import FakeMessagesApi, call, say
 
 import lockyard
 from lockyard.infra.lockstore.lockdir.store import LockStore
-from polling_support import wait_until_async
+from polling_support import wait_until, wait_until_async
 
 pytestmark = [
     pytest.mark.anyio,
@@ -137,7 +141,7 @@ async def started_sandbox(
     folder = world["root"] / name
     folder.mkdir()
     process = await anyio.open_process(
-        sandbox_command(folder, checkout(world, name), mode, network=mode == "cli"),
+        sandbox_command(folder, checkout(world, name), mode, network=mode.startswith("cli")),
         env={**os.environ, **env},
         stderr=None,
     )
@@ -268,3 +272,110 @@ async def test_sandboxed_agents_share_locks_through_their_ipc_folders(
         host.send_signal(signal.SIGTERM)
         with anyio.fail_after(20):
             assert await host.wait() == 0
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and every process below it, parents first."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry))
+    order, todo = [], [root]
+    while todo:
+        pid = todo.pop(0)
+        order.append(pid)
+        todo.extend(children.get(pid, []))
+    return order
+
+
+def stopped(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "Tt"
+    except OSError:
+        return True  # gone
+
+
+def pause(root: int) -> None:
+    """Stop every process of a sandbox (what `docker pause` does with a cgroup freezer)."""
+
+    def all_stopped() -> bool:
+        tree = process_tree(root)
+        for pid in tree:
+            if not stopped(pid):
+                os.kill(pid, signal.SIGSTOP)
+        return all(stopped(pid) for pid in tree)
+
+    wait_until(all_stopped, "every process of the sandbox stopped")
+
+
+def resume(root: int) -> None:
+    for pid in process_tree(root):
+        os.kill(pid, signal.SIGCONT)
+
+
+@pytest.mark.timeout(300)
+async def test_a_sandboxed_cli_paused_past_its_reclaim_is_refused_its_next_write(
+    world: dict[str, Path],
+) -> None:
+    store = LockStore(world["repo"], world["locks"])
+    at_the_write, resumed = threading.Event(), threading.Event()
+
+    def after_the_pause() -> bool:
+        at_the_write.set()  # the CLI waits for this turn's answer: time to pause it
+        return resumed.is_set()
+
+    host = await anyio.open_process(
+        [LOCKYARD, "ipc-host", "--root", str(world["root"]), "--repo", str(world["repo"]),
+         "--lock-dir", str(world["locks"]), "--stale-after", "2"],
+        stdout=None, stderr=None,
+    )  # fmt: skip
+    # A gate waits for the test to pause the sandbox and the host to reclaim: generous.
+    with FakeMessagesApi(gate_timeout=120.0) as api:
+        api.script(
+            "paused",
+            [
+                call(ACQUIRE, {"filepaths": ["a.py"], "timeout_seconds": 0}),
+                call("Read", {"file_path": "/workspace/a.py"}),
+                call(
+                    "Write",
+                    {"file_path": "/workspace/a.py", "content": "unlocked edit\n"},
+                    gate=after_the_pause,
+                ),
+                say("paused done"),
+            ],
+        )
+        try:
+            async with anyio.create_task_group() as group:
+                env = {"SANDBOX_CLI_ENV": json.dumps(api.cli_env("paused", "/tmp"))}
+                async with started_sandbox(world, "paused", group, "cli-init", **env) as box:
+                    await wait_until_async(
+                        at_the_write.is_set, "the CLI asking for its next turn after the read",
+                        within=120,
+                    )  # fmt: skip
+                    assert store.holder("a.py") == "paused"
+                    pause(box.process.pid)
+                    await wait_until_async(lambda: store.holder("a.py") is None, within=60)
+                    resume(box.process.pid)
+                    resumed.set()
+                    finished = await box.result("result")
+                    group.cancel_scope.cancel()
+        finally:
+            host.send_signal(signal.SIGTERM)
+            with anyio.fail_after(20):
+                await host.wait()
+        api.raise_errors()
+        outcomes = api.outcomes("paused")
+    assert finished["code"] == 0, finished["stderr"]
+    acquired, _read, write = outcomes[:3]
+    assert acquired.json["all_acquired"] is True
+    assert write.name == "Write"
+    assert write.is_error is True
+    assert "a.py is not locked by you" in write.text, write.text
+    assert "mcp__lockyard__lock_acquire" in write.text
+    assert (world["tmp"] / "checkout-paused" / "a.py").read_text() == "# a.py\n"

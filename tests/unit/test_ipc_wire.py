@@ -15,6 +15,7 @@ from lockyard.infra.transports.ipc.wire import (
     RESPONSE_SCHEMA,
     Request,
     WireError,
+    encode_check,
     encode_refusal,
     encode_request,
     encode_result,
@@ -142,3 +143,36 @@ def test_a_cancel_names_its_target_and_nothing_else() -> None:
     ):
         with pytest.raises(WireError, match=says):
             parse_request(body, "abcdefgh")
+
+
+@given(paths=st.lists(st.text(min_size=1, max_size=40), max_size=5))
+def test_a_check_names_files_only_and_its_answer_matches_the_schema(paths: list[str]) -> None:
+    check = Request(new_request_id(), "check", arguments={"filepaths": paths})
+    raw = encode_request(check)
+    assert valid(REQUEST_SCHEMA, raw)
+    assert parse_request(raw, check.id) == check
+    locks = [{"path": p, "filepath": p, "holder": None, "lost": None} for p in paths]
+    assert valid(RESPONSE_SCHEMA, encode_check(check.id, "alice", locks))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"kind": "check"},
+        {"kind": "check", "arguments": {"filepaths": "a.py"}},
+        {"kind": "check", "arguments": {"filepaths": [""]}},
+        {"kind": "check", "arguments": {"filepaths": [1]}},
+        {"kind": "check", "arguments": {"filepaths": ["a.py"], "agent": "bob"}},
+        {"kind": "check", "arguments": {"filepaths": ["a.py"] * 257}},
+        {"kind": "check", "tool": "x", "arguments": {"filepaths": []}},
+    ],
+)
+def test_a_bad_check_is_refused_with_what_to_send(body: dict[str, Any]) -> None:
+    import json
+
+    request_id = new_request_id()
+    raw = json.dumps({"version": 1, "id": request_id, **body}).encode()
+    with pytest.raises(WireError) as refused:
+        parse_request(raw, request_id)
+    assert refused.value.code == "bad_request"
+    assert "check" in str(refused.value)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ..hooks.commit_guard.decide import commit_denial
-from ..hooks.guard_common import journal_denial
+from ..hooks.guard_common import GuardStore, journal_denial
 from ..hooks.write_guard.decide import write_denial
 from ..lockstore import default_lock_dir
 from ..session.registry import SessionRegistry
@@ -41,6 +41,8 @@ class HookSettings:
     lock_dir: str | None = None
     agent_id: str | None = None
     repo: str | None = None
+    ipc: str | None = None
+    """Inside a sandbox: its IPC folder; the host answers for the folder's agent."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,10 @@ def _judge(fmt: CliFormat, raw: bytes, settings: HookSettings) -> HookAnswer:
         )
     if call.kind == "other":
         return fmt.allow()
+    if settings.ipc:  # a sandbox: no lock directory, the host answers through the folder
+        from .ipc_guard_store import judge_in_sandbox
+
+        return judge_in_sandbox(fmt, call, settings.ipc, settings.repo, _denial)
     lock_dir = settings.lock_dir or str(default_lock_dir())
     try:
         identity = find_identity(settings, lock_dir)
@@ -104,7 +110,7 @@ def _load(raw: bytes) -> object:
         raise PayloadError(f"the hook input is not JSON: {str(exc)[:120]}") from None
 
 
-def _denial(fmt: CliFormat, call: ToolCall, reader: LockDirReader, agent_id: str) -> str | None:
+def _denial(fmt: CliFormat, call: ToolCall, reader: GuardStore, agent_id: str) -> str | None:
     """Why the call is refused (journalled: the guard, the files, the reason), or None."""
     if call.kind == "write":
         for path in call.paths:

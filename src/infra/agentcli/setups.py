@@ -68,18 +68,28 @@ class Invocation:
     command: str
     """The `lockyard` executable: a bare name looked up on PATH, or an absolute path."""
     lock_dir: str | None = None
+    ipc: str | None = None
+    """Inside a sandbox: its IPC folder. The server is `serve --ipc` and the hook asks the
+    host through the folder (no lock directory there, and no network)."""
 
     def __post_init__(self) -> None:
         check_encodable("--command", self.command)
         if self.lock_dir is not None:
             check_encodable("--lock-dir", self.lock_dir)
+        if self.ipc is not None:
+            check_encodable("--ipc", self.ipc)
 
     def serve_args(self, cli: str) -> list[str]:
+        if self.ipc is not None:
+            return ["serve", "--ipc", self.ipc]
         extra = [] if self.lock_dir is None else ["--lock-dir", self.lock_dir]
         return ["serve", "--cli", cli, *extra]
 
     def hook_args(self, cli: str) -> list[str]:
-        extra = [] if self.lock_dir is None else ["--lock-dir", self.lock_dir]
+        if self.ipc is not None:
+            extra = ["--ipc", self.ipc]
+        else:
+            extra = [] if self.lock_dir is None else ["--lock-dir", self.lock_dir]
         return ["hook", "pre-tool-use", "--cli", cli, *extra]
 
     def hook_command(self, cli: str) -> str:
@@ -88,18 +98,16 @@ class Invocation:
     @classmethod
     def from_argv(cls, argv: list[str], expected: list[str]) -> Invocation | None:
         """The invocation whose arguments `argv` (after the command) are `expected`, with
-        or without `--lock-dir DIR` after them; None when `argv` is not of that shape."""
+        `--lock-dir DIR`, `--ipc DIR` or nothing after them; None when `argv` is not of that
+        shape."""
         if len(argv) < 1 + len(expected) or argv[1 : 1 + len(expected)] != expected:
             return None
         rest = argv[1 + len(expected) :]
-        if not rest:
-            lock_dir = None
-        elif len(rest) == 2 and rest[0] == "--lock-dir":
-            lock_dir = rest[1]
-        else:
+        if rest and (len(rest) != 2 or rest[0] not in ("--lock-dir", "--ipc")):
             return None
+        option = dict([rest]) if rest else {}
         try:
-            return cls(argv[0], lock_dir)
+            return cls(argv[0], option.get("--lock-dir"), option.get("--ipc"))
         except ConfigFileError:
             return None
 
@@ -114,6 +122,14 @@ class Invocation:
             return None
         found = cls.from_argv(argv, ["hook", "pre-tool-use", "--cli", cli])
         return found if found is not None and found.hook_command(cli) == command else None
+
+    @classmethod
+    def from_serve_argv(cls, argv: list[str], cli: str) -> Invocation | None:
+        """The invocation whose `serve_args(cli)` (after the command) are `argv[1:]`."""
+        found = cls.from_argv(argv, ["serve", "--cli", cli]) or cls.from_argv(argv, ["serve"])
+        if found is None or [found.command, *found.serve_args(cli)] != argv:
+            return None
+        return found
 
 
 def _strings(value: object) -> list[str] | None:
@@ -194,7 +210,7 @@ class _JsonServerSetup(CliSetup):
         command, args = entry.get("command"), _strings(entry.get("args"))
         if not isinstance(command, str) or args is None:
             return None
-        return Invocation.from_argv([command, *args], ["serve", "--cli", self.name])
+        return Invocation.from_serve_argv([command, *args], self.name)
 
     def _entry_is_ours(self, entry: object) -> bool:
         how = self.invocation_of(entry)
@@ -382,7 +398,7 @@ class OpenCodeSetup(_JsonServerSetup):
         argv = _strings(entry.get("command")) if isinstance(entry, dict) else None
         if not argv:
             return None
-        return Invocation.from_argv(argv, ["serve", "--cli", self.name])
+        return Invocation.from_serve_argv(argv, self.name)
 
     def install_guard(self, plan: Plan, how: Invocation) -> None:
         path = plan.path(self.plugin_file)
@@ -407,9 +423,7 @@ def opencode_plugin(how: Invocation) -> str:
 
     fmt = FORMATS["opencode"]
     tools = sorted(fmt.write_tools | fmt.shell_tools)
-    args = ["hook", "pre-tool-use", "--cli", "opencode"]
-    if how.lock_dir is not None:
-        args += ["--lock-dir", how.lock_dir]
+    args = how.hook_args("opencode")
     return f"""// {OPENCODE_PLUGIN}
 // Before each write or shell call, ask lockyard whether this session holds the files.
 import {{ spawnSync }} from "node:child_process";

@@ -73,6 +73,7 @@ from .folder import (
     remove_entry,
     write_atomic,
 )
+from .guard_check import check_locks
 from .operator_tools import OPERATOR_SPECS, OPERATOR_TOOL_NAMES, OperatorTools
 from .ratelimit import TokenBucket
 from .wire import (
@@ -87,6 +88,7 @@ from .wire import (
     WIRE_VERSION,
     Request,
     WireError,
+    encode_check,
     encode_refusal,
     encode_result,
     encode_tools,
@@ -546,10 +548,14 @@ class IpcHost:
         outcome: ToolOutcome | None = None
         try:
             with scope:
-                outcome = await self._dispatch(sandbox, request.tool or "", request.arguments)
+                if request.kind == "check":
+                    outcome = await self._check(sandbox, request)
+                else:
+                    outcome = await self._dispatch(sandbox, request.tool or "", request.arguments)
         except Exception as exc:  # the tools catch their own; this is a bug, not the sandbox's
-            log.exception("sandbox %s: %s failed", sandbox.name, request.tool)
-            outcome = ToolOutcome.error(f"{request.tool} failed: {exc}. Tell the operator.")
+            log.exception("sandbox %s: %s failed", sandbox.name, request.tool or request.kind)
+            what = request.tool or request.kind
+            outcome = ToolOutcome.error(f"{what} failed: {exc}. Tell the operator.")
         except BaseException:  # the host is stopping
             self._refuse(sandbox, request.id, _shutdown_refusal())
             raise
@@ -571,10 +577,20 @@ class IpcHost:
                 ),
             )
             return
+        if request.kind == "check" and outcome.data is not None:
+            body = encode_check(request.id, sandbox.name, outcome.data["locks"])
+            self._respond(sandbox, request.id, body)
+            return
         outcome = self._with_notices(sandbox, outcome)
         self._respond(
             sandbox, request.id, encode_result(request.id, outcome.text, outcome.is_error)
         )
+
+    async def _check(self, sandbox: Sandbox, request: Request) -> ToolOutcome:
+        """The sandbox's write guard asks who holds the files it is about to write."""
+        paths = (request.arguments or {}).get("filepaths", [])
+        locks = await store_call(self.store, check_locks, self.store, sandbox.name, paths)
+        return ToolOutcome.success({"agent": sandbox.name, "locks": locks})
 
     async def _dispatch(
         self, sandbox: Sandbox, tool: str, arguments: Mapping[str, Any] | None

@@ -29,8 +29,11 @@ REQUEST_SUFFIX: Final = ".json"
 TEMP_PREFIX: Final = "."
 """Files being written (temp names) start with a dot; readers skip them."""
 
-Kind = Literal["call", "list_tools", "cancel"]
-KINDS: Final[tuple[str, ...]] = ("call", "list_tools", "cancel")
+Kind = Literal["call", "list_tools", "cancel", "check"]
+KINDS: Final[tuple[str, ...]] = ("call", "list_tools", "cancel", "check")
+MAX_CHECK_PATHS: Final = 256
+"""Files one `check` asks about (a write guard asks about the few files one tool call writes)."""
+MAX_CHECK_PATH_CHARS: Final = 4096
 
 # Error codes of a refused request (`"ok": false`). Stable: clients may branch on them.
 BAD_REQUEST: Final = "bad_request"
@@ -75,7 +78,10 @@ REQUEST_SCHEMA: Final[dict[str, Any]] = {
         },
         "arguments": {
             "type": "object",
-            "description": "The tool's arguments, as its input_schema describes (kind 'call').",
+            "description": (
+                "kind 'call': the tool's arguments, as its input_schema describes. kind "
+                "'check': {\"filepaths\": [...]}, the files the sandbox's write guard asks about."
+            ),
         },
         "target": {
             "type": "string",
@@ -122,6 +128,33 @@ RESPONSE_SCHEMA: Final[dict[str, Any]] = {
                 },
                 "required": ["name", "description", "input_schema"],
             },
+        },
+        "check": {
+            "type": "object",
+            "description": (
+                "kind 'check' and ok: this sandbox's agent id (its folder's name) and, per "
+                "file asked about, its lock key and holder, why this agent's own grant is no "
+                "longer valid (`lost`), or why the host refused the path (`error`)."
+            ),
+            "properties": {
+                "agent": {"type": "string"},
+                "locks": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "path": {"type": "string"},
+                            "filepath": {"type": "string"},
+                            "holder": {"type": ["string", "null"]},
+                            "unreadable": {"type": "boolean"},
+                            "lost": {"type": ["string", "null"]},
+                            "error": {"type": "string"},
+                        },
+                        "required": ["path"],
+                    },
+                },
+            },
+            "required": ["agent", "locks"],
         },
         "error": {
             "type": "object",
@@ -186,6 +219,8 @@ def encode_request(request: Request) -> bytes:
         body["arguments"] = dict(request.arguments or {})
     elif request.kind == "cancel":
         body["target"] = request.target
+    elif request.kind == "check":
+        body["arguments"] = dict(request.arguments or {})
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -225,6 +260,8 @@ def parse_request(raw: bytes, file_id: str) -> Request:
     kind = body.get("kind")
     if kind in ("list_tools", "cancel") and ("tool" in body or "arguments" in body):
         raise WireError(BAD_REQUEST, f'a "{kind}" request takes no "tool" or "arguments"')
+    if kind == "check":
+        return _parse_check(body, file_id)
     if kind == "list_tools":
         if "target" in body:
             raise WireError(BAD_REQUEST, 'only a "cancel" request takes a "target"')
@@ -245,6 +282,26 @@ def parse_request(raw: bytes, file_id: str) -> Request:
     if not isinstance(arguments, dict):
         raise WireError(BAD_REQUEST, '"arguments" must be a JSON object')
     return Request(file_id, "call", tool, arguments)
+
+
+def _parse_check(body: Mapping[str, Any], file_id: str) -> Request:
+    if "tool" in body or "target" in body:
+        raise WireError(BAD_REQUEST, 'a "check" request takes no "tool" or "target"')
+    arguments = body.get("arguments")
+    paths = arguments.get("filepaths") if isinstance(arguments, dict) else None
+    if (
+        not isinstance(arguments, dict)
+        or set(arguments) != {"filepaths"}
+        or not isinstance(paths, list)
+        or len(paths) > MAX_CHECK_PATHS
+        or not all(isinstance(p, str) and 0 < len(p) <= MAX_CHECK_PATH_CHARS for p in paths)
+    ):
+        raise WireError(
+            BAD_REQUEST,
+            f'a "check" request takes "arguments": {{"filepaths": [...]}}: at most '
+            f"{MAX_CHECK_PATHS} paths, each a non-empty string",
+        )
+    return Request(file_id, "check", arguments={"filepaths": list(paths)})
 
 
 def _unknown_fields_text(unknown: Sequence[str]) -> str:
@@ -268,6 +325,11 @@ def encode_result(request_id: str, text: str, is_error: bool) -> bytes:
 
 def encode_tools(request_id: str, tools: Sequence[Mapping[str, Any]]) -> bytes:
     return _dump({"version": WIRE_VERSION, "id": request_id, "ok": True, "tools": list(tools)})
+
+
+def encode_check(request_id: str, agent: str, locks: Sequence[Mapping[str, Any]]) -> bytes:
+    body = {"agent": agent, "locks": [dict(lock) for lock in locks]}
+    return _dump({"version": WIRE_VERSION, "id": request_id, "ok": True, "check": body})
 
 
 def encode_refusal(request_id: str, error: WireError) -> bytes:
