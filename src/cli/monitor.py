@@ -213,6 +213,8 @@ def _print(
         )
         write(f"deadlock: {info.describe()}")
         write(f"  victim: {info.victim} ({action})")
+        if info.victim_reason:
+            write(f"  why: {info.victim_reason}")
     for agent in report.stale_notices_removed:
         write(f"removed a stale victim notice for {agent}")
     if once and not report.resolutions:

@@ -31,6 +31,8 @@ class DeadlockInfo(BaseModel):
     victim_waits_on: str
     victim_waits_on_holder: str
     detected_at: float = Field(default_factory=time.time)
+    victim_reason: str | None = None
+    """Why this victim: the policy's figures for each agent of the cycle (one line)."""
 
     @model_validator(mode="after")
     def _is_a_real_cycle(self) -> DeadlockInfo:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..core.deadlock_info import CycleStep, DeadlockInfo
 from .graph import Cycle, GraphSnapshot, WaitForGraph
 from .monitor import DeadlockMonitor, MonitorSnapshot, OnDeadlock, VerifyCycle
-from .victim import AgentInfo, VictimPolicy, fewest_locks_then_youngest
+from .victim import AgentInfo, VictimPolicy, cheapest_then_youngest, explain_choice, victim_cost
 
 __all__ = [
     "AgentInfo",
@@ -19,5 +19,7 @@ __all__ = [
     "VerifyCycle",
     "VictimPolicy",
     "WaitForGraph",
-    "fewest_locks_then_youngest",
+    "cheapest_then_youngest",
+    "explain_choice",
+    "victim_cost",
 ]

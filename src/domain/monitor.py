@@ -26,7 +26,7 @@ from ..core.agent_ids import validate_agent_id
 from ..core.deadlock_info import CycleStep, DeadlockInfo
 from ..core.events import LockEvent, LockEventType
 from .graph import Cycle, WaitForGraph
-from .victim import AgentInfo, VictimPolicy, fewest_locks_then_youngest
+from .victim import AgentInfo, VictimPolicy, cheapest_then_youngest, explain_choice
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +42,10 @@ LookupError when the store cannot tell."""
 
 FORMER_HOLDERS_KEPT: Final = 4096
 """How many released locks remember who released them last (oldest forgotten first)."""
+
+GAVE_WAY_KEPT: Final = 4096
+"""How many agents' counts of times given way are kept (the least recent victim's forgotten
+first): the victim policy ages with them, and a long run does not grow them."""
 
 
 _Search = Callable[[Collection[str], Collection[tuple[str, str]]], Cycle | None]
@@ -88,6 +92,7 @@ class MonitorSnapshot:
                     "start_time": info.start_time,
                     "locks_held": info.locks_held,
                     "waits": info.waits,
+                    "times_given_way": info.times_given_way,
                 }
                 for info in self.agents
             ],
@@ -116,11 +121,14 @@ class DeadlockMonitor:
         self.on_deadlock = on_deadlock
         self._holder_in_store = holder_in_store
         self._reports: MemoryObjectSendStream[DeadlockInfo] | None = None
-        self._victim_policy: VictimPolicy = victim_policy or fewest_locks_then_youngest
+        self._victim_policy: VictimPolicy = victim_policy or cheapest_then_youngest
         self._verify_cycle = verify_cycle
         self._graph = WaitForGraph()
         self._agents: dict[str, _Registration] = {}
         self._victims: dict[str, DeadlockInfo] = {}
+        self._times_given_way: dict[str, int] = {}
+        self._won_this_wait: set[str] = set()
+        """Agents another agent gave way to during their current waits (see victim.py)."""
         self._signals: dict[str, _VictimSignal] = {}
         # lock -> the agent whose hold on it ended last (released or superseded), so that its
         # late duplicate RELEASED is recognised as such and not reported as a violation.
@@ -161,10 +169,17 @@ class DeadlockMonitor:
         )
 
     def unregister_agent(self, agent_id: str) -> None:
-        """Forget the agent: its holds, its waits and its victim mark."""
+        """Forget the agent: its holds, its waits and its victim mark. How often it gave way
+        is kept (bounded by GAVE_WAY_KEPT): a victim has just released everything, and a
+        monitor that forgets agents without locks must not forget that it gave way."""
         self._agents.pop(agent_id, None)
         self._graph.remove_agent(agent_id)
         self._victims.pop(agent_id, None)
+        self._won_this_wait.discard(agent_id)
+
+    def times_given_way(self, agent_id: str) -> int:
+        """How many deadlocks this monitor made `agent_id` give way in."""
+        return self._times_given_way.get(agent_id, 0)
 
     # ---- events --------------------------------------------------------------------------
 
@@ -226,9 +241,10 @@ class DeadlockMonitor:
                 return None
 
     def _clear_mark_if_done(self, agent: str) -> None:
-        """A victim's mark stands until all its waits have ended."""
-        if agent in self._victims and not self._graph.wait_count(agent):
-            del self._victims[agent]
+        """A victim's mark, and a winner's turn, stand until all its waits have ended."""
+        if not self._graph.wait_count(agent):
+            self._victims.pop(agent, None)
+            self._won_this_wait.discard(agent)
 
     # ---- detection and resolution --------------------------------------------------------
 
@@ -278,8 +294,9 @@ class DeadlockMonitor:
 
     def _deadlock_info(self, cycle: Cycle) -> DeadlockInfo:
         agents = {step.agent_id: self._agent_info(step.agent_id) for step in cycle}
+        policy = self._victim_policy
         try:
-            victim: object = self._victim_policy(cycle, agents)
+            victim: object = policy(cycle, agents)
         except Exception:
             # A deadlock must not go unresolved because a custom policy failed.
             logger.exception("victim policy failed; using the default policy")
@@ -290,8 +307,14 @@ class DeadlockMonitor:
                     "victim policy chose %r, not an agent of the cycle %s; using the default",
                     victim, list(agents),
                 )  # fmt: skip
-            victim = fewest_locks_then_youngest(cycle, agents)
+            policy = cheapest_then_youngest
+            victim = policy(cycle, agents)
         assert isinstance(victim, str)
+        if policy is cheapest_then_youngest:
+            reason = explain_choice(cycle, agents, victim)
+        else:
+            name = getattr(policy, "__name__", type(policy).__name__)
+            reason = f"{victim} gives way: chosen by the victim policy {name}"
         start = next(i for i, step in enumerate(cycle) if step.agent_id == victim)
         ordered: tuple[CycleStep, ...] = cycle[start:] + cycle[:start]
         return DeadlockInfo(
@@ -299,6 +322,7 @@ class DeadlockMonitor:
             victim=victim,
             victim_waits_on=ordered[0].lock_path,
             victim_waits_on_holder=ordered[0].held_by,
+            victim_reason=reason,
         )
 
     def _agent_info(self, agent_id: str) -> AgentInfo:
@@ -310,6 +334,8 @@ class DeadlockMonitor:
             start_time=None if registration is None else registration.start_time,
             locks_held=self._graph.hold_count(agent_id),
             waits=self._graph.wait_count(agent_id),
+            times_given_way=self._times_given_way.get(agent_id, 0),
+            won_this_wait=agent_id in self._won_this_wait,
         )
 
     async def _confirmed(self, info: DeadlockInfo) -> bool:
@@ -360,6 +386,12 @@ class DeadlockMonitor:
 
     def _mark(self, info: DeadlockInfo) -> None:
         self._victims[info.victim] = info
+        # Counted when chosen (it gives way from here): the next choice ages it.
+        count = self._times_given_way.pop(info.victim, 0) + 1
+        self._times_given_way[info.victim] = count
+        if len(self._times_given_way) > GAVE_WAY_KEPT:
+            del self._times_given_way[next(iter(self._times_given_way))]
+        self._won_this_wait.update(a for a in info.agents if a != info.victim)
         signal = self._signals.pop(info.victim, None)
         if signal is not None:
             signal.deliver(info)
@@ -438,8 +470,8 @@ class DeadlockMonitor:
         Victim marks survive for victims that still wait. Call `check_all` to find cycles.
         """
         self._graph = WaitForGraph.from_snapshot(holds, waits)
-        for victim in list(self._victims):
-            self._clear_mark_if_done(victim)
+        for agent in [*self._victims, *self._won_this_wait]:
+            self._clear_mark_if_done(agent)
 
     def snapshot(self) -> MonitorSnapshot:
         graph = self._graph.snapshot()

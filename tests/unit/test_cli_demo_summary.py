@@ -122,6 +122,9 @@ def test_a_perfect_run_is_ok_and_says_so() -> None:
     assert "= 2.0x a raw mkdir+rmdir on this disk (1.00 ms)" in text
     assert "10.0x the busy event loop's wake-up delay (0.20 ms)" in text
     assert payload["mkdir_rmdir_median_s"] == 0.001
+    # The two scripted deadlocks each made a different agent give way.
+    assert payload["most_times_given_way"] == {"times": 1, "agents": ["agent-1", "agent-3"]}
+    assert "the most one agent gave way: once (agent-1, agent-3)" in text
 
 
 def test_every_broken_invariant_is_a_problem() -> None:

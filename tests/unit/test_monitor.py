@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
 from lockyard.core.ports import VictimNotices
-from lockyard.domain.deadlock import AgentInfo, Cycle, DeadlockMonitor, fewest_locks_then_youngest
+from lockyard.domain.deadlock import (
+    AgentInfo,
+    Cycle,
+    DeadlockMonitor,
+    cheapest_then_youngest,
+    victim_cost,
+)
 
 ACQUIRED = LockEventType.ACQUIRED
 WAITING = LockEventType.WAITING
@@ -262,7 +268,7 @@ async def test_every_cycle_closed_by_one_event_is_reported() -> None:
 
 
 @pytest.mark.anyio
-async def test_default_victim_is_fewest_locks_then_youngest_then_smallest_id() -> None:
+async def test_default_victim_with_no_history_is_fewest_locks_then_youngest_then_id() -> None:
     monitor = DeadlockMonitor()
     monitor.register_agent("old", start_time=100.0)
     monitor.register_agent("young", start_time=200.0)
@@ -719,10 +725,11 @@ def test_the_default_policy_is_deterministic_and_ignores_where_the_cycle_starts(
         for i, a in enumerate(ids)
     )
     turn %= len(cycle)
-    victim = fewest_locks_then_youngest(cycle, agents)
-    assert victim == fewest_locks_then_youngest(cycle[turn:] + cycle[:turn], agents)
+    victim = cheapest_then_youngest(cycle, agents)
+    assert victim == cheapest_then_youngest(cycle[turn:] + cycle[:turn], agents)
     fewest = min(info.locks_held for info in agents.values())
-    assert agents[victim].locks_held == fewest
+    assert agents[victim].locks_held == fewest  # nobody gave way yet: cost is locks held
+    assert victim_cost(agents[victim]) == min(victim_cost(info) for info in agents.values())
     peers = [info for info in agents.values() if info.locks_held == fewest]
     latest = agents[victim].start_time
     if latest is not None:  # a registered victim: no unregistered peer, and none younger

@@ -121,6 +121,14 @@ class DemoReport:
     def lost_edits(self) -> int:
         return sum(len(check.missing) for check in self.file_checks)
 
+    @property
+    def most_times_given_way(self) -> tuple[int, tuple[str, ...]]:
+        """The most deadlocks one agent gave way in, and the agents that did (the victim
+        policy's fairness: it ages an agent with each time it gave way)."""
+        counts = Counter(record.victim for record in self.deadlocks)
+        most = max(counts.values(), default=0)
+        return most, tuple(sorted(agent for agent, n in counts.items() if n == most))
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(replace(self, journal_stats=None))
         del data["journal_stats"], data["journal_location"]
@@ -131,6 +139,8 @@ class DemoReport:
         )
         data["ok"] = self.ok
         data["lost_edits"] = self.lost_edits
+        most, agents = self.most_times_given_way
+        data["most_times_given_way"] = {"times": most, "agents": list(agents)}
         data["file_checks"] = [asdict(check) | {"ok": check.ok} for check in self.file_checks]
         return data
 
@@ -243,6 +253,11 @@ def render_report(report: DemoReport, console: Console) -> None:
         f"lock_acquire returned the deadlock ({report.deadlock_results} results), "
         "its locks were released, it retried and finished",
     )
+    most, agents = report.most_times_given_way
+    if most:
+        shown = ", ".join(agents[:3]) + (f" and {len(agents) - 3} more" if len(agents) > 3 else "")
+        times = "once" if most == 1 else f"{most} times"
+        figures.add_row("", f"the most one agent gave way: {times} ({shown})")
     parts: list[Any] = [figures]
     for number, record in enumerate(report.deadlocks, start=1):
         line = Text(f" deadlock {number}: ", style="bold")

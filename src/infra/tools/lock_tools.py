@@ -573,6 +573,7 @@ def deadlock_payload(info: DeadlockInfo, released: list[str]) -> dict[str, Any]:
         "agents": info.agents,
         "files": info.lock_paths,
         "summary": info.describe(),
+        "why_you": info.victim_reason,
         "released": released,
         "instruction": DEADLOCK_INSTRUCTION,
     }
