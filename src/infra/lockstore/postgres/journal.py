@@ -8,6 +8,7 @@ journal by LISTEN on its channel, which every record's insert notifies.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -290,7 +291,8 @@ class PgJournal:
     ) -> Iterator[JournalRecord]:
         listening = connect(self.spec, self.bound, purpose="journal follower")
         try:
-            listening.execute(f'LISTEN "{journal_channel(self.spec.schema)}"')
+            for statement in self._follow_statements():
+                listening.execute(statement)
             position, records = self._start(query, backlog)
             yield from records
             while stop is None or not stop.is_set():
@@ -298,7 +300,22 @@ class PgJournal:
                     pass
                 yield from self._fresh(query, position)
         finally:
+            with contextlib.suppress(psycopg.Error):
+                listening.execute(self._unfollow_statement())
             listening.close()
+
+    def _follow_statements(self) -> list[str]:
+        """Listen, and say so: records are notified only while a follower is listed (the
+        rows of followers that are gone are dropped first)."""
+        followers = f"{self._s}.journal_followers"
+        return [
+            f'LISTEN "{journal_channel(self.spec.schema)}"',
+            f"DELETE FROM {followers} WHERE pid NOT IN (SELECT pid FROM pg_stat_activity)",
+            f"INSERT INTO {followers} VALUES (pg_backend_pid()) ON CONFLICT DO NOTHING",
+        ]
+
+    def _unfollow_statement(self) -> str:
+        return f"DELETE FROM {self._s}.journal_followers WHERE pid = pg_backend_pid()"
 
     async def follow_async(
         self, query: JournalQuery = EVERYTHING, *, backlog: int = 0
@@ -311,7 +328,8 @@ class PgJournal:
             conninfo(self.spec, self.bound, purpose="journal follower"), autocommit=True
         )
         try:
-            await listening.execute(f'LISTEN "{journal_channel(self.spec.schema)}"')
+            for statement in self._follow_statements():
+                await listening.execute(statement)
             position, records = await anyio.to_thread.run_sync(self._start, query, backlog)
             for record in records:
                 yield record
@@ -321,6 +339,8 @@ class PgJournal:
                 for record in await anyio.to_thread.run_sync(self._fresh, query, position):
                     yield record
         finally:
+            with anyio.CancelScope(shield=True), contextlib.suppress(psycopg.Error):
+                await listening.execute(self._unfollow_statement())
             await listening.close()
 
     def _start(self, query: JournalQuery, backlog: int) -> tuple[_Position, list[JournalRecord]]:

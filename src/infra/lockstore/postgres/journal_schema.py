@@ -7,10 +7,9 @@ statements of the store, `take_slow`, `hand_off`, `advance`, `leave`, `cleanup`,
 statements that know more say it in transaction-local settings the triggers read:
 
 - `lockyard.handing` (set by `hand_off`): a holder written in now was handed the lock by
-  a release, not a taker of a free lock (a hand-over, not a grant); the release statement
-  that writes the next holder over the last one is a hand-over by itself;
-- `lockyard.freed` (set by the trigger): the agent whose lock was just freed in this
-  transaction, named as the hand-over's giver;
+  a release, not a taker of a free lock (a hand-over, not a grant; its giver is the
+  agent of the lock's last release record); the release statement that writes the next
+  holder over the last one is a hand-over by itself;
 - `lockyard.why` (set by the client with `leave`): how a wait that did not get its lock
   ended: timed-out, cancelled or victim;
 - `lockyard.cause` = `operator` (set by `lockyard clean` and the admin tools): a lock freed
@@ -98,39 +97,23 @@ CREATE UNLOGGED TABLE {s}.journal (
     guard text,
     detail jsonb
 );
-CREATE INDEX journal_t ON {s}.journal (t);
-
--- One record; every PRUNE_EVERY-th also drops what is past the writer's retention.
-CREATE FUNCTION {s}.journal_write(p_t double precision, p_kind text, p_ns text,
-    p_agent text, p_file text, p_session text, p_pid integer, p_host text, p_fence bigint,
-    p_waited double precision, p_held double precision, p_outcome text, p_other text,
-    p_reason text) RETURNS void LANGUAGE plpgsql AS $$
-DECLARE n bigint;
-BEGIN
-    INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host, fence,
-        waited, held, outcome, other, reason)
-    VALUES (p_t, p_kind, p_ns, p_agent, p_file, coalesce(p_session, ''),
-        coalesce(p_pid, 0), coalesce(p_host, ''), p_fence, p_waited, p_held, p_outcome,
-        p_other, p_reason)
-    RETURNING id INTO n;
-    IF n % 1024 = 0 THEN
-        DELETE FROM {s}.journal WHERE t < p_t - coalesce(
-            nullif(current_setting('lockyard.retention', true), '')::double precision,
-            1209600);
-    END IF;
-    PERFORM pg_notify('{prefix}_journal', '');
-EXCEPTION WHEN OTHERS THEN
-    -- The journal never fails the change it records (a full disk, a revoked privilege):
-    -- the change commits without its record, and the server logs why.
-    RAISE WARNING 'lockyard journal: a % record was not written: %', p_kind, SQLERRM;
-END $$;
+-- Records are appended in time order: a block range index finds a time window at the cost
+-- of a few bytes per 128 pages, where a B-tree would cost every insert a second index.
+CREATE INDEX journal_t ON {s}.journal USING brin (t);
+-- The backends following the journal (`lockyard log --follow`, the views): a record is
+-- notified only while there is one, so that a journal nobody follows costs no NOTIFY.
+CREATE UNLOGGED TABLE {s}.journal_followers (pid integer PRIMARY KEY);
 
 -- A holds row changed holder: the holder it had lost it (release, reclaim, operator
--- release), the holder it has now got it (grant, hand-over).
+-- release), the holder it has now got it (grant, hand-over). The whole body is one
+-- subtransaction: a record that cannot be written (a full disk, a revoked privilege) never
+-- fails the change it records, which commits without it while the server logs why.
 CREATE FUNCTION {s}.journal_holds() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     now double precision := date_part('epoch', clock_timestamp());
     kind text;
+    giver text;
+    n bigint;
 BEGIN
     IF TG_OP <> 'INSERT' AND OLD.agent_id IS NOT NULL THEN
         kind := CASE
@@ -138,42 +121,87 @@ BEGIN
             WHEN OLD.session::text IS DISTINCT FROM current_setting('lockyard.session', true)
                 THEN 'reclaim'
             ELSE 'release' END;
-        PERFORM {s}.journal_write(now, kind, OLD.namespace, OLD.agent_id, OLD.key,
-            OLD.session::text, OLD.pid, OLD.host, NULL, NULL, now - OLD.acquired_at, NULL,
+        INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host, held,
+            other, reason)
+        VALUES (now, kind, OLD.namespace, OLD.agent_id, OLD.key, OLD.session::text,
+            coalesce(OLD.pid, 0), coalesce(OLD.host, ''), now - OLD.acquired_at,
             CASE kind WHEN 'operator-release'
                 THEN nullif(current_setting('lockyard.operator', true), '') END,
             CASE kind WHEN 'reclaim'
-                THEN 'its database session ' || OLD.session || ' ended' END);
-        PERFORM set_config('lockyard.freed', OLD.agent_id, true);
+                THEN 'its database session ' || OLD.session || ' ended' END)
+        RETURNING id INTO n;
+        IF n % 1024 = 0 THEN  -- now and then: drop what is past the writer's retention
+            DELETE FROM {s}.journal WHERE t < now - coalesce(
+                nullif(current_setting('lockyard.retention', true), '')::double precision,
+                1209600);
+        END IF;
     END IF;
     IF TG_OP <> 'DELETE' AND NEW.agent_id IS NOT NULL THEN
-        kind := CASE WHEN TG_OP = 'UPDATE' AND OLD.agent_id IS NOT NULL THEN 'hand-over'
-            WHEN current_setting('lockyard.handing', true) = 'on' THEN 'hand-over'
-            ELSE 'grant' END;
-        PERFORM {s}.journal_write(now, kind, NEW.namespace, NEW.agent_id, NEW.key,
-            NEW.session::text, NEW.pid, NEW.host, NEW.fence, NULL, NULL, NULL,
-            CASE kind WHEN 'hand-over' THEN coalesce(OLD.agent_id,
-                nullif(current_setting('lockyard.freed', true), '')) END, NULL);
+        IF TG_OP = 'UPDATE' AND OLD.agent_id IS NOT NULL THEN
+            kind := 'hand-over';
+            giver := OLD.agent_id;
+        ELSIF current_setting('lockyard.handing', true) = 'on' THEN
+            kind := 'hand-over';  -- freed earlier in this transaction: by whom, it says
+            SELECT agent INTO giver FROM {s}.journal WHERE namespace = NEW.namespace
+                AND file = NEW.key AND kind IN ('release', 'reclaim', 'operator-release')
+                ORDER BY id DESC LIMIT 1;
+        ELSE
+            kind := 'grant';
+        END IF;
+        INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host, fence,
+            other)
+        VALUES (now, kind, NEW.namespace, NEW.agent_id, NEW.key, NEW.session::text,
+            coalesce(NEW.pid, 0), coalesce(NEW.host, ''), NEW.fence, giver)
+        RETURNING id INTO n;
+        IF n % 1024 = 0 THEN  -- now and then: drop what is past the writer's retention
+            DELETE FROM {s}.journal WHERE t < now - coalesce(
+                nullif(current_setting('lockyard.retention', true), '')::double precision,
+                1209600);
+        END IF;
     END IF;
+    IF EXISTS (SELECT 1 FROM {s}.journal_followers) THEN  -- nobody follows: no NOTIFY
+        PERFORM pg_notify('{prefix}_journal', '');
+    END IF;
+    RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+    RAISE WARNING 'lockyard journal: a record of % was not written: %', TG_TABLE_NAME, SQLERRM;
     RETURN NULL;
 END $$;
 
 -- A queue entry came (wait-begin) or went (wait-end: granted when its token now holds the
 -- lock, else as the client said, else cancelled).
 CREATE FUNCTION {s}.journal_waiters() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE now double precision := date_part('epoch', clock_timestamp());
+DECLARE
+    now double precision := date_part('epoch', clock_timestamp());
+    n bigint;
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        PERFORM {s}.journal_write(now, 'wait-begin', NEW.namespace, NEW.agent_id, NEW.key,
-            NEW.session::text, NEW.pid, NEW.host, NULL, NULL, NULL, NULL, NULL, NULL);
-        RETURN NULL;
+        INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host)
+        VALUES (now, 'wait-begin', NEW.namespace, NEW.agent_id, NEW.key, NEW.session::text,
+            NEW.pid, NEW.host)
+        RETURNING id INTO n;
+    ELSE
+        INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host, waited,
+            outcome)
+        VALUES (now, 'wait-end', OLD.namespace, OLD.agent_id, OLD.key, OLD.session::text,
+            OLD.pid, OLD.host, now - OLD.since,
+            CASE WHEN EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = OLD.namespace
+                              AND key = OLD.key AND token = OLD.token) THEN 'granted'
+                ELSE coalesce(nullif(current_setting('lockyard.why', true), ''), 'cancelled')
+            END)
+        RETURNING id INTO n;
     END IF;
-    PERFORM {s}.journal_write(now, 'wait-end', OLD.namespace, OLD.agent_id, OLD.key,
-        OLD.session::text, OLD.pid, OLD.host, NULL, now - OLD.since, NULL,
-        CASE WHEN EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = OLD.namespace
-                          AND key = OLD.key AND token = OLD.token) THEN 'granted'
-            ELSE coalesce(nullif(current_setting('lockyard.why', true), ''), 'cancelled')
-        END, NULL, NULL);
+    IF n % 1024 = 0 THEN  -- now and then: drop what is past the writer's retention
+        DELETE FROM {s}.journal WHERE t < now - coalesce(
+            nullif(current_setting('lockyard.retention', true), '')::double precision,
+            1209600);
+    END IF;
+    IF EXISTS (SELECT 1 FROM {s}.journal_followers) THEN
+        PERFORM pg_notify('{prefix}_journal', '');
+    END IF;
+    RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+    RAISE WARNING 'lockyard journal: a record of % was not written: %', TG_TABLE_NAME, SQLERRM;
     RETURN NULL;
 END $$;
 
