@@ -180,33 +180,52 @@ def test_a_sealed_segment_that_grew_after_its_summary_is_summed_whole(
     assert stats.last == T0 + 5000
 
 
-def test_a_follower_gets_its_backlog_then_each_new_record_across_a_sealing(
+def test_a_follower_gets_its_backlog_then_every_record_however_many_sealings_it_slept_through(
     writer: JournalFiles, lock_dir: Path
 ) -> None:
     for i in range(10):
         writer.append(rec(i))
     journal = FileJournal(lock_dir)
+    stop = threading.Event()
+    follower = journal.follow(JournalQuery.of(agents=["agent-0"]), backlog=2, stop=stop)
+    got = [next(follower).time - T0, next(follower).time - T0]  # the backlog
+    assert got == [6, 9]
+    # The follower sleeps (a suspended generator) while the writers seal segment after
+    # segment (64 KiB each): on waking it reads every one of them, then the current one.
+    for i in range(10, 2000):
+        writer.append(rec(i))
+    assert len(sealed_segments(journal_dir(lock_dir))) >= 3
+    wanted = list(range(12, 2000, 3))
+    while len(got) < 2 + len(wanted):
+        got.append(next(follower).time - T0)
+    stop.set()
+    follower.close()
+    assert got[2:] == wanted
+
+
+def test_a_follower_in_another_thread_is_woken_by_each_write(
+    writer: JournalFiles, lock_dir: Path
+) -> None:
+    writer.append(rec(0))
+    journal = FileJournal(lock_dir)
     got: list[float] = []
     stop = threading.Event()
-    started = threading.Event()
 
     def follow() -> None:
-        for record in journal.follow(JournalQuery.of(agents=["agent-0"]), backlog=2, stop=stop):
-            started.set()
+        for record in journal.follow(backlog=1, stop=stop):
             got.append(record.time - T0)
 
     thread = threading.Thread(target=follow)
     thread.start()
     try:
-        wait_until(started.is_set)
-        for i in range(10, 2000):  # several sealings of the 64 KiB segment
+        wait_until(lambda: got == [0])  # the backlog: the follower is reading
+        for i in (1, 2):
             writer.append(rec(i))
-        wanted = [6, 9, *range(12, 2000, 3)]
-        wait_until(lambda: len(got) >= len(wanted))
+            wait_until(lambda i=i: i in got)  # type: ignore[misc]
     finally:
         stop.set()
         thread.join()
-    assert got == wanted
+    assert got == [0, 1, 2]
 
 
 @pytest.mark.anyio

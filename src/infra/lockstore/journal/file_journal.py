@@ -194,6 +194,10 @@ class FileJournal:
             tail.close()
 
 
+def _number(segment: Path) -> int:
+    return int(segment.name[:8])
+
+
 def _file_id(info: os.stat_result) -> tuple[int, int]:
     return info.st_dev, info.st_ino
 
@@ -230,6 +234,10 @@ class _Tail:
         self.keep = query.prefilter()
         self.fd = -1
         self.position = 0
+        self.last_sealed = 0
+        """The number of the last sealed segment read (or older than where the tail began)."""
+        self.finished: tuple[int, int] | None = None
+        """The file the tail read until it was sealed (skipped when listed as sealed)."""
         self.inotify = Inotify.open()
         directory.mkdir(mode=0o700, exist_ok=True)  # FileNotFoundError: no lock directory
         if self.inotify is not None:
@@ -248,30 +256,63 @@ class _Tail:
             self.fd = open_segment(self.directory / ACTIVE)
         except FileNotFoundError:
             self.fd, self.position = -1, 0
-            return
-        self.position = whole_end(self.fd, os.fstat(self.fd).st_size)
+        else:
+            self.position = whole_end(self.fd, os.fstat(self.fd).st_size)
+        # Segments sealed from now on are read by the tail (listed after the open: one sealed
+        # in between is older than the file we hold, and the backlog's).
+        sealed = sealed_segments(self.directory)
+        self.last_sealed = _number(sealed[-1]) if sealed else 0
 
     def read_new(self) -> Iterator[JournalRecord]:
+        """The records written since the last call, across any number of sealings."""
         while True:
-            if self.fd < 0:
-                try:
-                    self.fd = open_segment(self.directory / ACTIVE)
-                except FileNotFoundError:
+            if self.fd >= 0:
+                yield from self._drain()
+                if not self._sealed_since():
                     return
-                self.position = 0
-            yield from self._drain()
-            if not self._sealed_since():
+                yield from self._drain()  # whatever reached it before its sealing
+                self.finished = _file_id(os.fstat(self.fd))
+                os.close(self.fd)
+                self.fd = -1
+            try:
+                fd = open_segment(self.directory / ACTIVE)
+            except FileNotFoundError:
+                fd = -1
+            current = None if fd < 0 else _file_id(os.fstat(fd))
+            yield from self._sealed_after(current)
+            if fd < 0:
                 return
-            yield from self._drain()  # whatever reached the old segment before its sealing
-            os.close(self.fd)
-            self.fd = -1
+            self.fd, self.position = fd, 0  # then drained, and sealed again meanwhile?
+
+    def _sealed_after(self, current: tuple[int, int] | None) -> Iterator[JournalRecord]:
+        """Every segment sealed since the last one read, whole, in order (several when the
+        writers sealed faster than this reader woke), but the one just read to its end and
+        the one about to be read as the current one."""
+        for path in sealed_segments(self.directory):
+            number = _number(path)
+            if number <= self.last_sealed:
+                continue
+            self.last_sealed = number
+            try:
+                fd = open_segment(path)
+            except OSError:
+                continue  # deleted to keep the journal in bounds: its records are gone
+            try:
+                if _file_id(os.fstat(fd)) in (self.finished, current):
+                    continue
+                yield from self._lines(fd, 0, whole_end(fd, os.fstat(fd).st_size))
+            finally:
+                os.close(fd)
 
     def _drain(self) -> Iterator[JournalRecord]:
         end = whole_end(self.fd, os.fstat(self.fd).st_size)
         if end <= self.position:
             return
         start, self.position = self.position, end
-        for _after, line in lines_forward(self.fd, start, end):
+        yield from self._lines(self.fd, start, end)
+
+    def _lines(self, fd: int, start: int, end: int) -> Iterator[JournalRecord]:
+        for _after, line in lines_forward(fd, start, end):
             if self.keep is not None and not self.keep(line):
                 continue
             record = parse_line(line)
