@@ -14,8 +14,6 @@ from cli_support import LOCKYARD, lockyard
 from lockyard.infra.lockstore.journal.files import JournalFiles, journal_dir
 from lockyard.infra.lockstore.journal.record import CycleStep, JournalRecord, deadlock_record
 
-NOW = time.time()
-
 
 def write(lock_dir: Path, *records: JournalRecord) -> None:
     lock_dir.mkdir(exist_ok=True)
@@ -25,21 +23,26 @@ def write(lock_dir: Path, *records: JournalRecord) -> None:
     files.close()
 
 
-def rec(ago: float, kind: str, agent: str, file: str, **more: object) -> JournalRecord:
-    return JournalRecord(NOW - ago, kind, "ns", agent, file, "1.2", 77, "h", **more)  # type: ignore[arg-type]
+def rec(now: float, ago: float, kind: str, agent: str, file: str, **more: object) -> JournalRecord:
+    return JournalRecord(now - ago, kind, "ns", agent, file, "1.2", 77, "h", **more)  # type: ignore[arg-type]
 
 
 def a_day(lock_dir: Path) -> None:
+    """An afternoon's records, timed back from now: the tests' `--since` windows are relative
+    to when the command runs, so the records must be too (not to when pytest imported this)."""
+    now = time.time()
     write(
         lock_dir,
-        rec(3600, "grant", "codex-1", "src/models.py"),
-        rec(3500, "wait-begin", "claude-2", "src/models.py"),
-        rec(3300, "release", "codex-1", "src/models.py", held=300.0),
-        rec(3300, "hand-over", "claude-2", "src/models.py", other="codex-1"),
-        rec(3300, "wait-end", "claude-2", "src/models.py", outcome="granted", waited=200.0),
-        rec(600, "denied", "codex-1", "src/\x1b[2Jevil.py", guard="write", reason="not locked"),
+        rec(now, 3600, "grant", "codex-1", "src/models.py"),
+        rec(now, 3500, "wait-begin", "claude-2", "src/models.py"),
+        rec(now, 3300, "release", "codex-1", "src/models.py", held=300.0),
+        rec(now, 3300, "hand-over", "claude-2", "src/models.py", other="codex-1"),
+        rec(now, 3300, "wait-end", "claude-2", "src/models.py", outcome="granted", waited=200.0),
+        rec(
+            now, 600, "denied", "codex-1", "src/\x1b[2Jevil.py", guard="write", reason="not locked"
+        ),
         deadlock_record(
-            time=NOW - 60,
+            time=now - 60,
             namespace="ns",
             session="m",
             pid=1,
@@ -114,7 +117,7 @@ def test_log_follow_prints_new_records_as_they_are_written(lock_dir: Path) -> No
     try:
         assert follower.stdout is not None
         assert json.loads(follower.stdout.readline())["kind"] == "deadlock"
-        write(lock_dir, rec(0, "grant", "late-agent", "src/new.py"))
+        write(lock_dir, rec(time.time(), 0, "grant", "late-agent", "src/new.py"))
         assert json.loads(follower.stdout.readline())["agent"] == "late-agent"
     finally:
         follower.terminate()
