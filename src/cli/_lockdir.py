@@ -45,11 +45,13 @@ def resolve_lock_dir(option: Path | None) -> Path:
 
 
 class LockDirNotCreatedError(Exception):
-    """The lock directory does not exist yet: nothing was ever locked there."""
+    """The lock directory (or PostgreSQL schema) does not exist yet: nothing was ever locked
+    there."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(f"lock directory {path} does not exist yet")
+    def __init__(self, path: Path | str, why: str = "the directory does not exist yet") -> None:
+        super().__init__(f"{path}: {why}")
         self.path = path
+        self.why = why
 
 
 def location_source(option: Path | None, backend: str | None) -> str:
@@ -116,9 +118,14 @@ def open_store(
     if spec is not None and is_postgres_spec(spec):
         if option is not None:
             raise CliError("pass either --lock-dir or a PostgreSQL --backend", ExitCode.USAGE)
+        from ..infra.lockstore.postgres import SchemaMissingError
+
         with store_errors():
-            store = open_backend(None, spec)
-            store.connect()  # type: ignore[attr-defined]
+            store = open_backend(None, spec, read_only=read_only)
+            try:
+                store.connect()  # type: ignore[attr-defined]
+            except SchemaMissingError as missing:  # reading only: nothing is created
+                raise LockDirNotCreatedError(store.location, missing.reason) from None
             return store
     if spec is not None and spec.strip() != "file":
         option = Path(spec) if option is None else option

@@ -129,7 +129,7 @@ def clean(
         raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
 
 
-def _report_not_created(path: Path, source: str, mode: str, json_output: bool) -> None:
+def _report_not_created(path: Path | str, source: str, mode: str, json_output: bool) -> None:
     if json_output:
         print_json(
             {

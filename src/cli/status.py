@@ -71,7 +71,7 @@ def status(
     try:
         store = open_store(lock_dir, backend, read_only=True)  # inspecting changes nothing
     except LockDirNotCreatedError as missing:  # nothing locked yet: empty, not an error
-        _show_not_created(missing.path, source, json_output)
+        _show_not_created(missing.path, missing.why, source, json_output)
         return
     with store_errors():
         snapshot = store.snapshot()
@@ -92,15 +92,14 @@ def status(
         raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
 
 
-def _show_not_created(path: Path, source: str, json_output: bool) -> None:
+def _show_not_created(path: Path | str, why: str, source: str, json_output: bool) -> None:
     if json_output:
         empty = StoreSnapshot(holds={}, waits=(), locks=())
         payload = status_payload(path, empty, [], [])
         print_json(payload | {"lock_dir_source": source, "lock_dir_exists": False})
         return
     table_console().print(
-        f"No locks in {path} ({source}): the directory does not exist yet, so no agent has "
-        "locked anything there."
+        f"No locks in {path} ({source}): {why}, so no agent has locked anything there."
     )
 
 

@@ -59,12 +59,14 @@ def open_backend(
     lock_dir: str | os.PathLike[str] | None = None,
     namespace: str | None = None,
     allow_outside_repo: bool = False,
+    read_only: bool = False,
 ) -> LockBackend:
     """A lock store for `repo_namespace` on the backend `backend` names (see the module doc).
 
     `lock_dir` is the older way to name a lock directory; it cannot be combined with a
     PostgreSQL backend. `namespace` names the repository explicitly (default:
-    `LOCKYARD_NAMESPACE`, else the repository's own identity).
+    `LOCKYARD_NAMESPACE`, else the repository's own identity). `read_only`: for inspecting
+    (`lockyard status`): nothing is created or changed, and read rights are enough.
     """
     spec = chosen_spec(backend)
     if spec is not None and is_postgres_spec(spec):
@@ -75,14 +77,22 @@ def open_backend(
         from .postgres.store import PgLockStore
 
         return PgLockStore(
-            repo_namespace, spec, namespace=namespace, allow_outside_repo=allow_outside_repo
+            repo_namespace,
+            spec,
+            namespace=namespace,
+            allow_outside_repo=allow_outside_repo,
+            read_only=read_only,
         )
     if spec is not None and spec.strip() != FILE_WORD:
         if lock_dir is not None and os.fspath(lock_dir) != spec:
             raise BackendSpecError(f"pass either lock_dir={lock_dir!s} or backend={spec}, not both")
         lock_dir = spec
     return LockStore(
-        repo_namespace, lock_dir, namespace=namespace, allow_outside_repo=allow_outside_repo
+        repo_namespace,
+        lock_dir,
+        namespace=namespace,
+        allow_outside_repo=allow_outside_repo,
+        read_only=read_only,
     )
 
 

@@ -23,7 +23,15 @@ from .dsn import (
 if TYPE_CHECKING:
     from .cluster import ClusterError, ThrowawayCluster
     from .listener import close_listeners
-    from .schema import SCHEMA_VERSION, SchemaError, graph_channel, lock_class, namespace_channel
+    from .privileges import PrivilegeError
+    from .schema import (
+        SCHEMA_VERSION,
+        SchemaError,
+        SchemaMissingError,
+        graph_channel,
+        lock_class,
+        namespace_channel,
+    )
     from .session import BackendUnavailableError
     from .store import PgLockStore
 
@@ -33,6 +41,8 @@ _LAZY = {
     "close_listeners": ".listener",
     "SCHEMA_VERSION": ".schema",
     "SchemaError": ".schema",
+    "SchemaMissingError": ".schema",
+    "PrivilegeError": ".privileges",
     "graph_channel": ".schema",
     "lock_class": ".schema",
     "namespace_channel": ".schema",
@@ -49,7 +59,9 @@ __all__ = [
     "KeepaliveBound",
     "PgLockStore",
     "PgSpec",
+    "PrivilegeError",
     "SchemaError",
+    "SchemaMissingError",
     "ThrowawayCluster",
     "close_listeners",
     "graph_channel",

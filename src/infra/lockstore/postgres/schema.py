@@ -969,12 +969,50 @@ def ddl(schema: str, version: int = SCHEMA_VERSION) -> str:
 
 
 def installed_version(conn: psycopg.Connection[Any], schema: str) -> int | None:
-    """The version recorded in `schema`, or None when lockyard's tables are not there."""
-    found = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".meta',)).fetchone()
+    """The version recorded in `schema`, or None when lockyard's tables are not there;
+    SchemaError when a table `meta` is there that is not lockyard's."""
+    found = conn.execute(
+        "SELECT to_regclass(%s)::oid, (SELECT atttypid = 'integer'::regtype FROM pg_attribute"
+        " WHERE attrelid = to_regclass(%s) AND attname = 'version' AND NOT attisdropped)",
+        (f'"{schema}".meta', f'"{schema}".meta'),
+    ).fetchone()
     if found is None or found[0] is None:
         return None
+    if not found[1]:
+        raise SchemaError(_foreign(schema, "a table meta with no integer column version"))
     row = conn.execute(f'SELECT version FROM "{schema}".meta').fetchone()
     return None if row is None else int(row[0])
+
+
+class SchemaMissingError(SchemaError):
+    """lockyard's schema is not in the database (yet): nothing was ever locked there."""
+
+    def __init__(self, schema: str) -> None:
+        self.reason = f"lockyard's schema {schema!r} does not exist in this database yet"
+        super().__init__(f"{self.reason}: no agent has locked anything there")
+
+
+def _foreign(schema: str, what: str) -> str:
+    return (
+        f"schema {schema!r} already holds {what}, which lockyard did not create: lockyard "
+        "keeps its tables in a schema of its own; name another one in the backend spec "
+        f"(?lockyard_schema=NAME), or move that object out of {schema!r}"
+    )
+
+
+def check_schema(conn: psycopg.Connection[Any], schema: str) -> None:
+    """For reading only: `schema` is there at this version, untouched (SchemaMissingError
+    when absent; SchemaError when older or newer: reading never upgrades)."""
+    version = installed_version(conn, schema)
+    if version is None:
+        raise SchemaMissingError(schema)
+    if version < SCHEMA_VERSION:
+        raise SchemaError(
+            f"the database's lockyard schema {schema!r} is version {version}, older than this "
+            f"lockyard ({SCHEMA_VERSION}); reading never upgrades it: run a command that locks "
+            "(lockyard serve, clean), as a role that owns the schema, to upgrade it"
+        )
+    check_version(version, schema)
 
 
 def ensure_schema(conn: psycopg.Connection[Any], schema: str) -> None:
@@ -994,8 +1032,17 @@ def ensure_schema(conn: psycopg.Connection[Any], schema: str) -> None:
             version = installed_version(conn, schema)
             if version is None or version < SCHEMA_VERSION:
                 sql = ddl(schema) if version is None else upgrade_ddl(schema, version)
-                with conn.transaction():
-                    conn.execute(sql.encode())
+                try:
+                    with conn.transaction():
+                        conn.execute(sql.encode())
+                except (
+                    psycopg.errors.DuplicateTable,
+                    psycopg.errors.DuplicateObject,
+                    psycopg.errors.DuplicateFunction,
+                ) as exc:
+                    detail = (exc.diag.message_primary or str(exc)).replace('"', "")
+                    what = f"an object of the same name ({detail})"
+                    raise SchemaError(_foreign(schema, what)) from None
                 version = SCHEMA_VERSION
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s, -1)", (lock_class(schema),))

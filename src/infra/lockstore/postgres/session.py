@@ -26,7 +26,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from ..errors import BackendError
 from .dsn import KeepaliveBound, PgSpec
 from .journal_schema import journal_settings
-from .schema import SchemaError, ensure_schema
+from .privileges import PrivilegeError, privilege_error
+from .schema import SchemaError, check_schema, ensure_schema
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +57,16 @@ def conninfo(spec: PgSpec, bound: KeepaliveBound, *, purpose: str) -> str:
     )
 
 
-def connect(spec: PgSpec, bound: KeepaliveBound, *, purpose: str) -> psycopg.Connection[Any]:
-    """A new autocommit connection with lockyard's keepalive bound on both ends."""
+def connect(
+    spec: PgSpec, bound: KeepaliveBound, *, purpose: str, read_only: bool = False
+) -> psycopg.Connection[Any]:
+    """A new autocommit connection with lockyard's keepalive bound on both ends.
+
+    It makes sure lockyard's schema is there (created or upgraded on first use), unless
+    `read_only`: then the schema is only checked (`check_schema`: SchemaMissingError when
+    absent) and every transaction of the connection is read-only, so a role with read
+    rights alone can inspect. A privilege the server finds missing is a PrivilegeError that
+    names every privilege the role lacks."""
     info = conninfo(spec, bound, purpose=purpose)
     for pause in (*CONNECT_RETRY_PAUSES, None):
         try:
@@ -68,19 +77,27 @@ def connect(spec: PgSpec, bound: KeepaliveBound, *, purpose: str) -> psycopg.Con
                 raise BackendUnavailableError(_explain(spec, exc)) from None
             time.sleep(pause)
     try:
+        values = session_settings(bound, conn.info.server_version)
+        if read_only:
+            values["default_transaction_read_only"] = "on"
         settings = ", ".join(
-            f"set_config('{name}', '{value}', false)"
-            for name, value in session_settings(bound, conn.info.server_version).items()
+            f"set_config('{name}', '{value}', false)" for name, value in values.items()
         )
         conn.execute(f"SELECT {settings}")
         key = (spec.conninfo, spec.schema)
-        if key not in _ensured:
+        if read_only:
+            check_schema(conn, spec.schema)
+        elif key not in _ensured:
             ensure_schema(conn, spec.schema)
             with _ensured_guard:
                 _ensured.add(key)
     except SchemaError:
         conn.close()
         raise
+    except psycopg.errors.InsufficientPrivilege as exc:
+        error = privilege_error(conn, spec.display, spec.schema, write=not read_only, refusal=exc)
+        conn.close()
+        raise error from None
     except psycopg.Error as exc:
         conn.close()
         raise BackendUnavailableError(_explain(spec, exc)) from None
@@ -123,9 +140,7 @@ def _transient(exc: psycopg.Error) -> bool:
 def _explain(spec: PgSpec, exc: psycopg.Error) -> str:
     detail = " ".join(str(exc).split()) or type(exc).__name__
     hint = ""
-    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
-        hint = " (grant lockyard's role the rights docs/postgres.md lists)"
-    elif "password" in detail or "authentication" in detail:
+    if "password" in detail or "authentication" in detail:
         hint = " (check the user and password: PGPASSWORD, ~/.pgpass or the URI)"
     return f"PostgreSQL at {spec.display} is unavailable: {detail}{hint}"
 
@@ -158,9 +173,12 @@ Param = str | int | float | None
 class Session:
     """The store's command connection, used by one thread at a time."""
 
-    def __init__(self, spec: PgSpec, bound: KeepaliveBound) -> None:
+    def __init__(self, spec: PgSpec, bound: KeepaliveBound, *, read_only: bool = False) -> None:
         self.spec = spec
         self.bound = bound
+        self.read_only = read_only
+        """Only reads: no schema created, no session number drawn (`number` stays 0, which
+        no session has), every transaction read-only (`connect`)."""
         self.generation = 0
         self.number = 0
         self._conn: psycopg.Connection[Any] | None = None
@@ -176,9 +194,17 @@ class Session:
     def _open(self) -> psycopg.Connection[Any]:
         if self.closed:
             raise BackendUnavailableError(f"the lock store on {self.spec.display} was closed")
-        conn = connect(self.spec, self.bound, purpose="store")
+        conn = connect(self.spec, self.bound, purpose="store", read_only=self.read_only)
+        if self.read_only:
+            self.generation += 1
+            self._conn = conn
+            return conn
         try:
             row = self._open_session(conn)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            error = self._privilege_error(conn, exc)
+            conn.close()
+            raise error from None
         except psycopg.Error as exc:
             conn.close()
             raise BackendUnavailableError(_explain(self.spec, exc)) from None
@@ -214,6 +240,8 @@ class Session:
                 conn = self._conn if self._conn is not None else self._open()
                 try:
                     return self._retrying_rollbacks(operation, conn, rollbacks)
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    raise self._privilege_error(conn, exc) from None
                 except psycopg.OperationalError as exc:
                     if not _connection_lost(conn):
                         raise BackendUnavailableError(_explain(self.spec, exc)) from None
@@ -309,6 +337,13 @@ class Session:
                 if rollbacks >= _MAX_ROLLBACK_RETRIES:
                     raise
                 time.sleep(random.uniform(0, 0.002 * rollbacks))  # de-synchronise the pair
+
+    def _privilege_error(
+        self, conn: psycopg.Connection[Any], refusal: psycopg.Error
+    ) -> PrivilegeError:
+        return privilege_error(
+            conn, self.spec.display, self.spec.schema, write=not self.read_only, refusal=refusal
+        )
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None

@@ -88,7 +88,10 @@ class PgLockStore:
         allow_outside_repo: bool = False,
         liveness_interval: float = DEFAULT_LIVENESS_INTERVAL,
         keepalive: KeepaliveBound | None = None,
+        read_only: bool = False,
     ) -> None:
+        """`read_only`: for inspecting (`lockyard status`): the schema is not created nor
+        upgraded, no session is opened, and SELECT on the tables is all the role needs."""
         # (namespace, repository-relative key) pairs only: see lockstore/identity.py.
         self.identity: RepoIdentity = resolve_identity(repo_namespace, namespace)
         self.namespace: str = self.identity.namespace
@@ -99,7 +102,7 @@ class PgLockStore:
         self.bound = keepalive if keepalive is not None else KeepaliveBound.from_env()
         self.schema = self.spec.schema
         self._s = f'"{self.schema}"'
-        self.session = Session(self.spec, self.bound)
+        self.session = Session(self.spec, self.bound, read_only=read_only)
         self._grants: dict[tuple[str, str], Grant] = {}  # (key, agent) -> grant
         self._grants_guard = threading.Lock()  # threads share a store
         # Wakers of ended waits, for the next: closing one (its eventfd) is a system call on

@@ -73,8 +73,7 @@ def open_serve_store(
             store = open_backend(str(repo), spec, namespace=namespace)
             return store.connect()  # type: ignore[attr-defined, no-any-return]
         except LockStoreError as exc:
-            raise ServeConfigError(str(exc), "start the server or fix --backend",
-                                   lock_dir_problem=True) from None  # fmt: skip
+            raise ServeConfigError(str(exc), _backend_hint(exc), lock_dir_problem=True) from None
     try:
         named = None if spec is None or spec.strip() == FILE_WORD else spec
         store = LockStore(
@@ -90,3 +89,17 @@ def open_serve_store(
         hint = "pass --lock-dir (or set LOCKYARD_LOCK_DIR) to a private directory of yours"
         raise ServeConfigError(str(exc), hint, lock_dir_problem=True) from None
     return store
+
+
+def _backend_hint(error: LockStoreError) -> str:
+    """What to do about a PostgreSQL backend that cannot be used: the server is up and says
+    no (a privilege, a schema not lockyard's) or it cannot be reached."""
+    from ...lockstore.postgres import BackendSpecError, PrivilegeError, SchemaError
+
+    if isinstance(error, PrivilegeError):
+        return "grant the role what the message lists, or name another role in --backend"
+    if isinstance(error, SchemaError):
+        return "name another schema (?lockyard_schema=NAME in --backend), or fix the one named"
+    if isinstance(error, BackendSpecError):
+        return "fix --backend"
+    return "start the server or fix --backend"
