@@ -9,11 +9,15 @@
 2. Handoff: agent A holds a file and B waits for it in a blocking lock_acquire; the time from
    A's lock_release call to B's lock_acquire returning. Between two sandboxes (two `serve
    --ipc` processes, one host) against two `lockyard serve` processes on one lock directory.
+3. The write guard: one `lockyard hook pre-tool-use` process judging a Write of a file the
+   agent holds, inside a sandbox (`--ipc`: a `check` round trip through the folder to the
+   host) against the same command on the lock directory (`--agent-id --lock-dir`), alternating.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -72,6 +76,15 @@ async def round_trip(client: Client, name: str) -> float:
     return time.perf_counter() - start
 
 
+async def guard_call(argv: list[str], payload: bytes) -> float:
+    start = time.perf_counter()
+    done = await anyio.run_process(argv, input=payload, env=env(), check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0 or done.stdout.strip():
+        raise SystemExit(f"the hook did not allow the write: {done.stdout!r} {done.stderr!r}")
+    return elapsed
+
+
 async def handoff(store: LockStore, holder: Client, waiter: Client, agent: str) -> float:
     await holder.call_tool("lock_acquire", {"filepaths": ["h.py"], "timeout_seconds": 0})
     key = store.canonicalize("h.py")
@@ -101,7 +114,7 @@ def row(name: str, values: list[float]) -> str:
 
 
 async def main(quick: bool) -> None:
-    rounds, handoffs = (40, 10) if quick else (300, 60)
+    rounds, handoffs, guards = (40, 10, 10) if quick else (300, 60, 40)
     with tempfile.TemporaryDirectory(dir=os.environ.get("XDG_RUNTIME_DIR", "/dev/shm")) as tmp:
         base = Path(tmp)
         repo = base / "repo"
@@ -131,6 +144,18 @@ async def main(quick: bool) -> None:
             for _ in range(handoffs):
                 stdio_ho.append(await handoff(stdio_store, stdio_a, stdio_b, "b"))
                 ipc_ho.append(await handoff(ipc_store, ipc_a, ipc_b, "b"))
+            await stdio_a.call_tool("lock_acquire", {"filepaths": ["g.py"], "timeout_seconds": 0})
+            await ipc_a.call_tool("lock_acquire", {"filepaths": ["g.py"], "timeout_seconds": 0})
+            payload = json.dumps({"tool_name": "Write", "cwd": str(repo), "tool_input": {
+                "file_path": str(repo / "g.py"), "content": "x\n"}}).encode()  # fmt: skip
+            hook = [LOCKYARD, "hook", "pre-tool-use", "--cli", "claude-code", "--repo", str(repo)]
+            on_lock_dir = [*hook, "--agent-id", "a", "--lock-dir", str(stdio_locks)]
+            in_sandbox = [*hook, "--ipc", str(root / "a")]
+            lock_dir_guard: list[float] = []
+            ipc_guard: list[float] = []
+            for _ in range(guards):
+                lock_dir_guard.append(await guard_call(on_lock_dir, payload))
+                ipc_guard.append(await guard_call(in_sandbox, payload))
     print(f"  {'':34}{'median':>10}{'p90':>10}{'n':>5}")
     print("lock_acquire + lock_release round trip")
     print(row("lockyard serve (stdio)", stdio_rt))
@@ -142,6 +167,11 @@ async def main(quick: bool) -> None:
     print(row("two sandboxes through ipc-host", ipc_ho))
     ho_ratio = statistics.median(ipc_ho) / statistics.median(stdio_ho)
     print(f"  IPC handoff is {ho_ratio:.2f}x the stdio handoff (median)")
+    print("write guard: one `lockyard hook pre-tool-use` process, a Write of a held file")
+    print(row("on the lock directory (hook)", lock_dir_guard))
+    print(row("in a sandbox (hook --ipc)", ipc_guard))
+    guard_ratio = statistics.median(ipc_guard) / statistics.median(lock_dir_guard)
+    print(f"  the sandbox's guard takes {guard_ratio:.2f}x the lock directory's (median)")
 
 
 if __name__ == "__main__":
