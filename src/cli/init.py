@@ -25,8 +25,10 @@ INIT_HELP = """Set this repository up for agent CLI sessions side by side: each 
 the lock tools (an MCP server, `lockyard serve`, with an agent id of its own) and a hook that
 refuses its edits and commits of files it has not locked.
 
-CLIs: claude-code, codex, opencode, gemini. None named: the ones this repository already has
-configuration for, else claude-code. Existing files are merged into: every byte outside
+CLIs: claude-code, codex, opencode, gemini, copilot, qwen, pi, kilo. None named: the ones
+installed on this machine (their command on PATH) and the ones this repository already has
+configuration for, else claude-code; it says which it found and where. Existing files are
+merged into: every byte outside
 lockyard's own entries stays as it was; running it again changes nothing; `lockyard
 uninstall` takes back exactly what it added. An existing file that is not valid JSON/TOML, an
 entry named `lockyard` that lockyard did not write, or a name that leads outside the repository
@@ -39,7 +41,9 @@ hold nothing else are deleted."""
 
 CliNames = Annotated[
     list[str] | None,
-    typer.Argument(help="claude-code, codex, opencode, gemini", show_default=False),
+    typer.Argument(
+        help="claude-code, codex, opencode, gemini, copilot, qwen, pi, kilo", show_default=False
+    ),
 ]
 RepoOption = Annotated[
     Path | None,
@@ -110,9 +114,7 @@ def init(
             "pass the IPC folder as the sandbox mounts it, e.g. --ipc /ipc",
         )
     plan = Plan(root, outside_ok=write_outside_repo)
-    chosen = (
-        _chosen(clis) or [s for s in SETUPS.values() if s.detect(root)] or [SETUPS["claude-code"]]
-    )
+    chosen = _chosen(clis) or _detected(root)
     with _config_errors():
         how = Invocation(
             command or default_command(), None if lock_dir is None else str(lock_dir), ipc=ipc
@@ -140,6 +142,26 @@ def uninstall(
         changes = plan.changes()
         names = ", ".join(s.display for s in chosen) or "no agent CLI"
         _report(root, changes, dry_run, f"lockyard removed for {names}")
+
+
+def _detected(root: Path) -> list[CliSetup]:
+    """The CLIs installed here or configured in the repository, each reported with where it
+    was found; Claude Code when there are none."""
+    found: list[CliSetup] = []
+    for setup in SETUPS.values():
+        command, marker = setup.found_on_path(), setup.found_in(root)
+        where = [] if command is None else [f"{Path(command).name} on PATH ({command})"]
+        where += [] if marker is None else [f"{marker} in the repository"]
+        if where:
+            typer.echo(f"found {setup.display}: {', '.join(where)}")
+            found.append(setup)
+    if not found:
+        typer.echo(
+            "found no agent CLI on PATH or in the repository: setting up Claude Code "
+            f"(name the CLIs to choose: {', '.join(SETUPS)})"
+        )
+        return [SETUPS["claude-code"]]
+    return found
 
 
 def default_command() -> str:

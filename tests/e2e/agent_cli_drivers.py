@@ -6,16 +6,20 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import claude_agent_sdk
 from cli_sessions import CliSession
+from fake_chat_completions_api import FakeChatCompletionsApi
 from fake_gemini_api import FakeGeminiApi
-from fake_messages_api import FakeMessagesApi
+from fake_messages_api import Action, FakeMessagesApi, ToolUse, Turn
 from fake_responses_api import FakeResponsesApi
-from npm_clis import installed_cli
+from npm_clis import install_home, installed_cli
+
+WriteCall = tuple[str, dict[str, Any]] | Callable[[Turn], Action]
 
 CLAUDE = str(Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude")
 
@@ -37,7 +41,12 @@ class CliDriver:
         # A gate waits for another CLI session to start and act: minutes on a loaded machine.
         return FakeMessagesApi(gate_timeout=120.0)
 
-    def write(self, path: Path, content: str) -> tuple[str, dict[str, Any]]:
+    npm: ClassVar[bool] = True
+    """Installed from the npm registry (Claude Code comes inside claude-agent-sdk)."""
+
+    def write(self, path: Path, content: str) -> WriteCall:
+        """A call of the CLI's file-writing tool (or, where the tool depends on whether the
+        file exists, a step that chooses when it is answered)."""
         return self.write_tool, {"file_path": str(path), "content": content}
 
     def run(self, command: str) -> tuple[str, dict[str, Any]]:
@@ -47,12 +56,17 @@ class CliDriver:
     def read(self, path: Path) -> tuple[str, dict[str, Any]] | None:
         return None if self.read_tool is None else (self.read_tool, {"file_path": str(path)})
 
+    def env(self, api: FakeMessagesApi, name: str, home: Path) -> dict[str, str]:
+        return {"PATH": os.environ["PATH"], **api.cli_env(name, str(home))}
+
     def start(self, name: str, api: FakeMessagesApi, repo: Path, tmp: Path) -> CliSession:
         raise NotImplementedError
 
 
 class ClaudeCodeDriver(CliDriver):
     """The CLI bundled in claude-agent-sdk, run as `claude -p` (print mode)."""
+
+    npm = False
 
     def start(self, name: str, api: FakeMessagesApi, repo: Path, tmp: Path) -> CliSession:
         home = tmp / f"home-{name}"
@@ -131,6 +145,151 @@ class CodexDriver(CliDriver):
         return CliSession(name, argv, repo, env, tmp / "logs")
 
 
+class OpenCodeDriver(CliDriver):
+    """OpenCode from npm, run as `opencode run` with the fake as an OpenAI-compatible provider
+    (given in `OPENCODE_CONFIG_CONTENT`, so each session has its own base URL).
+
+    OpenCode loads plugins (lockyard's guard is one) only after its own npm install of
+    `@opencode-ai/plugin` into every config directory has ended: offline that install fails
+    only after about a minute of retries, which `npm_config_offline=true` cuts short."""
+
+    config_env = "OPENCODE_CONFIG_CONTENT"
+    extra: ClassVar[list[str]] = []
+    switches: ClassVar[dict[str, str]] = {
+        "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    }  # fmt: skip
+
+    def api(self) -> FakeMessagesApi:
+        return FakeChatCompletionsApi(gate_timeout=120.0, is_refusal=self.refused)
+
+    def refused(self, text: str) -> bool:
+        return self.acquire in text  # the plugin throws lockyard's reason, which names it
+
+    def write(self, path: Path, content: str) -> tuple[str, dict[str, Any]]:
+        return "write", {"filePath": str(path), "content": content}
+
+    def read(self, path: Path) -> tuple[str, dict[str, Any]] | None:
+        return "read", {"filePath": str(path)}
+
+    def run(self, command: str) -> tuple[str, dict[str, Any]]:
+        return "bash", {"command": command, "description": "run a command"}
+
+    def start(self, name: str, api: FakeMessagesApi, repo: Path, tmp: Path) -> CliSession:
+        home = tmp / f"home-{name}"
+        home.mkdir(parents=True, exist_ok=True)
+        provider = {"npm": "@ai-sdk/openai-compatible", "name": "fake",
+                    "options": {"baseURL": api.base_url(name), "apiKey": "fake-key"},
+                    "models": {"fake-model": {"name": "fake", "tool_call": True}}}  # fmt: skip
+        config = {"provider": {"fake": provider}, "model": "fake/fake-model"}
+        env = {**self.env(api, name, home), self.config_env: json.dumps(config),
+               "npm_config_offline": "true", **self.switches}  # fmt: skip
+        argv = [str(installed_cli(self.cli)), "run", *self.extra, "-m", "fake/fake-model", "go"]
+        return CliSession(name, argv, repo, env, tmp / "logs")
+
+
+class KiloDriver(OpenCodeDriver):
+    """Kilo Code's CLI (an OpenCode fork), run as `kilo run` like OpenCode."""
+
+    config_env = "KILO_CONFIG_CONTENT"
+    switches: ClassVar[dict[str, str]] = {
+        "KILO_DISABLE_MODELS_FETCH": "1", "KILO_DISABLE_AUTOUPDATE": "1",
+        "KILO_TELEMETRY_LEVEL": "off", "KILO_DISABLE_CODEBASE_INDEXING": "1",
+    }  # fmt: skip
+
+
+class CopilotDriver(CliDriver):
+    """GitHub Copilot CLI from npm, run as `copilot -p` with the fake as its BYOK provider
+    (`COPILOT_PROVIDER_BASE_URL`, Chat Completions) in a folder trusted in its config."""
+
+    # Seen with Copilot CLI 1.0.102: at exit it does not wait for its MCP server to give back
+    # what the session held (the server dies with it).
+    kills_its_mcp_servers = True
+
+    def api(self) -> FakeMessagesApi:
+        return FakeChatCompletionsApi(
+            gate_timeout=120.0,
+            is_refusal=lambda t: t.startswith("Denied by preToolUse hook"),
+            warm_up=ToolUse(*self.run("sleep 1")),
+        )
+
+    def write(self, path: Path, content: str) -> Callable[[Turn], Action]:
+        # `create` refuses an existing file; `edit` replaces its text.
+        def chosen(_turn: Turn) -> Action:
+            if path.exists():
+                old = path.read_text()
+                return ToolUse("edit", {"path": str(path), "old_str": old, "new_str": content})
+            return ToolUse("create", {"path": str(path), "file_text": content})
+
+        return chosen
+
+    def run(self, command: str) -> tuple[str, dict[str, Any]]:
+        return "bash", {"command": command, "description": "run a command"}
+
+    def start(self, name: str, api: FakeMessagesApi, repo: Path, tmp: Path) -> CliSession:
+        home = tmp / f"home-{name}"
+        (home / ".copilot").mkdir(parents=True, exist_ok=True)
+        # What trusting the folder once records: a project's hooks and MCP servers are
+        # loaded only in a trusted folder.
+        (home / ".copilot" / "config.json").write_text(json.dumps({"trustedFolders": [str(repo)]}))
+        env = {**self.env(api, name, home), "COPILOT_OFFLINE": "true",
+               "COPILOT_PROVIDER_BASE_URL": api.base_url(name), "COPILOT_MODEL": "fake-model",
+               # the launcher unpacks its 235 MB package into $XDG_CACHE_HOME: once, shared
+               "XDG_CACHE_HOME": str(install_home(self.cli) / "xdg-cache")}  # fmt: skip
+        argv = [str(installed_cli(self.cli)), "-p", "go", "--allow-all-tools"]
+        return CliSession(name, argv, repo, env, tmp / "logs")
+
+
+class QwenDriver(CliDriver):
+    """Qwen Code from npm, run as `qwen --yolo` (one prompt) with OpenAI-compatible auth
+    pointed at the fake; the user settings turn telemetry and update checks off.
+
+    Not in DRIVERS yet: Qwen Code 0.24.4 gives an MCP server 10 s to connect (a constant), which
+    `lockyard serve` misses on a heavily loaded machine (see docs/clis/qwen.md). Run it by hand:
+    `QWEN = QwenDriver("qwen", "mcp__lockyard__lock_acquire", "mcp__lockyard__lock_release",
+    "run_shell_command", "write_file", None)`."""
+
+    def api(self) -> FakeMessagesApi:
+        return FakeChatCompletionsApi(gate_timeout=120.0, is_refusal=lambda t: self.acquire in t)
+
+    def start(self, name: str, api: FakeMessagesApi, repo: Path, tmp: Path) -> CliSession:
+        home = tmp / f"home-{name}"
+        (home / ".qwen").mkdir(parents=True, exist_ok=True)
+        settings = {"security": {"auth": {"selectedType": "openai"}},
+                    "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
+                    "general": {"disableAutoUpdate": True, "disableUpdateNag": True}}  # fmt: skip
+        (home / ".qwen" / "settings.json").write_text(json.dumps(settings))
+        env = {**self.env(api, name, home), "OPENAI_BASE_URL": api.base_url(name),
+               "OPENAI_API_KEY": "fake-key", "OPENAI_MODEL": "fake-model",
+               "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1"}  # fmt: skip
+        argv = [str(installed_cli(self.cli)), "--auth-type", "openai", "--yolo", "go"]
+        return CliSession(name, argv, repo, env, tmp / "logs")
+
+
+class PiDriver(CliDriver):
+    """pi from npm, run as `pi -p` with the fake as a custom `openai-completions` provider
+    in its `models.json`, offline (`PI_OFFLINE=1`)."""
+
+    def api(self) -> FakeMessagesApi:
+        return FakeChatCompletionsApi(gate_timeout=120.0, is_refusal=lambda t: self.acquire in t)
+
+    def write(self, path: Path, content: str) -> tuple[str, dict[str, Any]]:
+        return "write", {"path": str(path), "content": content}
+
+    def start(self, name: str, api: FakeMessagesApi, repo: Path, tmp: Path) -> CliSession:
+        home = tmp / f"home-{name}"
+        (home / ".pi" / "agent").mkdir(parents=True, exist_ok=True)
+        provider = {"baseUrl": api.base_url(name), "api": "openai-completions",
+                    "apiKey": "fake-key", "models": [{"id": "fake-model"}],
+                    "compat": {"supportsDeveloperRole": False,
+                               "supportsReasoningEffort": False}}  # fmt: skip
+        models = {"providers": {"fake": provider}}
+        (home / ".pi" / "agent" / "models.json").write_text(json.dumps(models))
+        env = {**self.env(api, name, home), "PI_OFFLINE": "1"}
+        argv = [str(installed_cli(self.cli)), "-p", "--provider", "fake", "--model", "fake-model",
+                "go"]  # fmt: skip
+        return CliSession(name, argv, repo, env, tmp / "logs")
+
+
 DRIVERS = {
     "claude-code": ClaudeCodeDriver(
         "claude-code", "mcp__lockyard__lock_acquire", "mcp__lockyard__lock_release", "Bash",
@@ -144,4 +303,14 @@ DRIVERS = {
         "codex", "mcp__lockyard__lock_acquire", "mcp__lockyard__lock_release", "exec_command",
         "exec_command", None,
     ),
+    "opencode": OpenCodeDriver(
+        "opencode", "lockyard_lock_acquire", "lockyard_lock_release", "bash", "write", "read",
+    ),
+    "kilo": KiloDriver(
+        "kilo", "lockyard_lock_acquire", "lockyard_lock_release", "bash", "write", "read",
+    ),
+    "copilot": CopilotDriver(
+        "copilot", "lockyard-lock_acquire", "lockyard-lock_release", "bash", "create", None,
+    ),
+    "pi": PiDriver("pi", "lock_acquire", "lock_release", "bash", "write", None),
 }  # fmt: skip

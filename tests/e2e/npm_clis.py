@@ -14,6 +14,8 @@ import fcntl
 import os
 import shutil
 import subprocess
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -30,6 +32,11 @@ PINNED: Final = {
     "gemini": NpmCli("@google/gemini-cli", "0.61.0", "gemini"),
     "codex": NpmCli("@openai/codex", "0.169.0", "codex"),
     "opencode": NpmCli("opencode-ai", "1.18.33", "opencode"),
+    "copilot": NpmCli("@github/copilot", "1.0.102", "copilot"),
+    "qwen": NpmCli("@qwen-code/qwen-code", "0.24.4", "qwen"),
+    "pi": NpmCli("@mariozechner/pi-coding-agent", "0.73.1", "pi"),
+    # 7.8.1, the latest, has no linux-x64 binary package on the registry; 7.7.7 has.
+    "kilo": NpmCli("@kilocode/cli", "7.7.7", "kilo"),
 }
 
 
@@ -42,10 +49,31 @@ def cache_root() -> Path:
     return Path(configured) if configured else Path.home() / ".cache" / "lockyard-test-clis"
 
 
+def install_home(name: str) -> Path:
+    """The cache directory of the pinned CLI `name` (its npm prefix)."""
+    cli = PINNED[name]
+    return cache_root() / f"{cli.package.replace('/', '+')}@{cli.version}"
+
+
+def install_all(names: Iterable[str]) -> dict[str, Path | CliUnavailableError]:
+    """Install the pinned CLIs `names` at once (npm mostly waits on the network), each into
+    its cache directory: the executable of each, or why it could not be installed."""
+
+    def one(name: str) -> Path | CliUnavailableError:
+        try:
+            return installed_cli(name)
+        except CliUnavailableError as exc:
+            return exc
+
+    wanted = sorted(set(names))
+    with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
+        return dict(zip(wanted, pool.map(one, wanted), strict=True))
+
+
 def installed_cli(name: str) -> Path:
     """The executable of the pinned CLI `name`, installing it into the cache if needed."""
     cli = PINNED[name]
-    home = cache_root() / f"{cli.package.replace('/', '+')}@{cli.version}"
+    home = install_home(name)
     executable = home / "node_modules" / ".bin" / cli.executable
     if executable.exists():
         return executable

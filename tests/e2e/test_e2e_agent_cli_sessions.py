@@ -1,105 +1,98 @@
 """Agent CLI sessions side by side, as their users run them: each CLI's own executable in a
 repository set up by `lockyard init <cli>`, scripted through a fake of its model API on
 127.0.0.1. Nothing tells a session its agent id: its lockyard server and its hooks find it
-from the CLI process. The same scenarios run for every CLI in `agent_cli_drivers.DRIVERS`."""
+from the CLI process.
+
+One pair of sessions per CLI plays every scenario in turn (a CLI session costs seconds to
+start; its checks share it). alice and bob, each its own CLI process:
+
+1. contention and hand-over: alice locks shared.py and writes it; bob's early write is refused
+   naming alice; bob waits in lock_acquire; alice's shell write of a file she has not locked
+   and her `git commit` of unlocked files are refused; she releases and bob gets the file;
+2. a deadlock: alice holds a.py and waits for b.py, bob holds b.py and waits for a.py; the
+   `lockyard monitor` beside them picks one victim, whose wait returns `deadlock`;
+3. a killed session: alice locks k.py and idles (nobody can take it from her while she lives);
+   the test SIGKILLs her whole process group, and bob's wait for k.py reclaims it.
+
+The module-scoped `played` fixture runs this once per CLI (the CLI's tests share an xdist
+group, so one worker plays it); each test asserts on one part of what was recorded.
+"""
 
 from __future__ import annotations
 
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from agent_cli_drivers import DRIVERS, CliDriver
 from cli_sessions import LOCKYARD, CliSession, init_repo
-from fake_messages_api import FakeMessagesApi, Step, call, say
-from npm_clis import CliUnavailableError
+from fake_messages_api import FakeMessagesApi, Reply, Step, ToolOutcome, call, say
+from npm_clis import install_all
 
+from lockyard.infra.lockstore.records import LockInfo
 from lockyard.infra.session.process_tree import ancestors
 from lockyard.infra.session.registry import SessionRecord, SessionRegistry
 from lockyard.infra.tools.locking import LockStore
 from polling_support import wait_until
 
-SESSION_SECONDS = 240.0
-# Two CLI sessions (and their MCP servers) per test: on a loaded 2-core machine one test can
-# take minutes, so the folder's default 120 s pytest timeout is raised here (a backstop only).
-pytestmark = pytest.mark.timeout(600)
+SESSION_SECONDS = 400.0
+# Two CLI sessions (and their MCP servers) play three scenarios: on a loaded 2-core machine
+# that can take minutes, so the folder's default 120 s pytest timeout is raised here (a
+# backstop only; the first test of a CLI also pays for the whole play in its set-up).
+pytestmark = pytest.mark.timeout(900)
+
+NAMES = sorted(DRIVERS)
 
 
-@pytest.fixture(params=sorted(DRIVERS))
-def driver(request: pytest.FixtureRequest) -> CliDriver:
+@pytest.fixture(scope="module")
+def npm_clis() -> dict[str, object]:
+    """Every npm CLI of the module installed at once (npm mostly waits on the network)."""
+    return dict(install_all(name for name in NAMES if DRIVERS[name].npm))
+
+
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(name, marks=pytest.mark.xdist_group(f"cli-{name}")) for name in NAMES],
+)
+def driver(request: pytest.FixtureRequest, npm_clis: dict[str, object]) -> CliDriver:
     chosen = DRIVERS[request.param]
-    if chosen.cli != "claude-code":
-        try:
-            from npm_clis import installed_cli
-
-            installed_cli(chosen.cli)
-        except CliUnavailableError as exc:
-            pytest.skip(f"{chosen.cli} cannot be installed here: {exc}")
+    unavailable = npm_clis.get(chosen.cli)
+    if isinstance(unavailable, Exception):
+        pytest.skip(f"{chosen.cli} cannot be installed here: {unavailable}")
     return chosen
 
 
-@pytest.fixture
-def api(driver: CliDriver) -> Iterator[FakeMessagesApi]:
-    with driver.api() as started:
-        yield started
-    started.raise_errors()
-
-
-@pytest.fixture
-def repo(tmp_path: Path, lock_dir: Path, driver: CliDriver) -> Path:
-    root = tmp_path / "repo"
-    init_repo(root, driver.cli, lock_dir=lock_dir)
-    return root
-
-
-@pytest.fixture
-def store(repo: Path, lock_dir: Path) -> Iterator[LockStore]:
-    with LockStore(repo, lock_dir) as opened:
-        yield opened
-
-
-@pytest.fixture
-def sessions() -> Iterator[list[CliSession]]:
-    started: list[CliSession] = []
-    yield started
-    for session in started:
-        session.kill()
-
-
 class Sessions:
-    """The sessions of one test, started by name. A session's agent id is read from the
+    """The sessions of one play, started by name. A session's agent id is read from the
     session registry: the CLI process that started lockyard's server is the started process
     itself or, for a CLI whose launcher runs the real program as a child (Codex's node
     wrapper), a descendant of it."""
 
     def __init__(self, driver: CliDriver, api: FakeMessagesApi, repo: Path, tmp: Path,
-                 started: list[CliSession], lock_dir: Path) -> None:  # fmt: skip
-        self.driver, self.api, self.repo, self.tmp, self.started = driver, api, repo, tmp, started
+                 lock_dir: Path) -> None:  # fmt: skip
+        self.driver, self.api, self.repo, self.tmp = driver, api, repo, tmp
         self.registry = SessionRegistry(lock_dir)
         self.processes: dict[str, CliSession] = {}
-        self._ids: dict[str, SessionRecord] = {}
+        self._records: dict[str, SessionRecord] = {}
 
     def start(self, name: str, steps: list[Step]) -> CliSession:
         self.api.script(name, steps)
         session = self.driver.start(name, self.api, self.repo, self.tmp)
-        self.started.append(session)
         self.processes[name] = session
-        # Known once its server registers (and remembered after the session ends).
-        wait_until(
-            lambda: self.record(name) is not None, f"{name}'s session", within=SESSION_SECONDS
-        )
         return session
 
     def record(self, name: str) -> SessionRecord | None:
-        if name not in self._ids and name in self.processes:
+        if name not in self._records and name in self.processes:
             root = self.processes[name].pid
             for record, _alive in self.registry.sessions():
                 chain = [record.anchor_pid, *(ref.pid for ref in ancestors(record.anchor_pid))]
                 if root in chain and record.cli == self.driver.cli:
-                    self._ids[name] = record
-        return self._ids.get(name)
+                    self._records[name] = record
+        return self._records.get(name)
 
     @property
     def ids(self) -> dict[str, str]:
@@ -115,151 +108,223 @@ class Sessions:
             w.agent_id == record.agent_id for w in store.waiters(path)
         )
 
+    def kill_all(self) -> None:
+        for session in self.processes.values():
+            session.kill()
 
-@pytest.fixture
-def clis(driver: CliDriver, api: FakeMessagesApi, repo: Path, tmp_path: Path,
-         sessions: list[CliSession], lock_dir: Path) -> Sessions:  # fmt: skip
-    return Sessions(driver, api, repo, tmp_path, sessions, lock_dir)
+
+class Script:
+    """A session's steps, each named, so a test reads the result of a step by its name."""
+
+    def __init__(self) -> None:
+        self.steps: list[Step] = []
+        self.names: list[str] = []
+
+    def add(self, name: str, step: Step) -> None:
+        self.steps.append(step)
+        self.names.append(name)
+
+    def results(self, seen: tuple[ToolOutcome, ...]) -> dict[str, ToolOutcome]:
+        tools = [name for name, step in zip(self.names, self.steps, strict=True)
+                 if not isinstance(step.action, Reply)]  # fmt: skip
+        return dict(zip(tools, seen, strict=False))
+
+
+@dataclass
+class Played:
+    """What one play of the scenarios left behind, for the tests to look at."""
+
+    driver: CliDriver
+    repo: Path
+    ids: dict[str, str]
+    alice: dict[str, ToolOutcome]
+    bob: dict[str, ToolOutcome]
+    monitor_output: str
+    shared_text: str
+    git_log_status: int
+    left_at_exit: list[LockInfo]
+    kill: dict[str, object] = field(default_factory=dict)
+    reclaimed_after_exit: bool = True
+    seconds: float = 0.0
 
 
 def write_step(driver: CliDriver, path: Path, content: str, **gate: object) -> Step:
-    tool, tool_input = driver.write(path, content)
+    written = driver.write(path, content)
+    if callable(written):
+        return Step(written, **gate)  # type: ignore[arg-type]
+    tool, tool_input = written
     return call(tool, tool_input, **gate)  # type: ignore[arg-type]
 
 
-def assert_given_back_at_exit(store: LockStore, driver: CliDriver) -> None:
-    """Each session's server gave back what it held when its CLI exited. A CLI that SIGKILLs
-    its servers at exit can cut that short; what is left then names a dead process, and the
-    next agent that asks takes it at once."""
-    left = store.list_locks()
-    if not driver.kills_its_mcp_servers:
-        assert left == []
-        return
-    for lock in left:
-        assert lock.liveness == "dead", lock
-        assert store.try_lock(lock.lock_path, "agent-after-the-sessions"), lock
-        store.release(lock.lock_path, "agent-after-the-sessions")
-    assert store.list_locks() == []
-
-
-def test_two_sessions_contend_hand_a_file_over_and_unlocked_edits_and_commits_are_denied(
-    clis: Sessions, driver: CliDriver, api: FakeMessagesApi, repo: Path, store: LockStore
-) -> None:
-    target = repo / "shared.py"
-    read = driver.read(target)
-    alice = clis.start("alice", [
-        call(driver.acquire, {"filepaths": ["shared.py"], "timeout_seconds": 0}),
-        write_step(driver, target, "alice\n"),
-        call(*driver.run("git add -A && git commit -qm wip")),
-        call(driver.release, {"all": True}, gate=lambda: clis.waits(store, "bob", "shared.py")),
-        say("alice done"),
-    ])  # fmt: skip
-    # (gated on bob's own server being up: a write before that is denied too, for want of a
-    # session, which is not what this step is about)
+def scripts(driver: CliDriver, clis: Sessions, store: LockStore, repo: Path,
+            killed: threading.Event) -> tuple[Script, Script]:  # fmt: skip
+    shared = repo / "shared.py"
+    alice, bob = Script(), Script()
+    # 1. contention and hand-over; a write, a shell write and a commit refused
+    alice.add("acquire shared", call(driver.acquire, {"filepaths": ["shared.py"],
+                                                      "timeout_seconds": 0}))  # fmt: skip
+    alice.add("write shared", write_step(driver, shared, "alice\n"))
+    alice.add("shell write", call(*driver.run("printf x > notes.txt"),
+                                  gate=lambda: clis.waits(store, "bob", "shared.py")))  # fmt: skip
+    alice.add("commit", call(*driver.run("git add -A && git commit -qm wip")))
+    alice.add("release shared", call(driver.release, {"all": True}))
+    # (gated on bob's own server being up: a write before that is refused too, for want of
+    # a session, which is not what this step is about)
     alice_has_written = lambda: (  # noqa: E731
         clis.holds(store, "alice", "shared.py") and clis.record("bob") is not None
-        and target.exists() and target.read_text() == "alice\n"
+        and shared.exists() and shared.read_text() == "alice\n"
     )  # fmt: skip
-    # A CLI that refuses to overwrite a file it has not read (Claude Code checks this before
-    # any hook runs) reads alice's file first, so the refusal seen is the write guard's.
-    first_read = [call(*read, gate=alice_has_written)] if read else []
-    bob = clis.start("bob", [
-        *first_read,
-        write_step(driver, target, "bob too early\n", gate=alice_has_written),
-        call(driver.acquire, {"filepaths": ["shared.py"], "timeout_seconds": 90}),
-        *([call(*read)] if read else []),
-        write_step(driver, target, "bob\n"),
-        say("bob done"),
-    ])  # fmt: skip
-    assert alice.wait(SESSION_SECONDS) == 0, alice.logs()
-    assert bob.wait(SESSION_SECONDS) == 0, bob.logs()
-
-    acquired, written, commit, released = api.outcomes("alice")
-    assert acquired.json["results"][0]["holder"] == clis.ids["alice"]
-    assert not written.is_error, written.text
-    assert commit.is_error
-    assert "This git commit would include files you have not locked" in commit.text
-    assert released.json["count"] == 1
-    bob_seen = api.outcomes("bob")
-    first = len(first_read)
-    denied, waited, rewritten = bob_seen[first], bob_seen[first + 1], bob_seen[-1]
-    assert denied.is_error
-    assert "shared.py" in denied.text.replace(str(target), "")  # named by its key, not path
-    assert f"locked by {clis.ids['alice']}" in denied.text.replace("locked by agent", "locked by")
-    assert driver.acquire in denied.text
-    assert waited.json["all_acquired"] is True
-    assert waited.json["results"][0]["holder"] == clis.ids["bob"]
-    assert not rewritten.is_error, rewritten.text
-    assert target.read_text() == "bob\n"
-    assert_given_back_at_exit(store, driver)
-    log = subprocess.run(["git", "-C", str(repo), "log"], capture_output=True, check=False)
-    assert log.returncode != 0  # the denied commit never happened
+    # A CLI that refuses to overwrite a file it has not read (Claude Code and OpenCode check
+    # this before any hook runs) reads alice's file first, so the refusal seen is lockyard's.
+    read = driver.read(shared)
+    if read is not None:
+        bob.add("read shared", call(*read, gate=alice_has_written))
+    bob.add("early write", write_step(driver, shared, "bob too early\n", gate=alice_has_written))
+    bob.add("wait for shared", call(driver.acquire, {"filepaths": ["shared.py"],
+                                                     "timeout_seconds": 120}))  # fmt: skip
+    if read is not None:
+        bob.add("read shared again", call(*read))
+    bob.add("write shared", write_step(driver, shared, "bob\n"))
+    bob.add("release shared", call(driver.release, {"all": True}))
+    # 2. a deadlock between the two sessions
+    alice.add("acquire a", call(driver.acquire, {"filepaths": ["a.py"], "timeout_seconds": 0}))
+    alice.add("wait for b", call(driver.acquire, {"filepaths": ["b.py"], "timeout_seconds": 120},
+                                 gate=lambda: clis.holds(store, "bob", "b.py")))  # fmt: skip
+    alice.add("release a b", call(driver.release, {"all": True}))
+    bob.add("acquire b", call(driver.acquire, {"filepaths": ["b.py"], "timeout_seconds": 0},
+                              gate=lambda: clis.holds(store, "alice", "a.py")))  # fmt: skip
+    bob.add("wait for a", call(driver.acquire, {"filepaths": ["a.py"], "timeout_seconds": 120},
+                               gate=lambda: clis.waits(store, "alice", "b.py")))  # fmt: skip
+    bob.add("release a b", call(driver.release, {"all": True}))
+    # 3. alice idles holding k.py until she is killed; bob's wait reclaims it
+    alice.add("acquire k", call(driver.acquire, {"filepaths": ["k.py"], "timeout_seconds": 0}))
+    alice.add("idle", say("never heard", gate=killed.is_set))
+    bob.add("wait for k", call(driver.acquire, {"filepaths": ["k.py"], "timeout_seconds": 90},
+                               gate=killed.is_set))  # fmt: skip
+    bob.add("done", say("bob done"))
+    return alice, bob
 
 
-def test_a_deadlock_between_two_sessions_is_resolved_by_lockyard_monitor(
-    clis: Sessions, driver: CliDriver, api: FakeMessagesApi, store: LockStore, lock_dir: Path
-) -> None:
-    monitor = subprocess.Popen(
-        [LOCKYARD, "monitor", "--lock-dir", str(lock_dir), "--json"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        clis.start("alice", [
-            call(driver.acquire, {"filepaths": ["a.py"], "timeout_seconds": 0}),
-            call(driver.acquire, {"filepaths": ["b.py"], "timeout_seconds": 90},
-                 gate=lambda: clis.holds(store, "bob", "b.py")),
-            call(driver.release, {"all": True}),
-            say("alice done"),
-        ])  # fmt: skip
-        clis.start("bob", [
-            call(driver.acquire, {"filepaths": ["b.py"], "timeout_seconds": 0},
-                 gate=lambda: clis.holds(store, "alice", "a.py")),
-            call(driver.acquire, {"filepaths": ["a.py"], "timeout_seconds": 90},
-                 gate=lambda: clis.waits(store, "alice", "b.py")),
-            call(driver.release, {"all": True}),
-            say("bob done"),
-        ])  # fmt: skip
-        for session in clis.started:
-            assert session.wait(SESSION_SECONDS) == 0, session.logs()
-    finally:
-        monitor.terminate()
-        reports, _ = monitor.communicate(timeout=30)
-    told = {name: api.outcomes(name)[1].json for name in ("alice", "bob")}
+@pytest.fixture(scope="module")
+def played(driver: CliDriver, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Played]:
+    tmp = tmp_path_factory.mktemp(f"play-{driver.cli}")
+    lock_dir, repo = tmp / "locks", tmp / "repo"
+    init_repo(repo, driver.cli, lock_dir=lock_dir)
+    killed = threading.Event()
+    began = time.monotonic()
+    with driver.api() as api, LockStore(repo, lock_dir) as store:
+        clis = Sessions(driver, api, repo, tmp, lock_dir)
+        # Until every `lockyard serve` leads deadlock detection itself, a monitor runs beside.
+        monitor = subprocess.Popen(
+            [LOCKYARD, "monitor", "--lock-dir", str(lock_dir), "--json"],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            alice_script, bob_script = scripts(driver, clis, store, repo, killed)
+            alice = clis.start("alice", alice_script.steps)
+            bob = clis.start("bob", bob_script.steps)
+            wait_until(lambda: clis.holds(store, "alice", "k.py"), "alice's lock on k.py",
+                       within=SESSION_SECONDS)  # fmt: skip
+            kill = observe_idle_holder(clis, store)
+            alice.kill()  # the CLI, its server and its hooks at once: nothing gets to clean up
+            killed.set()
+            assert bob.wait(SESSION_SECONDS) == 0, bob.logs()
+        except BaseException:
+            clis.kill_all()
+            for session in clis.processes.values():
+                print(session.logs())
+            raise
+        finally:
+            monitor.terminate()
+            monitor_output, _ = monitor.communicate(timeout=30)
+            clis.kill_all()
+        api.raise_errors()
+        left = store.list_locks()
+        reclaimable = all(
+            lock.liveness == "dead" and store.try_lock(lock.lock_path, "after-the-sessions")
+            for lock in left
+        )
+        log = subprocess.run(["git", "-C", str(repo), "log"], capture_output=True, check=False)
+        yield Played(
+            driver, repo, clis.ids,
+            alice_script.results(api.outcomes("alice")), bob_script.results(api.outcomes("bob")),
+            monitor_output, (repo / "shared.py").read_text(), log.returncode, left, kill,
+            reclaimable, time.monotonic() - began,
+        )  # fmt: skip
+
+
+def observe_idle_holder(clis: Sessions, store: LockStore) -> dict[str, object]:
+    record = store.holder_record("k.py")
+    session = clis.record("alice")
+    assert record is not None
+    assert session is not None
+    return {
+        "lock pid": record.pid,
+        "anchor pid": session.anchor_pid,
+        "server pid": session.server_pid,
+        "taken from a live idle session": store.try_lock("k.py", "intruder"),
+    }
+
+
+def test_contention_hands_the_file_over_after_refusing_the_early_write(played: Played) -> None:
+    alice, bob, ids = played.alice, played.bob, played.ids
+    assert alice["acquire shared"].json["results"][0]["holder"] == ids["alice"]
+    assert not alice["write shared"].is_error, alice["write shared"].text
+    denied = bob["early write"]
+    assert denied.is_error, denied.text
+    shared = played.repo / "shared.py"
+    assert "shared.py" in denied.text.replace(str(shared), "")  # named by its key, not path
+    assert f"locked by {ids['alice']}" in denied.text.replace("locked by agent", "locked by")
+    assert played.driver.acquire in denied.text
+    waited = bob["wait for shared"].json
+    assert waited["all_acquired"] is True
+    assert waited["results"][0]["holder"] == ids["bob"]
+    assert not bob["write shared"].is_error, bob["write shared"].text
+    assert played.shared_text == "bob\n", bob["write shared"].text
+
+
+def test_a_shell_write_of_an_unlocked_file_is_refused(played: Played) -> None:
+    refused = played.alice["shell write"]
+    assert refused.is_error, refused.text
+    assert "This command writes files you have not locked: notes.txt" in refused.text
+    assert played.driver.acquire in refused.text
+    assert not (played.repo / "notes.txt").exists()
+
+
+def test_a_commit_of_unlocked_files_is_refused(played: Played) -> None:
+    refused = played.alice["commit"]
+    assert refused.is_error, refused.text
+    assert "This git commit would include files you have not locked" in refused.text
+    assert played.git_log_status != 0  # the refused commit never happened
+
+
+def test_a_deadlock_between_the_sessions_is_resolved(played: Played) -> None:
+    told = {"alice": played.alice["wait for b"].json, "bob": played.bob["wait for a"].json}
     victims = [name for name, result in told.items() if "deadlock" in result]
     assert len(victims) == 1, told
     [victim] = victims
     survivor = "bob" if victim == "alice" else "alice"
-    assert told[victim]["deadlock"]["victim"] == clis.ids[victim]
+    assert told[victim]["deadlock"]["victim"] == played.ids[victim]
     cycle_agents = {step["agent"] for step in told[victim]["deadlock"]["cycle"]}
-    assert cycle_agents == set(clis.ids.values())
+    assert cycle_agents == set(played.ids.values())
     assert told[survivor]["all_acquired"] is True
-    assert clis.ids[victim] in reports
-    assert store.list_locks() == []
+    assert played.ids[victim] in played.monitor_output
 
 
-def test_a_killed_sessions_locks_are_reclaimed_and_a_live_idle_sessions_are_kept(
-    clis: Sessions, driver: CliDriver, api: FakeMessagesApi, store: LockStore
-) -> None:
-    killed = threading.Event()
-    alice = clis.start("alice", [
-        call(driver.acquire, {"filepaths": ["a.py"], "timeout_seconds": 0}),
-        say("never heard", gate=killed.is_set),  # alice idles holding a.py until killed
-    ])  # fmt: skip
-    wait_until(lambda: clis.holds(store, "alice", "a.py"), "alice's lock", within=SESSION_SECONDS)
-    record = store.holder_record("a.py")
-    session = clis.record("alice")
-    assert record is not None
-    assert session is not None
-    assert record.pid == session.anchor_pid  # the lock names the CLI process, not its server
-    assert session.anchor_pid != session.server_pid
-    assert not store.try_lock("a.py", "intruder")  # a live, idle session keeps its lock
-    alice.kill()  # the CLI, its server and its hooks at once: nothing gets to clean up
-    killed.set()
-    bob = clis.start("bob", [
-        call(driver.acquire, {"filepaths": ["a.py"], "timeout_seconds": 60}),
-        say("bob done"),
-    ])  # fmt: skip
-    assert bob.wait(SESSION_SECONDS) == 0, bob.logs()
-    [taken] = api.outcomes("bob")
-    assert taken.json["all_acquired"] is True
-    assert taken.json["results"][0]["holder"] == clis.ids["bob"]
+def test_a_killed_sessions_lock_is_reclaimed_and_a_live_idle_one_kept(played: Played) -> None:
+    kill = played.kill
+    assert kill["lock pid"] == kill["anchor pid"]  # the lock names the CLI, not its server
+    assert kill["anchor pid"] != kill["server pid"]
+    assert kill["taken from a live idle session"] is False
+    taken = played.bob["wait for k"].json
+    assert taken["all_acquired"] is True
+    assert taken["results"][0]["holder"] == played.ids["bob"]
+
+
+def test_what_a_session_held_is_given_back_when_its_cli_exits(played: Played) -> None:
+    """bob's server gave back what he held when his CLI exited. A CLI that SIGKILLs its
+    servers at exit can cut that short; what is left then names a dead process, and the
+    next agent that asks takes it at once."""
+    if not played.driver.kills_its_mcp_servers:
+        assert played.left_at_exit == []
+    assert played.reclaimed_after_exit, played.left_at_exit

@@ -23,7 +23,18 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root.mkdir()
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     monkeypatch.chdir(root)
+    # No agent CLI on PATH unless a test installs one in `bin` (init looks for them there).
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     return root
+
+
+def install_command(repo: Path, name: str) -> Path:
+    """An executable named `name` on the test's PATH, as an installed CLI would leave."""
+    command = repo.parent / "bin" / name
+    command.write_text("#!/bin/sh\n")
+    command.chmod(0o755)
+    return command
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -122,8 +133,35 @@ def test_init_finds_the_clis_a_repository_is_configured_for(repo: Path) -> None:
     (repo / "opencode.json").write_text("{}")
     code, out = run("init", "--command", "lockyard")
     assert code == 0, out
-    assert "OpenCode, Gemini CLI" in out
+    assert "found OpenCode: opencode.json in the repository" in out
+    assert "found Gemini CLI: .gemini in the repository" in out
+    assert "set up for OpenCode, Gemini CLI" in out
     assert not (repo / ".mcp.json").exists()
+
+
+def test_init_finds_the_clis_installed_on_this_machine_and_says_where(repo: Path) -> None:
+    qwen = install_command(repo, "qwen")
+    install_command(repo, "kilocode")
+    (repo / ".codex").mkdir()
+    code, out = run("init", "--command", "lockyard", "--dry-run")
+    assert code == 0, out
+    assert f"found Qwen Code: qwen on PATH ({qwen})" in out.splitlines()
+    assert "found Kilo Code: kilocode on PATH" in out
+    assert "found Codex CLI: .codex in the repository" in out
+    assert "set up for Codex CLI, Qwen Code, Kilo Code" in out
+    code, out = run("init", "--command", "lockyard")
+    assert code == 0, out
+    assert json.loads((repo / ".qwen/settings.json").read_text())["mcpServers"]["lockyard"]
+    assert json.loads((repo / "kilo.json").read_text())["mcp"]["lockyard"]
+    assert (repo / ".kilo/plugin/lockyard.js").exists()
+    assert not (repo / ".mcp.json").exists()
+
+
+def test_init_with_no_cli_found_says_so_and_sets_up_claude_code(repo: Path) -> None:
+    code, out = run("init", "--command", "lockyard")
+    assert code == 0, out
+    assert out.startswith("found no agent CLI on PATH or in the repository")
+    assert (repo / ".mcp.json").exists()
 
 
 def test_each_cli_gets_its_own_mcp_and_hook_configuration(repo: Path) -> None:
@@ -148,6 +186,56 @@ def test_each_cli_gets_its_own_mcp_and_hook_configuration(repo: Path) -> None:
     gemini = json.loads((repo / ".gemini/settings.json").read_text())
     assert gemini["hooks"]["BeforeTool"][0]["matcher"] == "write_file|replace|run_shell_command"
     assert gemini["mcpServers"]["lockyard"]["args"][:3] == ["serve", "--cli", "gemini"]
+
+
+def test_copilot_qwen_pi_and_kilo_get_their_own_files_and_lose_exactly_them(repo: Path) -> None:
+    (repo / ".github/hooks").mkdir(parents=True)
+    audit = {"version": 1, "hooks": {"preToolUse": [{"type": "command", "bash": "audit"}]}}
+    (repo / ".github/hooks/lockyard.json").write_text(json.dumps(audit))
+    (repo / ".qwen").mkdir()
+    (repo / ".qwen/settings.json").write_text(json.dumps({"model": {"name": "qwen3"}}))
+    before = {k: json.loads(v) for k, v in snapshot(repo).items()}
+    code, out = run("init", "copilot", "qwen", "pi", "kilo", "--command", "/opt/ly/lockyard",
+                    "--lock-dir", "/run/locks")  # fmt: skip
+    assert code == 0, out
+    servers = json.loads((repo / ".github/mcp.json").read_text())["mcpServers"]
+    assert servers["lockyard"] == {
+        "type": "stdio", "command": "/opt/ly/lockyard",
+        "args": ["serve", "--cli", "copilot", "--lock-dir", "/run/locks"], "tools": ["*"],
+    }  # fmt: skip
+    hooks = json.loads((repo / ".github/hooks/lockyard.json").read_text())["hooks"]["preToolUse"]
+    assert hooks == [{"type": "command", "bash": "audit"}, {
+        "type": "command", "timeoutSec": 30,
+        "bash": "/opt/ly/lockyard hook pre-tool-use --cli copilot --lock-dir /run/locks",
+    }]  # fmt: skip
+    qwen = json.loads((repo / ".qwen/settings.json").read_text())
+    assert qwen["model"] == {"name": "qwen3"}
+    assert qwen["mcpServers"]["lockyard"]["args"] == ["serve", "--cli", "qwen", "--lock-dir",
+                                                      "/run/locks"]  # fmt: skip
+    [group] = qwen["hooks"]["PreToolUse"]
+    assert group["matcher"] == "^(write_file|edit|notebook_edit|run_shell_command)$"
+    assert group["hooks"][0]["command"].endswith("--cli qwen --lock-dir /run/locks")
+    extension = (repo / ".pi/extensions/lockyard.ts").read_text()
+    assert "// `lockyard init pi` wrote this file" in extension.splitlines()[1]
+    assert '["serve", "--cli", "pi", "--lock-dir", "/run/locks"]' in extension
+    assert '"__' not in extension  # every placeholder filled
+    plugin = (repo / ".kilo/plugin/lockyard.js").read_text()
+    assert '["hook", "pre-tool-use", "--cli", "kilo", "--lock-dir", "/run/locks"]' in plugin
+    assert json.loads((repo / "kilo.json").read_text())["mcp"]["lockyard"]["command"][3] == "kilo"
+    assert "lock_acquire" in (repo / "QWEN.md").read_text()
+    code, out = run("uninstall")
+    assert code == 0, out
+    assert "lockyard removed for GitHub Copilot CLI, Qwen Code, pi, Kilo Code" in out
+    assert {k: json.loads(v) for k, v in snapshot(repo).items()} == before
+
+
+def test_a_pi_extension_lockyard_did_not_write_stops_init(repo: Path) -> None:
+    (repo / ".pi/extensions").mkdir(parents=True)
+    (repo / ".pi/extensions/lockyard.ts").write_text("export default () => {}\n")
+    code, out = run("init", "pi", "--command", "lockyard")
+    assert code == 2
+    assert "lockyard did not write it" in out
+    assert not (repo / "AGENTS.md").exists()
 
 
 def test_dry_run_shows_a_diff_and_writes_nothing(repo: Path) -> None:

@@ -48,6 +48,12 @@ def test_a_patch_writes_every_file_it_adds_updates_moves_or_deletes_once() -> No
         ("opencode", "write", {"filePath": "a.py", "content": ""}, ["a.py"]),
         ("opencode", "edit", {"filePath": "a.py"}, ["a.py"]),
         ("opencode", "patch", {"patchText": PATCH}, patch_targets(PATCH)),
+        ("kilo", "apply_patch", {"patchText": PATCH}, patch_targets(PATCH)),
+        ("qwen", "write_file", {"file_path": "/r/a.py", "content": ""}, ["/r/a.py"]),
+        ("qwen", "edit", {"file_path": "a.py", "old_string": "", "new_string": ""}, ["a.py"]),
+        ("qwen", "notebook_edit", {"notebook_path": "n.ipynb"}, ["n.ipynb"]),
+        ("pi", "write", {"path": "a.py", "content": ""}, ["a.py"]),
+        ("pi", "edit", {"path": "a.py", "edits": []}, ["a.py"]),
     ],
 )
 def test_write_tools_are_read_with_the_paths_they_write(
@@ -64,11 +70,28 @@ def test_write_tools_are_read_with_the_paths_they_write(
         ("codex", "Bash"),
         ("gemini", "run_shell_command"),
         ("opencode", "bash"),
+        ("kilo", "bash"),
+        ("qwen", "run_shell_command"),
+        ("pi", "bash"),
     ],
 )
 def test_shell_tools_are_read_with_their_command(cli: str, tool: str) -> None:
     call = FORMATS[cli].parse({"tool_name": tool, "tool_input": {"command": "git commit -a"}})
     assert (call.kind, call.command, call.cwd) == ("shell", "git commit -a", None)
+
+
+def test_copilot_cli_payloads_are_read_from_its_camel_case_fields() -> None:
+    copilot = FORMATS["copilot"]
+    created = copilot.parse({"sessionId": "s", "cwd": "/r", "toolName": "create",
+                             "toolArgs": {"path": "/r/a.py", "file_text": "x"}})  # fmt: skip
+    assert (created.kind, created.paths, created.cwd) == ("write", ["/r/a.py"], "/r")
+    edited = copilot.parse({"toolName": "edit", "toolArgs": {"path": "b.py", "old_str": ""}})
+    assert edited.paths == ["b.py"]
+    shell = copilot.parse({"toolName": "bash", "toolArgs": {"command": "ls", "description": ""}})
+    assert (shell.kind, shell.command) == ("shell", "ls")
+    assert copilot.parse({"toolName": "view", "toolArgs": {"path": "a"}}).kind == "other"
+    with pytest.raises(PayloadError, match="no 'toolName'"):
+        copilot.parse({"tool_name": "create", "tool_input": {"path": "a.py"}})
 
 
 def test_other_tools_are_not_judged() -> None:
@@ -97,7 +120,7 @@ def test_payloads_missing_what_a_guard_needs_are_refused_with_the_reason(
 
 
 def test_a_deny_is_written_in_each_clis_own_format() -> None:
-    for cli in ("claude-code", "codex"):
+    for cli in ("claude-code", "codex", "qwen"):
         output = json.loads(FORMATS[cli].deny("locked").stdout)
         assert output == {
             "hookSpecificOutput": {
@@ -106,10 +129,14 @@ def test_a_deny_is_written_in_each_clis_own_format() -> None:
                 "permissionDecisionReason": "locked",
             }
         }
-    for cli in ("gemini", "opencode"):
+    for cli in ("gemini", "opencode", "kilo", "pi"):
         assert json.loads(FORMATS[cli].deny("locked").stdout) == {
             "decision": "deny",
             "reason": "locked",
         }
+    assert json.loads(FORMATS["copilot"].deny("locked").stdout) == {
+        "permissionDecision": "deny",
+        "permissionDecisionReason": "locked",
+    }
     assert all(FORMATS[cli].allow().stdout == "" for cli in FORMATS)
     assert all(FORMATS[cli].deny("x").exit_code == 0 for cli in FORMATS)

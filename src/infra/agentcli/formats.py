@@ -10,8 +10,16 @@ else (allowed: the hook is matched to the first two, anything else is not ours t
   `tool_input.command`; the shell is Bash; a deny is the same JSON as Claude Code's.
 - Gemini CLI: writes are write_file and replace; the shell is run_shell_command; a deny is
   `{"decision": "deny", "reason": ...}`, exit 0.
-- OpenCode: lockyard's plugin passes write, edit, multiedit, patch and apply_patch, and bash;
-  it reads `{"decision": "deny", "reason": ...}` and throws the reason, which blocks the tool.
+- OpenCode and Kilo Code (an OpenCode fork): lockyard's plugin passes write, edit, multiedit,
+  patch and apply_patch, and bash; it reads `{"decision": "deny", "reason": ...}` and throws
+  the reason, which blocks the tool.
+- GitHub Copilot CLI: `{"toolName", "toolArgs", "cwd"}`; writes are create and edit
+  (`path`); the shell is bash; a deny is `{"permissionDecision": "deny",
+  "permissionDecisionReason": ...}`, exit 0.
+- Qwen Code: Claude Code's payload and answer; writes are write_file, edit and
+  notebook_edit; the shell is run_shell_command.
+- pi: lockyard's extension passes write and edit (`path`) and bash, and turns a deny into
+  `{block: true, reason}`.
 """
 
 from __future__ import annotations
@@ -158,7 +166,48 @@ class OpenCode(CliFormat):
     patch_fields = ("patchText", "patch", "input")
 
 
-FORMATS: Final[dict[str, CliFormat]] = {
-    fmt.name: fmt for fmt in (ClaudeCode(), Codex(), Gemini(), OpenCode())
-}
+class KiloCode(OpenCode):
+    """Kilo Code's CLI is an OpenCode fork: the same plugin hook, fed by lockyard's plugin."""
+
+    name = "kilo"
+    display = "Kilo Code"
+
+
+class Copilot(CliFormat):
+    """GitHub Copilot CLI's `preToolUse` hook (camelCase fields, `toolArgs` an object)."""
+
+    name = "copilot"
+    display = "GitHub Copilot CLI"
+    write_tools = frozenset({"create", "edit", "apply_patch"})
+    shell_tools = frozenset({"bash"})
+    acquire_tool = f"lockyard-{ACQUIRE_TOOL}"
+    tool_name_field = "toolName"
+    tool_input_field = "toolArgs"
+    patch_fields = ("patch", "input")
+
+    def deny(self, reason: str) -> HookAnswer:
+        answer = {"permissionDecision": "deny", "permissionDecisionReason": reason}
+        return HookAnswer(stdout=json.dumps(answer))
+
+
+class QwenCode(ClaudeCode):
+    name = "qwen"
+    display = "Qwen Code"
+    write_tools = frozenset({"write_file", "edit", "notebook_edit"})
+    shell_tools = frozenset({"run_shell_command"})
+    acquire_tool = f"mcp__lockyard__{ACQUIRE_TOOL}"
+
+
+class Pi(CliFormat):
+    """Fed by lockyard's pi extension: `{"tool_name", "tool_input", "cwd"}`."""
+
+    name = "pi"
+    display = "pi"
+    write_tools = frozenset({"write", "edit"})
+    shell_tools = frozenset({"bash"})
+    acquire_tool = ACQUIRE_TOOL
+
+
+_ALL: Final = (ClaudeCode(), Codex(), Gemini(), OpenCode(), KiloCode(), Copilot(), QwenCode(), Pi())
+FORMATS: Final[dict[str, CliFormat]] = {fmt.name: fmt for fmt in _ALL}
 """Every CLI lockyard knows, by the name `--cli` takes."""

@@ -7,7 +7,12 @@
 - Gemini CLI: `.gemini/settings.json` (`mcpServers.lockyard` and the BeforeTool hook),
   `GEMINI.md`.
 - OpenCode: `opencode.json` (`mcp.lockyard`), `.opencode/plugin/lockyard.js` (the guard),
-  `AGENTS.md`.
+  `AGENTS.md`. Kilo Code (an OpenCode fork): the same in `kilo.json` and `.kilo/plugin/`.
+- GitHub Copilot CLI: `.github/mcp.json` (`mcpServers.lockyard`), `.github/hooks/lockyard.json`
+  (a hook file of lockyard's own: the preToolUse hook), `AGENTS.md`.
+- Qwen Code: `.qwen/settings.json` (`mcpServers.lockyard` and the PreToolUse hook), `QWEN.md`.
+- pi: `.pi/extensions/lockyard.ts` (starts `lockyard serve` and offers its lock tools, and
+  guards writes and shell calls: pi has neither MCP nor command hooks), `AGENTS.md`.
 
 Each setup edits a `Plan` (the planned text of every file it touches), so several CLIs can
 share a file (AGENTS.md) and nothing is written until every file has been read and checked.
@@ -18,8 +23,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import Any, Final
 
@@ -149,13 +156,23 @@ class CliSetup:
     instructions_file: str = ""
     markers: tuple[str, ...] = ()
     """Files or directories whose presence means the CLI is used in this repository."""
+    executables: tuple[str, ...] = ()
+    """Command names the CLI installs (found on PATH: the CLI is installed on this machine)."""
 
     @property
     def display(self) -> str:
         return FORMATS[self.name].display
 
     def detect(self, root: Path) -> bool:
-        return any(os.path.lexists(root / marker) for marker in self.markers)
+        return self.found_in(root) is not None
+
+    def found_in(self, root: Path) -> str | None:
+        """The first of this CLI's files the repository has (None: none)."""
+        return next((m for m in self.markers if os.path.lexists(root / m)), None)
+
+    def found_on_path(self) -> str | None:
+        """Where PATH finds this CLI's command (None: not installed there)."""
+        return next((found for name in self.executables if (found := shutil.which(name))), None)
 
     def install(self, plan: Plan, how: Invocation) -> None:
         self.install_server(plan, how)
@@ -292,6 +309,7 @@ class ClaudeCodeSetup(_HookListSetup):
     name = "claude-code"
     instructions_file = "CLAUDE.md"
     markers = (".mcp.json", ".claude", "CLAUDE.md")
+    executables = ("claude",)
     server_file = ".mcp.json"
     server_path = ("mcpServers",)
     hook_file = ".claude/settings.json"
@@ -321,6 +339,7 @@ class GeminiSetup(_HookListSetup):
     name = "gemini"
     instructions_file = "GEMINI.md"
     markers = (".gemini", "GEMINI.md")
+    executables = ("gemini",)
     server_file = ".gemini/settings.json"
     server_path = ("mcpServers",)
     comments = True  # Gemini CLI strips comments before it parses its settings
@@ -343,6 +362,7 @@ class CodexSetup(_HookListSetup):
     name = "codex"
     instructions_file = "AGENTS.md"
     markers = (".codex",)
+    executables = ("codex",)
     server_file = ".codex/config.toml"
     hook_file = ".codex/hooks.json"
     matcher = "apply_patch|Edit|Write|Bash"
@@ -376,15 +396,11 @@ class CodexSetup(_HookListSetup):
         plan.set(self.server_file, toml_without_block(path, plan.text(self.server_file)))
 
 
-OPENCODE_PLUGIN: Final = (
-    "`lockyard init opencode` wrote this file; `lockyard uninstall opencode` removes it."
-)
-
-
 class OpenCodeSetup(_JsonServerSetup):
     name = "opencode"
     instructions_file = "AGENTS.md"
-    markers = ("opencode.json", ".opencode")
+    markers: tuple[str, ...] = ("opencode.json", ".opencode")
+    executables: tuple[str, ...] = ("opencode",)
     server_file = "opencode.json"
     server_path = ("mcp",)
     comments = True  # OpenCode reads its config as JSONC
@@ -408,7 +424,8 @@ class OpenCodeSetup(_JsonServerSetup):
                 f"{path} exists and lockyard did not write it; move it away, then run init "
                 f"again {NOTHING_WRITTEN}"
             )
-        plan.set(self.plugin_file, with_block(path, current, opencode_plugin(how), SLASH_COMMENT))
+        plugin = opencode_plugin(self.name, how)
+        plan.set(self.plugin_file, with_block(path, current, plugin, SLASH_COMMENT))
 
     def uninstall_guard(self, plan: Plan) -> None:
         path = plan.path(self.plugin_file)
@@ -417,39 +434,174 @@ class OpenCodeSetup(_JsonServerSetup):
             plan.set(self.plugin_file, None)
 
 
-def opencode_plugin(how: Invocation) -> str:
-    """The OpenCode plugin: each write or shell call goes through `lockyard hook` first; a
-    deny (or a guard that cannot run) throws, which makes OpenCode refuse the call."""
+def opencode_plugin(cli: str, how: Invocation) -> str:
+    """The OpenCode (or Kilo) plugin: each write or shell call goes through `lockyard hook`
+    first; a deny (or a guard that cannot run) throws, which makes the CLI refuse the call."""
+    return render_plugin("opencode.js", cli, how)
 
-    fmt = FORMATS["opencode"]
-    tools = sorted(fmt.write_tools | fmt.shell_tools)
-    args = how.hook_args("opencode")
-    return f"""// {OPENCODE_PLUGIN}
-// Before each write or shell call, ask lockyard whether this session holds the files.
-import {{ spawnSync }} from "node:child_process";
 
-const COMMAND = {json.dumps(how.command)};
-const ARGS = {json.dumps(args)};
-const GUARDED = new Set({json.dumps(tools)});
+def pi_extension(how: Invocation) -> str:
+    """The pi extension: starts `lockyard serve` and offers its lock tools as pi tools; each
+    write or shell call goes through `lockyard hook` first and is blocked on a deny."""
+    return render_plugin("pi.ts", "pi", how)
 
-export const LockyardGuard = async ({{ directory }}) => ({{
-  "tool.execute.before": async (input, output) => {{
-    if (!GUARDED.has(input.tool)) return;
-    const call = {{ tool_name: input.tool, tool_input: output.args ?? {{}}, cwd: directory }};
-    const payload = JSON.stringify(call);
-    const done = spawnSync(COMMAND, ARGS, {{ input: payload, encoding: "utf8" }});
-    if (done.error || done.status !== 0) {{
-      const why = done.error ?? done.stderr;
-      throw new Error(`lockyard's guard did not run (${{why}}), so this call is refused`);
-    }}
-    const answer = done.stdout.trim() ? JSON.parse(done.stdout) : {{}};
-    if (answer.decision === "deny") throw new Error(answer.reason);
-  }},
-}});
-"""
+
+def _owned_by(cli: str) -> str:
+    return f"`lockyard init {cli}` wrote this file; `lockyard uninstall {cli}` removes it."
+
+
+def render_plugin(template: str, cli: str, how: Invocation) -> str:
+    """A plugin file from `plugins/<template>`, its `__NAME__` constants filled in."""
+    fmt = FORMATS[cli]
+    text = (files(__package__) / "plugins" / template).read_text(encoding="utf-8")
+    values = {
+        "__OWNED__": _owned_by(cli),
+        "__COMMAND__": json.dumps(how.command),
+        "__SERVE_ARGS__": json.dumps(how.serve_args(cli)),
+        "__HOOK_ARGS__": json.dumps(how.hook_args(cli)),
+        "__GUARDED__": json.dumps(sorted(fmt.write_tools | fmt.shell_tools)),
+    }
+    for name, value in values.items():
+        text = text.replace(name, value)
+    return text
+
+
+class KiloSetup(OpenCodeSetup):
+    """Kilo Code's CLI is an OpenCode fork: its own file names, the same plugin hook."""
+
+    name = "kilo"
+    markers = ("kilo.json", "kilo.jsonc", ".kilo", ".kilocode")
+    executables = ("kilo", "kilocode")
+    server_file = "kilo.json"
+    plugin_file = ".kilo/plugin/lockyard.js"
+
+
+class _OwnedFileSetup(CliSetup):
+    """A CLI whose guard is a file of lockyard's own, written whole as one marked block."""
+
+    owned_file: str = ""
+    style = SLASH_COMMENT
+
+    def owned_text(self, how: Invocation) -> str:
+        raise NotImplementedError
+
+    def _is_ours(self, plan: Plan) -> bool:
+        text = plan.text(self.owned_file)
+        return text is not None and is_whole_block(plan.path(self.owned_file), text, self.style)
+
+    def install_owned(self, plan: Plan, how: Invocation) -> None:
+        path = plan.path(self.owned_file)
+        current = plan.text(self.owned_file)
+        if current is not None and not self._is_ours(plan):
+            raise ConfigFileError(
+                f"{path} exists and lockyard did not write it; move it away, then run init "
+                f"again {NOTHING_WRITTEN}"
+            )
+        plan.set(self.owned_file, with_block(path, current, self.owned_text(how), self.style))
+
+    def uninstall_owned(self, plan: Plan) -> None:
+        if self._is_ours(plan):
+            plan.set(self.owned_file, None)
+
+
+class PiSetup(_OwnedFileSetup):
+    """pi has no MCP and no command hooks: one extension of lockyard's starts `lockyard serve`,
+    offers its lock tools as pi tools, and asks `lockyard hook` before each write or shell
+    call (pi loads `.pi/extensions/*.ts` on its own)."""
+
+    name = "pi"
+    instructions_file = "AGENTS.md"
+    markers = (".pi",)
+    executables = ("pi",)
+    owned_file = ".pi/extensions/lockyard.ts"
+
+    def owned_text(self, how: Invocation) -> str:
+        return pi_extension(how)
+
+    def installed(self, plan: Plan) -> bool:
+        return self._is_ours(plan)
+
+    def install_server(self, plan: Plan, how: Invocation) -> None:
+        self.install_owned(plan, how)
+
+    def uninstall_server(self, plan: Plan) -> None:
+        self.uninstall_owned(plan)
+
+    def install_guard(self, plan: Plan, how: Invocation) -> None:
+        pass  # the extension is both the lock tools and the guard
+
+    def uninstall_guard(self, plan: Plan) -> None:
+        pass
+
+
+class CopilotSetup(_JsonServerSetup):
+    """GitHub Copilot CLI: the server in `.github/mcp.json`; the guard a `preToolUse` hook in
+    a hook file of lockyard's own (Copilot reads every `.github/hooks/*.json`)."""
+
+    name = "copilot"
+    instructions_file = "AGENTS.md"
+    markers = (".github/mcp.json", ".github/hooks", ".github/copilot-instructions.md")
+    executables = ("copilot",)
+    server_file = ".github/mcp.json"
+    server_path = ("mcpServers",)
+    hook_file = ".github/hooks/lockyard.json"
+
+    def server_entry(self, how: Invocation) -> dict[str, Any]:
+        return {"type": "stdio", "command": how.command, "args": how.serve_args(self.name),
+                "tools": ["*"]}  # fmt: skip
+
+    def hook_text(self, how: Invocation) -> str:
+        hook = {"type": "command", "bash": how.hook_command(self.name), "timeoutSec": 30}
+        return json.dumps({"version": 1, "hooks": {"preToolUse": [hook]}}, indent=2) + "\n"
+
+    def _hook_file_is_ours(self, text: str | None) -> bool:
+        try:
+            data = json.loads(text or "")
+            command = data["hooks"]["preToolUse"][0]["bash"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            return False
+        how = Invocation.from_hook_command(command, self.name)
+        return how is not None and self.hook_text(how) == text
+
+    def install_guard(self, plan: Plan, how: Invocation) -> None:
+        current = plan.text(self.hook_file)
+        if current is not None and not self._hook_file_is_ours(current):
+            raise ConfigFileError(
+                f"{plan.path(self.hook_file)} exists and lockyard did not write it; move it "
+                f"away, then run init again {NOTHING_WRITTEN}"
+            )
+        plan.set(self.hook_file, self.hook_text(how))
+
+    def uninstall_guard(self, plan: Plan) -> None:
+        if self._hook_file_is_ours(plan.text(self.hook_file)):
+            plan.set(self.hook_file, None)
+
+
+class QwenSetup(_HookListSetup):
+    name = "qwen"
+    instructions_file = "QWEN.md"
+    markers = (".qwen", "QWEN.md")
+    executables = ("qwen",)
+    server_file = ".qwen/settings.json"
+    server_path = ("mcpServers",)
+    hook_file = ".qwen/settings.json"
+    # Qwen Code searches this regular expression anywhere in the tool's name.
+    matcher = "^(write_file|edit|notebook_edit|run_shell_command)$"
+
+    def server_entry(self, how: Invocation) -> dict[str, Any]:
+        return {"command": how.command, "args": how.serve_args(self.name)}
+
+    def hook_group(self, how: Invocation) -> dict[str, Any]:
+        group = super().hook_group(how)
+        group["hooks"][0]["name"] = "lockyard-guard"
+        return group
 
 
 SETUPS: Final[dict[str, CliSetup]] = {
-    setup.name: setup for setup in (ClaudeCodeSetup(), CodexSetup(), OpenCodeSetup(), GeminiSetup())
-}
+    setup.name: setup
+    for setup in (
+        ClaudeCodeSetup(), CodexSetup(), OpenCodeSetup(), GeminiSetup(), CopilotSetup(),
+        QwenSetup(), PiSetup(), KiloSetup(),
+    )
+}  # fmt: skip
 """Every CLI `lockyard init` can set up, in the order it sets them up."""

@@ -1,0 +1,22 @@
+// __OWNED__
+// Before each write or shell call, ask lockyard whether this session holds the files.
+import { spawnSync } from "node:child_process";
+
+const COMMAND = __COMMAND__;
+const ARGS = __HOOK_ARGS__;
+const GUARDED = new Set(__GUARDED__);
+
+export const LockyardGuard = async ({ directory }) => ({
+  "tool.execute.before": async (input, output) => {
+    if (!GUARDED.has(input.tool)) return;
+    const call = { tool_name: input.tool, tool_input: output.args ?? {}, cwd: directory };
+    const payload = JSON.stringify(call);
+    const done = spawnSync(COMMAND, ARGS, { input: payload, encoding: "utf8" });
+    if (done.error || done.status !== 0) {
+      const why = done.error ?? done.stderr;
+      throw new Error(`lockyard's guard did not run (${why}), so this call is refused`);
+    }
+    const answer = done.stdout.trim() ? JSON.parse(done.stdout) : {};
+    if (answer.decision === "deny") throw new Error(answer.reason);
+  },
+});
