@@ -191,10 +191,10 @@ def test_each_cli_gets_its_own_mcp_and_hook_configuration(repo: Path) -> None:
 def test_copilot_qwen_pi_and_kilo_get_their_own_files_and_lose_exactly_them(repo: Path) -> None:
     (repo / ".github/hooks").mkdir(parents=True)
     audit = {"version": 1, "hooks": {"preToolUse": [{"type": "command", "bash": "audit"}]}}
-    (repo / ".github/hooks/lockyard.json").write_text(json.dumps(audit))
+    (repo / ".github/hooks/audit.json").write_text(json.dumps(audit))
     (repo / ".qwen").mkdir()
     (repo / ".qwen/settings.json").write_text(json.dumps({"model": {"name": "qwen3"}}))
-    before = {k: json.loads(v) for k, v in snapshot(repo).items()}
+    before = snapshot(repo)
     code, out = run("init", "copilot", "qwen", "pi", "kilo", "--command", "/opt/ly/lockyard",
                     "--lock-dir", "/run/locks")  # fmt: skip
     assert code == 0, out
@@ -203,11 +203,12 @@ def test_copilot_qwen_pi_and_kilo_get_their_own_files_and_lose_exactly_them(repo
         "type": "stdio", "command": "/opt/ly/lockyard",
         "args": ["serve", "--cli", "copilot", "--lock-dir", "/run/locks"], "tools": ["*"],
     }  # fmt: skip
-    hooks = json.loads((repo / ".github/hooks/lockyard.json").read_text())["hooks"]["preToolUse"]
-    assert hooks == [{"type": "command", "bash": "audit"}, {
+    hooks = json.loads((repo / ".github/hooks/lockyard.json").read_text())
+    assert hooks == {"version": 1, "hooks": {"preToolUse": [{
         "type": "command", "timeoutSec": 30,
         "bash": "/opt/ly/lockyard hook pre-tool-use --cli copilot --lock-dir /run/locks",
-    }]  # fmt: skip
+    }]}}  # fmt: skip
+    assert snapshot(repo)[".github/hooks/audit.json"] == before[".github/hooks/audit.json"]
     qwen = json.loads((repo / ".qwen/settings.json").read_text())
     assert qwen["model"] == {"name": "qwen3"}
     assert qwen["mcpServers"]["lockyard"]["args"] == ["serve", "--cli", "qwen", "--lock-dir",
@@ -226,13 +227,17 @@ def test_copilot_qwen_pi_and_kilo_get_their_own_files_and_lose_exactly_them(repo
     code, out = run("uninstall")
     assert code == 0, out
     assert "lockyard removed for GitHub Copilot CLI, Qwen Code, pi, Kilo Code" in out
-    assert {k: json.loads(v) for k, v in snapshot(repo).items()} == before
+    assert snapshot(repo) == before
 
 
-def test_a_pi_extension_lockyard_did_not_write_stops_init(repo: Path) -> None:
-    (repo / ".pi/extensions").mkdir(parents=True)
-    (repo / ".pi/extensions/lockyard.ts").write_text("export default () => {}\n")
-    code, out = run("init", "pi", "--command", "lockyard")
+@pytest.mark.parametrize(
+    ("cli", "name"),
+    [("pi", ".pi/extensions/lockyard.ts"), ("copilot", ".github/hooks/lockyard.json")],
+)
+def test_a_guard_file_lockyard_did_not_write_stops_init(repo: Path, cli: str, name: str) -> None:
+    (repo / name).parent.mkdir(parents=True)
+    (repo / name).write_text('{"version": 1}\n')
+    code, out = run("init", cli, "--command", "lockyard")
     assert code == 2
     assert "lockyard did not write it" in out
     assert not (repo / "AGENTS.md").exists()
