@@ -199,7 +199,13 @@ class KiloDriver(OpenCodeDriver):
 
 class CopilotDriver(CliDriver):
     """GitHub Copilot CLI from npm, run as `copilot -p` with the fake as its BYOK provider
-    (`COPILOT_PROVIDER_BASE_URL`, Chat Completions) in a folder trusted in its config."""
+    (`COPILOT_PROVIDER_BASE_URL`, Chat Completions) in a folder trusted in its config.
+
+    Not in DRIVERS yet: when `lockyard serve` answers Copilot's `server/discover` probe later
+    than Copilot waits for it (a heavily loaded machine), Copilot falls back to `initialize` on
+    the same connection, which the MCP library refuses (see docs/clis/copilot.md). It passed
+    every scenario on a less loaded machine: `COPILOT = CopilotDriver("copilot",
+    "lockyard-lock_acquire", "lockyard-lock_release", "bash", "create", None)`."""
 
     # Seen with Copilot CLI 1.0.102: at exit it does not wait for its MCP server to give back
     # what the session held (the server dies with it).
@@ -308,9 +314,6 @@ DRIVERS = {
     ),
     "kilo": KiloDriver(
         "kilo", "lockyard_lock_acquire", "lockyard_lock_release", "bash", "write", "read",
-    ),
-    "copilot": CopilotDriver(
-        "copilot", "lockyard-lock_acquire", "lockyard-lock_release", "bash", "create", None,
     ),
     "pi": PiDriver("pi", "lock_acquire", "lock_release", "bash", "write", None),
 }  # fmt: skip
