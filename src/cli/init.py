@@ -17,7 +17,7 @@ import typer
 
 from ..infra.agentcli.config_files import OUTSIDE_FLAG, ConfigFileError, FileChange, Plan, apply
 from ..infra.agentcli.setups import SETUPS, CliSetup, Invocation
-from ..infra.session.identity import repository_root
+from ..infra.session.session_ids import repository_root
 from ._errors import CliError, ExitCode, reports_errors
 from ._options import flag, lock_dir_option
 

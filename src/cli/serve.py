@@ -12,7 +12,6 @@ import typer
 
 from ..infra.crossproc.agent_claims import AgentClaim, AgentIdInUseError
 from ..infra.lockstore import LockBackend, LockStore, LockStoreError, chosen_spec, is_postgres_spec
-from ..infra.session.identity import SessionIdentityError, check_cli_name, repository_root
 from ..infra.session.registry import SessionRegistryError
 from ..infra.session.serve_session import (
     DerivedSession,
@@ -20,6 +19,7 @@ from ..infra.session.serve_session import (
     register_session,
     unregister_session,
 )
+from ..infra.session.session_ids import SessionIdError, check_cli_name, repository_root
 from ..infra.transports.stdio.serve_config import ServeConfigError, open_serve_store
 from ._errors import CliError, ExitCode, reports_errors
 from ._options import backend_option, lock_dir_option
@@ -71,8 +71,8 @@ def serve_command(
             "--namespace",
             envvar="LOCKYARD_NAMESPACE",
             help="The repository's name for locks: checkouts given one name share locks "
-            "wherever they are (other hosts, containers). Default: the repository's own "
-            "identity, shared by its git worktrees.",
+            "wherever they are (other hosts, containers). Default: the name derived from "
+            "the repository, shared by its git worktrees.",
             show_default=False,
         ),
     ] = None,
@@ -166,7 +166,7 @@ def _serve(
         try:
             check_cli_name(cli)
             session = derive_session(cli)
-        except SessionIdentityError as exc:
+        except SessionIdError as exc:
             raise _usage(str(exc)) from None
         agent_id = session.agent_id
     if repo is None:

@@ -30,7 +30,7 @@ from lockyard.infra.crossproc.notices import FileVictimNotices
 from lockyard.infra.crossproc.state import WaitForReader, node_key
 from lockyard.infra.hooks.commit_guard.hook import make_commit_guard_hook
 from lockyard.infra.hooks.write_guard.hook import make_write_guard_hook
-from lockyard.infra.lockstore.identity import NAMESPACE_ENV
+from lockyard.infra.lockstore.checkout import NAMESPACE_ENV
 from lockyard.infra.lockstore.liveness import current_process, new_token
 from lockyard.infra.lockstore.lockdir.disk import LockDir
 from lockyard.infra.lockstore.paths import lock_name

@@ -46,7 +46,9 @@ class HookSettings:
 
 
 @dataclass(frozen=True)
-class Identity:
+class JudgedAgent:
+    """The agent a hook judges a tool call for, and the checkout it works in."""
+
     agent_id: str
     repo: str
 
@@ -90,12 +92,12 @@ def _judge(fmt: CliFormat, raw: bytes, settings: HookSettings) -> HookAnswer:
         return judge_in_sandbox(fmt, call, settings.ipc, settings.repo, _denial)
     lock_dir = settings.lock_dir or str(default_lock_dir())
     try:
-        identity = find_identity(settings, lock_dir)
+        agent = judged_agent(settings, lock_dir)
     except NoSessionError as exc:
         return fmt.deny(f"{exc} Until then lockyard refuses edits and commits in this session.")
-    reader = LockDirReader(identity.repo, lock_dir)
+    reader = LockDirReader(agent.repo, lock_dir)
     try:
-        reason = _denial(fmt, call, reader, identity.agent_id)
+        reason = _denial(fmt, call, reader, agent.agent_id)
     finally:
         reader.close()
     return fmt.allow() if reason is None else fmt.deny(reason)
@@ -137,12 +139,12 @@ def _denial(fmt: CliFormat, call: ToolCall, reader: GuardStore, agent_id: str) -
     return reason
 
 
-def find_identity(settings: HookSettings, lock_dir: str) -> Identity:
+def judged_agent(settings: HookSettings, lock_dir: str) -> JudgedAgent:
     """The agent id and repository this hook judges for: given explicitly, else the session
     of the agent CLI process this hook runs under."""
     if settings.agent_id:
         repo = settings.repo or os.getcwd()
-        return Identity(settings.agent_id, repo)
+        return JudgedAgent(settings.agent_id, repo)
     record = SessionRegistry(lock_dir).find_for_this_process()
     if record is None:
         raise NoSessionError(
@@ -150,4 +152,4 @@ def find_identity(settings: HookSettings, lock_dir: str) -> Identity:
             f"not running, or uses another lock directory than {lock_dir}. Check the CLI's MCP "
             "servers (lockyard must be connected), then retry."
         )
-    return Identity(record.agent_id, record.repo)
+    return JudgedAgent(record.agent_id, record.repo)

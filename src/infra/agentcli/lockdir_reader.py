@@ -13,16 +13,16 @@ import os
 from typing import Any
 
 from ..lockstore import (
+    Checkout,
     CorruptRecordError,
     JournalRecord,
     Liveness,
     LockDir,
-    RepoIdentity,
     append_once,
     current_process,
     liveness_of,
     lock_name,
-    resolve_identity,
+    open_checkout,
 )
 
 
@@ -35,9 +35,9 @@ class LockDirReader:
         lock_dir: str | os.PathLike[str],
         namespace: str | None = None,
     ) -> None:
-        self.identity: RepoIdentity = resolve_identity(repo, namespace)
-        self.namespace: str = self.identity.namespace
-        self.root: str = self.identity.root
+        self.checkout: Checkout = open_checkout(repo, namespace)
+        self.namespace: str = self.checkout.namespace
+        self.root: str = self.checkout.root
         self._dir = LockDir(lock_dir)
         self.lock_dir = lock_dir
 
@@ -57,7 +57,7 @@ class LockDirReader:
         self._dir.close()
 
     def canonicalize(self, filepath: str) -> str:
-        return self.identity.key(filepath)
+        return self.checkout.key(filepath)
 
     def stale_grant(self, filepath: str, agent_id: str) -> str | None:
         """Never stale: a lock directory grant has no fencing number to fall behind."""

@@ -6,7 +6,7 @@
 - `postgres/`: PostgreSQL, for agents on many hosts: locks owned by live database sessions,
   queues in tables, wake-ups by NOTIFY;
 - beside them, what both share: the seam (`backend.py`), errors, records, liveness, lock keys
-  (`identity.py`, `paths.py`), the wait limits (`limits.py`) and wakers (`wakeup.py`).
+  (`checkout.py`, `paths.py`), the wait limits (`limits.py`) and wakers (`wakeup.py`).
   `choice.py` opens the backend a setting names; `default_store.py` has the module-level
   functions (`try_lock`, ...) on the default lock directory;
 - beside them too, though of the backends only the lock directory uses them, because parts
@@ -31,6 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .backend import LockBackend
+    from .checkout import (
+        NAMESPACE_ENV,
+        Checkout,
+        canonical_repo_path,
+        namespace_from_env,
+        open_checkout,
+        validate_namespace,
+    )
     from .choice import (
         BACKEND_ENV,
         FILE_WORD,
@@ -64,14 +72,6 @@ if TYPE_CHECKING:
         LockDirFullError,
         LockStoreError,
         PathOutsideRepoError,
-    )
-    from .identity import (
-        NAMESPACE_ENV,
-        RepoIdentity,
-        canonical_repo_path,
-        namespace_from_env,
-        resolve_identity,
-        validate_namespace,
     )
     from .inotify import (
         IN_CLOSE_WRITE,
@@ -183,12 +183,12 @@ _HOMES = {
     "LockDirFullError": "errors",
     "LockStoreError": "errors",
     "PathOutsideRepoError": "errors",
-    "NAMESPACE_ENV": "identity",
-    "RepoIdentity": "identity",
-    "canonical_repo_path": "identity",
-    "namespace_from_env": "identity",
-    "resolve_identity": "identity",
-    "validate_namespace": "identity",
+    "NAMESPACE_ENV": "checkout",
+    "Checkout": "checkout",
+    "canonical_repo_path": "checkout",
+    "namespace_from_env": "checkout",
+    "open_checkout": "checkout",
+    "validate_namespace": "checkout",
     "IN_CLOSE_WRITE": "inotify",
     "IN_CREATE": "inotify",
     "IN_DELETE": "inotify",
@@ -253,6 +253,7 @@ __all__ = [
     "BackendError",
     "BackendSpecError",
     "BadQueryError",
+    "Checkout",
     "CorruptRecordError",
     "CycleStep",
     "FileFigures",
@@ -283,7 +284,6 @@ __all__ = [
     "PathOutsideRepoError",
     "ProcessIdentity",
     "Reclamation",
-    "RepoIdentity",
     "Stats",
     "StoreSnapshot",
     "WaiterRecord",
@@ -315,12 +315,12 @@ __all__ = [
     "namespace_from_env",
     "new_token",
     "open_backend",
+    "open_checkout",
     "open_journal",
     "operator_release",
     "process_hub",
     "read_own_file",
     "release_lock",
-    "resolve_identity",
     "store_call",
     "try_lock",
     "unmark_victim",

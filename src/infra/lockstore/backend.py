@@ -4,11 +4,11 @@ Two do: the file-system `LockStore` (lockyard.infra.lockstore) and `PgLockStore`
 (lockyard.infra.lockstore.postgres), whose locks belong to live database sessions and carry
 fencing numbers. `lockyard.infra.lockstore.open_backend` picks one from a setting.
 
-A lock is the pair (namespace, key): the repository's identity and the file's path relative
-to the checkout's root (see `identity.py`). A backend opens a checkout with
-`resolve_identity(repo_path, namespace)` and stores only these pairs, so it never sees a
-machine's absolute paths: `identity.key(filepath)` is its `canonicalize`, and
-`identity.namespace` its namespace.
+A lock is the pair (namespace, key): the repository's namespace and the file's path relative
+to the checkout's root (see `checkout.py`). A backend opens a checkout with
+`open_checkout(repo_path, namespace)` and stores only these pairs, so it never sees a
+machine's absolute paths: `checkout.key(filepath)` is its `canonicalize`, and
+`checkout.namespace` its namespace.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class LockBackend(Protocol):
     """Locks keyed by repository-relative path within one repository namespace."""
 
     namespace: str
-    """The repository's identity (shared by its worktrees, or an explicit name)."""
+    """The repository's namespace (shared by its worktrees, or an explicit name)."""
     root: str
     """This checkout's root directory on this machine: keys are relative to it."""
 

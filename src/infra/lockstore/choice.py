@@ -65,8 +65,8 @@ def open_backend(
 
     `lock_dir` is the older way to name a lock directory; it cannot be combined with a
     PostgreSQL backend. `namespace` names the repository explicitly (default:
-    `LOCKYARD_NAMESPACE`, else the repository's own identity). `read_only`: for inspecting
-    (`lockyard status`): nothing is created or changed, and read rights are enough.
+    `LOCKYARD_NAMESPACE`, else the name derived from the repository). `read_only`: for
+    inspecting (`lockyard status`): nothing is created or changed, and read rights are enough.
     """
     spec = chosen_spec(backend)
     if spec is not None and is_postgres_spec(spec):

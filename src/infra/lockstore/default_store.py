@@ -2,7 +2,7 @@
 
 Each function below runs on a cached default store per (checkout, namespace, backend).
 `repo_namespace` is the checkout's directory (default: the working directory); the namespace
-is the repository's identity, or `LOCKYARD_NAMESPACE` when set. The backend is the one
+is the name derived from the repository, or `LOCKYARD_NAMESPACE` when set. The backend is the one
 `LOCKYARD_BACKEND` names (`postgresql://...`, a lock directory, or `file`), as for every other
 entry point; without it the lock directory `LOCKYARD_LOCK_DIR`, else a private per-user
 runtime directory.
@@ -14,8 +14,8 @@ import os
 import threading
 
 from .backend import LockBackend
+from .checkout import NAMESPACE_ENV, canonical_repo_path, namespace_from_env
 from .choice import BACKEND_ENV, FILE_WORD, chosen_spec, is_postgres_spec, open_backend
-from .identity import NAMESPACE_ENV, canonical_repo_path, namespace_from_env
 from .lockdir.disk import default_lock_dir
 from .records import LockInfo
 
@@ -70,7 +70,7 @@ def _env_values() -> tuple[_EnvValue, _EnvValue, _EnvValue]:
 def get_store(repo_namespace: str | os.PathLike[str] | None = None) -> LockBackend:
     """The cached store for this checkout (canonical path), the current `LOCKYARD_NAMESPACE`
     and the backend in force (`LOCKYARD_BACKEND`, else the lock directory). The checkout's
-    identity is read once per store."""
+    repository is read once per store."""
     recent = _recent_store(repo_namespace)
     if recent is not None:
         return recent

@@ -158,7 +158,7 @@ class _Current:
 
     def renew(self) -> None:
         self.boottime_offset = boottime_offset_ticks()
-        self.identity = _identify_current(self.boottime_offset)
+        self.process = _identify_current(self.boottime_offset)
         self.token_prefix = secrets.token_hex(6)
         self.counter = itertools.count(1)
         self.lock = threading.Lock()
@@ -169,12 +169,12 @@ os.register_at_fork(after_in_child=_current.renew)
 
 
 def current_process() -> ProcessIdentity:
-    return _current.identity
+    return _current.process
 
 
 def pids_are_local() -> bool:
     """Whether recorded pids are this process's own pid numbers (pidfd_open uses those)."""
-    return _current.identity.pid == os.getpid()
+    return _current.process.pid == os.getpid()
 
 
 def new_token() -> str:
@@ -186,7 +186,7 @@ def liveness_of(
     pid: int, start_time: int | None, host: str, boot_id: str | None, pid_ns: str | None
 ) -> tuple[Liveness, str]:
     """Whether the recorded process is alive, provably dead, or unknown; and why."""
-    me = _current.identity
+    me = _current.process
     if host != me.host:
         return Liveness.UNKNOWN, f"holder runs on another host ({host})"
     if boot_id is None or boot_id != me.boot_id:

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..lockstore import ProcessIdentity, boottime_offset_ticks, current_process
-from .identity import server_anchor, session_agent_id
 from .process_tree import ProcessRef
 from .registry import SessionRecord, SessionRegistry, new_record
+from .session_ids import server_anchor, session_agent_id
 
 
 @dataclass(frozen=True)
 class DerivedSession:
-    """A session's identity before anything is served."""
+    """A session's anchor and agent id before anything is served."""
 
     agent_id: str
     cli: str
@@ -32,7 +32,7 @@ class DerivedSession:
 
 
 def derive_session(cli: str) -> DerivedSession:
-    """The session of the CLI that started this server (SessionIdentityError if none)."""
+    """The session of the CLI that started this server (SessionIdError if none)."""
     anchor = server_anchor()
     return DerivedSession(session_agent_id(cli, anchor), cli, anchor)
 

@@ -24,7 +24,7 @@ class LockDirSource:
             store = LockStore(lock_dir=lock_dir, read_only=read_only)
         self.state = WaitForReader(store)
         self.board = VictimNoticeBoard(self.lock_dir)
-        self._identity = _identity(self.lock_dir)
+        self._inode = _inode(self.lock_dir)
 
     @property
     def location(self) -> str:
@@ -38,8 +38,8 @@ class LockDirSource:
         )
 
     def check_present(self) -> None:
-        current = _identity(self.lock_dir)
-        if current is None or current != self._identity:
+        current = _inode(self.lock_dir)
+        if current is None or current != self._inode:
             raise LockDirError(f"lock directory {self.lock_dir} was removed or replaced")
 
     def lead(self) -> bool:
@@ -49,7 +49,7 @@ class LockDirSource:
         return FileVictimNotices(self.lock_dir, self.state.still_waiting)
 
 
-def _identity(directory: Path) -> tuple[int, int] | None:
+def _inode(directory: Path) -> tuple[int, int] | None:
     try:
         info = os.stat(directory)
     except OSError:

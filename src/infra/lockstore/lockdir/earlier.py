@@ -14,8 +14,8 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
+from ..checkout import checkout_at
 from ..errors import CorruptRecordError, LockDirError
-from ..identity import identity_of
 from ..paths import lock_name
 from ..records import HolderRecord
 from .disk import LOCK_SUFFIX, LockDir
@@ -56,8 +56,8 @@ def key_of_earlier(holder: HolderRecord, root: str) -> str | None:
     """The key, in the checkout `root`, of the file an earlier-format record locks, or None
     when that record is about another repository (or one this host cannot see)."""
     try:
-        theirs = identity_of(os.path.realpath(holder.namespace), None)
-        ours = identity_of(root, None)
+        theirs = checkout_at(os.path.realpath(holder.namespace), None)
+        ours = checkout_at(root, None)
     except (OSError, ValueError):
         return None
     if theirs.namespace != ours.namespace:

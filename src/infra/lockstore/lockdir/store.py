@@ -1,6 +1,6 @@
 """`LockStore`: file locks in one private lock directory, for one checkout of a repository.
 
-A lock is (namespace, repository-relative key) (see `identity.py`): stores opened on two
+A lock is (namespace, repository-relative key) (see `checkout.py`): stores opened on two
 worktrees of one clone, or on two checkouts given one explicit namespace, share their locks.
 
 The operations are built from the atomic steps of `disk.py` (publish by rename, remove by
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+from ..checkout import Checkout, open_checkout
 from ..errors import CorruptRecordError
-from ..identity import RepoIdentity, resolve_identity
 from ..journal.files import JournalFiles, journal_files
 from ..journal.record import JournalRecord, process_session
 from ..limits import validate_poll_interval, validate_timeout
@@ -61,8 +61,8 @@ class LockStore:
 
     `repo_namespace` is a directory of the checkout (default: the working directory);
     relative file paths are resolved in the checkout's root. `namespace` names the repository
-    explicitly (default: `LOCKYARD_NAMESPACE`, else the repository's own identity; see
-    `identity.py`).
+    explicitly (default: `LOCKYARD_NAMESPACE`, else the name derived from the repository; see
+    `checkout.py`).
 
     `use_inotify=False` disables cross-process push wake-ups (waiters in other processes
     are then seen by polling); in-process notifications always work.
@@ -90,9 +90,9 @@ class LockStore:
         read_only: bool = False,
     ) -> None:
         self._owner = owner
-        self.identity: RepoIdentity = resolve_identity(repo_namespace, namespace)
-        self.namespace: str = self.identity.namespace
-        self.root: str = self.identity.root
+        self.checkout: Checkout = open_checkout(repo_namespace, namespace)
+        self.namespace: str = self.checkout.namespace
+        self.root: str = self.checkout.root
         """This checkout's root: lock keys are relative to it."""
         self.allow_outside_repo = allow_outside_repo
         self._dir = LockDir(
@@ -199,7 +199,7 @@ class LockStore:
                 plain.append(path)
             return resolved, is_dir
 
-        key = self.identity.key(
+        key = self.checkout.key(
             filepath, allow_outside_repo=self.allow_outside_repo, resolve=resolve
         )
         name = lock_name(self.namespace, key)

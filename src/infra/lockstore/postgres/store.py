@@ -31,8 +31,8 @@ from typing import Any, Final, NamedTuple
 
 import psycopg
 
+from ..checkout import Checkout, open_checkout
 from ..errors import BackendError
-from ..identity import RepoIdentity, resolve_identity
 from ..journal.causes import abandoned_wait_outcome, operator_cause
 from ..journal.files import journal_enabled
 from ..journal.record import TIMED_OUT, JournalRecord
@@ -92,10 +92,10 @@ class PgLockStore:
     ) -> None:
         """`read_only`: for inspecting (`lockyard status`): the schema is not created nor
         upgraded, no session is opened, and SELECT on the tables is all the role needs."""
-        # (namespace, repository-relative key) pairs only: see lockstore/identity.py.
-        self.identity: RepoIdentity = resolve_identity(repo_namespace, namespace)
-        self.namespace: str = self.identity.namespace
-        self.root: str = self.identity.root
+        # (namespace, repository-relative key) pairs only: see lockstore/checkout.py.
+        self.checkout: Checkout = open_checkout(repo_namespace, namespace)
+        self.namespace: str = self.checkout.namespace
+        self.root: str = self.checkout.root
         self.spec = backend if isinstance(backend, PgSpec) else parse_spec(backend)
         self.allow_outside_repo = allow_outside_repo
         self.liveness_interval = liveness_interval
@@ -184,7 +184,7 @@ RETURNING CASE
     WHEN h.queued THEN {s}.hand_off($1, $2, $4)::text
 END"""
 
-    # -- identity ---------------------------------------------------------------------------
+    # -- the checkout ---------------------------------------------------------------------------
 
     @property
     def location(self) -> str:
@@ -243,7 +243,7 @@ END"""
     # -- keys -------------------------------------------------------------------------------
 
     def canonicalize(self, filepath: str) -> str:
-        return self.identity.key(filepath, allow_outside_repo=self.allow_outside_repo)
+        return self.checkout.key(filepath, allow_outside_repo=self.allow_outside_repo)
 
     # -- taking and giving back ---------------------------------------------------------------
 

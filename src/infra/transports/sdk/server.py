@@ -38,7 +38,7 @@ def create_locking_mcp_server(
     (then `repo_namespace`, if given, must be the store's repo, and `lock_dir` must be omitted);
     otherwise one is opened on `backend` (`postgresql://...`, default `LOCKYARD_BACKEND`) or
     on `lock_dir` (default: `LOCKYARD_LOCK_DIR`, else a per-user runtime directory), for the
-    repository `namespace` (default: the repository's identity, see `LockStore`).
+    repository `namespace` (default: the name derived from the repository, see `LockStore`).
     `victim_notices` (usually the monitor) lets a waiting call return the deadlock result
     when this agent is chosen as a victim.
     """

@@ -39,7 +39,7 @@ def get_mcp_servers(
     (`postgresql://...` or a lock directory; default `LOCKYARD_BACKEND`) picks where the
     locks live when no `store` is given. `namespace` names the repository explicitly, so that
     checkouts elsewhere (other hosts, containers) given the same name share locks; by default
-    it is the repository's own identity, shared by its git worktrees (or
+    it is the name derived from the repository, shared by its git worktrees (or
     `LOCKYARD_NAMESPACE` when set).
     """
     server = create_locking_mcp_server(

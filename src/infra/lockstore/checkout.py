@@ -2,7 +2,7 @@
 
 A lock names a file *in a repository*, not on one disk: the pair (namespace, key).
 
-- The **namespace** is the repository's identity. For a git checkout it is derived from the
+- The **namespace** names the repository. For a git checkout it is derived from the
   repository's common git directory (`git rev-parse --git-common-dir`), which every worktree
   of one clone shares: `proj-3f2a9c1b7e40`. An explicit name (`namespace=`, or the
   `LOCKYARD_NAMESPACE` environment variable) replaces it, so that clones on other hosts and
@@ -55,7 +55,7 @@ NamespaceSource = Literal["explicit", "git", "directory"]
 
 
 @dataclass(frozen=True, slots=True)
-class RepoIdentity:
+class Checkout:
     """One checkout of one repository: where it is, and which repository it is.
 
     `root` is the checkout's root (canonical path; for a git checkout its top level, whichever
@@ -140,7 +140,7 @@ def validate_namespace(name: object, what: str = "namespace") -> str:
     if not name.strip():
         raise InvalidNamespaceError(
             f"{what} is empty; pass a short name such as 'myproject', or leave it unset to "
-            "use the repository's own identity"
+            "use the name derived from the repository"
         )
     if "\x00" in name:
         raise InvalidNamespaceError(f"{what} contains a NUL byte; remove it")
@@ -197,22 +197,22 @@ def canonical_repo_path(repo_path: str | os.PathLike[str] | None) -> str:
     return path
 
 
-def resolve_identity(
+def open_checkout(
     repo_path: str | os.PathLike[str] | None = None, namespace: str | None = None
-) -> RepoIdentity:
-    """The identity of the checkout at `repo_path` (default: the working directory).
+) -> Checkout:
+    """The checkout at `repo_path` (default: the working directory).
 
     `namespace`, when given, is the explicit name; otherwise `LOCKYARD_NAMESPACE`; otherwise
-    the repository's own identity. Raises `InvalidPathError` when `repo_path` is not an
+    the name derived from the repository. Raises `InvalidPathError` when `repo_path` is not an
     existing directory, `InvalidNamespaceError` for a bad explicit name.
     """
     explicit = validate_namespace(namespace) if namespace is not None else namespace_from_env()
-    return identity_of(canonical_repo_path(repo_path), explicit)
+    return checkout_at(canonical_repo_path(repo_path), explicit)
 
 
 @functools.lru_cache(maxsize=256)
-def identity_of(directory: str, explicit: str | None) -> RepoIdentity:
-    """`resolve_identity` for a canonical `directory`, remembered (a checkout's git layout is
+def checkout_at(directory: str, explicit: str | None) -> Checkout:
+    """`open_checkout` for a canonical `directory`, remembered (a checkout's git layout is
     read once per process; moving a `.git` under a running agent is not supported)."""
     why: str | None
     try:
@@ -229,10 +229,10 @@ def identity_of(directory: str, explicit: str | None) -> RepoIdentity:
     found = find_git_checkout(directory)
     root, common = (directory, None) if found is None else found
     if explicit is not None:
-        return RepoIdentity(explicit, root, "explicit", common)
+        return Checkout(explicit, root, "explicit", common)
     if common is None:
-        return RepoIdentity(root, root, "directory", None)
-    return RepoIdentity(derived_namespace(common), root, "git", common)
+        return Checkout(root, root, "directory", None)
+    return Checkout(derived_namespace(common), root, "git", common)
 
 
 def derived_namespace(common_dir: str) -> str:

@@ -23,13 +23,13 @@ DEFAULT_CLI: Final = "agent"
 _CLI_NAME: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
 
 
-class SessionIdentityError(Exception):
-    """No session identity can be derived (no parent process, or a bad CLI name)."""
+class SessionIdError(Exception):
+    """No session agent id can be derived (no parent process, or a bad CLI name)."""
 
 
 def check_cli_name(cli: str) -> str:
     if not _CLI_NAME.fullmatch(cli):
-        raise SessionIdentityError(
+        raise SessionIdError(
             f"CLI name {cli!r} must be 1-32 characters of a-z, 0-9 and '-', starting with a "
             "letter or digit (for example claude-code, codex, opencode, gemini)"
         )
@@ -40,7 +40,7 @@ def server_anchor(pid: int | None = None) -> ProcessRef:
     """The session anchor of an MCP server: the process that started it (its parent)."""
     parent = parent_of(os.getpid() if pid is None else pid)
     if parent is None or parent.pid == 1:
-        raise SessionIdentityError(
+        raise SessionIdError(
             "no agent CLI process started this server (its parent is init or gone), so no "
             "session id can be derived; pass --agent-id ID"
         )

@@ -1,5 +1,6 @@
-"""Repository identity: namespaces (derived from git, explicit, or a directory's path) and
-repository-relative keys, on real git checkouts (`git init`, `git worktree add`, submodules)."""
+"""Checkouts and their repositories: namespaces (derived from git, explicit, or a
+directory's path) and repository-relative keys, on real git checkouts (`git init`,
+`git worktree add`, submodules)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lockyard.infra.lockstore.identity import (
+from lockyard.infra.lockstore.checkout import (
     MAX_NAMESPACE_CHARS,
     NAMESPACE_ENV,
     derived_namespace,
     find_git_checkout,
-    resolve_identity,
+    open_checkout,
     validate_namespace,
 )
 from lockyard.infra.tools.locking import (
@@ -63,7 +64,7 @@ def clone(tmp_path: Path) -> Path:
 
 
 def git_common_dir(checkout: Path) -> str:
-    """What git itself says the repository's common dir is (the identity's source)."""
+    """What git itself says the repository's common dir is (the namespace's source)."""
     return os.path.realpath(checkout / git(checkout, "rev-parse", "--git-common-dir"))
 
 
@@ -73,9 +74,9 @@ def git_common_dir(checkout: Path) -> str:
 def test_every_worktree_of_a_clone_has_the_clones_namespace(clone: Path, tmp_path: Path) -> None:
     git(clone, "worktree", "add", "-q", str(tmp_path / "wt2"), "-b", "two")
     git(clone, "worktree", "add", "-q", str(tmp_path / "nested" / "wt3"), "-b", "three")
-    main = resolve_identity(clone)
-    second = resolve_identity(tmp_path / "wt2")
-    third = resolve_identity(tmp_path / "nested" / "wt3" / "src")  # any directory inside
+    main = open_checkout(clone)
+    second = open_checkout(tmp_path / "wt2")
+    third = open_checkout(tmp_path / "nested" / "wt3" / "src")  # any directory inside
     assert main.namespace == second.namespace == third.namespace
     assert main.source == "git"
     assert main.namespace == derived_namespace(git_common_dir(tmp_path / "wt2"))
@@ -93,32 +94,32 @@ def test_two_clones_and_a_copied_checkout_are_different_repositories_unless_name
     git(tmp_path, "clone", "-q", str(clone), "other-clone")
     shutil.copytree(clone, tmp_path / "container" / "workspace", symlinks=True)
     spots = [clone, tmp_path / "other-clone", tmp_path / "container" / "workspace"]
-    derived = {resolve_identity(spot).namespace for spot in spots}
+    derived = {open_checkout(spot).namespace for spot in spots}
     assert len(derived) == 3  # by default each clone keeps its locks to itself
-    named = {resolve_identity(spot, "proj").namespace for spot in spots}
+    named = {open_checkout(spot, "proj").namespace for spot in spots}
     assert named == {"proj"}
-    assert resolve_identity(spots[2], "proj").root == str(spots[2])
+    assert open_checkout(spots[2], "proj").root == str(spots[2])
 
 
 def test_the_namespace_comes_from_the_environment_when_not_passed(
     clone: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(NAMESPACE_ENV, "team-proj")
-    assert resolve_identity(clone).namespace == "team-proj"
-    assert resolve_identity(clone, "given").namespace == "given"  # the argument wins
+    assert open_checkout(clone).namespace == "team-proj"
+    assert open_checkout(clone, "given").namespace == "given"  # the argument wins
     assert LockStore(clone, clone.parent / "locks").namespace == "team-proj"
 
 
 def test_a_directory_that_is_no_git_checkout_is_its_own_namespace(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     (plain / "sub").mkdir(parents=True)
-    identity = resolve_identity(plain)
-    assert (identity.namespace, identity.root, identity.source) == (
+    checkout = open_checkout(plain)
+    assert (checkout.namespace, checkout.root, checkout.source) == (
         str(plain),
         str(plain),
         "directory",
     )
-    assert resolve_identity(plain / "sub").root == str(plain / "sub")  # no checkout above
+    assert open_checkout(plain / "sub").root == str(plain / "sub")  # no checkout above
 
 
 def test_a_worktree_whose_git_dir_is_not_there_is_a_directory_namespace(
@@ -129,13 +130,13 @@ def test_a_worktree_whose_git_dir_is_not_there_is_a_directory_namespace(
     seen = tmp_path / "container" / "wt"
     shutil.copytree(tmp_path / "wt", seen, symlinks=True)
     (seen / ".git").write_text("gitdir: /nowhere/.git/worktrees/wt\n")
-    identity = resolve_identity(seen / "src")
-    assert (identity.namespace, identity.root, identity.source) == (
+    checkout = open_checkout(seen / "src")
+    assert (checkout.namespace, checkout.root, checkout.source) == (
         str(seen),
         str(seen),
         "directory",
     )
-    assert resolve_identity(seen, "proj").namespace == "proj"
+    assert open_checkout(seen, "proj").namespace == "proj"
 
 
 def test_the_identity_is_read_from_the_files_not_from_git_variables(
@@ -144,8 +145,8 @@ def test_the_identity_is_read_from_the_files_not_from_git_variables(
     other = make_repo(tmp_path / "other")
     monkeypatch.setenv("GIT_DIR", str(other / ".git"))  # what a git hook would see
     monkeypatch.setenv("GIT_WORK_TREE", str(other))
-    assert resolve_identity(clone).root == str(clone)
-    assert resolve_identity(clone).namespace != resolve_identity(other).namespace
+    assert open_checkout(clone).root == str(clone)
+    assert open_checkout(clone).namespace != open_checkout(other).namespace
 
 
 BAD_NAMESPACES = ["", "   ", "a/b", "/abs", "a\x00b", "a\nb", "tab\there", "esc\x1b[31m"]
