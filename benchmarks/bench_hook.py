@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 
 PYTHON = sys.executable
 LOCKYARD = str(Path(PYTHON).parent / "lockyard")

@@ -32,6 +32,7 @@ import anyio
 import anyio.lowlevel
 import filelock
 
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.errors import InvalidPathError, PathOutsideRepoError
 from lockyard.infra.lockstore.lockdir.disk import default_lock_dir
 from lockyard.infra.lockstore.paths import (
@@ -41,7 +42,6 @@ from lockyard.infra.lockstore.paths import (
     unescape_dollars,
     validate_path_text,
 )
-from lockyard.infra.tools.locking import LockStore
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_peers import wait_until_asleep

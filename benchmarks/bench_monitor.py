@@ -32,7 +32,7 @@ import anyio
 
 from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
-from lockyard.domain.deadlock import DeadlockMonitor
+from lockyard.domain.monitor import DeadlockMonitor
 
 AGENT_COUNTS = (10, 100, 1_000, 10_000)
 LOCKS_PER_AGENT = 10

@@ -24,9 +24,9 @@ from pathlib import Path
 import tree_sitter_bash
 from tree_sitter import Language, Parser
 
-from lockyard.infra.hooks.shell_guard import decide_shell_command
+from lockyard.infra.hooks.shell_guard.decide import decide_shell_command
 from lockyard.infra.hooks.write_guard.hook import make_write_guard_hook
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 
 AGENT = "alice"
 TYPICAL = [

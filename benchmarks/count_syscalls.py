@@ -33,7 +33,7 @@ kind, cycles, base = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 repo, lock_dir = f"{base}/repo", f"{base}/locks"
 os.environ["LOCKYARD_LOCK_DIR"] = lock_dir
 from lockyard.infra.tools import locking
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 
 def mark(label):
     os.access(MARK + label, os.F_OK)  # a call strace shows, to cut the trace at

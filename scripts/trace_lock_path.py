@@ -45,7 +45,7 @@ _GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from lockyard.infra.tools.locking import LockStore
+    from lockyard.infra.lockstore import LockStore
     store = LockStore(sys.argv[1], sys.argv[2])
     assert store.try_lock("a.py", "holder")
     print("held", flush=True)

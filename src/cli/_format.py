@@ -55,14 +55,6 @@ def display_key(lock_key: str, base: Path | None) -> str:
         return lock_key
 
 
-EARLIER_FORMAT_ADVICE = (
-    "taken by a lockyard version before repository-relative keys (its key is an absolute "
-    "path): agents of this version that started while it is held keep the file locked; stop "
-    "the earlier version's agents before starting new ones, and `lockyard clean` releases it "
-    "once its holder is dead"
-)
-
-
 def print_json(payload: Any) -> None:
     """Machine output: one JSON document on stdout, nothing else."""
     sys.stdout.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")

@@ -16,7 +16,6 @@ import typer
 from ..infra.lockstore import LockBackend, WaiterRecord
 from ._errors import EXIT_CODES_HELP, CliError, ExitCode, reports_errors
 from ._format import (
-    EARLIER_FORMAT_ADVICE,
     display_key,
     line_console,
     print_json,
@@ -99,12 +98,6 @@ def clean(
         else:
             mode, released = "stale", release_stale(store)
             ended = ended_waits(store.end_stalled_waits(), "its turn at the free lock expired")
-        earlier = [
-            {"lock_path": info.lock_path, "agent_id": info.holder.agent_id,
-             "liveness": info.liveness}
-            for info in store.list_locks()
-            if info.earlier_format and info.holder is not None
-        ]  # fmt: skip
     if json_output:
         print_json(
             {
@@ -114,17 +107,10 @@ def clean(
                 "count": len(released),
                 "ended_waits": ended,
                 "skipped_unreadable": unreadable,
-                "earlier_format_left": earlier,
             }
         )
     else:
         _render(line_console(), store, mode, released, ended, unreadable)
-        for entry in earlier:
-            line_console().print(
-                f"left alone: {entry['lock_path']} (held by {entry['agent_id']}, "
-                f"{entry['liveness']}) was {EARLIER_FORMAT_ADVICE}.",
-                style="yellow",
-            )
     if unreadable:
         raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
 

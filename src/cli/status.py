@@ -25,7 +25,6 @@ from ..infra.lockstore import LockBackend, LockInfo, StoreSnapshot, WaiterRecord
 from ..infra.session.registry import SessionRecord, SessionRegistry
 from ._errors import EXIT_CODES_HELP, ExitCode, reports_errors
 from ._format import (
-    EARLIER_FORMAT_ADVICE,
     display_key,
     format_age,
     print_json,
@@ -168,7 +167,6 @@ def lock_payload(info: LockInfo) -> dict[str, Any]:
             for waiter in info.waiters
         ],
         "problem": info.problem,
-        "earlier_format": info.earlier_format,
     }
 
 
@@ -312,13 +310,6 @@ def render_status(
             console.print(f"unreadable: {info.lock_path}: {info.problem}", style="yellow")
         elif info.holder is None:  # why a free lock is not free for everyone
             console.print(f"{_name(info, single)}: {info.liveness_reason}", style="cyan")
-    for info in snapshot.locks:
-        if info.earlier_format and info.holder is not None:
-            console.print(
-                f"earlier format: {info.lock_path} (held by {info.holder.agent_id}, "
-                f"{info.liveness}) was {EARLIER_FORMAT_ADVICE}.",
-                style="yellow",
-            )
     for deadlock in deadlocks:
         shown = deadlock.within(single) if single is not None else deadlock
         console.print(Text("deadlock: ", style="bold red") + Text(shown.describe()))
@@ -353,10 +344,7 @@ def _checkout(info: LockInfo) -> str:
 
 
 def _name(info: LockInfo, namespace: str | None) -> str:
-    """The bare key when every lock is of one namespace; else qualified with its own. An
-    earlier version's absolute key names its file by itself."""
-    if info.earlier_format:
-        return info.lock_path
+    """The bare key when every lock is of one namespace; else qualified with its own."""
     if namespace is not None and info.namespace == namespace:
         return info.lock_path
     return graph_node(info)

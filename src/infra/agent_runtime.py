@@ -34,13 +34,15 @@ from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, McpSdkServerConfig
 from ..core.deadlock_info import DeadlockInfo
 from ..core.events import LockEvent, LockEventType
 from ..core.ports import EmitLockEvent, VictimNotices, deliver
-from ..domain.deadlock import DeadlockMonitor, OnDeadlock, VictimPolicy
+from ..domain.monitor import DeadlockMonitor, OnDeadlock
+from ..domain.victim import VictimPolicy
 from ..prompts.loader import render_implementer_prompt
 from .crossproc.notices import AnyVictimNotices
 from .crossproc.sources import victim_notices_for
 from .hooks.commit_guard.hook import BASH_MATCHER, make_commit_guard_hook
 from .hooks.lock_events import make_lock_event_hook
-from .hooks.shell_guard import DEFAULT_POLICY, ShellGuardPolicy, make_shell_guard_hook
+from .hooks.shell_guard.decide import DEFAULT_POLICY, ShellGuardPolicy
+from .hooks.shell_guard.hook import make_shell_guard_hook
 from .hooks.write_guard.hook import WRITE_TOOLS_MATCHER, make_write_guard_hook
 from .lockstore import CorruptRecordError, LockBackend, LockStore, open_backend
 from .tools.lock_tools import LockTools

@@ -33,10 +33,10 @@ from cli_sessions import LOCKYARD, CliSession, init_repo
 from fake_messages_api import FakeMessagesApi, Reply, Step, ToolOutcome, call, say
 from npm_clis import install_all
 
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.records import LockInfo
 from lockyard.infra.session.process_tree import ancestors
 from lockyard.infra.session.registry import SessionRecord, SessionRegistry
-from lockyard.infra.tools.locking import LockStore
 from polling_support import wait_until
 
 SESSION_SECONDS = 400.0

@@ -20,9 +20,9 @@ from fake_messages_api import FakeMessagesApi, Step, ToolUse, Turn, call, say
 
 from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
-from lockyard.domain.deadlock import DeadlockMonitor
+from lockyard.domain.monitor import DeadlockMonitor
 from lockyard.infra.agent_runtime import AgentRuntime, LockCoordinator
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.transports.sdk.servers import get_mcp_servers
 
 pytestmark = pytest.mark.anyio

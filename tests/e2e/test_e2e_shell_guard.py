@@ -10,7 +10,7 @@ from cli_agents import AgentRun, offline_options, run_agent
 from fake_messages_api import FakeMessagesApi, call, say
 
 from lockyard.infra.agent_runtime import LockCoordinator
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 
 pytestmark = pytest.mark.anyio
 

@@ -21,8 +21,8 @@ from claude_agent_sdk.types import McpStdioServerConfig
 from cli_agents import AgentRun, offline_options, run_agent
 from fake_messages_api import FakeMessagesApi, Step, ToolOutcome, call, say
 
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.tools.lock_tools import TOOL_SPECS
-from lockyard.infra.tools.locking import LockStore
 from lockyard.infra.transports.sdk.server import create_locking_mcp_server
 from polling_support import wait_until_async
 

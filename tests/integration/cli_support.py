@@ -16,7 +16,7 @@ LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 # (in the default repository) or `repo=name`.
 AGENT = """
 import sys
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 lock_dir, default_repo, agent, holds, waits, patience = sys.argv[1:7]
 def each(spec):
     for item in filter(None, spec.split(",")):

@@ -9,15 +9,15 @@ import sys
 import time
 from pathlib import Path
 
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.backend import LockBackend
 from lockyard.infra.lockstore.liveness import current_process, new_token
 from lockyard.infra.lockstore.paths import lock_name
-from lockyard.infra.tools.locking import LockStore
 from polling_support import wait_until_async
 
 CHILD = r"""
 import sys, time, anyio
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 repo, lock_dir, path, agent, mode = sys.argv[1:6]
 store = LockStore(repo, lock_dir, liveness_interval=0.05)
 if mode == "hold":
@@ -129,7 +129,7 @@ def dead_pid() -> int:
 WORKER = r"""
 import os, random, sys
 from lockyard.infra.lockstore.liveness import read_proc_stat
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 
 import time
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from cli_support import Agents, lockyard
 
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 from polling_support import wait_until
 
 

@@ -17,9 +17,9 @@ import pytest
 
 from lockyard.cli import hook
 from lockyard.infra.agentcli.hook_runner import MAX_PAYLOAD_BYTES
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.session.process_tree import ProcessRef, ancestors, process_ref
 from lockyard.infra.session.registry import SessionRegistry, new_record
-from lockyard.infra.tools.locking import LockStore
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 

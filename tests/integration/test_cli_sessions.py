@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.session.registry import SessionRegistry
-from lockyard.infra.tools.locking import LockStore
 
 FAKE_CLI = str(Path(__file__).with_name("fake_agent_cli.py"))
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")

@@ -15,7 +15,7 @@ from cli_support import LOCKYARD, Agents, lockyard
 
 from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 from lockyard.infra.crossproc.notices import VictimNotice, VictimNoticeBoard
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 from polling_support import wait_until
 
 

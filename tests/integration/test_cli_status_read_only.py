@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 

@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from lockyard.core.deadlock_info import DeadlockInfo
-from lockyard.domain.deadlock import DeadlockMonitor
+from lockyard.domain.monitor import DeadlockMonitor
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from lockyard.infra.crossproc.notices import FileVictimNotices, VictimNotice, VictimNoticeBoard
 from lockyard.infra.crossproc.state import WaitForReader, node_key

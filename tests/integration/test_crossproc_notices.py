@@ -226,7 +226,7 @@ def test_board_refuses_a_victims_dir_owned_by_someone_else(tmp_path: Path) -> No
 async def test_any_victim_notices_returns_the_first_source_that_names_the_agent(
     tmp_path: Path,
 ) -> None:
-    from lockyard.domain.deadlock import DeadlockMonitor
+    from lockyard.domain.monitor import DeadlockMonitor
     from lockyard.infra.crossproc.notices import AnyVictimNotices
 
     in_process = DeadlockMonitor()

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lockyard.core.events import LockEvent, LockEventType
-from lockyard.domain.deadlock import DeadlockMonitor
+from lockyard.domain.monitor import DeadlockMonitor
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor
 from lockyard.infra.crossproc.state import WaitForReader, node_key
 from lockyard.infra.lockstore.lockdir.store import LockStore

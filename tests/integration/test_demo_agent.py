@@ -21,8 +21,8 @@ from lockyard.cli.demo.agent import (
 )
 from lockyard.cli.demo.recorder import Phase, SessionRecorder
 from lockyard.cli.demo.scenario import AgentScript, Task, edit_line
-from lockyard.domain.deadlock import DeadlockMonitor
-from lockyard.infra.tools.locking import LockStore
+from lockyard.domain.monitor import DeadlockMonitor
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.transports.sdk.server import create_locking_mcp_server
 
 FAST = Pacing(

@@ -18,7 +18,7 @@ from lockyard.cli.demo import command
 from lockyard.cli.demo.runner import DemoOptions, Workspace, run_demo
 from lockyard.cli.demo.scenario import build_scenario, edit_line, file_header
 from lockyard.cli.demo.summary import DemoReport
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 

@@ -1,5 +1,5 @@
 """One environment switch turns inotify off for every part of lockyard: the lock store's
-waiters and the cross-process watchers alike, under its name or its deprecated alias."""
+waiters and the cross-process watchers alike."""
 
 from __future__ import annotations
 
@@ -18,11 +18,7 @@ PROBE = (
 
 
 def _probe(**switches: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in ("LOCKYARD_NO_INOTIFY", "LOCKYARD_FORCE_POLLING")
-    }
+    env = {name: value for name, value in os.environ.items() if name != "LOCKYARD_NO_INOTIFY"}
     env.update(switches)
     return subprocess.run(
         [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, check=True
@@ -32,7 +28,7 @@ def _probe(**switches: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.skipif(not inotify_available(), reason="no inotify here")
 @pytest.mark.parametrize(
     "switches",
-    [{}, {"LOCKYARD_NO_INOTIFY": "0"}, {"LOCKYARD_FORCE_POLLING": "false"}],
+    [{}, {"LOCKYARD_NO_INOTIFY": "0"}, {"LOCKYARD_NO_INOTIFY": "false"}],
 )
 def test_without_the_switch_waiters_and_watchers_use_inotify(switches: dict[str, str]) -> None:
     assert _probe(**switches).stdout.split() == ["True", "True"]
@@ -43,19 +39,10 @@ def test_without_the_switch_waiters_and_watchers_use_inotify(switches: dict[str,
     [
         {"LOCKYARD_NO_INOTIFY": "1"},
         {"LOCKYARD_NO_INOTIFY": "yes"},
-        {"LOCKYARD_FORCE_POLLING": "1"},
-        {"LOCKYARD_FORCE_POLLING": "true", "LOCKYARD_NO_INOTIFY": "0"},
+        {"LOCKYARD_NO_INOTIFY": "true"},
     ],
 )
-def test_either_name_switches_inotify_off_for_waiters_and_watchers(
+def test_the_switch_turns_inotify_off_for_waiters_and_watchers(
     switches: dict[str, str],
 ) -> None:
     assert _probe(**switches).stdout.split() == ["False", "False"]
-
-
-def test_the_deprecated_name_says_which_name_to_use() -> None:
-    probe = _probe(LOCKYARD_FORCE_POLLING="1")
-    assert "LOCKYARD_FORCE_POLLING is deprecated; set LOCKYARD_NO_INOTIFY=1 instead" in (
-        probe.stderr
-    )
-    assert "deprecated" not in _probe(LOCKYARD_NO_INOTIFY="1").stderr

@@ -16,8 +16,8 @@ import pytest
 from lockstore_support import dead_pid, plant_holder
 
 from lockyard.infra.crossproc.notices import VictimNoticeBoard, notice_file_name
+from lockyard.infra.lockstore import LockDirError, LockStore
 from lockyard.infra.lockstore.paths import lock_name
-from lockyard.infra.tools.locking import LockDirError, LockStore
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from lockstore_support import expect_line, kill, spawn
 
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.lockdir.wake_hub import process_hub
 from lockyard.infra.lockstore.paths import lock_name
-from lockyard.infra.tools.locking import LockStore
 from polling_support import wait_until
 
 BACKSTOP_SECONDS = 60.0
@@ -191,7 +191,7 @@ def test_waiters_of_one_process_queued_behind_each_other_need_no_inotify_for_the
 RELEASE_PAUSED_AFTER_ITS_LOOK = r"""
 import os, sys, time
 from lockyard.infra.lockstore.paths import lock_name
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 repo, lock_dir = sys.argv[1:3]
 store = LockStore(repo, lock_dir)
 lock = os.path.join(lock_dir, lock_name(store.namespace, store.canonicalize("a.py")) + ".lock")

@@ -13,10 +13,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from lockyard.infra.lockstore import LockDirFullError
+from lockyard.infra.lockstore import LockDirFullError, LockStore
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.tools.lock_tools import LockTools
-from lockyard.infra.tools.locking import LockStore
 from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from lockstore_support import expect_line, kill, spawn
 
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 from polling_support import wait_until_async
 
 pytestmark = pytest.mark.skipif(

@@ -24,11 +24,11 @@ from lockyard.infra.agentcli.lockdir_reader import LockDirReader
 from lockyard.infra.lockstore import (
     CorruptRecordError,
     LockDirError,
+    LockStore,
     ProcessIdentity,
     current_process,
     lock_name,
 )
-from lockyard.infra.tools.locking import LockStore
 
 EXT4_FAST_SYMLINK_BYTES = 60
 """ext4 keeps a symlink target shorter than this in the inode (tmpfs: 128)."""
@@ -131,7 +131,7 @@ def test_a_card_that_is_not_the_stores_is_refused(store: LockStore) -> None:
 
 HOLD_AND_DIE = r"""
 import os, signal, sys
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 repo, lock_dir, mode = sys.argv[1:4]
 store = LockStore(repo, lock_dir)
 if mode == "hold":
@@ -206,7 +206,7 @@ def test_a_forked_child_writes_its_own_card(store: LockStore) -> None:
 GHOST_WRITER = r"""
 import sys
 from lockyard.infra.lockstore import ProcessIdentity, current_process
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 repo, lock_dir, ghost_pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
 me = current_process()
 ghost = ProcessIdentity(ghost_pid, None, me.host, me.boot_id, me.pid_ns)

@@ -23,12 +23,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from lockstore_support import dead_pid, plant_holder
 
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.liveness import ProcessIdentity, current_process, new_token
 from lockyard.infra.lockstore.lockdir.disk import LOCK_SUFFIX
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import encode_waiter
 from lockyard.infra.tools import locking
-from lockyard.infra.tools.locking import LockStore
 
 
 def _queue_waiter(store: LockStore, filepath: str, agent: str, process: ProcessIdentity) -> str:
@@ -227,7 +227,7 @@ def test_a_namespace_set_between_calls_is_used(
 
 RACER = r"""
 import os, sys
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 repo, lock_dir, data, agent, rounds = sys.argv[1:6]
 store = LockStore(repo, lock_dir)
 marker = os.path.join(data, "inside")

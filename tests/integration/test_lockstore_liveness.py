@@ -12,8 +12,8 @@ import anyio
 import pytest
 from lockstore_support import dead_pid, expect_line, kill, plant_holder, spawn
 
+from lockyard.infra.lockstore import LockStore, Reclamation
 from lockyard.infra.lockstore.liveness import Liveness, liveness_of, read_proc_stat
-from lockyard.infra.tools.locking import LockStore, Reclamation
 from polling_support import wait_until
 
 

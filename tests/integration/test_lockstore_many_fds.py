@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from lockyard.infra.lockstore import LockStore, wait_for_lock
 from lockyard.infra.lockstore.wakeup import Waker
-from lockyard.infra.tools.locking import LockStore, wait_for_lock
 from polling_support import wait_until
 
 FD_SETSIZE = 1024  # the highest descriptor select() takes, plus one

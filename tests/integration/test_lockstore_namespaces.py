@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from lockstore_support import CHILD, expect_line
 
-from lockyard.infra.tools.locking import LockInfo, LockStore, Reclamation
+from lockyard.infra.lockstore import LockInfo, LockStore, Reclamation
 from polling_support import wait_until
 
 pytestmark = pytest.mark.skipif(

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from lockstore_support import expect_line, kill, spawn
 
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 from polling_support import wait_until
 
 PUSH_ONLY_MS = "60000"

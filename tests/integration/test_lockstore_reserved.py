@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from lockstore_support import dead_pid, expect_line, kill, spawn
 
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.liveness import (
     ProcessIdentity,
     current_process,
@@ -26,7 +27,6 @@ from lockyard.infra.lockstore.liveness import (
 from lockyard.infra.lockstore.lockdir.disk import TICKET_DIGITS
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import encode_waiter
-from lockyard.infra.tools.locking import LockStore
 from polling_support import wait_until
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lockstore_support import expect_line, kill, spawn
 
-from lockyard.infra.tools.locking import LockStore, Reclamation
+from lockyard.infra.lockstore import LockStore, Reclamation
 from polling_support import wait_until
 
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from lockstore_support import plant_holder
 
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.liveness import read_proc_stat
-from lockyard.infra.tools.locking import LockStore
 
 CHILD = r"""
 import json, sys
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 repo, lock_dir = sys.argv[1:3]
 store = LockStore(repo, lock_dir)
 [info] = store.list_locks()

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ import anyio.lowlevel
 import pytest
 from lockstore_support import expect_line, kill, read_edits, spawn_worker
 
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 
 FILES = 3
 

@@ -14,11 +14,11 @@ import anyio
 import pytest
 from lockstore_support import expect_line, kill, spawn, until_queued
 
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.inotify import parse_events
 from lockyard.infra.lockstore.lockdir import wake_hub
 from lockyard.infra.lockstore.lockdir.wake_hub import WakeHub, process_hub
 from lockyard.infra.lockstore.wakeup import Waker
-from lockyard.infra.tools.locking import LockStore
 from polling_support import wait_until
 
 
@@ -197,7 +197,7 @@ def test_push_wakes_a_waiter_in_another_process_without_polling(repo: Path, lock
     thread.start()
     wait_until(lambda: [w.agent_id for w in store.waiters("a.py")] == ["bob"])
     release = (
-        "from lockyard.infra.tools.locking import LockStore; import sys; "
+        "from lockyard.infra.lockstore import LockStore; import sys; "
         "LockStore(sys.argv[1], sys.argv[2]).cleanup_agent_locks('holder')"
     )
     subprocess.run([sys.executable, "-c", release, str(repo), str(lock_dir)], check=True)

@@ -136,7 +136,6 @@ def test_holders_and_waiters_record_their_checkout(repo: Path, pg_backend: str) 
         record = holder.holder_record("a.py")
         assert record is not None
         assert record.checkout == holder.root
-        assert not record.earlier_format
         waiting = threading.Thread(target=waiter.acquire, args=("a.py", "bob", 60))
         waiting.start()
         try:

@@ -12,9 +12,9 @@ from claude_agent_sdk import ClaudeAgentOptions, HookMatcher
 from mcp import Client
 
 from lockyard.core.events import LockEvent, LockEventType
-from lockyard.domain.deadlock import DeadlockMonitor
+from lockyard.domain.monitor import DeadlockMonitor
 from lockyard.infra.agent_runtime import AgentRuntimeBuilder, LockCoordinator
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 
 ACQUIRE = "mcp__lockyard__lock_acquire"
 RELEASE = "mcp__lockyard__lock_release"

@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lockyard.infra.hooks.shell_guard import Decision, decide_shell_command
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.hooks.shell_guard.decide import Decision, decide_shell_command
+from lockyard.infra.lockstore import LockStore
 
 AGENT = "alice"
 FILES = ["a.txt", "b.txt", "sub/c.txt", "sub/d.txt"]

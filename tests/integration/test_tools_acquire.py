@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from lockyard.core.events import LockEvent, LockEventType
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.tools.lock_tools import LockTools, ToolOutcome
-from lockyard.infra.tools.locking import LockStore
 from polling_support import wait_until_async
 
 ACQ, WAIT, ENDED, REL = (
@@ -357,7 +357,7 @@ async def test_a_failing_monitor_is_logged_and_the_lock_still_works(
 async def test_a_store_failure_mid_call_gives_back_the_calls_locks(
     store: LockStore, events: Events, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lockyard.infra.tools.locking import LockDirError
+    from lockyard.infra.lockstore import LockDirError
 
     assert store.try_lock("src/b.py", "a2")
 
@@ -383,7 +383,7 @@ def test_agent_id_must_be_given(store: LockStore) -> None:
 async def test_a_store_failure_mid_release_reports_what_was_released(
     store: LockStore, events: Events, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lockyard.infra.tools.locking import CorruptRecordError
+    from lockyard.infra.lockstore import CorruptRecordError
 
     a1 = tools_for(store, "a1", events)
     await a1.acquire({"filepaths": ["src/a.py", "src/b.py"]})
@@ -446,7 +446,7 @@ async def test_an_unreadable_holder_while_reporting_gives_back_the_calls_locks(
     store: LockStore, events: Events, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The result could not be built: the agent never learns of the locks, so they go back."""
-    from lockyard.infra.tools.locking import LockDirError
+    from lockyard.infra.lockstore import LockDirError
 
     assert store.try_lock("src/b.py", "a2")
     a1 = tools_for(store, "a1", events)

@@ -15,10 +15,10 @@ from mcp import Client
 
 from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.core.events import LockEventType
-from lockyard.domain.deadlock import DeadlockMonitor
+from lockyard.domain.monitor import DeadlockMonitor
 from lockyard.infra.agent_runtime import LockCoordinator
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.tools.lock_tools import DEADLOCK_INSTRUCTION
-from lockyard.infra.tools.locking import LockStore
 from lockyard.infra.transports.sdk.server import create_locking_mcp_server
 
 

@@ -10,8 +10,8 @@ import pytest
 from mcp import Client
 
 from lockyard.core.events import LockEvent, LockEventType
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.tools.lock_tools import TOOL_SPECS
-from lockyard.infra.tools.locking import LockStore
 from lockyard.infra.transports.sdk.server import create_locking_mcp_server
 from lockyard.infra.transports.sdk.servers import get_mcp_servers, new_agent_id
 

@@ -17,9 +17,9 @@ import anyio
 import pytest
 
 from lockyard.core.events import LockEvent, LockEventType
+from lockyard.infra.lockstore import CorruptRecordError, LockStore
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.tools.lock_tools import UNREADABLE_HOLDER, LockTools, ToolOutcome
-from lockyard.infra.tools.locking import CorruptRecordError, LockStore
 from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio

@@ -14,29 +14,23 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from lockstore_support import dead_pid
 from mcp import Client, StdioServerParameters
 
-from lockyard.domain.deadlock import DeadlockMonitor
+from lockyard.domain.monitor import DeadlockMonitor
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from lockyard.infra.crossproc.notices import FileVictimNotices
 from lockyard.infra.crossproc.state import WaitForReader, node_key
 from lockyard.infra.hooks.commit_guard.hook import make_commit_guard_hook
 from lockyard.infra.hooks.write_guard.hook import make_write_guard_hook
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.checkout import NAMESPACE_ENV
-from lockyard.infra.lockstore.liveness import current_process, new_token
-from lockyard.infra.lockstore.lockdir.disk import LockDir
-from lockyard.infra.lockstore.paths import lock_name
-from lockyard.infra.lockstore.records import Reclamation
 from lockyard.infra.tools.lock_tools import LockTools
-from lockyard.infra.tools.locking import LockStore
 from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio
@@ -346,86 +340,6 @@ async def test_serve_processes_in_two_worktrees_share_locks_and_status_shows_whe
         released = await call(alice, "lock_release", {"all": True})
         assert released == {"released": ["src/app.py"], "count": 1}
         assert (await call(bob, "lock_acquire", {"filepaths": ["src/app.py"]}))["all_acquired"]
-
-
-# --- a lock directory written by the earlier version (absolute keys) ---------------------
-
-
-def publish_earlier_lock(checkouts: Checkouts, path: Path, agent: str, pid: int) -> str:
-    """A lock as a lockyard version before repository-relative keys wrote it: named by
-    (repository directory, absolute path), the record without a checkout."""
-    me = current_process()
-    token = new_token()
-    namespace, key = str(checkouts.main), str(path)
-    record = json.dumps({
-        "agent_id": agent, "token": token, "pid": pid, "start_time": None if pid != me.pid
-        else me.start_time, "host": me.host, "boot_id": me.boot_id, "pid_ns": me.pid_ns,
-        "lock_path": key, "namespace": namespace, "acquired_at": time.time(),
-    })  # fmt: skip
-    directory = LockDir(checkouts.lock_dir)
-    name = lock_name(namespace, key)
-    assert directory.publish(name, token, record)
-    directory.close()
-    return name
-
-
-async def test_a_live_earlier_format_lock_keeps_its_file_locked_and_is_reported(
-    checkouts: Checkouts,
-) -> None:
-    publish_earlier_lock(checkouts, checkouts.main / "src" / "app.py", "old-agent", os.getpid())
-    store = checkouts.store(checkouts.worktree)  # another worktree of the same repository
-    assert not store.try_lock("src/app.py", "alice")
-    assert store.holder("src/app.py") == "old-agent"
-    assert not await store.acquire_async("src/app.py", "alice", 0.05)
-    assert store.try_lock("src/models.py", "alice")  # other files are not affected
-    [earlier] = [info for info in store.list_locks() if info.earlier_format]
-    assert earlier.lock_path == str(checkouts.main / "src" / "app.py")
-
-    status = json.loads(await lockyard("status", "--json", "--lock-dir", str(checkouts.lock_dir)))
-    flagged = [lock for lock in status["locks"] if lock["earlier_format"]]
-    assert [lock["holder"]["agent_id"] for lock in flagged] == ["old-agent"]
-    text = await lockyard("status", "--lock-dir", str(checkouts.lock_dir))
-    assert "before repository-relative keys" in " ".join(text.split())
-    cleaned = json.loads(await lockyard("clean", "--json", "--lock-dir", str(checkouts.lock_dir)))
-    assert cleaned["released"] == []  # its holder lives: left alone, and said so
-    assert [entry["agent_id"] for entry in cleaned["earlier_format_left"]] == ["old-agent"]
-    assert store.holder("src/app.py") == "old-agent"
-
-
-def test_a_dead_earlier_format_lock_is_reclaimed_by_the_next_taker(checkouts: Checkouts) -> None:
-    reclaimed: list[Reclamation] = []
-    publish_earlier_lock(checkouts, checkouts.main / "src" / "app.py", "old-agent", dead_pid())
-    store = checkouts.store(checkouts.main, on_reclaim=reclaimed.append)
-    assert store.try_lock("src/app.py", "alice")
-    assert [r.holder.agent_id for r in reclaimed] == ["old-agent"]
-    assert [info.lock_path for info in store.list_locks()] == ["src/app.py"]
-
-
-def test_an_earlier_format_lock_released_after_the_store_opened_frees_the_file(
-    checkouts: Checkouts,
-) -> None:
-    name = publish_earlier_lock(checkouts, checkouts.main / "src" / "app.py", "old", os.getpid())
-    store = checkouts.store(checkouts.main)
-    assert not store.try_lock("src/app.py", "alice")
-    directory = LockDir(checkouts.lock_dir)
-    [token] = os.listdir(checkouts.lock_dir / f"{name}.lock")
-    assert directory.remove_lock(name, token)  # what the earlier version's release does
-    directory.close()
-    assert store.try_lock("src/app.py", "alice")
-
-
-def test_an_earlier_format_lock_of_another_repository_blocks_nothing(
-    checkouts: Checkouts, tmp_path: Path
-) -> None:
-    other = tmp_path / "unrelated"
-    (other / "src").mkdir(parents=True)
-    publish_earlier_lock(
-        Checkouts(other, other, other, checkouts.lock_dir),
-        other / "src" / "app.py",
-        "x",
-        os.getpid(),
-    )
-    assert checkouts.store(checkouts.main).try_lock("src/app.py", "alice")
 
 
 @pytest.mark.parametrize("bad", ["", "a/b", "n" * 129, "tab\there"])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.lockdir import disk, waiting
 from lockyard.infra.lockstore.paths import lock_name
-from lockyard.infra.tools.locking import LockStore
 
 FILE = "f.py"
 """The one file every wait here is for."""

@@ -7,7 +7,7 @@ import pytest
 
 from lockyard.core.agent_ids import MAX_AGENT_ID_CHARS, AgentIdError, validate_agent_id
 from lockyard.core.events import LockEvent, LockEventType
-from lockyard.domain.deadlock import DeadlockMonitor
+from lockyard.domain.monitor import DeadlockMonitor
 from lockyard.infra.lockstore import InvalidAgentIdError, LockStore
 from lockyard.infra.tools.lock_tools import LockTools
 from lockyard.infra.transports.stdio.serve_config import ServeConfigError, open_serve_store

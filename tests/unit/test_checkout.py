@@ -13,6 +13,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lockyard.infra.lockstore import (
+    InvalidNamespaceError,
+    InvalidPathError,
+    LockStore,
+    LockStoreError,
+    canonicalize_path,
+)
 from lockyard.infra.lockstore.checkout import (
     MAX_NAMESPACE_CHARS,
     NAMESPACE_ENV,
@@ -20,13 +27,6 @@ from lockyard.infra.lockstore.checkout import (
     find_git_checkout,
     open_checkout,
     validate_namespace,
-)
-from lockyard.infra.tools.locking import (
-    InvalidNamespaceError,
-    InvalidPathError,
-    LockStore,
-    LockStoreError,
-    canonicalize_path,
 )
 
 

@@ -9,7 +9,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from lockyard.core.deadlock_info import CycleStep
-from lockyard.domain.deadlock import Cycle, WaitForGraph
+from lockyard.domain.graph import Cycle, WaitForGraph
 
 # ---- a brute-force reference -----------------------------------------------------------
 

@@ -10,7 +10,7 @@ import pytest
 
 from lockyard.infra.hooks.commit_guard.decide import CommitPlan, plan_commit
 from lockyard.infra.hooks.commit_guard.hook import make_commit_guard_hook
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 
 
 @pytest.mark.parametrize(

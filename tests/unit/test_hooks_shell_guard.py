@@ -9,13 +9,10 @@ from typing import Any
 
 import pytest
 
-from lockyard.infra.hooks.shell_guard import (
-    ShellGuardPolicy,
-    decide_shell_command,
-    make_shell_guard_hook,
-    write_targets,
-)
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.hooks.shell_guard.decide import ShellGuardPolicy, decide_shell_command
+from lockyard.infra.hooks.shell_guard.hook import make_shell_guard_hook
+from lockyard.infra.hooks.shell_guard.targets import write_targets
+from lockyard.infra.lockstore import LockStore
 
 pytestmark = pytest.mark.anyio
 
@@ -200,7 +197,7 @@ def test_the_decision_api_loads_neither_the_sdk_nor_the_tool_schemas() -> None:
     """Agent-CLI hooks run one process per tool call and import only the decision."""
     probe = (
         "import sys\n"
-        "from lockyard.infra.hooks.shell_guard import decide_shell_command\n"
+        "from lockyard.infra.hooks.shell_guard.decide import decide_shell_command\n"
         "print(sorted(m for m in ('claude_agent_sdk', 'pydantic', 'mcp') if m in sys.modules))"
     )
     done = subprocess.run(

@@ -13,7 +13,7 @@ from lockyard.infra.hooks.write_guard.hook import (
     WRITE_TOOLS_MATCHER,
     make_write_guard_hook,
 )
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.lockstore import LockStore
 
 
 def test_lock_is_exclusive_and_reacquire_succeeds(store: LockStore) -> None:

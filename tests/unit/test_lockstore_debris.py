@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from lockyard.infra.lockstore import LockDirError, LockStore
 from lockyard.infra.lockstore.liveness import current_process
 from lockyard.infra.lockstore.lockdir import disk as lockdir
 from lockyard.infra.lockstore.paths import lock_name
-from lockyard.infra.tools.locking import LockDirError, LockStore
 from polling_support import wait_until
 
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from handover_support import FILE, looked_once, name_of, queued, waiting_agents
 
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.liveness import current_process
 from lockyard.infra.lockstore.lockdir import disk, queue, waiting
 from lockyard.infra.lockstore.lockdir.wake_hub import WakeHub
 from lockyard.infra.lockstore.records import encode_waiter
-from lockyard.infra.tools.locking import LockStore
 
 
 @pytest.fixture(autouse=True)

@@ -18,9 +18,9 @@ import anyio.lowlevel
 import pytest
 from handover_support import FILE, leftovers, looked_once, name_of, queued, waiting_agents
 
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.lockdir import disk
 from lockyard.infra.lockstore.wakeup import Waker
-from lockyard.infra.tools.locking import LockStore
 
 
 def test_a_release_accepts_the_grant_for_a_head_in_this_process(

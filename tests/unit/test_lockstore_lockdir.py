@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from lockyard.infra.lockstore.lockdir import disk as lockdir_module
-from lockyard.infra.lockstore.lockdir.disk import LockDir
-from lockyard.infra.lockstore.paths import lock_name
-from lockyard.infra.tools.locking import (
+from lockyard.infra.lockstore import (
     CorruptRecordError,
     LockDirError,
     LockStore,
     default_lock_dir,
 )
+from lockyard.infra.lockstore.lockdir import disk as lockdir_module
+from lockyard.infra.lockstore.lockdir.disk import LockDir
+from lockyard.infra.lockstore.paths import lock_name
 
 
 def _name(store: LockStore, filepath: str) -> str:

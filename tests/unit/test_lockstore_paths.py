@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lockyard.infra.tools.locking import (
+from lockyard.infra.lockstore import (
     InvalidAgentIdError,
     InvalidPathError,
     InvalidTimeoutError,

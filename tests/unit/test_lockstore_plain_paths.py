@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.lockdir.plain_paths import is_plain_file, resolve_plain
 from lockyard.infra.lockstore.paths import resolve_entry
-from lockyard.infra.tools.locking import LockStore
 
 if resolve_plain("/") is None:  # pragma: no cover - a kernel or sandbox without openat2
     pytest.skip("openat2 is not available here", allow_module_level=True)

@@ -22,13 +22,13 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.liveness import current_process, new_token
 from lockyard.infra.lockstore.lockdir import waiting
 from lockyard.infra.lockstore.lockdir.protocol import Look, Move, Seen, step
 from lockyard.infra.lockstore.lockdir.wake_hub import process_hub
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import encode_waiter
-from lockyard.infra.tools.locking import LockStore
 
 FILE = "f.py"
 DEAD = "dead-waiter"

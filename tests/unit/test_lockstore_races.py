@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from lockyard.infra.lockstore import LockStore, Reclamation
 from lockyard.infra.lockstore.liveness import current_process
 from lockyard.infra.lockstore.paths import lock_name
-from lockyard.infra.tools.locking import LockStore, Reclamation
 
 
 @pytest.fixture

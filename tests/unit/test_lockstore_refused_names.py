@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lockyard.infra.tools.locking import InvalidAgentIdError, InvalidPathError, LockStore
+from lockyard.infra.lockstore import InvalidAgentIdError, InvalidPathError, LockStore
 
 NOT_UTF8_NAME = os.fsdecode(b"caf\xe9.py")  # Latin-1 bytes, decoded as Python decodes names
 

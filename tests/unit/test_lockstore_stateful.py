@@ -15,9 +15,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.liveness import current_process
 from lockyard.infra.lockstore.paths import lock_name
-from lockyard.infra.tools.locking import LockStore
 
 FILES = ["a.py", "src/b.py", "__schema__"]
 AGENTS = ["alice", "bob", "carol"]

@@ -15,13 +15,9 @@ from hypothesis import strategies as st
 from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
 from lockyard.core.ports import VictimNotices
-from lockyard.domain.deadlock import (
-    AgentInfo,
-    Cycle,
-    DeadlockMonitor,
-    cheapest_then_youngest,
-    victim_cost,
-)
+from lockyard.domain.graph import Cycle
+from lockyard.domain.monitor import DeadlockMonitor
+from lockyard.domain.victim import AgentInfo, cheapest_then_youngest, victim_cost
 
 ACQUIRED = LockEventType.ACQUIRED
 WAITING = LockEventType.WAITING

@@ -7,8 +7,7 @@ import pytest
 
 from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
-from lockyard.domain.deadlock import DeadlockMonitor
-from lockyard.domain.monitor import FORMER_HOLDERS_KEPT
+from lockyard.domain.monitor import FORMER_HOLDERS_KEPT, DeadlockMonitor
 from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
-from lockyard.domain.deadlock import DeadlockMonitor
+from lockyard.domain.monitor import DeadlockMonitor
 
 
 def has_cycle(holds: dict[str, str], waits: set[tuple[str, str]], skip: set[str]) -> bool:

@@ -8,8 +8,8 @@ import pytest
 
 from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
-from lockyard.domain.deadlock import DeadlockMonitor
 from lockyard.domain.graph import Cycle
+from lockyard.domain.monitor import DeadlockMonitor
 from lockyard.domain.victim import AgentInfo
 
 pytestmark = pytest.mark.anyio

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from lockyard.infra.hooks.shell_guard import ShellGuardPolicy, decide_shell_command
-from lockyard.infra.tools.locking import LockStore
+from lockyard.infra.hooks.shell_guard.decide import ShellGuardPolicy, decide_shell_command
+from lockyard.infra.lockstore import LockStore
 
 CORPUS = Path(__file__).parent.parent / "shell_corpus"
 AGENT = "alice"

@@ -19,14 +19,9 @@ from hypothesis import strategies as st
 
 from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
-from lockyard.domain.deadlock import (
-    AgentInfo,
-    Cycle,
-    DeadlockMonitor,
-    cheapest_then_youngest,
-    explain_choice,
-    victim_cost,
-)
+from lockyard.domain.graph import Cycle
+from lockyard.domain.monitor import DeadlockMonitor
+from lockyard.domain.victim import AgentInfo, cheapest_then_youngest, explain_choice, victim_cost
 
 ACQUIRED, WAITING, WAIT_ENDED, RELEASED = (
     LockEventType.ACQUIRED,

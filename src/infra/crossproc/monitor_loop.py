@@ -23,7 +23,8 @@ from pathlib import Path
 import anyio
 
 from ...core.deadlock_info import DeadlockInfo
-from ...domain.deadlock import DeadlockMonitor, VictimPolicy
+from ...domain.monitor import DeadlockMonitor
+from ...domain.victim import VictimPolicy
 from .notices import VictimNotice
 from .sources import MonitorSource
 from .sources.lockdir import LockDirSource

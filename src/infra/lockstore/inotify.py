@@ -8,8 +8,7 @@ lock directory's package (the PostgreSQL backend does not use it).
 
 `LOCKYARD_NO_INOTIFY=1` turns inotify off in every part (waiters and watchers poll instead;
 for file systems that deliver no events for changes made elsewhere, such as many FUSE and
-network mounts). `LOCKYARD_FORCE_POLLING=1` is its deprecated alias, honoured the same way.
-Any value but empty, `0`, `false`, `no` or `off` switches it off.
+network mounts). Any value but empty, `0`, `false`, `no` or `off` switches it off.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
-import logging
 import os
 import struct
 import sys
@@ -26,8 +24,6 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 import anyio
-
-log = logging.getLogger(__name__)
 
 IN_MODIFY: Final = 0x00000002
 IN_ATTRIB: Final = 0x00000004
@@ -69,12 +65,9 @@ events; not IN_ATTRIB, which a stamp of the entry's times would raise too."""
 
 SWITCH: Final = "LOCKYARD_NO_INOTIFY"
 """The environment variable that turns inotify off (waiters and watchers poll)."""
-DEPRECATED_SWITCH: Final = "LOCKYARD_FORCE_POLLING"
-"""The earlier name of `SWITCH`, still honoured."""
 _OFF_VALUES: Final = ("", "0", "false", "no", "off")
 
 _HEADER: Final = struct.Struct("iIII")  # wd, mask, cookie, len
-_warned_deprecated = False
 
 
 class InotifyEvent(NamedTuple):
@@ -95,17 +88,8 @@ def parse_events(data: bytes) -> Iterator[InotifyEvent]:
 
 
 def switched_off() -> bool:
-    """Whether the environment turns inotify off (`LOCKYARD_NO_INOTIFY`, or its deprecated
-    alias `LOCKYARD_FORCE_POLLING`)."""
-    global _warned_deprecated
-    if os.environ.get(SWITCH, "").strip().lower() not in _OFF_VALUES:
-        return True
-    if os.environ.get(DEPRECATED_SWITCH, "").strip().lower() not in _OFF_VALUES:
-        if not _warned_deprecated:
-            _warned_deprecated = True
-            log.warning("%s is deprecated; set %s=1 instead", DEPRECATED_SWITCH, SWITCH)
-        return True
-    return False
+    """Whether the environment turns inotify off (`LOCKYARD_NO_INOTIFY`)."""
+    return os.environ.get(SWITCH, "").strip().lower() not in _OFF_VALUES
 
 
 def _load_libc() -> ctypes.CDLL | None:

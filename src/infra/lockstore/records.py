@@ -30,17 +30,11 @@ class _ProcessRecord(BaseModel):
     boot_id: str | None
     pid_ns: str | None = None
     lock_path: str
-    """The lock key: repository-relative (`src/app.py`) or a literal `__name__`. A record
-    written by a lockyard version before repository-relative keys has an absolute path."""
+    """The lock key: repository-relative (`src/app.py`) or a literal `__name__`."""
     namespace: str
     checkout: str | None = None
-    """The root of the checkout the agent works in (on `host`); None in older records."""
-
-    @property
-    def earlier_format(self) -> bool:
-        """Written by a lockyard version before repository-relative keys: its `lock_path` is
-        an absolute path and its `namespace` the repository directory the agent named."""
-        return self.checkout is None
+    """The root of the checkout the agent works in (on `host`); None for a record that
+    locks no file (an agent's claim on its id, `crossproc/agent_claims.py`)."""
 
     def liveness(self) -> tuple[Liveness, str]:
         return liveness_of(self.pid, self.start_time, self.host, self.boot_id, self.pid_ns)
@@ -82,9 +76,6 @@ class LockInfo(BaseModel):
     waiters: tuple[WaiterRecord, ...] = ()
     problem: str | None = None
     """Set when the lock's record cannot be read; such a lock is reported, never removed."""
-    earlier_format: bool = False
-    """Held under a record of a lockyard version before repository-relative keys (see
-    `LockStore`: a store opened while it is held keeps its file locked)."""
 
 
 class Reclamation(BaseModel):

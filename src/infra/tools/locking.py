@@ -1,37 +1,17 @@
-"""`lockyard.infra.tools.locking`: the stable import path of the lock store's functions.
+"""`lockyard.infra.tools.locking`: the design card's import path of the lock store's
+module-level functions.
 
-The functions live in `lockyard.infra.lockstore.default_store`, the store and its types in
-`lockyard.infra.lockstore`; this module only names them here.
+They live in `lockyard.infra.lockstore.default_store`; the store, its types and its errors
+are imported from `lockyard.infra.lockstore`. This module only names the functions here.
 """
 
 from ..lockstore import (
-    MAX_TIMEOUT_SECONDS,
-    NAMESPACE_ENV,
-    CorruptRecordError,
-    HolderRecord,
-    InvalidAgentIdError,
-    InvalidNamespaceError,
-    InvalidPathError,
-    InvalidTimeoutError,
-    Liveness,
-    LockBackend,
-    LockDirError,
-    LockInfo,
-    LockStore,
-    LockStoreError,
-    PathOutsideRepoError,
-    Reclamation,
-    StoreSnapshot,
-    WaiterRecord,
-    canonical_repo_path,
     canonicalize_path,
     cleanup_agent_locks,
-    default_lock_dir,
     get_lock_holder,
     get_store,
     is_locked,
     list_locks,
-    namespace_from_env,
     release_lock,
     try_lock,
     wait_for_lock,
@@ -39,33 +19,12 @@ from ..lockstore import (
 )
 
 __all__ = [
-    "MAX_TIMEOUT_SECONDS",
-    "NAMESPACE_ENV",
-    "CorruptRecordError",
-    "HolderRecord",
-    "InvalidAgentIdError",
-    "InvalidNamespaceError",
-    "InvalidPathError",
-    "InvalidTimeoutError",
-    "Liveness",
-    "LockBackend",
-    "LockDirError",
-    "LockInfo",
-    "LockStore",
-    "LockStoreError",
-    "PathOutsideRepoError",
-    "Reclamation",
-    "StoreSnapshot",
-    "WaiterRecord",
-    "canonical_repo_path",
     "canonicalize_path",
     "cleanup_agent_locks",
-    "default_lock_dir",
     "get_lock_holder",
     "get_store",
     "is_locked",
     "list_locks",
-    "namespace_from_env",
     "release_lock",
     "try_lock",
     "wait_for_lock",

@@ -4,6 +4,6 @@ SDK server (orchestrators import it from here).
 The server lives in `lockyard.infra.transports.sdk.server`; this module only names it here.
 """
 
-from ..transports.sdk.server import create_locking_mcp_server, lock_tools_server_config
+from ..transports.sdk.server import create_locking_mcp_server
 
-__all__ = ["create_locking_mcp_server", "lock_tools_server_config"]
+__all__ = ["create_locking_mcp_server"]

@@ -28,7 +28,7 @@ or a small file when too long for a symlink target. A grant's record is short,
 `@<card>:<acquired at>`: under the length a file system keeps inside the symlink's inode
 (60 bytes on ext4, 128 on tmpfs), so a grant allocates no data block or page; readers see
 it spelled out in full, the card's text with the token and the time added (`read_lock`).
-Full records (written by earlier versions, and by tests) read as they are.
+Full records (an agent's claim on its id, `crossproc/agent_claims.py`) read as they are.
 """
 
 from __future__ import annotations

@@ -61,7 +61,6 @@ def list_locks(directory: LockDir, turn_timeout: float) -> list[LockInfo]:
                 liveness=liveness.value,
                 liveness_reason=reason,
                 waiters=waiters,
-                earlier_format=holder.earlier_format,
             )
         )
     return sorted(locks, key=lambda info: (info.namespace or "", info.lock_path))

@@ -38,7 +38,6 @@ from ..records import (
 )
 from . import reading, reclamation, reporting, waiting
 from .disk import CARD_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, LockDir, default_lock_dir
-from .earlier import find_earlier_locks, held_by_earlier_version
 from .plain_paths import is_plain_file, resolve_plain_entry
 from .queue import Place, Queues
 from .wake_hub import WakeHub, process_hub
@@ -119,8 +118,6 @@ class LockStore:
         existing file reached without symlinks: while the kernel still walks that path
         without meeting a symlink to a file that is not a directory, the key is the same
         (see _locate)."""
-        self._earlier: dict[str, str] = find_earlier_locks(self._dir, self.namespace, self.root)
-        """lock name -> name of a lock an earlier lockyard version holds on the same file."""
 
     @property
     def _hub(self) -> WakeHub:
@@ -244,8 +241,6 @@ class LockStore:
         """
         if staged is not None and self.handed_over(name, key, agent, staged):
             return True
-        if self._earlier and held_by_earlier_version(self, name, agent):
-            return False
         # A newcomer's usual case first: nobody queues, so publish at once. The publishing
         # rename fails while anybody holds the lock; only then is the holder read (below),
         # so a free lock costs no look at the lock entry. With a queue, the holder is read
@@ -443,10 +438,7 @@ class LockStore:
 
     def holder_record(self, filepath: str) -> HolderRecord | None:
         _key, name = self._locate(filepath)
-        record = self._read_holder(name)
-        if record is None and self._earlier and name in self._earlier:
-            return self._read_holder(self._earlier[name])
-        return record
+        return self._read_holder(name)
 
     def holder(self, filepath: str) -> str | None:
         record = self.holder_record(filepath)
