@@ -11,7 +11,7 @@ import anyio
 import pytest
 from lockstore_support import until_waiting
 
-from lockyard.domain.deadlock import DeadlockMonitor
+from lockyard.domain.monitor import DeadlockMonitor
 from lockyard.infra.lockstore import JournalQuery, LockBackend, open_backend, open_journal
 from lockyard.infra.tools.lock_tools import LockTools
 
