@@ -181,7 +181,7 @@ def build_board(location: str, snapshot: StoreSnapshot, deadlocks: list[Deadlock
 
 def _row(info: LockInfo, namespace: str | None) -> LockRow:
     node = info.lock_path if info.namespace is None else node_key(info.namespace, info.lock_path)
-    name = info.lock_path if info.earlier_format or info.namespace == namespace else node
+    name = info.lock_path if info.namespace == namespace else node
     queue = tuple(
         QueuedAgent(
             waiter.agent_id,

@@ -21,7 +21,7 @@ import anyio
 import anyio.to_thread
 
 from ...core.deadlock_info import DeadlockInfo
-from ...domain.deadlock import DeadlockMonitor
+from ...domain.monitor import DeadlockMonitor
 from ...infra.crossproc.sources import monitor_source
 from ...infra.crossproc.state import WaitForSnapshot
 from ...infra.lockstore import LockBackend, StoreSnapshot
