@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from ..lockstore import CorruptRecordError, JournalRecord, resolve_identity
+from ..lockstore import CorruptRecordError, JournalRecord, open_checkout
 from ..transports.ipc.folder import (
     HOST_STATUS,
     REQUESTS,
@@ -68,9 +68,9 @@ class IpcGuardStore:
         self, folder: str, repo: str | None, *, timeout: float = ANSWER_TIMEOUT_SECONDS
     ) -> None:
         self.folder = folder
-        self.identity = resolve_identity(repo or os.getcwd())
-        self.root: str = self.identity.root
-        self.namespace: str = self.identity.namespace
+        self.checkout = open_checkout(repo or os.getcwd())
+        self.root: str = self.checkout.root
+        self.namespace: str = self.checkout.namespace
         self.timeout = timeout
         self._agent: str | None = None
         self._by_key: dict[str, dict[str, Any]] = {}
@@ -80,13 +80,13 @@ class IpcGuardStore:
 
     def canonicalize(self, filepath: str) -> str:
         """The host's lock key of `filepath`; ValueError when the host refuses the path."""
-        entry = self._entry(self.identity.key(filepath))
+        entry = self._entry(self.checkout.key(filepath))
         if "error" in entry:
             raise ValueError(str(entry["error"]))
         return str(entry["filepath"])
 
     def holder(self, filepath: str) -> str | None:
-        entry = self._entry(self.identity.key(filepath))
+        entry = self._entry(self.checkout.key(filepath))
         if entry.get("unreadable"):
             raise CorruptRecordError(f"the host cannot read the lock record of {filepath}")
         holder = entry.get("holder")
@@ -95,7 +95,7 @@ class IpcGuardStore:
     def stale_grant(self, filepath: str, agent_id: str) -> str | None:
         if agent_id != self.agent_id():
             return None
-        lost = self._entry(self.identity.key(filepath)).get("lost")
+        lost = self._entry(self.checkout.key(filepath)).get("lost")
         return lost if isinstance(lost, str) else None
 
     def journal_write(self, record: JournalRecord) -> None:
@@ -252,7 +252,7 @@ def _keys_written(store: IpcGuardStore, call: ToolCall) -> list[str]:
     for path in call.paths:
         absolute = path if os.path.isabs(path) or not call.cwd else os.path.join(call.cwd, path)
         try:
-            keys.append(store.identity.key(absolute))
+            keys.append(store.checkout.key(absolute))
         except ValueError:
             continue  # outside the checkout, or no file path: the guard judges it alone
     return keys
