@@ -13,6 +13,8 @@ from typing import ParamSpec, TypeVar
 
 import typer
 
+from ..core.extras import MissingExtraError
+
 
 class ExitCode(IntEnum):
     OK = 0
@@ -31,12 +33,15 @@ class ExitCode(IntEnum):
     """`monitor --once`: a deadlock was found (and, unless --no-resolve, a victim noticed)."""
     BACKEND = 7
     """The PostgreSQL backend cannot be used: server down, login refused, schema too new."""
+    MISSING_EXTRA = 8
+    """A part this use needs is not installed: the message names the extra to install."""
 
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 demo invariant broken; 2 usage error; 3 lock directory missing or "
     "unreadable; 4 refused (clean --all needs --yes or a confirmation); 5 some lock entries "
-    "unreadable (reported, never deleted); 6 monitor --once found a deadlock."
+    "unreadable (reported, never deleted); 6 monitor --once found a deadlock; 7 the PostgreSQL "
+    "backend cannot be used; 8 a part of lockyard that an extra brings is not installed."
 )
 
 
@@ -61,7 +66,8 @@ R = TypeVar("R")
 
 
 def reports_errors(command: Callable[P, R]) -> Callable[P, R]:
-    """Turn a `CliError` raised by `command` into its message on stderr and its exit code."""
+    """Turn a `CliError` raised by `command` into its message on stderr and its exit code
+    (and a missing extra into its one line, exit 8)."""
 
     @functools.wraps(command)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -70,5 +76,8 @@ def reports_errors(command: Callable[P, R]) -> Callable[P, R]:
         except CliError as error:
             print(error.render(), file=sys.stderr)
             raise typer.Exit(int(error.code)) from None
+        except MissingExtraError as error:
+            print(CliError(str(error), ExitCode.MISSING_EXTRA).render(), file=sys.stderr)
+            raise typer.Exit(int(ExitCode.MISSING_EXTRA)) from None
 
     return wrapper

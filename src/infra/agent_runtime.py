@@ -24,15 +24,15 @@ import dataclasses
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
-from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, McpSdkServerConfig
 
 from ..core.deadlock_info import DeadlockInfo
 from ..core.events import LockEvent, LockEventType
+from ..core.extras import SDK, require
 from ..core.ports import EmitLockEvent, VictimNotices, deliver
 from ..domain.monitor import DeadlockMonitor, OnDeadlock
 from ..domain.victim import VictimPolicy
@@ -49,6 +49,11 @@ from .tools.lock_tools import LockTools
 from .tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name, release_tool_name
 from .transports.sdk.server import lock_tools_server_config
 from .transports.sdk.servers import new_agent_id
+
+if TYPE_CHECKING:
+    # Only `build()` needs the SDK at run time (the options it makes are the SDK's): the
+    # coordinator's store and monitor, and the lock tools' server, work without it (the demo).
+    from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, McpSdkServerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -143,7 +148,8 @@ class AgentRuntimeBuilder:
     victim_notices: VictimNotices | None = None
     issue_id: str | None = None
     server_key: str = DEFAULT_SERVER_KEY
-    base_options: ClaudeAgentOptions = field(default_factory=ClaudeAgentOptions)
+    base_options: ClaudeAgentOptions | None = None
+    """What the agent's options start from (never mutated); None: `ClaudeAgentOptions()`."""
     prompt_mode: PromptMode = "append"
     guard_writes: bool = True
     guard_commits: bool = True
@@ -154,6 +160,10 @@ class AgentRuntimeBuilder:
     """The CLI's wall-clock limit per lock tool call (server `timeout`); None: CLI default."""
 
     def build(self) -> AgentRuntime:
+        sdk = require(SDK, "AgentRuntimeBuilder (an agent's ClaudeAgentOptions)")
+        base: ClaudeAgentOptions = (
+            self.base_options if self.base_options is not None else sdk.ClaudeAgentOptions()
+        )
         agent_id = self.agent_id if self.agent_id is not None else new_agent_id()
         if self.store is not None and (
             self.lock_dir is not None or self.backend is not None or self.namespace is not None
@@ -183,12 +193,12 @@ class AgentRuntimeBuilder:
             release_tool=release,
         )
         options = dataclasses.replace(
-            self.base_options,
-            mcp_servers=self._servers(tools),
-            allowed_tools=_merged(self.base_options.allowed_tools, [acquire, release]),
-            hooks=self._hooks(store, agent_id, emit, acquire, release),
-            system_prompt=self._system_prompt(prompt),
-            cwd=self.base_options.cwd if self.base_options.cwd is not None else store.root,
+            base,
+            mcp_servers=self._servers(base, tools),
+            allowed_tools=_merged(base.allowed_tools, [acquire, release]),
+            hooks=self._hooks(base, sdk.HookMatcher, store, agent_id, emit, acquire, release),
+            system_prompt=self._system_prompt(base, prompt),
+            cwd=base.cwd if base.cwd is not None else store.root,
         )
         if self.monitor is not None:
             self.monitor.register_agent(agent_id, self.issue_id)
@@ -202,8 +212,8 @@ class AgentRuntimeBuilder:
             prompt=prompt,
         )
 
-    def _servers(self, tools: LockTools) -> dict[str, Any]:
-        existing = self.base_options.mcp_servers
+    def _servers(self, base: ClaudeAgentOptions, tools: LockTools) -> dict[str, Any]:
+        existing = base.mcp_servers
         if not isinstance(existing, dict):
             raise ValueError(
                 "base_options.mcp_servers must be a dict to add the lockyard server to it "
@@ -221,15 +231,22 @@ class AgentRuntimeBuilder:
         return {**existing, self.server_key: entry}
 
     def _hooks(
-        self, store: LockBackend, agent_id: str, emit: EmitLockEvent, acquire: str, release: str
+        self,
+        base: ClaudeAgentOptions,
+        matcher: type[HookMatcher],
+        store: LockBackend,
+        agent_id: str,
+        emit: EmitLockEvent,
+        acquire: str,
+        release: str,
     ) -> dict[Any, list[HookMatcher]]:
         hooks: dict[Any, list[HookMatcher]] = {
-            event: list(matchers) for event, matchers in (self.base_options.hooks or {}).items()
+            event: list(matchers) for event, matchers in (base.hooks or {}).items()
         }
         pre: list[HookMatcher] = []
         if self.guard_writes:
             guard = make_write_guard_hook(store, agent_id, self.server_key)
-            pre.append(HookMatcher(matcher=WRITE_TOOLS_MATCHER, hooks=[guard]))
+            pre.append(matcher(matcher=WRITE_TOOLS_MATCHER, hooks=[guard]))
         bash: list[Any] = []
         if self.guard_shell:
             bash.append(
@@ -238,7 +255,7 @@ class AgentRuntimeBuilder:
         if self.guard_commits:
             bash.append(make_commit_guard_hook(store, agent_id, self.server_key))
         if bash:
-            pre.append(HookMatcher(matcher=BASH_MATCHER, hooks=bash))
+            pre.append(matcher(matcher=BASH_MATCHER, hooks=bash))
         if pre:
             hooks.setdefault("PreToolUse", []).extend(pre)
         events = make_lock_event_hook(
@@ -247,11 +264,11 @@ class AgentRuntimeBuilder:
         # An exact-name list: a bare prefix like "mcp__lockyard__" would match nothing.
         ours = f"{acquire}|{release}"
         for event_name in ("PostToolUse", "PostToolUseFailure"):
-            hooks.setdefault(event_name, []).append(HookMatcher(matcher=ours, hooks=[events]))
+            hooks.setdefault(event_name, []).append(matcher(matcher=ours, hooks=[events]))
         return hooks
 
-    def _system_prompt(self, prompt: str) -> Any:
-        base = self.base_options.system_prompt
+    def _system_prompt(self, options: ClaudeAgentOptions, prompt: str) -> Any:
+        base = options.system_prompt
         if self.prompt_mode == "none":
             return base
         if self.prompt_mode == "replace" or not base:
@@ -362,7 +379,7 @@ class LockCoordinator:
         self.resync_interval = resync_interval
         self._background: contextlib.AsyncExitStack | None = None
         self.server_key = server_key
-        self.base_options = base_options if base_options is not None else ClaudeAgentOptions()
+        self.base_options = base_options
         self.cross_process = cross_process
         self.victim_notices: VictimNotices = self.monitor
         """Where every agent's waiting `lock_acquire` hears that it was chosen as a victim."""

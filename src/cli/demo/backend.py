@@ -11,16 +11,7 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import psycopg
-
-from ...infra.lockstore.postgres import (
-    BARE_WORDS,
-    ClusterError,
-    ThrowawayCluster,
-    close_listeners,
-    is_postgres_spec,
-    parse_spec,
-)
+from ...infra.lockstore.postgres import BARE_WORDS, is_postgres_spec, parse_spec
 from .._errors import CliError, ExitCode
 
 FILE_CHOICES = ("file", "lockdir")
@@ -33,6 +24,15 @@ def demo_backend(choice: str | None) -> Iterator[str | None]:
         yield None
         return
     text = choice.strip()
+    if not is_postgres_spec(text):
+        raise CliError(
+            f"the demo cannot run on {choice!r}",
+            ExitCode.USAGE,
+            "pass --backend file, postgres (a throwaway local server) or postgresql://...",
+        )
+    # Here, not above: the demo on its lock directory runs without the postgres extra.
+    from ...infra.lockstore.postgres import ClusterError, ThrowawayCluster, close_listeners
+
     if text.lower() in BARE_WORDS:
         try:
             cluster = ThrowawayCluster(max_connections=60).start()
@@ -44,12 +44,6 @@ def demo_backend(choice: str | None) -> Iterator[str | None]:
             close_listeners()
             cluster.destroy()
         return
-    if not is_postgres_spec(text):
-        raise CliError(
-            f"the demo cannot run on {choice!r}",
-            ExitCode.USAGE,
-            "pass --backend file, postgres (a throwaway local server) or postgresql://...",
-        )
     schema = f"lockyard_demo_{secrets.token_hex(4)}"
     separator = "&" if "?" in text else "?"
     try:
@@ -60,6 +54,8 @@ def demo_backend(choice: str | None) -> Iterator[str | None]:
 
 
 def _drop(spec: str, schema: str) -> None:
+    import psycopg
+
     try:
         with psycopg.connect(parse_spec(spec).conninfo, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any
-
-from claude_agent_sdk import HookContext
-from claude_agent_sdk.types import SyncHookJSONOutput
+from typing import TYPE_CHECKING, Any
 
 from ...core.events import LockEvent, LockEventType
 from ...core.ports import EmitLockEvent, deliver
 from ..tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name, release_tool_name
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import HookContext
+    from claude_agent_sdk.types import SyncHookJSONOutput
 
 logger = logging.getLogger(__name__)
 

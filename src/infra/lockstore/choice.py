@@ -74,7 +74,7 @@ def open_backend(
             raise BackendSpecError(
                 f"pass either a lock directory or the PostgreSQL backend {redact(spec)}, not both"
             )
-        from .postgres.store import PgLockStore
+        from .postgres import PgLockStore
 
         return PgLockStore(
             repo_namespace,
@@ -108,12 +108,12 @@ def open_journal(
         spec = getattr(source, "spec", None)
         if spec is None:
             raise BackendSpecError(f"{source!r} keeps no journal lockyard can read")
-        from .postgres.journal import PgJournal
+        from .postgres import PgJournal
 
         return PgJournal(spec)
     spec = chosen_spec(source)
     if spec is not None and is_postgres_spec(spec):
-        from .postgres.journal import PgJournal
+        from .postgres import PgJournal
 
         return PgJournal(spec)
     if spec is None or spec.strip() == FILE_WORD:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from claude_agent_sdk import HookContext
-from claude_agent_sdk.types import SyncHookJSONOutput
 
 from ...tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
 from ..guard_common import GuardStore, HookFn, deny, journal_denial
 from .decide import DEFAULT_POLICY, ShellGuardPolicy, decide_shell_command
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import HookContext
+    from claude_agent_sdk.types import SyncHookJSONOutput
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,8 @@
 
 The store, its sessions and its schema (which import psycopg, slow to load) are imported on
 first use, so that choosing a backend, or running a command on the lock directory, never
-pays for them.
+pays for them; and everything outside this package enters them here, so that an install
+without psycopg (the `postgres` extra) says so in one line.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ....core.extras import POSTGRES, require
 from .dsn import (
     BARE_WORDS,
     BackendSpecError,
@@ -22,6 +24,7 @@ from .dsn import (
 
 if TYPE_CHECKING:
     from .cluster import ClusterError, ThrowawayCluster
+    from .journal import PgJournal
     from .listener import close_listeners
     from .privileges import PrivilegeError
     from .schema import (
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "ClusterError": ".cluster",
     "ThrowawayCluster": ".cluster",
+    "PgJournal": ".journal",
     "close_listeners": ".listener",
     "SCHEMA_VERSION": ".schema",
     "SchemaError": ".schema",
@@ -57,6 +61,7 @@ __all__ = [
     "BackendUnavailableError",
     "ClusterError",
     "KeepaliveBound",
+    "PgJournal",
     "PgLockStore",
     "PgSpec",
     "PrivilegeError",
@@ -75,5 +80,6 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
+        require(POSTGRES, "the PostgreSQL backend")  # one line naming the extra, if it is missing
         return getattr(importlib.import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

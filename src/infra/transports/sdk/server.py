@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-
-from claude_agent_sdk import McpSdkServerConfig
+from typing import TYPE_CHECKING
 
 from ....core.ports import EmitLockEvent, VictimNotices
 from ...lockstore import open_backend
 from ...tools.lock_tools import LockTools, ToolStore
 from ...tools.mcp_server import build_lock_tools_server
 from ...tools.naming import DEFAULT_SERVER_KEY, check_server_key
+
+if TYPE_CHECKING:
+    # A TypedDict: the config is a plain dict, so serving the tools needs no SDK installed.
+    from claude_agent_sdk import McpSdkServerConfig
 
 
 def create_locking_mcp_server(
@@ -56,9 +59,12 @@ def lock_tools_server_config(
 ) -> McpSdkServerConfig:
     """Wrap ready `LockTools` as an SDK MCP server config."""
     check_server_key(server_name)
-    return McpSdkServerConfig(
-        type="sdk", name=server_name, instance=build_lock_tools_server(tools, server_name)
-    )
+    config: McpSdkServerConfig = {
+        "type": "sdk",
+        "name": server_name,
+        "instance": build_lock_tools_server(tools, server_name),
+    }
+    return config
 
 
 def _resolve_store(

@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-
-from claude_agent_sdk import McpSdkServerConfig
+from typing import TYPE_CHECKING
 
 from ....core.ports import EmitLockEvent, VictimNotices
 from ...tools.lock_tools import ToolStore
 from ...tools.naming import DEFAULT_SERVER_KEY
 from .server import create_locking_mcp_server
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import McpSdkServerConfig
 
 
 def new_agent_id(prefix: str = "agent") -> str:
