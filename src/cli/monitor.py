@@ -207,9 +207,11 @@ def _print(
         action = (
             "notice posted"
             if resolution.notice is not None
-            else "not resolved (--no-resolve or already noticed)"
+            else "already noticed"
             if report.leader
-            else "not resolved here: another monitor leads"
+            else "not resolved: --no-resolve"
+            if not report.resolving
+            else f"resolved by {report.resolved_by or 'the process that leads'}"
         )
         write(f"deadlock: {info.describe()}")
         write(f"  victim: {info.victim} ({action})")

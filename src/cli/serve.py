@@ -214,9 +214,13 @@ def _serve_claimed(
     logging.basicConfig(
         level=level, stream=sys.stderr, format="lockyard serve [%(name)s] %(levelname)s %(message)s"
     )
+    from ..infra.crossproc.election import DeadlockDuty
     from ..infra.transports.stdio.server import ServeSession  # imports mcp: only when serving
 
     serving = ServeSession(store, agent_id, progress_interval=progress_interval)
+    # Every server stands in the election of the process that resolves the deadlocks of its
+    # lock store: one leads, so no monitor has to be started by hand.
+    duty = DeadlockDuty(store, role=f"lockyard serve (agent {agent_id})")
     logging.getLogger("lockyard.serve").info(
         "serving agent %s on %s (namespace %s, locks in %s)",
         agent_id,
@@ -225,7 +229,8 @@ def _serve_claimed(
         store.location,
     )
     try:
-        anyio.run(serving.run_stdio)
+        with duty:
+            anyio.run(serving.run_stdio)
     finally:
         if record is not None and session_dir is not None:
             unregister_session(record, session_dir)

@@ -13,8 +13,9 @@ Two entry points:
           async with coordinator.runtime("agent-1") as rt, ClaudeSDKClient(rt.options) as c:
               await c.query(task)
 
-  With `cross_process=True` its agents also heed the victim notices `lockyard monitor` posts
-  in the lock directory, for deadlocks that cross processes (e.g. with `lockyard serve` agents).
+  With `cross_process=True` its agents also heed the victim notices posted for deadlocks that
+  cross processes (e.g. with `lockyard serve` agents), and while it is open the coordinator
+  stands in the election of the process that finds those (`crossproc/election.py`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ..core.ports import EmitLockEvent, VictimNotices, deliver
 from ..domain.monitor import DeadlockMonitor, OnDeadlock
 from ..domain.victim import VictimPolicy
 from ..prompts.loader import render_implementer_prompt
+from .crossproc.election import DeadlockDuty
 from .crossproc.notices import AnyVictimNotices
 from .crossproc.sources import victim_notices_for
 from .hooks.commit_guard.hook import BASH_MATCHER, make_commit_guard_hook
@@ -331,9 +333,11 @@ class LockCoordinator:
     missed (a lock removed by `lockyard clean`, a hold taken outside the tools).
 
     The in-process monitor sees only this coordinator's agents. With `cross_process=True`, a
-    waiting agent also heeds the victim notices that `lockyard monitor` posts in the lock
-    directory, so a deadlock with agents of other processes sharing it (`lockyard serve`,
-    other coordinators) ends as soon as that monitor picks one of ours.
+    waiting agent also heeds the victim notices posted for the whole lock store, and while
+    open the coordinator stands in the election of the one process (of every `lockyard
+    serve`, coordinator and monitor on the store) that finds deadlocks across processes, so a
+    deadlock with agents of other processes (`lockyard serve`, other coordinators) ends as
+    soon as that leader picks one of ours, with no monitor started by hand.
     """
 
     def __init__(
@@ -378,6 +382,7 @@ class LockCoordinator:
         )
         self.resync_interval = resync_interval
         self._background: contextlib.AsyncExitStack | None = None
+        self._duty: DeadlockDuty | None = None
         self.server_key = server_key
         self.base_options = base_options
         self.cross_process = cross_process
@@ -460,6 +465,9 @@ class LockCoordinator:
         this coordinator opened it on a database; safe to repeat."""
         open_runtimes, self._runtimes = self._runtimes, []
         released = {runtime.agent_id: await runtime.close() for runtime in open_runtimes}
+        duty, self._duty = self._duty, None
+        if duty is not None:  # resigns (in its own thread) before the store closes
+            await anyio.to_thread.run_sync(duty.stop)
         if self._closes_store:
             self.store.close()
         return released
@@ -472,6 +480,8 @@ class LockCoordinator:
             stack.callback(group.cancel_scope.cancel)  # runs first on exit: stop the loops
             await group.start(self.monitor.run_callbacks)
             group.start_soon(self._resync_forever)
+            if self.cross_process:
+                self._duty = DeadlockDuty(self.store, role="a LockCoordinator").start()
             self._background = stack.pop_all()
         return self
 

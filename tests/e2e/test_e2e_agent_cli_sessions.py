@@ -9,8 +9,9 @@ start; its checks share it). alice and bob, each its own CLI process:
 1. contention and hand-over: alice locks shared.py and writes it; bob's early write is refused
    naming alice; bob waits in lock_acquire; alice's shell write of a file she has not locked
    and her `git commit` of unlocked files are refused; she releases and bob gets the file;
-2. a deadlock: alice holds a.py and waits for b.py, bob holds b.py and waits for a.py; the
-   `lockyard monitor` beside them picks one victim, whose wait returns `deadlock`;
+2. a deadlock: alice holds a.py and waits for b.py, bob holds b.py and waits for a.py; no
+   `lockyard monitor` runs: the sessions' own servers elect the one that picks one victim,
+   whose wait returns `deadlock`;
 3. a killed session: alice locks k.py and idles (nobody can take it from her while she lives);
    the test SIGKILLs her whole process group, and bob's wait for k.py reclaims it.
 
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import pytest
 from agent_cli_drivers import DRIVERS, CliDriver
-from cli_sessions import LOCKYARD, CliSession, init_repo
+from cli_sessions import CliSession, init_repo
 from fake_messages_api import FakeMessagesApi, Reply, Step, ToolOutcome, call, say
 from npm_clis import install_all
 
@@ -139,7 +140,6 @@ class Played:
     ids: dict[str, str]
     alice: dict[str, ToolOutcome]
     bob: dict[str, ToolOutcome]
-    monitor_output: str
     shared_text: str
     git_log_status: int
     left_at_exit: list[LockInfo]
@@ -214,11 +214,7 @@ def played(driver: CliDriver, tmp_path_factory: pytest.TempPathFactory) -> Itera
     began = time.monotonic()
     with driver.api() as api, LockStore(repo, lock_dir) as store:
         clis = Sessions(driver, api, repo, tmp, lock_dir)
-        # Until every `lockyard serve` leads deadlock detection itself, a monitor runs beside.
-        monitor = subprocess.Popen(
-            [LOCKYARD, "monitor", "--lock-dir", str(lock_dir), "--json"],
-            stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        # No monitor runs: the sessions' own servers elect the one that resolves deadlocks.
         try:
             alice_script, bob_script = scripts(driver, clis, store, repo, killed)
             alice = clis.start("alice", alice_script.steps)
@@ -235,8 +231,6 @@ def played(driver: CliDriver, tmp_path_factory: pytest.TempPathFactory) -> Itera
                 print(session.logs())
             raise
         finally:
-            monitor.terminate()
-            monitor_output, _ = monitor.communicate(timeout=30)
             clis.kill_all()
         api.raise_errors()
         left = store.list_locks()
@@ -248,7 +242,7 @@ def played(driver: CliDriver, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield Played(
             driver, repo, clis.ids,
             alice_script.results(api.outcomes("alice")), bob_script.results(api.outcomes("bob")),
-            monitor_output, (repo / "shared.py").read_text(), log.returncode, left, kill,
+            (repo / "shared.py").read_text(), log.returncode, left, kill,
             reclaimable, time.monotonic() - began,
         )  # fmt: skip
 
@@ -308,7 +302,6 @@ def test_a_deadlock_between_the_sessions_is_resolved(played: Played) -> None:
     cycle_agents = {step["agent"] for step in told[victim]["deadlock"]["cycle"]}
     assert cycle_agents == set(played.ids.values())
     assert told[survivor]["all_acquired"] is True
-    assert played.ids[victim] in played.monitor_output
 
 
 def test_a_killed_sessions_lock_is_reclaimed_and_a_live_idle_one_kept(played: Played) -> None:

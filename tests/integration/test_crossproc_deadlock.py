@@ -1,39 +1,88 @@
-"""A deadlock between two `lockyard serve` processes, found and resolved by `lockyard monitor`."""
+"""Deadlocks between `lockyard serve` processes, resolved with no monitor started by hand:
+every serve stands in the election of the process that resolves them, one leads, and
+another takes over when the leader is killed. Both backends, real processes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from anyio.abc import Process
 from mcp import Client, StdioServerParameters
+
+from lockyard.infra.crossproc.leader_file import current_leader
+from lockyard.infra.crossproc.sources import monitor_source
+from lockyard.infra.lockstore import LockBackend, open_backend
+from polling_support import wait_until, wait_until_async
 
 pytestmark = pytest.mark.anyio
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 
 
-def child_env(lock_dir: Path) -> dict[str, str]:
-    env = {"LOCKYARD_LOCK_DIR": str(lock_dir), "PATH": os.environ["PATH"]}
+@pytest.fixture(params=["lockdir", "postgresql"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where the serves keep their locks: a lock directory, or a PostgreSQL schema."""
+    if request.param == "postgresql":
+        spec: str = request.getfixturevalue("pg_backend")
+        return spec
+    lock_dir = tmp_path / "locks"
+    lock_dir.mkdir(mode=0o700)
+    return str(lock_dir)
+
+
+@pytest.fixture
+def store(repo: Path, backend: str) -> Iterator[LockBackend]:
+    """The test's own view of the serves' lock store."""
+    opened = open_backend(repo, backend)
+    yield opened
+    opened.close()
+
+
+def child_env() -> dict[str, str]:
+    env = {"PATH": os.environ["PATH"]}
     env.update({k: v for k, v in os.environ.items() if k.startswith(("COVERAGE_", "PYTHONPATH"))})
     return env
 
 
-def serve(agent: str, repo: Path, lock_dir: Path) -> Client:
+def serve_args(agent: str, repo: Path, backend: str) -> list[str]:
+    return ["serve", "--agent-id", agent, "--repo", str(repo), "--backend", backend]
+
+
+def serve(agent: str, repo: Path, backend: str) -> Client:
     return Client(
         StdioServerParameters(
-            command=LOCKYARD,
-            args=["serve", "--agent-id", agent, "--repo", str(repo)],
-            env=child_env(lock_dir),
+            command=LOCKYARD, args=serve_args(agent, repo, backend), env=child_env()
         )
     )
+
+
+@contextlib.contextmanager
+def idle_serve(agent: str, repo: Path, backend: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A serve nobody calls (its stdin stays open): a candidate of the election only."""
+    process = subprocess.Popen(
+        [LOCKYARD, *serve_args(agent, repo, backend)],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=child_env(),
+    )  # fmt: skip
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        process.wait()
+
+
+def who_leads(store: LockBackend) -> str | None:
+    return monitor_source(store).who_leads()
 
 
 async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -43,66 +92,89 @@ async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str
     return data
 
 
-async def start_monitor(lock_dir: Path) -> Process:
-    return await anyio.open_process(
-        [LOCKYARD, "monitor", "--json"],
-        env={**os.environ, "LOCKYARD_LOCK_DIR": str(lock_dir)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+@contextlib.asynccontextmanager
+async def two_agents(repo: Path, backend: str) -> AsyncIterator[tuple[Client, Client]]:
+    """alice holds f1.py, bob (who locked later: the younger) holds f2.py."""
+    async with serve("alice", repo, backend) as alice, serve("bob", repo, backend) as bob:
+        assert (await call(alice, "lock_acquire", {"filepaths": ["f1.py"]}))["all_acquired"]
+        assert (await call(bob, "lock_acquire", {"filepaths": ["f2.py"]}))["all_acquired"]
+        yield alice, bob
 
 
-async def stop(process: Process) -> tuple[int, str]:
-    process.send_signal(signal.SIGTERM)
-    with anyio.fail_after(20):
-        code = await process.wait()
-    assert process.stdout is not None
-    output = b""
-    async for chunk in process.stdout:
-        output += chunk
-    return code, output.decode()
+async def cross(alice: Client, bob: Client, started: anyio.Event | None = None) -> dict[str, Any]:
+    """alice waits for f2.py while bob waits for f1.py: a deadlock; both results."""
+    results: dict[str, dict[str, Any]] = {}
+
+    async def blocked(name: str, client: Client, path: str) -> None:
+        results[name] = await call(
+            client, "lock_acquire", {"filepaths": [path], "timeout_seconds": 90}
+        )
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as group:
+            group.start_soon(blocked, "alice", alice, "f2.py")
+            group.start_soon(blocked, "bob", bob, "f1.py")
+            if started is not None:
+                started.set()
+    return results
 
 
-async def test_two_serve_processes_deadlock_and_the_monitor_resolves_it(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    lock_dir = tmp_path / "locks"
-    lock_dir.mkdir(mode=0o700)
-    f1, f2 = "f1.py", "f2.py"  # repository-relative keys, also in the monitor's cycle
-    monitor = await start_monitor(lock_dir)
-    try:
-        async with serve("alice", repo, lock_dir) as alice, serve("bob", repo, lock_dir) as bob:
-            assert (await call(alice, "lock_acquire", {"filepaths": ["f1.py"]}))["all_acquired"]
-            assert (await call(bob, "lock_acquire", {"filepaths": ["f2.py"]}))["all_acquired"]
-            results: dict[str, dict[str, Any]] = {}
+def assert_bob_gave_way(results: dict[str, Any]) -> None:
+    deadlock = results["bob"]["deadlock"]
+    assert deadlock["victim"] == "bob"
+    assert sorted(deadlock["agents"]) == ["alice", "bob"]
+    assert sorted(deadlock["files"]) == ["f1.py", "f2.py"]
+    assert deadlock["released"] == ["f2.py"]
+    assert results["bob"]["all_acquired"] is False
+    assert results["alice"]["all_acquired"] is True
+    assert "deadlock" not in results["alice"]
 
-            async def blocked(name: str, client: Client, path: str) -> None:
-                results[name] = await call(
-                    client, "lock_acquire", {"filepaths": [path], "timeout_seconds": 60}
+
+async def test_a_deadlock_between_two_serves_is_resolved_with_no_monitor_running(
+    repo: Path, backend: str, store: LockBackend
+) -> None:
+    async with two_agents(repo, backend) as (alice, bob):
+        leader = wait_until(lambda: who_leads(store), "a serve leading deadlock detection")
+        if not backend.startswith("postgresql"):
+            assert "lockyard serve (agent " in leader
+        assert_bob_gave_way(await cross(alice, bob))
+    # Both ended cleanly: nobody leads any more, and nothing is left locked.
+    wait_until(lambda: who_leads(store) is None, "the last serve resigning")
+    assert store.snapshot().holds == {}
+
+
+async def test_when_the_leader_is_killed_mid_deadlock_another_serve_takes_over(
+    repo: Path, backend: str, store: LockBackend
+) -> None:
+    with idle_serve("leader", repo, backend) as first:
+        if backend.startswith("postgresql"):
+            wait_until(lambda: who_leads(store), "the first serve leading")
+        else:
+            wait_until(
+                lambda: (found := current_leader(backend)) is not None and found.pid == first.pid,
+                "the first serve leading",
+            )
+        async with two_agents(repo, backend) as (alice, bob):
+            # The leader freezes (it still holds the leader lock, so nobody else resolves),
+            # the two agents deadlock, then the frozen leader is killed outright.
+            first.send_signal(signal.SIGSTOP)
+            started = anyio.Event()
+            results: dict[str, Any] = {}
+
+            async def deadlock() -> None:
+                results.update(await cross(alice, bob, started))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(deadlock)
+                await started.wait()
+                await wait_until_async(
+                    lambda: len(store.snapshot().waits) == 2, "both agents waiting"
                 )
-
-            with anyio.fail_after(45):
-                async with anyio.create_task_group() as group:
-                    group.start_soon(blocked, "alice", alice, "f2.py")
-                    group.start_soon(blocked, "bob", bob, "f1.py")
-
-            # Both hold one lock; bob took his later, so he is the younger: the victim.
-            deadlock = results["bob"]["deadlock"]
-            assert deadlock["victim"] == "bob"
-            assert sorted(deadlock["agents"]) == ["alice", "bob"]
-            assert sorted(deadlock["files"]) == [f1, f2]
-            assert deadlock["released"] == [f2]
-            assert results["bob"]["all_acquired"] is False
-            assert results["alice"]["all_acquired"] is True
-            assert results["alice"]["results"] == [
-                {"filepath": f2, "acquired": True, "holder": "alice"}
-            ]
-            assert "deadlock" not in results["alice"]
-    finally:
-        code, output = await stop(monitor)
-    assert code == 0
-    reports = [json.loads(line) for line in output.splitlines()]
-    found = [d for report in reports for d in report["deadlocks"]]
-    assert [d["victim"] for d in found] == ["bob"]
-    assert found[0]["notice_posted"] is True
-    assert os.listdir(lock_dir / "victims") == []  # consumed
+                assert results == {}  # nobody resolves while the leader is frozen
+                first.kill()  # SIGKILL: no code of it runs; its leader lock goes with it
+            assert_bob_gave_way(results)
+            if not backend.startswith("postgresql"):
+                now = current_leader(backend)
+                assert now is not None
+                assert now.pid != first.pid
+                assert "lockyard serve (agent " in now.role

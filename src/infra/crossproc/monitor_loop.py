@@ -61,7 +61,12 @@ class PassReport:
     holds: int = 0
     waits: int = 0
     leader: bool = True
-    """False when another monitor leads: this one found the cycles but posted nothing."""
+    """False when this monitor did not lead (another process does, or --no-resolve): it
+    found the cycles but posted nothing."""
+    resolving: bool = True
+    """False for a monitor that only reports (--no-resolve)."""
+    resolved_by: str | None = None
+    """Who leads instead, in words, when this monitor found deadlocks but did not lead."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -70,6 +75,8 @@ class PassReport:
             "holds": self.holds,
             "waits": self.waits,
             "leader": self.leader,
+            "resolving": self.resolving,
+            "resolved_by": self.resolved_by,
         }
 
 
@@ -120,9 +127,13 @@ class CrossProcessMonitor:
         """One pass: read, detect, verify, post notices, remove stale ones."""
         snapshot = self.state.read()
         self._fresh = None
-        report = PassReport(holds=len(snapshot.holds), waits=len(snapshot.waits))
-        report.leader = self.source.lead()
-        if self.resolve and report.leader:  # --no-resolve reports only: it changes nothing on disk
+        report = PassReport(
+            holds=len(snapshot.holds), waits=len(snapshot.waits), resolving=self.resolve
+        )
+        # Only a resolving monitor stands for leader: one that reports only must never keep
+        # the processes that would resolve from leading.
+        report.leader = self.resolve and self.source.lead()
+        if report.leader:  # --no-resolve reports only: it changes nothing on disk
             report.stale_notices_removed = self.board.prune(
                 lambda notice: snapshot.has_wait(notice.agent_id, notice.waits_on, notice.wait_id)
             )
@@ -134,6 +145,8 @@ class CrossProcessMonitor:
             resolution = self._settle(info, snapshot)
             if resolution is not None:
                 report.resolutions.append(resolution)
+        if report.resolutions and self.resolve and not report.leader:
+            report.resolved_by = self.source.who_leads()
         return report
 
     def _forget_finished_victims(self, snapshot: WaitForSnapshot) -> None:
@@ -185,8 +198,12 @@ class CrossProcessMonitor:
         *,
         poll_interval: float = 0.5,
         rescan_seconds: float = RESCAN_SECONDS,
+        while_leading: bool = False,
     ) -> None:
-        """Pass after pass until cancelled; `on_report` gets every pass that did something."""
+        """Pass after pass until cancelled; `on_report` gets every pass that did something.
+
+        `while_leading`: return after the first pass that finds this monitor no longer
+        leads (a candidate of the election then goes back to trying)."""
         with self.source.feed(poll_interval) as watcher:
             log.info(
                 "watching %s (%s)",
@@ -197,6 +214,8 @@ class CrossProcessMonitor:
                 self.source.check_present()
                 started = time.monotonic()
                 report = await self.check_once()
+                if while_leading and not report.leader:
+                    return
                 took = time.monotonic() - started
                 if report.resolutions or report.stale_notices_removed:
                     outcome = on_report(report)

@@ -1,8 +1,9 @@
 """What `lockyard monitor` and `lockyard status` read and write, whatever the backend.
 
 A `MonitorSource` bundles, for one backend: the shared state (holds and waits of every
-agent), the board victim notices are posted on, a feed that says when to look again, and a
-leadership test so that of several monitors running at once only one resolves deadlocks.
+agent), the board victim notices are posted on, a feed that says when to look again, and its
+candidacy in the election of the one process that resolves deadlocks (`lead`, `resign`,
+`who_leads`; `election.py` runs it in every `lockyard serve`).
 The backends' sources sit side by side: `lockdir.LockDirSource` and `postgres.PgMonitorSource`
 (loaded only for a PostgreSQL store: it imports psycopg).
 """
@@ -60,7 +61,15 @@ class MonitorSource(Protocol):
         ...
 
     def lead(self) -> bool:
-        """True while this monitor is the one that resolves deadlocks."""
+        """True while this monitor is the one that resolves deadlocks: leads if nobody does."""
+        ...
+
+    def resign(self) -> None:
+        """Stop leading, so that another candidate takes over at once (no-op if not leading)."""
+        ...
+
+    def who_leads(self) -> str | None:
+        """Who resolves deadlocks here now, in words (None: nobody)."""
         ...
 
     def victim_notices(self) -> VictimNotices:
@@ -68,12 +77,19 @@ class MonitorSource(Protocol):
         ...
 
 
-def monitor_source(store: LockBackend) -> MonitorSource:
-    """What `lockyard monitor` / `status` read and write for the backend `store` is on."""
+def monitor_source(
+    store: LockBackend, *, role: str = "lockyard monitor", own_reader: bool = False
+) -> MonitorSource:
+    """What `lockyard monitor` / `status` read and write for the backend `store` is on.
+
+    `role` says who this candidate is when it leads. `own_reader`: read a lock directory
+    through a store of the source's own (for a monitor in another thread than `store`'s
+    users); a PostgreSQL store is shared either way (its session serialises calls).
+    """
     if isinstance(store, LockStore):
         from .lockdir import LockDirSource
 
-        return LockDirSource(store.lock_dir, store)
+        return LockDirSource(store.lock_dir, None if own_reader else store, role=role)
     from ...lockstore.postgres import PgLockStore
     from .postgres import PgMonitorSource
 

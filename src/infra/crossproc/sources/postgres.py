@@ -9,8 +9,9 @@ was handed on) and rescans periodically as a backstop.
 
 Leadership: a monitor resolves deadlocks only while it holds the session advisory lock
 (schema class, 0). Two monitors may both find a cycle; only the leader posts a notice, so
-one cycle never gets two victims. When the leader's session ends, the lock is free and the
-next monitor's pass takes it over.
+one cycle never gets two victims. When the leader's session ends (its process exits or is
+killed, its connection is cut), the server drops the lock and the next candidate's try takes
+it over (`election.py`: every `lockyard serve` is a candidate).
 """
 
 from __future__ import annotations
@@ -210,6 +211,39 @@ class PgMonitorSource:
             return False
 
         return session.run(try_lead)
+
+    def resign(self) -> None:
+        session = self.store.session
+        if self._led_in is None:
+            return
+
+        def unlock(conn: psycopg.Connection[Any], me: int) -> None:
+            if self._led_in == session.generation:  # a new session holds no lock to drop
+                conn.execute(
+                    "SELECT pg_advisory_unlock(%s, %s)",
+                    (lock_class(self.store.schema), LEADER_KEY),
+                )
+            self._led_in = None
+
+        session.run(unlock)
+
+    def who_leads(self) -> str | None:
+        if self._led_in is not None and self._led_in == self.store.session.generation:
+            return "this process"
+        key = lock_class(self.store.schema) & 0xFFFFFFFF  # pg_locks shows it as an oid
+        rows = self.store.session.run(
+            lambda conn, me: conn.execute(
+                "SELECT a.pid, a.application_name, coalesce(host(a.client_addr), 'local') "
+                "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s::oid "
+                "AND l.objid = %s::oid AND l.objsubid = 2",
+                (key, LEADER_KEY),
+            ).fetchall()
+        )
+        if not rows:
+            return None
+        pid, application, client = rows[0]
+        return f"{application or 'a client'} from {client} (PostgreSQL backend pid {pid})"
 
     def read(self) -> WaitForSnapshot:
         return self.state.read()
