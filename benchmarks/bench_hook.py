@@ -1,85 +1,289 @@
-"""How long `lockyard hook pre-tool-use` takes, the cost an agent CLI pays on every tool call.
+"""What the guard costs an agent CLI on every tool call, against baselines of the same run.
 
-Each figure is the median wall time of N runs of a fresh process, against baselines from the
-same run: a bare `python -c pass` (the interpreter's own start-up) and a process that imports
-what the full `lockyard` command loads (typer, rich, the store's pydantic records, mcp)
-and so shows what the hook's own entry path avoids.
+Each agent session is a worker process that starts its own `lockyard serve` (so the worker
+is the session's CLI process, as Claude Code is) and then calls the guard the ways a CLI can:
 
-    python3 -m uv run python benchmarks/bench_hook.py [--runs 40]
+- HTTP hook (Claude Code's `"type": "http"`): a POST over one kept-alive connection to the
+  guard of the session's servers; the floor beside it is the same POST to a bare loopback
+  HTTP server that answers `{}` at once;
+- command hook (`lockyard hook pre-tool-use`, for CLIs that only run commands): one process
+  per call, answered by the session's server; and judged in its own process (no guard
+  listening: the slow path); the baseline is `python -c pass` of the same interpreter.
 
-Then `python -X importtime` of the hook says what its start-up time is made of.
+Calls are interleaved round by round, so load that comes and goes on a shared machine falls
+on every row alike. The same is then run by N sessions at once (default 8), each with its
+own server, all on one lock directory and one guard port.
+
+    python3 scripts/uv run python benchmarks/bench_hook.py [--runs 30] [--sessions 8]
+
+The last part is `python -X importtime` of the command hook's fast path: what it imports
+beyond the interpreter's own start-up.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import http.client
 import json
+import os
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-from lockyard.infra.lockstore import LockStore
-
 PYTHON = sys.executable
 LOCKYARD = str(Path(PYTHON).parent / "lockyard")
+HTTP_PER_ROUND = 20
+KINDS = ("pass", "command allow", "command deny", "command, no guard", "http allow",
+         "http deny", "http floor")  # fmt: skip
 
 
-def median_ms(command: list[str], stdin: bytes, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(command, input=stdin, capture_output=True, check=True)
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def write_call(repo: str, name: str) -> bytes:
+    call = {"tool_name": "Write", "tool_input": {"file_path": f"{repo}/{name}", "content": "x"},
+            "cwd": repo}  # fmt: skip
+    return json.dumps(call).encode()
+
+
+# --- a worker: one agent session ------------------------------------------------------------
+
+
+class Session:
+    """This process as an agent CLI: its `lockyard serve`, its lock, its ways to the guard."""
+
+    def __init__(self, repo: str, lock_dir: str, port: int, floor_port: int, index: int) -> None:
+        from lockyard.infra.agentcli.guard_address import hook_url
+
+        self.repo, self.lock_dir, self.port = repo, lock_dir, port
+        self.held, self.free = f"held-{index}.py", f"free-{index}.py"
+        self.server = subprocess.Popen(
+            [LOCKYARD, "serve", "--cli", "claude-code", "--repo", repo, "--lock-dir", lock_dir,
+             "--guard-port", str(port)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.url = hook_url(lock_dir, "claude-code", port)
+        self.hook = [LOCKYARD, "hook", "pre-tool-use", "--cli", "claude-code", "--lock-dir",
+                     lock_dir, "--guard-port", str(port)]  # fmt: skip
+        self.no_guard = [*self.hook[:-1], str(free_port())]
+        self.http = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.floor = http.client.HTTPConnection("127.0.0.1", floor_port, timeout=60)
+        self._wait_until_served()
+
+    def _wait_until_served(self) -> None:
+        from lockyard.infra.lockstore import LockStore
+
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                answer = self._post(self.http, self.url, write_call(self.repo, self.held))
+            except OSError:
+                self.http.close()
+                time.sleep(0.05)
+                continue
+            if b"No lockyard session" not in answer:
+                break
+            time.sleep(0.05)
+        agent = f"claude-code-{os.getpid()}"
+        assert LockStore(self.repo, self.lock_dir).try_lock(self.held, agent)
+        assert self._post(self.http, self.url, write_call(self.repo, self.held)) == b"{}"
+
+    @staticmethod
+    def _post(connection: http.client.HTTPConnection, url: str, body: bytes) -> bytes:
+        connection.request("POST", url, body, headers={"Content-Type": "application/json"})
+        return connection.getresponse().read()
+
+    def one(self, kind: str) -> list[float]:
+        """One round of `kind`: its call times in milliseconds."""
+        if kind == "pass":
+            return [_timed_run([PYTHON, "-c", "pass"], b"")]
+        if kind.startswith("command"):
+            command = self.no_guard if kind == "command, no guard" else self.hook
+            name = self.held if kind == "command allow" else self.free
+            return [_timed_run(command, write_call(self.repo, name))]
+        connection = self.floor if kind == "http floor" else self.http
+        body = write_call(self.repo, self.free if kind == "http deny" else self.held)
+        times = []
+        for _ in range(HTTP_PER_ROUND):
+            start = time.perf_counter()
+            answer = self._post(connection, self.url, body)
+            times.append((time.perf_counter() - start) * 1000)
+            assert answer.startswith(b"{"), answer
+        return times
+
+    def close(self) -> None:
+        assert self.server.stdin is not None
+        self.server.stdin.close()
+        self.server.wait(timeout=60)
+
+
+def _timed_run(command: list[str], stdin: bytes) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, input=stdin, capture_output=True, check=True)
+    return (time.perf_counter() - start) * 1000
+
+
+def worker(repo: str, lock_dir: str, port: int, floor_port: int, index: int) -> None:
+    """Serve the parent's requests on stdin: `ready` once set up, then per line a JSON
+    `{"kinds": [...], "runs": n}`, answered with the times of each kind."""
+    session = Session(repo, lock_dir, port, floor_port, index)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        order = json.loads(line)
+        times: dict[str, list[float]] = {kind: [] for kind in order["kinds"]}
+        for _ in range(order["runs"]):
+            for kind in order["kinds"]:
+                times[kind].extend(session.one(kind))
+        print(json.dumps(times), flush=True)
+    session.close()
+
+
+# --- the parent --------------------------------------------------------------------------
+
+
+class FloorServer:
+    """A loopback HTTP server that answers `{}` at once, in one send (the HTTP floor)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self._ready = threading.Event()
+        threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True).start()
+        self._ready.wait()
+
+    async def _serve(self) -> None:
+        reply = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except asyncio.IncompleteReadError:  # the client is done
+                    return
+                length = next(
+                    int(line.split(b":")[1]) for line in head.lower().split(b"\r\n")
+                    if line.startswith(b"content-length:")
+                )  # fmt: skip
+                await reader.readexactly(length)
+                writer.write(reply)
+
+        server = await asyncio.start_server(connection, "127.0.0.1", self.port)
+        self._ready.set()
+        async with server:
+            await server.serve_forever()
+
+
+def run_sessions(count: int, runs: int, kinds: list[str], tmp: str) -> dict[str, list[float]]:
+    """`count` sessions at once, each running `runs` rounds of `kinds`; every call's time."""
+    repo = os.path.join(tmp, "repo")
+    os.makedirs(os.path.join(repo, ".git"), exist_ok=True)
+    lock_dir, port, floor = os.path.join(tmp, "locks"), free_port(), FloorServer()
+    workers = [
+        subprocess.Popen(
+            [PYTHON, __file__, "--worker", repo, lock_dir, str(port), str(floor.port), str(i)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(count)
+    ]
+    for process in workers:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "ready"
+    order = json.dumps({"kinds": kinds, "runs": runs}) + "\n"
+    for process in workers:  # all at once
+        assert process.stdin is not None
+        process.stdin.write(order)
+        process.stdin.flush()
+    merged: dict[str, list[float]] = {kind: [] for kind in kinds}
+    for process in workers:
+        assert process.stdout is not None
+        for kind, times in json.loads(process.stdout.readline()).items():
+            merged[kind].extend(times)
+    for process in workers:
+        assert process.stdin is not None
+        process.stdin.close()
+        process.wait(timeout=120)
+    return merged
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def report(title: str, times: dict[str, list[float]]) -> None:
+    base = statistics.median(times["pass"])
+    print(f"\n{title}")
+    print(f"  {'':34} {'calls':>6} {'median':>9} {'p99':>9}  vs python -c pass")
+    for kind, values in times.items():
+        median = statistics.median(values)
+        ratio = f"{median / base:5.2f}x" if not kind.startswith("http") else ""
+        p99 = percentile(values, 0.99)
+        print(f"  {LABELS[kind]:34} {len(values):6} {median:7.2f}ms {p99:7.2f}ms  {ratio}")
+
+
+LABELS = {
+    "pass": "python -c pass",
+    "command allow": "command hook, guard: allowed",
+    "command deny": "command hook, guard: denied",
+    "command, no guard": "command hook, own process: denied",
+    "http allow": "HTTP hook: allowed",
+    "http deny": "HTTP hook: denied",
+    "http floor": "HTTP floor (bare server, {})",
+}
+
+
+def import_report() -> None:
+    """What the fast path imports beyond `python -c pass`, by cumulative time."""
+
+    def modules(code: str) -> dict[str, int]:
+        done = subprocess.run([PYTHON, "-X", "importtime", "-c", code], capture_output=True,
+                              text=True, check=True)  # fmt: skip
+        found = {}
+        for line in done.stderr.splitlines()[1:]:
+            _self, cumulative, name = line.split("|")
+            found[name.strip()] = int(cumulative)
+        return found
+
+    base = modules("pass")
+    fast = modules("import lockyard.cli.entry, lockyard.cli.hook, "
+                   "lockyard.infra.agentcli.hook_client")  # fmt: skip
+    extra = {name: us for name, us in fast.items() if name not in base}
+    print(f"\nthe command hook's fast path imports {len(extra)} modules beyond python -c pass:")
+    for name, us in sorted(extra.items(), key=lambda item: -item[1]):
+        print(f"  {us / 1000:7.2f} ms  {name}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=40)
-    runs = parser.parse_args().runs
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--sessions", type=int, default=8)
+    options = parser.parse_args()
+    kinds = list(KINDS)
     with tempfile.TemporaryDirectory() as tmp:
-        repo = Path(tmp) / "repo"
-        repo.mkdir()
-        (repo / ".git").mkdir()
-        lock_dir = str(Path(tmp) / "locks")
-        LockStore(repo, lock_dir).try_lock("held.py", "alice")
-        hook = [LOCKYARD, "hook", "pre-tool-use", "--agent-id", "alice", "--repo", str(repo),
-                "--lock-dir", lock_dir]  # fmt: skip
-
-        def write(path: str) -> bytes:
-            return json.dumps(
-                {"tool_name": "Write", "tool_input": {"file_path": path}, "cwd": str(repo)}
-            ).encode()
-
-        rows = [
-            ("python -c pass (interpreter start-up)", [PYTHON, "-c", "pass"], b""),
-            ("lockyard hook: write to a held file (allowed)", hook, write("held.py")),
-            ("lockyard hook: write to an unlocked file (denied)", hook, write("free.py")),
-            ("lockyard hook: a tool it does not judge (Read)", hook,
-             json.dumps({"tool_name": "Read", "tool_input": {}}).encode()),
-            ("importing what `lockyard status` loads (typer, rich, pydantic store)",
-             [PYTHON, "-c", "import lockyard.cli.app"], b""),
-            ("importing mcp (what `lockyard serve` loads)", [PYTHON, "-c", "import mcp"], b""),
-        ]  # fmt: skip
-        results = [(label, median_ms(cmd, stdin, runs)) for label, cmd, stdin in rows]
-        base = results[0][1]
-        print(f"median of {runs} runs each (ms), ratio to python -c pass:")
-        for label, ms in results:
-            print(f"  {ms:7.1f} ms  {ms / base:5.1f}x  {label}")
-        print("\nlargest cumulative imports of the hook (python -X importtime):")
-        done = subprocess.run(
-            [PYTHON, "-X", "importtime", "-c", "import lockyard.cli.entry, lockyard.cli.hook, "
-             "lockyard.infra.agentcli.hook_runner"],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        lines = [line.split("|") for line in done.stderr.splitlines()[1:]]
-        top = sorted(lines, key=lambda cols: int(cols[1]), reverse=True)[:8]
-        for _self, cumulative, name in top:
-            print(f"  {int(cumulative) / 1000:7.1f} ms  {name.rstrip()}")
+        print(f"one session: {options.runs} rounds, each of every kind (HTTP: "
+              f"{HTTP_PER_ROUND} calls a round), interleaved")  # fmt: skip
+        report("one session", run_sessions(1, options.runs, kinds, os.path.join(tmp, "one")))
+        many = run_sessions(options.sessions, max(3, options.runs // options.sessions * 2),
+                            kinds, os.path.join(tmp, "many"))  # fmt: skip
+        report(f"{options.sessions} sessions calling at once", many)
+    import_report()
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        _flag, repo, lock_dir, port, floor_port, index = sys.argv[1:]
+        worker(repo, lock_dir, int(port), int(floor_port), int(index))
+    else:
+        main()

@@ -1,38 +1,42 @@
 """`lockyard hook <event>`: the agent CLI hook, as a command.
 
 Parsed by hand, not by typer: a hook is one process per tool call, so this path imports only
-what judging the call needs (see `lockyard.infra.agentcli.hook_runner`). The typer command of
-the same name exists for `lockyard --help` and delegates here.
+what the call needs: on the fast path, what hands it to the session's guard
+(`lockyard.infra.agentcli.hook_client`; not even `typing`), else what judges it here
+(`lockyard.infra.agentcli.hook_runner`). The typer command of the same name exists for
+`lockyard --help` and delegates here.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Final
+
+TYPE_CHECKING = False  # not `typing`'s: importing typing costs the fast path time
+if TYPE_CHECKING:
+    from typing import Final
 
 HOOK_USAGE: Final = """usage: lockyard hook pre-tool-use --cli NAME [--lock-dir DIR]
-                                            [--agent-id ID --repo PATH]
+                                            [--guard-port PORT] [--agent-id ID --repo PATH]
        lockyard hook pre-tool-use --cli NAME --ipc DIR [--repo PATH]
 
 Judge one tool call of an agent CLI session (JSON on stdin), answering in that CLI's hook
 format: a write to a file the session has not locked, or a `git commit` of such files, is
 denied with a reason that tells the agent what to do. NAME: claude-code, codex, gemini,
 opencode. Without --agent-id the session is found from the process tree: the agent CLI
-process above this hook that runs `lockyard serve`. In a sandbox, --ipc names its IPC folder:
-the host (`lockyard ipc-host`) answers for the folder's agent. `lockyard init` writes these
-hooks.
+process above this hook that runs `lockyard serve`, whose guard (on the lock directory's
+guard port) judges the call; with no guard answering, this process judges it itself. In a
+sandbox, --ipc names its IPC folder: the host (`lockyard ipc-host`) answers for the folder's
+agent. `lockyard init` writes these hooks.
 """
 
 EVENTS: Final = frozenset({"pre-tool-use", "PreToolUse", "BeforeTool"})
-_OPTIONS: Final = ("--cli", "--lock-dir", "--agent-id", "--repo", "--ipc")
+_OPTIONS: Final = ("--cli", "--lock-dir", "--agent-id", "--repo", "--guard-port", "--ipc")
 
 
 def main(argv: list[str]) -> int:
     """Run the hook; the exit code. Usage errors exit 2 (which every supported CLI reads as
     'blocked', so a misconfigured hook fails closed)."""
-    from ..infra.agentcli.formats import FORMATS
-
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write(HOOK_USAGE)
         return 0 if argv else 2
@@ -56,12 +60,31 @@ def main(argv: list[str]) -> int:
             "drop --agent-id and --lock-dir"
         )
     cli = options.get("--cli", "claude-code")
+    from ..infra.agentcli.guard_address import MAX_PAYLOAD_BYTES
+
+    raw = sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1)
+    if not options.get("--agent-id") and "--ipc" not in options and len(raw) <= MAX_PAYLOAD_BYTES:
+        # The session's own server judges the call (the fast path); it identifies this
+        # process by its connection, so an explicit --agent-id (or a sandbox's host, --ipc)
+        # is judged here instead.
+        from ..infra.agentcli.hook_client import ask_guard
+
+        try:
+            told = ask_guard(cli, raw, options.get("--lock-dir"), options.get("--guard-port"))
+        except ValueError:  # a bad lock directory or port: the full path below says what
+            told = None
+        if told is not None:
+            sys.stdout.buffer.write(told.stdout + b"\n" if told.stdout else b"")
+            sys.stderr.buffer.write(told.stderr + b"\n" if told.stderr else b"")
+            sys.stdout.flush()
+            return told.exit_code
+    from ..infra.agentcli.formats import FORMATS
+
     fmt = FORMATS.get(cli)
     if fmt is None:
         return _usage(f"unknown --cli {cli!r}; use one of {', '.join(sorted(FORMATS))}")
-    from ..infra.agentcli.hook_runner import MAX_PAYLOAD_BYTES, HookSettings, run_pre_tool_use
+    from ..infra.agentcli.hook_runner import HookSettings, run_pre_tool_use
 
-    raw = sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1)
     settings = HookSettings(
         lock_dir=options.get("--lock-dir") or os.environ.get("LOCKYARD_LOCK_DIR") or None,
         agent_id=options.get("--agent-id") or None,

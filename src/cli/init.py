@@ -16,7 +16,9 @@ from typing import Annotated
 import typer
 
 from ..infra.agentcli.config_files import OUTSIDE_FLAG, ConfigFileError, FileChange, Plan, apply
+from ..infra.agentcli.guard_address import parse_port
 from ..infra.agentcli.setups import SETUPS, CliSetup, Invocation
+from ..infra.lockstore import default_lock_dir_path
 from ..infra.session.session_ids import repository_root
 from ._errors import CliError, ExitCode, reports_errors
 from ._options import flag, lock_dir_option
@@ -99,7 +101,22 @@ def init(
             show_default=False,
         ),
     ] = None,
+    guard_port: Annotated[
+        str | None,
+        typer.Option(
+            "--guard-port",
+            help="The loopback port of lockyard's guard, written into every command and HTTP "
+            "hook (default: derived from the lock directory; give one when two lock "
+            "directories of this machine share a derived port).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
+    try:
+        port = None if guard_port is None else parse_port(guard_port)
+        default_dir = default_lock_dir_path()
+    except ValueError as exc:
+        raise CliError(str(exc), ExitCode.USAGE) from None
     root = _repository(repo)
     if ipc is not None and lock_dir is not None:
         raise CliError(
@@ -117,7 +134,11 @@ def init(
     chosen = _chosen(clis) or _detected(root)
     with _config_errors():
         how = Invocation(
-            command or default_command(), None if lock_dir is None else str(lock_dir), ipc=ipc
+            command or default_command(),
+            None if lock_dir is None else str(lock_dir),
+            ipc=ipc,
+            guard_port=port,
+            default_lock_dir=default_dir,
         )
         for setup in chosen:
             setup.install(plan, how)

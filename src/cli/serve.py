@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import anyio
 import typer
 
+from ..infra.agentcli.guard_address import GuardPortError
+from ..infra.agentcli.guard_address import guard_port as chosen_guard_port
 from ..infra.crossproc.agent_claims import AgentClaim, AgentIdInUseError
 from ..infra.lockstore import LockBackend, LockStore, LockStoreError, chosen_spec, is_postgres_spec
 from ..infra.session.registry import SessionRegistryError
@@ -23,6 +26,9 @@ from ..infra.session.session_ids import SessionIdError, check_cli_name, reposito
 from ..infra.transports.stdio.serve_config import ServeConfigError, open_serve_store
 from ._errors import CliError, ExitCode, reports_errors
 from ._options import backend_option, lock_dir_option
+
+if TYPE_CHECKING:
+    from ..infra.transports.stdio.server import ServeSession
 
 SERVE_HELP = (
     "Serve lock_acquire / lock_release for ONE agent over stdio (MCP), for Claude Code, Codex "
@@ -129,6 +135,17 @@ def serve_command(
         ),
     ] = 30.0,
     backend: Annotated[str | None, backend_option()] = None,
+    guard_port: Annotated[
+        str | None,
+        typer.Option(
+            "--guard-port",
+            envvar="LOCKYARD_GUARD_PORT",
+            help="The loopback port where the servers of this lock directory answer the agent "
+            "CLIs' guard hooks (default: derived from the lock directory's path, the port "
+            "`lockyard init` writes into HTTP hooks).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     if ipc is not None:
         from .serve_ipc import serve_ipc
@@ -136,7 +153,8 @@ def serve_command(
         serve_ipc(ipc, repo, agent_id, lock_dir, backend, log_level, progress_interval,
                   heartbeat_interval, host_timeout)  # fmt: skip
         return
-    _serve(agent_id, repo, lock_dir, log_level, progress_interval, backend, cli, namespace)
+    _serve(agent_id, repo, lock_dir, log_level, progress_interval, backend, cli, namespace,
+           guard_port)  # fmt: skip
 
 
 @reports_errors
@@ -149,6 +167,7 @@ def _serve(
     backend: str | None = None,
     cli: str = "agent",
     namespace: str | None = None,
+    guard_port: str | None = None,
 ) -> None:
     # Each error is ONE line (what is wrong; what to do): agent CLIs log a failed MCP server's
     # stderr, often only its last line.
@@ -186,9 +205,15 @@ def _serve(
     except ServeConfigError as exc:
         code = ExitCode.LOCK_DIR if exc.lock_dir_problem else ExitCode.USAGE
         raise CliError(f"{exc}; {exc.hint}", code) from None
+    port = None
+    if isinstance(store, LockStore):  # the guard reads sessions and locks from a lock directory
+        try:
+            port = chosen_guard_port(str(store.lock_dir), guard_port)
+        except GuardPortError as exc:
+            raise _usage(str(exc)) from None
     claim = _claim_agent_id(store, agent_id)
     try:
-        _serve_claimed(store, agent_id, session, level, progress_interval)
+        _serve_claimed(store, agent_id, session, level, progress_interval, port)
     finally:
         if claim is not None:
             claim.release()
@@ -200,6 +225,7 @@ def _serve_claimed(
     session: DerivedSession | None,
     level: str,
     progress_interval: float,
+    guard_port: int | None,
 ) -> None:
     try:
         # A derived session always serves from a lock directory (PostgreSQL was refused above).
@@ -214,6 +240,9 @@ def _serve_claimed(
     logging.basicConfig(
         level=level, stream=sys.stderr, format="lockyard serve [%(name)s] %(levelname)s %(message)s"
     )
+    # Listening before anything slow (the MCP library's import): a hook the CLI posts while
+    # this server starts waits in the socket's backlog instead of being refused.
+    guard_socket = None if guard_port is None else _listen(guard_port)
     from ..infra.crossproc.election import DeadlockDuty
     from ..infra.transports.stdio.server import ServeSession  # imports mcp: only when serving
 
@@ -230,10 +259,42 @@ def _serve_claimed(
     )
     try:
         with duty:
-            anyio.run(serving.run_stdio)
+            anyio.run(_serve_and_guard, serving, store, guard_socket)
     finally:
         if record is not None and session_dir is not None:
             unregister_session(record, session_dir)
+
+
+def _listen(port: int) -> socket.socket | None:
+    """The guard's listening socket, or None (logged) when another program has the port."""
+    from ..infra.agentcli.guard_server import listening_socket
+
+    try:
+        sock = listening_socket(port)
+    except OSError as exc:
+        logging.getLogger("lockyard.guard").warning(
+            "not answering guard hooks: %s; the agent CLIs' HTTP hooks will be refused, and "
+            "command hooks judge each call themselves (slower). Give this lock directory a "
+            "free port: LOCKYARD_GUARD_PORT, or `lockyard init --guard-port`",
+            exc.strerror or exc,
+        )
+        return None
+    logging.getLogger("lockyard.guard").info("answering guard hooks on 127.0.0.1:%d", port)
+    return sock
+
+
+async def _serve_and_guard(
+    serving: ServeSession, store: LockBackend, guard_socket: socket.socket | None
+) -> None:
+    """Serve the agent's tools on stdio and, beside them, the guard of the lock directory
+    (its HTTP hooks and the command hooks' fast path) until the session ends."""
+    if guard_socket is None or not isinstance(store, LockStore):
+        await serving.run_stdio()
+        return
+    from ..infra.agentcli.guard_server import GuardServer
+
+    async with GuardServer(str(store.lock_dir)).serving(guard_socket):
+        await serving.run_stdio()
 
 
 def _claim_agent_id(store: LockBackend, agent_id: str) -> AgentClaim | None:

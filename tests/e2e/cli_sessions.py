@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -59,12 +60,30 @@ class CliSession:
         return f"--- {self.name} stdout\n{out}\n--- {self.name} stderr\n{err}"
 
 
-def init_repo(repo: Path, *clis: str, lock_dir: Path | None = None) -> None:
-    """A git repository set up by the real `lockyard init` command."""
+def free_port() -> int:
+    """A loopback port nothing listens on now. From the ephemeral range, so never the port
+    another test's lock directory derives for its guard (those lie below it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def init_repo(
+    repo: Path, *clis: str, lock_dir: Path | None = None, guard_port: int | None = None
+) -> int:
+    """A git repository set up by the real `lockyard init` command; the guard's port.
+
+    The guard gets a port of its own (`guard_port`, else a free one): with the port derived
+    from the lock directory, a test's guard could share a port with another test's running
+    at the same time, and an HTTP hook reaching the other one is refused."""
     repo.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    extra = [] if lock_dir is None else ["--lock-dir", str(lock_dir)]
+    port = free_port() if guard_port is None else guard_port
+    extra = ["--guard-port", str(port)]
+    extra += [] if lock_dir is None else ["--lock-dir", str(lock_dir)]
     subprocess.run(
         [LOCKYARD, "init", *clis, "--command", LOCKYARD, *extra],
         cwd=repo, check=True, capture_output=True, timeout=120,
     )  # fmt: skip
+    return port

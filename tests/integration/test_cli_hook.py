@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from lockyard.cli import hook
-from lockyard.infra.agentcli.hook_runner import MAX_PAYLOAD_BYTES
+from lockyard.infra.agentcli.guard_address import MAX_PAYLOAD_BYTES
 from lockyard.infra.lockstore import LockStore
 from lockyard.infra.session.process_tree import ProcessRef, ancestors, process_ref
 from lockyard.infra.session.registry import SessionRegistry, new_record

@@ -13,6 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from lockyard.cli.app import app
+from lockyard.infra.agentcli.guard_address import guard_port, lock_dir_tag
+from lockyard.infra.lockstore import default_lock_dir_path
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 
@@ -63,12 +65,15 @@ def test_init_with_no_cli_named_sets_up_claude_code(repo: Path) -> None:
         }
     }
     settings = json.loads((repo / ".claude/settings.json").read_text())
+    lock_dir = default_lock_dir_path()
+    url = (
+        f"http://127.0.0.1:{guard_port(lock_dir)}/v1/pre-tool-use?cli=claude-code"
+        f"&dir={lock_dir_tag(lock_dir)}"
+    )
     assert settings["hooks"]["PreToolUse"] == [
         {
             "matcher": "Write|Edit|MultiEdit|NotebookEdit|Bash",
-            "hooks": [
-                {"type": "command", "command": "lockyard hook pre-tool-use --cli claude-code"}
-            ],
+            "hooks": [{"type": "http", "url": url, "timeout": 30, "onFailure": "block"}],
         }
     ]
     assert settings["permissions"]["allow"] == [
@@ -126,6 +131,34 @@ def test_clis_sharing_agents_md_keep_its_block_until_the_last_one_goes(repo: Pat
     assert "lockyard:begin" in (repo / "AGENTS.md").read_text()
     assert run("uninstall", "opencode")[0] == 0
     assert not (repo / "AGENTS.md").exists()
+
+
+def test_a_guard_port_given_to_init_reaches_every_server_and_hook(repo: Path) -> None:
+    code, out = run("init", "claude-code", "codex", "--command", "lockyard",
+                    "--lock-dir", "/run/locks", "--guard-port", "4321")  # fmt: skip
+    assert code == 0, out
+    server = json.loads((repo / ".mcp.json").read_text())["mcpServers"]["lockyard"]
+    assert server["args"] == [
+        "serve", "--cli", "claude-code", "--lock-dir", "/run/locks", "--guard-port", "4321"
+    ]  # fmt: skip
+    [hook] = json.loads((repo / ".claude/settings.json").read_text())["hooks"]["PreToolUse"]
+    assert hook["hooks"][0]["url"] == (
+        f"http://127.0.0.1:4321/v1/pre-tool-use?cli=claude-code&dir={lock_dir_tag('/run/locks')}"
+    )
+    [codex] = json.loads((repo / ".codex/hooks.json").read_text())["hooks"]["PreToolUse"]
+    assert codex["hooks"][0]["command"] == (
+        "lockyard hook pre-tool-use --cli codex --lock-dir /run/locks --guard-port 4321"
+    )
+    assert run("uninstall")[0] == 0
+    assert not (repo / ".claude/settings.json").exists()
+
+
+@pytest.mark.parametrize("port", ["0", "65536", "http", " "])
+def test_a_bad_guard_port_is_a_usage_error_and_writes_nothing(repo: Path, port: str) -> None:
+    code, out = run("init", "--command", "lockyard", "--guard-port", port)
+    assert code == 2
+    assert "is not a port number (1-65535)" in out
+    assert snapshot(repo) == {}
 
 
 def test_init_finds_the_clis_a_repository_is_configured_for(repo: Path) -> None:

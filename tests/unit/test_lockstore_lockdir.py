@@ -14,7 +14,7 @@ from lockyard.infra.lockstore import (
     LockStore,
     default_lock_dir,
 )
-from lockyard.infra.lockstore.lockdir import disk as lockdir_module
+from lockyard.infra.lockstore.lockdir import location
 from lockyard.infra.lockstore.lockdir.disk import LockDir
 from lockyard.infra.lockstore.paths import lock_name
 
@@ -182,11 +182,11 @@ def test_the_default_is_on_shared_memory_else_tmp(
     sticky = tmp_path / "shm"
     sticky.mkdir()
     sticky.chmod(0o1777)
-    monkeypatch.setattr(lockdir_module, "_SHARED_MEMORY", str(sticky))
+    monkeypatch.setattr(location, "SHARED_MEMORY", str(sticky))
     assert default_lock_dir() == sticky / f"lockyard-{os.geteuid()}"
     sticky.chmod(0o777)  # not sticky: anyone could rename our entries away, so not used
     assert default_lock_dir() == Path(f"/tmp/lockyard-{os.geteuid()}")
-    monkeypatch.setattr(lockdir_module, "_SHARED_MEMORY", str(tmp_path / "missing"))
+    monkeypatch.setattr(location, "SHARED_MEMORY", str(tmp_path / "missing"))
     assert default_lock_dir() == Path(f"/tmp/lockyard-{os.geteuid()}")
 
 

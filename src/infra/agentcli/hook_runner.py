@@ -1,15 +1,18 @@
-"""`lockyard hook pre-tool-use`: judge one tool call of an agent CLI session.
+"""The agent CLI guard's one decision: judge one tool call of an agent CLI session.
 
 A write tool's call is judged by the write guard; a shell tool's by the shell guard (what
 files the command writes, parsed) and then the `git commit` guard (what a commit would take).
 
-The CLI runs this once per matched tool call, with the call as JSON on stdin. The answer
-follows that CLI's protocol (`formats.py`). Whatever goes wrong (an empty, huge or damaged
-payload, no session, an unreadable lock directory) ends in a clear deny, never in a crash
-or a silent allow: a guard that cannot judge a write refuses it.
+`judge_tool_call` is reached two ways, with the same answer: by `lockyard guard`'s HTTP
+server in every `lockyard serve` (`guard_server.py`: Claude Code's HTTP hooks, and the
+command hook's fast path, `hook_client.py`), and in the command hook's own process when no
+server answers (`run_pre_tool_use`). The answer follows the CLI's protocol (`formats.py`).
+Whatever goes wrong (an empty, huge or damaged payload, no session, an unreadable lock
+directory) ends in a clear deny, never in a crash or a silent allow: a guard that cannot
+judge a write refuses it.
 
-Start-up is the cost that matters (one process per tool call): everything imported here is
-standard library plus lockyard's light modules (no pydantic, mcp or SDK).
+Everything imported here is standard library plus lockyard's light modules (no pydantic,
+mcp or SDK), for the command hook's own process.
 """
 
 from __future__ import annotations
@@ -17,21 +20,20 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final
 
 from ..hooks.commit_guard.decide import commit_denial
 from ..hooks.guard_common import GuardStore, journal_denial
 from ..hooks.write_guard.decide import write_denial
 from ..lockstore import default_lock_dir
+from ..session.process_tree import ProcessRef, ancestors
 from ..session.registry import SessionRegistry
 from .formats import CliFormat, HookAnswer, PayloadError, ToolCall
-from .lockdir_reader import LockDirReader
+from .guard_address import MAX_PAYLOAD_BYTES
+from .lockdir_reader import LockDirReader, ReaderCache
 
 logger = logging.getLogger(__name__)
-
-MAX_PAYLOAD_BYTES: Final = 32 * 1024 * 1024
-"""Larger hook inputs are refused unread (a write that large should be split anyway)."""
 
 
 @dataclass(frozen=True)
@@ -58,49 +60,93 @@ class NoSessionError(Exception):
 
 
 def run_pre_tool_use(fmt: CliFormat, raw: bytes, settings: HookSettings) -> HookAnswer:
-    """The answer to one PreToolUse-style hook call. Never raises."""
-    try:
-        return _judge(fmt, raw, settings)
-    except Exception as exc:  # the guard must answer, and a guard that cannot judge refuses
-        logger.exception("lockyard hook failed")
-        return fmt.deny(
-            f"lockyard's guard failed while checking this call ({type(exc).__name__}: {exc}), "
-            "so it is refused. Retry it; if it fails again, ask the operator to run "
-            "`lockyard status`."
-        )
-
-
-def _judge(fmt: CliFormat, raw: bytes, settings: HookSettings) -> HookAnswer:
-    if len(raw) > MAX_PAYLOAD_BYTES:
-        return fmt.deny(
-            f"This tool call is larger than {MAX_PAYLOAD_BYTES // (1024 * 1024)} MiB, too large "
-            "for lockyard's guard to check, so it is refused: write the file in smaller parts."
-        )
-    try:
-        call = fmt.parse(_load(raw))
-    except PayloadError as exc:
-        return fmt.deny(
-            f"lockyard's guard could not read this tool call ({exc}), so it is refused. "
-            f"Retry the call; if it is refused again, {fmt.display}'s hook input format may "
-            "have changed: tell the operator."
-        )
-    if call.kind == "other":
-        return fmt.allow()
+    """The answer to one PreToolUse-style hook call, judged in this process (the session is
+    the one this process runs under, or the one `settings` names). Never raises."""
     if settings.ipc:  # a sandbox: no lock directory, the host answers through the folder
-        from .ipc_guard_store import judge_in_sandbox
+        read = read_tool_call(fmt, raw)
+        if isinstance(read, HookAnswer):
+            return read
+        try:
+            from .ipc_guard_store import judge_in_sandbox
 
-        return judge_in_sandbox(fmt, call, settings.ipc, settings.repo, _denial)
-    lock_dir = settings.lock_dir or str(default_lock_dir())
+            return judge_in_sandbox(fmt, read, settings.ipc, settings.repo, _denial)
+        except Exception as exc:  # the guard must answer, and a guard that cannot judge refuses
+            return _failed(fmt, exc)
     try:
-        agent = judged_agent(settings, lock_dir)
-    except NoSessionError as exc:
-        return fmt.deny(f"{exc} Until then lockyard refuses edits and commits in this session.")
-    reader = LockDirReader(agent.repo, lock_dir)
+        lock_dir = settings.lock_dir or str(default_lock_dir())
+    except Exception as exc:
+        return _failed(fmt, exc)
+    return judge_tool_call(fmt, raw, lock_dir, lambda: judged_agent(settings, lock_dir))
+
+
+def judge_tool_call(
+    fmt: CliFormat, raw: bytes, lock_dir: str, find_agent: Callable[[], JudgedAgent]
+) -> HookAnswer:
+    """The guard's answer to one tool call (`raw`, the CLI's hook payload) of the session
+    `find_agent` finds (NoSessionError: none), on `lock_dir`. Never raises."""
+    read = read_tool_call(fmt, raw)
+    if isinstance(read, HookAnswer):
+        return read
+    return judge_read_call(fmt, read, lock_dir, find_agent)
+
+
+def read_tool_call(fmt: CliFormat, raw: bytes) -> ToolCall | HookAnswer:
+    """The tool call in a hook payload, or the answer when that is all it takes (a payload
+    that cannot be read is refused, a tool no guard judges is allowed). Never raises."""
     try:
-        reason = _denial(fmt, call, reader, agent.agent_id)
-    finally:
-        reader.close()
-    return fmt.allow() if reason is None else fmt.deny(reason)
+        if len(raw) > MAX_PAYLOAD_BYTES:
+            return fmt.deny(
+                f"This tool call is larger than {MAX_PAYLOAD_BYTES // (1024 * 1024)} MiB, too "
+                "large for lockyard's guard to check, so it is refused: write the file in "
+                "smaller parts."
+            )
+        try:
+            call = fmt.parse(_load(raw))
+        except PayloadError as exc:
+            return fmt.deny(
+                f"lockyard's guard could not read this tool call ({exc}), so it is refused. "
+                f"Retry the call; if it is refused again, {fmt.display}'s hook input format may "
+                "have changed: tell the operator."
+            )
+        return fmt.allow() if call.kind == "other" else call
+    except Exception as exc:  # the guard must answer, and a guard that cannot judge refuses
+        return _failed(fmt, exc)
+
+
+def judge_read_call(
+    fmt: CliFormat,
+    call: ToolCall,
+    lock_dir: str,
+    find_agent: Callable[[], JudgedAgent],
+    readers: ReaderCache | None = None,
+) -> HookAnswer:
+    """The guard's answer to a write or shell call read by `read_tool_call` (the lock
+    directory read through `readers` when given, else a reader of its own). Never raises."""
+    try:
+        try:
+            agent = find_agent()
+        except NoSessionError as exc:
+            return fmt.deny(f"{exc} Until then lockyard refuses edits and commits in this session.")
+        if readers is not None:
+            reason = _denial(fmt, call, readers.get(agent.repo), agent.agent_id)
+        else:
+            reader = LockDirReader(agent.repo, lock_dir)
+            try:
+                reason = _denial(fmt, call, reader, agent.agent_id)
+            finally:
+                reader.close()
+        return fmt.allow() if reason is None else fmt.deny(reason)
+    except Exception as exc:  # the guard must answer, and a guard that cannot judge refuses
+        return _failed(fmt, exc)
+
+
+def _failed(fmt: CliFormat, exc: Exception) -> HookAnswer:
+    logger.error("lockyard hook failed", exc_info=exc)
+    return fmt.deny(
+        f"lockyard's guard failed while checking this call ({type(exc).__name__}: {exc}), "
+        "so it is refused. Retry it; if it fails again, ask the operator to run "
+        "`lockyard status`."
+    )
 
 
 def _load(raw: bytes) -> object:
@@ -145,7 +191,13 @@ def judged_agent(settings: HookSettings, lock_dir: str) -> JudgedAgent:
     if settings.agent_id:
         repo = settings.repo or os.getcwd()
         return JudgedAgent(settings.agent_id, repo)
-    record = SessionRegistry(lock_dir).find_for_this_process()
+    return session_agent(lock_dir, ancestors())
+
+
+def session_agent(lock_dir: str, chain: Iterable[ProcessRef]) -> JudgedAgent:
+    """The session anchored at the nearest process of `chain` (a process and its ancestors)
+    that anchors one in `lock_dir`; NoSessionError when none does."""
+    record = SessionRegistry(lock_dir).find_for(chain)
     if record is None:
         raise NoSessionError(
             "No lockyard session runs for this agent CLI: its MCP server (`lockyard serve`) is "

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from typing import Any
 
 from ..lockstore import (
@@ -78,6 +80,30 @@ class LockDirReader:
             record.get("pid_ns"),
         )
         return None if alive is Liveness.DEAD else str(record["agent_id"])
+
+
+class ReaderCache:
+    """Readers of one lock directory kept open per repository for a few seconds, for a
+    long-lived guard: a reader resolves its repository's identity (a walk up to its git
+    directory) and opens the lock directory, which would otherwise cost each call more than
+    the check itself. Shared by threads."""
+
+    def __init__(self, lock_dir: str | os.PathLike[str], seconds: float = 5.0) -> None:
+        self.lock_dir = lock_dir
+        self.seconds = seconds
+        self._readers: dict[str, tuple[LockDirReader, float]] = {}
+        self._guard = threading.Lock()
+
+    def get(self, repo: str) -> LockDirReader:
+        now = time.monotonic()
+        with self._guard:
+            found = self._readers.get(repo)
+            if found is not None and now - found[1] < self.seconds:
+                return found[0]
+        reader = LockDirReader(repo, self.lock_dir)  # a stale one stays open for its users
+        with self._guard:
+            self._readers[repo] = (reader, now)
+        return reader
 
 
 def _parse(text: str, token: str) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """What `lockyard init` writes for each agent CLI, and what `lockyard uninstall` takes back.
 
 - Claude Code: `.mcp.json` (`mcpServers.lockyard`), `.claude/settings.json` (the PreToolUse
-  hook, the lock tools allowed, the project server approved), `CLAUDE.md`.
+  hook, over HTTP to the lock directory's guard, `onFailure: "block"`; the lock tools
+  allowed; the project server approved), `CLAUDE.md`.
 - Codex CLI: `.codex/config.toml` (`[mcp_servers.lockyard]`, a marked block),
   `.codex/hooks.json` (the PreToolUse hook), `AGENTS.md`.
 - Gemini CLI: `.gemini/settings.json` (`mcpServers.lockyard` and the BeforeTool hook),
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 from collections.abc import Callable
@@ -48,6 +50,7 @@ from .config_files import (
     without_block,
 )
 from .formats import FORMATS
+from .guard_address import HOOK_PATH, HOST, guard_port, hook_url
 from .json_edit import json_equal
 
 SERVER_KEY: Final = "lockyard"
@@ -68,6 +71,11 @@ Other agent sessions edit this repository at the same time. lockyard's tools kee
 """
 
 
+HTTP_HOOK_TIMEOUT: Final = 30
+"""Seconds Claude Code gives the guard's answer (a shell call's `git commit` check included);
+a guard that takes longer refuses the call (`onFailure: "block"`)."""
+
+
 @dataclass(frozen=True)
 class Invocation:
     """How the agent CLIs should start lockyard."""
@@ -78,6 +86,11 @@ class Invocation:
     ipc: str | None = None
     """Inside a sandbox: its IPC folder. The server is `serve --ipc` and the hook asks the
     host through the folder (no lock directory there, and no network)."""
+    guard_port: int | None = None
+    """The guard's port when given explicitly (else each process derives it)."""
+    default_lock_dir: str = ""
+    """The lock directory the commands will use when `lock_dir` is None (for the URL of an
+    HTTP hook, which names the guard's port)."""
 
     def __post_init__(self) -> None:
         check_encodable("--command", self.command)
@@ -86,35 +99,47 @@ class Invocation:
         if self.ipc is not None:
             check_encodable("--ipc", self.ipc)
 
+    def _extra_args(self) -> list[str]:
+        extra = [] if self.lock_dir is None else ["--lock-dir", self.lock_dir]
+        return extra + ([] if self.guard_port is None else ["--guard-port", str(self.guard_port)])
+
     def serve_args(self, cli: str) -> list[str]:
         if self.ipc is not None:
             return ["serve", "--ipc", self.ipc]
-        extra = [] if self.lock_dir is None else ["--lock-dir", self.lock_dir]
-        return ["serve", "--cli", cli, *extra]
+        return ["serve", "--cli", cli, *self._extra_args()]
 
     def hook_args(self, cli: str) -> list[str]:
         if self.ipc is not None:
-            extra = ["--ipc", self.ipc]
-        else:
-            extra = [] if self.lock_dir is None else ["--lock-dir", self.lock_dir]
-        return ["hook", "pre-tool-use", "--cli", cli, *extra]
+            return ["hook", "pre-tool-use", "--cli", cli, "--ipc", self.ipc]
+        return ["hook", "pre-tool-use", "--cli", cli, *self._extra_args()]
 
     def hook_command(self, cli: str) -> str:
         return shlex.join([self.command, *self.hook_args(cli)])
 
+    def hook_url(self, cli: str) -> str:
+        """The URL of `cli`'s HTTP hook: the guard of the lock directory the commands use."""
+        directory = self.lock_dir or self.default_lock_dir
+        return hook_url(directory, cli, guard_port(directory, self.guard_port))
+
     @classmethod
     def from_argv(cls, argv: list[str], expected: list[str]) -> Invocation | None:
         """The invocation whose arguments `argv` (after the command) are `expected`, with
-        `--lock-dir DIR`, `--ipc DIR` or nothing after them; None when `argv` is not of that
-        shape."""
+        `--ipc DIR`, or `--lock-dir DIR` and `--guard-port PORT` (each optional), or nothing
+        after them; None when `argv` is not of that shape."""
         if len(argv) < 1 + len(expected) or argv[1 : 1 + len(expected)] != expected:
             return None
         rest = argv[1 + len(expected) :]
-        if rest and (len(rest) != 2 or rest[0] not in ("--lock-dir", "--ipc")):
+        lock_dir = ipc = port = None
+        if rest[:1] == ["--ipc"] and len(rest) == 2:
+            ipc, rest = rest[1], []
+        if rest[:1] == ["--lock-dir"] and len(rest) >= 2:
+            lock_dir, rest = rest[1], rest[2:]
+        if rest[:1] == ["--guard-port"] and len(rest) >= 2 and rest[1].isdigit():
+            port, rest = int(rest[1]), rest[2:]
+        if rest:
             return None
-        option = dict([rest]) if rest else {}
         try:
-            return cls(argv[0], option.get("--lock-dir"), option.get("--ipc"))
+            return cls(argv[0], lock_dir, ipc=ipc, guard_port=port)
         except ConfigFileError:
             return None
 
@@ -299,6 +324,12 @@ class _HookListSetup(_JsonServerSetup):
 
 
 LOCK_TOOLS: Final = ("mcp__lockyard__lock_acquire", "mcp__lockyard__lock_release")
+_HTTP_HOOK_URL: Final = re.compile(
+    re.escape(f"http://{HOST}:")
+    + r"[0-9]{1,5}"
+    + re.escape(f"{HOOK_PATH}?cli=claude-code&dir=")
+    + r"[0-9a-f]{8}"
+)
 
 
 def _is(expected: str) -> Callable[[object], bool]:
@@ -317,6 +348,31 @@ class ClaudeCodeSetup(_HookListSetup):
 
     def server_entry(self, how: Invocation) -> dict[str, Any]:
         return {"type": "stdio", "command": how.command, "args": how.serve_args(self.name)}
+
+    def hook_group(self, how: Invocation) -> dict[str, Any]:
+        """An HTTP hook: the session's own lockyard servers answer it in about a millisecond
+        (a command hook starts a Python process per tool call); unreachable, it refuses.
+        In a sandbox (`--ipc`) no server listens: the command hook asks the host instead."""
+        if how.ipc is not None:
+            return super().hook_group(how)
+        hook = {"type": "http", "url": how.hook_url(self.name), "timeout": HTTP_HOOK_TIMEOUT,
+                "onFailure": "block"}  # fmt: skip
+        return {"matcher": self.matcher, "hooks": [hook]}
+
+    def _group_is_ours(self, group: object) -> bool:
+        """Exactly the group `hook_group` writes, for whatever lock directory and port (or a
+        sandbox's command hook)."""
+        if super()._group_is_ours(group):
+            return True
+        hooks = group.get("hooks") if isinstance(group, dict) else None
+        if not isinstance(hooks, list) or len(hooks) != 1 or not isinstance(hooks[0], dict):
+            return False
+        url = hooks[0].get("url")
+        if not isinstance(url, str) or _HTTP_HOOK_URL.fullmatch(url) is None:
+            return False
+        expected = {"matcher": self.matcher, "hooks": [{"type": "http", "url": url,
+                    "timeout": HTTP_HOOK_TIMEOUT, "onFailure": "block"}]}  # fmt: skip
+        return json_equal(expected, group)
 
     def install_guard(self, plan: Plan, how: Invocation) -> None:
         super().install_guard(plan, how)

@@ -7,9 +7,9 @@ tool call) use these too, and must start fast.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..lockstore import CorruptRecordError, JournalRecord
@@ -91,12 +91,12 @@ def deny(reason: str) -> SyncHookJSONOutput:
 
 def inside_repo(path: str, repo: str) -> bool:
     """Whether `path` lies in the checkout rooted at `repo`, symlinks resolved. Relative
-    paths count as inside."""
-    if not Path(path).is_absolute():
+    paths count as inside. (`os.path`, not pathlib: a long-lived guard runs this per call.)"""
+    if not os.path.isabs(path):
         return True
     try:
-        resolved = Path(path).resolve()
-    except (OSError, RuntimeError, ValueError):
+        resolved = os.path.realpath(path)
+    except (OSError, ValueError):
         return True  # let the store judge it
-    repo_path = Path(repo).resolve()
-    return resolved == repo_path or repo_path in resolved.parents
+    root = os.path.realpath(repo)
+    return resolved == root or resolved.startswith(root.rstrip("/") + "/")

@@ -27,9 +27,11 @@ without paying for the pydantic records the rest of the store uses.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # not `typing`'s: importing typing costs the hooks' fast path time
 if TYPE_CHECKING:
+    from typing import Any
+
     from .backend import LockBackend
     from .checkout import (
         NAMESPACE_ENV,
@@ -116,6 +118,7 @@ if TYPE_CHECKING:
         new_token,
     )
     from .lockdir.disk import QUEUE_SUFFIX, LockDir, default_lock_dir
+    from .lockdir.location import default_lock_dir_path
     from .lockdir.store import LockStore
     from .lockdir.wake_hub import process_hub
     from .off_loop import in_worker, store_call, waits_on_server
@@ -210,6 +213,7 @@ _HOMES = {
     "LockDir": "lockdir.disk",
     "QUEUE_SUFFIX": "lockdir.disk",
     "default_lock_dir": "lockdir.disk",
+    "default_lock_dir_path": "lockdir.location",
     "in_worker": "off_loop",
     "store_call": "off_loop",
     "waits_on_server": "off_loop",
@@ -298,6 +302,7 @@ __all__ = [
     "deadlock_record",
     "decode_holder",
     "default_lock_dir",
+    "default_lock_dir_path",
     "describe_spec",
     "encode_holder",
     "get_lock_holder",

@@ -48,6 +48,7 @@ from typing import Final
 
 from ..errors import CorruptRecordError, LockDirError, LockDirFullError
 from ..own_files import NotOwnFileError, read_own_file
+from .location import default_lock_dir_path
 
 LOCK_SUFFIX: Final = ".lock"
 QUEUE_SUFFIX: Final = ".q"
@@ -68,35 +69,11 @@ TICKET_DIGITS: Final = 20
 
 
 def default_lock_dir() -> Path:
-    """`LOCKYARD_LOCK_DIR`, else `/dev/shm/lockyard-<uid>`, else `/tmp/lockyard-<uid>`.
-
-    The same for every process of one user whatever its environment: MCP stdio clients,
-    cron, ssh and IDE-launched servers pass different variables (`XDG_RUNTIME_DIR` is
-    often missing), and an agent and `lockyard status` must find the same locks.
-    A memory file system first: every lock operation is a few directory updates, which cost
-    microseconds on tmpfs and a tenth of a millisecond or more on a journalled disk.
-    """
-    configured = os.environ.get("LOCKYARD_LOCK_DIR")
-    if configured and not configured.strip():  # Path("  ") would be a stray directory here
-        raise LockDirError("LOCKYARD_LOCK_DIR is blank: unset it or set it to a directory")
-    if configured:
-        return Path(configured)
-    if _usable_shared_memory_dir(_SHARED_MEMORY):
-        return Path(_SHARED_MEMORY) / f"lockyard-{os.geteuid()}"
-    return Path(f"/tmp/lockyard-{os.geteuid()}")
-
-
-_SHARED_MEMORY: Final = "/dev/shm"
-
-
-def _usable_shared_memory_dir(path: str) -> bool:
-    """A real directory (not a symlink) with the sticky bit, writable by us, like /tmp."""
+    """The lock directory when nobody names one (`location.default_lock_dir_path`)."""
     try:
-        info = os.lstat(path)
-    except OSError:
-        return False
-    sticky_shared = stat.S_ISDIR(info.st_mode) and bool(info.st_mode & stat.S_ISVTX)
-    return sticky_shared and os.access(path, os.W_OK | os.X_OK)
+        return Path(default_lock_dir_path())
+    except ValueError as exc:
+        raise LockDirError(str(exc)) from None
 
 
 def _refuse_unsafe(path: str, info: os.stat_result) -> None:

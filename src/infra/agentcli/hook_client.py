@@ -1,0 +1,87 @@
+"""The command hook's fast path: hand the tool call to the guard that the session's own
+`lockyard serve` already runs, and print its answer.
+
+A CLI that only runs commands starts one hook process per tool call, so this process must
+cost little more than the interpreter's own start: it imports `os` and `_socket` (the C
+socket module, without `socket.py`'s wrappers) and lockyard's `guard_address`, sends the
+payload as it came, and writes back what the guard says to print. The guard identifies this
+process by its connection (and the session as this process's ancestor), so the request
+claims nothing. When no guard answers (no server runs, or another lock directory's has the
+port), the caller judges the call in its own process: slower, the same answer.
+"""
+
+from __future__ import annotations
+
+import _socket
+import os
+
+from .guard_address import HOOK_PATH, HOST, guard_port, lock_dir_tag
+
+TIMEOUT_SECONDS = 60.0
+"""A guard that has not answered by then is given up on (the hook then judges itself)."""
+
+
+class GuardAnswer:
+    """What the hook prints (stdout, stderr) and its exit status."""
+
+    __slots__ = ("exit_code", "stderr", "stdout")
+
+    def __init__(self, stdout: bytes, stderr: bytes, exit_code: int) -> None:
+        self.stdout = stdout
+        self.stderr = stderr
+        self.exit_code = exit_code
+
+
+def ask_guard(
+    cli: str, raw: bytes, lock_dir: str | None = None, port: str | None = None
+) -> GuardAnswer | None:
+    """The guard's answer to the tool call `raw` of `cli`, or None when no guard of this
+    lock directory answered (the caller then judges the call itself). Raises ValueError
+    for a bad `LOCKYARD_LOCK_DIR` or port (the caller reports it)."""
+    if lock_dir is None:
+        from ..lockstore import default_lock_dir_path
+
+        lock_dir = default_lock_dir_path()
+    directory = lock_dir
+    number = guard_port(directory, port)
+    head = (
+        f"POST {HOOK_PATH}?cli={cli}&dir={lock_dir_tag(directory)}&via=command HTTP/1.1\r\n"
+        f"Host: {HOST}:{number}\r\nContent-Length: {len(raw)}\r\n"
+        f"X-Lockyard-Pid: {os.getpid()}\r\nConnection: close\r\n\r\n"
+    )
+    connection = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    try:
+        connection.settimeout(TIMEOUT_SECONDS)
+        connection.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+        connection.connect((HOST, number))
+        connection.sendall(head.encode("latin-1") + raw)
+        reply = _read_all(connection)
+    except OSError:  # nobody listens, or the guard went away mid-call
+        return None
+    finally:
+        connection.close()
+    return _parse(reply)
+
+
+def _read_all(connection: _socket.socket) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _parse(reply: bytes) -> GuardAnswer | None:
+    """The answer in a `via=command` reply; None for anything else (the caller judges)."""
+    head, sep, body = reply.partition(b"\r\n\r\n")
+    if not sep or not head.startswith(b"HTTP/1.1 200 "):
+        return None
+    first, newline, rest = body.partition(b"\n")
+    fields = first.split(b" ")
+    if not newline or len(fields) != 2 or not all(f.isdigit() for f in fields):
+        return None
+    exit_code, length = int(fields[0]), int(fields[1])
+    if length > len(rest):
+        return None
+    return GuardAnswer(rest[:length], rest[length:], exit_code)

@@ -1,0 +1,140 @@
+"""One decision, whichever way a tool call reaches the guard: an HTTP hook posted to a real
+`lockyard serve`, the command hook answered by that server's guard, and the command hook
+judging the call in its own process (no guard answering) give the same answers."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lockyard.infra.agentcli.guard_address import hook_url
+from lockyard.infra.session.registry import SessionRegistry
+from lockyard.infra.lockstore import LockStore
+from polling_support import wait_until
+
+LOCKYARD = str(Path(sys.executable).parent / "lockyard")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def serve(repo: Path, lock_dir: Path, port: int, tmp_path: Path) -> Iterator[Path]:
+    """A `lockyard serve` started by this test process, which therefore anchors its session
+    (as an agent CLI does); its log."""
+    log = tmp_path / "serve.log"
+    env = {k: v for k, v in os.environ.items() if k != "LOCKYARD_GUARD_PORT"}
+    with log.open("wb") as err:
+        process = subprocess.Popen(
+            [LOCKYARD, "serve", "--cli", "claude-code", "--repo", str(repo), "--lock-dir",
+             str(lock_dir), "--guard-port", str(port), "--log-level", "DEBUG"],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, env=env,
+        )  # fmt: skip
+    try:
+        wait_until(lambda: SessionRegistry(lock_dir).sessions(), "the session", within=120)
+        wait_until(lambda: "answering guard hooks" in log.read_text(), "the guard", within=120)
+        yield log
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=60)
+        process.kill()
+        process.wait()
+
+
+def cases(repo: Path) -> dict[str, bytes]:
+    def tool(name: str, tool_input: dict[str, object]) -> bytes:
+        return json.dumps({"tool_name": name, "tool_input": tool_input, "cwd": str(repo)}).encode()
+
+    return {
+        "write, held": tool("Write", {"file_path": str(repo / "held.py"), "content": "x"}),
+        "write, free": tool("Write", {"file_path": "free.py", "content": "x"}),
+        "edit, another's": tool("Edit", {"file_path": str(repo / "theirs.py")}),
+        "write, outside": tool("Write", {"file_path": "/tmp/elsewhere.py"}),
+        "read": tool("Read", {"file_path": str(repo / "free.py")}),
+        "shell, writes free": tool("Bash", {"command": "echo hi > free.py"}),
+        "shell, reads": tool("Bash", {"command": "cat held.py"}),
+        "not json": b"{nope",
+    }
+
+
+def by_http(port: int, lock_dir: Path, cli: str, body: bytes) -> tuple[str, str, int]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        connection.request("POST", hook_url(str(lock_dir), cli, port), body)
+        response = connection.getresponse()
+        assert response.status == 200
+        text = response.read().decode()
+    finally:
+        connection.close()
+    return ("" if text == "{}" else text), "", 0  # `{}` is an HTTP hook's silent allow
+
+
+def by_command(lock_dir: Path, cli: str, body: bytes, port: int) -> tuple[str, str, int]:
+    env = {k: v for k, v in os.environ.items() if k != "LOCKYARD_GUARD_PORT"}
+    done = subprocess.run(
+        [LOCKYARD, "hook", "pre-tool-use", "--cli", cli, "--lock-dir", str(lock_dir),
+         "--guard-port", str(port)],
+        input=body, capture_output=True, timeout=120, env=env,
+    )  # fmt: skip
+    return done.stdout.decode().strip(), done.stderr.decode().strip(), done.returncode
+
+
+@pytest.mark.parametrize("cli", ["claude-code", "codex"])
+def test_every_way_to_the_guard_gives_the_same_answer(
+    serve: Path, repo: Path, lock_dir: Path, port: int, cli: str
+) -> None:
+    [(record, _alive)] = SessionRegistry(lock_dir).sessions()
+    assert record.anchor_pid == os.getpid()
+    store = LockStore(repo, lock_dir)
+    assert store.try_lock("held.py", record.agent_id)
+    assert store.try_lock("theirs.py", "bob")
+    nobody_listens = free_port()
+    answers: dict[str, set[tuple[str, str, int]]] = {}
+    for name, body in cases(repo).items():
+        answers[name] = {
+            by_http(port, lock_dir, cli, body),
+            by_command(lock_dir, cli, body, port),
+            by_command(lock_dir, cli, body, nobody_listens),
+        }
+    assert {name: len(seen) for name, seen in answers.items()} == dict.fromkeys(answers, 1), (
+        answers
+    )
+    [(allowed, _, _)] = answers["write, held"]
+    assert allowed == ""
+    [(denied, _, _)] = answers["write, free"]
+    assert "free.py is not locked by you" in denied
+    [(theirs, _, _)] = answers["edit, another's"]
+    assert "theirs.py is locked by agent bob" in theirs
+    [(shell, _, _)] = answers["shell, writes free"]
+    assert "free.py" in shell
+    # The server's guard answered the command hooks given its port (one per case).
+    log = serve.read_text()
+    assert log.count("guard: answered via=command") == len(answers)
