@@ -91,8 +91,9 @@ def ipc_host_command(
         bool,
         flag(
             "--cross-process",
-            help="Also heed `lockyard monitor`'s deadlock notices (agents outside the "
-            "sandboxes share the lock directory).",
+            help="Also find and heed the deadlocks that cross processes (agents outside the "
+            "sandboxes share the lock directory): the host stands in the election of the "
+            "process that resolves them, as every `lockyard serve` does.",
         ),
     ] = False,
     log_level: Annotated[
@@ -166,9 +167,18 @@ def _run(
     )
     if admin is not None and not (root / admin).is_dir():
         log.warning("--admin %s: no folder %s yet; it is served once created", admin, root / admin)
+    from ..infra.crossproc.election import DeadlockDuty
+
+    # Sandboxed agents' deadlocks with agents of other processes: found by whichever
+    # process leads (the host's own monitor sees only its sandboxes).
+    duty = DeadlockDuty(store, role="lockyard ipc-host") if cross_process else None
     try:
+        if duty is not None:
+            duty.start()
         anyio.run(_serve_until_signalled, host)
     finally:
+        if duty is not None:
+            duty.stop()
         root_lock.__exit__(None, None, None)
 
 

@@ -80,7 +80,7 @@ def test_write_outside_repo_writes_through_the_symlink_and_uninstall_takes_it_ba
     before = tree(home_claude)
     code, out = run("init", "claude-code", "--command", "lockyard", "--write-outside-repo")
     assert code == 0, out
-    assert "lockyard hook" in (home_claude / "settings.json").read_text()
+    assert "/v1/pre-tool-use?cli=claude-code" in (home_claude / "settings.json").read_text()
     assert (repo / ".claude").is_symlink()
     code, out = run("uninstall", "claude-code")
     assert code == 2  # uninstall must be asked too

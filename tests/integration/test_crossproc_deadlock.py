@@ -23,7 +23,9 @@ from lockyard.infra.crossproc.sources import monitor_source
 from lockyard.infra.lockstore import LockBackend, open_backend
 from polling_support import wait_until, wait_until_async
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(900)]
+STARTS = 300.0
+"""Seconds a serve may take to start and stand (minutes on a loaded 2-core machine)."""
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 
@@ -107,10 +109,10 @@ async def cross(alice: Client, bob: Client, started: anyio.Event | None = None) 
 
     async def blocked(name: str, client: Client, path: str) -> None:
         results[name] = await call(
-            client, "lock_acquire", {"filepaths": [path], "timeout_seconds": 90}
+            client, "lock_acquire", {"filepaths": [path], "timeout_seconds": 240}
         )
 
-    with anyio.fail_after(120):
+    with anyio.fail_after(STARTS):
         async with anyio.create_task_group() as group:
             group.start_soon(blocked, "alice", alice, "f2.py")
             group.start_soon(blocked, "bob", bob, "f1.py")
@@ -134,12 +136,14 @@ async def test_a_deadlock_between_two_serves_is_resolved_with_no_monitor_running
     repo: Path, backend: str, store: LockBackend
 ) -> None:
     async with two_agents(repo, backend) as (alice, bob):
-        leader = wait_until(lambda: who_leads(store), "a serve leading deadlock detection")
+        leader = wait_until(
+            lambda: who_leads(store), "a serve leading deadlock detection", within=STARTS
+        )
         if not backend.startswith("postgresql"):
             assert "lockyard serve (agent " in leader
         assert_bob_gave_way(await cross(alice, bob))
     # Both ended cleanly: nobody leads any more, and nothing is left locked.
-    wait_until(lambda: who_leads(store) is None, "the last serve resigning")
+    wait_until(lambda: who_leads(store) is None, "the last serve resigning", within=STARTS)
     assert store.snapshot().holds == {}
 
 
@@ -148,11 +152,12 @@ async def test_when_the_leader_is_killed_mid_deadlock_another_serve_takes_over(
 ) -> None:
     with idle_serve("leader", repo, backend) as first:
         if backend.startswith("postgresql"):
-            wait_until(lambda: who_leads(store), "the first serve leading")
+            wait_until(lambda: who_leads(store), "the first serve leading", within=STARTS)
         else:
             wait_until(
                 lambda: (found := current_leader(backend)) is not None and found.pid == first.pid,
                 "the first serve leading",
+                within=STARTS,
             )
         async with two_agents(repo, backend) as (alice, bob):
             # The leader freezes (it still holds the leader lock, so nobody else resolves),
@@ -168,7 +173,7 @@ async def test_when_the_leader_is_killed_mid_deadlock_another_serve_takes_over(
                 group.start_soon(deadlock)
                 await started.wait()
                 await wait_until_async(
-                    lambda: len(store.snapshot().waits) == 2, "both agents waiting"
+                    lambda: len(store.snapshot().waits) == 2, "both agents waiting", within=STARTS
                 )
                 assert results == {}  # nobody resolves while the leader is frozen
                 first.kill()  # SIGKILL: no code of it runs; its leader lock goes with it

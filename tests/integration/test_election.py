@@ -115,7 +115,7 @@ def test_of_two_duties_one_leads_and_the_other_takes_over_when_it_stops(locks: P
     first = DeadlockDuty(store, role="first", takeover_seconds=0.01).start()
     second = DeadlockDuty(store, role="second", takeover_seconds=0.01)
     try:
-        wait_until(lambda: first.leading, "the first duty leading")
+        wait_until(lambda: first.leading, "the first duty leading", within=120)
         second.start()
         leader = current_leader(locks)
         assert leader is not None
@@ -123,7 +123,7 @@ def test_of_two_duties_one_leads_and_the_other_takes_over_when_it_stops(locks: P
         assert not second.leading
         first.stop()
         assert not first.leading
-        wait_until(lambda: second.leading, "the second duty taking over")
+        wait_until(lambda: second.leading, "the second duty taking over", within=120)
         leader = wait_until(lambda: current_leader(locks), "the second duty's record")
         assert leader.role == "second"
     finally:
@@ -137,10 +137,12 @@ def test_a_duty_whose_lock_directory_is_removed_leads_again_on_a_fresh_one(
 ) -> None:
     store = LockStore(lock_dir=locks)
     with DeadlockDuty(store, role="duty", takeover_seconds=0.01) as duty:
-        wait_until(lambda: duty.leading, "the duty leading")
+        wait_until(lambda: duty.leading, "the duty leading", within=120)
         shutil.rmtree(locks)
-        wait_until(lambda: not duty.leading, "the duty noticing its lock directory is gone")
-        wait_until(lambda: duty.leading, "the duty leading again", within=60)
+        wait_until(
+            lambda: not duty.leading, "the duty noticing its lock directory is gone", within=120
+        )
+        wait_until(lambda: duty.leading, "the duty leading again", within=120)
         leader = wait_until(lambda: current_leader(locks), "the duty's record")
         assert leader.role == "duty"
     assert "deadlock detection on" in caplog.text

@@ -22,6 +22,8 @@ from lockyard.infra.lockstore import LockStore
 from polling_support import wait_until
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
+# A hook process per call and way (32 per test): minutes on a loaded 2-core machine.
+pytestmark = pytest.mark.timeout(900)
 
 
 def free_port() -> int:
@@ -57,8 +59,8 @@ def serve(repo: Path, lock_dir: Path, port: int, tmp_path: Path) -> Iterator[Pat
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, env=env,
         )  # fmt: skip
     try:
-        wait_until(lambda: SessionRegistry(lock_dir).sessions(), "the session", within=120)
-        wait_until(lambda: "answering guard hooks" in log.read_text(), "the guard", within=120)
+        wait_until(lambda: SessionRegistry(lock_dir).sessions(), "the session", within=300)
+        wait_until(lambda: "answering guard hooks" in log.read_text(), "the guard", within=300)
         yield log
     finally:
         assert process.stdin is not None
@@ -124,9 +126,7 @@ def test_every_way_to_the_guard_gives_the_same_answer(
             by_command(lock_dir, cli, body, port),
             by_command(lock_dir, cli, body, nobody_listens),
         }
-    assert {name: len(seen) for name, seen in answers.items()} == dict.fromkeys(answers, 1), (
-        answers
-    )
+    assert {name: len(seen) for name, seen in answers.items()} == dict.fromkeys(answers, 1), answers
     [(allowed, _, _)] = answers["write, held"]
     assert allowed == ""
     [(denied, _, _)] = answers["write, free"]

@@ -209,3 +209,24 @@ def test_serve_ipc_refuses_a_folder_whose_requests_is_a_symlink(root: Path, tmp_
     assert "cannot use the IPC folder" in done.stderr
     assert "requests is not a directory" in done.stderr
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+@pytest.mark.timeout(600)
+def test_a_cross_process_host_stands_in_the_election_and_resigns_when_it_ends(
+    root: Path, repo: Path, lock_dir: Path
+) -> None:
+    from lockyard.infra.crossproc.leader_file import current_leader
+    from polling_support import wait_until
+
+    process = subprocess.Popen(
+        [LOCKYARD, "ipc-host", "--root", str(root), "--repo", str(repo), "--lock-dir",
+         str(lock_dir), "--cross-process"],
+        env=child_env(), stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        leader = wait_until(lambda: current_leader(lock_dir), "the host leading", within=300)
+        assert (leader.role, leader.pid) == ("lockyard ipc-host", process.pid)
+    finally:
+        process.terminate()
+        process.wait(60)
+    assert current_leader(lock_dir) is None
