@@ -212,6 +212,9 @@ class FakeMessagesApi:
             "ANTHROPIC_AUTH_TOKEN": "",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "DISABLE_AUTOUPDATER": "1",
+            # An MCP server that needs more than the CLI's 30 s to start (a loaded machine)
+            # would be killed, its tools gone, and the guard it serves with it.
+            "MCP_TIMEOUT": "180000",
             "HOME": home,
         }
 

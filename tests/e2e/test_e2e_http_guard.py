@@ -91,8 +91,10 @@ def test_with_no_guard_to_answer_a_write_is_refused(
         repo = tmp_path / "repo"
         init_repo(repo, "claude-code", lock_dir=lock_dir, guard_port=squatter.getsockname()[1])
         target = repo / "a.py"
+        registry = SessionRegistry(lock_dir)
         api.script("bob", [
-            call(CLAUDE.acquire, {"filepaths": ["a.py"], "timeout_seconds": 0}),
+            call(CLAUDE.acquire, {"filepaths": ["a.py"], "timeout_seconds": 0},
+                 gate=lambda: bool(registry.sessions())),
             call("Write", {"file_path": str(target), "content": "unguarded\n"}),
             say("bob done"),
         ])  # fmt: skip
