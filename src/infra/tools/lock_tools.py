@@ -86,8 +86,7 @@ logger = logging.getLogger(__name__)
 DEADLOCK_INSTRUCTION: Final = (
     "lockyard's deadlock detection (which runs in the lockyard processes themselves) found that "
     "the agents in `cycle` each wait for a file the next one holds, so none of them could ever "
-    "get it; you were chosen to give way (by default the agent of the cycle holding the fewest "
-    "locks gives way, the youngest on a tie: it loses least). All your locks were released for "
+    "get it; you were chosen to give way (`why_you` says why). All your locks were released for "
     "you (listed in `released`); do not edit those files until you lock them again. Finish or "
     "set aside work that needs none of them, then call lock_acquire again with every file you "
     "need (timeout_seconds 0 first)."
