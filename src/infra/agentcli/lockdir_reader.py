@@ -84,7 +84,7 @@ class LockDirReader:
 
 class ReaderCache:
     """Readers of one lock directory kept open per repository for a few seconds, for a
-    long-lived guard: a reader resolves its repository's identity (a walk up to its git
+    long-lived guard: a reader opens its checkout (a walk up to its git
     directory) and opens the lock directory, which would otherwise cost each call more than
     the check itself. Shared by threads."""
 
