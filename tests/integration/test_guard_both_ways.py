@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from lockyard.infra.agentcli.guard_address import hook_url
-from lockyard.infra.session.registry import SessionRegistry
 from lockyard.infra.lockstore import LockStore
+from lockyard.infra.session.registry import SessionRegistry
 from polling_support import wait_until
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")

@@ -22,9 +22,9 @@ from lockyard.infra.agentcli.guard_server import (
     GuardServer,
     listening_socket,
 )
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.session.process_tree import process_ref
 from lockyard.infra.session.registry import SessionRegistry, new_record
-from lockyard.infra.lockstore import LockStore
 
 pytestmark = pytest.mark.anyio
 T = TypeVar("T")

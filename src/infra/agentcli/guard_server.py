@@ -195,7 +195,9 @@ class GuardServer:
             return judged
         fmt, call, command = judged
         find_agent = functools.partial(self._find_agent, fmt, peer)
-        judge = functools.partial(judge_read_call, fmt, call, self.lock_dir, find_agent, self.readers)
+        judge = functools.partial(
+            judge_read_call, fmt, call, self.lock_dir, find_agent, self.readers
+        )
         if call.kind == "shell":
             answer = await asyncio.get_running_loop().run_in_executor(None, judge)
         else:
