@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from agent_cli_drivers import DRIVERS
 from cli_sessions import CliSession, free_port, init_repo
-from fake_messages_api import FakeMessagesApi, call, say
+from fake_messages_api import FakeMessagesApi, ToolOutcome, call, say
 
 from lockyard.infra.session.registry import SessionRegistry
 
@@ -45,6 +45,12 @@ def hook_of(repo: Path) -> dict[str, object]:
     return hook
 
 
+def answered(outcome: ToolOutcome) -> bool:
+    """The lock tool ran. The CLI may ask the model before it has listed the lock tools of
+    a server that is still starting ("No such tool available"): the model then asks again."""
+    return outcome.json is not None
+
+
 def test_a_write_is_refused_until_locked_then_allowed_through_the_http_hook(
     api: FakeMessagesApi, tmp_path: Path, lock_dir: Path, sessions: list[CliSession]
 ) -> None:
@@ -61,7 +67,7 @@ def test_a_write_is_refused_until_locked_then_allowed_through_the_http_hook(
     api.script("alice", [
         call("Write", {"file_path": str(target), "content": "too early\n"},
              gate=lambda: bool(registry.sessions())),
-        call(CLAUDE.acquire, {"filepaths": ["a.py"], "timeout_seconds": 0}),
+        call(CLAUDE.acquire, {"filepaths": ["a.py"], "timeout_seconds": 0}, until=answered),
         call("Write", {"file_path": str(target), "content": "locked\n"}),
         say("alice done"),
     ])  # fmt: skip
@@ -69,7 +75,7 @@ def test_a_write_is_refused_until_locked_then_allowed_through_the_http_hook(
     sessions.append(alice)
     assert alice.wait(SESSION_SECONDS) == 0, alice.logs()
 
-    denied, acquired, written = api.outcomes("alice")
+    denied, *_, acquired, written = api.outcomes("alice")
     assert denied.is_error
     assert "a.py is not locked by you" in denied.text
     assert CLAUDE.acquire in denied.text
@@ -94,7 +100,7 @@ def test_with_no_guard_to_answer_a_write_is_refused(
         registry = SessionRegistry(lock_dir)
         api.script("bob", [
             call(CLAUDE.acquire, {"filepaths": ["a.py"], "timeout_seconds": 0},
-                 gate=lambda: bool(registry.sessions())),
+                 gate=lambda: bool(registry.sessions()), until=answered),
             call("Write", {"file_path": str(target), "content": "unguarded\n"}),
             say("bob done"),
         ])  # fmt: skip
@@ -103,7 +109,7 @@ def test_with_no_guard_to_answer_a_write_is_refused(
         assert bob.wait(SESSION_SECONDS) == 0, bob.logs()
     finally:
         squatter.close()
-    acquired, refused = api.outcomes("bob")
+    *_, acquired, refused = api.outcomes("bob")
     assert acquired.json["all_acquired"] is True  # the lock tools work; only the guard is gone
     assert refused.is_error
     assert 'onFailure is "block"' in refused.text
