@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from lockyard.cli import hook
+from lockyard.infra.agentcli.formats import FORMATS
 from lockyard.infra.agentcli.guard_address import MAX_PAYLOAD_BYTES
 from lockyard.infra.lockstore import LockStore
 from lockyard.infra.session.process_tree import ProcessRef, ancestors, process_ref
@@ -229,6 +230,8 @@ def test_usage_errors_exit_2_which_every_cli_reads_as_blocked(
 def test_help_exits_0(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_hook(monkeypatch, capsys, b"", "--help")
     assert (code, out.startswith("usage: lockyard hook")) == (0, True)
+    named = out.partition("NAME: ")[2].partition(". ")[0].replace("\n", " ").split(", ")
+    assert sorted(named) == sorted(FORMATS)  # every CLI the hook judges for, no other
 
 
 def test_the_hook_process_loads_neither_pydantic_mcp_typer_nor_the_sdk(
