@@ -150,12 +150,3 @@ def test_stats_shows_hot_files_agents_and_deadlock_costs(lock_dir: Path) -> None
     )
     assert list(one["agents"]) == ["codex-1"]
     assert one["files"] == {}
-
-
-def test_the_demo_ends_with_the_journals_figures_of_its_run() -> None:
-    ran = lockyard("demo", "--agents", "4", "--files", "6", "--json")
-    assert ran.returncode == 0, ran.stderr
-    journal = json.loads(ran.stdout)["journal"]
-    assert journal["records"] >= 1
-    assert len(journal["deadlocks"]) >= 1  # the scenario always has one
-    assert journal["deadlock_cost"] > 0

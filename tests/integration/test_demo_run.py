@@ -59,6 +59,10 @@ def test_demo_json_and_kept_workspace_show_every_edit_exactly_once(tmp_path: Pat
     assert report["waits"] > 0
     assert report["handoffs"] > 0
     assert report["handoff_median_s"] <= report["handoff_p99_s"]
+    # It ends with the journal's figures of its own run: every deadlock and what it cost.
+    journal = report["journal"]
+    assert len(journal["deadlocks"]) == len(report["deadlocks"])
+    assert journal["deadlock_cost"] > 0
 
     # The files themselves: the same plan, every line once, nothing else.
     scenario = build_scenario(agents=5, files=6, seed=3)

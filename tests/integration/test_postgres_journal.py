@@ -4,6 +4,7 @@ how it happened, and the reader filters, sums and follows them like the lock dir
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -194,13 +195,18 @@ def test_stats_from_the_server_match_stats_from_the_records(
         assert one.try_lock(f"f{i % 4}.py", "alice")
         assert not two.acquire(f"f{i % 4}.py", "bob", timeout_seconds=0.01)
         assert one.release(f"f{i % 4}.py", "alice")
+    # A denial the guard could not pin on a file counts for its agent only.
+    one.journal_write(JournalRecord(time.time(), "denied", "app", "bob", "", "s", 1, "h",
+                                    guard="shell", reason="writes somewhere unknown"))  # fmt: skip
     summed = journal.stats()
     counted = journal.stats(JournalQuery.of(namespaces=["app"]))
     assert summed.files == counted.files
     assert summed.agents == counted.agents
     assert summed.files["f0.py"].holds == 8
     assert summed.files["f0.py"].timeouts == 8
-    assert summed.records == counted.records == 30 * 4  # grant, wait-begin, wait-end, release
+    assert summed.agents["bob"].denied == 1
+    assert "" not in summed.files
+    assert summed.records == counted.records == 30 * 4 + 1  # grant, wait-begin, wait-end, release
 
 
 def test_a_follower_is_pushed_each_record(stores: list[PgLockStore], journal: PgJournal) -> None:

@@ -37,6 +37,9 @@ from .record import (
 from .scan import records_in
 
 SUMMARY_VERSION: Final = 1
+_FIGURED: Final = frozenset(
+    {GRANT, HAND_OVER, RELEASE, RECLAIM, OPERATOR_RELEASE, WAIT_END, DENIED}
+)
 MAX_NAMES: Final = 20_000
 """A segment's summary lists the agents and files it names, up to this many of each (more:
 the filters that would use the list read the segment instead)."""
@@ -121,9 +124,11 @@ class Stats:
             if record.victim:
                 self._agent(record.victim).victim += 1
             return
-        if not record.file:
-            return
-        per_file = self._file(record.file)
+        if kind not in _FIGURED:
+            return  # a wait's beginning, a pass-over: nothing to sum (its end says it all)
+        # A record with no file (a denial the guard could not pin on one) counts for its
+        # agent only: a figures sink stands in for the file.
+        per_file = self._file(record.file) if record.file else FileFigures()
         per_agent = self._agent(record.agent)
         if kind in (GRANT, HAND_OVER):
             per_file.holds += 1
