@@ -8,7 +8,7 @@ import pytest
 
 from lockyard.infra.agentcli.formats import ACQUIRE_TOOL as HOOK_ACQUIRE_TOOL
 from lockyard.infra.agentcli.formats import FORMATS, PayloadError
-from lockyard.infra.agentcli.patch_paths import patch_targets
+from lockyard.infra.hooks.patch_paths import patch_targets
 from lockyard.infra.tools.tool_inputs import ACQUIRE_TOOL
 
 PATCH = """*** Begin Patch

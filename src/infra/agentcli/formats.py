@@ -28,7 +28,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from .patch_paths import patch_targets
+from ..hooks.patch_paths import patch_targets
 
 ToolKind = Literal["write", "shell", "other"]
 
