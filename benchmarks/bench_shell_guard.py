@@ -7,15 +7,25 @@ write targets, read their locks), and two baselines measured in the same run:
 The target is a decision under 1 ms after start-up. Commands that ask git (`git checkout --`)
 are shown apart: they start a git process.
 
+With `--baseline DIR` the same commands are also decided by the checkout in DIR (its own
+virtual environment, in a process of its own), in alternating rounds, and each line shows the
+ratio of the two medians: today's cost against that commit's. With `--sizes` it also times the
+real hook process (`lockyard hook pre-tool-use`) on very large commands: 1M and 10M words, and
+commands just under the size the guard reads, built to cost it the most.
+
     python3 -m uv run python benchmarks/bench_shell_guard.py            # full run (~15 s)
     python3 -m uv run python benchmarks/bench_shell_guard.py --quick
+    python3 -m uv run python benchmarks/bench_shell_guard.py --quick --baseline /work/base
+    python3 -m uv run python benchmarks/bench_shell_guard.py --sizes
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -24,7 +34,7 @@ from pathlib import Path
 import tree_sitter_bash
 from tree_sitter import Language, Parser
 
-from lockyard.infra.hooks.shell_guard.decide import decide_shell_command
+from lockyard.infra.hooks.shell_guard.decide import MAX_COMMAND_CHARS, decide_shell_command
 from lockyard.infra.hooks.write_guard.hook import make_write_guard_hook
 from lockyard.infra.lockstore import LockStore
 
@@ -76,17 +86,146 @@ def make_repo(root: Path) -> Path:
     return repo
 
 
+BASELINE_DECIDER = r"""
+import json, statistics, sys, time
+from pathlib import Path
+from lockyard.infra.hooks.shell_guard import decide_shell_command
+try:
+    from lockyard.infra.lockstore import LockStore
+except ImportError:
+    from lockyard.infra.tools.locking import LockStore
+repo, lock_dir, agent = sys.argv[1], sys.argv[2], sys.argv[3]
+store = LockStore(repo, lock_dir)
+for name in ("app.py", "utils.py", "models.py", "old.py", "tmp.py", "new.py"):
+    store.try_lock(f"src/{name}", agent)
+for line in sys.stdin:
+    command, rounds = json.loads(line)
+    decide_shell_command(command, repo, agent, store)
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        decide_shell_command(command, repo, agent, store)
+        samples.append(time.perf_counter() - start)
+    print(json.dumps(samples), flush=True)
+"""
+
+
+class Baseline:
+    """The same decisions, made by another checkout's code in a process of its own."""
+
+    def __init__(self, checkout: str, repo: Path, lock_dir: Path) -> None:
+        python = Path(checkout) / ".venv" / "bin" / "python"
+        self.process = subprocess.Popen(
+            [str(python), "-c", BASELINE_DECIDER, str(repo), str(lock_dir), AGENT],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=checkout,
+        )  # fmt: skip
+
+    def sample(self, command: str, rounds: int) -> list[float]:
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        self.process.stdin.write(json.dumps([command, rounds]) + "\n")
+        self.process.stdin.flush()
+        samples: list[float] = json.loads(self.process.stdout.readline())
+        return samples
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def compare(repo: Path, store: LockStore, baseline: Baseline, repeat: int) -> None:
+    """Alternating rounds of ours and the baseline's decision on each typical command: the
+    ratio of the medians (over all rounds) is today's cost against the baseline's."""
+    ours: dict[str, list[float]] = {c: [] for c in TYPICAL}
+    theirs: dict[str, list[float]] = {c: [] for c in TYPICAL}
+    rounds = 5
+    for _ in range(rounds):
+        for command in TYPICAL:
+            step = max(20, repeat // rounds)
+            ours[command] += sample(
+                lambda c=command: decide_shell_command(c, repo, AGENT, store), step
+            )
+            theirs[command] += baseline.sample(command, step)
+    print(f"{'command':52} {'today':>8} {'baseline':>9} {'ratio':>6}")
+    for command in TYPICAL:
+        shown = command.replace("\n", "\\n")
+        shown = shown if len(shown) <= 50 else shown[:49] + "…"
+        today, before = median_us(ours[command]), median_us(theirs[command])
+        print(f"{shown:52} {today:6.0f}µs {before:7.0f}µs {today / before:5.2f}x")
+    mine = [x for c in TYPICAL for x in ours[c]]
+    base = [x for c in TYPICAL for x in theirs[c]]
+    print(
+        f"all typical commands: median {median_us(mine):.0f} µs today, "
+        f"{median_us(base):.0f} µs baseline: {median_us(mine) / median_us(base):.2f}x"
+    )
+
+
+def sizes(repo: Path, lock_dir: Path) -> None:
+    """The real hook process on very large commands (a Claude Code Bash call each)."""
+    lockyard = str(Path(sys.executable).parent / "lockyard")
+    limit = MAX_COMMAND_CHARS
+    cases = {
+        "`ls` (the floor: a hook process that judges little)": "ls",
+        "1M words (`echo w w w ...`)": "echo " + " w" * 1_000_000,
+        "10M words": "echo " + " w" * 10_000_000,
+        f"{limit // 1024} KiB of words": "echo " + " w" * (limit // 2 - 4),
+        f"{limit // 1024} KiB of statements (a;a;...)": ";".join(["a"] * (limit // 2)),
+        f"{limit // 1024} KiB of substitutions": "echo " + " $(a)" * (limit // 5 - 2),
+        f"{limit // 1024} KiB here-doc": "cat <<'EOF'\n"
+        + ("x" * 79 + "\n") * (limit // 80 - 1)
+        + "EOF",
+        "100 KiB of Python in a here-doc": "python3 - <<'EOF'\n" + "x = 1\n" * 17_000 + "EOF",
+        "a glob over the whole disk": "rm /*/*/*/*/*/*.none",
+        "nested loops (200 x 200)": (
+            "for a in {1..200}; do for b in {1..200}; do rm -f x$a$b; done; done"
+        ),
+    }
+    print(f"{'the real hook on':52} {'chars':>11} {'seconds':>8} {'x ls':>5}  answer")
+    floor: float | None = None
+    for name, command in cases.items():
+        payload = json.dumps(
+            {"tool_name": "Bash", "tool_input": {"command": command}, "cwd": str(repo)}
+        ).encode()
+        start = time.perf_counter()
+        done = subprocess.run(
+            [lockyard, "hook", "pre-tool-use", "--cli", "claude-code", "--agent-id", AGENT,
+             "--repo", str(repo), "--lock-dir", str(lock_dir)],
+            input=payload, capture_output=True, check=False,
+        )  # fmt: skip
+        took = time.perf_counter() - start
+        answer = json.loads(done.stdout or b"{}").get("hookSpecificOutput", {})
+        verdict = answer.get("permissionDecision", "allow")
+        reason = answer.get("permissionDecisionReason", "")
+        why = "too large" if "too large" in reason or "more than the guard" in reason else ""
+        floor = took if floor is None else floor
+        print(f"{name[:52]:52} {len(command):11,} {took:8.2f} {took / floor:5.1f}  {verdict} {why}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--lock-dir", help="lock directory (default: a fresh one on tmpfs)")
+    parser.add_argument("--baseline", help="a checkout to compare against (its .venv)")
+    parser.add_argument("--sizes", action="store_true", help="time the hook on huge commands")
     options = parser.parse_args()
     repeat = 300 if options.quick else 2000
     with tempfile.TemporaryDirectory() as scratch:
         repo = make_repo(Path(scratch))
-        store = LockStore(repo, options.lock_dir or Path("/dev/shm") / Path(scratch).name)
+        lock_dir = Path(options.lock_dir or Path("/dev/shm") / Path(scratch).name)
+        store = LockStore(repo, lock_dir)
         for name in ("app.py", "utils.py", "models.py", "old.py", "tmp.py", "new.py"):
             store.try_lock(f"src/{name}", AGENT)
+        if options.sizes:
+            sizes(repo, lock_dir)
+            return
+        if options.baseline:
+            baseline = Baseline(options.baseline, repo, lock_dir.with_name(lock_dir.name + "-b"))
+            try:
+                compare(repo, store, baseline, repeat)
+            finally:
+                baseline.close()
+            return
         ts = Parser(Language(tree_sitter_bash.language()))
         edit_hook = make_write_guard_hook(store, AGENT)
         edit = {"tool_name": "Edit", "tool_input": {"file_path": str(repo / "src/app.py")}}

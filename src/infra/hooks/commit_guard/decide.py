@@ -19,11 +19,11 @@ import json
 import logging
 import os
 import shlex
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
+from ..git_query import cached, run_git
 from ..guard_common import GuardStore, holder_or_unreadable, inside_repo, lost_grant
 
 logger = logging.getLogger(__name__)
@@ -164,28 +164,32 @@ def _read_short_cluster(letters: str, plan: CommitPlan) -> int:
 
 
 def _git(directory: str, *args: str) -> list[str] | None:
-    """Run git in `directory`; the NUL-separated names it prints, or None if git failed."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", directory, *args], capture_output=True, check=False, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired):
+    """Run git in `directory` with the repository's programs disabled (`git_query`); the
+    NUL-separated names it prints, or None if git failed."""
+    out = run_git(directory, args, timeout=60)
+    if out is None:
         return None
-    if done.returncode != 0:
-        return None
-    return [name for name in done.stdout.decode(errors="surrogateescape").split("\0") if name]
+    return [name for name in out.decode(errors="surrogateescape").split("\0") if name]
 
 
-_STAGED: Final = ("diff", "--cached", "--name-only", "-z", "--no-relative")
-_MODIFIED: Final = ("diff", "--name-only", "-z", "--no-relative")
+_NO_PROGRAMS: Final = ("--no-ext-diff", "--no-textconv")
+_STAGED: Final = ("diff", *_NO_PROGRAMS, "--cached", "--name-only", "-z", "--no-relative")
 _UNTRACKED: Final = ("ls-files", "-z", "--full-name", "--others", "--exclude-standard")
 _CHANGED_IN: Final = ("ls-files", "-z", "--full-name", "--modified", "--deleted")
+"""Tracked files whose working copy differs from the index (`git diff` would write the index
+back when it finds stale file times; `ls-files` only reads it)."""
+_MODIFIED: Final = _CHANGED_IN
 
 
 def files_in_commit(plan: CommitPlan | None, cwd: str) -> tuple[str, list[str]] | None:
     """(work tree root, paths relative to it) the commit would include; None if not in git.
 
     Runs git (blocking): async callers run it in a worker thread."""
+    with cached():
+        return _files_in_commit(plan, cwd)
+
+
+def _files_in_commit(plan: CommitPlan | None, cwd: str) -> tuple[str, list[str]] | None:
     directory = cwd if plan is None else os.path.join(cwd, plan.directory)
     top = _git(directory, "rev-parse", "--show-toplevel")
     if not top:

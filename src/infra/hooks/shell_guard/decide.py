@@ -16,12 +16,16 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from ...tools.holder_text import UNREADABLE_HOLDER
+from ..git_query import cached
 from ..guard_common import GuardStore, holder_or_unreadable, inside_repo, lost_grant
-from .targets import WriteTargets, write_targets
+from .targets import Target, WriteTargets, write_targets
 
 logger = logging.getLogger(__name__)
 
 UndeterminedPolicy = Literal["deny", "allow"]
+
+MAX_COMMAND_CHARS: Final = 256 * 1024
+"""A longer command line is not read at all: undetermined (denied by default), at once."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,9 @@ class Decision:
     """What the command writes that the guard cannot name, one sentence each."""
     locked: tuple[str, ...] = ()
     """Lock keys of the repository files it writes that the agent holds."""
+    refused: tuple[str, ...] = ()
+    """Why it is refused whatever the agent locks (it frees or changes other agents' locks,
+    or makes git run a program): the operator's business, whatever the policy."""
 
 
 def decide_shell_command(
@@ -57,18 +64,40 @@ def decide_shell_command(
     server_key: str | None = None,
     acquire_tool: str | None = None,
     home: str | None = None,
+    lock_dir: str | os.PathLike[str] | None = None,
 ) -> Decision:
     """Whether `agent_id` may run `command` in directory `cwd` (default: the repository).
 
     Only reads: the lock store (holders), the file system (globs, directories) and, for git
-    commands that rewrite the tree, read-only git queries. The denial names the lock tool
-    `acquire_tool` (default: `mcp__<server_key>__lock_acquire`, server key "lockyard").
-    `home` is `$HOME` for `~` (default: this process's HOME).
+    commands that rewrite the tree, read-only git queries (with the repository's programs
+    disabled). The denial names the lock tool `acquire_tool` (default:
+    `mcp__<server_key>__lock_acquire`, server key "lockyard"). `home` is `$HOME` for `~`
+    (default: this process's HOME). `lock_dir` is the lock directory, whose entries no
+    command may write (default: the store's own, when it has one).
     """
-    directory = os.fspath(cwd) if cwd else store.root
-    found = write_targets(command, directory, home if home is not None else os.environ.get("HOME"))
+    if len(command) > MAX_COMMAND_CHARS:
+        found = WriteTargets(
+            undetermined=[
+                f"the command is {len(command):,} characters long, more than the guard reads "
+                f"({MAX_COMMAND_CHARS:,}): write long content with the file-editing tools, "
+                "or split the command"
+            ]
+        )
+    else:
+        directory = os.fspath(cwd) if cwd else store.root
+        home = home if home is not None else os.environ.get("HOME")
+        with cached():
+            found = write_targets(command, directory, home, root=store.root)
+    if lock_dir is None:
+        lock_dir = getattr(store, "lock_dir", None)
     return judge(
-        found, agent_id, store, policy=policy, server_key=server_key, acquire_tool=acquire_tool
+        found,
+        agent_id,
+        store,
+        policy=policy,
+        server_key=server_key,
+        acquire_tool=acquire_tool,
+        lock_dir=lock_dir,
     )
 
 
@@ -80,14 +109,30 @@ def judge(
     policy: ShellGuardPolicy = DEFAULT_POLICY,
     server_key: str | None = None,
     acquire_tool: str | None = None,
+    lock_dir: str | os.PathLike[str] | None = None,
 ) -> Decision:
     """The decision on write targets already found (see `decide_shell_command`)."""
     unlocked: dict[str, str | None] = {}
     lost: dict[str, str | None] = {}
     locked: list[str] = []
     problems: list[str] = []
+    refused = list(found.refused)
+    unlisted: list[str] = []
+    records = os.path.realpath(lock_dir) if lock_dir is not None else None
     for target in found.targets:
+        if records is not None and _touches(target, records):
+            said = f"`{_short(target.command)}` writes in the lock directory ({target.path})"
+            if said not in refused:
+                refused.append(said)
+            continue
+        if target.kind == "tree":
+            continue  # its files are targets of their own
         if not inside_repo(target.path, store.root):
+            continue
+        if target.kind == "unlisted":
+            said = f"`{_short(target.command)}`: {target.reason} ({target.path})"
+            if said not in unlisted:
+                unlisted.append(said)
             continue
         if os.path.isdir(target.path):
             continue  # an existing directory: its files were listed one by one where written
@@ -113,20 +158,34 @@ def judge(
                 locked.append(key)
         elif target.kind == "file" or holder is not None:
             unlocked.setdefault(key, holder)
-    undetermined = tuple(found.undetermined) if policy.undetermined == "deny" else ()
-    if not unlocked and not undetermined and not problems:
-        return Decision(
-            True, locked=tuple(dict.fromkeys(locked)), undetermined=tuple(found.undetermined)
-        )
+    every_unknown = (*found.undetermined, *unlisted)
+    undetermined = every_unknown if policy.undetermined == "deny" else ()
+    if not unlocked and not undetermined and not problems and not refused:
+        return Decision(True, locked=tuple(dict.fromkeys(locked)), undetermined=every_unknown)
     tool = acquire_tool if acquire_tool is not None else _acquire_tool_name(server_key)
-    reason = _reason(unlocked, undetermined, problems, tool)
+    reason = _reason(unlocked, undetermined, problems, tool, refused)
     return Decision(
         False,
         reason,
         unlocked=(*unlocked.items(), *lost.items()),
-        undetermined=tuple(found.undetermined),
+        undetermined=every_unknown,
         locked=tuple(dict.fromkeys(locked)),
+        refused=tuple(refused),
     )
+
+
+def _touches(target: Target, records: str) -> bool:
+    """Whether writing `target` changes something under the lock directory `records` (a
+    removed tree that holds it counts)."""
+    path = target.path
+    if path == records or path.startswith(records + "/"):
+        return True
+    return target.kind == "tree" and records.startswith(path.rstrip("/") + "/")
+
+
+def _short(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _acquire_tool_name(server_key: str | None) -> str:
@@ -141,9 +200,17 @@ def _reason(
     undetermined: tuple[str, ...],
     problems: list[str],
     acquire: str,
+    refused: list[str],
 ) -> str:
     parts: list[str] = []
     unreadable = UNREADABLE_HOLDER
+    if refused:
+        parts.append(
+            "This command is refused whatever you lock: "
+            + "; ".join(refused)
+            + ". Agents never free or change each other's locks, lockyard's records or "
+            "git's programs: ask the operator to do it."
+        )
     if unlocked:
         listed = ", ".join(
             f"{key} ({_holder_text(holder, unreadable)})" for key, holder in unlocked.items()

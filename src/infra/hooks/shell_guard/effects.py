@@ -3,9 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final, Literal
 
 Arg = str | None
 """One argument after expansion; None when its value cannot be known before the command runs."""
+
+
+@dataclass(frozen=True)
+class Feed:
+    """What a command reads on its standard input (or from a process substitution)."""
+
+    kind: Literal["none", "text", "file", "unknown"]
+    """`none`: nothing the command line gives it; `text`: known text (a here-document, a
+    here-string, `echo`/`printf`/`cat` output piped in); `file`: a file's content (`< f`,
+    `cat f |`); `unknown`: the output of a command the guard cannot predict."""
+    text: str = ""
+
+
+NO_INPUT: Final = Feed("none")
+UNKNOWN_INPUT: Final = Feed("unknown")
 
 
 @dataclass
@@ -19,8 +35,10 @@ class Effects:
     copies: list[tuple[str, str]] = field(default_factory=list)
     """(source directory, destination directory): every file of the source lands in the
     destination (`cp -r src dst`)."""
-    links: list[tuple[str, str]] = field(default_factory=list)
-    """(link, the file it leads to) created: later writes through the link write that file."""
+    links: list[tuple[str, str, bool]] = field(default_factory=list)
+    """(link, what it leads to, symbolic) created: later writes through the link write that
+    file. A symbolic link's target is kept as written (relative to the command's directory):
+    it is resolved where it is used, as the kernel does."""
     directories: list[str] = field(default_factory=list)
     """Directories created or removed (`mkdir`, `rmdir`): no file's content changes."""
     unknown: list[str] = field(default_factory=list)
@@ -29,8 +47,24 @@ class Effects:
     """Commands it runs (`xargs rm`, `find -exec`, `env X=1 sed -i`), judged in turn."""
     scripts: list[str] = field(default_factory=list)
     """Shell text it runs (`bash -c '...'`, `eval`), parsed in turn."""
+    sourced: list[str] = field(default_factory=list)
+    """Shell text it runs in the current shell (`eval '...'`, `source <(...)`)."""
+    unlisted: list[tuple[str, str]] = field(default_factory=list)
+    """(directory or name prefix, why): files it creates there whose names cannot be listed
+    before it runs (`split f src/part-`, `git worktree add dir`): unknown when inside the
+    repository, nobody's business outside it."""
+    refused: list[str] = field(default_factory=list)
+    """Why it is refused whatever the agent has locked (it frees other agents' locks, or
+    makes git run a program): the operator's business."""
+    isolated: list[tuple[list[Arg], str]] = field(default_factory=list)
+    """(command, why): a command run where paths mean something else (a container, another
+    root): undetermined (`why`) if it writes anything at all."""
+    assigns: list[str] = field(default_factory=list)
+    """Shell variables it sets to values the guard cannot know (`read x`, `printf -v x`)."""
     chdir: str | None = None
     """The directory the nested `commands` run in, when the command sets one (`env -C`)."""
+    lost_directory: bool = False
+    """The nested commands run in a directory only known when they run (`su -`)."""
 
     def merge(self, other: Effects) -> None:
         self.files.extend(other.files)
@@ -41,6 +75,11 @@ class Effects:
         self.unknown.extend(other.unknown)
         self.commands.extend(other.commands)
         self.scripts.extend(other.scripts)
+        self.sourced.extend(other.sourced)
+        self.unlisted.extend(other.unlisted)
+        self.refused.extend(other.refused)
+        self.isolated.extend(other.isolated)
+        self.assigns.extend(other.assigns)
 
 
 @dataclass

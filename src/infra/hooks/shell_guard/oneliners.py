@@ -1,212 +1,78 @@
-"""Interpreter one-liners (`python -c`, `node -e`, `perl -e`/`-i`, `ruby -e`): what they write.
+"""Interpreter programs (`python -c`, `node -e`, `perl -e`/`-i`, `ruby -e`, and the same
+interpreters reading their program from the input or a process substitution): what they
+write.
 
-Python code is read with Python's own parser (`ast`): calls that open a file for writing
-(`open(p, "w")`, `Path(p).write_text`, `os.remove`, `shutil.copy`...) name their targets, and a
-target computed at run time makes the one-liner unknown. `os.system("...")` and
-`subprocess.run([...])` with literal commands are judged as shell commands in turn.
-
-For node, perl and ruby the code is searched for their file-writing calls; when one is
-present, every path-like string literal in the code is a target (and with none, the target is
-unknown). `perl -i` edits its file operands in place, like `sed -i`.
+Python code is read by `python_code` (Python's own parser). For node, perl and ruby the code
+is searched for their file-writing calls; when one is present, every path-like string literal
+in the code is a target (and with none, the target is unknown); code that evaluates text, loads
+modules by computed names or shells out is unknown. `perl -i` edits its file operands in place,
+like `sed -i`. Codex's `apply_patch` sent through the shell writes the files its patch names.
 """
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 from typing import Final
 
-from .effects import Arg, Effects, read_options
-from .utilities import Place, _backups, _operand_files
+from ..patch_paths import patch_targets
+from .effects import Arg, Effects, Feed, read_options
+from .python_code import read_python
+from .utilities import Place, _backups, _operand_files, program_input, unreadable_program
 
-_WRITE_MODES: Final = frozenset("wax+")
-_PY_FIRST_ARG: Final = frozenset(
-    {"os.remove", "os.unlink", "os.truncate", "os.chmod", "os.chown", "os.utime", "os.mkfifo",
-     "os.lchmod", "os.lchown"}
-)  # fmt: skip
-_PY_BOTH_ARGS: Final = frozenset({"os.rename", "os.replace", "os.renames", "shutil.move"})
-_PY_SECOND_ARG: Final = frozenset(
-    {"os.link", "os.symlink", "shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copymode",
-     "shutil.copystat"}
-)  # fmt: skip
-_PY_TREES: Final = frozenset({"shutil.rmtree", "os.removedirs"})
-_PY_DIRS: Final = frozenset({"os.mkdir", "os.makedirs", "os.rmdir"})
-_PATH_WRITES: Final = frozenset(
-    {"write_text", "write_bytes", "touch", "unlink", "chmod", "lchmod", "symlink_to",
-     "hardlink_to"}
-)  # fmt: skip
-_PATH_MOVES: Final = frozenset({"rename", "replace"})
-_PATH_DIRS: Final = frozenset({"mkdir", "rmdir"})
-_SHELL_CALLS: Final = frozenset(
-    {"os.system", "os.popen", "subprocess.getoutput", "subprocess.getstatusoutput"}
-)
-_PROCESS_CALLS: Final = frozenset(
-    {"subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output",
-     "subprocess.Popen", "os.execvp", "os.spawnlp"}
-)  # fmt: skip
+
+def python(args: list[Arg], place: Place) -> Effects:
+    """`python -c CODE` is read; so is a program on the input (`python3 - <<EOF`, `... |
+    python3`) or in a process substitution; `python -m TOOL ...` is judged as `TOOL ...` (so
+    `python -m black src` is the formatter); a script is an ordinary command."""
+    module_at = next((i for i, arg in enumerate(args) if arg == "-m"), None)
+    if module_at is not None and module_at + 1 < len(args) and "-c" not in args[:module_at]:
+        return Effects(commands=[args[module_at + 1 :]])
+    options = read_options(args, short_values="cmWXQ", stop_at_first_operand=True)
+    codes = options.values("-c")
+    if codes:
+        code = codes[-1]
+        if code is None:
+            return Effects(unknown=["`python -c` runs code that is only known when it runs"])
+        return read_python(code, ["-c", *options.operands])
+    program = _program(program_input(options.operands, place), "python")
+    if isinstance(program, Effects):
+        return program
+    return read_python(program, options.operands or [""])
+
+
 _COMPUTED = (
     "`{name}` writes to a path computed at run time (write the path literally, or lock the "
     "files and use a command the guard can read)"
 )
 
 
-# -- python ------------------------------------------------------------------------------------
+def _program(feed: Feed | None, name: str) -> str | Effects:
+    """The program text an interpreter reads from `feed`, or the effects when it is no text
+    (nothing, a script file: an ordinary command; unknown: undetermined)."""
+    if feed is None or feed.kind in ("none", "file"):
+        return Effects()
+    if feed.kind == "unknown":
+        return Effects(unknown=[unreadable_program(name)])
+    return feed.text
 
 
-def python(args: list[Arg], place: Place) -> Effects:
-    """`python -c CODE` is read; `python -m TOOL ...` is judged as `TOOL ...` (so `python -m
-    black src` is the formatter); a script is an ordinary command."""
-    module_at = next((i for i, arg in enumerate(args) if arg == "-m"), None)
-    if module_at is not None and module_at + 1 < len(args) and "-c" not in args[:module_at]:
-        return Effects(commands=[args[module_at + 1 :]])
-    options = read_options(args, short_values="cmWXQ", stop_at_first_operand=True)
-    codes = options.values("-c")
-    if not codes:
-        return Effects()  # a script or module: an ordinary command
-    code = codes[-1]
-    if code is None:
-        return Effects(unknown=["`python -c` runs code that is only known when it runs"])
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return Effects()  # python refuses it before running anything
-    return _PythonReader(tree).effects
-
-
-class _PythonReader(ast.NodeVisitor):
-    def __init__(self, tree: ast.AST) -> None:
-        self.effects = Effects()
-        self.names: dict[str, str] = {}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1:
-                target, value = node.targets[0], node.value
-                if (
-                    isinstance(target, ast.Name)
-                    and isinstance(value, ast.Constant)
-                    and isinstance(value.value, str)
-                ):
-                    self.names[target.id] = value.value
-        self.visit(tree)
-
-    def visit_Call(self, node: ast.Call) -> None:
-        self.generic_visit(node)
-        name = _dotted(node.func)
-        args = node.args
-        if name in ("open", "io.open", "codecs.open"):
-            mode = self._mode(node)
-            if mode is None or set(mode) & _WRITE_MODES:
-                self._target(args[0] if args else _keyword(node, "file"), name)
-        elif name in _PY_FIRST_ARG:
-            self._target(args[0] if args else None, name)
-        elif name in _PY_BOTH_ARGS:
-            for arg in args[:2]:
-                self._target(arg, name)
-        elif name in _PY_SECOND_ARG:
-            self._target(args[1] if len(args) > 1 else None, name)
-        elif name in _PY_TREES:
-            self._target(args[0] if args else None, name, tree=True)
-        elif name in _PY_DIRS:
-            path = self._path(args[0]) if args else None
-            if path is not None:
-                self.effects.directories.append(path)
-        elif name == "shutil.copytree" and len(args) > 1:
-            source, destination = self._path(args[0]), self._path(args[1])
-            if source is None or destination is None:
-                self.effects.unknown.append(_COMPUTED.format(name=name))
-            else:
-                self.effects.copies.append((source, destination))
-        elif name in _SHELL_CALLS:
-            text = self._path(args[0]) if args else None
-            if text is None:
-                self.effects.unknown.append(f"`{name}` runs a command computed at run time")
-            else:
-                self.effects.scripts.append(text)
-        elif name in _PROCESS_CALLS:
-            self._process(node, name)
-        elif isinstance(node.func, ast.Attribute):
-            self._path_method(node, node.func)
-
-    def _path_method(self, node: ast.Call, func: ast.Attribute) -> None:
-        receiver = func.value
-        if not (
-            isinstance(receiver, ast.Call)
-            and _dotted(receiver.func) in ("Path", "pathlib.Path", "PurePath")
-        ):
-            return
-        path_arg = receiver.args[0] if receiver.args else None
-        if func.attr in _PATH_WRITES:
-            self._target(path_arg, "Path." + func.attr)
-        elif func.attr in _PATH_MOVES:
-            self._target(path_arg, "Path." + func.attr)
-            self._target(node.args[0] if node.args else None, "Path." + func.attr)
-        elif func.attr in _PATH_DIRS:
-            path = self._path(path_arg) if path_arg is not None else None
-            if path is not None:
-                self.effects.directories.append(path)
-        elif func.attr == "open":
-            mode = self._mode(node, position=0)
-            if mode is None or set(mode) & _WRITE_MODES:
-                self._target(path_arg, "Path.open")
-
-    def _process(self, node: ast.Call, name: str) -> None:
-        command = node.args[0] if node.args else _keyword(node, "args")
-        shell = _keyword(node, "shell")
-        if isinstance(command, ast.List | ast.Tuple):
-            parts = [self._path(element) for element in command.elts]
-            self.effects.commands.append(parts)
-        elif (
-            command is not None
-            and isinstance(shell, ast.Constant)
-            and shell.value is True
-            and self._path(command) is not None
-        ):
-            self.effects.scripts.append(self._path(command) or "")
-        else:
-            self.effects.unknown.append(f"`{name}` runs a command computed at run time")
-
-    def _mode(self, node: ast.Call, position: int = 1) -> str | None:
-        """The open mode; "r" when not given; None when computed."""
-        value = node.args[position] if len(node.args) > position else _keyword(node, "mode")
-        if value is None:
-            return "r"
-        if isinstance(value, ast.Constant) and isinstance(value.value, str):
-            return value.value
-        return None
-
-    def _path(self, node: ast.expr | None) -> str | None:
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return node.value
-        if isinstance(node, ast.Name):
-            return self.names.get(node.id)
-        if (
-            isinstance(node, ast.Call)
-            and _dotted(node.func) in ("Path", "pathlib.Path")
-            and len(node.args) == 1
-        ):
-            return self._path(node.args[0])
-        return None
-
-    def _target(self, node: ast.expr | None, name: str, tree: bool = False) -> None:
-        path = self._path(node)
-        if path is None:
-            self.effects.unknown.append(_COMPUTED.format(name=name))
-        elif tree:
-            self.effects.trees.append(path)
-        else:
-            self.effects.files.append(path)
-
-
-def _keyword(node: ast.Call, name: str) -> ast.expr | None:
-    return next((k.value for k in node.keywords if k.arg == name), None)
-
-
-def _dotted(node: ast.expr) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
-    return ""
+def apply_patch(args: list[Arg], place: Place) -> Effects:
+    """Codex's `apply_patch` (the patch as its argument or on its input): the files it adds,
+    updates, deletes or moves to, as the patch tool's own call is judged."""
+    if args:
+        if args[0] is None:
+            return Effects(unknown=["`apply_patch` applies a patch only known when it runs"])
+        text = args[0]
+    else:
+        found = _program(place.stdin, "apply_patch")
+        if isinstance(found, Effects):
+            return found
+        text = found
+    targets = patch_targets(text)
+    if not targets and "*** " in text:
+        return Effects(unknown=["`apply_patch`: the patch names no file the guard can read"])
+    return Effects(files=targets)
 
 
 # -- node, perl, ruby --------------------------------------------------------------------------
@@ -227,6 +93,26 @@ _NODE_WRITES: Final = (
     "openSync",
     "fs.open",
     "rmdir",
+    "link",
+    "cp(",
+    "mkdtemp",
+    "writeSync",
+    "writev",
+    "chown",
+    "utimes",
+    "fchmod",
+    "ftruncate",
+    "outputFile",
+    "outputJson",
+    "writeJson",
+    "ensureFile",
+    "emptyDir",
+    "remove(",
+    "removeSync",
+    "move(",
+    "moveSync",
+    "copy(",
+    "copySync",
 )
 _RUBY_WRITES: Final = (
     "File.write",
@@ -239,13 +125,43 @@ _RUBY_WRITES: Final = (
     "File.truncate",
     "File.chmod",
     "File.new",
+    "File.binwrite",
+    "IO.binwrite",
+    "File.symlink",
+    "File.link",
+    "File.chown",
+    "File.utime",
+    "Pathname",
+    "Dir.mkdir",
+    "Dir.rmdir",
 )
 _PERL_WRITES: Final = ("open", "unlink", "rename", "truncate", "chmod", "sysopen")
 _SHELL_OUTS: Final = {
-    "node": ("execSync", "spawnSync", "exec(", "spawn(", "execFile"),
-    "ruby": ("system", "`", "%x", "exec", "spawn", "Open3"),
-    "perl": ("system", "`", "qx", "exec"),
+    "node": ("execSync", "spawnSync", "exec(", "spawn(", "execFile", "child_process", "fork("),
+    "ruby": ("system", "`", "%x", "exec", "spawn", "Open3", "IO.popen", "fork"),
+    "perl": ("system", "`", "qx", "exec", "open3", "open2", "fork"),
 }
+_DYNAMIC: Final = {
+    "node": re.compile(
+        r"\beval\s*\(|\bFunction\s*\(|\bimport\s*\(|\brequire\s*\(\s*[^'\"`\s]|\bvm\.|"
+        r"process\.(binding|dlopen)|\bReflect\.|\bglobalThis\s*\[|\bglobal\s*\[|"
+        r"require\([^)]*\)\s*\[|\bconstructor\b|\bworker_threads\b"
+    ),
+    "ruby": re.compile(
+        r"\beval\b|\binstance_eval\b|\bclass_eval\b|\bmodule_eval\b|\bsend\s*\(|"
+        r"\bpublic_send\b|\bmethod\s*\(|\bconst_get\b|\bKernel\.|\bbinding\b|\bload\b|"
+        r"\brequire\s*\(?\s*[^'\"\s]"
+    ),
+    "perl": re.compile(
+        r"\beval\b|\bdo\s+['\"$]|\brequire\s+\$|&\$|&\{|->\$|\*\{|\bsyscall\b|->can\b|"
+        r"\bno\s+strict\b"
+    ),
+}
+_PERL_WRITE_CALLS: Final = re.compile(
+    r"\b(unlink|rename|truncate|chmod|chown|sysopen|utime|link|symlink|copy|move|cp|mv|"
+    r"rmtree|remove_tree|mkpath|make_path|write_file|append_file|edit_file|edit_file_lines|"
+    r"spew\w*|append\w*|touch)\b"
+)
 _STRING: Final = re.compile(r"""'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|`((?:[^`\\]|\\.)*)`""")
 _PERL_MODE: Final = re.compile(r"\s*(\+?[<>]{1,2}|-\||\|-)(:\S*)?\s*")
 _FILE_NAME: Final = re.compile(r"[\w.-]*\.[A-Za-z0-9_-]+")
@@ -271,11 +187,19 @@ _NOT_PATHS: Final = frozenset(
 
 
 def node(args: list[Arg], place: Place) -> Effects:
-    return _scripted("node", args, ("-e", "--eval", "-p", "--print"), _NODE_WRITES)
+    effects = _scripted("node", args, place, ("-e", "--eval", "-p", "--print"), _NODE_WRITES)
+    return _whole_directories(effects, place)
 
 
 def ruby(args: list[Arg], place: Place) -> Effects:
-    return _scripted("ruby", args, ("-e",), _RUBY_WRITES)
+    effects = _scripted("ruby", args, place, ("-e",), _RUBY_WRITES)
+    options = read_options(args, short_values="eIrCEFKT", optional_short="i")
+    suffixes = options.values("-i")
+    if suffixes:  # ruby -i -pe: in place, like perl -i
+        files = options.operands if options.has("-e") else options.operands[1:]
+        _operand_files("ruby -i", files, effects)
+        _backups(files, suffixes, effects)
+    return _whole_directories(effects, place)
 
 
 def perl(args: list[Arg], place: Place) -> Effects:
@@ -291,24 +215,56 @@ def perl(args: list[Arg], place: Place) -> Effects:
         _backups(files, suffixes, effects)
     for code in codes:
         effects.merge(_search("perl", code, _PERL_WRITES))
+    if not codes:
+        found = _program(program_input(options.operands, place), "perl")
+        effects.merge(found if isinstance(found, Effects) else _search("perl", found, _PERL_WRITES))
+    return _whole_directories(effects, place)
+
+
+def _whole_directories(effects: Effects, place: Place) -> Effects:
+    """A directory named in a program that writes (`remove_tree("src/pkg")`, `fs.rmSync(dir,
+    {recursive: true})`) may have every file under it written."""
+    directories = [path for path in effects.files if place.is_dir(path)]
+    if directories:
+        effects.files = [path for path in effects.files if path not in directories]
+        effects.trees.extend(directories)
     return effects
 
 
 def _scripted(
-    name: str, args: list[Arg], code_options: tuple[str, ...], writes: tuple[str, ...]
+    name: str, args: list[Arg], place: Place, code_options: tuple[str, ...], writes: tuple[str, ...]
 ) -> Effects:
     effects = Effects()
-    for index, arg in enumerate(args[:-1]):
-        if arg in code_options:
+    operands: list[Arg] = []
+    ran_code = False
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg in code_options and index + 1 < len(args):
             effects.merge(_search(name, args[index + 1], writes))
-        elif arg is not None and not arg.startswith("-"):
-            break  # a script file: what follows are its arguments
+            ran_code = True
+            index += 2
+            continue
+        if arg is None or not arg.startswith("-") or arg == "-":
+            operands = args[index:]
+            break
+        index += 1
+    if not ran_code:
+        found = _program(program_input(operands, place), name)
+        effects.merge(found if isinstance(found, Effects) else _search(name, found, writes))
     return effects
 
 
 def _search(name: str, code: Arg, writes: tuple[str, ...]) -> Effects:
     if code is None:
         return Effects(unknown=[f"`{name}` runs code that is only known when it runs"])
+    if _DYNAMIC[name].search(code) or (name == "node" and _computed_fs_member(code)):
+        return Effects(
+            unknown=[
+                f"this `{name}` program evaluates code or loads modules by computed names, "
+                "which the guard cannot follow: write plain calls with literal paths"
+            ]
+        )
     if any(call in code for call in _SHELL_OUTS[name]):
         return Effects(
             unknown=[
@@ -324,6 +280,18 @@ def _search(name: str, code: Arg, writes: tuple[str, ...]) -> Effects:
     if not paths:
         return Effects(unknown=[_COMPUTED.format(name=f"{name} -e")])
     return Effects(files=paths)
+
+
+_NODE_FS: Final = re.compile(
+    r"""require\(\s*['"](node:)?(fs|fs/promises|fs-extra|graceful-fs)['"]|from\s+['"](node:)?fs"""
+    r"""|\bfs\.|\bprocess\.mainModule"""
+)
+_COMPUTED_MEMBER: Final = re.compile(r"[\w)\]]\s*\[(?!\s*\d+\s*\])")
+
+
+def _computed_fs_member(code: str) -> bool:
+    """`fs[name]`: a file-system call whose name is computed (`f['unl' + 'inkSync']`)."""
+    return _NODE_FS.search(code) is not None and _COMPUTED_MEMBER.search(code) is not None
 
 
 def _perl_search(code: str) -> Effects:
@@ -352,7 +320,7 @@ def _perl_search(code: str) -> Effects:
                 files.append(target)
         elif _looks_like_path(text):
             others.append(text)
-    if re.search(r"\b(unlink|rename|truncate|chmod|sysopen)\b", code):
+    if _PERL_WRITE_CALLS.search(code):
         writes = True
         files.extend(others)
     if writes and not files:
@@ -380,4 +348,11 @@ def is_python(name: str) -> bool:
     return base == "python" or re.fullmatch(r"python\d+(\.\d+)?", base) is not None
 
 
-RULES: Final = {"node": node, "nodejs": node, "ruby": ruby, "perl": perl}
+RULES: Final = {
+    "node": node,
+    "nodejs": node,
+    "ruby": ruby,
+    "perl": perl,
+    "apply_patch": apply_patch,
+    "applypatch": apply_patch,
+}

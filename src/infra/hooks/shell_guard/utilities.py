@@ -8,11 +8,16 @@ ordinary commands: not known to write into the tree (the commit guard stays the 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Final
 
-from .effects import Arg, Effects, Options, read_options
+from .effects import NO_INPUT, Arg, Effects, Feed, Options, read_options
+from .git_settings import git_environment, git_variables
+
+STDIN_NAMES: Final = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
+"""Script operands that make an interpreter read its program from its input."""
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,10 @@ class Place:
 
     cwd: str | None
     home: str | None = None
+    stdin: Feed = NO_INPUT
+    """What the command reads on its input."""
+    feeds: Mapping[str, Feed] = field(default_factory=dict)
+    """The content of its process substitutions, by the name it sees (`/dev/fd/63`)."""
 
     def is_dir(self, path: str) -> bool:
         full = (
@@ -34,6 +43,26 @@ class Place:
 
 
 Rule = Callable[[list[Arg], Place], Effects]
+
+
+def program_input(operands: list[Arg], place: Place) -> Feed | None:
+    """Where an interpreter given `operands` reads its program: its input (no operand, `-`,
+    `/dev/stdin`), a process substitution (`bash <(...)`), or None for a script file (an
+    ordinary command: a program that writes by itself)."""
+    if not operands or operands[0] in STDIN_NAMES:
+        return place.stdin
+    first = operands[0]
+    if first is not None and first in place.feeds:
+        return place.feeds[first]
+    return None
+
+
+def unreadable_program(name: str) -> str:
+    return (
+        f"`{name}` runs a program it reads from its input or a process substitution, the "
+        "output of a command the guard cannot predict (write the code in the command, in a "
+        "quoted here-document, or in a file)"
+    )
 
 
 def _unknown(reason: str) -> Effects:
@@ -174,7 +203,7 @@ def ln(args: list[Arg], place: Place) -> Effects:
         source, link = operands
         _operand_files("ln", [link], effects)
         if source is not None and link is not None:
-            effects.links.append((link, _link_target(source, link, symbolic)))
+            effects.links.append((link, _link_target(source, link, symbolic), symbolic))
         return effects
     else:
         return effects
@@ -184,7 +213,7 @@ def ln(args: list[Arg], place: Place) -> Effects:
         else:
             link = os.path.join(directory, os.path.basename(source.rstrip("/")))
             effects.files.append(link)
-            effects.links.append((link, _link_target(source, link, symbolic)))
+            effects.links.append((link, _link_target(source, link, symbolic), symbolic))
     return effects
 
 
@@ -323,6 +352,232 @@ def patch(args: list[Arg], place: Place) -> Effects:
     return effects
 
 
+def sponge(args: list[Arg], place: Place) -> Effects:
+    """`... | sponge FILE`: soaks up the input, then writes FILE (`-a` appends)."""
+    effects = Effects()
+    _operand_files("sponge", read_options(args).operands[:1], effects)
+    return effects
+
+
+def split(args: list[Arg], place: Place) -> Effects:
+    """`split [INPUT [PREFIX]]` / `csplit -f PREFIX`: files named PREFIXaa, PREFIXab... (or
+    xx00...), as many as the input needs: their names cannot be listed ahead."""
+    options = read_options(
+        args,
+        short_values="abCdelnt",
+        long_values=frozenset(
+            {
+                "--suffix-length",
+                "--additional-suffix",
+                "--bytes",
+                "--line-bytes",
+                "--lines",
+                "--number",
+                "--separator",
+                "--filter",
+            }
+        ),
+    )
+    if options.has("--filter"):
+        return _unknown("`split --filter` runs a command the guard does not follow")
+    prefix = options.operands[1] if len(options.operands) > 1 else "x"
+    if prefix is None:
+        return _unknown("`split` writes files whose prefix is only known when it runs")
+    return Effects(unlisted=[(prefix, f"`split` writes files named {prefix}aa, {prefix}ab...")])
+
+
+def csplit(args: list[Arg], place: Place) -> Effects:
+    options = read_options(
+        args, short_values="bfn", long_values=frozenset({"--suffix-format", "--prefix", "--digits"})
+    )
+    prefixes = options.values("-f", "--prefix")
+    prefix = prefixes[-1] if prefixes else "xx"
+    if prefix is None:
+        return _unknown("`csplit` writes files whose prefix is only known when it runs")
+    return Effects(unlisted=[(prefix, f"`csplit` writes files named {prefix}00, {prefix}01...")])
+
+
+fallocate = _writes_named_files("fallocate", "lo", frozenset({"--length", "--offset"}))
+mkfifo = _writes_named_files("mkfifo", "mZ", frozenset({"--mode", "--context"}))
+mknod = _writes_named_files(
+    "mknod", "mZ", frozenset({"--mode", "--context"}), files=lambda o: o.operands[:1]
+)
+iconv = _writes_named_files(
+    "iconv -o", "oft", frozenset({"--output", "--from-code", "--to-code"}),
+    files=lambda options: options.values("-o", "--output"),
+)  # fmt: skip
+shuf = _writes_named_files(
+    "shuf -o", "oinz", frozenset({"--output", "--input-range", "--head-count", "--random-source"}),
+    files=lambda options: options.values("-o", "--output"),
+)  # fmt: skip
+dos2unix = _writes_named_files(
+    "dos2unix", "cf", frozenset({"--convmode", "--add-bom"}),
+    files=lambda options: (
+        options.operands[1::2] if options.has("-n", "--newfile") else options.operands
+    ),
+)  # fmt: skip
+
+
+_SQLITE_VALUES: Final = frozenset(
+    {"-cmd", "-init", "-separator", "-newline", "-nullvalue", "-escape", "-lookaside",
+     "-maxsize", "-mmap", "-pagecache", "-vfs", "-heap"}
+)  # fmt: skip
+_SQLITE_ESCAPES: Final = (
+    ".shell", ".system", ".output", ".once", ".save", ".backup", ".excel", ".log", ".trace",
+    ".clone", ".open", ".read", ".import", "load_extension", "writefile", "edit(",
+)  # fmt: skip
+
+
+def sqlite3(args: list[Arg], place: Place) -> Effects:
+    """`sqlite3 DB [SQL]` may write DB (not with `-readonly`, nor an in-memory database);
+    dot-commands that write other files or run programs (`.shell`, `.output`) are
+    undetermined."""
+    operands: list[Arg] = []
+    texts: list[Arg] = []
+    readonly = False
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        if arg in _SQLITE_VALUES:
+            texts.append(args[index] if index < len(args) else None)
+            index += 1
+        elif arg is not None and arg.startswith("-"):
+            readonly = readonly or arg in ("-readonly", "--readonly")
+        else:
+            operands.append(arg)
+    texts.extend(operands[1:])
+    if place.stdin.kind in ("text", "unknown"):
+        texts.append(place.stdin.text if place.stdin.kind == "text" else None)
+    effects = Effects()
+    if any(t is None or any(e in t for e in _SQLITE_ESCAPES) for t in texts):
+        effects.unknown.append(
+            "`sqlite3` is given commands that may write other files or run programs"
+        )
+    if operands and not readonly and operands[0] != ":memory:":
+        _operand_files("sqlite3", operands[:1], effects)
+    return effects
+
+
+def mktemp(args: list[Arg], place: Place) -> Effects:
+    """`mktemp src/tmp.XXXXXX` (or `-p DIR`) creates a file with a random name there; plain
+    `mktemp` creates it in the temporary directory, outside the repository."""
+    options = read_options(args, short_values="p", long_values=frozenset({"--tmpdir", "--suffix"}))
+    if options.has("-u", "--dry-run", "-d", "--directory"):
+        return Effects()
+    where = options.values("-p", "--tmpdir")
+    template = options.operands[0] if options.operands else None
+    if where and where[-1]:
+        return Effects(unlisted=[(where[-1], "`mktemp` creates a file with a random name there")])
+    if template is not None and "/" in template:
+        directory = os.path.dirname(template)
+        return Effects(unlisted=[(directory, "`mktemp` creates a file with a random name there")])
+    if template is not None and not options.has("-t"):
+        return Effects(unlisted=[(".", "`mktemp` creates a file with a random name there")])
+    return Effects()
+
+
+def sd(args: list[Arg], place: Place) -> Effects:
+    """`sd FIND REPLACE FILES...` edits the files in place (not with `-p`)."""
+    options = read_options(
+        args, short_values="fn", long_values=frozenset({"--flags", "--max-replacements"})
+    )
+    if options.has("-p", "--preview"):
+        return Effects()
+    effects = Effects()
+    _operand_files("sd", options.operands[2:], effects)
+    return effects
+
+
+def yq(args: list[Arg], place: Place) -> Effects:
+    """`yq -i EXPRESSION FILE...` edits the files in place."""
+    options = read_options(
+        args,
+        short_values="pojIsc",
+        long_values=frozenset({"--input-format", "--output-format", "--indent", "--expression",
+                               "--split-exp", "--from-file", "--front-matter"}),
+    )  # fmt: skip
+    if not options.has("-i", "--inplace"):
+        return Effects()
+    effects = Effects()
+    expression_given = options.has("--expression", "--from-file")
+    _operand_files("yq -i", options.operands if expression_given else options.operands[1:], effects)
+    return effects
+
+
+def rename(args: list[Arg], place: Place) -> Effects:
+    """`rename EXPR FILES...` gives the files new names the guard does not compute."""
+    options = read_options(args)
+    if options.has("-n", "--no-act", "-h", "--help", "-V", "--version"):
+        return Effects()
+    effects = Effects()
+    _operand_files("rename", options.operands[1:], effects)
+    effects.unknown.append(
+        "`rename` gives files new names the guard does not compute: use `mv OLD NEW`"
+    )
+    return effects
+
+
+_RSYNC_VALUES: Final = "efTBM"
+_RSYNC_LONG: Final = frozenset(
+    {"--rsh", "--exclude", "--include", "--filter", "--files-from", "--exclude-from",
+     "--include-from", "--backup-dir", "--suffix", "--chmod", "--chown", "--usermap",
+     "--groupmap", "--compare-dest", "--copy-dest", "--link-dest", "--partial-dir",
+     "--temp-dir", "--log-file", "--password-file", "--rsync-path", "--block-size",
+     "--max-size", "--min-size", "--timeout", "--contimeout", "--port", "--bwlimit", "--info",
+     "--debug", "--remote-option", "--out-format", "--log-file-format", "--iconv",
+     "--checksum-choice", "--compress-choice", "--max-delete", "--modify-window", "--sockopts",
+     "--outbuf", "--protocol", "--stop-after", "--stop-at", "--skip-compress", "--address",
+     "--write-batch", "--only-write-batch", "--read-batch", "--mkpath-mode"}
+)  # fmt: skip
+
+
+def rsync(args: list[Arg], place: Place) -> Effects:
+    """`rsync SRC... DEST`, locally: like `cp -r` (a source ending in `/` copies its contents);
+    `--delete` may remove any file of DEST; `--remove-source-files` removes the sources. A
+    remote side (`host:path`) is not this repository."""
+    options = read_options(args, short_values=_RSYNC_VALUES, long_values=_RSYNC_LONG)
+    effects = Effects()
+    if options.has("-e", "--rsh", "--rsync-path"):
+        effects.unknown.append("`rsync -e` runs a program the guard does not follow")
+    for log in options.values("--log-file", "--write-batch", "--only-write-batch"):
+        _operand_files("rsync --log-file", [log], effects)
+    operands = options.operands
+    if len(operands) < 2:
+        return effects
+    destination, sources = operands[-1], operands[:-1]
+    if destination is None or any(s is None for s in sources):
+        effects.unknown.append("`rsync` copies paths only known when it runs")
+        return effects
+    local = [s for s in sources if s is not None and not _remote(s)]
+    if options.has("--remove-source-files"):
+        effects.trees.extend(local)
+    if _remote(destination):
+        return effects
+    if any(
+        o.startswith("--delete") or o in ("--del", "--remove-sent-files") for o in options.flags
+    ):
+        effects.trees.append(destination)
+    into = len(sources) > 1 or destination.endswith("/") or place.is_dir(destination)
+    for source in local:
+        contents = source.endswith("/")
+        landing = destination if contents or not into else os.path.join(
+            destination, os.path.basename(source.rstrip("/"))
+        )  # fmt: skip
+        if place.is_dir(source):
+            effects.copies.append((source, landing))
+        else:
+            effects.files.append(landing)
+    if any(_remote(s) for s in sources if s is not None):
+        effects.unlisted.append((destination, "`rsync` copies remote files there"))
+    return effects
+
+
+def _remote(path: str) -> bool:
+    head = path.split("/", 1)[0]
+    return path.startswith("rsync://") or (":" in head and not head.startswith("."))
+
+
 # -- in-place editors ---------------------------------------------------------------------------
 
 
@@ -378,14 +633,6 @@ def gawk(args: list[Arg], place: Place) -> Effects:
     return effects
 
 
-ed = _writes_named_files(
-    "ed",
-    "p",
-    frozenset({"--prompt"}),
-    files=lambda options: [o for o in options.operands if o is None or not o.startswith("+")],
-)
-
-
 # -- commands that run other commands ----------------------------------------------------------
 
 
@@ -422,6 +669,13 @@ def env(args: list[Arg], place: Place) -> Effects:
             break
     effects = _run_rest(args[index:])
     effects.chdir = chdir
+    rest = args[index:]
+    if rest and rest[0] is not None and os.path.basename(rest[0]) == "git":
+        given = dict(
+            a.partition("=")[::2] for a in args[:index] if a is not None and "=" in a
+        )  # `env GIT_EXTERNAL_DIFF=cmd git diff`
+        for name in git_variables(list(given)):
+            effects.merge(git_environment(name, given[name]))
     return effects
 
 
@@ -468,11 +722,49 @@ def xargs(args: list[Arg], place: Place) -> Effects:
     )
     rest = options.operands or ["echo"]
     replace = options.values("-I", "-i", "--replace")
+    items = _xargs_items(options, place)
     if replace:
         token = replace[-1] or "{}"
-        # The replacement is substituted by xargs from its input: unknown here.
-        return _run_rest([None if arg is not None and token in arg else arg for arg in rest])
-    return _run_rest([*rest, None])  # xargs appends what it reads to the command
+        if items is None:  # substituted by xargs from its input: unknown here
+            return _run_rest([None if arg is not None and token in arg else arg for arg in rest])
+        lines = [item.strip() for item in items]
+        return Effects(
+            commands=[
+                [arg.replace(token, line) if arg is not None else None for arg in rest]
+                for line in lines[:_MAX_XARGS_ITEMS]
+                if line
+            ]
+        )
+    if items is None:
+        return _run_rest([*rest, None])  # xargs appends what it reads to the command
+    if len(items) > _MAX_XARGS_ITEMS:
+        return _run_rest([*rest, None])
+    return _run_rest([*rest, *items]) if items or not options.has("-r") else Effects()
+
+
+_MAX_XARGS_ITEMS: Final = 256
+
+
+def _xargs_items(options: Options, place: Place) -> list[str] | None:
+    """The arguments xargs reads from its input when the guard knows that text (`echo a b |
+    xargs rm`); None otherwise. With `-I` each line is one item."""
+    if options.has("-a", "--arg-file") or place.stdin.kind != "text":
+        return None
+    text = place.stdin.text
+    if options.has("-I", "-i", "--replace", "-L", "--max-lines"):
+        return text.splitlines()
+    if options.has("-0", "--null"):
+        return [item for item in text.split("\0") if item]
+    delimiters = options.values("-d", "--delimiter")
+    if delimiters:
+        delimiter = (delimiters[-1] or "\n").replace("\\n", "\n")
+        return [item for item in text.split(delimiter) if item]
+    try:
+        return shlex.split(
+            text
+        )  # blanks separate items; quotes and backslashes as xargs reads them
+    except ValueError:
+        return None
 
 
 def find(args: list[Arg], place: Place) -> Effects:
@@ -506,18 +798,26 @@ _SHELL_VALUE_OPTIONS: Final = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--
 
 
 def shell(args: list[Arg], place: Place) -> Effects:
-    """`bash -c 'text'`: the text is parsed in turn. `bash script.sh` is an ordinary command."""
+    """`bash -c 'text'`: the text is parsed in turn; so is a program read from the input
+    (`bash <<EOF`, `... | sh`, `bash -s`) or a process substitution (`bash <(...)`).
+    `bash script.sh` is an ordinary command."""
     index = 0
     runs_string = False
+    reads_input = False
     while index < len(args):
         arg = args[index]
         if arg is None or not arg.startswith(("-", "+")) or arg in ("-", "--"):
+            if arg == "--":
+                index += 1
             break
         index += 2 if arg in _SHELL_VALUE_OPTIONS else 1
         if not arg.startswith("--") and "c" in arg[1:]:
             runs_string = True
+        if not arg.startswith("--") and "s" in arg[1:]:
+            reads_input = True
     if not runs_string:
-        return Effects()
+        feed = place.stdin if reads_input else program_input(args[index:], place)
+        return shell_program("sh", feed)
     text = args[index] if index < len(args) else None
     if text is None:
         return _unknown(
@@ -527,12 +827,34 @@ def shell(args: list[Arg], place: Place) -> Effects:
     return Effects(scripts=[text])
 
 
+def shell_program(name: str, feed: Feed | None) -> Effects:
+    """A shell program read from `feed` (None: a script file, an ordinary command)."""
+    if feed is None or feed.kind in ("none", "file"):
+        return Effects()
+    if feed.kind == "unknown":
+        return _unknown(unreadable_program(name))
+    return Effects(scripts=[feed.text])
+
+
 def eval_(args: list[Arg], place: Place) -> Effects:
     if any(arg is None for arg in args):
         return _unknown(
             "`eval` runs text that is only known when it runs (write the command itself)"
         )
-    return Effects(scripts=[" ".join(arg for arg in args if arg is not None)])
+    return Effects(sourced=[" ".join(arg for arg in args if arg is not None)])
+
+
+def source(args: list[Arg], place: Place) -> Effects:
+    """`source FILE` / `. FILE`: a program read from a process substitution or the input runs
+    in the current shell; a file is a script (not followed, like `bash script.sh`)."""
+    if not args:
+        return Effects()  # bash refuses `source` without a file
+    feed = program_input(args[:1], place)
+    if feed is None or feed.kind in ("none", "file"):
+        return Effects()
+    if feed.kind == "unknown":
+        return _unknown(unreadable_program("source"))
+    return Effects(sourced=[feed.text])
 
 
 def flock(args: list[Arg], place: Place) -> Effects:
@@ -550,16 +872,6 @@ def flock(args: list[Arg], place: Place) -> Effects:
         stop_at_first_operand=True,
     )
     return _run_rest(options.operands[1:])
-
-
-def ex(args: list[Arg], place: Place) -> Effects:
-    """`ex`/`vim -e` style editors: every file operand may be written."""
-    options = read_options(args, short_values="cSuUTiwWrt", long_values=frozenset({"--cmd"}))
-    effects = Effects()
-    _operand_files(
-        "ex", [o for o in options.operands if o is None or not o.startswith("+")], effects
-    )
-    return effects
 
 
 _UV_RUN_VALUES: Final = frozenset(
@@ -632,18 +944,9 @@ RULES: Final[dict[str, Rule]] = {
     "gsed": sed,
     "gawk": gawk,
     "awk": gawk,
-    "ed": ed,
-    "ex": ex,
     "env": env,
-    "sudo": _skip_options(
-        "ugpCDhrtUT",
-        frozenset({"--user", "--group", "--prompt", "--close-from", "--chdir", "--host"}),
-    ),
-    "doas": _skip_options("uC"),
     "nice": _skip_options("n", frozenset({"--adjustment"})),
     "ionice": _skip_options("cnp", frozenset({"--class", "--classdata", "--pid"})),
-    "nohup": _skip_options(""),
-    "time": _skip_options("fo", frozenset({"--format", "--output"})),
     "timeout": _skip_options("sk", frozenset({"--signal", "--kill-after"}), operands_before=1),
     "stdbuf": _skip_options("ioe", frozenset({"--input", "--output", "--error"})),
     "chronic": _skip_options(""),
@@ -658,5 +961,24 @@ RULES: Final[dict[str, Rule]] = {
     "zsh": shell,
     "ksh": shell,
     "eval": eval_,
+    "source": source,
+    ".": source,
     "flock": flock,
+    "sponge": sponge,
+    "split": split,
+    "csplit": csplit,
+    "fallocate": fallocate,
+    "mkfifo": mkfifo,
+    "mknod": mknod,
+    "iconv": iconv,
+    "shuf": shuf,
+    "dos2unix": dos2unix,
+    "unix2dos": dos2unix,
+    "mac2unix": dos2unix,
+    "sqlite3": sqlite3,
+    "mktemp": mktemp,
+    "sd": sd,
+    "yq": yq,
+    "rename": rename,
+    "rsync": rsync,
 }

@@ -1,0 +1,265 @@
+"""Properties, by class: whatever hypothesis builds, what the hook allows changes only files
+the agent holds.
+
+Each class of issue 32 that has a grammar gets a generator: substitutions nested in every
+place bash runs them, wrappers stacked around a writer, programs fed to interpreters on
+their input, paths through symlinks, `..`, `/proc/self` and open descriptors. Every command is
+judged by the real hook (tests/shell_run_support.py) and then run by bash, whatever the
+decision, in a copy of the corpus repository; the files that changed are compared:
+- an allowed command changed only files the agent holds;
+- judging changed nothing;
+- unless the guard said it cannot tell, every file that changed was named (held, or listed
+  as not locked): the guard's list is complete, not only safe.
+
+`SHELL_GUARD_EXAMPLES=500` runs each deeper (default 25).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from shell_run_support import (
+    FILES,
+    Outcome,
+    Sandbox,
+    changed,
+    judge_and_run,
+    make_template,
+    scratch_space,
+    snapshot,
+)
+
+EXAMPLES = int(os.environ.get("SHELL_GUARD_EXAMPLES", "25"))
+TARGETS = ["notes.txt", "README.md", "src/app.py", "src/utils.py", "src/pkg/core.py", "new.txt"]
+SETTINGS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    with scratch_space(tmp_path_factory.mktemp("properties")) as directory:
+        yield directory
+
+
+@pytest.fixture(scope="module")
+def template(scratch: Path) -> Path:
+    repo = make_template(scratch, {**FILES, "src/sub/inner.py": "inner = 1\n"})
+    os.symlink("src/sub", repo / "deep")
+    return repo
+
+
+def check(template: Path, command: str, held: set[str]) -> Outcome:
+    """Judge `command` by the hook, run it whatever the decision, and check the properties."""
+    root = Path(tempfile.mkdtemp(dir=template.parent))
+    try:
+        sandbox = Sandbox.copy_of(template, root / "case")
+        outcome = judge_and_run(sandbox, command, held, run=False)
+        before = snapshot(sandbox.repo)
+        outcome.exit_code, outcome.output = sandbox.run(command)
+        outcome.changed = changed(before, snapshot(sandbox.repo))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert not outcome.changed_by_judging, outcome.explain()
+    if outcome.verdict.allowed:
+        assert outcome.changed <= held, outcome.explain()
+    if not outcome.verdict.undetermined and not outcome.verdict.refused:
+        assert outcome.changed <= held | set(outcome.verdict.unlocked), outcome.explain()
+    return outcome
+
+
+def writer(target: str) -> st.SearchStrategy[str]:
+    quoted = shlex.quote(target)
+    return st.sampled_from(
+        [
+            f"echo x > {quoted}",
+            f"echo x >> {quoted}",
+            f"rm -f {quoted}",
+            f"touch {quoted}",
+            f"sed -i s/a/b/ {quoted}",
+            f"printf y | tee {quoted} > /dev/null",
+            f"truncate -s 0 {quoted}",
+            f"cp README.md {quoted}",
+        ]
+    )
+
+
+held_files = st.sets(st.sampled_from(TARGETS), max_size=3)
+
+
+# -- class 2: substitutions nested wherever bash runs them ----------------------------------
+
+NESTINGS = [
+    "echo $({})",
+    "echo `{}`",
+    "echo $(( $({}; echo 1) + 1 ))",
+    ": ${{x:=$({})}}",
+    ": ${{x:-$({})}}",
+    "a[$({}; echo 0)]=1",
+    "[[ -n $({}) ]] || true",
+    "case $({}) in *) ;; esac",
+    "for x in $({}); do :; done",
+    'echo "$({})"',
+    "cat <<EOF > /dev/null\n$({})\nEOF",
+    "cat <(cd . && {}) > /dev/null",
+    "f() {{ local x=$({}); }}; f",
+    "export X=$({})",
+    "(( y = $({}; echo 2) ))",
+]
+
+
+@st.composite
+def nested(draw: st.DrawFn) -> str:
+    command = draw(writer(draw(st.sampled_from(TARGETS))))
+    for _ in range(draw(st.integers(1, 3))):
+        command = draw(st.sampled_from(NESTINGS)).format(command)
+    return command
+
+
+@SETTINGS
+@given(command=nested(), held=held_files)
+@example(command=": ${x:=$(echo x > notes.txt)}", held=set())
+def test_nested_substitutions(template: Path, command: str, held: set[str]) -> None:
+    check(template, command, held)
+
+
+# -- class 4: wrappers stacked around a writer ---------------------------------------------
+
+WRAPPERS = [
+    "setsid {}",
+    "taskset -c 0 {}",
+    "nice -n 1 {}",
+    "nohup {} > /dev/null 2>&1",
+    "timeout 5 {}",
+    "env -u UNSET_VARIABLE {}",
+    "env FOO=1 {}",
+    "stdbuf -oL {}",
+    "command {}",
+    "flock /tmp/lockyard-shell-guard-property.lock {}",
+    "time {}",
+    "prlimit --nofile=256 {}",
+    "script -qc {quoted} /dev/null",
+    "sh -c {quoted}",
+    "bash -c {quoted}",
+    "eval {quoted}",
+    "coproc {}; wait",
+]
+
+
+@st.composite
+def wrapped(draw: st.DrawFn) -> str:
+    target = draw(st.sampled_from(TARGETS))
+    command = draw(writer(target))
+    for _ in range(draw(st.integers(1, 3))):
+        shape = draw(st.sampled_from(WRAPPERS))
+        if "{quoted}" in shape:
+            command = shape.format(quoted=shlex.quote(command))
+        elif " > /dev/null" in command or "|" in command:
+            command = shape.format(f"sh -c {shlex.quote(command)}")
+        else:
+            command = shape.format(command)
+    return command
+
+
+@SETTINGS
+@given(command=wrapped(), held=held_files)
+@example(command="setsid taskset -c 0 rm -f notes.txt", held=set())
+def test_wrappers(template: Path, command: str, held: set[str]) -> None:
+    check(template, command, held)
+
+
+# -- class 1: programs on the input of an interpreter --------------------------------------
+
+PROGRAMS = {
+    "python": [
+        "open({t!r}, 'w').write('x')",
+        "import os\nos.remove({t!r})",
+        "import shutil\nshutil.copy('README.md', {t!r})",
+        "from pathlib import Path\nPath({t!r}).write_text('y')",
+        "import subprocess\nsubprocess.run(['touch', {t!r}])",
+        "print('only reads', open('README.md').read()[:3])",
+    ],
+    "shell": ["echo x > {t}", "rm -f {t}", "touch {t}", "cd src && ls > /dev/null", "ls"],
+    "node": [
+        "require('fs').writeFileSync({t!r}, 'x')",
+        "console.log(require('fs').readFileSync('README.md', 'utf8').length)",
+    ],
+}
+INTERPRETERS = {
+    "python": ["python3", "python3 -", "python3 /dev/stdin"],
+    "shell": ["bash", "sh", "bash -s", "sh -s"],
+    "node": ["node", "node -"],
+}
+FEEDERS = [
+    "{interpreter} <<'EOF'\n{program}\nEOF",
+    "cat <<'EOF' | {interpreter}\n{program}\nEOF",
+    "printf '%s\\n' {quoted} | {interpreter}",
+    "{interpreter} <<< {quoted}",
+]
+
+
+@st.composite
+def fed(draw: st.DrawFn) -> str:
+    language = draw(st.sampled_from(sorted(PROGRAMS)))
+    target = draw(st.sampled_from(TARGETS))
+    program = draw(st.sampled_from(PROGRAMS[language])).format(t=target)
+    interpreter = draw(st.sampled_from(INTERPRETERS[language]))
+    feeder = draw(st.sampled_from(FEEDERS))
+    return feeder.format(interpreter=interpreter, program=program, quoted=shlex.quote(program))
+
+
+@SETTINGS
+@given(command=fed(), held=held_files)
+@example(command="python3 - <<'EOF'\nopen('notes.txt', 'w').write('x')\nEOF", held=set())
+def test_programs_on_the_input(template: Path, command: str, held: set[str]) -> None:
+    check(template, command, held)
+
+
+# -- classes 5 and 6: paths the command's process resolves ---------------------------------
+
+SPELLINGS = [
+    "{t}",
+    "./{t}",
+    "deep/../../{t}",
+    "deep/../{b}",
+    "src/../{t}",
+    "/proc/self/cwd/{t}",
+    "$PWD/{t}",
+    "/proc/self/root$PWD/{t}",
+]
+DESCRIPTORS = [
+    "exec 3<{t}; echo x > /dev/fd/3",
+    "exec 3<{t}; echo x >> /proc/self/fd/3",
+    "{{ echo x > /dev/fd/4; }} 4<{t}",
+    "cat README.md 5<{t} > /dev/fd/5",
+    "exec 6<>{t}; exec 7>&6; echo x > /dev/fd/7",
+    "cd src && echo x > /proc/self/cwd/../{t}",
+]
+
+
+@st.composite
+def spelled(draw: st.DrawFn) -> str:
+    target = draw(st.sampled_from(TARGETS))
+    if draw(st.booleans()):
+        return draw(st.sampled_from(DESCRIPTORS)).format(t=target)
+    path = draw(st.sampled_from(SPELLINGS)).format(t=target, b=os.path.basename(target))
+    return draw(writer(path)).replace(shlex.quote(path), path)
+
+
+@SETTINGS
+@given(command=spelled(), held=st.one_of(held_files, st.just({"app.py"})))
+@example(command="echo x > deep/../app.py", held={"app.py"})
+@example(command="exec 3<notes.txt; echo x > /dev/fd/3", held=set())
+def test_paths_as_the_process_resolves_them(template: Path, command: str, held: set[str]) -> None:
+    check(template, command, held)
