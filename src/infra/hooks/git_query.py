@@ -121,7 +121,9 @@ def _overrides(directory: str, timeout: float) -> tuple[str, ...] | None:
         return cache[directory]
     fixed = tuple(arg for setting in FIXED for arg in ("-c", setting))
     listed = _run(directory, [*fixed, "config", "--list", "--name-only", "-z"], timeout)
-    names = [] if listed is None else listed.decode(errors="surrogateescape").split("\0")
+    if listed is None:
+        return None  # the programs to disable cannot be listed: ask nothing
+    names = listed.decode(errors="surrogateescape").split("\0")
     emptied = tuple(
         arg
         for name in dict.fromkeys(n.strip() for n in names)

@@ -723,8 +723,12 @@ class _Walker:
                     continue
                 op = "&>"
             if _is_process_substitution(redirect.target):
-                fds[(0 if op == "<" else 1) if fd is None else fd] = STREAM
-                continue  # > >(cmd): the commands were walked
+                number = (0 if op == "<" else 1) if fd is None else fd
+                fds[number] = STREAM
+                subst = redirect.target[0]
+                if number == 0 and isinstance(subst, Subst) and subst.text.startswith("<("):
+                    stdin = self.output(subst.script, scope.child())  # `bash < <(cmd)`
+                continue  # the commands inside were walked
             view = View(scope.cwd, fds, self.links, self.root)
             opened: str | None = None
             for path in self.fields(redirect.target, scope):
