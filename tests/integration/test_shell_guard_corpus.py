@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from lockyard.infra.hooks.shell_guard import ShellGuardPolicy, decide_shell_command
+from lockyard.infra.hooks.shell_guard.decide import ShellGuardPolicy, decide_shell_command
 from shell_run_support import AGENT, Sandbox, judge_and_run, make_template, scratch_space
 
 CORPUS = Path(__file__).parent.parent / "shell_corpus"
