@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 
 from ....core.deadlock_info import DeadlockInfo
-from ...lockstore import Waker, in_worker
+from ...lockstore import Waker, in_worker, store_call
 from ...lockstore.postgres import PgLockStore, graph_channel, lock_class, namespace_channel
 from ..notices import VictimNotice
 from ..state import WaitForReader, WaitForSnapshot
@@ -130,9 +130,10 @@ class PgVictimNotices:
             await in_worker(listener.listen, channel)
             while True:
                 waker.clear()
-                notice = await in_worker(self.board.claim, agent_id)
+                # The store's session calls go in its lane (in order, one at a time).
+                notice = await store_call(self.store, self.board.claim, agent_id)
                 if notice is not None:
-                    if await in_worker(self._still_waiting, notice):
+                    if await store_call(self.store, self._still_waiting, notice):
                         log.info("deadlock victim notice for %s", agent_id)
                         return notice.deadlock
                     log.info("dropped a stale victim notice for %s", agent_id)

@@ -38,7 +38,7 @@ from ..journal.files import journal_enabled
 from ..journal.record import TIMED_OUT, JournalRecord
 from ..limits import validate_poll_interval, validate_timeout
 from ..liveness import current_process, new_token
-from ..off_loop import in_worker
+from ..off_loop import store_call
 from ..paths import validate_agent_id
 from ..records import HolderRecord, LockInfo, LostLock, Reclamation, StoreSnapshot, WaiterRecord
 from ..wakeup import Waker
@@ -76,8 +76,8 @@ class PgLockStore:
     """Locks on files of one repository, kept in a PostgreSQL database shared by hosts."""
 
     waits_on_server = True
-    """Every call is a round trip: callers on an event loop make it in a worker thread
-    (`off_loop.store_call`), and `acquire_async` makes its own there."""
+    """Every call is a round trip: callers on an event loop make it in a worker thread, in
+    the store's lane (`off_loop.store_call`), and `acquire_async` makes its own there."""
 
     def __init__(
         self,
@@ -361,23 +361,26 @@ END"""
         meantime is given back (to the next waiter). Its round trips run in a worker thread,
         shielded, so the event loop serves others meanwhile; a pushed grant needs none.
         """
-        wait = await in_worker(
-            self._begin_wait, filepath, agent_id, timeout_seconds, poll_interval_ms
+        # In the store's lane: waits begun in one order reach the server's queue in that order.
+        wait = await store_call(
+            self, self._begin_wait, filepath, agent_id, timeout_seconds, poll_interval_ms
         )
         if isinstance(wait, bool):
             return wait
         try:
             ask = False  # just queued: nothing to ask the server until a wake-up or a timeout
             while True:
-                if wait.attempt(ask=False) or (ask and await in_worker(wait.attempt, ask=True)):
+                if wait.attempt(ask=False) or (
+                    ask and await store_call(self, wait.attempt, ask=True)
+                ):
                     return True
                 remaining = wait.remaining()
                 if remaining <= 0:
-                    return await in_worker(wait.finish)
+                    return await store_call(self, wait.finish)
                 await wait.waker.wait_async(min(remaining, wait.interval))
                 ask = True
         except BaseException:
-            await in_worker(wait.abandon)  # shielded: a cancellation cannot cut it short
+            await store_call(self, wait.abandon)  # shielded: a cancellation cannot cut it short
             raise
         finally:
             wait.close()
