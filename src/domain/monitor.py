@@ -217,10 +217,14 @@ class DeadlockMonitor:
                 if previous == agent:
                     return None  # a duplicate (the tool, then the PostToolUse hook)
                 if previous is not None:
+                    # Routine, not a fault: a hand-off can be reported before the release
+                    # that caused it (a server pushes the grant to the waiter while the
+                    # holder's release call is still returning); the late RELEASED is then
+                    # recognised as the former holder's.
                     self._remember_former_holder(lock, previous)
-                    logger.warning(
+                    logger.debug(
                         "lock %s acquired by %s while recorded as held by %s: "
-                        "treating %s's hold as stale",
+                        "treating %s's hold as ended",
                         lock, agent, previous, previous,
                     )  # fmt: skip
                 # The lock's waiters now wait on `agent`: a cycle closes if it reaches one.

@@ -58,12 +58,15 @@ class Bench:
         async with Client(server["instance"], mode="legacy") as client:
             yield client
 
+    async def holder(self, key: str) -> str | None:
+        return self.store.holder(key)
+
     def agent(self, script: AgentScript, session: Any, **overrides: Any) -> ScriptedAgent:
         self.recorder.add_agent(script.agent_id, sum(len(t.files) for t in script.tasks))
         settings: dict[str, Any] = {
             "repo": self.repo,
             "lock_keys": self.keys,
-            "holder_of": self.store.holder,
+            "holder_of": self.holder,
             "recorder": self.recorder,
             "rendezvous": {"g": Rendezvous(2, FAST.rendezvous_patience)},
             "pacing": FAST,
@@ -114,7 +117,11 @@ async def test_an_agent_whose_first_file_is_blocked_still_meets_the_others(bench
 async def test_editing_a_file_held_by_someone_else_is_an_anomaly(bench: Bench) -> None:
     script = AgentScript("agent-1", (Task(1, ("a.py",)),))
     async with bench.session("agent-1") as session:
-        agent = bench.agent(script, session, holder_of=lambda key: "intruder")
+
+        async def intruder(key: str) -> str:
+            return "intruder"
+
+        agent = bench.agent(script, session, holder_of=intruder)
         await agent.run()
     assert bench.recorder.anomalies == ["agent-1 was about to edit a.py held by intruder"]
     assert (bench.repo / "a.py").read_text() == edit_line("agent-1", 1) + "\n"

@@ -100,3 +100,33 @@ def test_handoffs_to_the_longest_waiting_agent_are_counted() -> None:
     assert len(recorder.handoffs) == 2
     assert recorder.handoffs_in_order == 1
     assert recorder.waits_for() == []
+
+
+def test_a_handoff_reported_before_its_release_is_timed_from_the_release_call() -> None:
+    # On PostgreSQL the server pushes the grant to the waiter while the holder's release call
+    # is still returning: ACQUIRED can come before RELEASED.
+    clock = FakeClock()
+    recorder = SessionRecorder(clock=clock)
+    recorder.on_event(event(LockEventType.ACQUIRED, "a", "/r/f"))
+    recorder.on_event(event(LockEventType.WAITING, "b", "/r/f"))
+    clock.now = 5.0
+    recorder.releasing("a", ["/r/f"])
+    clock.now = 5.25
+    recorder.on_event(event(LockEventType.ACQUIRED, "b", "/r/f"))
+    clock.now = 5.5
+    recorder.on_event(event(LockEventType.RELEASED, "a", "/r/f"))  # late: ignored
+    assert recorder.handoffs == [0.25]
+    assert recorder.handoffs_in_order == 1
+    assert recorder.holds == {"/r/f": "b"}
+
+
+def test_a_stale_release_is_never_the_start_of_a_later_handoff() -> None:
+    clock = FakeClock()
+    recorder = SessionRecorder(clock=clock)
+    recorder.on_event(event(LockEventType.ACQUIRED, "a", "/r/f"))
+    recorder.on_event(event(LockEventType.RELEASED, "a", "/r/f"))  # at 0: nobody waited
+    recorder.on_event(event(LockEventType.ACQUIRED, "b", "/r/f"))  # timeout-0 grant
+    recorder.on_event(event(LockEventType.WAITING, "c", "/r/f"))
+    clock.now = 9.0
+    recorder.on_event(event(LockEventType.ACQUIRED, "c", "/r/f"))  # before b's RELEASED
+    assert recorder.handoffs == []  # not 9 s since a's release

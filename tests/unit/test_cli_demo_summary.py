@@ -74,7 +74,8 @@ def perfect_run(scenario: Scenario) -> tuple[SessionRecorder, dict[str, str]]:
         )
     recorder.handoffs.extend([0.001, 0.002, 0.004])
     recorder.handoffs_in_order = 3
-    recorder.fs_cycles.extend([0.001, 0.001, 0.003])
+    recorder.floor_cycles.extend([0.001, 0.001, 0.003])
+    recorder.floor_name = "a raw mkdir+rmdir on this disk"
     recorder.loop_turns.extend([0.0005, 0.0001, 0.0002])
     contents = {
         name: file_header(name) + "".join(line + "\n" for line in lines)
@@ -121,7 +122,8 @@ def test_a_perfect_run_is_ok_and_says_so() -> None:
     assert "victim agent-1" in text
     assert "= 2.0x a raw mkdir+rmdir on this disk (1.00 ms)" in text
     assert "10.0x the busy event loop's wake-up delay (0.20 ms)" in text
-    assert payload["mkdir_rmdir_median_s"] == 0.001
+    assert payload["floor_median_s"] == 0.001
+    assert payload["floor"] == "a raw mkdir+rmdir on this disk"
     # The two scripted deadlocks each made a different agent give way.
     assert payload["most_times_given_way"] == {"times": 1, "agents": ["agent-1", "agent-3"]}
     assert "the most one agent gave way: once (agent-1, agent-3)" in text

@@ -425,14 +425,15 @@ async def test_a_cycle_that_dissolves_while_being_verified_is_not_reported() -> 
 
 
 @pytest.mark.anyio
-async def test_invariant_violations_are_logged_with_both_parties_and_keep_the_graph_sound(
+async def test_a_release_by_a_non_holder_is_logged_and_a_handoff_seen_early_is_routine(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     monitor = DeadlockMonitor()
+    # A hand-off may be reported before the release that caused it (a server pushes the grant
+    # to the waiter while the holder's release call returns): routine, so no warning.
     with caplog.at_level(logging.WARNING):
         await feed(monitor, ev(ACQUIRED, "A", "f1"), ev(ACQUIRED, "B", "f1"))
-    assert "A" in caplog.text
-    assert "B" in caplog.text
+    assert caplog.text == ""
     snap = monitor.snapshot()
     assert snap.holds == {"f1": "B"}
     assert {a.agent_id: a.locks_held for a in snap.agents} == {"B": 1}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -90,7 +90,7 @@ class ScriptedAgent:
         *,
         repo: Path,
         lock_keys: Mapping[str, str],
-        holder_of: Callable[[str], str | None],
+        holder_of: Callable[[str], Awaitable[str | None]],
         recorder: SessionRecorder,
         rendezvous: Mapping[str, Rendezvous],
         pacing: Pacing,
@@ -133,6 +133,7 @@ class ScriptedAgent:
             outcome = await self._lock(task.files)
             attempts += 1
         await self._edit(task)
+        self._recorder.releasing(self.agent_id, [self._keys[name] for name in task.files])
         released = await call_tool(self._session, RELEASE, {"filepaths": list(task.files)})
         self._recorder.set_phase(self.agent_id, Phase.IDLE)
         if released["count"] != len(task.files):
@@ -192,7 +193,7 @@ class ScriptedAgent:
         for name in task.files:
             key = self._keys[name]
             self._recorder.enter(self.agent_id, key)
-            holder = self._holder_of(key)
+            holder = await self._holder_of(key)
             if holder != self.agent_id:
                 self._recorder.anomalies.append(
                     f"{self.agent_id} was about to edit {name} held by {holder or 'nobody'}"

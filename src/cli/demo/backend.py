@@ -8,8 +8,10 @@ uses that server, in a schema of the demo's own that is dropped at the end.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Final
 
 from ...infra.lockstore.postgres import BARE_WORDS, is_postgres_spec, parse_spec
 from .._errors import CliError, ExitCode
@@ -51,6 +53,29 @@ def demo_backend(choice: str | None) -> Iterator[str | None]:
     finally:
         close_listeners()
         _drop(text, schema)
+
+
+NOTIFY_FLOOR: Final = "a raw NOTIFY from one session to another on this server"
+
+
+def measure_notify(spec: str, rounds: int) -> list[float]:
+    """The floor of a hand-off on PostgreSQL, measured beside the run: one session sends a
+    NOTIFY and another, LISTENing, receives it. A hand-off is at least that (the release is
+    a statement that notifies the waiter), plus lockyard's own work at both ends."""
+    conninfo = parse_spec(spec).conninfo
+    channel = f"lockyard_floor_{secrets.token_hex(4)}"
+    cycles = []
+    with (
+        psycopg.connect(conninfo, autocommit=True) as sender,
+        psycopg.connect(conninfo, autocommit=True) as listener,
+    ):
+        listener.execute(f"LISTEN {channel}")
+        for _ in range(rounds):
+            started = time.perf_counter()
+            sender.execute(f"NOTIFY {channel}")
+            for _note in listener.notifies(timeout=10, stop_after=1):
+                cycles.append(time.perf_counter() - started)
+    return cycles
 
 
 def _drop(spec: str, schema: str) -> None:

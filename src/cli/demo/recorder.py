@@ -58,13 +58,17 @@ class SessionRecorder:
     handoffs: list[float] = field(default_factory=list)
     handoffs_in_order: int = 0
     loop_turns: list[float] = field(default_factory=list)
-    fs_cycles: list[float] = field(default_factory=list)
+    floor_cycles: list[float] = field(default_factory=list)
+    """The backend's own floor of a hand-off, measured in the same run (`runner.py`)."""
+    floor_name: str = ""
     wait_events: int = 0
     deadlocks: list[DeadlockInfo] = field(default_factory=list)
     overlaps: list[Overlap] = field(default_factory=list)
     anomalies: list[str] = field(default_factory=list)
     events: int = 0
-    _released_at: dict[str, float] = field(default_factory=dict)
+    _release_started: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """key -> (holder, when its release began): the holder's lock_release call, or the
+    RELEASED event when that came first (a victim's locks, released for it)."""
     _inside: dict[str, str] = field(default_factory=dict)
     _queues: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
@@ -89,8 +93,13 @@ class SessionRecorder:
         elif event.event_type is LockEventType.ACQUIRED:
             if self.holds.get(key) == agent:
                 return  # a duplicate (the hook re-emits what the tool emitted)
-            if key in waiting_on and key in self._released_at:
-                self.handoffs.append(now - self._released_at[key])
+            # A hand-off may be reported before the release that caused it: on PostgreSQL
+            # the server pushes the grant to the waiter while the holder's release call is
+            # still returning. So it is timed from the start of that release, not from the
+            # RELEASED event (which then still names the former holder).
+            released = self._release_started.pop(key, None)
+            if key in waiting_on and released is not None and released[0] != agent:
+                self.handoffs.append(now - released[1])
                 if queue and queue[0] == agent:
                     self.handoffs_in_order += 1
             _discard(waiting_on, key)
@@ -98,7 +107,15 @@ class SessionRecorder:
             self.holds[key] = agent
         elif self.holds.get(key) == agent:  # RELEASED by the holder
             del self.holds[key]
-            self._released_at[key] = now
+            if self._release_started.get(key, ("", 0.0))[0] != agent:
+                self._release_started[key] = (agent, now)
+
+    def releasing(self, agent_id: str, keys: list[str]) -> None:
+        """`agent_id` is about to call lock_release for `keys` (the hand-offs start now)."""
+        now = self.clock()
+        for key in keys:
+            if self.holds.get(key) == agent_id:
+                self._release_started[key] = (agent_id, now)
 
     def waits_for(self) -> list[tuple[str, str, str | None]]:
         """(waiting agent, lock key, current holder) for every wait edge, agents in order."""

@@ -8,6 +8,7 @@ mode, the path the Claude CLI takes). Nothing here needs a network or an API key
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
@@ -27,11 +28,11 @@ from rich.live import Live
 
 from ...core.events import LockEvent
 from ...infra.agent_runtime import LockCoordinator
-from ...infra.lockstore import JournalQuery, default_lock_dir, open_journal
+from ...infra.lockstore import JournalQuery, default_lock_dir, open_journal, store_call
 from ...infra.transports.sdk.server import create_locking_mcp_server
 from .._errors import CliError, ExitCode
 from .agent import Pacing, Rendezvous, ScriptedAgent
-from .backend import demo_backend
+from .backend import NOTIFY_FLOOR, demo_backend, measure_notify
 from .live import LiveView
 from .recorder import SessionRecorder
 from .scenario import AgentScript, Scenario, build_scenario, file_header
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # the page's server loads only for `demo --web`
 
 LIVE_REFRESH_SECONDS = 0.1
 LOOP_PROBE_SECONDS = 0.005
-FS_PROBE_ROUNDS = 30
+FLOOR_ROUNDS = 30
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,7 @@ class DemoSession:
         )
         self.store = coordinator.store
         self.monitor = coordinator.monitor
+        self.backend = backend
 
     async def emit(self, event: LockEvent) -> None:
         """Every agent's tool server reports here: the recorder sees it, then the monitor."""
@@ -153,7 +155,7 @@ class DemoSession:
                     await self._connect(script, stack),
                     repo=self.workspace.repo,
                     lock_keys=lock_keys,
-                    holder_of=self.store.holder,
+                    holder_of=functools.partial(store_call, self.store, self.store.holder),
                     recorder=self.recorder,
                     rendezvous=rendezvous,
                     pacing=self.pacing,
@@ -188,7 +190,12 @@ class DemoSession:
         return client
 
     def _report(self, seconds: float) -> DemoReport:
-        self.recorder.fs_cycles = measure_mkdir_rmdir(self.workspace.root)
+        if self.backend is None:
+            self.recorder.floor_name = "a raw mkdir+rmdir on this disk"
+            self.recorder.floor_cycles = measure_mkdir_rmdir(self.workspace.root)
+        else:
+            self.recorder.floor_name = NOTIFY_FLOOR
+            self.recorder.floor_cycles = measure_notify(self.backend, FLOOR_ROUNDS)
         for script in self.scenario.agents:
             self.monitor.unregister_agent(script.agent_id)
         repo = self.workspace.repo
@@ -215,7 +222,7 @@ class DemoSession:
             return {}
 
 
-def measure_mkdir_rmdir(where: Path, rounds: int = FS_PROBE_ROUNDS) -> list[float]:
+def measure_mkdir_rmdir(where: Path, rounds: int = FLOOR_ROUNDS) -> list[float]:
     """The other baseline: a raw mkdir + rmdir beside the lock directory, the floor of any
     lock handoff on this disk (taking a lock is a directory creation, giving it back a
     removal)."""

@@ -103,7 +103,8 @@ class DemoReport:
     handoff_median_s: float | None
     handoff_p99_s: float | None
     loop_turn_median_s: float | None
-    mkdir_rmdir_median_s: float | None
+    floor_median_s: float | None
+    """The backend's floor of a hand-off, measured in the same run (`floor` names it)."""
     deadlock_results: int
     deadlocks: tuple[DeadlockRecord, ...]
     file_checks: tuple[FileCheck, ...]
@@ -112,6 +113,7 @@ class DemoReport:
     journal_stats: Stats | None = None
     """What the journal recorded of this run (`lockyard stats` over its window)."""
     journal_location: str = ""
+    floor: str = ""
 
     @property
     def ok(self) -> bool:
@@ -176,7 +178,8 @@ def build_report(
         handoff_median_s=percentile(recorder.handoffs, 0.5),
         handoff_p99_s=percentile(recorder.handoffs, 0.99),
         loop_turn_median_s=percentile(recorder.loop_turns, 0.5),
-        mkdir_rmdir_median_s=percentile(recorder.fs_cycles, 0.5),
+        floor_median_s=percentile(recorder.floor_cycles, 0.5),
+        floor=recorder.floor_name,
         deadlock_results=sum(p.deadlock_results for p in recorder.agents.values()),
         deadlocks=deadlocks,
         file_checks=checks,
@@ -285,7 +288,7 @@ def _baselines(report: DemoReport) -> str:
     parts = [
         f"{handoff / floor:.1f}x {what} ({format_ms(floor)})"
         for what, floor in (
-            ("a raw mkdir+rmdir on this disk", report.mkdir_rmdir_median_s),
+            (report.floor, report.floor_median_s),
             ("the busy event loop's wake-up delay", report.loop_turn_median_s),
         )
         if floor
