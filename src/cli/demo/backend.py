@@ -62,6 +62,8 @@ def measure_notify(spec: str, rounds: int) -> list[float]:
     """The floor of a hand-off on PostgreSQL, measured beside the run: one session sends a
     NOTIFY and another, LISTENing, receives it. A hand-off is at least that (the release is
     a statement that notifies the waiter), plus lockyard's own work at both ends."""
+    import psycopg  # only here: the demo on its lock directory runs without the extra
+
     conninfo = parse_spec(spec).conninfo
     channel = f"lockyard_floor_{secrets.token_hex(4)}"
     cycles = []
