@@ -255,6 +255,11 @@ def test_copilot_qwen_pi_and_kilo_get_their_own_files_and_lose_exactly_them(repo
     assert '"__' not in extension  # every placeholder filled
     plugin = (repo / ".kilo/plugin/lockyard.js").read_text()
     assert '["hook", "pre-tool-use", "--cli", "kilo", "--lock-dir", "/run/locks"]' in plugin
+    # The plugins ask the lock directory's guard over HTTP first (the hook is the fallback).
+    url = f"http://127.0.0.1:{guard_port('/run/locks')}/v1/pre-tool-use?cli=kilo"
+    assert f'const GUARD_URL = "{url}&dir={lock_dir_tag("/run/locks")}&via=command";' in plugin
+    assert "?cli=pi&dir=" in extension
+    assert '"__' not in plugin
     assert json.loads((repo / "kilo.json").read_text())["mcp"]["lockyard"]["command"][3] == "kilo"
     assert "lock_acquire" in (repo / "QWEN.md").read_text()
     code, out = run("uninstall")

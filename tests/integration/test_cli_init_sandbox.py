@@ -48,6 +48,7 @@ def test_init_in_a_sandbox_serves_and_guards_through_the_ipc_folder(repo: Path) 
     assert "--cli gemini --ipc /ipc" in json.dumps(gemini["hooks"])
     plugin = (repo / ".opencode/plugin/lockyard.js").read_text()
     assert '["hook", "pre-tool-use", "--cli", "opencode", "--ipc", "/ipc"]' in plugin
+    assert "const GUARD_URL = null;" in plugin  # no guard listens in a sandbox: the hook asks
 
     code, out = run("uninstall")
     assert code == 0, out

@@ -1,6 +1,8 @@
 """One decision, whichever way a tool call reaches the guard: an HTTP hook posted to a real
 `lockyard serve`, the command hook answered by that server's guard, and the command hook
-judging the call in its own process (no guard answering) give the same answers."""
+judging the call in its own process (no guard answering) give the same answers; so does
+lockyard's OpenCode plugin, which asks the guard over HTTP and runs the command hook when no
+guard answers."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import contextlib
 import http.client
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -17,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from lockyard.infra.agentcli.guard_address import hook_url
+from lockyard.infra.agentcli.setups import Invocation, opencode_plugin
 from lockyard.infra.lockstore import LockStore
 from lockyard.infra.session.registry import SessionRegistry
 from polling_support import wait_until
@@ -138,3 +142,65 @@ def test_every_way_to_the_guard_gives_the_same_answer(
     # The server's guard answered the command hooks given its port (one per case).
     log = serve.read_text()
     assert log.count("guard: answered via=command") == len(answers)
+
+
+# OpenCode's and Kilo's plugin (and pi's extension) ask the guard over HTTP from inside the
+# CLI's own process: node imports the plugin `lockyard init opencode` writes and calls its hook.
+NODE_CALLS_THE_PLUGIN = """
+const [plugin, directory, tool, args] = process.argv.slice(1);
+const { LockyardGuard } = await import(plugin);
+const hooks = await LockyardGuard({ directory });
+try {
+  await hooks["tool.execute.before"]({ tool }, { args: JSON.parse(args) });
+  console.log("allowed");
+} catch (error) {
+  console.log(`refused: ${error.message}`);
+}
+"""
+
+
+def by_plugin(plugin: Path, repo: Path, tool: str, args: dict[str, object]) -> str:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no node on PATH to run the OpenCode plugin with")
+    env = {k: v for k, v in os.environ.items() if k != "LOCKYARD_GUARD_PORT"}
+    done = subprocess.run(
+        [node, "--input-type=module", "-e", NODE_CALLS_THE_PLUGIN, str(plugin), str(repo), tool,
+         json.dumps(args)],
+        capture_output=True, text=True, timeout=120, env=env, check=True,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+def plugin_file(tmp_path: Path, lock_dir: Path, port: int, command: str) -> Path:
+    how = Invocation(command, str(lock_dir), guard_port=port)
+    path = tmp_path / f"lockyard-{port}-{Path(command).name}.mjs"
+    path.write_text(opencode_plugin("opencode", how))
+    return path
+
+
+def test_the_opencode_plugin_asks_the_guard_over_http_and_judges_itself_without_one(
+    serve: Path, repo: Path, lock_dir: Path, port: int, tmp_path: Path
+) -> None:
+    [(record, _alive)] = SessionRegistry(lock_dir).sessions()
+    assert LockStore(repo, lock_dir).try_lock("held.py", record.agent_id)
+    held = {"filePath": str(repo / "held.py"), "content": "x"}
+    free = {"filePath": str(repo / "free.py"), "content": "x"}
+    # No `lockyard` command to fall back on: only the server's guard can answer these.
+    over_http = plugin_file(tmp_path, lock_dir, port, "/nonexistent/lockyard")
+    assert by_plugin(over_http, repo, "write", held) == "allowed"
+    refused = by_plugin(over_http, repo, "write", free)
+    assert "free.py is not locked by you" in refused
+    assert "lockyard_lock_acquire" in refused
+    assert "free.py" in by_plugin(over_http, repo, "bash", {"command": "echo hi > free.py"})
+    assert by_plugin(over_http, repo, "read", free) == "allowed"  # not asked at all
+    assert serve.read_text().count("guard: answered via=command") == 3
+    # Nobody listens on the plugin's port: `lockyard hook` judges the call, alike.
+    elsewhere = plugin_file(tmp_path, lock_dir, free_port(), LOCKYARD)
+    assert by_plugin(elsewhere, repo, "write", held) == "allowed"
+    assert by_plugin(elsewhere, repo, "write", free) == refused
+    # And with neither, the call is refused, never let through.
+    neither = plugin_file(tmp_path, lock_dir, free_port(), "/nonexistent/lockyard")
+    assert by_plugin(neither, repo, "write", held).startswith(
+        "refused: lockyard's guard did not run"
+    )

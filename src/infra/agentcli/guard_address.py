@@ -18,6 +18,9 @@ import os
 GUARD_PORT_ENV = "LOCKYARD_GUARD_PORT"
 HOST = "127.0.0.1"
 HOOK_PATH = "/v1/pre-tool-use"
+COMMAND_VIA = "command"
+"""`via=` of a request that wants what a command hook prints (its exit status, stdout and
+stderr) instead of the CLI's HTTP hook answer: lockyard's command hook and plugins send it."""
 FIRST_PORT = 20000
 PORT_COUNT = 12768
 """Derived ports lie in 20000-32767: below Linux's ephemeral range (32768-60999), so no

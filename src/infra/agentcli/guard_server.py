@@ -43,7 +43,7 @@ from ..session.process_tree import ProcessRef, ancestors, process_ref
 from ..session.registry import SessionRegistry
 from ..session.tcp_peer import PeerUnknownError, peer_process
 from .formats import FORMATS, CliFormat, HookAnswer, ToolCall
-from .guard_address import HOOK_PATH, HOST, MAX_PAYLOAD_BYTES, lock_dir_tag
+from .guard_address import COMMAND_VIA, HOOK_PATH, HOST, MAX_PAYLOAD_BYTES, lock_dir_tag
 from .hook_runner import (
     JudgedAgent,
     NoSessionError,
@@ -59,7 +59,6 @@ MAX_HEAD_BYTES = 64 * 1024
 IDLE_SECONDS = 600.0
 """An idle kept-alive connection is closed after this long (the client closes first)."""
 PID_HEADER = "x-lockyard-pid"
-COMMAND_VIA = "command"
 
 
 class GuardPortTakenError(OSError):

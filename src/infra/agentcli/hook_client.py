@@ -15,7 +15,7 @@ from __future__ import annotations
 import _socket
 import os
 
-from .guard_address import HOOK_PATH, HOST, guard_port, lock_dir_tag
+from .guard_address import COMMAND_VIA, HOOK_PATH, HOST, guard_port, lock_dir_tag
 
 TIMEOUT_SECONDS = 60.0
 """A guard that has not answered by then is given up on (the hook then judges itself)."""
@@ -45,7 +45,7 @@ def ask_guard(
     directory = lock_dir
     number = guard_port(directory, port)
     head = (
-        f"POST {HOOK_PATH}?cli={cli}&dir={lock_dir_tag(directory)}&via=command HTTP/1.1\r\n"
+        f"POST {HOOK_PATH}?cli={cli}&dir={lock_dir_tag(directory)}&via={COMMAND_VIA} HTTP/1.1\r\n"
         f"Host: {HOST}:{number}\r\nContent-Length: {len(raw)}\r\n"
         f"X-Lockyard-Pid: {os.getpid()}\r\nConnection: close\r\n\r\n"
     )

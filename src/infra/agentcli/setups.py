@@ -50,7 +50,7 @@ from .config_files import (
     without_block,
 )
 from .formats import FORMATS
-from .guard_address import HOOK_PATH, HOST, guard_port, hook_url
+from .guard_address import COMMAND_VIA, HOOK_PATH, HOST, guard_port, hook_url
 from .json_edit import json_equal
 
 SERVER_KEY: Final = "lockyard"
@@ -120,6 +120,11 @@ class Invocation:
         """The URL of `cli`'s HTTP hook: the guard of the lock directory the commands use."""
         directory = self.lock_dir or self.default_lock_dir
         return hook_url(directory, cli, guard_port(directory, self.guard_port))
+
+    def guard_url(self, cli: str) -> str | None:
+        """Where a plugin of `cli` asks the guard as its command hook would (the answer is
+        what the hook would print); None in a sandbox, where no guard listens."""
+        return None if self.ipc is not None else f"{self.hook_url(cli)}&via={COMMAND_VIA}"
 
     @classmethod
     def from_argv(cls, argv: list[str], expected: list[str]) -> Invocation | None:
@@ -509,12 +514,16 @@ def _owned_by(cli: str) -> str:
 def render_plugin(template: str, cli: str, how: Invocation) -> str:
     """A plugin file from `plugins/<template>`, its `__NAME__` constants filled in."""
     fmt = FORMATS[cli]
-    text = (files(__package__) / "plugins" / template).read_text(encoding="utf-8")
+    plugins = files(__package__) / "plugins"
+    text = plugins.joinpath(template).read_text(encoding="utf-8")
+    # First, so that its own `__NAME__` constants are filled in below too.
+    text = text.replace("__ASK_GUARD__\n", plugins.joinpath("_ask_guard.js").read_text("utf-8"))
     values = {
         "__OWNED__": _owned_by(cli),
         "__COMMAND__": json.dumps(how.command),
         "__SERVE_ARGS__": json.dumps(how.serve_args(cli)),
         "__HOOK_ARGS__": json.dumps(how.hook_args(cli)),
+        "__GUARD_URL__": json.dumps(how.guard_url(cli)),
         "__GUARDED__": json.dumps(sorted(fmt.write_tools | fmt.shell_tools)),
     }
     for name, value in values.items():

@@ -3,15 +3,15 @@
 import { spawnSync } from "node:child_process";
 
 const COMMAND = __COMMAND__;
-const ARGS = __HOOK_ARGS__;
+const HOOK_ARGS = __HOOK_ARGS__;
 const GUARDED = new Set(__GUARDED__);
 
+__ASK_GUARD__
 export const LockyardGuard = async ({ directory }) => ({
   "tool.execute.before": async (input, output) => {
     if (!GUARDED.has(input.tool)) return;
     const call = { tool_name: input.tool, tool_input: output.args ?? {}, cwd: directory };
-    const payload = JSON.stringify(call);
-    const done = spawnSync(COMMAND, ARGS, { input: payload, encoding: "utf8" });
+    const done = await askGuard(JSON.stringify(call));
     if (done.error || done.status !== 0) {
       const why = done.error ?? done.stderr;
       throw new Error(`lockyard's guard did not run (${why}), so this call is refused`);

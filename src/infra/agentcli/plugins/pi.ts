@@ -1,13 +1,15 @@
 // __OWNED__
 // lockyard for pi: the lock tools of `lockyard serve` (started here, spoken to over MCP on
-// its stdin/stdout) offered as pi tools, and a guard that asks `lockyard hook` before each
-// write or shell call and blocks the call when lockyard refuses it.
+// its stdin/stdout) offered as pi tools, and a guard that asks lockyard before each write or
+// shell call and blocks the call when lockyard refuses it.
 import { spawn, spawnSync } from "node:child_process";
 
 const COMMAND = __COMMAND__;
 const SERVE_ARGS = __SERVE_ARGS__;
 const HOOK_ARGS = __HOOK_ARGS__;
 const GUARDED = new Set(__GUARDED__);
+
+__ASK_GUARD__
 
 function startServer() {
   const child = spawn(COMMAND, SERVE_ARGS, { stdio: ["pipe", "pipe", "ignore"] });
@@ -91,7 +93,7 @@ export default async function lockyard(pi) {
   pi.on("tool_call", async (event, ctx) => {
     if (!GUARDED.has(event.toolName)) return;
     const call = { tool_name: event.toolName, tool_input: event.input ?? {}, cwd: ctx.cwd };
-    const done = spawnSync(COMMAND, HOOK_ARGS, { input: JSON.stringify(call), encoding: "utf8" });
+    const done = await askGuard(JSON.stringify(call));
     if (done.error || done.status !== 0) {
       const why = done.error ?? done.stderr;
       return { block: true, reason: `lockyard's guard did not run (${why}), so this call is refused` };
