@@ -35,13 +35,16 @@ class ExitCode(IntEnum):
     """The PostgreSQL backend cannot be used: server down, login refused, schema too new."""
     MISSING_EXTRA = 8
     """A part this use needs is not installed: the message names the extra to install."""
+    LOCK_TIMED_OUT = 9
+    """`lock --timeout`: the locks were not all held in time (nothing is held)."""
 
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 demo invariant broken; 2 usage error; 3 lock directory missing or "
     "unreadable; 4 refused (clean --all needs --yes or a confirmation); 5 some lock entries "
     "unreadable (reported, never deleted); 6 monitor --once found a deadlock; 7 the PostgreSQL "
-    "backend cannot be used; 8 a part of lockyard that an extra brings is not installed."
+    "backend cannot be used; 8 a part of lockyard that an extra brings is not installed; "
+    "9 lock --timeout passed (otherwise lock exits with its command's status)."
 )
 
 

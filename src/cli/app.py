@@ -36,6 +36,7 @@ class _LockyardApp(typer.Typer):
 COMMAND_MODULES: dict[str, str] = {
     "demo": "lockyard.cli.demo.command",
     "status": "lockyard.cli.status",
+    "lock": "lockyard.cli.lock",
     "log": "lockyard.cli.log",
     "stats": "lockyard.cli.stats",
     "clean": "lockyard.cli.clean",

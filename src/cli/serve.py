@@ -211,7 +211,7 @@ def _serve(
             port = chosen_guard_port(str(store.lock_dir), guard_port)
         except GuardPortError as exc:
             raise _usage(str(exc)) from None
-    claim = _claim_agent_id(store, agent_id)
+    claim = claim_agent_id(store, agent_id)
     try:
         _serve_claimed(store, agent_id, session, level, progress_interval, port)
     finally:
@@ -297,7 +297,7 @@ async def _serve_and_guard(
         await serving.run_stdio()
 
 
-def _claim_agent_id(store: LockBackend, agent_id: str) -> AgentClaim | None:
+def claim_agent_id(store: LockBackend, agent_id: str) -> AgentClaim | None:
     """Refuse a second live server under one agent id (both would hold every lock of it).
     A lock directory only: a PostgreSQL store ties locks to database sessions instead."""
     if not isinstance(store, LockStore):

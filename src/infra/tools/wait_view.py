@@ -1,0 +1,100 @@
+"""What a waiter sees of the locks it waits for: who holds each, since when, its place in line.
+
+Read from the store alone (holder records and queue entries), so it is the same for an agent's
+`lock_acquire`, a person's `lockyard lock` and `lock_status`, on either backend. A lock may
+have several holders (shared holds) and a waiter may not be in line yet: the view keeps both
+cases instead of assuming one exclusive holder.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..lockstore import HolderRecord, WaiterRecord
+
+
+class LineReader(Protocol):
+    """The two reads a view needs (every `LockBackend` has them)."""
+
+    def holder_record(self, filepath: str) -> HolderRecord | None: ...
+    def waiters(self, filepath: str) -> list[WaiterRecord]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """One holder of a lock."""
+
+    agent_id: str
+    since: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class LineView:
+    """One lock as `agent_id` sees it while it waits for it."""
+
+    key: str
+    holders: tuple[Holding, ...]
+    ahead: int
+    """Waiters before `agent_id` in this lock's queue (all of them when it is not in line)."""
+    in_line: bool
+    """Whether `agent_id` stands in this lock's queue now."""
+
+    def describe(self, now: float | None = None) -> str:
+        """`src/a.py: held by bob for 12 s, 1 ahead of you in line` (one short clause)."""
+        moment = time.time() if now is None else now
+        if self.holders:
+            who = ", ".join(
+                h.agent_id if h.since is None else f"{h.agent_id} for {_span(moment - h.since)}"
+                for h in self.holders
+            )
+            held = f"held by {who}"
+        else:
+            held = "being handed over"
+        if self.in_line:
+            place = "you are next" if self.ahead == 0 else f"{self.ahead} ahead of you in line"
+        else:
+            place = "nobody else waiting" if self.ahead == 0 else f"{self.ahead} waiting"
+        return f"{self.key}: {held}, {place}"
+
+    def to_dict(self, now: float | None = None) -> dict[str, object]:
+        """Plain JSON for tool results and progress."""
+        moment = time.time() if now is None else now
+        return {
+            "filepath": self.key,
+            "held_by": [
+                {
+                    "agent": h.agent_id,
+                    "for_seconds": None if h.since is None else round(max(0.0, moment - h.since)),
+                }
+                for h in self.holders
+            ],
+            "ahead_of_you": self.ahead,
+            "in_line": self.in_line,
+        }
+
+
+def line_view(store: LineReader, agent_id: str, key: str) -> LineView:
+    """`key` as `agent_id` sees it now (two reads; a record that vanished between them is
+    simply not shown)."""
+    record = store.holder_record(key)
+    holders = () if record is None else (Holding(record.agent_id, record.acquired_at),)
+    queue = store.waiters(key)
+    mine = [index for index, waiter in enumerate(queue) if waiter.agent_id == agent_id]
+    ahead = mine[0] if mine else len(queue)
+    return LineView(key, holders, ahead, bool(mine))
+
+
+def describe_waits(views: list[LineView], now: float | None = None) -> str:
+    """Every view in one line: `a.py: held by bob for 3 s, you are next; b.py: ...`."""
+    return "; ".join(view.describe(now) for view in views)
+
+
+def _span(seconds: float) -> str:
+    whole = max(0, round(seconds))
+    if whole < 120:
+        return f"{whole} s"
+    if whole < 7200:
+        return f"{whole // 60} min"
+    return f"{whole // 3600} h"
