@@ -125,6 +125,9 @@ async def test_progress_is_reported_while_waiting(repo: Path, lock_dir: Path) ->
     assert len(progress) >= 2
     assert progress[0][1] is not None
     assert "waiting for locks" in progress[0][1]
+    # It names the file still waited for, its holder and the agent's place in line.
+    assert any("src/a.py: held by holder for" in (m or "") for _, m in progress), progress
+    assert any("you are next" in (m or "") for _, m in progress), progress
     assert [value for value, _ in progress] == sorted(value for value, _ in progress)
 
 

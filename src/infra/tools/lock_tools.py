@@ -175,6 +175,12 @@ class LockTools:
         self._unreported_lost: list[LostLock] = []
         """Lost locks taken from the store that no successful result has carried yet: a call
         that fails (or is cancelled) after taking them must not use them up."""
+        self._calls: set[_AcquireCall] = set()
+        """The `lock_acquire` calls running now (their waits, for progress reports)."""
+
+    def waiting_for(self) -> list[str]:
+        """The lock keys this agent's running `lock_acquire` calls wait for now, sorted."""
+        return sorted({key for call in self._calls for key in call.waiting})
 
     async def call(self, tool_name: str, arguments: object) -> ToolOutcome:
         """Run the tool named `tool_name`. Never raises (but for cancellation): an unknown name
@@ -202,6 +208,7 @@ class LockTools:
         except InvalidToolInputError as exc:
             return ToolOutcome.error(str(exc))
         call = _AcquireCall(self, keys)
+        self._calls.add(call)
         try:
             self._note_lost(await store_call(self.store, self.store.take_lost_locks, self.agent_id))
             payload = await call.run(float(request.timeout_seconds))
@@ -212,6 +219,8 @@ class LockTools:
                 f"lock_acquire failed: {exc}. Nothing was locked by this call; "
                 f"fix the problem above or retry.{self._lost_text()}"
             )
+        finally:
+            self._calls.discard(call)
         return ToolOutcome.success(self._with_unreported_lost(payload))
 
     async def release(self, arguments: object) -> ToolOutcome:
@@ -312,7 +321,7 @@ class LockTools:
                 logger.exception("emit_lock_event failed for %s", event)
 
 
-@dataclass
+@dataclass(eq=False)
 class _AcquireCall:
     """The state of one `lock_acquire` call, so every exit path can put things right."""
 

@@ -39,10 +39,11 @@ from mcp.shared.message import SessionMessage
 
 from ....core.events import LockEvent
 from ...crossproc.sources import victim_notices_for
-from ...lockstore import JournalRecord, LockBackend, LostLock, WaiterRecord
+from ...lockstore import JournalRecord, LockBackend, LostLock, WaiterRecord, store_call
 from ...signals import cancel_on_signals
 from ...tools.lock_tools import ACQUIRE_TOOL, LockTools, ToolOutcome
 from ...tools.mcp_server import SERVER_VERSION, list_tools_result, to_call_tool_result
+from ...tools.wait_view import LineView, describe_waits, line_view
 from .jsonrpc_screen import screen
 
 log = logging.getLogger("lockyard.serve")
@@ -193,15 +194,17 @@ class StdioToolSession:
             )
         return to_call_tool_result(outcome)
 
+    async def progress_text(self, waited: float) -> str:
+        """The message of one progress notification while `lock_acquire` waits."""
+        return f"waiting for locks ({waited:.0f} s)"
+
     async def _report_progress(self, ctx: Any) -> None:
         started = time.monotonic()
         while True:
             await anyio.sleep(self.progress_interval)
             waited = time.monotonic() - started
             try:
-                await ctx.session.report_progress(
-                    waited, None, f"waiting for locks ({waited:.0f} s)"
-                )
+                await ctx.session.report_progress(waited, None, await self.progress_text(waited))
             except Exception as exc:  # progress is a courtesy; never fail the call for it
                 log.debug("progress notification failed: %s", exc)
                 return
@@ -254,6 +257,24 @@ class ServeSession(StdioToolSession):
 
     async def end_session(self) -> list[str]:
         return self.release_own_locks()  # synchronous: cancellation cannot cut it short
+
+    async def progress_text(self, waited: float) -> str:
+        """`waiting for locks (12 s): src/a.py: held by bob for 40 s, you are next; ...`:
+        the files still waited for, their holders and this agent's place in each line."""
+        plain = await super().progress_text(waited)
+        keys = self.lock_tools.waiting_for()
+        if not keys:
+            return plain
+
+        def read() -> list[LineView]:
+            return [line_view(self.store, self.agent_id, key) for key in keys]
+
+        try:
+            views = await store_call(self.store, read)
+        except Exception as exc:  # progress is a courtesy: the plain message then
+            log.debug("could not read the queues for progress: %s", exc)
+            return plain
+        return f"{plain}: {describe_waits(views)}"
 
 
 def _log_event(event: LockEvent) -> None:
