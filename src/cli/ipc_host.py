@@ -31,7 +31,7 @@ HELP = (
     "`lockyard serve --ipc DIR --repo /workspace` as the agent's MCP server.\n\n"
     "A sandbox whose heartbeat stops for --stale-after seconds has its calls cancelled and "
     "its locks released. --admin NAME gives that folder's agent the operator tools "
-    "(lock_status, lock_force_release). Runs until SIGTERM/SIGINT, then releases every "
+    "(lock_overview, lock_force_release). Runs until SIGTERM/SIGINT, then releases every "
     "sandbox's locks. See docs/sandboxes.md."
 )
 

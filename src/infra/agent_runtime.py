@@ -48,7 +48,12 @@ from .hooks.shell_guard.hook import make_shell_guard_hook
 from .hooks.write_guard.hook import WRITE_TOOLS_MATCHER, make_write_guard_hook
 from .lockstore import CorruptRecordError, LockBackend, LockStore, open_backend
 from .tools.lock_tools import LockTools
-from .tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name, release_tool_name
+from .tools.naming import (
+    DEFAULT_SERVER_KEY,
+    acquire_tool_name,
+    release_tool_name,
+    status_tool_name,
+)
 from .transports.sdk.server import lock_tools_server_config
 from .transports.sdk.servers import new_agent_id
 
@@ -197,7 +202,9 @@ class AgentRuntimeBuilder:
         options = dataclasses.replace(
             base,
             mcp_servers=self._servers(base, tools),
-            allowed_tools=_merged(base.allowed_tools, [acquire, release]),
+            allowed_tools=_merged(
+                base.allowed_tools, [acquire, release, status_tool_name(self.server_key)]
+            ),
             hooks=self._hooks(base, sdk.HookMatcher, store, agent_id, emit, acquire, release),
             system_prompt=self._system_prompt(base, prompt),
             cwd=base.cwd if base.cwd is not None else store.root,

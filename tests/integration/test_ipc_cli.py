@@ -99,8 +99,14 @@ async def test_an_agent_locks_through_serve_ipc_and_a_killed_sandbox_loses_its_l
         acquired = await alice.call_tool(
             "lock_acquire", {"filepaths": [str(workspace / "a.py")], "timeout_seconds": 0}
         )
-        status = json.loads(text_of(await alice.call_tool("lock_status", {})))
-    assert tools == ["lock_acquire", "lock_release", "lock_status", "lock_force_release"]
+        status = json.loads(text_of(await alice.call_tool("lock_overview", {})))
+    assert tools == [
+        "lock_acquire",
+        "lock_release",
+        "lock_status",
+        "lock_overview",
+        "lock_force_release",
+    ]
     assert json.loads(text_of(acquired))["results"][0] == {
         "filepath": store.canonicalize("a.py"),
         "acquired": True,

@@ -81,7 +81,7 @@ async def test_results_and_texts_are_the_tools_own_call_for_call(
             outcome = await client.call(tool, arguments)
             seen.append((outcome.text.replace("alice", "<agent>"), outcome.is_error))
     assert seen == expected
-    assert [spec.name for spec in TOOL_SPECS] == ["lock_acquire", "lock_release"]
+    assert [spec.name for spec in TOOL_SPECS] == ["lock_acquire", "lock_release", "lock_status"]
 
 
 async def test_absolute_paths_inside_the_sandbox_checkout_name_the_hosts_file(
@@ -272,15 +272,21 @@ async def test_operator_tools_only_for_the_admin_folder(
         main_tools = [tool["name"] for tool in await main.list_tools()]
         payload(await bob.call("lock_acquire", {"filepaths": ["a.py"]}))
         denied = await bob.call("lock_force_release", {"filepath": "a.py", "reason": "mine"})
-        status = payload(await main.call("lock_status", {}))
+        status = payload(await main.call("lock_overview", {}))
         bad = await main.call("lock_force_release", {"filepath": "a.py"})
         forced = payload(
             await main.call("lock_force_release", {"filepath": "a.py", "reason": "stuck for 1 h"})
         )
         told = payload(await bob.call("lock_acquire", {"filepaths": ["b.py"]}))
         again = payload(await bob.call("lock_acquire", {"filepaths": ["c.py"]}))
-    assert bob_tools == ["lock_acquire", "lock_release"]
-    assert main_tools == ["lock_acquire", "lock_release", "lock_status", "lock_force_release"]
+    assert bob_tools == ["lock_acquire", "lock_release", "lock_status"]
+    assert main_tools == [
+        "lock_acquire",
+        "lock_release",
+        "lock_status",
+        "lock_overview",
+        "lock_force_release",
+    ]
     assert denied.is_error
     assert "only the admin sandbox" in denied.text
     assert [(lock["filepath"], lock["holder"]) for lock in status["locks"]] == [
@@ -411,7 +417,13 @@ async def test_the_mcp_session_lists_the_hosts_tools_and_releases_on_exit(
         released = await session.end_session()
         assert released == [store.canonicalize("a.py"), store.canonicalize("b.py")]
         assert all(message and message.startswith("waiting for locks") for message in progress)
-    assert tools == ["lock_acquire", "lock_release", "lock_status", "lock_force_release"]
+    assert tools == [
+        "lock_acquire",
+        "lock_release",
+        "lock_status",
+        "lock_overview",
+        "lock_force_release",
+    ]
     assert store.holder("a.py") is None
 
 
@@ -453,7 +465,7 @@ async def test_the_host_serves_sandboxes_on_the_postgresql_backend(
 
                 group.start_soon(wait_for_a)
                 await wait_until_async(lambda: bool(pg_store.waiters("a.py")))
-                status = payload(await ops.call("lock_status", {}))
+                status = payload(await ops.call("lock_overview", {}))
                 await alice.call("lock_release", {"all": True})
             forced = payload(
                 await ops.call("lock_force_release", {"filepath": "a.py", "reason": "test"})

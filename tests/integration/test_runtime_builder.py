@@ -18,6 +18,7 @@ from lockyard.infra.lockstore import LockStore
 
 ACQUIRE = "mcp__lockyard__lock_acquire"
 RELEASE = "mcp__lockyard__lock_release"
+STATUS = "mcp__lockyard__lock_status"
 
 
 @pytest.fixture
@@ -50,7 +51,7 @@ def test_the_options_carry_server_tools_hooks_prompt_and_cwd(
     assert server["type"] == "sdk"
     assert server["name"] == "lockyard"
     assert "timeout" not in server
-    assert options.allowed_tools == [ACQUIRE, RELEASE]
+    assert options.allowed_tools == [ACQUIRE, RELEASE, STATUS]
 
     hooks = options.hooks or {}
     assert [m.matcher for m in hooks["PreToolUse"]] == ["Write|Edit|MultiEdit|NotebookEdit", "Bash"]
@@ -86,7 +87,7 @@ def test_base_options_are_extended_never_mutated(repo: Path, tmp_path: Path) -> 
     ).build()
     options = runtime.options
     assert set(options.mcp_servers) == {"other", "lockyard"}  # type: ignore[arg-type]
-    assert options.allowed_tools == ["Read", ACQUIRE, RELEASE]
+    assert options.allowed_tools == ["Read", ACQUIRE, RELEASE, STATUS]
     assert [m.matcher for m in (options.hooks or {})["PreToolUse"]] == [
         "Read",
         "Write|Edit|MultiEdit|NotebookEdit",

@@ -63,7 +63,7 @@ async def test_serves_the_same_tools_as_the_in_process_server(repo: Path, lock_d
         expected = (await local.list_tools()).tools
     async with served("a", repo, lock_dir) as client:
         tools = (await client.list_tools()).tools
-    assert [t.name for t in tools] == ["lock_acquire", "lock_release"]
+    assert [t.name for t in tools] == ["lock_acquire", "lock_release", "lock_status"]
     assert [t.model_dump() for t in tools] == [t.model_dump() for t in expected]
 
 

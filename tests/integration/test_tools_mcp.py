@@ -34,7 +34,7 @@ async def test_the_tools_are_listed_with_our_schemas_and_descriptions(
     assert config["name"] == "lockyard"
     async with Client(config["instance"], mode="legacy") as client:
         tools = (await client.list_tools()).tools
-    assert [tool.name for tool in tools] == ["lock_acquire", "lock_release"]
+    assert [tool.name for tool in tools] == ["lock_acquire", "lock_release", "lock_status"]
     for tool, spec in zip(tools, TOOL_SPECS, strict=True):
         assert tool.description == spec.description
         assert tool.input_schema == dict(spec.input_schema)

@@ -139,7 +139,7 @@ def test_schemas_are_in_the_form_the_sdk_and_cli_forward(spec: Any) -> None:
 
 
 def test_tool_names_are_safe_for_mcp_prefixes() -> None:
-    assert TOOL_NAMES == ("lock_acquire", "lock_release")
+    assert TOOL_NAMES == ("lock_acquire", "lock_release", "lock_status")
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)

@@ -328,7 +328,11 @@ class _HookListSetup(_JsonServerSetup):
             document.delete_items(self._hook_keys, self._group_is_ours)
 
 
-LOCK_TOOLS: Final = ("mcp__lockyard__lock_acquire", "mcp__lockyard__lock_release")
+LOCK_TOOLS: Final = (
+    "mcp__lockyard__lock_acquire",
+    "mcp__lockyard__lock_release",
+    "mcp__lockyard__lock_status",
+)
 _HTTP_HOOK_URL: Final = re.compile(
     re.escape(f"http://{HOST}:")
     + r"[0-9]{1,5}"

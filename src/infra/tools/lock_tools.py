@@ -34,6 +34,7 @@ from ...core.events import LockEvent, LockEventType
 from ...core.ports import EmitLockEvent, VictimNotices, deliver
 from ..lockstore import (
     CorruptRecordError,
+    HolderRecord,
     JournalRecord,
     JournalStep,
     LockStoreError,
@@ -46,6 +47,7 @@ from ..lockstore import (
     validate_agent_id,
 )
 from .holder_text import UNREADABLE_HOLDER
+from .lock_look import lock_look
 from .tool_inputs import (
     ACQUIRE_SPEC,
     ACQUIRE_TOOL,
@@ -54,11 +56,14 @@ from .tool_inputs import (
     MAX_TIMEOUT_SECONDS,
     RELEASE_SPEC,
     RELEASE_TOOL,
+    STATUS_SPEC,
+    STATUS_TOOL,
     TOOL_NAMES,
     TOOL_SPECS,
     AcquireInput,
     InvalidToolInputError,
     ReleaseInput,
+    StatusInput,
     ToolSpec,
     parse_arguments,
 )
@@ -72,6 +77,8 @@ __all__ = [
     "MAX_TIMEOUT_SECONDS",
     "RELEASE_SPEC",
     "RELEASE_TOOL",
+    "STATUS_SPEC",
+    "STATUS_TOOL",
     "TOOL_NAMES",
     "TOOL_SPECS",
     "UNREADABLE_HOLDER",
@@ -117,6 +124,7 @@ class ToolStore(Protocol):
     ) -> bool: ...
     def release(self, filepath: str, agent_id: str) -> bool: ...
     def holder(self, filepath: str) -> str | None: ...
+    def holder_record(self, filepath: str) -> HolderRecord | None: ...
     def cleanup_agent_locks(self, agent_id: str) -> list[str]: ...
     def grant_fence(self, filepath: str, agent_id: str) -> int | None: ...
     def take_lost_locks(self, agent_id: str) -> list[LostLock]: ...
@@ -198,7 +206,25 @@ class LockTools:
             )
 
     def _handlers(self) -> dict[str, Callable[[object], Awaitable[ToolOutcome]]]:
-        return {ACQUIRE_TOOL: self.acquire, RELEASE_TOOL: self.release}
+        return {ACQUIRE_TOOL: self.acquire, RELEASE_TOOL: self.release, STATUS_TOOL: self.status}
+
+    async def status(self, arguments: object) -> ToolOutcome:
+        """`lock_status`: each file's holders and waiters, read only (never queues)."""
+        try:
+            request = parse_arguments(STATUS_TOOL, StatusInput, arguments)
+            keys = self._canonical_keys(STATUS_TOOL, request.filepaths)
+        except InvalidToolInputError as exc:
+            return ToolOutcome.error(str(exc))
+
+        def look() -> list[dict[str, Any]]:
+            now = time.time()
+            return [lock_look(self.store, self.agent_id, key, now) for key in keys]
+
+        try:
+            looks = await store_call(self.store, look)
+        except STORE_ERRORS as exc:
+            return ToolOutcome.error(f"lock_status failed: {exc}. Nothing was changed; retry.")
+        return ToolOutcome.success({"locks": looks})
 
     async def acquire(self, arguments: object) -> ToolOutcome:
         """`lock_acquire`: lock every file, wait for any blocked one, report the state."""
@@ -300,7 +326,7 @@ class LockTools:
             except STORE_ERRORS as exc:
                 problems.append(f"{path!r}: {exc}")
         if problems:
-            nothing = "locked" if tool == ACQUIRE_TOOL else "released"
+            nothing = {ACQUIRE_TOOL: "locked", RELEASE_TOOL: "released"}.get(tool, "looked at")
             raise InvalidToolInputError(
                 f"{tool} rejected these paths: {'; '.join(problems)}. Nothing was {nothing}. "
                 "Use paths of files inside the repository (relative to its root, or absolute)."

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from .tool_inputs import ACQUIRE_TOOL, RELEASE_TOOL
+from .tool_inputs import ACQUIRE_TOOL, RELEASE_TOOL, STATUS_TOOL
 
 DEFAULT_SERVER_KEY: Final = "lockyard"
 _SERVER_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -37,3 +37,7 @@ def acquire_tool_name(server_key: str = DEFAULT_SERVER_KEY) -> str:
 
 def release_tool_name(server_key: str = DEFAULT_SERVER_KEY) -> str:
     return mcp_tool_name(server_key, RELEASE_TOOL)
+
+
+def status_tool_name(server_key: str = DEFAULT_SERVER_KEY) -> str:
+    return mcp_tool_name(server_key, STATUS_TOOL)

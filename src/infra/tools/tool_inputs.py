@@ -30,6 +30,7 @@ from ..lockstore import MAX_TIMEOUT_SECONDS as MAX_TIMEOUT_SECONDS
 
 ACQUIRE_TOOL: Final = "lock_acquire"
 RELEASE_TOOL: Final = "lock_release"
+STATUS_TOOL: Final = "lock_status"
 
 MAX_FILES_PER_CALL: Final = 256
 """More files than this in one call is almost certainly a mistake (a glob gone wrong)."""
@@ -101,6 +102,19 @@ class ReleaseInput(BaseModel):
         return self
 
 
+class StatusInput(BaseModel):
+    """Arguments of `lock_status`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    filepaths: list[FilePath] = Field(min_length=1, max_length=MAX_FILES_PER_CALL)
+
+    @field_validator("filepaths")
+    @classmethod
+    def _paths(cls, paths: list[str]) -> list[str]:
+        return _check_paths(paths)
+
+
 # --- JSON schemas ------------------------------------------------------------------------
 # A string "type" plus "properties" (else the SDK misreads the dict) and no top-level oneOf
 # (the CLI strips it before the model sees it): the either/or rule of lock_release lives in
@@ -154,6 +168,18 @@ RELEASE_SCHEMA: Final[dict[str, Any]] = {
     "additionalProperties": False,
 }
 
+STATUS_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "filepaths": {
+            **_FILEPATHS_SCHEMA,
+            "description": "The files to look at (repository-relative, or absolute inside it).",
+        },
+    },
+    "required": ["filepaths"],
+    "additionalProperties": False,
+}
+
 ACQUIRE_DESCRIPTION: Final = (
     "Lock files before you edit them. Pass EVERY file you will edit in ONE call. "
     "Files are locked in sorted order; the result lists each file by its canonical path with "
@@ -182,9 +208,18 @@ class ToolSpec:
     input_schema: Mapping[str, Any]
 
 
+STATUS_DESCRIPTION: Final = (
+    "Look at files' locks without taking them: for each file, who holds it and for how long "
+    '("held_by"), who waits in line ("waiting", first come first served), whether you hold or '
+    'wait for it, and "would_be_granted" (a lock_acquire now would get it at once). It never '
+    "waits, queues or changes anything. Use it to plan which files to work on first; to "
+    "edit a file you still need lock_acquire."
+)
+
 ACQUIRE_SPEC: Final = ToolSpec(ACQUIRE_TOOL, ACQUIRE_DESCRIPTION, ACQUIRE_SCHEMA)
 RELEASE_SPEC: Final = ToolSpec(RELEASE_TOOL, RELEASE_DESCRIPTION, RELEASE_SCHEMA)
-TOOL_SPECS: Final[tuple[ToolSpec, ...]] = (ACQUIRE_SPEC, RELEASE_SPEC)
+STATUS_SPEC: Final = ToolSpec(STATUS_TOOL, STATUS_DESCRIPTION, STATUS_SCHEMA)
+TOOL_SPECS: Final[tuple[ToolSpec, ...]] = (ACQUIRE_SPEC, RELEASE_SPEC, STATUS_SPEC)
 TOOL_NAMES: Final[tuple[str, ...]] = tuple(spec.name for spec in TOOL_SPECS)
 
 
@@ -211,16 +246,23 @@ _FIELD_RULES: Final[dict[str, dict[str, str]]] = {
         ),
         "all": '"all" must be true or false',
     },
+    STATUS_TOOL: {
+        "filepaths": (
+            f'"filepaths" must be a list of 1 to {MAX_FILES_PER_CALL} non-blank file path strings'
+        ),
+    },
 }
 
 _EXAMPLES: Final[dict[str, str]] = {
     ACQUIRE_TOOL: '{"filepaths": ["src/app.py", "tests/test_app.py"], "timeout_seconds": 0}',
     RELEASE_TOOL: '{"filepaths": ["src/app.py"]} or {"all": true}',
+    STATUS_TOOL: '{"filepaths": ["src/app.py", "tests/test_app.py"]}',
 }
 
 _NOTHING_CHANGED: Final[dict[str, str]] = {
     ACQUIRE_TOOL: "Nothing was locked.",
     RELEASE_TOOL: "Nothing was released.",
+    STATUS_TOOL: "Nothing was looked at.",
 }
 
 

@@ -1,4 +1,4 @@
-"""The operator tools that only the admin sandbox may call: `lock_status` and
+"""The operator tools that only the admin sandbox may call: `lock_overview` and
 `lock_force_release`.
 
 A force-release needs a reason. The reason is logged on the host and told to the holder: the
@@ -22,12 +22,12 @@ from ...tools.tool_inputs import MAX_PATH_LENGTH, InvalidToolInputError
 
 log = logging.getLogger("lockyard.ipc.host")
 
-STATUS_TOOL: Final = "lock_status"
+OVERVIEW_TOOL: Final = "lock_overview"
 FORCE_RELEASE_TOOL: Final = "lock_force_release"
 MAX_REASON_CHARS: Final = 500
 
 STATUS_SPEC: Final = ToolSpec(
-    STATUS_TOOL,
+    OVERVIEW_TOOL,
     "Operator tool: every lock of the lock directory (holder, age, whether the holder is "
     "alive, waiters in order) and every sandbox this host serves (alive, last seen).",
     {"type": "object", "properties": {}, "additionalProperties": False},
@@ -44,7 +44,7 @@ FORCE_RELEASE_SPEC: Final = ToolSpec(
                 "type": "string",
                 "minLength": 1,
                 "maxLength": MAX_PATH_LENGTH,
-                "description": "The locked file (as lock_status lists it, or repo-relative).",
+                "description": "The locked file (as lock_overview lists it, or repo-relative).",
             },
             "reason": {
                 "type": "string",
@@ -58,7 +58,7 @@ FORCE_RELEASE_SPEC: Final = ToolSpec(
     },
 )
 OPERATOR_SPECS: Final[tuple[ToolSpec, ...]] = (STATUS_SPEC, FORCE_RELEASE_SPEC)
-OPERATOR_TOOL_NAMES: Final[tuple[str, ...]] = (STATUS_TOOL, FORCE_RELEASE_TOOL)
+OPERATOR_TOOL_NAMES: Final[tuple[str, ...]] = (OVERVIEW_TOOL, FORCE_RELEASE_TOOL)
 
 
 class _StatusInput(BaseModel):
@@ -82,7 +82,7 @@ TellHolder = Callable[[str, Mapping[str, Any]], bool]
 
 
 class OperatorTools:
-    """`lock_status` and `lock_force_release` for the admin sandbox `admin`."""
+    """`lock_overview` and `lock_force_release` for the admin sandbox `admin`."""
 
     def __init__(
         self,
@@ -100,7 +100,7 @@ class OperatorTools:
 
     async def call(self, tool: str, arguments: object) -> ToolOutcome:
         try:
-            if tool == STATUS_TOOL:
+            if tool == OVERVIEW_TOOL:
                 parse_arguments_plain(tool, _StatusInput, arguments)
                 locks = await store_call(self.store, self.locks)
                 return ToolOutcome.success({"locks": locks, "sandboxes": self._sandboxes()})
@@ -123,7 +123,7 @@ class OperatorTools:
             return ToolOutcome.error(f"{tool} failed: {exc}. Nothing was changed.")
 
     def locks(self) -> list[dict[str, Any]]:
-        """Every lock of the store, as `lock_status` shows it."""
+        """Every lock of the store, as `lock_overview` shows it."""
         locks = []
         for info in self.store.list_locks():
             holder = info.holder
@@ -190,7 +190,7 @@ def parse_arguments_plain(tool: str, model: type[M], arguments: object) -> M:
         except ValidationError:
             pass
     example = (
-        "{}" if tool == STATUS_TOOL else '{"filepath": "src/app.py", "reason": "holder is stuck"}'
+        "{}" if tool == OVERVIEW_TOOL else '{"filepath": "src/app.py", "reason": "holder is stuck"}'
     )
     raise InvalidToolInputError(
         f"{tool} rejected its arguments. Nothing was changed. Call it again like {example}."

@@ -39,7 +39,14 @@ from mcp.shared.message import SessionMessage
 
 from ....core.events import LockEvent
 from ...crossproc.sources import victim_notices_for
-from ...lockstore import JournalRecord, LockBackend, LostLock, WaiterRecord, store_call
+from ...lockstore import (
+    HolderRecord,
+    JournalRecord,
+    LockBackend,
+    LostLock,
+    WaiterRecord,
+    store_call,
+)
 from ...signals import cancel_on_signals
 from ...tools.lock_tools import ACQUIRE_TOOL, LockTools, ToolOutcome
 from ...tools.mcp_server import SERVER_VERSION, list_tools_result, to_call_tool_result
@@ -92,6 +99,9 @@ class SessionLedger:
 
     def holder(self, filepath: str) -> str | None:
         return self.store.holder(filepath)
+
+    def holder_record(self, filepath: str) -> HolderRecord | None:
+        return self.store.holder_record(filepath)
 
     def cleanup_agent_locks(self, agent_id: str) -> list[str]:
         released = self.store.cleanup_agent_locks(agent_id)
