@@ -31,7 +31,7 @@ def repo(tmp_path: Path) -> Path:
 def waiting_thread(store: LockBackend, key: str, agent: str) -> threading.Thread:
     """`agent` waits for `key` in another thread until the test releases it."""
     thread = threading.Thread(
-        target=store.acquire, args=(key, agent), kwargs={"timeout_seconds": 60}
+        target=store.acquire, args=(key, agent), kwargs={"timeout_seconds": 900}
     )
     thread.start()
     wait_until(lambda: [w.agent_id for w in store.waiters(key)] == [agent], f"{agent} to queue")
