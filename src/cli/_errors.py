@@ -37,6 +37,8 @@ class ExitCode(IntEnum):
     """A part this use needs is not installed: the message names the extra to install."""
     LOCK_TIMED_OUT = 9
     """`lock --timeout`: the locks were not all held in time (nothing is held)."""
+    PROBLEMS_FOUND = 10
+    """`doctor`: something in the set-up needs fixing (each problem says what to do)."""
 
 
 EXIT_CODES_HELP = (
@@ -44,7 +46,8 @@ EXIT_CODES_HELP = (
     "unreadable; 4 refused (clean --all needs --yes or a confirmation); 5 some lock entries "
     "unreadable (reported, never deleted); 6 monitor --once found a deadlock; 7 the PostgreSQL "
     "backend cannot be used; 8 a part of lockyard that an extra brings is not installed; "
-    "9 lock --timeout passed (otherwise lock exits with its command's status)."
+    "9 lock --timeout passed (otherwise lock exits with its command's status); 10 doctor "
+    "found something to fix."
 )
 
 

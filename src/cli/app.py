@@ -47,6 +47,7 @@ COMMAND_MODULES: dict[str, str] = {
     "ipc-host": "lockyard.cli.ipc_host",
     "init": "lockyard.cli.init",
     "uninstall": "lockyard.cli.init",
+    "doctor": "lockyard.cli.doctor",
 }
 
 
