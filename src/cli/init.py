@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
@@ -144,6 +145,8 @@ def init(
             setup.install(plan, how)
         changes = plan.changes()
         _report(root, changes, dry_run, f"set up for {', '.join(s.display for s in chosen)}")
+    if not dry_run and ipc is None:
+        typer.echo(next_steps(root, chosen))
 
 
 @reports_errors
@@ -255,3 +258,30 @@ def _report(root: Path, changes: list[FileChange], dry_run: bool, done: str) -> 
         typer.echo(f"(dry run: nothing written; without --dry-run: {done})")
     else:
         typer.echo(f"{root}: {done}.")
+
+
+WHAT_EACH_CLI_ASKS_FIRST = {
+    "claude-code": "Claude Code reads .claude/settings.json (the hook, the allowed lock tools) "
+    "only in a trusted workspace: accept the trust dialog the first time you run claude here.",
+    "codex": "Codex loads .codex/ only in a trusted project, and runs its hooks only once you "
+    "have reviewed and trusted them: do both when codex asks.",
+}
+
+
+def next_steps(root: Path, chosen: list[CliSetup]) -> str:
+    """What a person does after `init`: the sessions pick the set-up up when they start."""
+    names = ", ".join(setup.display for setup in chosen)
+    steps = [
+        f"Restart the {names} sessions already running in {root}: a session reads its "
+        "configuration when it starts. New sessions are guarded from their first tool call.",
+        "Nothing else to start or remember: the sessions' own lockyard servers find and break "
+        "deadlocks between them (lockyard monitor only prints them, for whoever wants the log).",
+        *(WHAT_EACH_CLI_ASKS_FIRST[s.name] for s in chosen if s.name in WHAT_EACH_CLI_ASKS_FIRST),
+        "lockyard doctor checks the set-up and says what to fix; lockyard status shows who "
+        "holds what.",
+    ]
+    wrapped = [
+        textwrap.fill(step, 80, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False)
+        for step in steps
+    ]
+    return "Next:\n" + "\n".join(wrapped)
