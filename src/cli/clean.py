@@ -77,6 +77,7 @@ def clean(
         source = location_source(lock_dir, backend)
         _report_not_created(missing.path, source, mode, json_output)
         return
+    alive: str | None = None
     with store_errors():
         unreadable = [
             {"lock_path": info.lock_path, "problem": info.problem}
@@ -93,6 +94,7 @@ def clean(
             unreadable = [entry for entry in unreadable if not _gone(store, entry)]
             ended = ended_waits(store.end_waits(None), "clean --all")
         elif agent is not None:
+            alive = live_holder(store, agent)
             mode, released = "agent", release_agent(store, agent)
             ended = ended_waits(store.end_waits(agent), f"clean --agent {agent}")
         else:
@@ -108,9 +110,16 @@ def clean(
                 "ended_waits": ended,
                 "skipped_unreadable": unreadable,
             }
+            | ({} if mode != "agent" else {"agent_alive": alive})
         )
     else:
         _render(line_console(), store, mode, released, ended, unreadable)
+        if mode == "agent" and alive is not None and released:
+            line_console().print(
+                f"{agent} is still running ({alive}): it is not interrupted; its next edit or "
+                "commit of these files is refused until it locks them again.",
+                style="yellow",
+            )
     if unreadable:
         raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
 
@@ -145,6 +154,15 @@ def release_stale(store: LockBackend) -> list[dict[str, Any]]:
         }
         for reclaimed in store.reclaim_stale()
     ]
+
+
+def live_holder(store: LockBackend, agent_id: str) -> str | None:
+    """`pid P on HOST` when a lock of `agent_id` is held by a process that is alive, else None."""
+    for info in store.list_locks():
+        holder = info.holder
+        if holder is not None and holder.agent_id == agent_id and info.liveness == "alive":
+            return f"pid {holder.pid} on {holder.host}"
+    return None
 
 
 def release_agent(store: LockBackend, agent_id: str) -> list[dict[str, Any]]:
