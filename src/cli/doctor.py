@@ -33,7 +33,8 @@ from ..infra.agentcli.setups import (
     Invocation,
     _JsonServerSetup,
 )
-from ..infra.lockstore import LockBackend
+from ..infra.crossproc.leader_file import current_leader
+from ..infra.lockstore import LockBackend, StoreSnapshot, default_lock_dir_path
 from ._errors import EXIT_CODES_HELP, CliError, ExitCode, reports_errors
 from ._format import print_json, quiet_library_logs
 from ._lockdir import LOCK_DIR_HELP, LockDirNotCreatedError, location_source, open_store
@@ -154,7 +155,7 @@ def _store_findings(lock_dir: Path | None, backend: str | None) -> list[Finding]
         snapshot = store.snapshot()
     except Exception as error:  # reachable once, not now: say what the store said
         return [Finding("lock store", "problem", f"{store.location}: {error}", None)]
-    findings = [_access(store, source)]
+    findings = [_access(store, source), _leader(store, snapshot)]
     dead = [info for info in snapshot.locks if info.liveness == "dead"]
     if dead:
         names = ", ".join(
@@ -173,6 +174,33 @@ def _store_findings(lock_dir: Path | None, backend: str | None) -> list[Finding]
         held = len(snapshot.locks)
         findings.append(Finding("stale locks", "ok", f"none ({held} lock(s) held or awaited)"))
     return findings
+
+
+def _leader(store: LockBackend, snapshot: StoreSnapshot) -> Finding:
+    """Who finds and breaks deadlocks across this lock directory's processes."""
+    check = "deadlock detection"
+    directory = getattr(store, "lock_dir", None)
+    if directory is None:
+        return Finding(check, "ok", "PostgreSQL: the servers elect a leader on the database")
+    leader = current_leader(directory)
+    if leader is not None:
+        return Finding(check, "ok", f"led by {leader.describe()}")
+    live = sorted(
+        {
+            info.holder.agent_id
+            for info in snapshot.locks
+            if info.holder and info.liveness == "alive"
+        }
+    )
+    if not live:
+        return Finding(check, "ok", "nobody leads now: the first session's lockyard serve will")
+    return Finding(
+        check,
+        "warning",
+        f"locks are held ({', '.join(live)}) but no lockyard process leads deadlock detection: "
+        "their holders are not lockyard serve sessions or coordinators",
+        "run lockyard monitor beside them (or give them LockCoordinator(cross_process=True))",
+    )
 
 
 def _access(store: LockBackend, source: str) -> Finding:
@@ -248,11 +276,18 @@ def configured_invocation(setup: CliSetup, plan: Plan) -> Invocation | None:
         command, args = entry.get("command"), entry.get("args")
         if not isinstance(command, str) or not isinstance(args, list):
             return None
-        return Invocation.from_serve_argv([command, *map(str, args)], setup.name)
-    if isinstance(setup, _JsonServerSetup):
+        found = Invocation.from_serve_argv([command, *map(str, args)], setup.name)
+    elif isinstance(setup, _JsonServerSetup):
         servers = plan.read_json(setup.server_file, comments=setup.comments)
-        return setup.invocation_of(servers.get((*setup.server_path, SERVER_KEY)))
-    return None
+        found = setup.invocation_of(servers.get((*setup.server_path, SERVER_KEY)))
+    else:
+        return None
+    # The HTTP hook's URL names the guard of the lock directory the commands will use.
+    return (
+        None
+        if found is None
+        else dataclasses.replace(found, default_lock_dir=default_lock_dir_path())
+    )
 
 
 def _intact(setup: CliSetup, root: Path, how: Invocation | None) -> Finding:
@@ -261,7 +296,9 @@ def _intact(setup: CliSetup, root: Path, how: Invocation | None) -> Finding:
     check = f"{setup.display}: configuration"
     fresh = Plan(root, outside_ok=True)
     try:
-        setup.install(fresh, how or Invocation(default_command()))
+        setup.install(
+            fresh, how or Invocation(default_command(), default_lock_dir=default_lock_dir_path())
+        )
     except ConfigFileError as error:
         return Finding(check, "problem", str(error), None)
     changed = [change.name(root) for change in fresh.changes()]

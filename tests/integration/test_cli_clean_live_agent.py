@@ -4,11 +4,22 @@ will see; of a dead one, it says nothing more."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_support import Agents, lockyard
+from cli_support import LOCKYARD, Agents
+
+
+def lockyard(*args: str) -> subprocess.CompletedProcess[str]:
+    """`lockyard *args`, given minutes: a command's start-up on a loaded machine is slow."""
+    env = {key: value for key, value in os.environ.items() if key != "LOCKYARD_LOCK_DIR"}
+    env["COLUMNS"] = "300"
+    return subprocess.run(
+        [LOCKYARD, *args], capture_output=True, text=True, timeout=300, env=env, check=False
+    )
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from cli_support import LOCKYARD, Agents
 
+from polling_support import wait_until
+
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
@@ -230,3 +232,33 @@ def test_doctor_outside_a_repository_says_where_to_run_it(tmp_path: Path) -> Non
     )
     assert done.returncode == 2
     assert "not inside a git repository" in done.stderr
+
+
+def test_held_locks_with_nobody_leading_deadlock_detection_are_a_warning_until_one_leads(
+    repo: Path, home: Path, lock_dir: Path, agents: Agents
+) -> None:
+    _code, found = doctor(repo, home, lock_dir)
+    assert found["deadlock detection"]["status"] == "ok"  # nothing held: nothing to watch
+
+    agents.start("script", holds="a.py")  # a plain LockStore user: it does not stand
+    _code, found = doctor(repo, home, lock_dir)
+    unled = found["deadlock detection"]
+    assert unled["status"] == "warning"
+    assert "script" in unled["detail"]
+    assert unled["fix"].startswith("run lockyard monitor")
+
+    monitor = subprocess.Popen(
+        [LOCKYARD, "monitor", "--lock-dir", str(lock_dir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_until(
+            lambda: doctor(repo, home, lock_dir)[1]["deadlock detection"]["status"] == "ok",
+            "the monitor leads",
+            timeout=240,
+        )
+        _code, found = doctor(repo, home, lock_dir)
+        assert f"pid {monitor.pid}" in found["deadlock detection"]["detail"]
+    finally:
+        monitor.terminate()
+        monitor.wait(timeout=60)
