@@ -1,6 +1,6 @@
 """Cross-process figures, each as a ratio against a baseline measured in the same run.
 
-    python3 -m uv run python benchmarks/bench_crossproc.py [--quick]
+    python3 scripts/uv run python benchmarks/bench_crossproc.py [--quick]
 
 1. Deadlock resolution through the lock directory: from the call that closes a two-agent
    cycle to the victim's lock_acquire returning the `deadlock` result, with the monitor

@@ -1,6 +1,6 @@
 """What our tools cost inside a real Claude CLI turn, as ratios against a no-op tool's turn.
 
-    python3 -m uv run python benchmarks/bench_e2e_cli.py [--quick]
+    python3 scripts/uv run python benchmarks/bench_e2e_cli.py [--quick]
 
 The bundled Claude CLI runs against the fake Messages API of tests/e2e (no network, no key).
 A "turn" is the time between two consecutive model requests of one agent: the CLI reads the

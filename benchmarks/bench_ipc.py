@@ -1,6 +1,6 @@
 """IPC figures beside `lockyard serve` over stdio, measured in the same run.
 
-    python3 -m uv run python benchmarks/bench_ipc.py [--quick]
+    python3 scripts/uv run python benchmarks/bench_ipc.py [--quick]
 
 1. Round trip: lock_acquire + lock_release from an MCP client through `lockyard serve --ipc`
    (a process) -> the IPC folder -> `lockyard ipc-host` (another process) and back, against

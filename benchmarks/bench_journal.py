@@ -1,6 +1,6 @@
 """The journal's figures, each against its baseline measured in the same run.
 
-    python3 -m uv run python benchmarks/bench_journal.py [--quick] [--only cost|scale]
+    python3 scripts/uv run python benchmarks/bench_journal.py [--quick] [--only cost|scale]
                                                          [--records 1000000]
 
 1. Cost: the uncontended cycle (`try_lock` + `release` of a free lock) with the journal on

@@ -1,6 +1,6 @@
 """Lock store figures, each as a ratio against a baseline measured in the same run.
 
-    python3 -m uv run python benchmarks/bench_lockstore.py [--quick] [--lock-dir DIR]
+    python3 scripts/uv run python benchmarks/bench_lockstore.py [--quick] [--lock-dir DIR]
 
 1. Uncontended acquire+release cycle (public API, path canonicalisation included) against the
    floor, raw os.mkdir+os.rmdir, and against filelock.FileLock. The lock key's computation

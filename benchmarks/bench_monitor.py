@@ -14,8 +14,8 @@ Figures are medians over many repetitions, printed next to a baseline measured i
 (awaiting a coroutine that only updates a dict) and as ratios against the 100-agent row, so a
 busy machine shifts all figures alike. Run it:
 
-    python3 -m uv run python benchmarks/bench_monitor.py            # full run (~1 min)
-    python3 -m uv run python benchmarks/bench_monitor.py --quick    # fewer repetitions
+    python3 scripts/uv run python benchmarks/bench_monitor.py            # full run (~1 min)
+    python3 scripts/uv run python benchmarks/bench_monitor.py --quick    # fewer repetitions
 """
 
 from __future__ import annotations

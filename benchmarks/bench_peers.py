@@ -3,7 +3,8 @@
 Every figure is printed as a ratio against a baseline measured in the same run, with its
 target and MET / MISSED.
 
-    python3 -m uv run python benchmarks/bench_peers.py [--quick] [--only SECTION] [--duration S]
+    python3 scripts/uv run python benchmarks/bench_peers.py \
+        [--quick] [--only SECTION] [--duration S]
 
 Sections (`--only` takes one of these names):
 

@@ -1,6 +1,6 @@
 """PostgreSQL backend figures, each against a baseline measured in the same run.
 
-    python3 -m uv run python benchmarks/bench_postgres.py [--quick] [--agents 200]
+    python3 scripts/uv run python benchmarks/bench_postgres.py [--quick] [--agents 200]
 
 The server is `LOCKYARD_TEST_PG_DSN` when set, else a throwaway local cluster.
 

@@ -13,10 +13,10 @@ ratio of the two medians: today's cost against that commit's. With `--sizes` it 
 real hook process (`lockyard hook pre-tool-use`) on very large commands: 1M and 10M words, and
 commands just under the size the guard reads, built to cost it the most.
 
-    python3 -m uv run python benchmarks/bench_shell_guard.py            # full run (~15 s)
-    python3 -m uv run python benchmarks/bench_shell_guard.py --quick
-    python3 -m uv run python benchmarks/bench_shell_guard.py --quick --baseline /work/base
-    python3 -m uv run python benchmarks/bench_shell_guard.py --sizes
+    python3 scripts/uv run python benchmarks/bench_shell_guard.py            # full run (~15 s)
+    python3 scripts/uv run python benchmarks/bench_shell_guard.py --quick
+    python3 scripts/uv run python benchmarks/bench_shell_guard.py --quick --baseline /work/base
+    python3 scripts/uv run python benchmarks/bench_shell_guard.py --sizes
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 snapshot is built from the same single pass), for 10, 100 and 500 held locks with a queued
 waiter on every tenth, best of several runs, on a real lock directory.
 
-    python3 -m uv run python benchmarks/bench_snapshot.py [--quick]
+    python3 scripts/uv run python benchmarks/bench_snapshot.py [--quick]
 
 Printed as milliseconds and as the ratio snapshot / list_locks (1.0: no second pass).
 """

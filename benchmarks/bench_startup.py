@@ -1,6 +1,6 @@
 """Start-up cost of each `lockyard` command, and which heavy libraries it loads.
 
-    python3 -m uv run python benchmarks/bench_startup.py [--runs 7]
+    python3 scripts/uv run python benchmarks/bench_startup.py [--runs 7]
 
 Each command runs as a real process through the console script, on an empty lock directory
 and a throwaway repository (so the time is start-up, not work), `--runs` times; the table

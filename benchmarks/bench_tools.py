@@ -16,8 +16,8 @@
 Figures are medians (and p99 for handoffs) in microseconds and ratios against the baseline of
 the same run, so a busy machine shifts both sides alike. Run it:
 
-    python3 -m uv run python benchmarks/bench_tools.py            # full run (~20 s)
-    python3 -m uv run python benchmarks/bench_tools.py --quick
+    python3 scripts/uv run python benchmarks/bench_tools.py            # full run (~20 s)
+    python3 scripts/uv run python benchmarks/bench_tools.py --quick
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ removal, with its redirections as `op target`; sorted, so only the contents coun
 scores a case when it accepts the text and its tree yields exactly that. Also printed: the
 median time of one parse of a typical command.
 
-    python3 -m uv run --with bashlex python benchmarks/compare_shell_parsers.py
+    python3 scripts/uv run --with bashlex python benchmarks/compare_shell_parsers.py
 """
 
 from __future__ import annotations

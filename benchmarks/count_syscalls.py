@@ -1,6 +1,6 @@
 """System calls per uncontended lock cycle (try-lock + release), counted by strace.
 
-    python3 -m uv run python benchmarks/count_syscalls.py [--cycles N] [--dir DIR] [--trace]
+    python3 scripts/uv run python benchmarks/count_syscalls.py [--cycles N] [--dir DIR] [--trace]
 
 Each kind runs in a child Python under `strace -f -c`, once doing N cycles and once doing
 none; the difference divided by N is what one cycle costs, start-up and imports cancelled

@@ -2,7 +2,7 @@
 the demo's scenario on a throwaway PostgreSQL server, with every store call, queue ticket and
 event timed.
 
-    python3 -m uv run python benchmarks/probe_pg_demo.py [--runs 3] [--seed 1] [--agents 8]
+    python3 scripts/uv run python benchmarks/probe_pg_demo.py [--runs 3] [--seed 1] [--agents 8]
 
 Per run it prints:
 - the hand-off latency as the demo's recorder measures it (from the RELEASED event to the

@@ -7,7 +7,7 @@ the tool runs is recorded with `sys.setprofile` / `threading.setprofile`, and th
 the lockyard modules the call passed through and how often a function of one lockyard module
 called a function of another (a coroutine or generator resuming is not a new call).
 
-    python3 -m uv run scripts/trace_lock_path.py [--runs 3] [--calls]
+    python3 scripts/uv run scripts/trace_lock_path.py [--runs 3] [--calls]
 
 The holder releases once the waiter stands in the queue (and a moment later, so the waiter is
 asleep): the traced path is place in line, sleep, wake, take.
