@@ -94,6 +94,7 @@ def test_a_repository_set_up_as_init_wrote_it_has_nothing_to_fix(
     assert statuses == {
         "lockyard": "ok",
         "lock store": "ok",
+        "deadlock detection": "ok",
         "stale locks": "ok",
         "Claude Code: configuration": "ok",
         "Claude Code: lockyard command": "ok",
