@@ -256,7 +256,7 @@ def test_held_locks_with_nobody_leading_deadlock_detection_are_a_warning_until_o
         wait_until(
             lambda: doctor(repo, home, lock_dir)[1]["deadlock detection"]["status"] == "ok",
             "the monitor leads",
-            timeout=240,
+            within=240,
         )
         _code, found = doctor(repo, home, lock_dir)
         assert f"pid {monitor.pid}" in found["deadlock detection"]["detail"]
