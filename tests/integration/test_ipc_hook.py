@@ -25,7 +25,7 @@ from ipc_support import (
     write_request,
 )
 
-from lockyard.infra.lockstore.lockdir.store import LockStore
+from lockyard.infra.lockstore import JournalQuery, LockStore, open_journal
 from polling_support import wait_until
 
 
@@ -191,3 +191,24 @@ def test_usage_errors_of_the_sandbox_hook(root: Path, workspace: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert "--ipc takes the agent from the sandbox's folder" in done.stderr.decode()
+
+
+def test_a_write_the_sandbox_hook_refuses_is_in_the_hosts_journal_as_the_folders_agent(
+    root: Path, repo: Path, lock_dir: Path, workspace: Path, host: HostProcess
+) -> None:
+    alice, bob = sandbox(root, "alice"), sandbox(root, "bob")
+    with heartbeat(alice), heartbeat(bob):
+        assert lock(alice, "alice-takes-a", "src/a.py")["all_acquired"] is True
+        payload = json.loads(write_payload("src/a.py", workspace))
+        payload["session_id"] = "alice"  # bob's payload cannot make the record alice's
+        refused = guard(bob, workspace, json.dumps(payload).encode())
+    assert refused is not None
+    store = LockStore(repo, lock_dir=lock_dir)
+    journal = open_journal(store)
+    try:
+        denied = journal.latest(JournalQuery.of(kinds=["denied"]))
+    finally:
+        journal.close()
+    assert [(r.agent, r.file, r.guard) for r in denied] == [("bob", "src/a.py", "write")]
+    assert denied[0].reason == refused["permissionDecisionReason"]
+    assert host.running(), host.log()

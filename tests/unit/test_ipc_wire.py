@@ -176,3 +176,40 @@ def test_a_bad_check_is_refused_with_what_to_send(body: dict[str, Any]) -> None:
         parse_request(raw, request_id)
     assert refused.value.code == "bad_request"
     assert "check" in str(refused.value)
+
+
+@given(
+    guard=st.sampled_from(["write", "shell", "commit"]),
+    paths=st.lists(st.text(min_size=1, max_size=40), max_size=5),
+    reason=st.text(min_size=1, max_size=200),
+)
+def test_a_denied_report_round_trips_and_matches_the_schema(
+    guard: str, paths: list[str], reason: str
+) -> None:
+    arguments = {"guard": guard, "filepaths": paths, "reason": reason}
+    denied = Request(new_request_id(), "denied", arguments=arguments)
+    raw = encode_request(denied)
+    assert valid(REQUEST_SCHEMA, raw)
+    assert parse_request(raw, denied.id) == denied
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"guard": "write", "filepaths": ["a.py"]},
+        {"guard": "read", "filepaths": ["a.py"], "reason": "no"},
+        {"guard": "write", "filepaths": ["a.py"], "reason": ""},
+        {"guard": "write", "filepaths": ["a.py"], "reason": "x" * 4001},
+        {"guard": "write", "filepaths": [""], "reason": "no"},
+        {"guard": "write", "filepaths": ["a.py"], "reason": "no", "agent": "bob"},
+    ],
+)
+def test_a_bad_denied_report_is_refused_with_what_to_send(arguments: dict[str, Any]) -> None:
+    import json
+
+    request_id = new_request_id()
+    body = {"version": 1, "id": request_id, "kind": "denied", "arguments": arguments}
+    with pytest.raises(WireError) as refused:
+        parse_request(json.dumps(body).encode(), request_id)
+    assert refused.value.code == "bad_request"
+    assert '"denied" request takes' in str(refused.value)

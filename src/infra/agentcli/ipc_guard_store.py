@@ -34,6 +34,8 @@ from ..transports.ipc.folder import (
     write_atomic,
 )
 from ..transports.ipc.wire import (
+    MAX_CHECK_PATHS,
+    MAX_DENIAL_REASON_CHARS,
     RATE_LIMITED,
     Request,
     WireError,
@@ -75,6 +77,7 @@ class IpcGuardStore:
         self._agent: str | None = None
         self._by_key: dict[str, dict[str, Any]] = {}
         """The host's answer for each of this checkout's keys asked about."""
+        self._denied: list[JournalRecord] = []
 
     # -- the GuardStore ---------------------------------------------------------------------
 
@@ -99,8 +102,30 @@ class IpcGuardStore:
         return lost if isinstance(lost, str) else None
 
     def journal_write(self, record: JournalRecord) -> None:
-        """Nothing: the journal is the host's, and the wire has no request for a sandbox's
-        denied writes yet (the refusal itself reaches the agent)."""
+        """Kept for `report_denied`: the journal is the host's."""
+        self._denied.append(record)
+
+    def report_denied(self) -> None:
+        """Tell the host of the writes this call's guards refused, for its journal: one
+        `denied` request per guard and reason, the files the host's keys. The agent is the
+        folder's, as for a check. Never raises: the refusal has been decided already, and
+        a host that cannot be told costs only its record."""
+        by_denial: dict[tuple[str, str], list[str]] = {}
+        for record in self._denied:
+            files = by_denial.setdefault((record.guard or "write", record.reason or ""), [])
+            if record.file:
+                files.append(record.file)
+        self._denied.clear()
+        for (guard, reason), files in by_denial.items():
+            arguments = {
+                "guard": guard,
+                "filepaths": files[:MAX_CHECK_PATHS],
+                "reason": reason[:MAX_DENIAL_REASON_CHARS] or "refused",
+            }
+            try:
+                self._round_trip(Request(new_request_id(), "denied", arguments=arguments))
+            except HostUnavailableError:
+                return
 
     # -- asking the host --------------------------------------------------------------------
 
@@ -116,9 +141,12 @@ class IpcGuardStore:
         wanted = sorted({key for key in keys if key not in self._by_key})
         if not wanted and self._agent is not None:
             return
-        check = self._round_trip(
+        answer = self._round_trip(
             Request(new_request_id(), "check", arguments={"filepaths": wanted})
         )
+        check = answer.get("check")
+        if not isinstance(check, dict):
+            raise HostUnavailableError(f"the lockyard host refused the check: {_why(answer)}")
         self._agent = str(check["agent"])
         for entry in check["locks"]:
             self._by_key[str(entry["path"])] = entry
@@ -132,6 +160,7 @@ class IpcGuardStore:
         return entry
 
     def _round_trip(self, request: Request) -> dict[str, Any]:
+        """`request` sent and its answer, once the host accepted it (`ok`)."""
         try:
             folder_fd = open_dir(self.folder)
         except UnsafeFolderError as exc:
@@ -148,14 +177,15 @@ class IpcGuardStore:
             wait = _retry_after(answer)
             if wait is not None:  # rate-limited: once more, after the wait the host named
                 time.sleep(min(wait, 1.0))
-                again = Request(new_request_id(), "check", arguments=request.arguments)
+                again = Request(new_request_id(), request.kind, arguments=request.arguments)
                 answer = self._send_and_wait(folder_fd, again)
         finally:
             os.close(folder_fd)
-        check = answer.get("check")
-        if answer.get("ok") is not True or not isinstance(check, dict):
-            raise HostUnavailableError(f"the lockyard host refused the check: {_why(answer)}")
-        return check
+        if answer.get("ok") is not True:
+            raise HostUnavailableError(
+                f"the lockyard host refused the {request.kind}: {_why(answer)}"
+            )
+        return answer
 
     def _send_and_wait(self, folder_fd: int, request: Request) -> dict[str, Any]:
         name = request_file_name(request.id)
@@ -165,13 +195,13 @@ class IpcGuardStore:
             answer = self._wait_for(folder_fd, name)
             if answer is None and remove_entry(requests_fd, name):
                 raise HostUnavailableError(
-                    f"the lockyard host did not read the check within {self.timeout:g} s"
+                    f"the lockyard host did not read the {request.kind} within {self.timeout:g} s"
                 )
         finally:
             os.close(requests_fd)
         if answer is None:
             raise HostUnavailableError(
-                f"the lockyard host did not answer the check within {self.timeout:g} s"
+                f"the lockyard host did not answer the {request.kind} within {self.timeout:g} s"
             )
         return answer
 
@@ -236,6 +266,7 @@ def judge_in_sandbox(
         store = IpcGuardStore(folder, repo)
         store.ask(_keys_written(store, call))  # the agent id and the files: one round trip
         reason = denial(fmt, call, store, store.agent_id())
+        store.report_denied()
     except HostUnavailableError as exc:
         return fmt.deny(
             f"lockyard's guard could not ask the host about this call ({exc}), so it is "

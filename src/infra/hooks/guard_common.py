@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..lockstore import CorruptRecordError, JournalRecord
+from ..lockstore import CorruptRecordError, JournalRecord, denied_record
 from ..tools.holder_text import UNREADABLE_HOLDER
 
 if TYPE_CHECKING:
@@ -50,11 +50,16 @@ def journal_denial(
                 key = store.canonicalize(name) if name else ""
             except Exception:  # a path the store refuses: journalled as it was given
                 key = name
-            record = JournalRecord(
-                now, "denied", store.namespace, agent_id, key, "", 0, "", guard=guard,
-                reason=reason,
-            )  # fmt: skip
-            store.journal_write(record)
+            store.journal_write(
+                denied_record(
+                    time=now,
+                    namespace=store.namespace,
+                    agent=agent_id,
+                    file=key,
+                    guard=guard,
+                    reason=reason,
+                )
+            )
     except Exception:
         logger.warning("guard: a denied write of %s was not journalled", agent_id, exc_info=True)
 

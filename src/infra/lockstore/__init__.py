@@ -106,6 +106,7 @@ if TYPE_CHECKING:
         JournalRecord,
         JournalStep,
         deadlock_record,
+        denied_record,
     )
     from .journal.summary import AgentFigures, FileFigures, Stats
     from .limits import MAX_TIMEOUT_SECONDS, validate_poll_interval, validate_timeout
@@ -159,6 +160,7 @@ _HOMES = {
     "JOURNAL_KINDS": "journal.record",
     "JournalStep": "journal.record",
     "deadlock_record": "journal.record",
+    "denied_record": "journal.record",
     "mark_victim": "journal.causes",
     "operator_release": "journal.causes",
     "unmark_victim": "journal.causes",
@@ -303,6 +305,7 @@ __all__ = [
     "decode_holder",
     "default_lock_dir",
     "default_lock_dir_path",
+    "denied_record",
     "describe_spec",
     "encode_holder",
     "get_lock_holder",

@@ -73,7 +73,7 @@ from .folder import (
     remove_entry,
     write_atomic,
 )
-from .guard_check import check_locks
+from .guard_check import check_locks, journal_denied
 from .operator_tools import OPERATOR_SPECS, OPERATOR_TOOL_NAMES, OperatorTools
 from .ratelimit import TokenBucket
 from .wire import (
@@ -550,6 +550,8 @@ class IpcHost:
             with scope:
                 if request.kind == "check":
                     outcome = await self._check(sandbox, request)
+                elif request.kind == "denied":
+                    outcome = await self._journal_denied(sandbox, request)
                 else:
                     outcome = await self._dispatch(sandbox, request.tool or "", request.arguments)
         except Exception as exc:  # the tools catch their own; this is a bug, not the sandbox's
@@ -581,6 +583,9 @@ class IpcHost:
             body = encode_check(request.id, sandbox.name, outcome.data["locks"])
             self._respond(sandbox, request.id, body)
             return
+        if request.kind == "denied":  # no notices: they wait for the agent's next lock call
+            self._respond(sandbox, request.id, encode_result(request.id, "", is_error=False))
+            return
         outcome = self._with_notices(sandbox, outcome)
         self._respond(
             sandbox, request.id, encode_result(request.id, outcome.text, outcome.is_error)
@@ -591,6 +596,16 @@ class IpcHost:
         paths = (request.arguments or {}).get("filepaths", [])
         locks = await store_call(self.store, check_locks, self.store, sandbox.name, paths)
         return ToolOutcome.success({"agent": sandbox.name, "locks": locks})
+
+    async def _journal_denied(self, sandbox: Sandbox, request: Request) -> ToolOutcome:
+        """The sandbox's guard refused a write: the host's journal records it, for the agent
+        of the folder (whatever the request says)."""
+        arguments = request.arguments or {}
+        await store_call(
+            self.store, journal_denied, self.store, sandbox.name, arguments["guard"],
+            arguments["filepaths"], arguments["reason"],
+        )  # fmt: skip
+        return ToolOutcome.success({})
 
     async def _dispatch(
         self, sandbox: Sandbox, tool: str, arguments: Mapping[str, Any] | None

@@ -29,11 +29,14 @@ REQUEST_SUFFIX: Final = ".json"
 TEMP_PREFIX: Final = "."
 """Files being written (temp names) start with a dot; readers skip them."""
 
-Kind = Literal["call", "list_tools", "cancel", "check"]
-KINDS: Final[tuple[str, ...]] = ("call", "list_tools", "cancel", "check")
+Kind = Literal["call", "list_tools", "cancel", "check", "denied"]
+KINDS: Final[tuple[str, ...]] = ("call", "list_tools", "cancel", "check", "denied")
 MAX_CHECK_PATHS: Final = 256
 """Files one `check` asks about (a write guard asks about the few files one tool call writes)."""
 MAX_CHECK_PATH_CHARS: Final = 4096
+DENYING_GUARDS: Final[tuple[str, ...]] = ("write", "shell", "commit")
+"""The guards whose refusals a sandbox reports (`denied`), for the host's journal."""
+MAX_DENIAL_REASON_CHARS: Final = 4000
 
 # Error codes of a refused request (`"ok": false`). Stable: clients may branch on them.
 BAD_REQUEST: Final = "bad_request"
@@ -80,7 +83,10 @@ REQUEST_SCHEMA: Final[dict[str, Any]] = {
             "type": "object",
             "description": (
                 "kind 'call': the tool's arguments, as its input_schema describes. kind "
-                "'check': {\"filepaths\": [...]}, the files the sandbox's write guard asks about."
+                "'check': {\"filepaths\": [...]}, the files the sandbox's write guard asks "
+                'about. kind \'denied\': {"guard": "write"|"shell"|"commit", '
+                '"filepaths": [...], "reason": "..."}, a write the sandbox\'s guard '
+                "refused, for the host's journal (answered with an empty result)."
             ),
         },
         "target": {
@@ -219,7 +225,7 @@ def encode_request(request: Request) -> bytes:
         body["arguments"] = dict(request.arguments or {})
     elif request.kind == "cancel":
         body["target"] = request.target
-    elif request.kind == "check":
+    elif request.kind in ("check", "denied"):
         body["arguments"] = dict(request.arguments or {})
     return json.dumps(body, separators=(",", ":")).encode()
 
@@ -262,6 +268,8 @@ def parse_request(raw: bytes, file_id: str) -> Request:
         raise WireError(BAD_REQUEST, f'a "{kind}" request takes no "tool" or "arguments"')
     if kind == "check":
         return _parse_check(body, file_id)
+    if kind == "denied":
+        return _parse_denied(body, file_id)
     if kind == "list_tools":
         if "target" in body:
             raise WireError(BAD_REQUEST, 'only a "cancel" request takes a "target"')
@@ -302,6 +310,30 @@ def _parse_check(body: Mapping[str, Any], file_id: str) -> Request:
             f"{MAX_CHECK_PATHS} paths, each a non-empty string",
         )
     return Request(file_id, "check", arguments={"filepaths": list(paths)})
+
+
+def _parse_denied(body: Mapping[str, Any], file_id: str) -> Request:
+    if "tool" in body or "target" in body:
+        raise WireError(BAD_REQUEST, 'a "denied" request takes no "tool" or "target"')
+    arguments = body.get("arguments")
+    if isinstance(arguments, dict) and set(arguments) == {"guard", "filepaths", "reason"}:
+        guard, paths, reason = arguments["guard"], arguments["filepaths"], arguments["reason"]
+        if (
+            guard in DENYING_GUARDS
+            and isinstance(paths, list)
+            and len(paths) <= MAX_CHECK_PATHS
+            and all(isinstance(p, str) and 0 < len(p) <= MAX_CHECK_PATH_CHARS for p in paths)
+            and isinstance(reason, str)
+            and 0 < len(reason) <= MAX_DENIAL_REASON_CHARS
+        ):
+            fields = {"guard": guard, "filepaths": list(paths), "reason": reason}
+            return Request(file_id, "denied", arguments=fields)
+    raise WireError(
+        BAD_REQUEST,
+        f'a "denied" request takes "arguments": {{"guard": one of {list(DENYING_GUARDS)}, '
+        f'"filepaths": at most {MAX_CHECK_PATHS} non-empty strings, "reason": 1 to '
+        f"{MAX_DENIAL_REASON_CHARS} characters}}",
+    )
 
 
 def _unknown_fields_text(unknown: Sequence[str]) -> str:
