@@ -18,6 +18,7 @@ from lockyard.infra.lockstore.journal.record import (
     BadRecordError,
     CycleStep,
     JournalRecord,
+    LockLines,
     deadlock_record,
     decode,
     encode,
@@ -123,3 +124,21 @@ def test_a_whole_record_after_a_torn_one_on_the_same_line_is_found() -> None:
 
 def test_every_kind_has_a_distinct_name() -> None:
     assert len(set(KINDS)) == len(KINDS) == 10
+
+
+@given(
+    agent=st.text(max_size=40),
+    file=st.text(max_size=12_000),
+    waited=st.none() | st.floats(min_value=0, max_value=1e6),
+    held=st.none() | st.floats(min_value=0, max_value=1e6),
+    outcome=st.none() | st.sampled_from(["granted", "timed-out"]),
+)
+def test_the_lock_paths_lines_are_the_bytes_encode_writes(
+    agent: str, file: str, waited: float | None, held: float | None, outcome: str | None
+) -> None:
+    record = grant(agent=agent, file=file, waited=waited, held=held, outcome=outcome)
+    lines = LockLines(record.namespace, record.session, record.pid, record.host)
+    made = lines.line(record.time, record.kind, agent, file, waited=waited, held=held,
+                      outcome=outcome)  # fmt: skip
+    assert made == encode(record)
+    assert len(made) <= MAX_RECORD_BYTES

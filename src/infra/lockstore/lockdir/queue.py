@@ -51,6 +51,8 @@ class Queues:
     def __init__(self, directory: LockDir, *, turn_timeout: float) -> None:
         self._dir = directory
         self.turn_timeout = turn_timeout
+        self.on_pass_over: Callable[[WaiterRecord], None] | None = None
+        """Told of each waiter passed over here (the store journals it)."""
         self._next_first: dict[str, tuple[str, str, Head | None]] = {}
         """lock name -> (entry, record text, the waiter when known without decoding the
         text) of a waiter known here to be first (it queued with nobody ahead, or the
@@ -209,6 +211,8 @@ class Queues:
             record.lock_path,
             self.turn_timeout,
         )
+        if self.on_pass_over is not None:
+            self.on_pass_over(record)
         return True
 
     def pass_over_unaccepted(self, name: str, token: str) -> bool:

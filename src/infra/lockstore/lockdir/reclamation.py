@@ -118,6 +118,8 @@ def cleanup_agent_locks(store: LockStore, agent_id: str, *, all_namespaces: bool
             continue
         if store._remove(name, holder.token):
             released.append(holder.lock_path)
+            store._released(holder.token, agent, holder.lock_path, holder.acquired_at,
+                            holder.namespace)  # fmt: skip
         store._forget(name, agent)
     return sorted(released)
 

@@ -21,8 +21,23 @@ from typing import Final
 
 from ..checkout import Checkout, open_checkout
 from ..errors import CorruptRecordError
+from ..journal.causes import abandoned_wait_outcome, operator_cause
 from ..journal.files import JournalFiles, journal_files
-from ..journal.record import JournalRecord, process_session
+from ..journal.record import (
+    GRANT,
+    GRANTED,
+    HAND_OVER,
+    OPERATOR_RELEASE,
+    PASS_OVER,
+    RECLAIM,
+    RELEASE,
+    TIMED_OUT,
+    WAIT_BEGIN,
+    WAIT_END,
+    JournalRecord,
+    LockLines,
+    process_session,
+)
 from ..limits import validate_poll_interval, validate_timeout
 from ..liveness import ProcessIdentity, current_process, new_token
 from ..paths import lock_name, resolve_entry, validate_agent_id
@@ -105,7 +120,16 @@ class LockStore:
         self.liveness_interval = liveness_interval
         self.turn_timeout = turn_timeout
         self._queues = Queues(self._dir, turn_timeout=turn_timeout)
-        self._on_reclaim = on_reclaim
+        self._queues.on_pass_over = self._passed_over
+        self._on_reclaim: OnReclaim = self._reclaimed
+        self._told_of_reclaims = on_reclaim
+        self._lines: tuple[ProcessIdentity, LockLines] | None = None
+        """This process's encoder of this store's lock-path records (a forked child makes
+        its own: the records name the process)."""
+        self._since: dict[str, float] = {}
+        """grant token -> when it was granted, for the grants made here: the journal's `held`
+        of their release (a hint: dropped when it grows past bounds, or the grant is
+        released elsewhere)."""
         self._grants: dict[tuple[str, str], str] = {}  # (lock name, agent) -> grant token
         self._granted: dict[tuple[str, str], tuple[str, str]] = {}
         """(lock key, agent) -> (lock name, agent) of the grants made here: `release` of a
@@ -148,6 +172,85 @@ class LockStore:
             record.session = process_session(me.pid, me.start_time)
             record.pid, record.host = me.pid, me.host
         self._journal.append(record)
+
+    def _record(
+        self, kind: str, agent: str, key: str, *,
+        waited: float | None = None, held: float | None = None, outcome: str | None = None,
+        at: float | None = None,
+    ) -> None:  # fmt: skip
+        """Journal one change of a lock of this store's namespace, made now (`at`) by this
+        process (one write; nothing when the journal is off)."""
+        writer = self._journal
+        if writer is None:
+            return
+        me = current_process()
+        lines = self._lines
+        if lines is None or lines[0] is not me:
+            session = process_session(me.pid, me.start_time)
+            lines = self._lines = (me, LockLines(self.namespace, session, me.pid, me.host))
+        when = time.time() if at is None else at
+        writer.append_line(
+            lines[1].line(when, kind, agent, key, waited=waited, held=held, outcome=outcome)
+        )
+
+    def _record_of(
+        self, kind: str, agent: str, key: str, namespace: str, at: float | None = None,
+        **more: object,
+    ) -> None:  # fmt: skip
+        """Journal a rarer change (a reclaim, a pass-over, an operator's release), in any
+        namespace."""
+        writer = self._journal
+        if writer is None:
+            return
+        me = current_process()
+        session = process_session(me.pid, me.start_time)
+        writer.append(
+            JournalRecord(time.time() if at is None else at, kind, namespace, agent, key,
+                          session, me.pid, me.host, **more)  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    def _granted_now(self, token: str, kind: str, agent: str, key: str) -> None:
+        if self._journal is None:
+            return
+        if len(self._since) >= _MAX_GRANTED_SPELLINGS:
+            self._since.clear()
+        self._since[token] = now = time.time()
+        self._record(kind, agent, key, at=now)
+
+    def _released(
+        self, token: str, agent: str, key: str, acquired_at: float | None,
+        namespace: str | None = None,
+    ) -> None:  # fmt: skip
+        """Journal the release of grant `token` (an operator's inside `operator_release`)."""
+        if self._journal is None:
+            return
+        since = self._since.pop(token, acquired_at)
+        now = time.time()
+        held = None if since is None else max(now - since, 0.0)
+        operator = operator_cause()
+        if operator is not None:
+            self._record_of(OPERATOR_RELEASE, agent, key, namespace or self.namespace,
+                            held=held, other=operator)  # fmt: skip
+        elif namespace is None or namespace == self.namespace:
+            self._record(RELEASE, agent, key, held=held, at=now)
+        else:
+            self._record_of(RELEASE, agent, key, namespace, held=held)
+
+    def _reclaimed(self, reclaimed: Reclamation) -> None:
+        holder = reclaimed.holder
+        self._record_of(
+            RECLAIM, holder.agent_id, holder.lock_path, holder.namespace, reclaimed.reclaimed_at,
+            held=max(reclaimed.reclaimed_at - holder.acquired_at, 0.0),
+            other=reclaimed.reclaimed_by_agent, reason=reclaimed.reason,
+        )  # fmt: skip
+        if self._told_of_reclaims is not None:
+            self._told_of_reclaims(reclaimed)
+
+    def _passed_over(self, waiter: WaiterRecord) -> None:
+        self._record_of(
+            PASS_OVER, waiter.agent_id, waiter.lock_path, waiter.namespace,
+            reason=f"it left its turn at the free lock untaken for over {self.turn_timeout:g}s",
+        )  # fmt: skip
 
     # A lock directory issues no fencing numbers, and a grant is lost only by release or
     # proof of death, which the holder's own calls see: nothing to report.
@@ -285,6 +388,7 @@ class LockStore:
                     continue
                 if published:
                     self._remember(name, agent, staged, key)
+                    self._since[staged] = time.time()
                     return True
                 continue  # taken by someone meanwhile: look at the holder
             if self._publish(name, key, agent):
@@ -297,6 +401,7 @@ class LockStore:
         if not self._dir.holds(name, staged):
             return False
         self._remember(name, agent, staged, key)
+        self._since.setdefault(staged, time.time())
         return True
 
     def stage(self, name: str, key: str, agent: str, token: str) -> None:
@@ -311,6 +416,7 @@ class LockStore:
         if not self._dir.publish(name, token, record):
             return False
         self._remember(name, agent, token, key)
+        self._granted_now(token, GRANT, agent, key)
         return True
 
     def _card(self, agent: str, key: str) -> str:
@@ -336,12 +442,14 @@ class LockStore:
                 granted = self._granted.pop((filepath, agent_id), None)
                 token = None if granted is None else self._grants.pop(granted, None)
             if granted is not None and token is not None and self._remove(granted[0], token):
+                self._released(token, agent_id, filepath, None)
                 return True
         agent = validate_agent_id(agent_id)
-        _key, name = self._locate(filepath)
+        key, name = self._locate(filepath)
         with self._grants_guard:
             token = self._grants.pop((name, agent), None)
         if token is not None and self._remove(name, token):
+            self._released(token, agent, key, None)
             return True
         try:
             holder = self._read_holder(name)
@@ -349,7 +457,10 @@ class LockStore:
             return False
         if holder is None or holder.agent_id != agent:
             return False
-        return self._remove(name, holder.token)
+        if not self._remove(name, holder.token):
+            return False
+        self._released(holder.token, agent, key, holder.acquired_at)
+        return True
 
     def _remove(self, name: str, token: str) -> bool:
         # Hands the lock over to the queue's head when it staged its grant (`queue.py`).
@@ -382,7 +493,15 @@ class LockStore:
         begun = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
         if isinstance(begun, bool):
             return begun
-        return await waiting.wait_async(*begun)
+        wait, timeout, agent, key = begun
+        started = time.time()
+        try:
+            granted = await waiting.wait_async(wait, timeout)
+        except BaseException:
+            self._wait_ended(agent, key, started, None)
+            raise
+        self._wait_ended(agent, key, started, granted)
+        return granted
 
     def acquire(
         self,
@@ -395,13 +514,21 @@ class LockStore:
         begun = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
         if isinstance(begun, bool):
             return begun
-        return waiting.wait(*begun)
+        wait, timeout, agent, key = begun
+        started = time.time()
+        try:
+            granted = waiting.wait(wait, timeout)
+        except BaseException:
+            self._wait_ended(agent, key, started, None)
+            raise
+        self._wait_ended(agent, key, started, granted)
+        return granted
 
     def _begin_wait(
         self, filepath: str, agent_id: str, timeout_seconds: float, poll_interval_ms: float
-    ) -> bool | tuple[waiting.Waiting, float]:
+    ) -> bool | tuple[waiting.Waiting, float, str, str]:
         """What both waits do first: check the arguments and try the lock. True: taken;
-        False: not, and no time to wait; else the wait to run and its timeout."""
+        False: not, and no time to wait; else the wait to run, its timeout, agent and key."""
         agent = validate_agent_id(agent_id)
         timeout = validate_timeout(timeout_seconds)
         poll = validate_poll_interval(poll_interval_ms)
@@ -410,7 +537,23 @@ class LockStore:
             return True
         if timeout == 0:
             return False
-        return self._waiting(name, key, agent, poll), timeout
+        self._record(WAIT_BEGIN, agent, key)
+        return self._waiting(name, key, agent, poll), timeout, agent, key
+
+    def _wait_ended(self, agent: str, key: str, started: float, granted: bool | None) -> None:
+        """Journal how a wait ended (granted: None when it was interrupted) and, when it was
+        granted, the grant: a hand-over (the lock passed from the holder to the waiter;
+        the releaser is in the release just before, `other` is not known here)."""
+        if self._journal is None:
+            return
+        if granted is None:
+            outcome = abandoned_wait_outcome(agent)
+        else:
+            outcome = GRANTED if granted else TIMED_OUT
+        waited = max(time.time() - started, 0.0)
+        if granted:
+            self._record(HAND_OVER, agent, key)
+        self._record(WAIT_END, agent, key, outcome=outcome, waited=waited)
 
     def _waiting(self, name: str, key: str, agent: str, poll: float) -> waiting.Waiting:
         me = current_process()  # the waiting is done here, whoever the store's owner is

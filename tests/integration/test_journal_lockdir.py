@@ -1,0 +1,177 @@
+"""The lock directory journals its own lock changes, as PostgreSQL's triggers do: grants,
+waits and how they ended, releases with how long they were held, hand-overs, reclaims with
+their proof of death, pass-overs and operators' releases."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from lockstore_support import dead_pid, expect_line, kill, plant_holder, spawn
+
+from lockyard.infra.lockstore import FileJournal, JournalQuery, JournalRecord, LockStore
+from lockyard.infra.lockstore.journal.causes import mark_victim, operator_release, unmark_victim
+from lockyard.infra.lockstore.liveness import current_process, read_proc_stat
+from lockyard.infra.lockstore.paths import lock_name
+from polling_support import wait_until
+
+
+def journalled(lock_dir: Path, **query: list[str]) -> list[JournalRecord]:
+    return list(FileJournal(lock_dir).records(JournalQuery.of(**query)))
+
+
+def test_a_grant_a_wait_a_hand_over_and_a_release_are_recorded(repo: Path, lock_dir: Path) -> None:
+    one, two = LockStore(repo, lock_dir), LockStore(repo, lock_dir)
+    assert one.try_lock("a.py", "alice")
+    waiter = threading.Thread(target=lambda: two.acquire("a.py", "bob", timeout_seconds=120))
+    waiter.start()
+    wait_until(lambda: one.waiters("a.py"))
+    assert one.release("a.py", "alice")
+    waiter.join()
+    assert two.release("a.py", "bob")
+    records = journalled(lock_dir)
+    assert [(r.kind, r.agent) for r in records] == [
+        ("grant", "alice"), ("wait-begin", "bob"), ("release", "alice"),
+        ("hand-over", "bob"), ("wait-end", "bob"), ("release", "bob"),
+    ]  # fmt: skip
+    me = current_process()
+    for record in records:
+        assert (record.namespace, record.file) == (one.namespace, "a.py")
+        assert (record.pid, record.host) == (me.pid, me.host)
+        assert record.session == f"{me.pid}.{me.start_time}"
+        assert record.fence is None  # a lock directory issues no fencing numbers
+    by = {(r.kind, r.agent): r for r in records}
+    assert by["wait-end", "bob"].outcome == "granted"
+    assert (by["wait-end", "bob"].waited or 0) > 0
+    assert (by["release", "alice"].held or 0) >= (by["wait-end", "bob"].waited or 0)
+    assert by["release", "bob"].held is not None
+    # Taking a lock one already holds changes nothing: no record.
+    assert one.try_lock("a.py", "alice")
+    assert one.try_lock("a.py", "alice")
+    assert [r.kind for r in journalled(lock_dir)[len(records) :]] == ["grant"]
+
+
+def test_a_release_by_another_store_reads_the_hold_time_from_the_lock(
+    repo: Path, lock_dir: Path
+) -> None:
+    assert LockStore(repo, lock_dir).try_lock("a.py", "alice")
+    assert LockStore(repo, lock_dir).release("a.py", "alice")
+    [_grant, release] = journalled(lock_dir)
+    assert release.kind == "release"
+    assert release.held is not None
+    assert release.held >= 0
+
+
+def test_a_wait_that_times_out_or_is_cancelled_or_gives_way_says_so(
+    repo: Path, lock_dir: Path
+) -> None:
+    one, two = LockStore(repo, lock_dir), LockStore(repo, lock_dir)
+    assert one.try_lock("a.py", "alice")
+    assert not two.acquire("a.py", "bob", timeout_seconds=0.2)
+
+    async def cancelled(agent: str) -> None:
+        with anyio.move_on_after(0.3):
+            await two.acquire_async("a.py", agent, timeout_seconds=60)
+
+    anyio.run(cancelled, "carol")
+    mark_victim("dave")
+    try:
+        anyio.run(cancelled, "dave")
+    finally:
+        unmark_victim("dave")
+    ended = {r.agent: r.outcome for r in journalled(lock_dir, kinds=["wait-end"])}
+    assert ended == {"bob": "timed-out", "carol": "cancelled", "dave": "victim"}
+    assert len(journalled(lock_dir, kinds=["wait-begin"])) == 3
+    assert not two.acquire("a.py", "erin", timeout_seconds=0)  # no wait, no wait record
+    assert len(journalled(lock_dir, kinds=["wait-begin"])) == 3
+
+
+def test_a_dead_processs_lock_taken_back_is_a_reclaim_with_its_proof(
+    repo: Path, lock_dir: Path
+) -> None:
+    store = LockStore(repo, lock_dir)
+    plant_holder(store, "a.py", "alice", pid=dead_pid(), acquired_at=time.time() - 90)
+    assert store.try_lock("a.py", "bob")
+    [reclaim] = journalled(lock_dir, kinds=["reclaim"])
+    assert (reclaim.agent, reclaim.file, reclaim.other) == ("alice", "a.py", "bob")
+    assert reclaim.reason is not None
+    assert "no longer exists" in reclaim.reason  # the proof of death
+    assert (reclaim.held or 0) >= 90
+    assert [r.agent for r in journalled(lock_dir, kinds=["grant"])] == ["bob"]
+
+
+def test_a_killed_holders_lock_reclaimed_by_its_waiter(repo: Path, lock_dir: Path) -> None:
+    holder = spawn(repo, lock_dir, "a.py", "alice", "hold")
+    try:
+        expect_line(holder, "locked")
+        store = LockStore(repo, lock_dir)
+        waiter = threading.Thread(target=lambda: store.acquire("a.py", "bob", timeout_seconds=120))
+        waiter.start()
+        wait_until(lambda: store.waiters("a.py"))
+        holder.send_signal(signal.SIGKILL)
+        waiter.join()
+    finally:
+        kill(holder)
+    kinds = [(r.kind, r.agent) for r in journalled(lock_dir)]
+    assert ("reclaim", "alice") in kinds
+    assert kinds[-1] == ("wait-end", "bob")
+    assert journalled(lock_dir, kinds=["wait-end"])[0].outcome == "granted"
+
+
+def test_an_operators_release_names_the_operator(repo: Path, lock_dir: Path) -> None:
+    one, two = LockStore(repo, lock_dir), LockStore(repo, lock_dir)
+    assert one.try_lock("a.py", "alice")
+    assert one.try_lock("b.py", "alice")
+    with operator_release("lockyard clean --agent alice"):
+        assert two.cleanup_agent_locks("alice", all_namespaces=True) == ["a.py", "b.py"]
+    released = journalled(lock_dir, kinds=["operator-release"])
+    assert sorted((r.file, r.agent, r.other) for r in released) == [
+        ("a.py", "alice", "lockyard clean --agent alice"),
+        ("b.py", "alice", "lockyard clean --agent alice"),
+    ]
+    assert all(r.held is not None for r in released)
+
+
+def test_a_first_waiter_passed_over_is_recorded(repo: Path, lock_dir: Path, tmp_path: Path) -> None:
+    store = LockStore(repo, lock_dir)
+    assert store.try_lock("f.py", "A")
+    waiter = spawn(repo, lock_dir, "f.py", "B", "wait", "100", str(tmp_path / "log"))
+    try:
+        expect_line(waiter, "waiting")
+        wait_until(lambda: [w.agent_id for w in store.waiters("f.py")] == ["B"])
+        waiter.send_signal(signal.SIGSTOP)  # alive and queued, unable to take its turn
+        wait_until(lambda: _state(waiter.pid) == "T")
+        assert store.release("f.py", "A")
+        name = lock_name(store.namespace, "f.py")
+        [first] = store._dir.queue_order(name)
+        then = time.time() - store.turn_timeout - 60
+        os.utime(f"{lock_dir}/{name}.q/{first}", (then, then), follow_symlinks=False)
+        assert store.try_lock("f.py", "C")
+    finally:
+        waiter.send_signal(signal.SIGCONT)
+        kill(waiter)
+    [passed] = journalled(lock_dir, kinds=["pass-over"])
+    assert (passed.agent, passed.file) == ("B", "f.py")
+    assert passed.reason is not None
+    assert "turn" in passed.reason
+
+
+def test_the_journal_switched_off_writes_nothing(
+    repo: Path, lock_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOCKYARD_JOURNAL", "off")
+    store = LockStore(repo, lock_dir)
+    assert store.try_lock("a.py", "alice")
+    assert not store.acquire("a.py", "bob", timeout_seconds=0.1)
+    assert store.release("a.py", "alice")
+    assert journalled(lock_dir) == []
+
+
+def _state(pid: int) -> str | None:
+    stat = read_proc_stat(pid)
+    return None if stat is None else stat[0]
