@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from lockstore_support import dead_pid, plant_holder
 
+from lock_dir_listing import lock_dir_entries
 from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.liveness import ProcessIdentity, current_process, new_token
 from lockyard.infra.lockstore.lockdir.disk import LOCK_SUFFIX
@@ -75,7 +76,7 @@ def test_a_held_lock_is_not_taken_over_and_leaves_no_staging(store: LockStore) -
     assert store.try_lock("a.py", "alice")
     assert not store.try_lock("a.py", "bob")
     assert not LockStore(store.root, store.lock_dir).try_lock("a.py", "bob")
-    no_cards = [e for e in os.listdir(store.lock_dir) if not e.endswith(".card")]
+    no_cards = [e for e in lock_dir_entries(store.lock_dir) if not e.endswith(".card")]
     assert sorted(no_cards) == _lock_entries(store)  # no staging debris
     assert store.holder("a.py") == "alice"
 
@@ -280,9 +281,9 @@ def test_processes_racing_through_the_shortcuts_never_overlap(
         assert out.split() == ["done", str(rounds)]
     assert (data / "counter").read_text() == str(racers * rounds)  # no lost update
     # Every lock released, no staging left; the racers' holder cards go once they are dead.
-    assert all(entry.endswith(".card") for entry in os.listdir(lock_dir))
+    assert all(entry.endswith(".card") for entry in lock_dir_entries(lock_dir))
     LockStore(repo, lock_dir).reclaim_stale()
-    assert os.listdir(lock_dir) == []
+    assert lock_dir_entries(lock_dir) == []
 
 
 # -- a model of the store, driven through both paths by hypothesis -------------------------
@@ -386,7 +387,7 @@ class LeanPathModel(RuleBasedStateMachine):
 
     @invariant()
     def no_debris(self) -> None:
-        for entry in os.listdir(f"{self.base}/locks"):
+        for entry in lock_dir_entries(f"{self.base}/locks"):
             assert entry.endswith((".lock", ".q", ".card")), entry
 
 

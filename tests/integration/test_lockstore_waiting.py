@@ -14,6 +14,7 @@ import anyio
 import pytest
 from lockstore_support import expect_line, kill, spawn, until_queued
 
+from lock_dir_listing import lock_dir_entries
 from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.inotify import parse_events
 from lockyard.infra.lockstore.lockdir import wake_hub
@@ -29,7 +30,9 @@ def store(repo: Path, lock_dir: Path) -> LockStore:
 
 def only_lock_entries(lock_dir: Path) -> list[str]:
     """Whatever is in the lock directory besides locks and holder cards."""
-    return sorted(name for name in os.listdir(lock_dir) if not name.endswith((".lock", ".card")))
+    return sorted(
+        name for name in lock_dir_entries(lock_dir) if not name.endswith((".lock", ".card"))
+    )
 
 
 @pytest.mark.anyio

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lock_dir_listing import lock_dir_entries
 from lockyard.infra.lockstore import (
     CorruptRecordError,
     LockDirError,
@@ -129,7 +130,7 @@ def test_long_records_are_written_as_files_and_read_whole(repo: Path, tmp_path: 
     assert record.lock_path == deep
     assert not store.try_lock(deep, "bob")
     assert store.release(deep, "alice")
-    cards = os.listdir(store.lock_dir)  # alice's and bob's holder cards, for later grants
+    cards = lock_dir_entries(store.lock_dir)  # alice's and bob's holder cards, for later grants
     assert len(cards) == 2
     assert all(card.endswith(".card") for card in cards)
 

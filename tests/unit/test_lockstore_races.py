@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from lock_dir_listing import lock_dir_entries
 from lockyard.infra.lockstore import LockStore, Reclamation
 from lockyard.infra.lockstore.liveness import current_process
 from lockyard.infra.lockstore.paths import lock_name
@@ -185,6 +186,6 @@ def test_an_acquire_that_loses_the_rename_race_leaves_no_debris(
     monkeypatch.setattr(store._dir, "publish", publish)
     assert store.try_lock("f.py", "alice") is False
     assert other.holder("f.py") == "carol"
-    assert sorted(e for e in os.listdir(store.lock_dir) if not e.endswith(".card")) == [
+    assert sorted(e for e in lock_dir_entries(store.lock_dir) if not e.endswith(".card")) == [
         f"{lock_name(store.namespace, store.canonicalize('f.py'))}.lock"
     ]

@@ -15,6 +15,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from lock_dir_listing import lock_dir_entries
 from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.liveness import current_process
 from lockyard.infra.lockstore.paths import lock_name
@@ -113,7 +114,7 @@ class LockStoreModel(RuleBasedStateMachine):
     def listing_matches_the_model_and_leaves_no_debris(self) -> None:
         listed = {info.lock_path: info.holder.agent_id for info in self.stores[1].list_locks()}
         assert listed == {self.key(f): h for f, h in self.holders.items()}
-        entries = os.listdir(self.stores[0].lock_dir)
+        entries = lock_dir_entries(self.stores[0].lock_dir)
         assert all(entry.endswith((".lock", ".card")) for entry in entries), entries
 
 
