@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any, Final
@@ -173,8 +174,7 @@ def _lock(
         fenced = ", ".join(k if f is None else f"{k} (#{f})" for k, f in fences.items())
         try:
             if command is None:
-                say(f"holding {fenced} as {who}; Ctrl-C releases them")
-                _hold_until_signal()
+                _hold_until_signal(lambda: say(f"holding {fenced} as {who}; Ctrl-C releases them"))
                 return 0
             say(f"holding {fenced} as {who}; running {' '.join(command)}")
             return _run(command)
@@ -332,8 +332,9 @@ class _StopSignalError(Exception):
     pass
 
 
-def _hold_until_signal() -> None:
-    """Sleep until SIGINT, SIGTERM or SIGHUP."""
+def _hold_until_signal(announce: Callable[[], None]) -> None:
+    """Sleep until SIGINT, SIGTERM or SIGHUP; `announce` runs once they are caught, so a
+    Ctrl-C sent the moment the announcement is read still releases the locks."""
 
     def stop(signum: int, frame: FrameType | None) -> None:
         raise _StopSignalError
@@ -341,6 +342,7 @@ def _hold_until_signal() -> None:
     wanted = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {s: signal.signal(s, stop) for s in wanted}
     try:
+        announce()
         while True:
             signal.pause()
     except _StopSignalError:
