@@ -50,6 +50,14 @@ BACKEND_HELP = (
 )
 
 
+def namespace_option(help: str) -> Any:
+    """The `--namespace NS` option of the commands that lock as agents do (read from
+    $LOCKYARD_NAMESPACE too, as every agent's server reads it)."""
+    return typer.Option(
+        "--namespace", metavar="NS", envvar="LOCKYARD_NAMESPACE", help=help, show_default=False
+    )
+
+
 def backend_option() -> Any:
     """The `--backend SPEC` option of every command."""
     return typer.Option("--backend", metavar="SPEC", help=BACKEND_HELP, show_default=False)

@@ -30,7 +30,7 @@ import anyio
 import typer
 
 from ._errors import CliError, ExitCode, reports_errors
-from ._options import LockyardCommand, backend_option, flag, lock_dir_option
+from ._options import LockyardCommand, backend_option, flag, lock_dir_option, namespace_option
 
 LOCK_HELP = (
     "Take the agents' locks on PATHs for a person, a script or a CI job, like flock(1): wait "
@@ -111,12 +111,7 @@ def lock_command(
     ] = None,
     namespace: Annotated[
         str | None,
-        typer.Option(
-            "--namespace",
-            envvar="LOCKYARD_NAMESPACE",
-            help="The repository's name for locks, if the agents use one (as `serve`).",
-            show_default=False,
-        ),
+        namespace_option("The repository's name for locks, if the agents use one (as `serve`)."),
     ] = None,
     backend: Annotated[str | None, backend_option()] = None,
     quiet: Annotated[bool, flag("--quiet", "-q", help="Say nothing on stderr but errors.")] = False,

@@ -25,7 +25,7 @@ from ..infra.session.serve_session import (
 from ..infra.session.session_ids import SessionIdError, check_cli_name, repository_root
 from ..infra.transports.stdio.serve_config import ServeConfigError, open_serve_store
 from ._errors import CliError, ExitCode, reports_errors
-from ._options import backend_option, lock_dir_option
+from ._options import backend_option, lock_dir_option, namespace_option
 
 if TYPE_CHECKING:
     from ..infra.transports.stdio.server import ServeSession
@@ -73,13 +73,10 @@ def serve_command(
     ] = None,
     namespace: Annotated[
         str | None,
-        typer.Option(
-            "--namespace",
-            envvar="LOCKYARD_NAMESPACE",
-            help="The repository's name for locks: checkouts given one name share locks "
+        namespace_option(
+            "The repository's name for locks: checkouts given one name share locks "
             "wherever they are (other hosts, containers). Default: the name derived from "
-            "the repository, shared by its git worktrees.",
-            show_default=False,
+            "the repository, shared by its git worktrees."
         ),
     ] = None,
     log_level: Annotated[
