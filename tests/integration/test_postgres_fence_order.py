@@ -15,8 +15,6 @@ import psycopg
 import pytest
 
 from lockyard.infra.lockstore.postgres import PgLockStore
-from lockyard.infra.lockstore.postgres.schema import ddl, ensure_schema
-from lockyard.infra.lockstore.postgres.session import forget_ensured_schemas
 from pg_support import PgServer
 from polling_support import wait_until
 
@@ -151,39 +149,3 @@ def test_a_check_failure_is_the_callers_and_is_not_run_again(
     with pytest.raises(psycopg.errors.CheckViolation):
         one.session.run(failing_check)
     assert len(calls) == 1
-
-
-@pytest.mark.parametrize("version", [4, 5])
-def test_an_upgrade_keeps_every_locks_last_number_in_its_row(
-    version: int, repo: Path, pg_server: PgServer, pg_schema: str, pg_backend: str
-) -> None:
-    s = f'"{pg_schema}"'
-    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
-        with admin.transaction():
-            admin.execute(ddl(pg_schema, version=version).encode())
-        forget_ensured_schemas()
-        # A lock held (its number recorded by the trigger) and one released since.
-        for key in ("held.py", "freed.py"):
-            admin.execute(
-                f"INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid, "
-                f"host, acquired_at) VALUES ('ns', %s, 'alice', 0, %s, "
-                f"nextval('{s}.fence_seq') + 100, 1, 'h', 0)",
-                (key, f"{key}-token"),
-            )
-        admin.execute(f"DELETE FROM {s}.holds WHERE key = 'freed.py'")
-        marks = dict(admin.execute(f"SELECT key, fence FROM {s}.fence_marks").fetchall())
-        ensure_schema(admin, pg_schema)
-        assert rows_of(admin, pg_schema) == [
-            ("freed.py", None, marks["freed.py"]),
-            ("held.py", "alice", marks["held.py"]),
-        ]
-        tables = admin.execute("SELECT to_regclass(%s)", (f"{s}.fence_marks",)).fetchone()
-        assert tables == (None,), "the marks live in the locks' rows now"
-    with PgLockStore(repo, pg_backend, namespace="ns") as store:
-        assert store.holder("held.py") is None, "its session (0) is not alive"
-        for key in ("held.py", "freed.py"):
-            assert store.try_lock(key, "bob")
-            fence = store.grant_fence(key, "bob")
-            assert fence is not None
-            assert fence > marks[key]
-    forget_ensured_schemas()

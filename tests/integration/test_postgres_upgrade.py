@@ -1,11 +1,12 @@
-"""Schema upgrades on PostgreSQL: a version 1 schema in use is brought to the current version
-in place, once, with the locks it holds kept; new grants then record their checkout. A
-version 2 schema gets an inlinable `channel`, whose names stay the ones clients listen on."""
+"""Schema versions on PostgreSQL. A new schema is created at the current version directly; one
+an older lockyard made is brought forward by `UPGRADES`, one step per version, all in one
+transaction, once however many clients start at once, with the locks it holds kept. Version 1
+is the first released, so no real step exists yet: these tests hand the same code steps of
+their own, and the first real upgrade runs through exactly what they check."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,9 @@ import pytest
 from lockyard.infra.lockstore.postgres import PgLockStore
 from lockyard.infra.lockstore.postgres.schema import (
     SCHEMA_VERSION,
-    ddl,
+    UPGRADES,
+    SchemaError,
+    check_schema,
     ensure_schema,
     namespace_channel,
 )
@@ -23,85 +26,49 @@ from lockyard.infra.lockstore.postgres.session import forget_ensured_schemas
 from pg_support import PgServer
 from polling_support import wait_until
 
-NO_RECHECK = 3600.0
-"""A liveness interval no test outlives: only a push hands a queued waiter its lock."""
+STEP_2 = """
+CREATE TABLE {s}.upgrade_runs (version integer PRIMARY KEY);
+INSERT INTO {s}.upgrade_runs VALUES (2);
+"""
+STEP_3 = """
+ALTER TABLE {s}.waiters ADD COLUMN note text;
+INSERT INTO {s}.upgrade_runs VALUES (3);
+"""
+FUTURE = {2: STEP_2, 3: STEP_3}
+"""Two steps a later lockyard might bring. Neither can run twice (the table, the column and
+the key exist then): a step run again fails the upgrade."""
 
 
-@pytest.fixture
-def v1_schema(pg_server: PgServer, pg_schema: str) -> Iterator[str]:
-    """`pg_schema` created as lockyard's first schema version made it."""
-    with psycopg.connect(pg_server.dsn, autocommit=True) as admin, admin.transaction():
-        admin.execute(ddl(pg_schema, version=1).encode())
-    forget_ensured_schemas()
-    yield pg_schema
-    forget_ensured_schemas()
-
-
-def version_of(pg_server: PgServer, schema: str) -> int:
-    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
-        row = admin.execute(f'SELECT version FROM "{schema}".meta').fetchone()
+def version_of(conn: psycopg.Connection[Any], schema: str) -> int:
+    row = conn.execute(f'SELECT version FROM "{schema}".meta').fetchone()
     assert row is not None
     return int(row[0])
 
 
-def take_as_version_1(conn: psycopg.Connection[Any], schema: str, key: str, agent: str) -> None:
-    """What a version 1 client did to take a lock: its own session, then its `take`."""
-    (session,) = conn.execute(f'SELECT "{schema}".open_session()').fetchone() or (0,)
-    row = conn.execute(
-        f'SELECT outcome FROM "{schema}".take(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)',
-        ("old-ns", key, agent, "v1-token", 1, None, "old-host", None, None, True, session),
-    ).fetchone()
-    assert row == ("granted",)
+def runs_of(conn: psycopg.Connection[Any], schema: str) -> list[int]:
+    rows = conn.execute(f'SELECT version FROM "{schema}".upgrade_runs ORDER BY 1').fetchall()
+    return [int(version) for (version,) in rows]
 
 
-def test_a_version_1_schema_is_upgraded_in_place_keeping_its_locks(
-    repo: Path, pg_server: PgServer, v1_schema: str
+@pytest.fixture
+def admin(pg_server: PgServer, pg_schema: str) -> Any:
+    """A connection to a server where `pg_schema` was just created by this lockyard."""
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        ensure_schema(conn, pg_schema)
+        yield conn
+    forget_ensured_schemas()
+
+
+def test_a_new_schema_is_made_at_the_current_version_and_every_later_one_has_its_step(
+    admin: psycopg.Connection[Any], pg_schema: str
 ) -> None:
-    assert version_of(pg_server, v1_schema) == 1
-    with psycopg.connect(pg_server.dsn, autocommit=True) as old_client:
-        take_as_version_1(old_client, v1_schema, "src/app.py", "old-agent")
-        spec = pg_server.spec(v1_schema)
-        with PgLockStore(repo, spec, namespace="old-ns") as store:
-            store.connect()
-            assert version_of(pg_server, v1_schema) == SCHEMA_VERSION
-            held = store.holder_record("src/app.py")
-            assert held is not None
-            assert (held.agent_id, held.checkout) == ("old-agent", None), "kept, as it was"
-            assert not store.try_lock("src/app.py", "new-agent"), "still the old session's"
-        # The old client's session ends: its lock is free for the upgraded clients.
-    with PgLockStore(repo, spec, namespace="old-ns") as store:
-        assert store.acquire("src/app.py", "new-agent", timeout_seconds=30)
-        record = store.holder_record("src/app.py")
-        assert record is not None
-        assert (record.agent_id, record.checkout) == ("new-agent", store.root)
+    assert version_of(admin, pg_schema) == SCHEMA_VERSION
+    assert sorted(UPGRADES) == list(range(2, SCHEMA_VERSION + 1))
+    check_schema(admin, pg_schema)  # what a read-only command accepts
 
 
-def test_a_hold_with_a_queue_at_upgrade_is_handed_on_by_a_new_release(
-    repo: Path, pg_server: PgServer, v1_schema: str
-) -> None:
-    with (
-        psycopg.connect(pg_server.dsn, autocommit=True) as old_holder,
-        psycopg.connect(pg_server.dsn, autocommit=True) as old_waiter,
-    ):
-        take_as_version_1(old_holder, v1_schema, "src/app.py", "old-agent")
-        (session,) = old_waiter.execute(f'SELECT "{v1_schema}".open_session()').fetchone() or (0,)
-        old_waiter.execute(
-            f'SELECT "{v1_schema}".enqueue(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)',
-            ("old-ns", "src/app.py", "old-waiter", "w-token", 2, None, "old-host", None, None,
-             session),
-        )  # fmt: skip
-        with PgLockStore(repo, pg_server.spec(v1_schema), namespace="old-ns") as store:
-            store.connect()
-            row = old_holder.execute(f'SELECT queued FROM "{v1_schema}".holds').fetchone()
-            assert row == (True,), "marked from the queue during the upgrade"
-            assert store.release("src/app.py", "old-agent")
-            handed = store.holder_record("src/app.py")
-            assert handed is not None
-            assert handed.agent_id == "old-waiter", "handed to the queue's head, not freed"
-
-
-def test_clients_starting_at_once_on_a_version_1_schema_upgrade_it_once(
-    pg_server: PgServer, v1_schema: str
+def test_clients_starting_at_once_on_an_older_schema_run_each_step_once_in_order(
+    pg_server: PgServer, admin: psycopg.Connection[Any], pg_schema: str
 ) -> None:
     start = threading.Barrier(10)
     failures: list[BaseException] = []
@@ -110,7 +77,7 @@ def test_clients_starting_at_once_on_a_version_1_schema_upgrade_it_once(
         try:
             with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
                 start.wait()
-                ensure_schema(conn, v1_schema)
+                ensure_schema(conn, pg_schema, FUTURE)
         except BaseException as exc:  # pragma: no cover - reported below
             failures.append(exc)
 
@@ -120,14 +87,70 @@ def test_clients_starting_at_once_on_a_version_1_schema_upgrade_it_once(
     for thread in threads:
         thread.join(60)
     assert failures == []
-    assert version_of(pg_server, v1_schema) == SCHEMA_VERSION
-    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
-        columns = admin.execute(
-            "SELECT table_name FROM information_schema.columns "
-            "WHERE table_schema = %s AND column_name = 'checkout' ORDER BY table_name",
-            (v1_schema,),
-        ).fetchall()
-    assert columns == [("holds",), ("waiters",)]
+    assert version_of(admin, pg_schema) == 3
+    assert runs_of(admin, pg_schema) == [2, 3]
+
+
+def test_an_upgrade_starts_from_the_installed_version_and_reading_never_upgrades(
+    admin: psycopg.Connection[Any], pg_schema: str
+) -> None:
+    ensure_schema(admin, pg_schema, {2: STEP_2})
+    assert version_of(admin, pg_schema) == 2
+    with pytest.raises(SchemaError, match=r"is version 2, older than this lockyard \(3\); reading"):
+        check_schema(admin, pg_schema, FUTURE)
+    assert version_of(admin, pg_schema) == 2, "left as it was"
+    ensure_schema(admin, pg_schema, FUTURE)  # step 3 only: step 2 again would fail
+    assert (version_of(admin, pg_schema), runs_of(admin, pg_schema)) == (3, [2, 3])
+    with pytest.raises(SchemaError, match="is version 3, newer than this lockyard understands"):
+        ensure_schema(admin, pg_schema)  # this lockyard, which knows no step 3
+
+
+def test_a_step_that_fails_leaves_the_schema_as_it_was_and_the_next_client_upgrades_it(
+    pg_server: PgServer, admin: psycopg.Connection[Any], pg_schema: str
+) -> None:
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        ensure_schema(admin, pg_schema, {2: STEP_2, 3: "SELECT 1 / 0;"})
+    assert version_of(admin, pg_schema) == 1
+    found = admin.execute("SELECT to_regclass(%s)", (f'"{pg_schema}".upgrade_runs',)).fetchone()
+    assert found == (None,), "step 2 rolled back with step 3"
+    with psycopg.connect(pg_server.dsn, autocommit=True) as other:
+        ensure_schema(other, pg_schema, FUTURE)  # not left waiting on the creators' lock
+    assert (version_of(admin, pg_schema), runs_of(admin, pg_schema)) == (3, [2, 3])
+
+
+def test_locks_held_and_queued_at_an_upgrade_stay_and_are_handed_on_after_it(
+    repo: Path, pg_backend: str, admin: psycopg.Connection[Any], pg_schema: str
+) -> None:
+    with PgLockStore(repo, pg_backend) as holder, PgLockStore(repo, pg_backend) as waiter:
+        assert holder.try_lock("a.py", "alice")
+        granted: list[bool] = []
+        waiting = threading.Thread(
+            target=lambda: granted.append(waiter.acquire("a.py", "bob", timeout_seconds=60))
+        )
+        waiting.start()
+        try:
+            wait_until(lambda: bool(holder.waiters("a.py")), "bob queued for a.py")
+            ensure_schema(admin, pg_schema, FUTURE)
+            assert version_of(admin, pg_schema) == 3
+            assert holder.holder("a.py") == "alice", "kept across the upgrade"
+            assert [w.agent_id for w in holder.waiters("a.py")] == ["bob"]
+        finally:
+            assert holder.release("a.py", "alice")
+            waiting.join(60)
+        assert granted == [True], "handed over after the upgrade"
+        assert holder.holder("a.py") == "bob"
+
+
+def test_the_channel_function_is_inlinable_and_names_the_channels_clients_listen_on(
+    admin: psycopg.Connection[Any], pg_schema: str
+) -> None:
+    # STABLE, not IMMUTABLE: PostgreSQL inlines only a function no stricter than its body.
+    row = admin.execute(
+        f'SELECT "{pg_schema}".channel(%s), (SELECT provolatile FROM pg_proc '
+        "WHERE oid = %s::regprocedure)",
+        ("some/namespace", f'"{pg_schema}".channel(text)'),
+    ).fetchone()
+    assert row == (namespace_channel(pg_schema, "some/namespace"), "s")
 
 
 def test_holders_and_waiters_record_their_checkout(repo: Path, pg_backend: str) -> None:
@@ -149,39 +172,3 @@ def test_holders_and_waiters_record_their_checkout(repo: Path, pg_backend: str) 
         handed = holder.holder_record("a.py")
         assert handed is not None
         assert (handed.agent_id, handed.checkout) == ("bob", waiter.root)
-
-
-def test_a_version_2_schema_gets_a_stable_channel_that_names_the_channels_clients_listen_on(
-    repo: Path, pg_server: PgServer, pg_schema: str
-) -> None:
-    with psycopg.connect(pg_server.dsn, autocommit=True) as admin, admin.transaction():
-        admin.execute(ddl(pg_schema, version=2).encode())
-    forget_ensured_schemas()
-    spec = pg_server.spec(pg_schema)
-    with (
-        PgLockStore(repo, spec, liveness_interval=NO_RECHECK) as holder,
-        PgLockStore(repo, spec, liveness_interval=NO_RECHECK) as waiter,
-    ):
-        holder.connect()
-        assert version_of(pg_server, pg_schema) == SCHEMA_VERSION
-        with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
-            row = admin.execute(
-                f'SELECT "{pg_schema}".channel(%s), (SELECT provolatile FROM pg_proc '
-                "WHERE oid = %s::regprocedure)",
-                (holder.namespace, f'"{pg_schema}".channel(text)'),
-            ).fetchone()
-        assert row == (namespace_channel(pg_schema, holder.namespace), "s")
-        assert holder.try_lock("a.py", "alice")
-        granted: list[bool] = []
-        waiting = threading.Thread(
-            target=lambda: granted.append(waiter.acquire("a.py", "bob", timeout_seconds=60))
-        )
-        waiting.start()
-        wait_until(lambda: bool(holder.waiters("a.py")), "bob queued for a.py")
-        assert holder.release("a.py", "alice")
-        waiting.join(60)
-        assert granted == [True], "handed over by push on the upgraded schema"
-        handed = holder.holder_record("a.py")
-        assert handed is not None
-        assert handed.agent_id == "bob"
-    forget_ensured_schemas()

@@ -2,10 +2,12 @@
 
 Tables (UNLOGGED: a lock outlives no server crash, since every session dies with it; skipping
 the WAL makes a grant cost no disk write):
-  holds     one row per held lock (namespace, key): agent, owning session, grant token, fence
+  holds     one row per lock ever taken (namespace, key): its holder (agent, owning
+            session, grant token; all empty while the lock is free) and its last fencing
+            number, which the row keeps across releases
   waiters   one row per queued wait, ordered by `ticket` (arrival order)
   notices   one victim notice per agent, posted by `lockyard monitor`
-  fence_marks  each lock's last fencing number (a grant not above it is refused)
+  journal   the record of lock changes, written by triggers (journal_schema.py)
 Sequences: `fence_seq` (fencing numbers; logged, so they keep growing across restarts),
 `ticket_seq`, `session_seq`. Functions do each operation in one round trip; the two hot
 paths (take a free lock, release) are plain statements of the store instead (store.py).
@@ -15,17 +17,18 @@ for as long as it lives. A row's owner is alive while that lock is held, which a
 test without privileges and in O(1) with `pg_try_advisory_xact_lock_shared`: it succeeds
 only when no session holds the exclusive lock, i.e. when the owner's session has ended.
 
-Creation is safe when many clients start at once: the first takes an advisory lock and
-creates everything in one transaction; the others wait on that lock, then find the version
-row. An older schema is upgraded the same way, step by step from its version (each step in
-`_UPGRADES`; version 1 is kept verbatim as the starting point). A schema whose version is
-newer than this lockyard's is refused, never altered.
+Versions: `meta` records the schema's version. `ddl` creates the current version directly;
+a schema made by an older lockyard is brought forward by `UPGRADES`, one step per version.
+Creation and upgrade are safe when many clients start at once: the first takes an advisory
+lock and does its work in one transaction; the others wait on that lock, then find the
+version row. A schema whose version is newer than this lockyard's is refused, never altered.
 """
 
 from __future__ import annotations
 
 import hashlib
 import zlib
+from collections.abc import Mapping
 from typing import Any, Final
 
 import psycopg
@@ -33,7 +36,12 @@ import psycopg
 from ..errors import BackendError
 from .journal_schema import JOURNAL_DDL
 
-SCHEMA_VERSION: Final = 7
+UPGRADES: Final[Mapping[int, str]] = {}
+"""Version N's step from version N-1 (statements filled in like the DDL's), for schemas that
+older lockyards made. None yet: version 1 is the first one released. A change to the schema
+edits the DDL below, so that a new schema is made as it is now, and adds its step here."""
+
+SCHEMA_VERSION: Final = 1 + len(UPGRADES)
 
 
 class SchemaError(BackendError):
@@ -65,8 +73,12 @@ def graph_channel(schema: str) -> str:
     return f"{channel_prefix(schema)}_graph"
 
 
-# Version 1, as first released: an upgrade starts from it, so it never changes.
-_V1_DDL: Final = """
+# The DDL below is written with placeholders that `_fill` replaces: {s} the quoted schema,
+# {cls} its advisory-lock class, {prefix} its channel prefix, {schema} its plain name and
+# {graph} the monitor's channel.
+
+# The tables and sequences.
+_TABLES: Final = """
 CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE {s}.meta (
     id boolean PRIMARY KEY DEFAULT true CHECK (id),
@@ -76,22 +88,32 @@ CREATE TABLE {s}.meta (
 CREATE SEQUENCE {s}.session_seq AS integer MINVALUE 1 CYCLE;
 CREATE SEQUENCE {s}.fence_seq AS bigint;
 CREATE SEQUENCE {s}.ticket_seq AS bigint;
+
+-- A lock's row is made by its first grant and never deleted: a release empties the holder's
+-- columns (a free lock has a NULL agent_id) and the next grant writes itself into the row.
+-- So every grant but the first draws its fencing number while it holds the row's lock, above
+-- the row's last one, and the numbers of one lock grow whatever the timing of the grants.
+-- `queued`: someone queued behind this hold, so its release must hand the lock on; without
+-- it (the common case) a release is a bare update. Set under the row's lock by whoever
+-- queues. No index on agent_id: finding an agent's locks scans the locks of the one
+-- repository set, which is cheap, while every grant would pay for the index.
 CREATE UNLOGGED TABLE {s}.holds (
     namespace text NOT NULL,
     key text NOT NULL,
-    agent_id text NOT NULL,
-    session integer NOT NULL,
-    token text NOT NULL,
+    agent_id text,
+    session integer,
+    token text,
     fence bigint NOT NULL,
-    pid integer NOT NULL,
+    pid integer,
     start_time bigint,
-    host text NOT NULL,
+    host text,
     boot_id text,
     pid_ns text,
-    acquired_at double precision NOT NULL,
+    acquired_at double precision,
+    checkout text,
+    queued boolean NOT NULL DEFAULT false,
     PRIMARY KEY (namespace, key)
 );
-CREATE INDEX holds_agent ON {s}.holds (agent_id);
 CREATE UNLOGGED TABLE {s}.waiters (
     ticket bigint PRIMARY KEY,
     namespace text NOT NULL,
@@ -104,7 +126,8 @@ CREATE UNLOGGED TABLE {s}.waiters (
     host text NOT NULL,
     boot_id text,
     pid_ns text,
-    since double precision NOT NULL
+    since double precision NOT NULL,
+    checkout text
 );
 CREATE INDEX waiters_lock ON {s}.waiters (namespace, key, ticket);
 CREATE INDEX waiters_token ON {s}.waiters (token);
@@ -116,18 +139,26 @@ CREATE UNLOGGED TABLE {s}.notices (
     notice_id text NOT NULL,
     body text NOT NULL
 );
+"""
 
+# Helpers of the operations below: the clock, liveness, channels, sessions, a lock's row.
+_BASICS: Final = """
 CREATE FUNCTION {s}.now_epoch() RETURNS double precision LANGUAGE sql VOLATILE
 AS $$ SELECT extract(epoch FROM clock_timestamp())::double precision $$;
 
+-- Whether a row's session lives: see the module's docstring.
 CREATE FUNCTION {s}.alive(p_session integer, p_me integer) RETURNS boolean
 LANGUAGE sql VOLATILE
 AS $$ SELECT p_session = p_me OR NOT pg_try_advisory_xact_lock_shared({cls}, p_session) $$;
 
-CREATE FUNCTION {s}.channel(p_ns text) RETURNS text LANGUAGE sql IMMUTABLE
+-- A namespace's NOTIFY channel (schema.namespace_channel). STABLE, as its body is
+-- (convert_to is STABLE): PostgreSQL never inlines an IMMUTABLE SQL function whose body is
+-- not, and a call of its own on every hand-off cost about a fifth of the hand-off's time.
+CREATE FUNCTION {s}.channel(p_ns text) RETURNS text LANGUAGE sql STABLE
 AS $$ SELECT '{prefix}_'
     || left(encode(sha256(convert_to('{schema}/' || p_ns, 'UTF8')), 'hex'), 24) $$;
 
+-- A new session number, held by this connection's session advisory lock until it ends.
 CREATE FUNCTION {s}.open_session() RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE n integer;
 BEGIN
@@ -137,559 +168,6 @@ BEGIN
     END LOOP;
     RAISE EXCEPTION 'lockyard: no free session number';
 END $$;
-
--- Give a free lock to its first live waiter (dropping dead ones), and tell that waiter.
-CREATE FUNCTION {s}.hand_off(p_ns text, p_key text, p_me integer) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE w {s}.waiters; f bigint;
-BEGIN
-    -- The common case, nobody queued, costs one index probe (no cursor).
-    IF NOT EXISTS (SELECT 1 FROM {s}.waiters WHERE namespace = p_ns AND key = p_key)
-       OR EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = p_key) THEN
-        RETURN;
-    END IF;
-    FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
-             ORDER BY ticket FOR UPDATE LOOP
-        IF NOT {s}.alive(w.session, p_me) THEN
-            DELETE FROM {s}.waiters WHERE ticket = w.ticket;
-            CONTINUE;
-        END IF;
-        INSERT INTO {s}.holds VALUES (p_ns, p_key, w.agent_id, w.session, w.token,
-            nextval('{s}.fence_seq'), w.pid, w.start_time, w.host, w.boot_id, w.pid_ns,
-            {s}.now_epoch())
-        ON CONFLICT DO NOTHING RETURNING fence INTO f;
-        IF f IS NOT NULL THEN
-            DELETE FROM {s}.waiters WHERE ticket = w.ticket;
-            PERFORM pg_notify({s}.channel(p_ns), 'g' || w.ticket || ':' || f);
-            IF EXISTS (SELECT 1 FROM {s}.waiters WHERE namespace = p_ns AND key = p_key) THEN
-                PERFORM pg_notify('{graph}', '');
-            END IF;
-        END IF;
-        RETURN;
-    END LOOP;
-END $$;
-
--- One attempt at a lock: 'granted', 'held' (already this agent's), 'busy', or 'queued'
--- (free but reserved for a live waiter; only when p_respect_queue).
-CREATE FUNCTION {s}.take(p_ns text, p_key text, p_agent text, p_token text,
-    p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text,
-    p_respect_queue boolean, p_me integer, OUT outcome text, OUT o_fence bigint,
-    OUT o_agent text)
-LANGUAGE plpgsql AS $$
-DECLARE h {s}.holds; w {s}.waiters;
-BEGIN
-    FOR attempt IN 1..8 LOOP
-        SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
-        IF FOUND THEN
-            IF {s}.alive(h.session, p_me) THEN
-                o_fence := h.fence; o_agent := h.agent_id;
-                outcome := CASE WHEN h.agent_id = p_agent THEN 'held' ELSE 'busy' END;
-                RETURN;
-            END IF;
-            DELETE FROM {s}.holds WHERE namespace = p_ns AND key = p_key AND token = h.token;
-        END IF;
-        IF p_respect_queue AND EXISTS (
-            SELECT 1 FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
-        ) THEN
-            FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
-                     ORDER BY ticket LOOP
-                IF {s}.alive(w.session, p_me) THEN
-                    PERFORM {s}.hand_off(p_ns, p_key, p_me);
-                    outcome := 'queued'; o_agent := w.agent_id;
-                    RETURN;
-                END IF;
-                DELETE FROM {s}.waiters WHERE ticket = w.ticket;
-            END LOOP;
-        END IF;
-        INSERT INTO {s}.holds VALUES (p_ns, p_key, p_agent, p_me, p_token,
-            nextval('{s}.fence_seq'), p_pid, p_start, p_host, p_boot, p_pidns, {s}.now_epoch())
-        ON CONFLICT DO NOTHING RETURNING fence INTO o_fence;
-        IF FOUND THEN
-            outcome := 'granted'; o_agent := p_agent;
-            RETURN;
-        END IF;
-    END LOOP;
-    outcome := 'busy';
-END $$;
-
-CREATE FUNCTION {s}.enqueue(p_ns text, p_key text, p_agent text, p_token text,
-    p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_me integer)
-RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE t bigint;
-BEGIN
-    INSERT INTO {s}.waiters VALUES (nextval('{s}.ticket_seq'), p_ns, p_key, p_agent, p_me,
-        p_token, p_pid, p_start, p_host, p_boot, p_pidns, {s}.now_epoch())
-    RETURNING ticket INTO t;
-    PERFORM pg_notify('{graph}', '');
-    RETURN t;
-END $$;
-
--- A queued waiter's attempt: 'granted', 'waiting' (o_agent: who is ahead or holds it), or
--- 'gone' (its queue entry is no more, or belongs to a session of ours that ended).
-CREATE FUNCTION {s}.advance(p_ns text, p_key text, p_ticket bigint, p_token text,
-    p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
-LANGUAGE plpgsql AS $$
-DECLARE w {s}.waiters; a {s}.waiters; h {s}.holds;
-BEGIN
-    SELECT * INTO w FROM {s}.waiters WHERE ticket = p_ticket;
-    IF NOT FOUND OR w.session <> p_me THEN
-        SELECT * INTO h FROM {s}.holds
-        WHERE namespace = p_ns AND key = p_key AND token = p_token AND session = p_me;
-        IF FOUND THEN
-            outcome := 'granted'; o_fence := h.fence; o_agent := h.agent_id;
-        ELSE
-            DELETE FROM {s}.waiters WHERE ticket = p_ticket;
-            outcome := 'gone';
-        END IF;
-        RETURN;
-    END IF;
-    FOR a IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
-             AND ticket < p_ticket ORDER BY ticket LOOP
-        IF {s}.alive(a.session, p_me) THEN
-            outcome := 'waiting'; o_agent := a.agent_id;
-            RETURN;
-        END IF;
-        DELETE FROM {s}.waiters WHERE ticket = a.ticket;
-    END LOOP;
-    SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
-    IF FOUND THEN
-        IF {s}.alive(h.session, p_me) THEN
-            outcome := 'waiting'; o_agent := h.agent_id;
-            RETURN;
-        END IF;
-        DELETE FROM {s}.holds WHERE namespace = p_ns AND key = p_key AND token = h.token;
-    END IF;
-    INSERT INTO {s}.holds VALUES (p_ns, p_key, w.agent_id, p_me, p_token,
-        nextval('{s}.fence_seq'), w.pid, w.start_time, w.host, w.boot_id, w.pid_ns,
-        {s}.now_epoch())
-    ON CONFLICT DO NOTHING RETURNING fence INTO o_fence;
-    IF FOUND THEN
-        DELETE FROM {s}.waiters WHERE ticket = p_ticket;
-        outcome := 'granted'; o_agent := w.agent_id;
-    ELSE
-        outcome := 'waiting';
-    END IF;
-END $$;
-
--- A waiter gives up: 'left', or 'granted' when the lock was handed to it meanwhile.
-CREATE FUNCTION {s}.leave(p_ns text, p_key text, p_ticket bigint, p_token text, p_me integer)
-RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM {s}.waiters WHERE ticket = p_ticket;
-    IF FOUND THEN
-        PERFORM {s}.hand_off(p_ns, p_key, p_me);
-        RETURN 'left';
-    END IF;
-    IF EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = p_key
-               AND token = p_token AND session = p_me) THEN
-        RETURN 'granted';
-    END IF;
-    RETURN 'left';
-END $$;
-
-CREATE FUNCTION {s}.release(p_ns text, p_key text, p_agent text, p_me integer)
-RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM {s}.holds WHERE namespace = p_ns AND key = p_key AND agent_id = p_agent;
-    IF NOT FOUND THEN RETURN false; END IF;
-    PERFORM {s}.hand_off(p_ns, p_key, p_me);
-    RETURN true;
-END $$;
-
-CREATE FUNCTION {s}.cleanup(p_agent text, p_ns text, p_me integer)
-RETURNS SETOF text LANGUAGE plpgsql AS $$
-DECLARE r record;
-BEGIN
-    FOR r IN DELETE FROM {s}.holds WHERE agent_id = p_agent
-             AND (p_ns IS NULL OR namespace = p_ns) RETURNING namespace, key LOOP
-        PERFORM {s}.hand_off(r.namespace, r.key, p_me);
-        RETURN NEXT r.key;
-    END LOOP;
-END $$;
-
--- Every hold and queue entry whose session has ended: removed, locks handed on.
-CREATE FUNCTION {s}.reclaim(p_me integer)
-RETURNS SETOF {s}.holds LANGUAGE plpgsql AS $$
-DECLARE h {s}.holds;
-BEGIN
-    DELETE FROM {s}.waiters w WHERE NOT {s}.alive(w.session, p_me);
-    FOR h IN SELECT * FROM {s}.holds LOOP
-        IF NOT {s}.alive(h.session, p_me) THEN
-            DELETE FROM {s}.holds
-            WHERE namespace = h.namespace AND key = h.key AND token = h.token;
-            IF FOUND THEN
-                PERFORM {s}.hand_off(h.namespace, h.key, p_me);
-                RETURN NEXT h;
-            END IF;
-        END IF;
-    END LOOP;
-END $$;
-
-CREATE FUNCTION {s}.post_notice(p_agent text, p_ns text, p_waits_on text, p_wait_id text,
-    p_notice_id text, p_body text) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO {s}.notices VALUES (p_agent, p_ns, p_waits_on, p_wait_id, p_notice_id, p_body)
-    ON CONFLICT (agent_id) DO UPDATE SET namespace = excluded.namespace,
-        waits_on = excluded.waits_on, wait_id = excluded.wait_id,
-        notice_id = excluded.notice_id, body = excluded.body;
-    PERFORM pg_notify({s}.channel(p_ns), 'v' || p_agent);
-END $$;
-
-INSERT INTO {s}.meta (version) VALUES (1);
-"""
-
-
-# Version 2: holders' and waiters' checkout; fewer statements per grant and release; a wait
-# that queues in the same call that found the lock taken; grants pushed by token.
-_V2_UPGRADE: Final = """
-ALTER TABLE {s}.holds ADD COLUMN checkout text;
-ALTER TABLE {s}.waiters ADD COLUMN checkout text;
--- Whether someone queued behind this hold: a release hands the lock on only then, so the
--- common release is a bare delete. Set under the hold's row lock by whoever queues.
-ALTER TABLE {s}.holds ADD COLUMN queued boolean NOT NULL DEFAULT false;
-UPDATE {s}.holds h SET queued = true
-WHERE EXISTS (SELECT 1 FROM {s}.waiters w WHERE w.namespace = h.namespace AND w.key = h.key);
-DROP FUNCTION {s}.take(text, text, text, text, integer, bigint, text, text, text, boolean,
-    integer);
-DROP FUNCTION {s}.enqueue(text, text, text, text, integer, bigint, text, text, text, integer);
-
--- Give a free lock to its first live waiter (dropping dead ones), and push it the grant.
--- On the hand-off path of every contended release: as few statements as it can be.
-CREATE OR REPLACE FUNCTION {s}.hand_off(p_ns text, p_key text, p_me integer) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE w {s}.waiters; f bigint; more boolean; pushed text;
-BEGIN
-    -- The common case in one statement (each statement of a function costs as much as a
-    -- small write): the first waiter is alive and the lock free, so it gets it and is told.
-    WITH head AS (
-        SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
-        ORDER BY ticket LIMIT 1 FOR UPDATE
-    ), granted AS (
-        INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid,
-            start_time, host, boot_id, pid_ns, acquired_at, checkout, queued)
-        SELECT p_ns, p_key, agent_id, session, token, nextval('{s}.fence_seq'), pid,
-            start_time, host, boot_id, pid_ns, date_part('epoch', clock_timestamp()),
-            checkout, EXISTS (SELECT 1 FROM {s}.waiters o WHERE o.namespace = p_ns
-                              AND o.key = p_key AND o.ticket <> head.ticket)
-        FROM head WHERE {s}.alive(session, p_me)
-        ON CONFLICT DO NOTHING RETURNING token, fence, queued
-    ), served AS (
-        DELETE FROM {s}.waiters WHERE ticket = (SELECT ticket FROM head)
-        AND EXISTS (SELECT 1 FROM granted)
-    )
-    SELECT fence, pg_notify({s}.channel(p_ns), 'g' || token || ':' || fence)::text
-        || CASE WHEN queued THEN pg_notify('{graph}', '')::text ELSE '' END
-    INTO f, pushed FROM granted;
-    IF f IS NOT NULL THEN
-        RETURN;
-    END IF;
-    -- Otherwise the first waiter's session ended (or the lock is held): one by one. A lock
-    -- still held is left alone by the insert below.
-    FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
-             ORDER BY ticket FOR UPDATE LOOP
-        IF NOT {s}.alive(w.session, p_me) THEN
-            DELETE FROM {s}.waiters WHERE ticket = w.ticket;
-            CONTINUE;
-        END IF;
-        more := EXISTS (SELECT 1 FROM {s}.waiters
-                        WHERE namespace = p_ns AND key = p_key AND ticket <> w.ticket);
-        INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid,
-            start_time, host, boot_id, pid_ns, acquired_at, checkout, queued)
-        VALUES (p_ns, p_key, w.agent_id, w.session, w.token, nextval('{s}.fence_seq'),
-            w.pid, w.start_time, w.host, w.boot_id, w.pid_ns, {s}.now_epoch(), w.checkout,
-            more)
-        ON CONFLICT DO NOTHING RETURNING fence INTO f;
-        IF f IS NOT NULL THEN
-            DELETE FROM {s}.waiters WHERE ticket = w.ticket;
-            -- By token: the waiter subscribed to it before its queue entry existed. The
-            -- monitor hears of it when others still wait (their edges now lead elsewhere).
-            PERFORM pg_notify({s}.channel(p_ns), 'g' || w.token || ':' || f),
-                CASE WHEN more THEN pg_notify('{graph}', '') END;
-        END IF;
-        RETURN;
-    END LOOP;
-END $$;
-
--- The slow part of an attempt, when the lock is held or queued for: 'granted', 'held'
--- (already this agent's), 'busy', or 'queued' (free but reserved for a live waiter).
--- p_share keeps the holder's row locked until the caller's transaction ends, so that a
--- release cannot slip between "held" and the caller's queue entry (it waits, then sees it).
--- An update lock, not a share lock: the caller then marks the row `queued`, and two callers
--- holding share locks would deadlock on that.
-CREATE FUNCTION {s}.take_slow(p_ns text, p_key text, p_agent text, p_token text,
-    p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
-    p_me integer, p_share boolean, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
-LANGUAGE plpgsql AS $$
-DECLARE h {s}.holds; w {s}.waiters;
-BEGIN
-    FOR attempt IN 1..8 LOOP
-        IF p_share THEN
-            SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key
-            FOR NO KEY UPDATE;
-        ELSE
-            SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
-        END IF;
-        IF FOUND THEN
-            IF {s}.alive(h.session, p_me) THEN
-                o_fence := h.fence; o_agent := h.agent_id;
-                outcome := CASE WHEN h.agent_id = p_agent THEN 'held' ELSE 'busy' END;
-                RETURN;
-            END IF;
-            DELETE FROM {s}.holds WHERE namespace = p_ns AND key = p_key AND token = h.token;
-        END IF;
-        FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
-                 ORDER BY ticket LOOP
-            IF {s}.alive(w.session, p_me) THEN
-                PERFORM {s}.hand_off(p_ns, p_key, p_me);
-                outcome := 'queued'; o_agent := w.agent_id;
-                RETURN;
-            END IF;
-            DELETE FROM {s}.waiters WHERE ticket = w.ticket;
-        END LOOP;
-        INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid,
-            start_time, host, boot_id, pid_ns, acquired_at, checkout)
-        VALUES (p_ns, p_key, p_agent, p_me, p_token, nextval('{s}.fence_seq'), p_pid,
-            p_start, p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout)
-        ON CONFLICT DO NOTHING RETURNING fence INTO o_fence;
-        IF FOUND THEN
-            outcome := 'granted'; o_agent := p_agent;
-            RETURN;
-        END IF;
-    END LOOP;
-    outcome := 'busy';
-END $$;
-
--- One attempt at a lock, never queueing: see take_slow. The common case, a free lock nobody
--- queues for, is one insert.
-CREATE FUNCTION {s}.take(p_ns text, p_key text, p_agent text, p_token text,
-    p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
-    p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
-LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid, start_time,
-        host, boot_id, pid_ns, acquired_at, checkout)
-    SELECT p_ns, p_key, p_agent, p_me, p_token, nextval('{s}.fence_seq'), p_pid, p_start,
-        p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout
-    WHERE NOT EXISTS (SELECT 1 FROM {s}.waiters WHERE namespace = p_ns AND key = p_key)
-    ON CONFLICT DO NOTHING RETURNING fence INTO o_fence;
-    IF FOUND THEN
-        outcome := 'granted'; o_agent := p_agent;
-        RETURN;
-    END IF;
-    SELECT * INTO outcome, o_fence, o_agent FROM {s}.take_slow(p_ns, p_key, p_agent,
-        p_token, p_pid, p_start, p_host, p_boot, p_pidns, p_checkout, p_me, false);
-END $$;
-
--- An attempt that queues when it cannot take: 'granted', 'held', or 'waiting' with the
--- queue entry's ticket (o_agent: who holds it or is ahead). One transaction, so a release
--- either comes before it (and the lock is taken here) or sees the queue entry and hands the
--- lock over with a push.
-CREATE FUNCTION {s}.take_or_enqueue(p_ns text, p_key text, p_agent text, p_token text,
-    p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
-    p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text,
-    OUT o_ticket bigint)
-LANGUAGE plpgsql AS $$
-BEGIN
-    SELECT * INTO outcome, o_fence, o_agent FROM {s}.take_slow(p_ns, p_key, p_agent,
-        p_token, p_pid, p_start, p_host, p_boot, p_pidns, p_checkout, p_me, true);
-    IF outcome IN ('granted', 'held') THEN
-        RETURN;
-    END IF;
-    INSERT INTO {s}.waiters (ticket, namespace, key, agent_id, session, token, pid,
-        start_time, host, boot_id, pid_ns, since, checkout)
-    VALUES (nextval('{s}.ticket_seq'), p_ns, p_key, p_agent, p_me, p_token, p_pid, p_start,
-        p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout)
-    RETURNING ticket INTO o_ticket;
-    -- The hold we queue behind (the one seen busy, or the one just handed to the head).
-    UPDATE {s}.holds SET queued = true WHERE namespace = p_ns AND key = p_key AND NOT queued;
-    PERFORM pg_notify('{graph}', '');
-    outcome := 'waiting';
-END $$;
-
--- A queued waiter's attempt: 'granted', 'waiting' (o_agent: who is ahead or holds it), or
--- 'gone' (its queue entry is no more, or belongs to a session of ours that ended).
-CREATE OR REPLACE FUNCTION {s}.advance(p_ns text, p_key text, p_ticket bigint,
-    p_token text, p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
-LANGUAGE plpgsql AS $$
-DECLARE w {s}.waiters; a {s}.waiters; h {s}.holds;
-BEGIN
-    SELECT * INTO w FROM {s}.waiters WHERE ticket = p_ticket;
-    IF NOT FOUND OR w.session <> p_me THEN
-        SELECT * INTO h FROM {s}.holds
-        WHERE namespace = p_ns AND key = p_key AND token = p_token AND session = p_me;
-        IF FOUND THEN
-            outcome := 'granted'; o_fence := h.fence; o_agent := h.agent_id;
-        ELSE
-            DELETE FROM {s}.waiters WHERE ticket = p_ticket;
-            outcome := 'gone';
-        END IF;
-        RETURN;
-    END IF;
-    FOR a IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
-             AND ticket < p_ticket ORDER BY ticket LOOP
-        IF {s}.alive(a.session, p_me) THEN
-            outcome := 'waiting'; o_agent := a.agent_id;
-            RETURN;
-        END IF;
-        DELETE FROM {s}.waiters WHERE ticket = a.ticket;
-    END LOOP;
-    SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
-    IF FOUND THEN
-        IF {s}.alive(h.session, p_me) THEN
-            outcome := 'waiting'; o_agent := h.agent_id;
-            RETURN;
-        END IF;
-        DELETE FROM {s}.holds WHERE namespace = p_ns AND key = p_key AND token = h.token;
-    END IF;
-    INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid, start_time,
-        host, boot_id, pid_ns, acquired_at, checkout, queued)
-    VALUES (p_ns, p_key, w.agent_id, p_me, p_token, nextval('{s}.fence_seq'), w.pid,
-        w.start_time, w.host, w.boot_id, w.pid_ns, {s}.now_epoch(), w.checkout,
-        EXISTS (SELECT 1 FROM {s}.waiters
-                WHERE namespace = p_ns AND key = p_key AND ticket <> p_ticket))
-    ON CONFLICT DO NOTHING RETURNING fence INTO o_fence;
-    IF FOUND THEN
-        DELETE FROM {s}.waiters WHERE ticket = p_ticket;
-        outcome := 'granted'; o_agent := w.agent_id;
-    ELSE
-        outcome := 'waiting';
-    END IF;
-END $$;
-
-DROP INDEX {s}.holds_agent;  -- holds has a row per held lock only: a scan is cheap there
-"""
-
-# Version 3: `channel` is declared STABLE, as its body is (convert_to is STABLE). PostgreSQL
-# never inlines an IMMUTABLE SQL function whose body is not: every hand-off ran it as a call
-# of its own, about a fifth of a hand-off's server time. A STABLE one is inlined into the
-# statements that call it. The channel names stay the same.
-_V3_UPGRADE: Final = """
-ALTER FUNCTION {s}.channel(text) STABLE;
-"""
-
-# Version 4: fencing numbers grow per lock whatever the timing. A grant's insert draws its
-# number before it meets the lock's row, and waits there while another transaction holds
-# that row: a statement delayed between the two (a CPU-starved server process, an insert
-# waiting on a release) could record an older number after a newer grant of the same lock
-# had come and gone. `fence_marks` keeps each lock's last number, and a grant not above it is
-# refused as a serialization failure, which the client runs again with a fresh number.
-_V4_UPGRADE: Final = """
-CREATE UNLOGGED TABLE {s}.fence_marks (
-    namespace text NOT NULL,
-    key text NOT NULL,
-    fence bigint NOT NULL,
-    PRIMARY KEY (namespace, key)
-);
-INSERT INTO {s}.fence_marks SELECT namespace, key, fence FROM {s}.holds;
-CREATE FUNCTION {s}.fence_grows() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO {s}.fence_marks AS m VALUES (NEW.namespace, NEW.key, NEW.fence)
-    ON CONFLICT (namespace, key) DO UPDATE SET fence = EXCLUDED.fence
-    WHERE m.fence < EXCLUDED.fence;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'lockyard: fence % of % is not above the lock''s last one',
-            NEW.fence, NEW.key USING ERRCODE = 'serialization_failure';
-    END IF;
-    RETURN NULL;
-END $$;
-CREATE TRIGGER holds_fence_grows AFTER INSERT ON {s}.holds
-    FOR EACH ROW EXECUTE FUNCTION {s}.fence_grows();
-"""
-
-# Version 5: the two hot grants (a free lock taken, a lock handed on at release) record their
-# lock's number in `fence_marks` within their own statement, after their insert, instead of
-# through the trigger (a PL/pgSQL call per grant: about a fifth of an uncontended cycle's server
-# time). Their rows say so (`marked`), and the trigger skips them. Such a statement sets the
-# mark's `previous` to the number it replaces; a number not above it breaks the CHECK
-# `fence_marks_grow`, which the client runs again like a serialization failure.
-_V5_UPGRADE: Final = """
-ALTER TABLE {s}.fence_marks ADD COLUMN previous bigint NOT NULL DEFAULT 0;
-ALTER TABLE {s}.fence_marks ADD CONSTRAINT fence_marks_grow CHECK (fence > previous);
-ALTER TABLE {s}.holds ADD COLUMN marked boolean NOT NULL DEFAULT false;
-DROP TRIGGER holds_fence_grows ON {s}.holds;
-CREATE TRIGGER holds_fence_grows AFTER INSERT ON {s}.holds
-    FOR EACH ROW WHEN (NOT NEW.marked) EXECUTE FUNCTION {s}.fence_grows();
-
-CREATE OR REPLACE FUNCTION {s}.hand_off(p_ns text, p_key text, p_me integer) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE w {s}.waiters; f bigint; more boolean; pushed text;
-BEGIN
-    -- The common case in one statement: the first waiter is alive and the lock free, so it
-    -- gets it (its number recorded in fence_marks after the insert) and is told.
-    WITH head AS (
-        SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
-        ORDER BY ticket LIMIT 1 FOR UPDATE
-    ), granted AS (
-        INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid,
-            start_time, host, boot_id, pid_ns, acquired_at, checkout, queued, marked)
-        SELECT p_ns, p_key, agent_id, session, token, nextval('{s}.fence_seq'), pid,
-            start_time, host, boot_id, pid_ns, date_part('epoch', clock_timestamp()),
-            checkout, EXISTS (SELECT 1 FROM {s}.waiters o WHERE o.namespace = p_ns
-                              AND o.key = p_key AND o.ticket <> head.ticket), true
-        FROM head WHERE {s}.alive(session, p_me)
-        ON CONFLICT DO NOTHING RETURNING token, fence, queued
-    ), marked AS (
-        INSERT INTO {s}.fence_marks AS m (namespace, key, fence)
-        SELECT p_ns, p_key, fence FROM granted
-        ON CONFLICT (namespace, key) DO UPDATE SET fence = EXCLUDED.fence, previous = m.fence
-    ), served AS (
-        DELETE FROM {s}.waiters WHERE ticket = (SELECT ticket FROM head)
-        AND EXISTS (SELECT 1 FROM granted)
-    )
-    SELECT fence, pg_notify({s}.channel(p_ns), 'g' || token || ':' || fence)::text
-        || CASE WHEN queued THEN pg_notify('{graph}', '')::text ELSE '' END
-    INTO f, pushed FROM granted;
-    IF f IS NOT NULL THEN
-        RETURN;
-    END IF;
-    -- Otherwise the first waiter's session ended (or the lock is held): one by one. A lock
-    -- still held is left alone by the insert below (whose number the trigger records).
-    FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
-             ORDER BY ticket FOR UPDATE LOOP
-        IF NOT {s}.alive(w.session, p_me) THEN
-            DELETE FROM {s}.waiters WHERE ticket = w.ticket;
-            CONTINUE;
-        END IF;
-        more := EXISTS (SELECT 1 FROM {s}.waiters
-                        WHERE namespace = p_ns AND key = p_key AND ticket <> w.ticket);
-        INSERT INTO {s}.holds (namespace, key, agent_id, session, token, fence, pid,
-            start_time, host, boot_id, pid_ns, acquired_at, checkout, queued)
-        VALUES (p_ns, p_key, w.agent_id, w.session, w.token, nextval('{s}.fence_seq'),
-            w.pid, w.start_time, w.host, w.boot_id, w.pid_ns, {s}.now_epoch(), w.checkout,
-            more)
-        ON CONFLICT DO NOTHING RETURNING fence INTO f;
-        IF f IS NOT NULL THEN
-            DELETE FROM {s}.waiters WHERE ticket = w.ticket;
-            PERFORM pg_notify({s}.channel(p_ns), 'g' || w.token || ':' || f),
-                CASE WHEN more THEN pg_notify('{graph}', '') END;
-        END IF;
-        RETURN;
-    END LOOP;
-END $$;
-"""
-
-# Version 6: a lock's row outlives its release. A release clears the holder's columns instead
-# of deleting the row, and a hand-off writes the next holder into the same row: one update in
-# place instead of a delete, an insert with its index entry and a mark in `fence_marks`. Every
-# grant of a lock that has a row draws its fencing number while it holds that row's lock, so
-# the numbers of one lock grow whatever the timing; a grant that makes the row (the lock's
-# first) can come after no other grant of it. That replaces `fence_marks`, its trigger and its
-# CHECK. A free lock is a row whose `agent_id` is NULL; its `fence` is its last number.
-_V6_UPGRADE: Final = """
-ALTER TABLE {s}.holds ALTER COLUMN agent_id DROP NOT NULL,
-    ALTER COLUMN session DROP NOT NULL, ALTER COLUMN token DROP NOT NULL,
-    ALTER COLUMN pid DROP NOT NULL, ALTER COLUMN host DROP NOT NULL,
-    ALTER COLUMN acquired_at DROP NOT NULL;
-DROP TRIGGER holds_fence_grows ON {s}.holds;
-DROP FUNCTION {s}.fence_grows();
-UPDATE {s}.holds h SET fence = m.fence FROM {s}.fence_marks m
-WHERE m.namespace = h.namespace AND m.key = h.key AND m.fence > h.fence;
-INSERT INTO {s}.holds (namespace, key, fence)
-SELECT m.namespace, m.key, m.fence FROM {s}.fence_marks m
-WHERE NOT EXISTS (SELECT 1 FROM {s}.holds h WHERE h.namespace = m.namespace AND h.key = m.key);
-DROP TABLE {s}.fence_marks;
-ALTER TABLE {s}.holds DROP COLUMN marked;
 
 -- The holder's columns cleared: the lock is free, its row and last number stay.
 CREATE FUNCTION {s}.free(p_ns text, p_key text, p_token text) RETURNS boolean
@@ -701,9 +179,35 @@ LANGUAGE sql AS $$
     RETURNING true
 $$;
 
+-- Take the lock for the caller when it is free: its row made (the lock's first grant, whose
+-- number no other grant of it can have drawn after), or its free row filled in under the
+-- row's lock with a number drawn there. The fencing number, or NULL when it is held.
+CREATE FUNCTION {s}.claim(p_ns text, p_key text, p_agent text, p_token text,
+    p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
+    p_me integer, p_queued boolean) RETURNS bigint
+LANGUAGE sql AS $$
+    INSERT INTO {s}.holds AS l (namespace, key, agent_id, session, token, fence, pid,
+        start_time, host, boot_id, pid_ns, acquired_at, checkout, queued)
+    VALUES (p_ns, p_key, p_agent, p_me, p_token, nextval('{s}.fence_seq'), p_pid, p_start,
+        p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout, p_queued)
+    ON CONFLICT (namespace, key) DO UPDATE SET agent_id = EXCLUDED.agent_id,
+        session = EXCLUDED.session, token = EXCLUDED.token,
+        fence = greatest(nextval('{s}.fence_seq'), l.fence + 1), pid = EXCLUDED.pid,
+        start_time = EXCLUDED.start_time, host = EXCLUDED.host,
+        boot_id = EXCLUDED.boot_id, pid_ns = EXCLUDED.pid_ns,
+        acquired_at = EXCLUDED.acquired_at, checkout = EXCLUDED.checkout,
+        queued = EXCLUDED.queued
+    WHERE l.agent_id IS NULL
+    RETURNING fence
+$$;
+"""
+
+# Handing a freed lock on. Every path that frees a lock someone queues for calls it in the
+# same transaction, so a free lock never has a live waiter left asleep.
+_HAND_OFF: Final = """
 -- Give a free lock to its first live waiter (dropping dead ones), and push it the grant.
 -- On the hand-off path of every contended release: as few statements as it can be.
-CREATE OR REPLACE FUNCTION {s}.hand_off(p_ns text, p_key text, p_me integer) RETURNS void
+CREATE FUNCTION {s}.hand_off(p_ns text, p_key text, p_me integer) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE w {s}.waiters; f bigint; more boolean; pushed text;
 BEGIN
@@ -767,34 +271,17 @@ BEGIN
     UPDATE {s}.holds SET queued = false
     WHERE namespace = p_ns AND key = p_key AND agent_id IS NULL AND queued;
 END $$;
+"""
 
--- Take the lock for the caller when it is free: its row made (the lock's first grant, whose
--- number no other grant of it can have drawn after), or its free row filled in under the
--- row's lock with a number drawn there. The fencing number, or NULL when it is held.
-CREATE FUNCTION {s}.claim(p_ns text, p_key text, p_agent text, p_token text,
-    p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
-    p_me integer, p_queued boolean) RETURNS bigint
-LANGUAGE sql AS $$
-    INSERT INTO {s}.holds AS l (namespace, key, agent_id, session, token, fence, pid,
-        start_time, host, boot_id, pid_ns, acquired_at, checkout, queued)
-    VALUES (p_ns, p_key, p_agent, p_me, p_token, nextval('{s}.fence_seq'), p_pid, p_start,
-        p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout, p_queued)
-    ON CONFLICT (namespace, key) DO UPDATE SET agent_id = EXCLUDED.agent_id,
-        session = EXCLUDED.session, token = EXCLUDED.token,
-        fence = greatest(nextval('{s}.fence_seq'), l.fence + 1), pid = EXCLUDED.pid,
-        start_time = EXCLUDED.start_time, host = EXCLUDED.host,
-        boot_id = EXCLUDED.boot_id, pid_ns = EXCLUDED.pid_ns,
-        acquired_at = EXCLUDED.acquired_at, checkout = EXCLUDED.checkout,
-        queued = EXCLUDED.queued
-    WHERE l.agent_id IS NULL
-    RETURNING fence
-$$;
-
+# Taking a lock, where the store's one-statement take of a free lock did not do.
+_TAKE: Final = """
 -- The slow part of an attempt, when the lock is held or queued for: 'granted', 'held'
 -- (already this agent's), 'busy', or 'queued' (free but reserved for a live waiter).
 -- p_share keeps the lock's row locked until the caller's transaction ends, so that a
 -- release cannot slip between "held" and the caller's queue entry (it waits, then sees it).
-CREATE OR REPLACE FUNCTION {s}.take_slow(p_ns text, p_key text, p_agent text, p_token text,
+-- An update lock, not a share lock: the caller then marks the row `queued`, and two callers
+-- holding share locks would deadlock on that.
+CREATE FUNCTION {s}.take_slow(p_ns text, p_key text, p_agent text, p_token text,
     p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
     p_me integer, p_share boolean, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
 LANGUAGE plpgsql AS $$
@@ -835,7 +322,7 @@ BEGIN
 END $$;
 
 -- One attempt at a lock, never queueing (the store tried the free-lock statement first).
-CREATE OR REPLACE FUNCTION {s}.take(p_ns text, p_key text, p_agent text, p_token text,
+CREATE FUNCTION {s}.take(p_ns text, p_key text, p_agent text, p_token text,
     p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
     p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
 LANGUAGE plpgsql AS $$
@@ -844,9 +331,38 @@ BEGIN
         p_token, p_pid, p_start, p_host, p_boot, p_pidns, p_checkout, p_me, false);
 END $$;
 
+-- An attempt that queues when it cannot take: 'granted', 'held', or 'waiting' with the
+-- queue entry's ticket (o_agent: who holds it or is ahead). One transaction, so a release
+-- either comes before it (and the lock is taken here) or sees the queue entry and hands the
+-- lock over with a push.
+CREATE FUNCTION {s}.take_or_enqueue(p_ns text, p_key text, p_agent text, p_token text,
+    p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
+    p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text,
+    OUT o_ticket bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT * INTO outcome, o_fence, o_agent FROM {s}.take_slow(p_ns, p_key, p_agent,
+        p_token, p_pid, p_start, p_host, p_boot, p_pidns, p_checkout, p_me, true);
+    IF outcome IN ('granted', 'held') THEN
+        RETURN;
+    END IF;
+    INSERT INTO {s}.waiters (ticket, namespace, key, agent_id, session, token, pid,
+        start_time, host, boot_id, pid_ns, since, checkout)
+    VALUES (nextval('{s}.ticket_seq'), p_ns, p_key, p_agent, p_me, p_token, p_pid, p_start,
+        p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout)
+    RETURNING ticket INTO o_ticket;
+    -- The hold we queue behind (the one seen busy, or the one just handed to the head).
+    UPDATE {s}.holds SET queued = true WHERE namespace = p_ns AND key = p_key AND NOT queued;
+    PERFORM pg_notify('{graph}', '');
+    outcome := 'waiting';
+END $$;
+"""
+
+# A queued waiter: its attempts, and its leaving.
+_WAIT: Final = """
 -- A queued waiter's attempt: 'granted', 'waiting' (o_agent: who is ahead or holds it), or
 -- 'gone' (its queue entry is no more, or belongs to a session of ours that ended).
-CREATE OR REPLACE FUNCTION {s}.advance(p_ns text, p_key text, p_ticket bigint,
+CREATE FUNCTION {s}.advance(p_ns text, p_key text, p_ticket bigint,
     p_token text, p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
 LANGUAGE plpgsql AS $$
 DECLARE w {s}.waiters; a {s}.waiters; h {s}.holds;
@@ -891,7 +407,27 @@ BEGIN
     END IF;
 END $$;
 
-CREATE OR REPLACE FUNCTION {s}.release(p_ns text, p_key text, p_agent text, p_me integer)
+-- A waiter gives up: 'left', or 'granted' when the lock was handed to it meanwhile.
+CREATE FUNCTION {s}.leave(p_ns text, p_key text, p_ticket bigint, p_token text, p_me integer)
+RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM {s}.waiters WHERE ticket = p_ticket;
+    IF FOUND THEN
+        PERFORM {s}.hand_off(p_ns, p_key, p_me);
+        RETURN 'left';
+    END IF;
+    IF EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = p_key
+               AND token = p_token AND session = p_me) THEN
+        RETURN 'granted';
+    END IF;
+    RETURN 'left';
+END $$;
+"""
+
+# Letting go: a holder's release, an agent's cleanup, the reclaim of dead sessions' locks.
+_RELEASE: Final = """
+-- A holder lets go: false when it held no such lock. A queue behind it gets the lock.
+CREATE FUNCTION {s}.release(p_ns text, p_key text, p_agent text, p_me integer)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE h {s}.holds;
 BEGIN
@@ -903,7 +439,8 @@ BEGIN
     RETURN true;
 END $$;
 
-CREATE OR REPLACE FUNCTION {s}.cleanup(p_agent text, p_ns text, p_me integer)
+-- Every lock of an agent (in one namespace, or all), freed and handed on: their keys.
+CREATE FUNCTION {s}.cleanup(p_agent text, p_ns text, p_me integer)
 RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE h {s}.holds;
 BEGIN
@@ -916,7 +453,7 @@ BEGIN
 END $$;
 
 -- Every hold and queue entry whose session has ended: removed, locks handed on.
-CREATE OR REPLACE FUNCTION {s}.reclaim(p_me integer)
+CREATE FUNCTION {s}.reclaim(p_me integer)
 RETURNS SETOF {s}.holds LANGUAGE plpgsql AS $$
 DECLARE h {s}.holds;
 BEGIN
@@ -932,15 +469,24 @@ BEGIN
 END $$;
 """
 
-# Version 7: the journal (journal_schema.py).
-_UPGRADES: Final = {
-    2: _V2_UPGRADE,
-    3: _V3_UPGRADE,
-    4: _V4_UPGRADE,
-    5: _V5_UPGRADE,
-    6: _V6_UPGRADE,
-    7: JOURNAL_DDL,
-}
+# Victim notices, posted by `lockyard monitor` (its leader only).
+_NOTICES: Final = """
+-- A victim notice for an agent (the latest replaces the last), pushed to its namespace.
+CREATE FUNCTION {s}.post_notice(p_agent text, p_ns text, p_waits_on text, p_wait_id text,
+    p_notice_id text, p_body text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {s}.notices VALUES (p_agent, p_ns, p_waits_on, p_wait_id, p_notice_id, p_body)
+    ON CONFLICT (agent_id) DO UPDATE SET namespace = excluded.namespace,
+        waits_on = excluded.waits_on, wait_id = excluded.wait_id,
+        notice_id = excluded.notice_id, body = excluded.body;
+    PERFORM pg_notify({s}.channel(p_ns), 'v' || p_agent);
+END $$;
+"""
+
+# Tables first: the SQL functions' bodies are checked against them when they are created.
+_CREATE: Final = "\n".join(
+    (_TABLES, _BASICS, _HAND_OFF, _TAKE, _WAIT, _RELEASE, _NOTICES, JOURNAL_DDL)
+)
 
 
 def _fill(text: str, schema: str) -> str:
@@ -953,18 +499,23 @@ def _fill(text: str, schema: str) -> str:
     )
 
 
-def upgrade_ddl(schema: str, installed: int) -> str:
-    """The statements that bring `schema` from version `installed` to SCHEMA_VERSION."""
-    steps = [_UPGRADES[version] for version in range(installed + 1, SCHEMA_VERSION + 1)]
-    steps.append(f"UPDATE {{s}}.meta SET version = {SCHEMA_VERSION};")
-    return _fill("\n".join(steps), schema)
-
-
-def ddl(schema: str, version: int = SCHEMA_VERSION) -> str:
+def ddl(schema: str) -> str:
     """The statements that create lockyard's schema `schema` (a checked plain name) at
-    `version` (an older one only to test upgrades)."""
-    steps = [_V1_DDL, *(_UPGRADES[number] for number in range(2, version + 1))]
-    steps.append(f"UPDATE {{s}}.meta SET version = {version};")
+    SCHEMA_VERSION."""
+    return _fill(f"{_CREATE}\nINSERT INTO {{s}}.meta (version) VALUES ({SCHEMA_VERSION});", schema)
+
+
+def latest_version(upgrades: Mapping[int, str]) -> int:
+    """The version `upgrades` lead to: version 1, then one more per step."""
+    return 1 + len(upgrades)
+
+
+def upgrade_ddl(schema: str, installed: int, upgrades: Mapping[int, str] = UPGRADES) -> str:
+    """The statements that bring `schema` from version `installed` to the latest, each step in
+    turn."""
+    latest = latest_version(upgrades)
+    steps = [upgrades[version] for version in range(installed + 1, latest + 1)]
+    steps.append(f"UPDATE {{s}}.meta SET version = {latest};")
     return _fill("\n".join(steps), schema)
 
 
@@ -1000,59 +551,78 @@ def _foreign(schema: str, what: str) -> str:
     )
 
 
-def check_schema(conn: psycopg.Connection[Any], schema: str) -> None:
-    """For reading only: `schema` is there at this version, untouched (SchemaMissingError
-    when absent; SchemaError when older or newer: reading never upgrades)."""
+def check_schema(
+    conn: psycopg.Connection[Any], schema: str, upgrades: Mapping[int, str] = UPGRADES
+) -> None:
+    """For reading only: `schema` is there at the latest version, untouched
+    (SchemaMissingError when absent; SchemaError when older or newer: reading never
+    upgrades). `upgrades`: UPGRADES, or a test's own steps."""
     version = installed_version(conn, schema)
     if version is None:
         raise SchemaMissingError(schema)
-    if version < SCHEMA_VERSION:
+    latest = latest_version(upgrades)
+    if version < latest:
         raise SchemaError(
             f"the database's lockyard schema {schema!r} is version {version}, older than this "
-            f"lockyard ({SCHEMA_VERSION}); reading never upgrades it: run a command that locks "
+            f"lockyard ({latest}); reading never upgrades it: run a command that locks "
             "(lockyard serve, clean), as a role that owns the schema, to upgrade it"
         )
-    check_version(version, schema)
+    _refuse_newer(version, schema, latest)
 
 
-def ensure_schema(conn: psycopg.Connection[Any], schema: str) -> None:
-    """Create `schema` at SCHEMA_VERSION unless it is there, upgrade an older one, refuse a
-    newer one.
+def ensure_schema(
+    conn: psycopg.Connection[Any], schema: str, upgrades: Mapping[int, str] = UPGRADES
+) -> None:
+    """Create `schema` unless it is there, upgrade an older one, refuse a newer one.
+    `upgrades`: UPGRADES, or a test's own steps beyond them (to see one run once).
 
     `conn` must be in autocommit mode; creation or upgrade runs in one transaction of its own,
     so a client sees the schema before or after it, never half-way.
     """
+    latest = latest_version(upgrades)
     version = installed_version(conn, schema)
-    if version is None or version < SCHEMA_VERSION:
+    if version is None or version < latest:
         # Serialise creators: the losers of the race wait on this lock, then see the version.
         # A session lock, so that the check after it runs in a new transaction: one that
         # waited inside a transaction would still see the catalog as it was before the wait.
         conn.execute("SELECT pg_advisory_lock(%s, -1)", (lock_class(schema),))
         try:
             version = installed_version(conn, schema)
-            if version is None or version < SCHEMA_VERSION:
-                sql = ddl(schema) if version is None else upgrade_ddl(schema, version)
-                try:
-                    with conn.transaction():
-                        conn.execute(sql.encode())
-                except (
-                    psycopg.errors.DuplicateTable,
-                    psycopg.errors.DuplicateObject,
-                    psycopg.errors.DuplicateFunction,
-                ) as exc:
-                    detail = (exc.diag.message_primary or str(exc)).replace('"', "")
-                    what = f"an object of the same name ({detail})"
-                    raise SchemaError(_foreign(schema, what)) from None
-                version = SCHEMA_VERSION
+            if version is None or version < latest:
+                version = _create_or_upgrade(conn, schema, version, upgrades)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s, -1)", (lock_class(schema),))
-    check_version(version, schema)
+    _refuse_newer(version, schema, latest)
 
 
-def check_version(version: int, schema: str) -> None:
-    if version > SCHEMA_VERSION:
+def _create_or_upgrade(
+    conn: psycopg.Connection[Any], schema: str, version: int | None, upgrades: Mapping[int, str]
+) -> int:
+    """Create `schema` as this lockyard makes it (when `version` is None), then run the steps
+    from there to the latest version, all in one transaction: the version it is now at."""
+    try:
+        with conn.transaction():
+            if version is None:
+                conn.execute(ddl(schema).encode())
+                version = SCHEMA_VERSION
+            if version < latest_version(upgrades):
+                conn.execute(upgrade_ddl(schema, version, upgrades).encode())
+                version = latest_version(upgrades)
+    except (
+        psycopg.errors.DuplicateTable,
+        psycopg.errors.DuplicateObject,
+        psycopg.errors.DuplicateFunction,
+    ) as exc:
+        detail = (exc.diag.message_primary or str(exc)).replace('"', "")
+        what = f"an object of the same name ({detail})"
+        raise SchemaError(_foreign(schema, what)) from None
+    return version
+
+
+def _refuse_newer(version: int, schema: str, latest: int = SCHEMA_VERSION) -> None:
+    if version > latest:
         raise SchemaError(
             f"the database's lockyard schema {schema!r} is version {version}, newer than this "
-            f"lockyard understands ({SCHEMA_VERSION}): upgrade lockyard on this host, or use "
+            f"lockyard understands ({latest}): upgrade lockyard on this host, or use "
             "another schema (lockyard_schema=...) for older clients"
         )

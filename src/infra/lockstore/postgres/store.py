@@ -121,7 +121,7 @@ class PgLockStore:
         # take needs no look at the queue; a lock held by a dead session is not free, and
         # `take` (the function) sorts that out. The fencing number of a lock that has a row
         # is drawn in the update, under the row's lock, so it is above every earlier grant's
-        # (schema version 6); the row's first grant draws it in the insert.
+        # (schema.py's holds); the row's first grant draws it in the insert.
         self._take_free_statement = DirectStatement.of(
             "take_free",
             f"INSERT INTO {self._s}.holds AS l (namespace, key, agent_id, token, pid, "
