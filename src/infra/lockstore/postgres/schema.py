@@ -38,10 +38,17 @@ from .journal_schema import JOURNAL_DDL
 
 UPGRADES: Final[Mapping[int, str]] = {}
 """Version N's step from version N-1 (statements filled in like the DDL's), for schemas that
-older lockyards made. None yet: version 1 is the first one released. A change to the schema
-edits the DDL below, so that a new schema is made as it is now, and adds its step here."""
+older lockyards made. None yet: lockyard was never released, and its first release ships
+version 1. A change to the schema after that edits the DDL below (a new schema is made as it
+is then) and adds its step here; test_postgres_upgrade.py shows a step running."""
 
-SCHEMA_VERSION: Final = 1 + len(UPGRADES)
+
+def latest_version(upgrades: Mapping[int, str]) -> int:
+    """The version `upgrades` lead to: version 1, then one more per step."""
+    return 1 + len(upgrades)
+
+
+SCHEMA_VERSION: Final = latest_version(UPGRADES)
 
 
 class SchemaError(BackendError):
@@ -503,11 +510,6 @@ def ddl(schema: str) -> str:
     """The statements that create lockyard's schema `schema` (a checked plain name) at
     SCHEMA_VERSION."""
     return _fill(f"{_CREATE}\nINSERT INTO {{s}}.meta (version) VALUES ({SCHEMA_VERSION});", schema)
-
-
-def latest_version(upgrades: Mapping[int, str]) -> int:
-    """The version `upgrades` lead to: version 1, then one more per step."""
-    return 1 + len(upgrades)
 
 
 def upgrade_ddl(schema: str, installed: int, upgrades: Mapping[int, str] = UPGRADES) -> str:
