@@ -23,32 +23,47 @@ from lockyard.infra.lockstore.postgres import PgLockStore
 from lockyard.infra.tools.lock_tools import LockTools
 from pg_support import PgServer
 
-HELD_SECONDS = 1.0
-"""How long the blocking transaction holds the table: it ends from a timer thread, so that a
-loop stalled by the call under test would still come back (and the test fail, not hang)."""
+HOLD_LIMIT = 30.0
+"""The longest the blocking transaction holds the table: a timer thread ends it then, so that a
+loop stalled by the call under test still comes back (and the test fails, not hangs). A served
+loop ends it much sooner, as soon as it has shown that it runs."""
 
-PROBE_SECONDS = 0.4
-"""When the loop is asked how far it got, well inside the time the server keeps the call."""
+TICKS = 5
+"""The served loop's proof: this many ticks of its 10 ms ticker while the call is held."""
 
 
 @contextmanager
-def table_held_by_another_transaction(pg_server: PgServer, schema: str) -> Iterator[None]:
-    """Every statement on `holds` waits until HELD_SECONDS from now."""
+def table_held_by_another_transaction(
+    pg_server: PgServer, schema: str
+) -> Iterator[threading.Event]:
+    """Every statement on `holds` waits until the yielded event is set (or HOLD_LIMIT)."""
     conn = psycopg.connect(pg_server.dsn)
     conn.execute(f'LOCK TABLE "{schema}".holds IN ACCESS EXCLUSIVE MODE')
-    timer = threading.Timer(HELD_SECONDS, conn.commit)
-    timer.start()
+    done = threading.Event()
+
+    def hold() -> None:
+        done.wait(HOLD_LIMIT)
+        conn.commit()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
     try:
-        yield
+        yield done
     finally:
-        timer.join()
+        done.set()
+        holder.join()
         conn.close()
 
 
-async def loop_progress_during(call: Callable[[], Awaitable[Any]]) -> tuple[int, bool, Any]:
-    """Run `call` beside a 10 ms ticker: the ticks and whether `call` was still running at
-    PROBE_SECONDS, and what it returned."""
+async def loop_progress_during(
+    call: Callable[[], Awaitable[Any]], answer: threading.Event
+) -> tuple[bool, Any]:
+    """Run `call` beside a 10 ms ticker: whether `call` was still running once the ticker had
+    ticked TICKS times (then `answer` is set: the server may answer it), and what it returned.
+    Counted, not timed: a loaded machine slows a served loop's ticks but never stops them,
+    while a loop that `call` stalls ticks only after the server answered it."""
     ticks = 0
+    ticked = anyio.Event()
     results: list[Any] = []
     returned = anyio.Event()
 
@@ -57,6 +72,8 @@ async def loop_progress_during(call: Callable[[], Awaitable[Any]]) -> tuple[int,
         while True:
             await anyio.sleep(0.01)
             ticks += 1
+            if ticks == TICKS:
+                ticked.set()
 
     async def run_call() -> None:
         results.append(await call())
@@ -65,11 +82,12 @@ async def loop_progress_during(call: Callable[[], Awaitable[Any]]) -> tuple[int,
     async with anyio.create_task_group() as group:
         group.start_soon(ticker)
         group.start_soon(run_call)
-        await anyio.sleep(PROBE_SECONDS)
-        ticks_at_probe, running_at_probe = ticks, not returned.is_set()
+        await ticked.wait()
+        running_after_ticks = not returned.is_set()
+        answer.set()
         await returned.wait()
         group.cancel_scope.cancel()
-    return ticks_at_probe, running_at_probe, results[0]
+    return running_after_ticks, results[0]
 
 
 @pytest.fixture
@@ -87,14 +105,12 @@ def served_while_the_table_is_held(
     """What `call` returned, run while another transaction holds the locks table, once the
     loop is shown to have kept serving others meanwhile."""
 
-    async def scenario() -> tuple[int, bool, Any]:
-        with table_held_by_another_transaction(pg_server, schema):
-            return await loop_progress_during(call)
+    async def scenario() -> tuple[bool, Any]:
+        with table_held_by_another_transaction(pg_server, schema) as answer:
+            return await loop_progress_during(call, answer)
 
-    ticks_at_probe, running_at_probe, result = anyio.run(scenario)
-    assert running_at_probe, "the server was still holding the call at the probe"
-    # A stalled loop ticks not at all until the server answers; a served one about 40 times.
-    assert ticks_at_probe >= 10, f"the loop ticked {ticks_at_probe} times in {PROBE_SECONDS} s"
+    running_after_ticks, result = anyio.run(scenario)
+    assert running_after_ticks, f"the loop ticked {TICKS} times only once the server answered"
     return result
 
 
