@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+
+from ..infra.agentcli.hook_timeouts import HOOK_DEADLINE_SECONDS, LATE_EXIT_CODE, late_reason
 
 TYPE_CHECKING = False  # not `typing`'s: importing typing costs the fast path time
 if TYPE_CHECKING:
+    from threading import Lock
     from typing import Final
 
 HOOK_USAGE: Final = """usage: lockyard hook pre-tool-use --cli NAME [--lock-dir DIR]
@@ -37,6 +41,7 @@ _OPTIONS: Final = ("--cli", "--lock-dir", "--agent-id", "--repo", "--guard-port"
 def main(argv: list[str]) -> int:
     """Run the hook; the exit code. Usage errors exit 2 (which every supported CLI reads as
     'blocked', so a misconfigured hook fails closed)."""
+    deadline = time.monotonic() + HOOK_DEADLINE_SECONDS
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write(HOOK_USAGE)
         return 0 if argv else 2
@@ -70,7 +75,9 @@ def main(argv: list[str]) -> int:
         from ..infra.agentcli.hook_client import ask_guard
 
         try:
-            told = ask_guard(cli, raw, options.get("--lock-dir"), options.get("--guard-port"))
+            told = ask_guard(
+                cli, raw, options.get("--lock-dir"), options.get("--guard-port"), deadline
+            )
         except ValueError:  # a bad lock directory or port: the full path below says what
             told = None
         if told is not None:
@@ -83,6 +90,7 @@ def main(argv: list[str]) -> int:
     fmt = FORMATS.get(cli)
     if fmt is None:
         return _usage(f"unknown --cli {cli!r}; use one of {', '.join(sorted(FORMATS))}")
+    answering = _refuse_at(deadline)
     from ..infra.agentcli.hook_runner import HookSettings, run_pre_tool_use
 
     settings = HookSettings(
@@ -92,12 +100,32 @@ def main(argv: list[str]) -> int:
         ipc=options.get("--ipc") or None,
     )
     answer = run_pre_tool_use(fmt, raw, settings)
+    answering.acquire()  # held for good by a late refusal, which ends the process
     if answer.stdout:
         sys.stdout.write(answer.stdout + "\n")
     if answer.stderr:
         sys.stderr.write(answer.stderr + "\n")
     sys.stdout.flush()
     return answer.exit_code
+
+
+def _refuse_at(deadline: float) -> Lock:
+    """Start the watchdog that refuses the call at `deadline` if this process is still
+    judging it (a CLI that times the hook out would let the call through). The caller takes
+    the returned lock before it prints its own answer: only one of the two answers."""
+    import threading
+
+    answering = threading.Lock()
+
+    def refuse() -> None:
+        if answering.acquire(blocking=False):
+            os.write(2, (late_reason(HOOK_DEADLINE_SECONDS) + "\n").encode())
+            os._exit(LATE_EXIT_CODE)
+
+    watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), refuse)
+    watchdog.daemon = True
+    watchdog.start()
+    return answering
 
 
 def _usage(message: str) -> int:

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from lockyard.cli.app import app
 from lockyard.infra.agentcli.guard_address import guard_port, lock_dir_tag
+from lockyard.infra.agentcli.hook_timeouts import HOOK_DEADLINE_SECONDS
 from lockyard.infra.lockstore import default_lock_dir_path
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
@@ -239,7 +240,7 @@ def test_copilot_qwen_pi_and_kilo_get_their_own_files_and_lose_exactly_them(repo
     }  # fmt: skip
     hooks = json.loads((repo / ".github/hooks/lockyard.json").read_text())
     assert hooks == {"version": 1, "hooks": {"preToolUse": [{
-        "type": "command", "timeoutSec": 30,
+        "type": "command", "timeoutSec": 60,
         "bash": "/opt/ly/lockyard hook pre-tool-use --cli copilot --lock-dir /run/locks",
     }]}}  # fmt: skip
     assert snapshot(repo)[".github/hooks/audit.json"] == before[".github/hooks/audit.json"]
@@ -266,6 +267,45 @@ def test_copilot_qwen_pi_and_kilo_get_their_own_files_and_lose_exactly_them(repo
     code, out = run("uninstall")
     assert code == 0, out
     assert "lockyard removed for GitHub Copilot CLI, Qwen Code, pi, Kilo Code" in out
+    assert snapshot(repo) == before
+
+
+def test_every_command_hook_init_writes_has_a_timeout_the_hook_answers_well_within(
+    repo: Path,
+) -> None:
+    """Codex, Gemini CLI, Qwen Code and Copilot let a call through when their hook times out,
+    OpenCode/Kilo/pi wait for their plugin for ever: each hook's timeout (in its CLI's unit)
+    leaves the hook's own deadline, at which it refuses, 35 s to spare."""
+    before = snapshot(repo)
+    code, out = run("init", "codex", "gemini", "qwen", "copilot", "opencode", "kilo", "pi",
+                    "--command", "/opt/ly/lockyard")  # fmt: skip
+    assert code == 0, out
+    assert run("init", "claude-code", "--ipc", "/ipc")[0] == 0
+
+    def only_hook(path: str, event: str) -> dict[str, object]:
+        [group] = json.loads((repo / path).read_text())["hooks"][event]
+        [hook] = group.get("hooks", [group])  # Copilot's entry is the hook itself
+        assert isinstance(hook, dict)
+        return hook
+
+    seconds = {
+        "codex": only_hook(".codex/hooks.json", "PreToolUse")["timeout"],
+        "gemini (ms)": only_hook(".gemini/settings.json", "BeforeTool")["timeout"],
+        "qwen (ms)": only_hook(".qwen/settings.json", "PreToolUse")["timeout"],
+        "copilot": only_hook(".github/hooks/lockyard.json", "preToolUse")["timeoutSec"],
+        "claude-code in a sandbox": only_hook(".claude/settings.json", "PreToolUse")["timeout"],
+    }
+    assert seconds == {"codex": 60, "gemini (ms)": 60000, "qwen (ms)": 60000, "copilot": 60,
+                       "claude-code in a sandbox": 60}  # fmt: skip
+    assert HOOK_DEADLINE_SECONDS == 25
+    for plugin in (".opencode/plugin/lockyard.js", ".kilo/plugin/lockyard.js",
+                   ".pi/extensions/lockyard.ts"):  # fmt: skip
+        text = (repo / plugin).read_text()
+        assert "const GUARD_DEADLINE_MS = 25000;" in text, plugin
+        assert "const HOOK_TIMEOUT_MS = 60000;" in text, plugin
+        assert "did not answer within 25 s" in text, plugin
+    # Uninstall recognises the hooks it wrote, timeouts included.
+    assert run("uninstall")[0] == 0
     assert snapshot(repo) == before
 
 

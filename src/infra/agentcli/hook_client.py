@@ -2,7 +2,7 @@
 `lockyard serve` already runs, and print its answer.
 
 A CLI that only runs commands starts one hook process per tool call, so this process must
-cost little more than the interpreter's own start: it imports `os` and `_socket` (the C
+cost little more than the interpreter's own start: it imports `os`, `time` and `_socket` (the C
 socket module, without `socket.py`'s wrappers) and lockyard's `guard_address`, sends the
 payload as it came, and writes back what the guard says to print. The guard identifies this
 process by its connection (and the session as this process's ancestor), so the request
@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import _socket
 import os
+import time
 
 from .guard_address import COMMAND_VIA, HOOK_PATH, HOST, guard_port, lock_dir_tag
-
-TIMEOUT_SECONDS = 60.0
-"""A guard that has not answered by then is given up on (the hook then judges itself)."""
+from .hook_timeouts import HOOK_DEADLINE_SECONDS, LATE_EXIT_CODE, late_reason
 
 
 class GuardAnswer:
@@ -33,11 +32,19 @@ class GuardAnswer:
 
 
 def ask_guard(
-    cli: str, raw: bytes, lock_dir: str | None = None, port: str | None = None
+    cli: str,
+    raw: bytes,
+    lock_dir: str | None = None,
+    port: str | None = None,
+    deadline: float | None = None,
 ) -> GuardAnswer | None:
     """The guard's answer to the tool call `raw` of `cli`, or None when no guard of this
-    lock directory answered (the caller then judges the call itself). Raises ValueError
-    for a bad `LOCKYARD_LOCK_DIR` or port (the caller reports it)."""
+    lock directory answered (the caller then judges the call itself). A guard that listens
+    but has not answered by `deadline` (`time.monotonic()`; default: the hook's deadline
+    from now) gets a refusal instead: the CLI would let the call through on its own timeout.
+    Raises ValueError for a bad `LOCKYARD_LOCK_DIR` or port (the caller reports it)."""
+    if deadline is None:
+        deadline = time.monotonic() + HOOK_DEADLINE_SECONDS
     if lock_dir is None:
         from ..lockstore import default_lock_dir_path
 
@@ -51,11 +58,13 @@ def ask_guard(
     )
     connection = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
     try:
-        connection.settimeout(TIMEOUT_SECONDS)
+        connection.settimeout(_left(deadline))
         connection.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
         connection.connect((HOST, number))
         connection.sendall(head.encode("latin-1") + raw)
-        reply = _read_all(connection)
+        reply = _read_all(connection, deadline)
+    except TimeoutError:  # a guard listens but is stuck: the CLI must not time the hook out
+        return late_answer()
     except OSError:  # nobody listens, or the guard went away mid-call
         return None
     finally:
@@ -63,9 +72,24 @@ def ask_guard(
     return _parse(reply)
 
 
-def _read_all(connection: _socket.socket) -> bytes:
+def late_answer() -> GuardAnswer:
+    """The refusal of a call the guard did not judge by the hook's deadline."""
+    reason = late_reason(HOOK_DEADLINE_SECONDS)
+    return GuardAnswer(b"", reason.encode(), LATE_EXIT_CODE)
+
+
+def _left(deadline: float) -> float:
+    """Seconds until `deadline`; TimeoutError when it has passed."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError
+    return left
+
+
+def _read_all(connection: _socket.socket, deadline: float) -> bytes:
     chunks: list[bytes] = []
     while True:
+        connection.settimeout(_left(deadline))
         chunk = connection.recv(65536)
         if not chunk:
             return b"".join(chunks)

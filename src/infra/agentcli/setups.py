@@ -51,6 +51,7 @@ from .config_files import (
 )
 from .formats import FORMATS
 from .guard_address import COMMAND_VIA, HOOK_PATH, HOST, guard_port, hook_url
+from .hook_timeouts import CLI_HOOK_TIMEOUT_SECONDS, HOOK_DEADLINE_SECONDS, late_reason
 from .json_edit import json_equal
 
 SERVER_KEY: Final = "lockyard"
@@ -301,12 +302,13 @@ class _HookListSetup(_JsonServerSetup):
     hook_file: str = ""
     hook_event: str = "PreToolUse"
     matcher: str = ""
+    hook_timeout: int = CLI_HOOK_TIMEOUT_SECONDS
+    """The command hook's `timeout`, in this CLI's unit (Claude Code and Codex: seconds)."""
 
     def hook_group(self, how: Invocation) -> dict[str, Any]:
-        return {
-            "matcher": self.matcher,
-            "hooks": [{"type": "command", "command": how.hook_command(self.name)}],
-        }
+        hook = {"type": "command", "command": how.hook_command(self.name),
+                "timeout": self.hook_timeout}  # fmt: skip
+        return {"matcher": self.matcher, "hooks": [hook]}
 
     def _group_is_ours(self, group: object) -> bool:
         hooks = group.get("hooks") if isinstance(group, dict) else None
@@ -411,6 +413,7 @@ class GeminiSetup(_HookListSetup):
     hook_file = ".gemini/settings.json"
     hook_event = "BeforeTool"
     matcher = "write_file|replace|run_shell_command"
+    hook_timeout = CLI_HOOK_TIMEOUT_SECONDS * 1000  # Gemini CLI counts milliseconds
 
     def server_entry(self, how: Invocation) -> dict[str, Any]:
         return {"command": how.command, "args": how.serve_args(self.name)}
@@ -529,6 +532,9 @@ def render_plugin(template: str, cli: str, how: Invocation) -> str:
         "__HOOK_ARGS__": json.dumps(how.hook_args(cli)),
         "__GUARD_URL__": json.dumps(how.guard_url(cli)),
         "__GUARDED__": json.dumps(sorted(fmt.write_tools | fmt.shell_tools)),
+        "__GUARD_DEADLINE_MS__": str(round(HOOK_DEADLINE_SECONDS * 1000)),
+        "__HOOK_TIMEOUT_MS__": str(CLI_HOOK_TIMEOUT_SECONDS * 1000),
+        "__LATE_REASON__": json.dumps(late_reason(HOOK_DEADLINE_SECONDS)),
     }
     for name, value in values.items():
         text = text.replace(name, value)
@@ -620,7 +626,11 @@ class CopilotSetup(_JsonServerSetup):
                 "tools": ["*"]}  # fmt: skip
 
     def hook_text(self, how: Invocation) -> str:
-        hook = {"type": "command", "bash": how.hook_command(self.name), "timeoutSec": 30}
+        hook = {
+            "type": "command",
+            "bash": how.hook_command(self.name),
+            "timeoutSec": CLI_HOOK_TIMEOUT_SECONDS,
+        }
         return json.dumps({"version": 1, "hooks": {"preToolUse": [hook]}}, indent=2) + "\n"
 
     def _hook_file_is_ours(self, text: str | None) -> bool:
@@ -656,6 +666,7 @@ class QwenSetup(_HookListSetup):
     hook_file = ".qwen/settings.json"
     # Qwen Code searches this regular expression anywhere in the tool's name.
     matcher = "^(write_file|edit|notebook_edit|run_shell_command)$"
+    hook_timeout = CLI_HOOK_TIMEOUT_SECONDS * 1000  # Qwen Code counts milliseconds
 
     def server_entry(self, how: Invocation) -> dict[str, Any]:
         return {"command": how.command, "args": how.serve_args(self.name)}

@@ -11,12 +11,7 @@ export const LockyardGuard = async ({ directory }) => ({
   "tool.execute.before": async (input, output) => {
     if (!GUARDED.has(input.tool)) return;
     const call = { tool_name: input.tool, tool_input: output.args ?? {}, cwd: directory };
-    const done = await askGuard(JSON.stringify(call));
-    if (done.error || done.status !== 0) {
-      const why = done.error ?? done.stderr;
-      throw new Error(`lockyard's guard did not run (${why}), so this call is refused`);
-    }
-    const answer = done.stdout.trim() ? JSON.parse(done.stdout) : {};
-    if (answer.decision === "deny") throw new Error(answer.reason);
+    const reason = refusal(await askGuard(JSON.stringify(call)));
+    if (reason !== null) throw new Error(reason);
   },
 });

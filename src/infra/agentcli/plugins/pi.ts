@@ -93,12 +93,7 @@ export default async function lockyard(pi) {
   pi.on("tool_call", async (event, ctx) => {
     if (!GUARDED.has(event.toolName)) return;
     const call = { tool_name: event.toolName, tool_input: event.input ?? {}, cwd: ctx.cwd };
-    const done = await askGuard(JSON.stringify(call));
-    if (done.error || done.status !== 0) {
-      const why = done.error ?? done.stderr;
-      return { block: true, reason: `lockyard's guard did not run (${why}), so this call is refused` };
-    }
-    const answer = done.stdout.trim() ? JSON.parse(done.stdout) : {};
-    if (answer.decision === "deny") return { block: true, reason: answer.reason };
+    const reason = refusal(await askGuard(JSON.stringify(call)));
+    if (reason !== null) return { block: true, reason };
   });
 }
