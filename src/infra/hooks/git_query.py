@@ -22,13 +22,12 @@ time they take together.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 QUERY_TIMEOUT: Final = 10.0
@@ -88,17 +87,23 @@ def environment() -> dict[str, str]:
     return env
 
 
-@contextlib.contextmanager
-def cached(budget: float = DECISION_BUDGET) -> Iterator[None]:
+class cached:  # noqa: N801 (used as a function: `with cached():`)
     """Within the block, each directory's configuration is listed once, and the queries
-    together take at most `budget` seconds."""
-    token = _CACHE.set({})
-    deadline = _DEADLINE.set(time.monotonic() + budget)
-    try:
-        yield
-    finally:
-        _CACHE.reset(token)
-        _DEADLINE.reset(deadline)
+    together take at most `budget` seconds. (A class, not a generator: every shell decision
+    enters one, and most ask git nothing.)"""
+
+    __slots__ = ("_budget", "_cache", "_deadline")
+
+    def __init__(self, budget: float = DECISION_BUDGET) -> None:
+        self._budget = budget
+
+    def __enter__(self) -> None:
+        self._cache = _CACHE.set({})
+        self._deadline = _DEADLINE.set(time.monotonic() + self._budget)
+
+    def __exit__(self, *_: object) -> None:
+        _CACHE.reset(self._cache)
+        _DEADLINE.reset(self._deadline)
 
 
 def run_git(directory: str, args: Sequence[str], *, timeout: float = QUERY_TIMEOUT) -> bytes | None:

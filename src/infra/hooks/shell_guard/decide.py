@@ -118,7 +118,8 @@ def judge(
     problems: list[str] = []
     refused = list(found.refused)
     unlisted: list[str] = []
-    records = os.path.realpath(lock_dir) if lock_dir is not None else None
+    # Resolved once there is a target: a command that writes nothing costs no system call.
+    records = os.path.realpath(lock_dir) if lock_dir is not None and found.targets else None
     for target in found.targets:
         if records is not None and _touches(target, records):
             said = f"`{_short(target.command)}` writes in the lock directory ({target.path})"

@@ -345,7 +345,10 @@ def _looks_like_path(text: str) -> bool:
 
 def is_python(name: str) -> bool:
     base = os.path.basename(name)
-    return base == "python" or re.fullmatch(r"python\d+(\.\d+)?", base) is not None
+    return base.startswith("python") and _PYTHON.fullmatch(base) is not None
+
+
+_PYTHON: Final = re.compile(r"python(\d+(\.\d+)?)?")
 
 
 RULES: Final = {

@@ -158,7 +158,7 @@ _ANSI_ESCAPES: Final = {
     '"': '"',
     "e": "\x1b",
 }
-_RUNS_SOMETHING: Final = (b"$(", b"`", b"<(", b">(")
+_RUNS_SOMETHING: Final = re.compile(rb"\$\(|`|<\(|>\(")
 _ASSIGNED: Final = re.compile(
     r"\$\{([A-Za-z_]\w*):?=|([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)"
     r"|(?:\+\+|--)\s*([A-Za-z_]\w*)|([A-Za-z_]\w*)\s*(?:\+\+|--)"
@@ -220,7 +220,7 @@ class _Reader:
         self.checked: set[int] = set()
         """Statement nodes already searched for substitutions their shape did not hold."""
         self.heredoc_cursor = 0
-        self.runs_something = any(marker in source for marker in _RUNS_SOMETHING)
+        self.runs_something = _RUNS_SOMETHING.search(source) is not None
         self.nodes = 0
 
     def count(self) -> None:
@@ -310,32 +310,29 @@ class _Reader:
         descriptor: int | None = None
         children = node.named_children
         for index, child in enumerate(children):
-            # (`next_named_sibling` walks from the first child: quadratic on long commands)
-            following = children[index + 1] if index + 1 < len(children) else None
-            if child.type == "variable_assignment":
+            kind = child.type  # (each `.type` is a call into the parser: read it once)
+            if kind == "variable_assignment":
                 pairs, added = self.assignments(child)
                 assignments.extend(pairs)
                 appends |= added
-            elif child.type == "command_name":
+            elif kind == "command_name":
                 words.append(self.word(child.named_children[0]))
-            elif child.type in _REDIRECTS:
+            elif kind in _REDIRECTS:
                 redirect = self.redirect(child)
                 if descriptor is not None and redirect.fd is None:
                     redirect.fd = descriptor
                 descriptor = None
                 redirects.append(redirect)
             elif (
-                child.type in ("word", "number")
-                and _text(child).isdigit()
-                and following is not None
-                and following.type == "file_redirect"
-                and following.start_byte == child.end_byte
-                and following.child_by_field_name("descriptor") is None
+                kind in ("word", "number")
+                # (`next_named_sibling` walks from the first child: quadratic on long commands)
+                and index + 1 < len(children)
+                and _names_a_descriptor(child, children[index + 1])
             ):
                 descriptor = int(_text(child))  # `exec 0<f`: the grammar reads 0 as a word
-            elif child.type in _WORD_NODES:
+            elif kind in _WORD_NODES:
                 words.append(self.word(child))
-            elif child.type != "comment":
+            elif kind != "comment":
                 words.append((Opaque(_text(child)),))
         return Simple(assignments, words, redirects, _text(node), appends=frozenset(appends))
 
@@ -700,11 +697,23 @@ def _is_read_write_gap(node: Node) -> bool:
     )
 
 
+def _names_a_descriptor(word: Node, following: Node) -> bool:
+    """Whether `word` is the descriptor of the redirection right after it (`exec 0<f`)."""
+    return (
+        following.type == "file_redirect"
+        and following.start_byte == word.end_byte
+        and _text(word).isdigit()
+        and following.child_by_field_name("descriptor") is None
+    )
+
+
 def _word_scripts(word: Word) -> Script:
     return [Block(s.script, subshell=True) for s in word if isinstance(s, Subst)]
 
 
 def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text  # most words: nothing to undo
     out: list[str] = []
     escaped = False
     for char in text:

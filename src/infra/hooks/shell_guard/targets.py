@@ -348,7 +348,7 @@ class _Walker:
                 fds[number] = STREAM
                 argv.append(name)
             else:
-                argv.extend(self.fields(word, scope))
+                argv.extend(self.expanded(word, scope))
         stdin, fds = self.redirects(command.redirects, scope, fds, scope.stdin, command.text)
         if not command.words:
             self.assign(command, scope)
@@ -802,6 +802,10 @@ class _Walker:
         """The arguments one word becomes; [None] when they cannot be known."""
         if _is_process_substitution(word):
             return ["/dev/fd/63"]  # what bash passes for a process substitution
+        return self.expanded(word, scope)
+
+    def expanded(self, word: Word, scope: _Scope) -> list[Arg]:
+        """`fields` of a word that is not a process substitution."""
         fields = self.expand(word, scope)
         if fields is not None:
             self.step(len(fields) // 64)
@@ -843,16 +847,20 @@ class _Walker:
             self.found.undetermined.append(said)
 
 
-def _rule(base: str) -> utilities.Rule | None:
-    return (
-        utilities.RULES.get(base)
-        or wrappers.RULES.get(base)
-        or editors.RULES.get(base)
-        or archives.RULES.get(base)
-        or oneliners.RULES.get(base)
-        or formatters.RULES.get(base)
-        or lockyard_cli.RULES.get(base)
+_RULES: Final[dict[str, utilities.Rule]] = {
+    name: rule
+    for rules in (
+        lockyard_cli.RULES, formatters.RULES, oneliners.RULES, archives.RULES, editors.RULES,
+        wrappers.RULES, utilities.RULES,
     )
+    for name, rule in rules.items()
+}  # fmt: skip
+"""Every command's rule, in one lookup: where two modules name a command, the earlier of
+utilities, wrappers, editors, archives, one-liners, formatters, lockyard's own wins."""
+
+
+def _rule(base: str) -> utilities.Rule | None:
+    return _RULES.get(base)
 
 
 _TEXT_COMMANDS: Final = frozenset({"echo", "printf", "cat", "cd", ":", "true", "eval"})

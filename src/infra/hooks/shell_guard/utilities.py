@@ -15,6 +15,7 @@ from typing import Final
 
 from .effects import NO_INPUT, Arg, Effects, Feed, Options, read_options
 from .git_settings import git_environment, git_variables
+from .script_writes import ScriptWrites, awk_writes, sed_writes
 
 STDIN_NAMES: Final = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
 """Script operands that make an interpreter read its program from its input."""
@@ -588,18 +589,32 @@ def sed(args: list[Arg], place: Place) -> Effects:
         optional_short="i",
         long_values=frozenset({"--expression", "--file", "--line-length"}),
     )
+    given = options.has("-e", "-f", "--expression", "--file")
+    effects = Effects()
+    if not options.has("--sandbox"):  # (which makes sed refuse `w`, `r` and `e`)
+        scripts = options.values("-e", "--expression") if given else options.operands[:1]
+        _script_effects("sed", sed_writes, scripts, effects)
     suffixes = options.values("-i", "--in-place")
     if not suffixes:
-        return Effects()
-    files = (
-        options.operands
-        if options.has("-e", "-f", "--expression", "--file")
-        else options.operands[1:]
-    )
-    effects = Effects()
+        return effects
+    files = options.operands if given else options.operands[1:]
     _operand_files("sed -i", files, effects)
     _backups(files, suffixes, effects)
     return effects
+
+
+def _script_effects(
+    name: str, read: Callable[[str], ScriptWrites], scripts: list[Arg], effects: Effects
+) -> None:
+    """What the `scripts` of a sed or awk command (read by `read`) write and run."""
+    for script in scripts:
+        if script is None:
+            effects.unknown.append(f"its {name} script is only known when it runs")
+            continue
+        found = read(script)
+        effects.files.extend(found.files)
+        effects.scripts.extend(found.commands)
+        effects.unknown.extend(found.unknown)
 
 
 def _backups(files: list[Arg], suffixes: list[Arg], effects: Effects) -> None:
@@ -618,17 +633,20 @@ def _backups(files: list[Arg], suffixes: list[Arg], effects: Effects) -> None:
 def gawk(args: list[Arg], place: Place) -> Effects:
     options = read_options(
         args,
-        short_values="fvFiEl",
+        short_values="fvFiEle",
         long_values=frozenset(
-            {"--file", "--assign", "--field-separator", "--include", "--exec", "--load"}
+            {"--file", "--assign", "--field-separator", "--include", "--exec", "--load",
+             "--source"}
         ),
-    )
-    if "inplace" not in options.values("-i", "--include"):
-        return Effects()
-    files = (
-        options.operands if options.has("-f", "--file", "-E", "--exec") else options.operands[1:]
-    )
+    )  # fmt: skip
+    given = options.has("-f", "--file", "-E", "--exec", "-e", "--source")
     effects = Effects()
+    if not options.has("-S", "--sandbox"):  # (gawk's sandbox refuses redirections, system)
+        programs = options.values("-e", "--source") if given else options.operands[:1]
+        _script_effects("awk", awk_writes, programs, effects)
+    if "inplace" not in options.values("-i", "--include"):
+        return effects
+    files = options.operands if given else options.operands[1:]
     _operand_files("gawk -i inplace", [f for f in files if f is None or "=" not in f], effects)
     return effects
 
