@@ -277,10 +277,12 @@ class _Walker:
 
     def pipeline(self, pipeline: Pipeline, scope: _Scope, depth: int) -> None:
         feed = scope.stdin
-        for part in pipeline.parts:
+        last = len(pipeline.parts) - 1
+        for index, part in enumerate(pipeline.parts):
             inner = scope.child()
             inner.stdin = feed
-            feed = self.output(part, inner)
+            if index < last:  # (the last part's output feeds nothing the guard reads)
+                feed = self.output(part, inner)
             self.script(part, inner, depth)
 
     def loop(self, loop: ForLoop, scope: _Scope, depth: int) -> None:
