@@ -37,8 +37,9 @@ def test_init_in_a_sandbox_serves_and_guards_through_the_ipc_folder(repo: Path) 
     claude = json.loads((repo / ".claude/settings.json").read_text())
     (group,) = claude["hooks"]["PreToolUse"]
     assert group["hooks"] == [
-        {"type": "command", "command": "lockyard hook pre-tool-use --cli claude-code --ipc /ipc"}
-    ]
+        {"type": "command", "command": "lockyard hook pre-tool-use --cli claude-code --ipc /ipc",
+         "timeout": 60}
+    ]  # fmt: skip
     codex = tomllib.loads((repo / ".codex/config.toml").read_text())
     assert codex["mcp_servers"]["lockyard"]["args"] == ["serve", "--ipc", "/ipc"]
     codex_hooks = (repo / ".codex/hooks.json").read_text()
