@@ -121,6 +121,36 @@ async def test_a_claude_code_hook_is_judged_for_the_session_of_the_calling_proce
         connection.close()
 
 
+async def test_a_session_replaced_under_a_kept_alive_connection_is_judged_as_the_new_one(
+    guard: GuardServer, port: int, repo: Path, lock_dir: Path, session: str
+) -> None:
+    """The guard remembers the session records it read; a record replaced (the CLI started a
+    new server under another agent id, pipelined requests and all) is read again."""
+    LockStore(repo, lock_dir).try_lock("held.py", session)
+    url = hook_url(str(lock_dir), "claude-code", port).removeprefix(f"http://127.0.0.1:{port}")
+    body = write_call(repo, "held.py")
+    request = (
+        f"POST {url} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+    )
+
+    def ask_twice(connection: socket.socket) -> bytes:
+        connection.sendall(request * 2)  # pipelined: both answered, in order
+        answer = b""
+        while answer.count(b"HTTP/1.1 200") < 2 or not answer.endswith((b"}", b"}}")):
+            answer += connection.recv(65536)
+        return answer
+
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as connection:
+        assert (await off_loop(lambda: ask_twice(connection))).count(b"\r\n\r\n{}") == 2
+        me = process_ref(os.getpid())
+        assert me is not None
+        SessionRegistry(lock_dir).register(
+            new_record("claude-code-new", "claude-code", me, str(repo))
+        )
+        again = await off_loop(lambda: ask_twice(connection))
+    assert again.count(b"held.py is locked by agent " + session.encode()) == 2
+
+
 async def test_a_command_hook_request_gets_what_to_print_and_the_exit_status(
     guard: GuardServer, port: int, repo: Path, lock_dir: Path, session: str
 ) -> None:

@@ -22,7 +22,10 @@ The decision is `hook_runner`'s, the same a command hook runs in its own process
 is judged in the event loop (a few small reads), a shell command in a worker thread (it
 parses the command and may run git), so the agent's MCP session never waits long for it.
 Each answer is written in one send with TCP_NODELAY (a reply split in two sends meets Nagle
-and delayed ACKs: ~40 ms a call, measured).
+and delayed ACKs: ~40 ms a call, measured). Every session's every tool call passes here, so
+the per-request work is kept small: an asyncio protocol answers a write from its data
+callback (no task or stream per request), the caller is identified once per connection,
+and the session records are re-read only when their files change.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import itertools
 import json
 import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
@@ -130,44 +133,16 @@ class GuardServer:
     @contextlib.asynccontextmanager
     async def serving(self, sock: socket.socket) -> AsyncIterator[asyncio.Server]:
         """Answer on `sock` while the context lasts (in the running asyncio loop)."""
-        server = await asyncio.start_server(self._connection, sock=sock, limit=MAX_HEAD_BYTES)
+        loop = asyncio.get_running_loop()
+        connections: set[_Connection] = set()
+        server = await loop.create_server(lambda: _Connection(self, connections), sock=sock)
         try:
             yield server
         finally:
             server.close()
-            with contextlib.suppress(Exception):
-                server.close_clients()  # type: ignore[attr-defined]  # 3.13+
+            for connection in list(connections):
+                connection.close()
             await server.wait_closed()
-
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        local, remote = writer.get_extra_info("sockname"), writer.get_extra_info("peername")
-        peer: ProcessRef | None = None  # the process at the other end, found once
-        try:
-            while True:
-                request = await _read_request(reader)
-                if request is None:
-                    return
-                if peer is None:
-                    peer = self._peer(local, remote, request)
-                reply = await self.answer_async(request, peer)
-                keep_alive = request.headers.get("connection", "").lower() != "close"
-                writer.write(reply.encode(keep_alive))
-                await writer.drain()
-                if not keep_alive:
-                    return
-        except _BadRequestError as exc:
-            writer.write(Reply(exc.status, json.dumps({"error": str(exc)}).encode()).encode(False))
-            with contextlib.suppress(OSError):
-                await writer.drain()
-        except (OSError, asyncio.IncompleteReadError, TimeoutError):
-            return
-        finally:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
 
     def _peer(
         self, local: tuple[str, int], remote: tuple[str, int], request: Request
@@ -175,20 +150,23 @@ class GuardServer:
         """The process at the other end (None: unknown; the answer then refuses)."""
         hint = request.headers.get(PID_HEADER, "")
         first = [int(hint)] if hint.isdigit() else []
-        anchors = [record.anchor_pid for record, alive in self.registry.sessions() if alive]
+        # The sessions are read only when the hint is not the caller (lazily: a command hook
+        # names its own pid, and reading every session would cost it more than its answer).
+        anchors = (record.anchor_pid for record, alive in self.registry.sessions() if alive)
         try:
-            pid = peer_process(local, remote, [*first, *anchors])
+            pid = peer_process(local, remote, itertools.chain(first, anchors))
         except (PeerUnknownError, OSError) as exc:
             log.warning("guard: cannot tell who is calling from %s:%s: %s", *remote, exc)
             return None
         return process_ref(pid)
 
-    async def answer_async(self, request: Request, peer: ProcessRef | None) -> Reply:
-        """The reply to one request from `peer` (the process at the other end).
-
-        A write is judged in the event loop (a few reads of small files: a thread would cost
-        more than the decision); a shell command in a worker thread, since it parses the
-        command and may run git."""
+    def prepare(
+        self, request: Request, peer: ProcessRef | None
+    ) -> Reply | tuple[Callable[[], HookAnswer], bool, bool]:
+        """What a request from `peer` (the process at the other end) takes: its reply when no
+        judging is needed, else the judging to run, whether it is a shell call (judged in a
+        worker thread: it parses the command and may run git; a write is a few reads of small
+        files, cheaper than a thread hop) and whether a command hook asks."""
         judged = self._read(request)
         if isinstance(judged, Reply):
             return judged
@@ -197,16 +175,17 @@ class GuardServer:
         judge = functools.partial(
             judge_read_call, fmt, call, self.lock_dir, find_agent, self.readers
         )
-        if call.kind == "shell":
-            answer = await asyncio.get_running_loop().run_in_executor(None, judge)
-        else:
-            answer = judge()
-        log.debug(
-            "guard: answered via=%s for pid %s: %s",
-            COMMAND_VIA if command else "http",
-            None if peer is None else peer.pid,
-            "allow" if not answer.stdout and answer.exit_code == 0 else "deny",
-        )
+        return judge, call.kind == "shell", command
+
+    def finish(self, answer: HookAnswer, command: bool, peer: ProcessRef | None) -> Reply:
+        """The reply carrying a judged call's `answer`."""
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "guard: answered via=%s for pid %s: %s",
+                COMMAND_VIA if command else "http",
+                None if peer is None else peer.pid,
+                "allow" if not answer.stdout and answer.exit_code == 0 else "deny",
+            )
         return _as_reply(answer, command)
 
     def _read(self, request: Request) -> Reply | tuple[CliFormat, ToolCall, bool]:
@@ -238,7 +217,8 @@ class GuardServer:
             )
         # Lazily: the CLI that posts an HTTP hook anchors the session itself, so its ancestors
         # are read only for a command hook (whose parent, or a shell's, is the CLI).
-        return session_agent(self.lock_dir, itertools.chain([peer], ancestors(peer.pid)))
+        chain = itertools.chain([peer], ancestors(peer.pid))
+        return session_agent(self.lock_dir, chain, self.registry)
 
     def _elsewhere(self, tag: str | None) -> str:
         return (
@@ -266,18 +246,143 @@ class _BadRequestError(Exception):
         self.status = status
 
 
-async def _read_request(reader: asyncio.StreamReader) -> Request | None:
-    """The next request on a connection; None when the client closed it between requests."""
-    try:
-        async with asyncio.timeout(IDLE_SECONDS):
-            head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as exc:
-        if exc.partial.strip():
-            raise _BadRequestError(400, "the request ended in its header") from None
+class _Connection(asyncio.Protocol):
+    """One client connection: its requests answered in order, each reply in one send.
+
+    A protocol rather than streams: a write's answer is computed and sent from the
+    `data_received` callback itself, with no task, future or buffer copy per request (the
+    guard's cost is per tool call of every session). A shell call is judged in a worker thread;
+    requests that arrive meanwhile wait in the buffer."""
+
+    def __init__(self, guard: GuardServer, connections: set[_Connection]) -> None:
+        self.guard, self.connections = guard, connections
+        self.buffer = bytearray()
+        self.busy = False  # a shell call is being judged: the next request waits
+        self.closing = False
+        self.peer: ProcessRef | None = None  # the process at the other end, found once
+        self.peer_known = False
+        self.eof = False  # the client sent all it will send
+        self.transport: asyncio.Transport | None = None
+        self.idle: asyncio.TimerHandle | None = None
+        self.loop = asyncio.get_running_loop()
+        self.last_request = self.loop.time()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.connections.add(self)
+        sock = transport.get_extra_info("socket")
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.local, self.remote = (
+            transport.get_extra_info("sockname"),
+            transport.get_extra_info("peername"),
+        )
+        self._wait_idle()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        self.connections.discard(self)
+        if self.idle is not None:
+            self.idle.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if not self.busy:
+            self._answer_waiting()
+        elif len(self.buffer) > MAX_HEAD_BYTES + MAX_PAYLOAD_BYTES:
+            assert self.transport is not None
+            self.transport.pause_reading()  # until the call being judged is answered
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        if not self.busy and self.buffer.strip() and b"\r\n\r\n" not in self.buffer:
+            # A request cut short in its header gets told so (a cut body is simply dropped).
+            self._refuse(_BadRequestError(400, "the request ended in its header"))
+            return False
+        if not self.busy:
+            self.close()
+        return True  # a shell call being judged still answers; then the connection closes
+
+    def close(self) -> None:
+        if not self.closing and self.transport is not None:
+            self.closing = True
+            self.transport.close()
+
+    def _wait_idle(self) -> None:
+        """Close the connection once it has been idle for IDLE_SECONDS (one timer for its
+        life, not one per request: `last_request` moves, the timer looks at it)."""
+        idle_for = self.loop.time() - self.last_request
+        if idle_for >= IDLE_SECONDS:
+            self.close()
+        else:
+            self.idle = self.loop.call_later(IDLE_SECONDS - idle_for, self._wait_idle)
+
+    def _answer_waiting(self) -> None:
+        """Answer every complete request in the buffer, in order, until one must wait."""
+        while not self.closing and not self.busy:
+            try:
+                parsed = _parse_request(self.buffer)
+            except _BadRequestError as exc:
+                self._refuse(exc)
+                return
+            if parsed is None:
+                return
+            request, used = parsed
+            del self.buffer[:used]
+            self.last_request = self.loop.time()
+            if not self.peer_known:
+                self.peer, self.peer_known = (
+                    self.guard._peer(self.local, self.remote, request),
+                    True,
+                )
+            judged = self.guard.prepare(request, self.peer)
+            if isinstance(judged, Reply):
+                self._send(judged, request)
+                continue
+            judge, shell, command = judged
+            if not shell:  # a write: a few small reads, judged right here
+                self._send(self.guard.finish(judge(), command, self.peer), request)
+                continue
+            self.busy = True  # a shell command: parsed (and maybe git run) in a worker thread
+            future = asyncio.get_running_loop().run_in_executor(None, judge)
+            future.add_done_callback(functools.partial(self._judged, request, command))
+
+    def _judged(self, request: Request, command: bool, future: asyncio.Future[HookAnswer]) -> None:
+        self.busy = False
+        if self.closing:
+            return
+        self._send(self.guard.finish(future.result(), command, self.peer), request)
+        assert self.transport is not None
+        if not self.closing and not self.transport.is_reading():
+            self.transport.resume_reading()
+        self._answer_waiting()
+        if not self.busy and self.eof:
+            self.close()
+
+    def _send(self, reply: Reply, request: Request) -> None:
+        keep_alive = request.headers.get("connection", "").lower() != "close"
+        assert self.transport is not None
+        self.transport.write(reply.encode(keep_alive))
+        if not keep_alive:
+            self.close()
+
+    def _refuse(self, exc: _BadRequestError) -> None:
+        assert self.transport is not None
+        self.transport.write(
+            Reply(exc.status, json.dumps({"error": str(exc)}).encode()).encode(False)
+        )
+        self.close()
+
+
+def _parse_request(buffer: bytearray) -> tuple[Request, int] | None:
+    """The first request in `buffer` and how many bytes it takes; None while incomplete."""
+    end = buffer.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES + 4)
+    if end < 0:
+        if len(buffer) > MAX_HEAD_BYTES:
+            raise _BadRequestError(413, "the request header is too large")
         return None
-    except asyncio.LimitOverrunError:
-        raise _BadRequestError(413, "the request header is too large") from None
-    lines = head.decode("latin-1").split("\r\n")
+    lines = buffer[:end].decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
         raise _BadRequestError(400, "not an HTTP/1.x request line")
@@ -294,7 +399,18 @@ async def _read_request(reader: asyncio.StreamReader) -> Request | None:
         raise _BadRequestError(400, "the Content-Length is not a number") from None
     if not 0 <= length <= MAX_PAYLOAD_BYTES:
         raise _BadRequestError(413, f"the body is over {MAX_PAYLOAD_BYTES} bytes")
-    body = await reader.readexactly(length)
-    split = urlsplit(parts[1])
-    query = {name: values[0] for name, values in parse_qs(split.query).items()}
-    return Request(parts[0], split.path, query, headers, body)
+    start = end + 4
+    if len(buffer) < start + length:
+        return None
+    path, query = _target(parts[1])
+    return Request(
+        parts[0], path, query, headers, bytes(buffer[start : start + length])
+    ), start + length
+
+
+@functools.lru_cache(maxsize=64)
+def _target(target: str) -> tuple[str, dict[str, str]]:
+    """The path and query of a request target (a CLI posts to the same one every call).
+    The query is shared between requests: read it, never change it."""
+    split = urlsplit(target)
+    return split.path, {name: values[0] for name, values in parse_qs(split.query).items()}

@@ -194,10 +194,16 @@ def judged_agent(settings: HookSettings, lock_dir: str) -> JudgedAgent:
     return session_agent(lock_dir, ancestors())
 
 
-def session_agent(lock_dir: str, chain: Iterable[ProcessRef]) -> JudgedAgent:
+def session_agent(
+    lock_dir: str, chain: Iterable[ProcessRef], registry: SessionRegistry | None = None
+) -> JudgedAgent:
     """The session anchored at the nearest process of `chain` (a process and its ancestors)
-    that anchors one in `lock_dir`; NoSessionError when none does."""
-    record = SessionRegistry(lock_dir).find_for(chain)
+    that anchors one in `lock_dir`; NoSessionError when none does. A long-lived `registry`
+    (of `lock_dir`) answers from the records it read before while their files are unchanged."""
+    if registry is None:
+        record = SessionRegistry(lock_dir).find_for(chain)
+    else:
+        record = registry.find_for(chain, again=True)
     if record is None:
         raise NoSessionError(
             "No lockyard session runs for this agent CLI: its MCP server (`lockyard serve`) is "

@@ -25,6 +25,8 @@ from .process_tree import ProcessRef, ancestors, is_alive
 
 SESSIONS_DIR: Final = "sessions"
 _TEMP_PREFIX: Final = ".tmp-"
+_REMEMBERED: Final = 1024
+"""Records `read_again` keeps at most (then it starts over)."""
 
 
 class SessionRegistryError(Exception):
@@ -81,6 +83,7 @@ class SessionRegistry:
     def __init__(self, lock_dir: str | os.PathLike[str]) -> None:
         self.lock_dir = Path(lock_dir)
         self.directory = self.lock_dir / SESSIONS_DIR
+        self._read: dict[Path, tuple[tuple[int, ...], SessionRecord | None]] = {}
 
     def path_for(self, anchor: ProcessRef) -> Path:
         return self.directory / f"{anchor.label}.json"
@@ -105,17 +108,37 @@ class SessionRegistry:
                 os.unlink(self.path_for(record.anchor))
 
     def read(self, anchor: ProcessRef) -> SessionRecord | None:
+        path = self.path_for(anchor)
         try:
-            fd = os.open(self.path_for(anchor), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return None
         with os.fdopen(fd, encoding="utf-8", errors="replace") as handle:
-            return SessionRecord.from_json(handle.read(65536))
+            record = SessionRecord.from_json(handle.read(65536))
+            self._read[path] = (_version(os.fstat(fd)), record)
+            return record
 
-    def find_for(self, chain: Iterable[ProcessRef]) -> SessionRecord | None:
-        """The session anchored at the nearest process of `chain` that anchors one."""
+    def read_again(self, anchor: ProcessRef) -> SessionRecord | None:
+        """`read`, answered from this registry's last read of the record while its file
+        is unchanged (a long-lived reader, the guard: one `stat` instead of a parse)."""
+        path = self.path_for(anchor)
+        try:
+            version = _version(os.lstat(path))
+        except OSError:
+            return None
+        known = self._read.get(path)
+        if known is not None and known[0] == version:
+            return known[1]
+        if len(self._read) > _REMEMBERED:
+            self._read.clear()
+        return self.read(anchor)
+
+    def find_for(self, chain: Iterable[ProcessRef], *, again: bool = False) -> SessionRecord | None:
+        """The session anchored at the nearest process of `chain` that anchors one (`again`:
+        through `read_again`)."""
+        read = self.read_again if again else self.read
         for ref in chain:
-            record = self.read(ref)
+            record = read(ref)
             if record is not None and record.anchor == ref:
                 return record
         return None
@@ -152,6 +175,11 @@ class SessionRegistry:
                     os.unlink(self.path_for(record.anchor))
                 removed.append(record)
         return removed
+
+
+def _version(stat: os.stat_result) -> tuple[int, ...]:
+    """What changes when a record file is replaced (`register` renames a new file over it)."""
+    return (stat.st_ino, stat.st_dev, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size)
 
 
 def new_record(
