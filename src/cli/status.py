@@ -51,6 +51,8 @@ Read-only: safe to run at any time, with or without an orchestrator running.
 """
 
 LIVENESS_STYLES = {"alive": "green", "dead": "bold red", "unknown": "yellow"}
+NARROW_BELOW = 120
+"""Terminals narrower than this get the lock table's narrow layout (pid@host under the agent)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -286,18 +288,29 @@ def render_status(
         title += f"\nheld from the checkout {one_checkout}"
     table = Table(title=title, title_justify="left")
     names = [_name(info, single) for info in snapshot.locks]
-    table.add_column("lock", overflow="fold", min_width=min(32, max(map(len, names))))
-    table.add_column("agent", overflow="fold")
-    table.add_column("pid@host", overflow="fold")
+    # A narrow terminal (80 columns) gets the process under the agent and narrower minimums,
+    # so that the waiters keep a column of their own (folded, never cut off the edge).
+    narrow = console.width < NARROW_BELOW
+    table.add_column(
+        "lock", overflow="fold", min_width=min(16 if narrow else 32, max(map(len, names)))
+    )
+    table.add_column("agent, pid@host" if narrow else "agent", overflow="fold")
+    if not narrow:
+        table.add_column("pid@host", overflow="fold")
     if one_checkout is None:
         table.add_column("checkout", overflow="fold")
     table.add_column("age", justify="right", no_wrap=True)
     table.add_column("alive?", no_wrap=True)
-    table.add_column("waiters (in order)", overflow="fold")
+    table.add_column("waiters (in order)", overflow="fold", min_width=16 if narrow else None)
     now = time.time()
     for info in snapshot.locks:
-        row = _row(info, single, now)
-        table.add_row(*(row if one_checkout is None else row[:3] + row[4:]))
+        row = list(_row(info, single, now))
+        if one_checkout is not None:
+            del row[3]
+        if narrow:
+            agent, process = row[1], row.pop(2)
+            row[1] = agent if process == "-" else Text.assemble(agent, "\n", process)
+        table.add_row(*row)
     console.print(table)
     dead = sum(1 for info in snapshot.locks if info.liveness == "dead")
     if dead:

@@ -3,9 +3,13 @@ directory, with locks held and awaited by real processes (some of them SIGKILLed
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import struct
 import subprocess
+import termios
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -492,7 +496,39 @@ def test_status_in_a_pipe_shows_every_column_uncropped(
     assert "waiter-2" in row
     assert "waiters (in order)" in done.stdout
     assert "…" not in done.stdout
+    # On an 80-column terminal the same table fits, and every waiter is still in its column.
+    screen = status_on_a_terminal(lock_dir, columns=80)
+    assert max(map(len, screen.splitlines())) <= 80, screen
+    rows = [line for line in screen.splitlines() if line.count("│") >= 3]
+    last_column = "".join(line.split("│")[-2].strip() for line in rows).replace(" ", "")
+    assert "waiters (in order)" in screen
+    for n in range(3):
+        assert f"waiter-{n}" in last_column, screen
     assert holder.poll() is None
+
+
+def status_on_a_terminal(lock_dir: Path, columns: int) -> str:
+    """What `lockyard status` shows on a terminal `columns` wide (a pseudo-terminal)."""
+    main, side = pty.openpty()
+    fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 60, columns, 0, 0))
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
+    with subprocess.Popen(
+        [LOCKYARD, "status", "--lock-dir", str(lock_dir)],
+        stdin=side, stdout=side, stderr=side, env=env | {"TERM": "dumb"},
+    ) as process:  # fmt: skip
+        os.close(side)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: the terminal's other side closed
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert process.wait(timeout=60) == 0
+    os.close(main)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
 
 
 def test_version_and_the_monitor_help_say_what_they_should() -> None:
