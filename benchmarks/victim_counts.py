@@ -6,9 +6,13 @@
 For each agent count and seed it runs `lockyard demo` (the real lock tools over MCP, the
 deadlock monitor, one lock directory) with this checkout and with the checkout `--other`
 (each with its own environment), one after the other, and prints per run: the deadlocks, the
-most deadlocks one agent gave way in, how many agents gave way at all, and whether every edit
-landed. The demo refuses more than its maximum of agents; the runs here lift that bound in
-the demo's own module, so an older checkout can be measured at 100 agents too.
+most deadlocks one agent gave way in, the five highest counts (one starved agent stands out;
+counts that fall off slowly mean many agents gave way about as often), how many agents gave way
+at all, whether every edit landed, and (where the checkout's report says why each victim was
+chosen) in how many deadlocks the victim had no choice: every other agent of the cycle kept
+its turn, so aging could not decide. The demo refuses more than its maximum of agents; the
+runs here lift that bound in the demo's own module, so an older checkout can be measured at
+100 agents too.
 """
 
 from __future__ import annotations
@@ -49,12 +53,27 @@ def run(checkout: Path, agents: int, files: int, seed: int) -> dict[str, Any]:
     return report
 
 
-def figures(report: dict[str, Any]) -> tuple[int, int, str, int, str]:
-    counts = Counter(record["victim"] for record in report["deadlocks"])
-    most = max(counts.values(), default=0)
+def no_choice(why: str) -> bool:
+    """The victim kept no turn and every other agent of its cycle kept one."""
+    if "keeps its turn" not in why and "keep their turns" not in why:
+        return False
+    victim = why.split(" gives way", 1)[0]
+    figures = why.split("before): ", 1)[1].split("), ")
+    mine = [f for f in figures if f.startswith(f"{victim} ")]
+    others = [f for f in figures if not f.startswith(f"{victim} ")]
+    return bool(mine) and "turn" not in mine[0] and all("turn" in f for f in others)
+
+
+def figures(report: dict[str, Any]) -> tuple[int, list[int], str, int, str, str]:
+    deadlocks = report["deadlocks"]
+    counts = Counter(record["victim"] for record in deadlocks)
+    top = sorted(counts.values(), reverse=True)[:5]
+    most = top[0] if top else 0
     worst = ",".join(sorted(agent for agent, n in counts.items() if n == most)[:2])
     edits = f"{report['edits_done']}/{report['edits_expected']}"
-    return len(report["deadlocks"]), most, worst, len(counts), edits
+    reasons = [record.get("why", "") for record in deadlocks]
+    forced = f"{sum(map(no_choice, reasons))}" if all(reasons) and reasons else "-"
+    return len(deadlocks), top, worst, len(counts), edits, forced
 
 
 def main() -> None:
@@ -67,19 +86,20 @@ def main() -> None:
     checkouts = {"this": HERE, "other": options.other.resolve()}
     print(f"this = {HERE}, other = {checkouts['other']}; --files {options.files}")
     header = (
-        f"{'agents':>6} {'seed':>4}  {'run':<5} {'deadlocks':>9} {'most':>4} "
-        f"{'victims':>7}  {'edits':>9}  worst"
+        f"{'agents':>6} {'seed':>4}  {'run':<5} {'deadlocks':>9} {'no choice':>9} "
+        f"{'top five counts':<19} {'victims':>7}  {'edits':>9}  worst"
     )
     print(header)
     for agents in options.agents:
         for seed in options.seeds:
             for name, checkout in checkouts.items():
-                deadlocks, most, worst, victims, edits = figures(
+                deadlocks, top, worst, victims, edits, forced = figures(
                     run(checkout, agents, options.files, seed)
                 )
+                counts = " ".join(map(str, top))
                 print(
-                    f"{agents:>6} {seed:>4}  {name:<5} {deadlocks:>9} {most:>4} {victims:>7}  "
-                    f"{edits:>9}  {worst}",
+                    f"{agents:>6} {seed:>4}  {name:<5} {deadlocks:>9} {forced:>9} "
+                    f"{counts:<19} {victims:>7}  {edits:>9}  {worst}",
                     flush=True,
                 )
     sys.stdout.flush()

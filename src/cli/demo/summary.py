@@ -71,6 +71,8 @@ class DeadlockRecord:
     agents: tuple[str, ...]
     victim: str
     victim_waits_on: str
+    why: str
+    """Why the monitor chose that victim (its `victim_reason`)."""
 
     @classmethod
     def from_info(cls, info: DeadlockInfo, base: Path | None) -> DeadlockRecord:
@@ -85,6 +87,7 @@ class DeadlockRecord:
             agents=tuple(info.agents),
             victim=info.victim,
             victim_waits_on=display_key(info.victim_waits_on, base),
+            why=info.victim_reason or "",
         )
 
 
