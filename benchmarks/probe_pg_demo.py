@@ -11,8 +11,10 @@ Per run it prints:
 - how many ACQUIRED events arrived before the RELEASED event of the hand-off that caused them
   (the recorder then measures from an earlier release of the file);
 - how long store calls waited for the store's one session (its guard) before their round trip;
-- for every hand-off, whether the new holder had the lowest queue ticket (the server's order)
-  and whether it was the first to emit WAITING (the order the demo checks).
+- how many granted waits went to the head of the server's own line, replayed from the
+  server's journal (written in the transactions that change each line), against the order the
+  demo checks (who emitted WAITING first); and for each hand-off out of WAITING order, where
+  the agents the demo saw ahead of the new holder were in the server's line.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import argparse
 import statistics
 import threading
 import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -31,6 +35,13 @@ from lockyard.cli.demo.recorder import SessionRecorder
 from lockyard.cli.demo.runner import DemoSession, open_workspace
 from lockyard.cli.demo.scenario import build_scenario
 from lockyard.core.events import LockEvent, LockEventType
+from lockyard.infra.lockstore import JournalQuery, open_journal
+from lockyard.infra.lockstore.journal.record import (
+    GRANTED,
+    WAIT_BEGIN,
+    WAIT_END,
+    JournalRecord,
+)
 from lockyard.infra.lockstore.postgres import store as pg_store
 from lockyard.infra.lockstore.postgres.session import Session
 
@@ -42,18 +53,15 @@ class Probe:
 
     def reset(self) -> None:
         self.release_started: dict[str, float] = {}
-        self.tickets: dict[tuple[str, str], int] = {}  # (key, agent) -> ticket
         self.guard_waits: list[float] = []
         self.round_trips: list[float] = []
         self.from_release_call: list[float] = []
         self.acquired_before_released = 0
-        self.server_order = 0
-        self.server_checked = 0
+        self.out_of_waiting_order: list[tuple[str, str, list[str]]] = []
 
     def install(self) -> None:
         probe = self
         original_release = pg_store.PgLockStore.release
-        original_enqueue = pg_store._Wait.enqueue
         original_run = Session.run
 
         def release(store: Any, filepath: str, agent_id: str) -> bool:
@@ -61,13 +69,6 @@ class Probe:
             with probe.lock:
                 probe.release_started[key] = time.perf_counter()
             return bool(original_release(store, filepath, agent_id))
-
-        def enqueue(wait: Any) -> bool:
-            taken = bool(original_enqueue(wait))
-            if not taken:
-                with probe.lock:
-                    probe.tickets[(wait.key, wait.agent)] = wait.ticket
-            return taken
 
         def run(session: Any, operation: Any) -> Any:
             asked = time.perf_counter()
@@ -81,7 +82,6 @@ class Probe:
                         probe.round_trips.append(time.perf_counter() - got)
 
         pg_store.PgLockStore.release = release  # type: ignore[method-assign]
-        pg_store._Wait.enqueue = enqueue  # type: ignore[method-assign]
         Session.run = run  # type: ignore[method-assign]
 
 
@@ -97,21 +97,71 @@ class ProbingRecorder(SessionRecorder):
             started = self.probe.release_started.get(key)
             if started is not None:
                 self.probe.from_release_call.append(time.perf_counter() - started)
-            queued = [
-                (self.probe.tickets[(key, other)], other)
-                for other in self._queues[key]
-                if (key, other) in self.probe.tickets
-            ]
-            if queued and (key, agent) in self.probe.tickets:
-                self.probe.server_checked += 1
-                if min(queued)[1] == agent:
-                    self.probe.server_order += 1
-                else:
-                    print(f"  not the lowest ticket: {agent} got {key}; queue {sorted(queued)}")
-            self.probe.tickets.pop((key, agent), None)
-        elif event.event_type is LockEventType.WAIT_ENDED:
-            self.probe.tickets.pop((key, agent), None)
+            released = self._release_started.get(key)
+            queue = self._queues[key]
+            if released is not None and released[0] != agent and queue and queue[0] != agent:
+                self.probe.out_of_waiting_order.append((key, agent, list(queue)))
         super().on_event(event)
+
+
+@dataclass
+class Line:
+    """One file's line as the server's journal tells it, replayed record by record."""
+
+    waiting: list[str] = field(default_factory=list)
+    last_end: dict[str, str] = field(default_factory=dict)  # agent -> how its last wait ended
+
+
+def replay_journal(
+    records: list[JournalRecord],
+) -> tuple[int, int, dict[tuple[str, str], list[tuple[list[str], dict[str, str]]]]]:
+    """Waits granted to the head of the server's own line, of all granted waits; and, per
+    (file, new holder), the line and the ended waits as they were at each grant."""
+    lines: dict[str, Line] = defaultdict(Line)
+    to_head = total = 0
+    seen: dict[tuple[str, str], list[tuple[list[str], dict[str, str]]]] = defaultdict(list)
+    for record in records:
+        line = lines[record.file]
+        if record.kind == WAIT_BEGIN:
+            line.waiting.append(record.agent)
+        elif record.kind == WAIT_END and record.agent in line.waiting:
+            # A granted wait ends in the grant's statement (its hand-over record may come
+            # before or after it): this is the moment the server chose it.
+            if record.outcome == GRANTED:
+                total += 1
+                to_head += line.waiting[0] == record.agent
+                moment = (list(line.waiting), dict(line.last_end))
+                seen[(record.file, record.agent)].append(moment)
+            line.waiting.remove(record.agent)
+            line.last_end[record.agent] = record.outcome or "?"
+    return to_head, total, seen
+
+
+def explain_out_of_order(
+    probe: Probe, seen: dict[tuple[str, str], list[tuple[list[str], dict[str, str]]]]
+) -> Counter[str]:
+    """Why each hand-off out of WAITING order went to whom it went: where each agent ahead
+    of it in the demo's line (the order of WAITING events) was in the server's line."""
+    why: Counter[str] = Counter()
+    for key, agent, demo_line in probe.out_of_waiting_order:
+        moments = seen.get((key, agent))
+        if not moments:
+            why["no hand-over in the journal"] += 1
+            continue
+        server_line, ended = moments.pop(0)
+        ahead = demo_line[: demo_line.index(agent)] if agent in demo_line else demo_line
+        for other in ahead:
+            if other in server_line and server_line.index(other) > server_line.index(agent):
+                why["queued on the server after the new holder (WAITING came first)"] += 1
+            elif other not in server_line:
+                why[f"its wait had ended on the server ({ended.get(other, 'not begun')})"] += 1
+            else:
+                why["ahead on the server too: a FIFO violation"] += 1
+        print(
+            f"  out of WAITING order: {agent} got {key}; demo line {demo_line}, server "
+            f"line {server_line}"
+        )
+    return why
 
 
 def ms(values: list[float], fraction: float) -> str:
@@ -136,9 +186,14 @@ def one_run(spec: str, seed: int, agents: int, files: int) -> None:
             recorder.add_agent(script.agent_id, 0)
         session.recorder = recorder
         try:
+            started = time.time()
             report = anyio.run(session.run)
+            with open_journal(session.store) as journal:
+                records = list(journal.records(JournalQuery.of(since=started - 1)))
         finally:
             session.store.close()
+    to_head, total, seen = replay_journal(records)
+    why = explain_out_of_order(probe, seen)
     print(f"seed {seed}: {report.handoffs} hand-offs, {report.handoffs_in_order} in WAITING order")
     print(
         f"  recorder (RELEASED -> ACQUIRED): median {ms(recorder.handoffs, 0.5)}, "
@@ -154,10 +209,9 @@ def one_run(spec: str, seed: int, agents: int, files: int) -> None:
         f"{ms(probe.guard_waits, 0.5)}, p99 {ms(probe.guard_waits, 0.99)}, max "
         f"{ms(probe.guard_waits, 1.0)}; the call itself: median {ms(probe.round_trips, 0.5)}"
     )
-    print(
-        f"  hand-offs to the lowest live ticket (server FIFO): "
-        f"{probe.server_order}/{probe.server_checked}"
-    )
+    print(f"  hand-offs to the head of the server's line (its journal): {to_head}/{total}")
+    for reason, count in why.most_common():
+        print(f"  agent ahead in the demo's line but not the server's: {count} x {reason}")
     if probe.guard_waits:
         print(f"  mean session wait {statistics.mean(probe.guard_waits) * 1000:.2f} ms")
 
