@@ -21,6 +21,11 @@ from npm_clis import install_home, installed_cli
 
 WriteCall = tuple[str, dict[str, Any]] | Callable[[Turn], Action]
 
+# How long a scripted step waits for another session to start and act before the play fails:
+# a CLI's start-up alone takes a minute or more when a full test run shares two cores with it,
+# and a gate that opens returns at once, so only a failing play pays for this bound.
+GATE_SECONDS = 300.0
+
 CLAUDE = str(Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude")
 
 
@@ -38,8 +43,7 @@ class CliDriver:
     """Whether the CLI ends its MCP servers with SIGKILL at exit, without waiting for them."""
 
     def api(self) -> FakeMessagesApi:
-        # A gate waits for another CLI session to start and act: minutes on a loaded machine.
-        return FakeMessagesApi(gate_timeout=120.0)
+        return FakeMessagesApi(gate_timeout=GATE_SECONDS)
 
     npm: ClassVar[bool] = True
     """Installed from the npm registry (Claude Code comes inside claude-agent-sdk)."""
@@ -86,7 +90,7 @@ class GeminiDriver(CliDriver):
     """Gemini CLI from npm, run as `gemini -p` with an explicit model (no routing call)."""
 
     def api(self) -> FakeMessagesApi:
-        return FakeGeminiApi(gate_timeout=120.0)
+        return FakeGeminiApi(gate_timeout=GATE_SECONDS)
 
     def start(self, name: str, api: FakeMessagesApi, repo: Path, tmp: Path) -> CliSession:
         gemini = installed_cli("gemini")
@@ -115,7 +119,7 @@ class CodexDriver(CliDriver):
     kills_its_mcp_servers = True
 
     def api(self) -> FakeMessagesApi:
-        return FakeResponsesApi(gate_timeout=120.0)
+        return FakeResponsesApi(gate_timeout=GATE_SECONDS)
 
     def write(self, path: Path, content: str) -> tuple[str, dict[str, Any]]:
         return self.run(f"printf %s {shlex.quote(content)} > {shlex.quote(str(path))}")
@@ -160,7 +164,7 @@ class OpenCodeDriver(CliDriver):
     }  # fmt: skip
 
     def api(self) -> FakeMessagesApi:
-        return FakeChatCompletionsApi(gate_timeout=120.0, is_refusal=self.refused)
+        return FakeChatCompletionsApi(gate_timeout=GATE_SECONDS, is_refusal=self.refused)
 
     def refused(self, text: str) -> bool:
         return self.acquire in text  # the plugin throws lockyard's reason, which names it
@@ -213,7 +217,7 @@ class CopilotDriver(CliDriver):
 
     def api(self) -> FakeMessagesApi:
         return FakeChatCompletionsApi(
-            gate_timeout=120.0,
+            gate_timeout=GATE_SECONDS,
             is_refusal=lambda t: t.startswith("Denied by preToolUse hook"),
             warm_up=ToolUse(*self.run("sleep 1")),
         )
@@ -255,7 +259,9 @@ class QwenDriver(CliDriver):
     "run_shell_command", "write_file", None)`."""
 
     def api(self) -> FakeMessagesApi:
-        return FakeChatCompletionsApi(gate_timeout=120.0, is_refusal=lambda t: self.acquire in t)
+        return FakeChatCompletionsApi(
+            gate_timeout=GATE_SECONDS, is_refusal=lambda t: self.acquire in t
+        )
 
     def start(self, name: str, api: FakeMessagesApi, repo: Path, tmp: Path) -> CliSession:
         home = tmp / f"home-{name}"
@@ -276,7 +282,9 @@ class PiDriver(CliDriver):
     in its `models.json`, offline (`PI_OFFLINE=1`)."""
 
     def api(self) -> FakeMessagesApi:
-        return FakeChatCompletionsApi(gate_timeout=120.0, is_refusal=lambda t: self.acquire in t)
+        return FakeChatCompletionsApi(
+            gate_timeout=GATE_SECONDS, is_refusal=lambda t: self.acquire in t
+        )
 
     def write(self, path: Path, content: str) -> tuple[str, dict[str, Any]]:
         return "write", {"path": str(path), "content": content}

@@ -16,7 +16,7 @@ from fake_messages_api import FakeMessagesApi
 @pytest.fixture
 def fake_api() -> Iterator[FakeMessagesApi]:
     """A running fake API; a script that could not be followed fails the test at teardown."""
-    with FakeMessagesApi(gate_timeout=20.0) as api:
+    with FakeMessagesApi(gate_timeout=90.0) as api:  # a gate that opens returns at once
         yield api
     api.raise_errors()
 
