@@ -14,8 +14,10 @@ every reader detects (it is no whole JSON object) and skips; the next record sta
 
 Bounded: when `current.jsonl` passes the segment size, the writer that notices seals it (a
 rename to the next number, under `.rotate`) and deletes the oldest sealed segments while the
-journal is over its total size. `LOCKYARD_JOURNAL_MAX_MB` sets the total (default 64 MiB,
-about 250,000 records); a segment is a sixteenth of it.
+journal is over its total size. Each writer looks at the size once every MEASURE_EVERY
+writes of its own, so a record costs one `write(2)` and nothing more.
+`LOCKYARD_JOURNAL_MAX_MB` sets the total (default 64 MiB, about 250,000 records); a segment
+is a sixteenth of it.
 
 The journal never stands in the lock path's way: a record that cannot be written (a full
 disk, an unwritable or missing directory) is dropped, counted, and logged once a minute at
@@ -56,6 +58,9 @@ MAX_MB_ENV: Final = "LOCKYARD_JOURNAL_MAX_MB"
 DEFAULT_MAX_MB: Final = 64
 SEGMENTS_PER_JOURNAL: Final = 16
 MIN_SEGMENT_BYTES: Final = 64 * 1024
+MEASURE_EVERY: Final = 32
+"""A writer looks at the segment's size (one lseek) once every this many of its writes: a
+segment grows past its size by at most this many records of each writing process."""
 _OFF_WORDS: Final = frozenset({"0", "off", "false", "no"})
 _WARN_EVERY: Final = 60.0
 
@@ -126,6 +131,8 @@ class JournalFiles:
         self.dropped = 0
         """Records this process could not write."""
         self._fd = -1
+        self._unmeasured = 0
+        """Writes left before the next look at the segment's size."""
         self._guard = threading.Lock()  # opening and sealing; writes take no lock
         self._last_warning = 0.0
 
@@ -142,12 +149,17 @@ class JournalFiles:
                 if self._fd < 0:
                     self.directory.mkdir(mode=0o700, exist_ok=True)
                     self._fd = os.open(self.directory / ACTIVE, _OPEN_FLAGS, 0o600)
+                    self._unmeasured = 0  # measured at the first write
                 written = os.write(self._fd, line)
                 if written != len(line):
                     raise OSError(f"wrote {written} of {len(line)} bytes (is the disk full?)")
-                # An O_APPEND descriptor's offset is the end of the write just made.
-                if os.lseek(self._fd, 0, os.SEEK_CUR) > self.segment_bytes:
-                    sealed = self._seal()
+                self._unmeasured -= 1
+                # An O_APPEND descriptor's offset is the end of the write just made (every
+                # writer's records before it included).
+                if self._unmeasured < 0:
+                    self._unmeasured = MEASURE_EVERY - 1
+                    if os.lseek(self._fd, 0, os.SEEK_CUR) > self.segment_bytes:
+                        sealed = self._seal()
             except OSError as error:
                 self._dropped(error)
                 return False

@@ -224,35 +224,67 @@ def _encode(r: JournalRecord) -> bytes:
 
 class LockLines:
     """The lines of the lock-path records one process writes in one namespace (a grant, a
-    wait, a release: two per lock cycle), with what never changes between them (namespace,
-    session, process, host) encoded once. The same bytes as `encode` of the same record."""
+    wait, a release: two per lock cycle), with all but the time and the measured figures
+    encoded once: what never changes (namespace, session, process, host) per store, and the
+    kind, agent and file per lock an agent takes again and again. The same bytes as
+    `encode` of the same record."""
+
+    _KEEP: Final = 1024
+    """Encoded (kind, agent, file) kept at most; then forgotten all at once (a cache)."""
 
     def __init__(self, namespace: str, session: str, pid: int, host: str) -> None:
         self.namespace, self.session, self.pid, self.host = namespace, session, pid, host
-        self._middle = f',"ns":{_quote(namespace)},"agent":'
+        self._ns = _quote(namespace)
         self._tail = f',"session":{_quote(session)},"pid":{int(pid)},"host":{_quote(host)}'
+        self._middles: dict[tuple[str, str, str], bytes] = {}
 
     def line(
         self, time: float, kind: str, agent: str, file: str, *,
         waited: float | None = None, held: float | None = None, outcome: str | None = None,
     ) -> bytes:  # fmt: skip
-        text = (
-            f'{{"t":{_number(time)},"kind":{_quote(kind)}{self._middle}{_quote(agent)},'
-            f'"file":{_quote(file)}{self._tail}'
-        )
-        if waited is not None:
-            text += f',"waited":{_number(waited)}'
-        if held is not None:
-            text += f',"held":{_number(held)}'
-        if outcome is not None:
-            text += f',"outcome":{_quote(outcome)}'
-        line = (text + "}\n").encode("ascii")
+        middle = self._middles.get((kind, agent, file))
+        if middle is None:
+            middle = self._middle(kind, agent, file)
+        # Formatted as `encode` formats them (`%.6f`, `_number`): a grant, a release.
+        if waited is None and outcome is None and math.isfinite(time):
+            if held is None:
+                line = b'{"t":%.6f%s}\n' % (time, middle)
+            elif math.isfinite(held):
+                line = b'{"t":%.6f%s,"held":%.6f}\n' % (time, middle, held)
+            else:
+                line = b'{"t":%.6f%s,"held":0}\n' % (time, middle)
+        else:
+            figures = _optional_figures(waited, held, outcome)
+            line = b'{"t":%s%s%s}\n' % (_number(time).encode(), middle, figures.encode())
         if len(line) <= MAX_RECORD_BYTES:
             return line
         return encode(  # a huge file name: shortened as any record is
             JournalRecord(time, kind, self.namespace, agent, file, self.session, self.pid,
                           self.host, waited=waited, held=held, outcome=outcome)
         )  # fmt: skip
+
+    def _middle(self, kind: str, agent: str, file: str) -> bytes:
+        middle = (
+            f',"kind":{_quote(kind)},"ns":{self._ns},"agent":{_quote(agent)},'
+            f'"file":{_quote(file)}{self._tail}'
+        ).encode("ascii")
+        if len(middle) > MAX_RECORD_BYTES:
+            return middle  # shortened by `encode` each time: rare, and not worth keeping
+        if len(self._middles) >= self._KEEP:
+            self._middles.clear()
+        self._middles[(kind, agent, file)] = middle
+        return middle
+
+
+def _optional_figures(waited: float | None, held: float | None, outcome: str | None) -> str:
+    text = ""
+    if waited is not None:
+        text += f',"waited":{_number(waited)}'
+    if held is not None:
+        text += f',"held":{_number(held)}'
+    if outcome is not None:
+        text += f',"outcome":{_quote(outcome)}'
+    return text
 
 
 class BadRecordError(ValueError):
