@@ -43,10 +43,12 @@ from .crossproc.notices import AnyVictimNotices
 from .crossproc.sources import victim_notices_for
 from .hooks.commit_guard.hook import BASH_MATCHER, make_commit_guard_hook
 from .hooks.lock_events import make_lock_event_hook
+from .hooks.read_note.hook import READ_NOTE_MATCHER, make_read_note_hook
 from .hooks.shell_guard.decide import DEFAULT_POLICY, ShellGuardPolicy
 from .hooks.shell_guard.hook import make_shell_guard_hook
 from .hooks.write_guard.hook import WRITE_TOOLS_MATCHER, make_write_guard_hook
 from .lockstore import CorruptRecordError, LockBackend, LockStore, open_backend
+from .seen.stale import forget
 from .tools.lock_tools import LockTools
 from .tools.naming import (
     DEFAULT_SERVER_KEY,
@@ -110,6 +112,7 @@ class AgentRuntime:
                 await self.tools.emit(LockEventType.RELEASED, key)
             if self.monitor is not None:
                 self.monitor.unregister_agent(self.agent_id)
+            forget(self.store.root, self.agent_id)
         if released:
             logger.info("agent %s ended holding %d lock(s): released", self.agent_id, len(released))
         return released
@@ -133,8 +136,10 @@ class AgentRuntimeBuilder:
     What it adds to `base_options` (which it never mutates):
     - `mcp_servers[server_key]`: the lock tools for this agent;
     - `allowed_tools`: `mcp__<server_key>__lock_acquire` and `..._release`;
-    - PreToolUse hooks: the write guard (Write|Edit|MultiEdit|NotebookEdit), the shell guard
-      (Bash: files a command writes must be locked) and the `git commit` guard (Bash);
+    - PreToolUse hooks: the read note (Read|Bash: what the agent sees of each file), the write
+      guard (Write|Edit|MultiEdit|NotebookEdit), the shell guard (Bash: files a command writes
+      must be locked) and the `git commit` guard (Bash); the three guards refuse a write to a
+      file changed since the agent read it (`lockyard.infra.seen`);
     - PostToolUse and PostToolUseFailure hooks on the two lock tools: lock events;
     - the implementer prompt (appended to the Claude Code preset by default);
     - `cwd` = the repository, unless set.
@@ -253,6 +258,10 @@ class AgentRuntimeBuilder:
             event: list(matchers) for event, matchers in (base.hooks or {}).items()
         }
         pre: list[HookMatcher] = []
+        if self.guard_writes or self.guard_shell or self.guard_commits:
+            # What the agent reads, so the guards below refuse writes made from stale reads.
+            note = make_read_note_hook(store, agent_id)
+            pre.append(matcher(matcher=READ_NOTE_MATCHER, hooks=[note]))
         if self.guard_writes:
             guard = make_write_guard_hook(store, agent_id, self.server_key)
             pre.append(matcher(matcher=WRITE_TOOLS_MATCHER, hooks=[guard]))

@@ -23,6 +23,7 @@ from lockyard.core.events import LockEvent, LockEventType
 from lockyard.domain.monitor import DeadlockMonitor
 from lockyard.infra.agent_runtime import AgentRuntime, LockCoordinator
 from lockyard.infra.lockstore import LockStore
+from lockyard.infra.seen.stale import seen_state
 from lockyard.infra.transports.sdk.servers import get_mcp_servers
 
 pytestmark = pytest.mark.anyio
@@ -495,3 +496,55 @@ async def test_runtime_teardown_releases_what_the_agent_still_holds(
     assert str(yard.store.lock_dir) in runtime.prompt
     assert dict(yard.monitor.snapshot().holds) == {}
     yard.assert_lock_dir_empty()
+
+
+async def test_a_write_from_a_stale_read_is_refused_naming_the_writer_until_a_reread(
+    fake_api: FakeMessagesApi, yard: Lockyard
+) -> None:
+    a, b = "agent-a", "agent-b"
+    source = yard.repo / "app.py"
+    source.write_text("a = 1\n")
+    tools = ClaudeAgentOptions(tools=["Read", "Write"], allowed_tools=["Read", "Write"])
+
+    def b_wrote() -> bool:
+        return source.read_text() == "b = 2\n" and yard.store.holder("app.py") is None
+
+    def a_read() -> bool:
+        return seen_state(yard.store.root, a, yard.key("app.py"))[0] is not None
+
+    scripts = {
+        a: [
+            call("Read", {"file_path": str(source)}),
+            acquire("app.py", timeout=30, gate=b_wrote),
+            call("Write", {"file_path": str(source), "content": "a = 3\n"}),
+            call("Read", {"file_path": str(source)}),
+            call("Write", {"file_path": str(source), "content": "a = 3\nb = 2\n"}),
+            RELEASE_ALL,
+            say(f"{a} done"),
+        ],
+        b: [
+            acquire("app.py", gate=a_read),
+            call("Write", {"file_path": str(source), "content": "b = 2\n"}),
+            RELEASE_ALL,
+            say(f"{b} done"),
+        ],
+    }
+
+    async def agent_session(agent: str) -> None:
+        async with yard.runtime(agent, base_options=tools) as runtime:
+            await run_runtime(fake_api, yard, runtime, scripts[agent])
+
+    async with anyio.create_task_group() as group:
+        for agent in scripts:
+            group.start_soon(agent_session, agent)
+
+    _, locked, refused, _, written, _ = fake_api.outcomes(a)
+    (result,) = locked.json["results"]
+    assert result["changed_since_read"] is True
+    assert "agent agent-b wrote it at" in result["change"]
+    assert refused.is_error
+    assert "app.py changed since you read it at" in refused.text
+    assert "agent agent-b wrote it at" in refused.text
+    assert "Read app.py again" in refused.text
+    assert not written.is_error, written.text
+    assert source.read_text() == "a = 3\nb = 2\n"

@@ -73,7 +73,7 @@ def test_init_with_no_cli_named_sets_up_claude_code(repo: Path) -> None:
     )
     assert settings["hooks"]["PreToolUse"] == [
         {
-            "matcher": "Write|Edit|MultiEdit|NotebookEdit|Bash",
+            "matcher": "Read|Write|Edit|MultiEdit|NotebookEdit|Bash",
             "hooks": [{"type": "http", "url": url, "timeout": 30, "onFailure": "block"}],
         }
     ]
@@ -219,7 +219,10 @@ def test_each_cli_gets_its_own_mcp_and_hook_configuration(repo: Path) -> None:
     assert '"--lock-dir", "/run/locks"' in plugin
     assert "tool.execute.before" in plugin
     gemini = json.loads((repo / ".gemini/settings.json").read_text())
-    assert gemini["hooks"]["BeforeTool"][0]["matcher"] == "write_file|replace|run_shell_command"
+    assert (
+        gemini["hooks"]["BeforeTool"][0]["matcher"]
+        == "read_file|write_file|replace|run_shell_command"
+    )
     assert gemini["mcpServers"]["lockyard"]["args"][:3] == ["serve", "--cli", "gemini"]
 
 
@@ -249,7 +252,7 @@ def test_copilot_qwen_pi_and_kilo_get_their_own_files_and_lose_exactly_them(repo
     assert qwen["mcpServers"]["lockyard"]["args"] == ["serve", "--cli", "qwen", "--lock-dir",
                                                       "/run/locks"]  # fmt: skip
     [group] = qwen["hooks"]["PreToolUse"]
-    assert group["matcher"] == "^(write_file|edit|notebook_edit|run_shell_command)$"
+    assert group["matcher"] == "^(read_file|write_file|edit|notebook_edit|run_shell_command)$"
     assert group["hooks"][0]["command"].endswith("--cli qwen --lock-dir /run/locks")
     extension = (repo / ".pi/extensions/lockyard.ts").read_text()
     assert "// `lockyard init pi` wrote this file" in extension.splitlines()[1]

@@ -54,8 +54,12 @@ def test_the_options_carry_server_tools_hooks_prompt_and_cwd(
     assert options.allowed_tools == [ACQUIRE, RELEASE, STATUS]
 
     hooks = options.hooks or {}
-    assert [m.matcher for m in hooks["PreToolUse"]] == ["Write|Edit|MultiEdit|NotebookEdit", "Bash"]
-    assert len(hooks["PreToolUse"][1].hooks) == 2  # the shell guard, then the commit guard
+    assert [m.matcher for m in hooks["PreToolUse"]] == [
+        "Read|Bash",  # the read note: what the agent sees, for the guards' stale-read check
+        "Write|Edit|MultiEdit|NotebookEdit",
+        "Bash",
+    ]
+    assert len(hooks["PreToolUse"][2].hooks) == 2  # the shell guard, then the commit guard
     for event in ("PostToolUse", "PostToolUseFailure"):
         assert [m.matcher for m in hooks[event]] == [f"{ACQUIRE}|{RELEASE}"]
     assert set(hooks) == {"PreToolUse", "PostToolUse", "PostToolUseFailure"}  # no Stop hook
@@ -90,6 +94,7 @@ def test_base_options_are_extended_never_mutated(repo: Path, tmp_path: Path) -> 
     assert options.allowed_tools == ["Read", ACQUIRE, RELEASE, STATUS]
     assert [m.matcher for m in (options.hooks or {})["PreToolUse"]] == [
         "Read",
+        "Read|Bash",
         "Write|Edit|MultiEdit|NotebookEdit",
         "Bash",
     ]
@@ -154,7 +159,10 @@ def test_guards_can_be_left_out_and_the_tool_timeout_is_forwarded(
     only_commits = AgentRuntimeBuilder(
         repo, agent_id="a2", lock_dir=tmp_path / "locks", guard_writes=False
     ).build()
-    assert [m.matcher for m in (only_commits.options.hooks or {})["PreToolUse"]] == ["Bash"]
+    assert [m.matcher for m in (only_commits.options.hooks or {})["PreToolUse"]] == [
+        "Read|Bash",
+        "Bash",
+    ]
     no_shell = AgentRuntimeBuilder(
         repo, agent_id="a3", lock_dir=tmp_path / "locks", guard_writes=False, guard_shell=False
     ).build()

@@ -95,8 +95,25 @@ def test_copilot_cli_payloads_are_read_from_its_camel_case_fields() -> None:
 
 
 def test_other_tools_are_not_judged() -> None:
-    call = FORMATS["claude-code"].parse({"tool_name": "Read", "tool_input": {"file_path": "a"}})
+    call = FORMATS["claude-code"].parse({"tool_name": "Glob", "tool_input": {"pattern": "*"}})
     assert call.kind == "other"
+
+
+@pytest.mark.parametrize(
+    ("cli", "tool", "tool_input"),
+    [
+        ("claude-code", "Read", {"file_path": "a.py"}),
+        ("gemini", "read_file", {"absolute_path": "a.py"}),
+        ("opencode", "read", {"filePath": "a.py"}),
+    ],
+)
+def test_each_cli_s_read_tool_is_a_read_of_its_file(
+    cli: str, tool: str, tool_input: dict[str, str]
+) -> None:
+    call = FORMATS[cli].parse({"tool_name": tool, "tool_input": tool_input})
+    assert (call.kind, call.paths) == ("read", ["a.py"])
+    nameless = FORMATS[cli].parse({"tool_name": tool, "tool_input": {}})
+    assert nameless.kind == "other"  # the read tool refuses it itself: nothing to note
 
 
 @pytest.mark.parametrize(

@@ -1,24 +1,26 @@
 """Each agent CLI's hook protocol: what a tool call looks like on stdin, how to answer.
 
-A hook sees a tool call as one of three kinds: a *write* (the file-editing tools, with the
-paths they would write), a *shell* command (judged by the `git commit` guard), or anything
-else (allowed: the hook is matched to the first two, anything else is not ours to judge).
+A hook sees a tool call as one of four kinds: a *read* (the file-reading tools: noted as what
+the agent saw of the file, never refused), a *write* (the file-editing tools, with the paths
+they would write), a *shell* command (judged by the shell and `git commit` guards), or
+anything else (allowed: the hook is matched to the first three, anything else is not ours).
 
-- Claude Code: writes are Write, Edit, MultiEdit, NotebookEdit; the shell is Bash; a deny is
-  `hookSpecificOutput.permissionDecision: "deny"` with its reason, exit 0.
+- Claude Code: reads are Read; writes are Write, Edit, MultiEdit, NotebookEdit; the shell is
+  Bash; a deny is `hookSpecificOutput.permissionDecision: "deny"` with its reason, exit 0.
 - Codex CLI: writes are apply_patch (and its matcher aliases Edit, Write), with the patch in
   `tool_input.command`; the shell is Bash; a deny is the same JSON as Claude Code's.
-- Gemini CLI: writes are write_file and replace; the shell is run_shell_command; a deny is
+- Gemini CLI: reads are read_file; writes are write_file and replace; the shell is
+  run_shell_command; a deny is
   `{"decision": "deny", "reason": ...}`, exit 0.
-- OpenCode and Kilo Code (an OpenCode fork): lockyard's plugin passes write, edit, multiedit,
-  patch and apply_patch, and bash; it reads `{"decision": "deny", "reason": ...}` and throws
-  the reason, which blocks the tool.
+- OpenCode and Kilo Code (an OpenCode fork): lockyard's plugin passes read, write, edit,
+  multiedit, patch and apply_patch, and bash; it reads `{"decision": "deny", "reason": ...}`
+  and throws the reason, which blocks the tool.
 - GitHub Copilot CLI: `{"toolName", "toolArgs", "cwd"}`; writes are create and edit
   (`path`); the shell is bash; a deny is `{"permissionDecision": "deny",
   "permissionDecisionReason": ...}`, exit 0.
-- Qwen Code: Claude Code's payload and answer; writes are write_file, edit and
-  notebook_edit; the shell is run_shell_command.
-- pi: lockyard's extension passes write and edit (`path`) and bash, and turns a deny into
+- Qwen Code: Claude Code's payload and answer; reads are read_file; writes are write_file,
+  edit and notebook_edit; the shell is run_shell_command.
+- pi: lockyard's extension passes read, write and edit (`path`) and bash, and turns a deny into
   `{block: true, reason}`.
 """
 
@@ -30,7 +32,7 @@ from typing import Any, Final, Literal
 
 from ..hooks.patch_paths import patch_targets
 
-ToolKind = Literal["write", "shell", "other"]
+ToolKind = Literal["read", "write", "shell", "other"]
 
 ACQUIRE_TOOL: Final = "lock_acquire"
 
@@ -64,6 +66,7 @@ class CliFormat:
 
     name: str = ""
     display: str = ""
+    read_tools: frozenset[str] = frozenset()
     write_tools: frozenset[str] = frozenset()
     shell_tools: frozenset[str] = frozenset()
     acquire_tool: str = ACQUIRE_TOOL
@@ -81,6 +84,11 @@ class CliFormat:
         tool_input = payload.get(self.tool_input_field)
         cwd = payload.get("cwd")
         cwd = cwd if isinstance(cwd, str) and cwd else None
+        if tool in self.read_tools:
+            paths = (
+                _first_string(tool_input, _PATH_KEYS) if isinstance(tool_input, dict) else []
+            )  # no path: the tool itself refuses the call, nothing was seen
+            return ToolCall(tool, "read" if paths else "other", paths=paths, cwd=cwd)
         if tool in self.write_tools:
             if not isinstance(tool_input, dict):
                 raise PayloadError(f"the {tool} call has no {self.tool_input_field!r} object")
@@ -103,13 +111,16 @@ class CliFormat:
             value = tool_input.get(key)
             if isinstance(value, str) and "*** " in value:
                 return patch_targets(value)
-        return _first_string(tool_input, ("file_path", "notebook_path", "filePath", "path"))
+        return _first_string(tool_input, _PATH_KEYS)
 
     def allow(self) -> HookAnswer:
         return HookAnswer()
 
     def deny(self, reason: str) -> HookAnswer:
         return HookAnswer(stdout=json.dumps({"decision": "deny", "reason": reason}))
+
+
+_PATH_KEYS: Final = ("file_path", "notebook_path", "filePath", "absolute_path", "path")
 
 
 def _first_string(tool_input: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
@@ -123,6 +134,7 @@ def _first_string(tool_input: dict[str, Any], keys: tuple[str, ...]) -> list[str
 class ClaudeCode(CliFormat):
     name = "claude-code"
     display = "Claude Code"
+    read_tools = frozenset({"Read"})
     write_tools = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
     shell_tools = frozenset({"Bash"})
     acquire_tool = f"mcp__lockyard__{ACQUIRE_TOOL}"
@@ -141,6 +153,7 @@ class ClaudeCode(CliFormat):
 class Codex(ClaudeCode):
     name = "codex"
     display = "Codex CLI"
+    read_tools = frozenset()  # Codex reads through its shell: the shell viewers are noted
     write_tools = frozenset({"apply_patch", "Edit", "Write"})
     shell_tools = frozenset({"Bash"})
     acquire_tool = f"mcp__lockyard__{ACQUIRE_TOOL}"
@@ -150,6 +163,7 @@ class Codex(ClaudeCode):
 class Gemini(CliFormat):
     name = "gemini"
     display = "Gemini CLI"
+    read_tools = frozenset({"read_file"})
     write_tools = frozenset({"write_file", "replace"})
     shell_tools = frozenset({"run_shell_command"})
     acquire_tool = f"mcp_lockyard_{ACQUIRE_TOOL}"
@@ -160,6 +174,7 @@ class OpenCode(CliFormat):
 
     name = "opencode"
     display = "OpenCode"
+    read_tools = frozenset({"read"})
     write_tools = frozenset({"write", "edit", "multiedit", "patch", "apply_patch"})
     shell_tools = frozenset({"bash"})
     acquire_tool = f"lockyard_{ACQUIRE_TOOL}"
@@ -193,6 +208,7 @@ class Copilot(CliFormat):
 class QwenCode(ClaudeCode):
     name = "qwen"
     display = "Qwen Code"
+    read_tools = frozenset({"read_file"})
     write_tools = frozenset({"write_file", "edit", "notebook_edit"})
     shell_tools = frozenset({"run_shell_command"})
     acquire_tool = f"mcp__lockyard__{ACQUIRE_TOOL}"
@@ -203,6 +219,7 @@ class Pi(CliFormat):
 
     name = "pi"
     display = "pi"
+    read_tools = frozenset({"read"})
     write_tools = frozenset({"write", "edit"})
     shell_tools = frozenset({"bash"})
     acquire_tool = ACQUIRE_TOOL

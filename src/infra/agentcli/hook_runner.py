@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from ..hooks.commit_guard.decide import commit_denial
 from ..hooks.guard_common import GuardStore, journal_denial
+from ..hooks.read_note.note import note_reads, note_shell_reads
 from ..hooks.write_guard.decide import write_denial
 from ..lockstore import default_lock_dir
 from ..session.process_tree import ProcessRef, ancestors
@@ -159,7 +160,11 @@ def _load(raw: bytes) -> object:
 
 
 def _denial(fmt: CliFormat, call: ToolCall, reader: GuardStore, agent_id: str) -> str | None:
-    """Why the call is refused (journalled: the guard, the files, the reason), or None."""
+    """Why the call is refused (journalled: the guard, the files, the reason), or None. A read
+    is never refused: it is noted as what the agent sees of the file."""
+    if call.kind == "read":
+        note_reads(reader, agent_id, call.paths, call.cwd)
+        return None
     if call.kind == "write":
         for path in call.paths:
             reason = write_denial(reader, agent_id, path, call.cwd, fmt.acquire_tool)
@@ -182,7 +187,9 @@ def _denial(fmt: CliFormat, call: ToolCall, reader: GuardStore, agent_id: str) -
     reason = commit_denial(reader, agent_id, call.command, call.cwd, fmt.acquire_tool)
     if reason is not None:
         journal_denial(reader, agent_id, "commit", (), reason)
-    return reason
+        return reason
+    note_shell_reads(reader, agent_id, call.command, call.cwd)
+    return None
 
 
 def judged_agent(settings: HookSettings, lock_dir: str) -> JudgedAgent:

@@ -101,6 +101,10 @@ class IpcGuardStore:
         lost = self._entry(self.checkout.key(filepath)).get("lost")
         return lost if isinstance(lost, str) else None
 
+    def grant_fence(self, filepath: str, agent_id: str) -> int | None:
+        """None: the host's answer carries no grant number (only the reason texts use one)."""
+        return None
+
     def journal_write(self, record: JournalRecord) -> None:
         """Kept for `report_denied`: the journal is the host's."""
         self._denied.append(record)

@@ -65,6 +65,10 @@ class LockDirReader:
         """Never stale: a lock directory grant has no fencing number to fall behind."""
         return None
 
+    def grant_fence(self, filepath: str, agent_id: str) -> int | None:
+        """None: a lock directory numbers no grants."""
+        return None
+
     def holder(self, filepath: str) -> str | None:
         """The agent holding the lock of `filepath`; None when free or its holder is dead."""
         found = self._dir.read_lock(lock_name(self.namespace, self.canonicalize(filepath)))

@@ -355,7 +355,7 @@ class ClaudeCodeSetup(_HookListSetup):
     server_file = ".mcp.json"
     server_path = ("mcpServers",)
     hook_file = ".claude/settings.json"
-    matcher = "Write|Edit|MultiEdit|NotebookEdit|Bash"
+    matcher = "Read|Write|Edit|MultiEdit|NotebookEdit|Bash"
 
     def server_entry(self, how: Invocation) -> dict[str, Any]:
         return {"type": "stdio", "command": how.command, "args": how.serve_args(self.name)}
@@ -412,7 +412,7 @@ class GeminiSetup(_HookListSetup):
     comments = True  # Gemini CLI strips comments before it parses its settings
     hook_file = ".gemini/settings.json"
     hook_event = "BeforeTool"
-    matcher = "write_file|replace|run_shell_command"
+    matcher = "read_file|write_file|replace|run_shell_command"
     hook_timeout = CLI_HOOK_TIMEOUT_SECONDS * 1000  # Gemini CLI counts milliseconds
 
     def server_entry(self, how: Invocation) -> dict[str, Any]:
@@ -531,7 +531,7 @@ def render_plugin(template: str, cli: str, how: Invocation) -> str:
         "__SERVE_ARGS__": json.dumps(how.serve_args(cli)),
         "__HOOK_ARGS__": json.dumps(how.hook_args(cli)),
         "__GUARD_URL__": json.dumps(how.guard_url(cli)),
-        "__GUARDED__": json.dumps(sorted(fmt.write_tools | fmt.shell_tools)),
+        "__GUARDED__": json.dumps(sorted(fmt.read_tools | fmt.write_tools | fmt.shell_tools)),
         "__GUARD_DEADLINE_MS__": str(round(HOOK_DEADLINE_SECONDS * 1000)),
         "__HOOK_TIMEOUT_MS__": str(CLI_HOOK_TIMEOUT_SECONDS * 1000),
         "__LATE_REASON__": json.dumps(late_reason(HOOK_DEADLINE_SECONDS)),
@@ -665,7 +665,7 @@ class QwenSetup(_HookListSetup):
     server_path = ("mcpServers",)
     hook_file = ".qwen/settings.json"
     # Qwen Code searches this regular expression anywhere in the tool's name.
-    matcher = "^(write_file|edit|notebook_edit|run_shell_command)$"
+    matcher = "^(read_file|write_file|edit|notebook_edit|run_shell_command)$"
     hook_timeout = CLI_HOOK_TIMEOUT_SECONDS * 1000  # Qwen Code counts milliseconds
 
     def server_entry(self, how: Invocation) -> dict[str, Any]:

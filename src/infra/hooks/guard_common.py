@@ -6,6 +6,7 @@ tool call) use these too, and must start fast.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..lockstore import CorruptRecordError, JournalRecord, denied_record
+from ..seen.stale import check_write, stale_reason
 from ..tools.holder_text import UNREADABLE_HOLDER
 
 if TYPE_CHECKING:
@@ -34,6 +36,7 @@ class GuardStore(Protocol):
     def canonicalize(self, filepath: str) -> str: ...
     def holder(self, filepath: str) -> str | None: ...
     def stale_grant(self, filepath: str, agent_id: str) -> str | None: ...
+    def grant_fence(self, filepath: str, agent_id: str) -> int | None: ...
     def journal_write(self, record: JournalRecord) -> None: ...
 
 
@@ -71,6 +74,28 @@ def lost_grant(store: GuardStore, key: str, agent_id: str) -> str | None:
         return store.stale_grant(key, agent_id)
     except CorruptRecordError:
         return None
+
+
+def stale_refusal(
+    store: GuardStore, agent_id: str, keys: Iterable[str], acquire: str
+) -> str | None:
+    """Why writing `keys` (files `agent_id` holds) would erase a change the agent has not
+    seen (seen/stale.py), or None: then the writes are noted as the agent's own, so its next
+    edits of those files do not count as someone else's change."""
+
+    def grant(key: str) -> str | None:
+        try:
+            fence = store.grant_fence(key, agent_id)
+        except Exception:  # a grant number is a courtesy of the reason text, never needed
+            return None
+        return None if fence is None else f"#{fence}"
+
+    changes = []
+    for key in dict.fromkeys(keys):
+        change = check_write(store.root, agent_id, key, functools.partial(grant, key))
+        if change is not None:
+            changes.append(change)
+    return " ".join(stale_reason(change, acquire) for change in changes) or None
 
 
 def holder_or_unreadable(store: GuardStore, key: str) -> str | None:

@@ -46,6 +46,7 @@ from ..lockstore import (
     unmark_victim,
     validate_agent_id,
 )
+from ..seen.stale import seen_state
 from .holder_text import UNREADABLE_HOLDER
 from .lock_look import lock_look
 from .tool_inputs import (
@@ -113,6 +114,8 @@ class ToolStore(Protocol):
 
     @property
     def namespace(self) -> str: ...
+    @property
+    def root(self) -> str: ...
     def canonicalize(self, filepath: str) -> str: ...
     def try_lock(self, filepath: str, agent_id: str) -> bool: ...
     async def acquire_async(
@@ -581,6 +584,7 @@ class _AcquireCall:
             fence = store.grant_fence(key, self.agent_id) if key in self.held else None
             if fence is not None:
                 entry["fence"] = fence  # the backend's fencing number of this grant
+            entry.update(changed_since_read(store.root, self.agent_id, key))
             results.append(entry)
         payload: dict[str, Any] = {
             "results": results,
@@ -589,6 +593,21 @@ class _AcquireCall:
         if self.deadlock is not None:
             payload["deadlock"] = deadlock_payload(self.deadlock, self.released)
         return payload
+
+
+def changed_since_read(root: str, agent_id: str, key: str) -> dict[str, Any]:
+    """For a file the agent read (or wrote) before: `changed_since_read`, whether it changed
+    since (by anyone but the agent), and when it did, `change`: who changed it, when, and what
+    to do. Nothing for a file it never read: most results stay as short as they were."""
+    changed, change = seen_state(root, agent_id, key)
+    if changed is None:
+        return {}
+    if change is None:
+        return {"changed_since_read": False}
+    return {
+        "changed_since_read": True,
+        "change": f"{key} {change.says()}. Read it again before you edit it.",
+    }
 
 
 def with_lost_locks(payload: dict[str, Any], lost: list[LostLock]) -> dict[str, Any]:

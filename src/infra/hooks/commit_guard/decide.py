@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
+from ...seen.stale import change_since_seen
 from ..git_query import cached, run_git
 from ..guard_common import GuardStore, holder_or_unreadable, inside_repo, lost_grant
 
@@ -239,7 +240,7 @@ def commit_denial(
         return None
     problems = unlocked_files(store, agent_id, *found)
     if not problems:
-        return None
+        return unseen_changes(store, agent_id, *found)
     listed = ", ".join(
         f"{key} ({'not locked' if holder is None else f'locked by {holder}'})"
         for key, holder in problems
@@ -250,6 +251,31 @@ def commit_denial(
         f'Lock them first with {acquire} {{"filepaths": {keys}}}, or leave them out of '
         "the commit (unstage them with `git restore --staged <file>`, do not use -a, or "
         "name only your files: `git commit <your files> -m ...`)."
+    )
+
+
+def unseen_changes(store: GuardStore, agent_id: str, root: str, names: list[str]) -> str | None:
+    """Why the commit would record a change `agent_id` has not seen (a file it read changed
+    since, and not by its own writes: seen/stale.py), or None."""
+    changes = []
+    for name in names:
+        path = os.path.join(root, name)
+        if not inside_repo(path, store.root):
+            continue
+        try:
+            key = store.canonicalize(path)
+        except ValueError:
+            continue
+        change = change_since_seen(store.root, agent_id, key)
+        if change is not None:
+            changes.append(change)
+    if not changes:
+        return None
+    said = "; ".join(f"{change.key} {change.says()}" for change in changes)
+    keys = " ".join(change.key for change in changes)
+    return (
+        f"This git commit would record changes you have not seen: {said}. Read them again "
+        f"(`git diff -- {keys}`), make sure they belong in your commit, then commit."
     )
 
 

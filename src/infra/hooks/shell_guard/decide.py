@@ -17,7 +17,13 @@ from typing import Final, Literal
 
 from ...tools.holder_text import UNREADABLE_HOLDER
 from ..git_query import cached
-from ..guard_common import GuardStore, holder_or_unreadable, inside_repo, lost_grant
+from ..guard_common import (
+    GuardStore,
+    holder_or_unreadable,
+    inside_repo,
+    lost_grant,
+    stale_refusal,
+)
 from .targets import Target, WriteTargets, write_targets
 
 logger = logging.getLogger(__name__)
@@ -161,9 +167,12 @@ def judge(
             unlocked.setdefault(key, holder)
     every_unknown = (*found.undetermined, *unlisted)
     undetermined = every_unknown if policy.undetermined == "deny" else ()
-    if not unlocked and not undetermined and not problems and not refused:
-        return Decision(True, locked=tuple(dict.fromkeys(locked)), undetermined=every_unknown)
     tool = acquire_tool if acquire_tool is not None else _acquire_tool_name(server_key)
+    if not unlocked and not undetermined and not problems and not refused:
+        stale = stale_refusal(store, agent_id, locked, tool)
+        if stale is not None:
+            return Decision(False, stale, locked=tuple(dict.fromkeys(locked)))
+        return Decision(True, locked=tuple(dict.fromkeys(locked)), undetermined=every_unknown)
     reason = _reason(unlocked, undetermined, problems, tool, refused)
     return Decision(
         False,

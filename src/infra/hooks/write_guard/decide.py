@@ -10,7 +10,13 @@ import logging
 import os
 
 from ...tools.holder_text import UNREADABLE_HOLDER
-from ..guard_common import GuardStore, holder_or_unreadable, inside_repo, lost_grant
+from ..guard_common import (
+    GuardStore,
+    holder_or_unreadable,
+    inside_repo,
+    lost_grant,
+    stale_refusal,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +33,9 @@ def write_denial(
     """None when `agent_id` may write `raw_path` (relative to `cwd`), else the reason it may not.
 
     Files outside the repository are allowed unless `allow_outside_repo=False`; paths the
-    store rejects (a directory, say) are denied; an unreadable lock is never a granted lock.
+    store rejects (a directory, say) are denied; an unreadable lock is never a granted lock;
+    a file changed since the agent last read it is refused (`stale_refusal`), and an allowed
+    write is noted as the agent's own.
     `acquire` is the lock tool's name as the model sees it, for the reason texts.
     """
     path = absolute(raw_path, cwd)
@@ -57,7 +65,7 @@ def write_denial(
             "the file, then edit."
         )
     if holder == agent_id:
-        return None
+        return stale_refusal(store, agent_id, [key], acquire)
     return not_locked_reason(key, holder, acquire)
 
 

@@ -75,6 +75,10 @@ class SessionLedger:
     def namespace(self) -> str:
         return self.store.namespace
 
+    @property
+    def root(self) -> str:
+        return self.store.root
+
     def canonicalize(self, filepath: str) -> str:
         return self.store.canonicalize(filepath)
 
