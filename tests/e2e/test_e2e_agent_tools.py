@@ -90,14 +90,19 @@ async def yard(tmp_path: Path) -> AsyncIterator[Lockyard]:
 
 
 async def run_runtime(
-    fake_api: FakeMessagesApi, yard: Lockyard, runtime: AgentRuntime, steps: Sequence[Step]
+    fake_api: FakeMessagesApi,
+    yard: Lockyard,
+    runtime: AgentRuntime,
+    steps: Sequence[Step],
+    *,
+    limit_seconds: float = 45.0,
 ) -> AgentRun:
     """Script `runtime`'s agent, run its session, and check the session itself succeeded."""
     agent = runtime.agent_id
     fake_api.script(agent, steps)
     run = AgentRun(agent)
     options = offline_options(fake_api, agent, yard.homes / agent, runtime.options, run)
-    await run_agent(options, f"You are {agent}. Edit your files.", run)
+    await run_agent(options, f"You are {agent}. Edit your files.", run, limit_seconds=limit_seconds)
     assert run.result is not None, run.stderr
     assert run.result.is_error is False, (run.result, run.stderr)
     return run
@@ -498,13 +503,17 @@ async def test_runtime_teardown_releases_what_the_agent_still_holds(
     yard.assert_lock_dir_empty()
 
 
-async def test_a_write_from_a_stale_read_is_refused_naming_the_writer_until_a_reread(
+async def test_a_shell_write_from_a_stale_read_is_refused_naming_the_writer_until_a_reread(
     fake_api: FakeMessagesApi, yard: Lockyard
 ) -> None:
+    # Claude Code refuses its own Write of a file changed since its Read before any hook
+    # runs; a shell write it lets through, and that is where the guard must refuse.
     a, b = "agent-a", "agent-b"
     source = yard.repo / "app.py"
     source.write_text("a = 1\n")
-    tools = ClaudeAgentOptions(tools=["Read", "Write"], allowed_tools=["Read", "Write"])
+    tools = ClaudeAgentOptions(
+        tools=["Read", "Write", "Bash"], allowed_tools=["Read", "Write", "Bash"]
+    )
 
     def b_wrote() -> bool:
         return source.read_text() == "b = 2\n" and yard.store.holder("app.py") is None
@@ -512,18 +521,24 @@ async def test_a_write_from_a_stale_read_is_refused_naming_the_writer_until_a_re
     def a_read() -> bool:
         return seen_state(yard.store.root, a, yard.key("app.py"))[0] is not None
 
+    def shell_write(content: str) -> Step:
+        command = f"printf '{content}' > {source}"
+        return call("Bash", {"command": command, "description": "write app.py"})
+
     scripts = {
         a: [
             call("Read", {"file_path": str(source)}),
             acquire("app.py", timeout=30, gate=b_wrote),
-            call("Write", {"file_path": str(source), "content": "a = 3\n"}),
+            shell_write("a = 3\\n"),
             call("Read", {"file_path": str(source)}),
-            call("Write", {"file_path": str(source), "content": "a = 3\nb = 2\n"}),
+            shell_write("a = 3\\nb = 2\\n"),
             RELEASE_ALL,
             say(f"{a} done"),
         ],
         b: [
+            # Lock, then read, then write: Claude Code's Write refuses a file never read.
             acquire("app.py", gate=a_read),
+            call("Read", {"file_path": str(source)}),
             call("Write", {"file_path": str(source), "content": "b = 2\n"}),
             RELEASE_ALL,
             say(f"{b} done"),
@@ -532,7 +547,8 @@ async def test_a_write_from_a_stale_read_is_refused_naming_the_writer_until_a_re
 
     async def agent_session(agent: str) -> None:
         async with yard.runtime(agent, base_options=tools) as runtime:
-            await run_runtime(fake_api, yard, runtime, scripts[agent])
+            # A's session spans B's whole session (start-up included): twice the hang limit.
+            await run_runtime(fake_api, yard, runtime, scripts[agent], limit_seconds=90)
 
     async with anyio.create_task_group() as group:
         for agent in scripts:
