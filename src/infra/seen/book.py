@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import secrets
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -73,6 +72,8 @@ class FileEntry:
 
     write: WriteNote | None
     seen: dict[str, Sighting]
+    last_look: float = 0.0
+    """When the latest of `seen` was taken (0: none), so a check need not scan them all."""
 
     def sighting(self, agent_id: str) -> Sighting | None:
         return self.seen.get(agent_id)
@@ -88,7 +89,8 @@ class SeenBook:
         self.root = root
         self.directory = directory
         self._files = os.path.join(directory, "files")
-        self._cache: dict[str, tuple[tuple[int, int, int, int], FileEntry]] = {}
+        self._cache: dict[str, tuple[str, tuple[int, int, int, int], FileEntry]] = {}
+        """Per key: its entry file, that file's stat signature and what it says."""
 
     def path(self, key: str) -> str:
         return os.path.join(self.root, key)
@@ -100,21 +102,21 @@ class SeenBook:
         and reuses it while a `stat` shows the same entry file: every note publishes a new
         file (a new inode). An entry younger than `_SETTLED_NS` is read again each time, so
         a reused inode number within one clock tick cannot pass for the old entry."""
-        path = os.path.join(self._files, _name(self.root, key))
+        cached = self._cache.get(key)
+        path = self._entry_path(key) if cached is None else cached[0]
         try:
             st = os.stat(path)
         except OSError:
             return EMPTY
         signature = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        cached = self._cache.get(path)
-        if cached is not None and cached[0] == signature:
-            return cached[1]
+        if cached is not None and cached[1] == signature:
+            return cached[2]
         raw = self._raw(key)
         entry = EMPTY if raw is None else _parse(raw)
         if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) >= _SETTLED_NS:
             if len(self._cache) >= _CACHED_ENTRIES:
                 self._cache.clear()
-            self._cache[path] = (signature, entry)
+            self._cache[key] = (path, signature, entry)
         return entry
 
     def note(self, key: str, change: Callable[[dict[str, Any]], None]) -> None:
@@ -147,8 +149,11 @@ class SeenBook:
 
     # -- files -------------------------------------------------------------------------------
 
+    def _entry_path(self, key: str) -> str:
+        return os.path.join(self._files, _name(self.root, key))
+
     def _raw(self, key: str) -> dict[str, Any] | None:
-        raw = self._read(os.path.join(self._files, _name(self.root, key)))
+        raw = self._read(self._entry_path(key))
         if raw is None or raw.get("root") != self.root or raw.get("key") != key:
             return None  # not ours (a digest collision, or a damaged entry)
         return raw
@@ -221,7 +226,7 @@ def _parse(raw: dict[str, Any]) -> FileEntry:
         version = None if version_raw is None else FileVersion.from_json(version_raw)
         if version_raw is None or version is not None:
             seen[agent_id] = Sighting(version, float(at))
-    return FileEntry(note, seen)
+    return FileEntry(note, seen, max((s.at for s in seen.values()), default=0.0))
 
 
 def _at(item: object) -> float:
@@ -261,5 +266,8 @@ def _state_dir(root: str) -> str:
         except (OSError, UnicodeDecodeError):
             common = git_dir  # a submodule's git dir is its own common dir
         return os.path.join(os.path.normpath(common), "lockyard")
-    # Not a git checkout: a directory of this user's, one per root.
+    # Not a git checkout: a directory of this user's, one per root. (tempfile imports shutil
+    # and the compression modules: only here, not in every hook process.)
+    import tempfile
+
     return os.path.join(tempfile.gettempdir(), f"lockyard-{os.getuid()}", _digest(root))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .book import FileEntry, SeenBook, Sighting, WriteNote, book_for, sighting_json, write_json
-from .version import ABSENT, FileVersion, stat_proves, still, version_of
+from .version import ABSENT, FileVersion, still, version_of
 
 logger = logging.getLogger(__name__)
 
@@ -124,26 +124,26 @@ def _change(
 ) -> Change | None:
     write = entry.write
     since = write if write is not None and write.at >= sighting.at else None
-    other = since if since is not None and since.agent != agent_id else None
+    if since is not None and since.agent == agent_id:
+        # Its own allowed write since it looked: what it knows is what it wrote. (A person's
+        # edit after that write cannot be told from the write itself without a post-tool
+        # hook: only a Read pins a version.) No look at the file: the common path of an
+        # agent editing a file again and again costs the entry's one `stat`.
+        return None
+    path = book.path(key)
     if sighting.version is None:  # what it knows is its own write: only others' count
-        if other is None:
+        if since is None:
             return None
-        gone = not os.path.lexists(book.path(key))
-        return Change(key, sighting.at, other, gone=gone, appeared=False, own_write=True)
-    if stat_proves(sighting.version, book.path(key)):
-        return None
-    if since is not None and other is None:
-        # Its own allowed write since it looked. (A person's edit after that write cannot be
-        # told from the write itself without a post-tool hook: only a Read pins a version.)
-        return None
-    same, now = still(sighting.version, book.path(key))
+        gone = not os.path.lexists(path)
+        return Change(key, sighting.at, since, gone=gone, appeared=False, own_write=True)
+    same, now = still(sighting.version, path)  # one stat, or the digest when it moved
     if same:
         return None
     current = now if now is not None else FileVersion(ABSENT, None, True)
     return Change(
         key,
         sighting.at,
-        other,
+        since,
         gone=current.digest == ABSENT,
         appeared=sighting.version.digest == ABSENT,
     )
@@ -156,7 +156,7 @@ def _noted(entry: FileEntry, agent_id: str, sighting: Sighting | None) -> bool:
     write = entry.write
     if sighting is None or write is None or write.agent != agent_id:
         return False
-    return all(write.at >= seen.at for seen in entry.seen.values())
+    return write.at >= entry.last_look
 
 
 def _note_write(book: SeenBook, agent_id: str, key: str, grant: str | None) -> None:
