@@ -2,15 +2,17 @@
 
 Per guarded write (a write the guard allows, to a file the agent holds and has read), two
 ways in, each measured on this tree and on a baseline tree in the same run (`--base`, by
-default /work/base: main before the check existed), and the ratio printed:
+a checkout of the commit before the check with its own `.venv`; default /work/base), and
+the ratio printed:
 
 - the SDK path: `write_denial(...)` called in-process (what the PreToolUse hook of an SDK
   agent and the HTTP guard run), median of 200 calls per turn;
 - the command hook: a fresh `lockyard hook pre-tool-use` process per write (what Codex,
   Gemini CLI and OpenCode pay), one per turn.
 
-Two cases on this tree: the file as the agent read it (one stat proves it), and the file
-rewritten since by the agent's own writes (its digest is read each time).
+Two cases on this tree: the file as the agent read it, and the file rewritten since by the
+agent's own writes. After the agent's first allowed write both cost one `stat` of the book's
+entry (its own write is what it knows of the file).
 
     python3 scripts/uv run python benchmarks/bench_stale_guard.py [--base /work/base] [--runs 30]
 
