@@ -193,8 +193,9 @@ def test_the_opencode_plugin_asks_the_guard_over_http_and_judges_itself_without_
     assert "free.py is not locked by you" in refused
     assert "lockyard_lock_acquire" in refused
     assert "free.py" in by_plugin(over_http, repo, "bash", {"command": "echo hi > free.py"})
-    assert by_plugin(over_http, repo, "read", free) == "allowed"  # not asked at all
-    assert serve.read_text().count("guard: answered via=command") == 3
+    # A read is asked too (the guard notes what the agent saw), and never refused.
+    assert by_plugin(over_http, repo, "read", free) == "allowed"
+    assert serve.read_text().count("guard: answered via=command") == 4
     # Nobody listens on the plugin's port: `lockyard hook` judges the call, alike.
     elsewhere = plugin_file(tmp_path, lock_dir, free_port(), LOCKYARD)
     assert by_plugin(elsewhere, repo, "write", held) == "allowed"
