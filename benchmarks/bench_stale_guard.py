@@ -5,8 +5,9 @@ ways in, each measured on this tree and on a baseline tree in the same run (`--b
 a checkout of the commit before the check with its own `.venv`; default /work/base), and
 the ratio printed:
 
-- the SDK path: `write_denial(...)` called in-process (what the PreToolUse hook of an SDK
-  agent and the HTTP guard run), median of 200 calls per turn;
+- the SDK path: `judge_write(...)` and, when it says so, `note_writes(...)` called
+  in-process (what the PreToolUse hook of an SDK agent and the HTTP guard run; the baseline
+  runs its `write_denial`), median of 200 calls per turn;
 - the command hook: a fresh `lockyard hook pre-tool-use` process per write (what Codex,
   Gemini CLI and OpenCode pay), one per turn.
 
@@ -60,7 +61,7 @@ class Tree:
 
 
 def serve(own_edits: bool) -> None:
-    from lockyard.infra.hooks.write_guard.decide import write_denial
+    from lockyard.infra.hooks.write_guard import decide
     from lockyard.infra.lockstore import LockStore
 
     lockyard = str(Path(sys.executable).parent / "lockyard")
@@ -84,7 +85,20 @@ def serve(own_edits: bool) -> None:
             return json.dumps(data).encode()
 
         def guard() -> str | None:
-            return write_denial(store, "alice", "app.py", str(repo), "lock_acquire")
+            if not hasattr(decide, "judge_write"):  # the baseline: the guard before the check
+                reason: str | None = decide.write_denial(
+                    store, "alice", "app.py", str(repo), "lock_acquire"
+                )
+                return reason
+            # What the SDK hook runs: the decision, then the book's note of an allowed write.
+            from lockyard.infra.hooks.guard_common import note_writes
+
+            reason, written = decide.judge_write(
+                store, "alice", "app.py", str(repo), "lock_acquire"
+            )
+            if reason is None and written:
+                note_writes(store, "alice", written)
+            return reason
 
         # The agent reads the file (a Read the baseline does not judge), then edits it.
         subprocess.run(hook, input=tool("Read"), capture_output=True, check=True)

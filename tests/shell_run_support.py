@@ -6,7 +6,10 @@ files; then, when the hook allows it, bash runs it in a copy of a small git repo
 every file of the repository and of the lock directory is compared before and after:
 
 - an allowed command that changed a file alice does not hold is a failure (`wrongly_allowed`);
-- judging must change nothing at all (the guard only reads: `changed_by_judging`);
+- judging must change nothing at all (the guard only reads: `changed_by_judging`). The one
+  thing the hook writes is its step after the decision: for an allowed call, what alice
+  reads and writes is noted in the clone's book (`.git/lockyard/seen/`, the stale-read
+  check's memory: `noted`); a refused call notes nothing, so there the book counts as judging;
 - a denial's reason names, as JSON, the files not locked (`unlocked`) and says when the
   guard cannot tell (`undetermined`).
 
@@ -38,6 +41,8 @@ from lockyard.infra.lockstore.journal.files import JOURNAL_DIR
 
 AGENT = "alice"
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
+BOOK = "repo/.git/lockyard/seen/"
+"""Where the hook notes what alice reads and writes (`lockyard.infra.seen`), in `everything()`."""
 FILES: Mapping[str, str] = {
     "README.md": "# demo\n",
     "notes.txt": "notes\n",
@@ -148,7 +153,10 @@ class Outcome:
     changed_locks: set[str] = field(default_factory=set)
     """Entries of the lock directory the run changed."""
     changed_by_judging: set[str] = field(default_factory=set)
-    """Anything (repository, its .git, the lock directory) that judging changed."""
+    """Anything (repository, its .git, the lock directory) that judging changed: all the hook
+    changed, but an allowed call's notes in the book."""
+    noted: set[str] = field(default_factory=set)
+    """The book's entries the hook wrote after allowing the call."""
 
     @property
     def wrongly_allowed(self) -> set[str]:
@@ -304,7 +312,10 @@ def judge_and_run(
     before_judging = sandbox.everything()
     verdict = sandbox.judge(command, cwd, process=process)
     outcome = Outcome(command, verdict, held)
-    outcome.changed_by_judging = changed(before_judging, sandbox.everything())
+    by_hook = changed(before_judging, sandbox.everything())
+    if verdict.allowed:
+        outcome.noted = {name for name in by_hook if name.startswith(BOOK)}
+    outcome.changed_by_judging = by_hook - outcome.noted
     if verdict.allowed and run:
         before, locks_before = snapshot(sandbox.repo), sandbox.locks()
         outcome.exit_code, outcome.output = sandbox.run(command, cwd)

@@ -166,7 +166,7 @@ def test_without_a_host_the_sandbox_hook_refuses_and_says_why(root: Path, worksp
             }
         ).encode(),
     )
-    assert read_only is None, "a tool that writes nothing is not the guard's"
+    assert read_only is None, "a read is never refused, even with no host to note it"
 
 
 def test_a_sandbox_whose_locks_were_reclaimed_is_refused_its_next_write(

@@ -20,6 +20,7 @@ from claude_agent_sdk import ClaudeSDKClient, Transport
 
 from lockyard.core.events import LockEventType
 from lockyard.infra.agent_runtime import LockCoordinator
+from lockyard.infra.seen.stale import seen_state
 
 ACQUIRE = "mcp__lockyard__lock_acquire"
 
@@ -193,7 +194,11 @@ async def test_the_hooks_and_tools_work_through_the_sdk_control_protocol(
             reasons = denied(await fake.fire("PreToolUse", "Write", **write))
             assert len(reasons) == 1
             assert f'{ACQUIRE} with {{"filepaths": ["{key}"]}}' in reasons[0]
-            assert await fake.fire("PreToolUse", "Read", tool_input={"file_path": "x"}) == []
+            # A read is allowed (only the read note answers it), and noted: the guards will
+            # refuse alice's writes to a.py if someone else changes it before she writes.
+            read = {"tool_input": {"file_path": str(target)}}
+            assert await fake.fire("PreToolUse", "Read", **read) == [{}]
+            assert seen_state(str(repo), "alice", key) == (False, None)
 
             # The tool over mcp_message: the monitor sees the hold immediately.
             result = await fake.call_tool("lock_acquire", {"filepaths": ["a.py"]})

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 
 from lockyard.cli import hook
+from lockyard.infra.hooks.shell_guard.decide import decide_shell_command
+from lockyard.infra.hooks.write_guard.decide import write_denial
 from lockyard.infra.lockstore import LockStore
 from lockyard.infra.tools.lock_tools import LockTools
 
@@ -160,6 +162,30 @@ def test_a_shell_write_from_a_stale_shell_read_is_refused(
     assert reason.startswith("app.py changed since you read it at ")
     assert call("alice", "Bash", {"command": "sed -n 1,40p app.py"}) is None
     assert call("alice", "Bash", {"command": "sed -i s/1/3/ app.py"}) is None
+
+
+def test_deciding_writes_nothing_and_only_an_allowed_call_is_noted_in_the_book(
+    call: Hook, store: LockStore, repo: Path
+) -> None:
+    book = repo / ".git" / "lockyard" / "seen"
+
+    def entries() -> dict[str, bytes]:
+        return {str(p.relative_to(book)): p.read_bytes() for p in book.rglob("*") if p.is_file()}
+
+    assert call("alice", "Read", {"file_path": "app.py"}) is None
+    assert store.try_lock("app.py", "alice")
+    read = entries()
+    assert read
+    # The decisions (what the HTTP guard, the SDK hooks and the command hook run) only read.
+    assert write_denial(store, "alice", "app.py", str(repo), "lock_acquire") is None
+    assert decide_shell_command("sed -i s/1/2/ app.py", str(repo), "alice", store).allowed
+    assert entries() == read
+    # A refused call notes nothing: neither bob's read in it nor his write.
+    assert call("bob", "Bash", {"command": "cat app.py && sed -i s/1/2/ app.py"}) is not None
+    assert entries() == read
+    # An allowed call's hook notes its write after the decision.
+    assert call("alice", "Edit", {"file_path": "app.py"}) is None
+    assert entries() != read
 
 
 def test_every_cli_s_read_tool_is_noted(call: Hook, store: LockStore, repo: Path) -> None:

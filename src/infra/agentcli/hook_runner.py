@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..hooks.commit_guard.decide import commit_denial
-from ..hooks.guard_common import GuardStore, journal_denial
+from ..hooks.guard_common import GuardStore, journal_denial, note_writes
 from ..hooks.read_note.note import note_reads, note_shell_reads
-from ..hooks.write_guard.decide import write_denial
+from ..hooks.write_guard.decide import judge_write
 from ..lockstore import default_lock_dir
 from ..session.process_tree import ProcessRef, ancestors
 from ..session.registry import SessionRegistry
@@ -72,7 +72,7 @@ def run_pre_tool_use(fmt: CliFormat, raw: bytes, settings: HookSettings) -> Hook
 
             return judge_in_sandbox(fmt, read, settings.ipc, settings.repo, _denial)
         except Exception as exc:  # the guard must answer, and a guard that cannot judge refuses
-            return _failed(fmt, exc)
+            return _failed(fmt, exc, read)
     try:
         lock_dir = settings.lock_dir or str(default_lock_dir())
     except Exception as exc:
@@ -121,12 +121,15 @@ def judge_read_call(
     find_agent: Callable[[], JudgedAgent],
     readers: ReaderCache | None = None,
 ) -> HookAnswer:
-    """The guard's answer to a write or shell call read by `read_tool_call` (the lock
-    directory read through `readers` when given, else a reader of its own). Never raises."""
+    """The guard's answer to a read, write or shell call read by `read_tool_call` (the lock
+    directory read through `readers` when given, else a reader of its own). Never raises.
+    A read is always allowed, noted or not: its note is a courtesy of the stale-read check."""
     try:
         try:
             agent = find_agent()
         except NoSessionError as exc:
+            if call.kind == "read":
+                return fmt.allow()
             return fmt.deny(f"{exc} Until then lockyard refuses edits and commits in this session.")
         if readers is not None:
             reason = _denial(fmt, call, readers.get(agent.repo), agent.agent_id)
@@ -138,10 +141,14 @@ def judge_read_call(
                 reader.close()
         return fmt.allow() if reason is None else fmt.deny(reason)
     except Exception as exc:  # the guard must answer, and a guard that cannot judge refuses
-        return _failed(fmt, exc)
+        return _failed(fmt, exc, call)
 
 
-def _failed(fmt: CliFormat, exc: Exception) -> HookAnswer:
+def _failed(fmt: CliFormat, exc: Exception, call: ToolCall | None = None) -> HookAnswer:
+    """The refusal of a call the guard could not judge; a read is allowed all the same."""
+    if call is not None and call.kind == "read":
+        logger.warning("could not note a read of %s", call.paths, exc_info=exc)
+        return fmt.allow()
     logger.error("lockyard hook failed", exc_info=exc)
     return fmt.deny(
         f"lockyard's guard failed while checking this call ({type(exc).__name__}: {exc}), "
@@ -160,18 +167,36 @@ def _load(raw: bytes) -> object:
 
 
 def _denial(fmt: CliFormat, call: ToolCall, reader: GuardStore, agent_id: str) -> str | None:
-    """Why the call is refused (journalled: the guard, the files, the reason), or None. A read
-    is never refused: it is noted as what the agent sees of the file."""
+    """Why the call is refused (journalled: the guard, the files, the reason), or None. Once
+    the whole call is allowed, and only then, what it reads and writes is noted in the
+    clone's book (`lockyard.infra.seen`), so the guards can refuse a write made from a stale
+    read: the decision itself writes nothing. A read is never refused."""
+    reason, written = _decision(fmt, call, reader, agent_id)
+    if reason is not None:
+        return reason
+    note_writes(reader, agent_id, written)
     if call.kind == "read":
         note_reads(reader, agent_id, call.paths, call.cwd)
-        return None
+    elif call.command is not None:
+        note_shell_reads(reader, agent_id, call.command, call.cwd)
+    return None
+
+
+def _decision(
+    fmt: CliFormat, call: ToolCall, reader: GuardStore, agent_id: str
+) -> tuple[str | None, tuple[str, ...]]:
+    """Why the call is refused (journalled), or None and the keys of the writes to note."""
+    if call.kind == "read":
+        return None, ()
     if call.kind == "write":
+        written: list[str] = []
         for path in call.paths:
-            reason = write_denial(reader, agent_id, path, call.cwd, fmt.acquire_tool)
+            reason, keys = judge_write(reader, agent_id, path, call.cwd, fmt.acquire_tool)
             if reason is not None:
                 journal_denial(reader, agent_id, "write", [path], reason)
-                return reason
-        return None
+                return reason, ()
+            written.extend(keys)
+        return None, tuple(written)
     assert call.command is not None
     # The shell guard parses the command (tree-sitter): loaded for shell calls only, so a
     # write's hook does not pay for it.
@@ -183,13 +208,12 @@ def _denial(fmt: CliFormat, call: ToolCall, reader: GuardStore, agent_id: str) -
     if not decision.allowed:
         reason = decision.reason or "denied by the shell guard"
         journal_denial(reader, agent_id, "shell", [k for k, _ in decision.unlocked], reason)
-        return reason
+        return reason, ()
     reason = commit_denial(reader, agent_id, call.command, call.cwd, fmt.acquire_tool)
     if reason is not None:
         journal_denial(reader, agent_id, "commit", (), reason)
-        return reason
-    note_shell_reads(reader, agent_id, call.command, call.cwd)
-    return None
+        return reason, ()
+    return None, decision.to_note
 
 
 def judged_agent(settings: HookSettings, lock_dir: str) -> JudgedAgent:

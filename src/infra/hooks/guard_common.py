@@ -6,7 +6,6 @@ tool call) use these too, and must start fast.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import time
@@ -14,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..lockstore import CorruptRecordError, JournalRecord, denied_record
-from ..seen.stale import check_write, stale_reason
+from ..seen.stale import note_write, stale_reason, write_change
 from ..tools.holder_text import UNREADABLE_HOLDER
 
 if TYPE_CHECKING:
@@ -78,24 +77,31 @@ def lost_grant(store: GuardStore, key: str, agent_id: str) -> str | None:
 
 def stale_refusal(
     store: GuardStore, agent_id: str, keys: Iterable[str], acquire: str
-) -> str | None:
+) -> tuple[str | None, tuple[str, ...]]:
     """Why writing `keys` (files `agent_id` holds) would erase a change the agent has not
-    seen (seen/stale.py), or None: then the writes are noted as the agent's own, so its next
-    edits of those files do not count as someone else's change."""
-
-    def grant(key: str) -> str | None:
-        try:
-            fence = store.grant_fence(key, agent_id)
-        except Exception:  # a grant number is a courtesy of the reason text, never needed
-            return None
-        return None if fence is None else f"#{fence}"
-
-    changes = []
+    seen (seen/stale.py), or None; and the keys whose write the book must note once the whole
+    call is allowed (`note_writes`). Only reads: a guard's decision writes nothing."""
+    changes, to_note = [], []
     for key in dict.fromkeys(keys):
-        change = check_write(store.root, agent_id, key, functools.partial(grant, key))
+        change, unnoted = write_change(store.root, agent_id, key)
         if change is not None:
             changes.append(change)
-    return " ".join(stale_reason(change, acquire) for change in changes) or None
+        elif unnoted:
+            to_note.append(key)
+    if changes:
+        return " ".join(stale_reason(change, acquire) for change in changes), ()
+    return None, tuple(to_note)
+
+
+def note_writes(store: GuardStore, agent_id: str, keys: Iterable[str]) -> None:
+    """Note in the book that `agent_id` was allowed to write `keys` (the keys a decision
+    returned): the hook's step after an allowed call. Never raises."""
+    for key in keys:
+        try:
+            fence = store.grant_fence(key, agent_id)
+        except Exception:  # a grant number is a courtesy of the reason texts, never needed
+            fence = None
+        note_write(store.root, agent_id, key, None if fence is None else f"#{fence}")
 
 
 def holder_or_unreadable(store: GuardStore, key: str) -> str | None:

@@ -11,9 +11,10 @@ holds the lock at the moment it writes. So a write is refused when:
 - and the change is not the agent's own: the last write a guard allowed since the sighting
   was another agent's, or no guard allowed one (a person, a tool outside lockyard).
 
-An allowed write is noted as this agent's, so its own later edits of the file (Edit after
-Edit) never count as someone else's change. The note is skipped when it would say nothing
-new, which keeps the common path at one read and one stat.
+An allowed write is noted as this agent's (`note_write`, by the hook once the whole call is
+allowed: the check itself only reads), so its own later edits of the file (Edit after Edit)
+never count as someone else's change. The note is skipped when it would say nothing new,
+which keeps the common path at one read and one stat.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,24 +78,31 @@ class Change:
         }
 
 
-def check_write(
-    root: str, agent_id: str, key: str, grant: Callable[[], str | None]
-) -> Change | None:
-    """What a write of `key` by `agent_id` (who holds its lock) would erase, or None: then the
-    write is noted as the agent's (`grant()` names its grant for others' refusals), unless
-    the book says so already. One read of the book's entry and one `stat` in the common case.
-    A book or file that cannot be read is never a change: the lock alone decides then."""
+def write_change(root: str, agent_id: str, key: str) -> tuple[Change | None, bool]:
+    """What a write of `key` by `agent_id` (who holds its lock) would erase (None: nothing),
+    and whether the book must be told of that write once the call is allowed (`note_write`):
+    False when it already names the agent as the last writer since every look. Only reads:
+    one read of the book's entry and one `stat` in the common case. A book or file that
+    cannot be read is never a change: the lock alone decides then."""
     book = book_for(root)
     try:
         entry = book.entry(key)
         sighting = entry.sighting(agent_id)
         change = None if sighting is None else _change(book, agent_id, key, entry, sighting)
-        if change is None and not _noted(entry, agent_id, sighting):
-            _note_write(book, agent_id, key, grant())
-        return change
     except OSError as exc:
         logger.warning("cannot tell whether %s changed since %s saw it: %s", key, agent_id, exc)
-        return None
+        return None, False
+    return change, change is None and not _noted(entry, agent_id, sighting)
+
+
+def note_write(root: str, agent_id: str, key: str, grant: str | None) -> None:
+    """The book's note of an allowed write of `key` by `agent_id` (under `grant`, named in
+    others' refusals): its own later edits then never count as someone else's change.
+    Never raises: a note not taken can cost a refusal, never an edit."""
+    try:
+        _note_write(book_for(root), agent_id, key, grant)
+    except OSError as exc:
+        logger.warning("cannot note that %s wrote %s: %s", agent_id, key, exc)
 
 
 def change_since_seen(root: str, agent_id: str, key: str) -> Change | None:

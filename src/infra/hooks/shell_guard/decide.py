@@ -58,6 +58,9 @@ class Decision:
     refused: tuple[str, ...] = ()
     """Why it is refused whatever the agent locks (it frees or changes other agents' locks,
     or makes git run a program): the operator's business, whatever the policy."""
+    to_note: tuple[str, ...] = ()
+    """Lock keys the hook notes in the clone's book as the agent's writes once the call is
+    allowed (`guard_common.note_writes`): deciding writes nothing."""
 
 
 def decide_shell_command(
@@ -169,10 +172,15 @@ def judge(
     undetermined = every_unknown if policy.undetermined == "deny" else ()
     tool = acquire_tool if acquire_tool is not None else _acquire_tool_name(server_key)
     if not unlocked and not undetermined and not problems and not refused:
-        stale = stale_refusal(store, agent_id, locked, tool)
+        stale, to_note = stale_refusal(store, agent_id, locked, tool)
         if stale is not None:
             return Decision(False, stale, locked=tuple(dict.fromkeys(locked)))
-        return Decision(True, locked=tuple(dict.fromkeys(locked)), undetermined=every_unknown)
+        return Decision(
+            True,
+            locked=tuple(dict.fromkeys(locked)),
+            undetermined=every_unknown,
+            to_note=to_note,
+        )
     reason = _reason(unlocked, undetermined, problems, tool, refused)
     return Decision(
         False,

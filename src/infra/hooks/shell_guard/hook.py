@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ...tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
-from ..guard_common import GuardStore, HookFn, deny, journal_denial
+from ..guard_common import GuardStore, HookFn, deny, journal_denial, note_writes
 from .decide import DEFAULT_POLICY, ShellGuardPolicy, decide_shell_command
 
 if TYPE_CHECKING:
@@ -60,6 +60,8 @@ def make_shell_guard_hook(
             await anyio.to_thread.run_sync(journal_denial, store, agent_id, "shell", (), reason)
             return deny(reason)
         if decision.allowed:
+            if decision.to_note:  # the book notes the writes as this agent's own
+                await anyio.to_thread.run_sync(note_writes, store, agent_id, decision.to_note)
             return {}
         reason = decision.reason or "denied by the shell guard"
         files = [key for key, _holder in decision.unlocked]

@@ -30,23 +30,47 @@ def write_denial(
     *,
     allow_outside_repo: bool = True,
 ) -> str | None:
-    """None when `agent_id` may write `raw_path` (relative to `cwd`), else the reason it may not.
+    """None when `agent_id` may write `raw_path` (relative to `cwd`), else the reason it may not
+    (`judge_write`'s reason). Only reads."""
+    return judge_write(
+        store, agent_id, raw_path, cwd, acquire, allow_outside_repo=allow_outside_repo
+    )[0]
+
+
+def judge_write(
+    store: GuardStore,
+    agent_id: str,
+    raw_path: str,
+    cwd: object,
+    acquire: str,
+    *,
+    allow_outside_repo: bool = True,
+) -> tuple[str | None, tuple[str, ...]]:
+    """Why `agent_id` may not write `raw_path` (relative to `cwd`), or None; and the keys the
+    hook notes in the book as the agent's write once the call is allowed
+    (`guard_common.note_writes`). Only reads: judging writes nothing.
 
     Files outside the repository are allowed unless `allow_outside_repo=False`; paths the
     store rejects (a directory, say) are denied; an unreadable lock is never a granted lock;
-    a file changed since the agent last read it is refused (`stale_refusal`), and an allowed
-    write is noted as the agent's own.
+    a file changed since the agent last read it is refused (`stale_refusal`).
     `acquire` is the lock tool's name as the model sees it, for the reason texts.
     """
     path = absolute(raw_path, cwd)
     if not inside_repo(path, store.root):
         if allow_outside_repo:
-            return None
-        return f"{raw_path} is outside the repository {store.root}: edit files inside it."
+            return None, ()
+        return f"{raw_path} is outside the repository {store.root}: edit files inside it.", ()
     try:
         key = store.canonicalize(path)
     except ValueError as exc:
-        return f"Cannot edit {raw_path}: {exc}."
+        return f"Cannot edit {raw_path}: {exc}.", ()
+    if (held := _held(store, agent_id, key, acquire)) is not None:
+        return held, ()
+    return stale_refusal(store, agent_id, [key], acquire)
+
+
+def _held(store: GuardStore, agent_id: str, key: str, acquire: str) -> str | None:
+    """Why `agent_id` does not hold the lock of `key` (or holds it by a lost grant), or None."""
     try:
         holder = holder_or_unreadable(store, key)
     except Exception as exc:  # fail closed: an unreadable lock is not a granted lock
@@ -65,7 +89,7 @@ def write_denial(
             "the file, then edit."
         )
     if holder == agent_id:
-        return stale_refusal(store, agent_id, [key], acquire)
+        return None
     return not_locked_reason(key, holder, acquire)
 
 

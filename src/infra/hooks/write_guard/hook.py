@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ...lockstore import store_call
 from ...tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
-from ..guard_common import GuardStore, HookFn, deny, journal_denial
-from .decide import write_denial
+from ..guard_common import GuardStore, HookFn, deny, journal_denial, note_writes
+from .decide import judge_write
 
 if TYPE_CHECKING:
     from claude_agent_sdk import HookContext
@@ -63,9 +63,9 @@ def make_write_guard_hook(
         if raw is None:
             return {}  # the tool itself will reject a call without a path
         # Reads the store: off the event loop when the store waits on a server.
-        reason = await store_call(
+        reason, written = await store_call(
             store,
-            write_denial,
+            judge_write,
             store,
             agent_id,
             raw,
@@ -74,6 +74,8 @@ def make_write_guard_hook(
             allow_outside_repo=allow_outside_repo,
         )
         if reason is None:
+            if written:  # allowed: the book notes the write as this agent's own
+                await store_call(store, note_writes, store, agent_id, written)
             return {}
         await store_call(store, journal_denial, store, agent_id, "write", [raw], reason)
         return deny(reason)
