@@ -24,7 +24,6 @@ import statistics
 import threading
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -35,13 +34,7 @@ from lockyard.cli.demo.recorder import SessionRecorder
 from lockyard.cli.demo.runner import DemoSession, open_workspace
 from lockyard.cli.demo.scenario import build_scenario
 from lockyard.core.events import LockEvent, LockEventType
-from lockyard.infra.lockstore import JournalQuery, open_journal
-from lockyard.infra.lockstore.journal.record import (
-    GRANTED,
-    WAIT_BEGIN,
-    WAIT_END,
-    JournalRecord,
-)
+from lockyard.infra.lockstore import JournalQuery, LineGrant, open_journal, replay_lines
 from lockyard.infra.lockstore.postgres import store as pg_store
 from lockyard.infra.lockstore.postgres.session import Session
 
@@ -104,51 +97,20 @@ class ProbingRecorder(SessionRecorder):
         super().on_event(event)
 
 
-@dataclass
-class Line:
-    """One file's line as the server's journal tells it, replayed record by record."""
-
-    waiting: list[str] = field(default_factory=list)
-    last_end: dict[str, str] = field(default_factory=dict)  # agent -> how its last wait ended
-
-
-def replay_journal(
-    records: list[JournalRecord],
-) -> tuple[int, int, dict[tuple[str, str], list[tuple[list[str], dict[str, str]]]]]:
-    """Waits granted to the head of the server's own line, of all granted waits; and, per
-    (file, new holder), the line and the ended waits as they were at each grant."""
-    lines: dict[str, Line] = defaultdict(Line)
-    to_head = total = 0
-    seen: dict[tuple[str, str], list[tuple[list[str], dict[str, str]]]] = defaultdict(list)
-    for record in records:
-        line = lines[record.file]
-        if record.kind == WAIT_BEGIN:
-            line.waiting.append(record.agent)
-        elif record.kind == WAIT_END and record.agent in line.waiting:
-            # A granted wait ends in the grant's statement (its hand-over record may come
-            # before or after it): this is the moment the server chose it.
-            if record.outcome == GRANTED:
-                total += 1
-                to_head += line.waiting[0] == record.agent
-                moment = (list(line.waiting), dict(line.last_end))
-                seen[(record.file, record.agent)].append(moment)
-            line.waiting.remove(record.agent)
-            line.last_end[record.agent] = record.outcome or "?"
-    return to_head, total, seen
-
-
-def explain_out_of_order(
-    probe: Probe, seen: dict[tuple[str, str], list[tuple[list[str], dict[str, str]]]]
-) -> Counter[str]:
+def explain_out_of_order(probe: Probe, grants: tuple[LineGrant, ...]) -> Counter[str]:
     """Why each hand-off out of WAITING order went to whom it went: where each agent ahead
     of it in the demo's line (the order of WAITING events) was in the server's line."""
+    seen: dict[tuple[str, str], list[LineGrant]] = defaultdict(list)
+    for grant in grants:
+        seen[(grant.file, grant.agent)].append(grant)
     why: Counter[str] = Counter()
     for key, agent, demo_line in probe.out_of_waiting_order:
         moments = seen.get((key, agent))
         if not moments:
             why["no hand-over in the journal"] += 1
             continue
-        server_line, ended = moments.pop(0)
+        grant = moments.pop(0)
+        server_line, ended = list(grant.line), dict(grant.earlier_ends)
         ahead = demo_line[: demo_line.index(agent)] if agent in demo_line else demo_line
         for other in ahead:
             if other in server_line and server_line.index(other) > server_line.index(agent):
@@ -192,8 +154,9 @@ def one_run(spec: str, seed: int, agents: int, files: int) -> None:
                 records = list(journal.records(JournalQuery.of(since=started - 1)))
         finally:
             session.store.close()
-    to_head, total, seen = replay_journal(records)
-    why = explain_out_of_order(probe, seen)
+    replay = replay_lines(records)
+    to_head, total = replay.to_head, len(replay.grants)
+    why = explain_out_of_order(probe, replay.grants)
     print(f"seed {seed}: {report.handoffs} hand-offs, {report.handoffs_in_order} in WAITING order")
     print(
         f"  recorder (RELEASED -> ACQUIRED): median {ms(recorder.handoffs, 0.5)}, "

@@ -120,3 +120,7 @@ def test_the_demo_runs_on_a_throwaway_postgresql_server() -> None:
     # Its hand-offs are measured against this backend's own floor, not a disk's.
     assert report["floor"] == "a raw NOTIFY from one session to another on this server"
     assert report["floor_median_s"] > 0
+    # FIFO from the server's own order (its journal, replayed), not from the lock events:
+    # each scripted deadlock's survivor is granted the file its victim gave back.
+    assert report["server_grants"] >= 1
+    assert report["server_grants_to_head"] == report["server_grants"]

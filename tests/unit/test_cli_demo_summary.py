@@ -12,10 +12,13 @@ from lockyard.cli.demo.summary import (
     check_file,
     percentile,
     render_report,
+    with_server_order,
 )
 from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
+from lockyard.infra.lockstore import LineGrant, LineReplay
 
 REPO = Path("/repo")
+NS = "github.com/acme/app"
 
 
 def test_check_file_finds_lost_duplicated_and_unexpected_lines() -> None:
@@ -156,3 +159,30 @@ def test_every_broken_invariant_is_a_problem() -> None:
     assert "INVARIANT BROKEN" in rendered
     assert "overlapping holders" in rendered
     assert "mkdir+rmdir" not in rendered
+
+
+def test_the_servers_order_is_shown_and_a_grant_past_the_head_breaks_the_run() -> None:
+    """On PostgreSQL the demo adds the server's own order, replayed from its journal."""
+    scenario = build_scenario()
+    recorder, contents = perfect_run(scenario)
+    report = report_for(scenario, recorder, contents)
+    in_order = LineGrant(NS, "/repo/src/a.py", "agent-1", ("agent-1", "agent-2"), ())
+    fifo = with_server_order(report, LineReplay((in_order,)), REPO)
+    assert fifo.ok, fifo.problems
+    assert (fifo.to_dict()["server_grants"], fifo.to_dict()["server_grants_to_head"]) == (1, 1)
+    console = Console(record=True, width=200)
+    render_report(fifo, console)
+    text = console.export_text()
+    assert "on the server (its journal): all 1 granted waits went to the head of the line" in text
+    assert "longest-waiting agent (as the lock events show it)" in text
+
+    past_head = LineGrant(NS, "/repo/src/a.py", "agent-2", ("agent-1", "agent-2"), ())
+    broken = with_server_order(report, LineReplay((in_order, past_head)), REPO)
+    assert not broken.ok
+    assert broken.problems == (
+        "src/a.py: the server granted it to agent-2 ahead of agent-1, first in its line "
+        "(FIFO broken, per the server's journal)",
+    )
+    console = Console(record=True, width=200)
+    render_report(broken, console)
+    assert "1 of 2 granted waits went to the head of the line" in console.export_text()

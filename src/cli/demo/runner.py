@@ -28,7 +28,13 @@ from rich.live import Live
 
 from ...core.events import LockEvent
 from ...infra.agent_runtime import LockCoordinator
-from ...infra.lockstore import JournalQuery, default_lock_dir, open_journal, store_call
+from ...infra.lockstore import (
+    JournalQuery,
+    default_lock_dir,
+    open_journal,
+    replay_lines,
+    store_call,
+)
 from ...infra.transports.sdk.server import create_locking_mcp_server
 from .._errors import CliError, ExitCode
 from .agent import Pacing, Rendezvous, ScriptedAgent
@@ -36,7 +42,7 @@ from .backend import NOTIFY_FLOOR, demo_backend, measure_notify
 from .live import LiveView
 from .recorder import SessionRecorder
 from .scenario import AgentScript, Scenario, build_scenario, file_header
-from .summary import DemoReport, build_report
+from .summary import DemoReport, build_report, with_server_order
 
 logger = logging.getLogger(__name__)
 
@@ -132,6 +138,7 @@ class DemoSession:
         self.store = coordinator.store
         self.monitor = coordinator.monitor
         self.backend = backend
+        self.lock_keys: frozenset[str] = frozenset()
 
     async def emit(self, event: LockEvent) -> None:
         """Every agent's tool server reports here: the recorder sees it, then the monitor."""
@@ -142,6 +149,7 @@ class DemoSession:
         """Connect every agent to its own tool server, run them all, then judge the result."""
         write_repo(self.scenario, self.workspace.repo)
         lock_keys = {name: self.store.canonicalize(name) for name in self.scenario.files}
+        self.lock_keys = frozenset(lock_keys.values())
         rendezvous = {
             group.name: Rendezvous(len(group.members), self.pacing.rendezvous_patience)
             for group in self.scenario.deadlock_groups
@@ -208,18 +216,25 @@ class DemoSession:
             base=repo,
             header_of={name: file_header(name) for name in self.scenario.files},
         )
-        return replace(report, **self._journal_figures())
+        return self._with_journal(report)
 
-    def _journal_figures(self) -> dict[str, Any]:
+    def _with_journal(self, report: DemoReport) -> DemoReport:
         """The journal's figures of this run (its own lock directory or schema: nothing
-        else is in it), read before the store is closed."""
+        else is in it), read before the store is closed; on PostgreSQL also the server's
+        own order of each line, replayed from the journal its transactions wrote."""
         try:
             with open_journal(self.store) as journal:
-                figures = journal.stats(JournalQuery.of(since=self.started_at - 1))
-                return {"journal_stats": figures, "journal_location": journal.location}
+                run = JournalQuery.of(since=self.started_at - 1)
+                report = replace(
+                    report, journal_stats=journal.stats(run), journal_location=journal.location
+                )
+                if self.backend is None:
+                    return report
+                ours = (record for record in journal.records(run) if record.file in self.lock_keys)
+                return with_server_order(report, replay_lines(ours), self.workspace.repo)
         except Exception:  # the figures are extra: a demo never fails on them
             logger.exception("could not read the demo's journal")
-            return {}
+            return report
 
 
 def measure_mkdir_rmdir(where: Path, rounds: int = FLOOR_ROUNDS) -> list[float]:

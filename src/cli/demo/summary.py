@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ...core.deadlock_info import DeadlockInfo
-from ...infra.lockstore import JournalQuery, Stats
+from ...infra.lockstore import JournalQuery, LineReplay, Stats
 from .._format import display_key, format_ms
 from ..stats import render_stats, stats_payload
 from .recorder import Overlap, SessionRecorder
@@ -117,6 +117,10 @@ class DemoReport:
     """What the journal recorded of this run (`lockyard stats` over its window)."""
     journal_location: str = ""
     floor: str = ""
+    server_grants: int | None = None
+    """PostgreSQL: the waits the server granted, replayed from its journal (None elsewhere)."""
+    server_grants_to_head: int | None = None
+    """How many of them went to the head of the server's own line (FIFO: all of them)."""
 
     @property
     def ok(self) -> bool:
@@ -191,6 +195,22 @@ def build_report(
     )
 
 
+def with_server_order(report: DemoReport, replay: LineReplay, base: Path | None) -> DemoReport:
+    """The server's own order of each line (PostgreSQL's journal, replayed): its figures,
+    and a broken invariant for each grant that went past the head of its line."""
+    broken = tuple(
+        f"{display_key(grant.file, base)}: the server granted it to {grant.agent} ahead of "
+        f"{grant.line[0]}, first in its line (FIFO broken, per the server's journal)"
+        for grant in replay.out_of_order
+    )
+    return replace(
+        report,
+        server_grants=len(replay.grants),
+        server_grants_to_head=replay.to_head,
+        problems=report.problems + broken,
+    )
+
+
 def _problems(
     scenario: Scenario,
     recorder: SessionRecorder,
@@ -242,9 +262,12 @@ def render_report(report: DemoReport, console: Console) -> None:
     )
     figures.add_row("waits", f"{report.waits} blocked lock requests")
     in_order = "all" if report.handoffs_in_order == report.handoffs else report.handoffs_in_order
+    seen = "" if report.server_grants is None else " (as the lock events show it)"
     figures.add_row(
-        "handoffs", f"{report.handoffs}, {in_order} to the file's longest-waiting agent"
+        "handoffs", f"{report.handoffs}, {in_order} to the file's longest-waiting agent{seen}"
     )
+    if report.server_grants is not None:
+        figures.add_row("", _server_order(report.server_grants, report.server_grants_to_head))
     figures.add_row(
         "handoff latency",
         f"median {format_ms(report.handoff_median_s)}, p99 {format_ms(report.handoff_p99_s)}"
@@ -281,6 +304,14 @@ def render_report(report: DemoReport, console: Console) -> None:
             "\nWhat the journal recorded of this run (`lockyard stats` shows the same, any time):"
         )
         render_stats(console, report.journal_stats, report.journal_location, top=5)
+
+
+def _server_order(grants: int, to_head: int | None) -> str:
+    """The server's FIFO figure, from its journal (PostgreSQL)."""
+    if grants == 0:
+        return "the server's journal shows no granted wait"
+    share = f"all {grants}" if to_head == grants else f"{to_head} of {grants}"
+    return f"on the server (its journal): {share} granted waits went to the head of the line"
 
 
 def _baselines(report: DemoReport) -> str:

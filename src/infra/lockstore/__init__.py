@@ -98,6 +98,7 @@ if TYPE_CHECKING:
         journal_enabled,
         journal_files,
     )
+    from .journal.line_replay import LineGrant, LineReplay, replay_lines
     from .journal.query import BadQueryError, JournalQuery
     from .journal.reader import JournalReader
     from .journal.record import (
@@ -153,6 +154,9 @@ _HOMES = {
     "append_once": "journal.files",
     "journal_enabled": "journal.files",
     "journal_files": "journal.files",
+    "LineGrant": "journal.line_replay",
+    "LineReplay": "journal.line_replay",
+    "replay_lines": "journal.line_replay",
     "BadQueryError": "journal.query",
     "JournalQuery": "journal.query",
     "JournalReader": "journal.reader",
@@ -277,6 +281,8 @@ __all__ = [
     "JournalRecord",
     "JournalSettingError",
     "JournalStep",
+    "LineGrant",
+    "LineReplay",
     "Liveness",
     "LockBackend",
     "LockDir",
@@ -329,6 +335,7 @@ __all__ = [
     "process_hub",
     "read_own_file",
     "release_lock",
+    "replay_lines",
     "store_call",
     "try_lock",
     "unmark_victim",
