@@ -6,6 +6,8 @@ Codex and OpenCode packages pick their platform binary in a dependency) into
 package and version, and returns the path of its executable. A second call, or a second CI
 run with the cache kept, finds it there and costs nothing. Tests that need a CLI call this
 in a fixture and skip with the reason when npm or the registry is not reachable.
+`.ci/run` fetches them ahead (`python3 tests/e2e/npm_clis.py NAME...`, stdlib only) while
+the rest of the machine is set up; a test that comes first waits for that install's lock.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import fcntl
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -75,7 +78,10 @@ def installed_cli(name: str) -> Path:
     cli = PINNED[name]
     home = install_home(name)
     executable = home / "node_modules" / ".bin" / cli.executable
-    if executable.exists():
+    # The link to the executable appears before npm has ended (postinstall scripts still put
+    # platform binaries in place): only this mark, written after npm succeeded, says done.
+    installed = home / ".installed"
+    if installed.exists():
         return executable
     npm = shutil.which("npm")
     if npm is None:
@@ -83,7 +89,7 @@ def installed_cli(name: str) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     with (home / ".install.lock").open("w") as lock:  # parallel test workers install once
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if executable.exists():
+        if installed.exists():
             return executable
         done = subprocess.run(
             [npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error",
@@ -94,4 +100,13 @@ def installed_cli(name: str) -> Path:
             raise CliUnavailableError(
                 f"npm install {cli.package}@{cli.version} failed: {done.stderr.strip()[-500:]}"
             )
+        installed.touch()
     return executable
+
+
+if __name__ == "__main__":
+    unavailable = [f"{name}: {got}" for name, got in install_all(sys.argv[1:]).items()
+                   if isinstance(got, CliUnavailableError)]  # fmt: skip
+    for reason in unavailable:
+        print(reason, file=sys.stderr)
+    sys.exit(1 if unavailable else 0)
