@@ -102,8 +102,13 @@ def test_every_offline_readme_command_works_as_written_on_a_fresh_copy(tmp_path:
 
 
 def _python3_dir(tmp_path: Path) -> Path:
-    """A folder with only `python3` in it: this interpreter, as a user's python3 would be."""
+    """A folder with `python3` in it (this interpreter, as a user's python3 would be) and the
+    uv that scripts/uv found here if it was on PATH (a machine that has none has scripts/uv's
+    own copy in the cache linked above)."""
     folder = tmp_path / "python3-only"
     folder.mkdir()
     (folder / "python3").symlink_to(sys.executable)
+    uv = shutil.which("uv")
+    if uv is not None:
+        (folder / "uv").symlink_to(uv)
     return folder
