@@ -152,7 +152,7 @@ class BareCallsLock:
     cycle cannot go below (see docs/lock-store.md, "The lean lock path")."""
 
     def __init__(self, store: LockStore, key: str) -> None:
-        self._fd = store._dir.fd
+        self._fd = store.directory.fd
         self._file = os.fsencode(os.path.join(store.root, key))
         name = lock_name(store.namespace, store.canonicalize(key))
         self._queue, self._lock = f"{name}.q", f"{name}.lock"

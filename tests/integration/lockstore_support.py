@@ -115,7 +115,7 @@ def plant_holder(store: LockStore, filepath: str, agent: str, **process: object)
         "acquired_at": time.time(),
     }
     record.update(process)
-    assert store._dir.publish(lock_name(store.namespace, key), token, json.dumps(record))
+    assert store.directory.publish(lock_name(store.namespace, key), token, json.dumps(record))
     return token
 
 

@@ -21,7 +21,8 @@ import pytest
 from lockstore_support import expect_line, kill, spawn
 
 from lockyard.infra.lockstore import LockStore
-from lockyard.infra.lockstore.lockdir.wake_hub import process_hub
+from lockyard.infra.lockstore.lockdir import sleep
+from lockyard.infra.lockstore.lockdir.sleep import process_hub
 from lockyard.infra.lockstore.paths import lock_name
 from polling_support import wait_until
 
@@ -98,7 +99,7 @@ def test_a_waiter_whose_directory_cannot_be_watched_falls_back_to_polling(
 
     monkeypatch.setattr(process_hub(), "watch", out_of_watches)
     # No doorbell either (a file system without FIFOs): the head wants the lock directory.
-    monkeypatch.setattr(store._dir, "open_doorbell", lambda name, token: None)
+    monkeypatch.setattr(sleep, "open_doorbell", lambda directory, name, token: None)
     waiter = Waiter(store, "a.py", "w", poll_interval_ms=20)
     wait_until(lambda: agents_waiting(store, "a.py") == ["w"] and refused)
     # Released by a third process: no in-process notification, no exit of the holder.
@@ -195,7 +196,7 @@ from lockyard.infra.lockstore import LockStore
 repo, lock_dir = sys.argv[1:3]
 store = LockStore(repo, lock_dir)
 lock = os.path.join(lock_dir, lock_name(store.namespace, store.canonicalize("a.py")) + ".lock")
-free = store._dir.free
+free = store.operations.free
 
 def after_a_look_that_found_no_queue(name):
     # The grant is gone and the queue was looked at (nobody queued): pause before the lock
@@ -205,7 +206,7 @@ def after_a_look_that_found_no_queue(name):
         time.sleep(0.01)
     free(name)
 
-store._dir.free = after_a_look_that_found_no_queue
+store.operations.free = after_a_look_that_found_no_queue
 print("released" if store.release("a.py", "holder") else "not held", flush=True)
 """
 
@@ -248,7 +249,8 @@ def test_a_waiter_whose_entry_vanished_queues_again_and_watches_the_new_queue(
     # happen.
     name = lock_name(store.namespace, store.canonicalize("a.py"))
     queue, old = lock_dir / f"{name}.q", lock_dir / f"{name}.q-old"
-    [p1_entry] = [entry for entry, record in store.read_queue(name) if record.agent_id == "P1"]
+    queued = store.directory.queues.read_queue(name)
+    [p1_entry] = [entry for entry, record in queued if record.agent_id == "P1"]
     os.rename(queue, old)
     queue.mkdir(mode=0o700)
     os.rename(old / p1_entry, queue / p1_entry)

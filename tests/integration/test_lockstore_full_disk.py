@@ -14,9 +14,9 @@ import anyio
 import pytest
 
 from lockyard.infra.lockstore import LockDirFullError, LockStore
-from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.tools.lock_tools import LockTools
 from polling_support import wait_until_async
+from stepped_waits import SteppedWait
 
 pytestmark = pytest.mark.anyio
 
@@ -158,16 +158,14 @@ def test_a_waiter_queued_before_the_disk_filled_keeps_its_place(
     full_store: LockStore, small_disk: SmallDisk, caplog: pytest.LogCaptureFixture
 ) -> None:
     assert full_store.try_lock("a.py", "alice")
-    key = full_store.canonicalize("a.py")
-    wait = full_store._waiting(lock_name(full_store.namespace, key), key, "bob", 0.05)
-    with wait:  # queued; its grant is staged at its first turn, once the disk is full
-        small_disk.fill()
-        assert full_store.release("a.py", "alice")
-        small_disk.fill()  # the release freed the page of alice's record: take it too
-        assert not wait.advance()  # cannot stage its grant: keeps waiting, in its place
-        assert "keeps waiting for" in caplog.text
-        assert [w.agent_id for w in full_store.waiters("a.py")] == ["bob"]
-        small_disk.free()
-        assert wait.advance()
+    wait = SteppedWait(full_store, "bob", "a.py")  # queued; it stages its grant at its turn
+    small_disk.fill()
+    assert full_store.release("a.py", "alice")
+    small_disk.fill()  # the release freed the page of alice's record: take it too
+    assert not wait.look()  # cannot stage its grant: keeps waiting, in its place
+    assert "keeps waiting for" in caplog.text
+    assert [w.agent_id for w in full_store.waiters("a.py")] == ["bob"]
+    small_disk.free()
+    assert wait.look()
     assert full_store.holder("a.py") == "bob"
     assert full_store.waiters("a.py") == []

@@ -26,17 +26,20 @@ from lockstore_support import dead_pid, plant_holder
 from lock_dir_listing import lock_dir_entries
 from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.liveness import ProcessIdentity, current_process, new_token
+from lockyard.infra.lockstore.lockdir import line
 from lockyard.infra.lockstore.lockdir.disk import LOCK_SUFFIX
+from lockyard.infra.lockstore.lockdir.operations import run
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import encode_waiter
 from lockyard.infra.tools import locking
+from stepped_waits import SteppedWait
 
 
 def _queue_waiter(store: LockStore, filepath: str, agent: str, process: ProcessIdentity) -> str:
     """Put a waiter of `process` in the queue of `filepath`, as a waiting store would."""
     key = store.canonicalize(filepath)
     token = new_token()
-    return store._dir.enqueue(
+    return store.directory.queues.enqueue(
         lock_name(store.namespace, key),
         lambda ticket: encode_waiter(
             process, agent, token, ticket, key, store.namespace, store.root
@@ -103,24 +106,19 @@ def test_a_waiter_that_queues_after_the_releases_look_takes_the_lock_unrung(
     look finds the lock empty (or gone) and takes it in its first round."""
     assert store.try_lock("a.py", "alice")
     other = LockStore(store.root, store.lock_dir)
-    key = other.canonicalize("a.py")
-    name = lock_name(other.namespace, key)
-    wait = other._waiting(name, key, "bob", 60_000)  # polls once a minute: never rung here
     rounds: list[bool] = []
-    free = store._dir.free
+    free = store.operations.free
 
     def bob_queues_and_looks(lock: str) -> None:
         if after_the_removal:
             free(lock)
-        wait.__enter__()
-        rounds.append(wait.advance())
+        rounds.append(SteppedWait(other, "bob", "a.py").look())  # queues, then looks once
         if not after_the_removal:
             free(lock)  # fails: bob's lock is in place
 
-    monkeypatch.setattr(store._dir, "free", bob_queues_and_looks)
+    monkeypatch.setattr(store.operations, "free", bob_queues_and_looks)
     assert store.release("a.py", "alice")
     assert rounds == [True]
-    wait.__exit__(None, None, None)
     assert store.holder("a.py") == "bob"
     assert store.waiters("a.py") == []
 
@@ -377,7 +375,7 @@ class LeanPathModel(RuleBasedStateMachine):
         ticket = self.queued.pop(filepath, None)
         if ticket is not None:
             store = self.stores[1]
-            store.drop_waiter(lock_name(store.namespace, filepath), ticket)
+            run(line.drop(store.operations, lock_name(store.namespace, filepath), ticket))
 
     @invariant()
     def holders_match_the_model(self) -> None:

@@ -24,7 +24,9 @@ from lockyard.infra.lockstore.liveness import (
     new_token,
     read_proc_stat,
 )
+from lockyard.infra.lockstore.lockdir import line
 from lockyard.infra.lockstore.lockdir.disk import TICKET_DIGITS
+from lockyard.infra.lockstore.lockdir.operations import run
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import encode_waiter
 from polling_support import wait_until
@@ -110,7 +112,7 @@ def test_a_queue_of_dead_waiters_reserves_nothing(repo: Path, lock_dir: Path) ->
     me = current_process()
     ghost = ProcessIdentity(dead_pid(), None, me.host, me.boot_id, me.pid_ns)
     token = new_token()
-    store._dir.enqueue(
+    store.directory.queues.enqueue(
         lock_name(store.namespace, key),
         lambda ticket: encode_waiter(
             ghost, "ghost", token, ticket, key, store.namespace, store.root
@@ -149,7 +151,7 @@ def _state(pid: int) -> str | None:
 def _turn_entry(store: LockStore, filepath: str) -> str:
     """The path (inside the lock dir) of the first queue entry of `filepath`."""
     name = lock_name(store.namespace, store.canonicalize(filepath))
-    [first, *_rest] = store._dir.queue_order(name)
+    [first, *_rest] = store.directory.queues.queue_order(name)
     return f"{store.lock_dir}/{name}.q/{first}"
 
 
@@ -241,7 +243,7 @@ def test_the_next_waiters_turn_starts_when_the_first_leaves(repo: Path, lock_dir
 
     def queue(agent: str) -> str:
         token = new_token()
-        return store._dir.enqueue(
+        return store.directory.queues.enqueue(
             name,
             lambda ticket: encode_waiter(
                 me, agent, token, ticket, key, store.namespace, store.root
@@ -255,12 +257,12 @@ def test_the_next_waiters_turn_starts_when_the_first_leaves(repo: Path, lock_dir
     first, second = queue("B"), queue("C")
     age(first)
     age(second)
-    store.drop_waiter(name, second)  # the second leaving starts nobody's turn
-    assert store._dir.turn_started(name, first) == pytest.approx(long_ago)
+    run(line.drop(store.operations, name, second))  # the second leaving starts nobody's turn
+    assert store.directory.queues.turn_started(name, first) == pytest.approx(long_ago)
     second = queue("C")
     age(second)
-    store.drop_waiter(name, first)  # the first leaving starts the second's turn
-    started = store._dir.turn_started(name, second)
+    run(line.drop(store.operations, name, first))  # the first leaving starts the second's turn
+    started = store.directory.queues.turn_started(name, second)
     assert started is not None
     assert time.time() - started < 600
     assert not store.try_lock("f.py", "D")  # C (this live process) now has a fresh turn
@@ -320,7 +322,7 @@ def test_a_waiter_whose_wait_was_ended_never_takes_a_newcomers_reused_ticket(
         key = holder.canonicalize("f.py")
         name = lock_name(holder.namespace, key)
         me, token = current_process(), new_token()
-        newcomer = holder._dir.enqueue(
+        newcomer = holder.directory.queues.enqueue(
             name,
             lambda ticket: encode_waiter(
                 me, "X", token, ticket, key, holder.namespace, holder.root
@@ -331,7 +333,7 @@ def test_a_waiter_whose_wait_was_ended_never_takes_a_newcomers_reused_ticket(
         assert holder.release("f.py", "A")  # wakes W, which must see that entry is not its
         wait_until(lambda: [w.agent_id for w in holder.waiters("f.py")] == ["X", "W"])
         assert holder.holder("f.py") is None  # free, X's turn: W did not take it
-        holder.drop_waiter(name, newcomer)
+        run(line.drop(holder.operations, name, newcomer))
         expect_line(waiter, "acquired")
         assert waiter.wait(timeout=60) == 0
 

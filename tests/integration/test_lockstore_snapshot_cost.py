@@ -17,13 +17,13 @@ pytestmark = pytest.mark.anyio
 
 def count_queue_reads(store: LockStore) -> Counter[str]:
     reads: Counter[str] = Counter()
-    read: Callable[[str], list[tuple[str, str]]] = store._dir.queue_entries
+    read: Callable[[str], list[tuple[str, str]]] = store.directory.queues.queue_entries
 
     def counting(name: str) -> list[tuple[str, str]]:
         reads[name] += 1
         return read(name)
 
-    store._dir.queue_entries = counting  # type: ignore[method-assign]
+    store.directory.queues.queue_entries = counting  # type: ignore[method-assign]
     return reads
 
 

@@ -17,8 +17,8 @@ from lockstore_support import expect_line, kill, spawn, until_queued
 from lock_dir_listing import lock_dir_entries
 from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.inotify import parse_events
-from lockyard.infra.lockstore.lockdir import wake_hub
-from lockyard.infra.lockstore.lockdir.wake_hub import WakeHub, process_hub
+from lockyard.infra.lockstore.lockdir import sleep
+from lockyard.infra.lockstore.lockdir.sleep import WakeHub, process_hub
 from lockyard.infra.lockstore.wakeup import Waker
 from polling_support import wait_until
 
@@ -226,7 +226,7 @@ def test_polling_fallback_when_push_is_disabled(repo: Path, lock_dir: Path) -> N
 
 def test_inotify_can_be_disabled_by_environment(repo: Path, lock_dir: Path) -> None:
     probe = (
-        "from lockyard.infra.lockstore.lockdir.wake_hub import process_hub; "
+        "from lockyard.infra.lockstore.lockdir.sleep import process_hub; "
         "print(process_hub().push_available)"
     )
     env = {**os.environ, "LOCKYARD_NO_INOTIFY": "1"}
@@ -433,7 +433,7 @@ def test_a_hub_reports_process_exits() -> None:
 def test_a_pidfd_nobody_follows_is_kept_for_the_next_wait_until_its_process_exits(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(wake_hub, "_IDLE_PIDFDS", 1)
+    monkeypatch.setattr(sleep, "_IDLE_PIDFDS", 1)
     hub = WakeHub()
     children = [
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)

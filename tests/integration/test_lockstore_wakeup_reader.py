@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lockyard.infra.lockstore.lockdir.wake_hub import WakeHub
+from lockyard.infra.lockstore.lockdir.sleep import WakeHub
 from lockyard.infra.lockstore.wakeup import Waker
 from polling_support import wait_until
 

@@ -36,8 +36,9 @@ def test_a_waiting_acquire_is_traced_from_the_tool_through_the_queue_to_the_wake
         "lockyard.infra.tools.mcp_server",
         "lockyard.infra.tools.lock_tools",
         "lockyard.infra.lockstore.lockdir.store",
-        "lockyard.infra.lockstore.lockdir.queue",
-        "lockyard.infra.lockstore.lockdir.wake_hub",
+        "lockyard.infra.lockstore.lockdir.operations",
+        "lockyard.infra.lockstore.lockdir.line",
+        "lockyard.infra.lockstore.lockdir.sleep",
         "lockyard.infra.lockstore.wakeup",
         "lockyard.core.events",
     } <= modules

@@ -14,6 +14,7 @@ import pytest
 from lockyard.infra.lockstore import LockDirError, LockStore
 from lockyard.infra.lockstore.liveness import current_process
 from lockyard.infra.lockstore.lockdir import disk as lockdir
+from lockyard.infra.lockstore.lockdir import sleep
 from lockyard.infra.lockstore.paths import lock_name
 from polling_support import wait_until
 
@@ -131,8 +132,8 @@ def test_a_planted_file_in_place_of_a_queue_is_refused_when_waiting(
 def test_a_publish_whose_staging_was_reaped_reports_not_taken(
     store: LockStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    directory = store._dir
-    original = lockdir._write_record
+    directory = store.directory
+    original = lockdir.write_record
 
     def reaped_meanwhile(dir_fd: int, entry: str, record: str) -> None:
         original(dir_fd, entry, record)
@@ -140,7 +141,7 @@ def test_a_publish_whose_staging_was_reaped_reports_not_taken(
             staging, token = entry.split("/")
             directory.discard_staging(staging, token)  # reclaim_stale got there first
 
-    monkeypatch.setattr(lockdir, "_write_record", reaped_meanwhile)
+    monkeypatch.setattr(lockdir, "write_record", reaped_meanwhile)
     assert store.try_lock("a.py", "alice") is False
     monkeypatch.undo()
     assert store.try_lock("a.py", "alice") is True
@@ -175,13 +176,13 @@ def test_reclaim_stale_removes_old_doorbells_nobody_listens_to_and_keeps_live_on
     store.reclaim_stale()
     left = sorted(entry.name for entry in store.lock_dir.iterdir() if ".bell-" in entry.name)
     assert left == [f"{name}.bell-live", f"{name}.bell-young"]
-    store._dir.ring(name, "live")  # a release rings it: the waiter can read the ring
+    sleep.ring(store.directory, name, "live")  # a release rings it: the waiter can read the ring
     assert os.read(listened, 16) == b"\0"
-    store._dir.close_doorbell(name, "live", listened)
+    sleep.close_doorbell(store.directory, name, "live", listened)
     assert not (store.lock_dir / f"{name}.bell-live").exists()
 
 
 def _opened(store: LockStore, name: str, token: str) -> int:
-    fd = store._dir.open_doorbell(name, token)
+    fd = sleep.open_doorbell(store.directory, name, token)
     assert fd is not None
     return fd

@@ -1,10 +1,9 @@
 """A release hands the lock over to the queue's head: the races around that grant.
 
-Waits are `waiting.Waiting`s driven round by round on a real lock directory (as the sync and
-async loops drive them between sleeps), each head accepting its grant in its own round as a
-head in another process does, so each interleaving is forced, not hoped for: a
-head that stops waiting while the lock is handed over, one that never accepts its grant,
-a newcomer's `try_lock` in the middle of a handover.
+Waits are the line's `wait` recipe driven one look at a time on a real lock directory (as the
+store runs them between sleeps), so each interleaving is forced, not hoped for: a head that
+stops waiting while the lock is handed over, one that never accepts its grant, a newcomer's
+`try_lock` in the middle of a handover.
 """
 
 from __future__ import annotations
@@ -13,27 +12,18 @@ import json
 import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
-from handover_support import FILE, looked_once, name_of, queued, waiting_agents
 
 from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.liveness import current_process
-from lockyard.infra.lockstore.lockdir import disk, queue, waiting
-from lockyard.infra.lockstore.lockdir.wake_hub import WakeHub
+from lockyard.infra.lockstore.lockdir import disk, line, sleep
+from lockyard.infra.lockstore.lockdir.operations import run
 from lockyard.infra.lockstore.records import encode_waiter
+from stepped_waits import FILE, SteppedWait, looked_once, name_of, queued, waiting_agents
 
 
-@pytest.fixture(autouse=True)
-def heads_accept_for_themselves(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every head here accepts its grant in its own round, as a head in another process
-    does: a release in this process would otherwise accept it for the head at once (those
-    interleavings are in test_lockstore_in_process_handover.py)."""
-    monkeypatch.setattr(WakeHub, "hand_grant", lambda _hub, _token: False)
-
-
-def _head(store: LockStore, agent: str) -> waiting.Waiting:
+def _head(store: LockStore, agent: str) -> SteppedWait:
     """A wait that is first in line at a held lock: it has staged its grant."""
     wait = looked_once(store, agent)
     assert _staged(store) == [agent]
@@ -43,7 +33,8 @@ def _head(store: LockStore, agent: str) -> waiting.Waiting:
 def _staged(store: LockStore) -> list[str]:
     """The agents whose grant is staged in the lock directory (by the token of their wait;
     a token no queued wait has any more is listed as itself)."""
-    agents = {record.token: record.agent_id for _entry, record in store.read_queue(name_of(store))}
+    queued = store.directory.queues.read_queue(name_of(store))
+    agents = {record.token: record.agent_id for _entry, record in queued}
     return [
         agents.get(token, token)
         for entry in os.listdir(store.lock_dir)
@@ -54,7 +45,7 @@ def _staged(store: LockStore) -> list[str]:
 
 def _age_first_turn(store: LockStore, seconds: float) -> None:
     name = name_of(store)
-    [first, *_rest] = store._dir.queue_order(name)
+    [first, *_rest] = store.directory.queues.queue_order(name)
     then = time.time() - seconds
     os.utime(f"{store.lock_dir}/{name}.q/{first}", (then, then), follow_symlinks=False)
 
@@ -68,8 +59,8 @@ def test_a_release_hands_the_lock_to_the_head_which_accepts_it_by_leaving_the_qu
     assert store.holder(FILE) == "b"  # never free in between
     assert _staged(store) == []  # the staged grant is the lock now
     assert not store.try_lock(FILE, "newcomer")
-    assert head.advance()  # one look: the grant is there
-    head.__exit__(None, None, None)
+    assert head.look()  # one look: the grant is there
+    head.stop()
     assert waiting_agents(store) == []
     assert store.holder(FILE) == "b"
     assert store.release(FILE, "b")
@@ -82,10 +73,10 @@ def test_a_waiter_not_yet_first_is_not_handed_anything(store: LockStore) -> None
     second = looked_once(store, "c")
     assert store.release(FILE, "holder")
     assert store.holder(FILE) is None  # freed: b's turn, b takes it itself
-    assert not second.advance()
-    assert first.advance()
-    first.__exit__(None, None, None)
-    second.__exit__(None, None, None)
+    assert not second.look()
+    assert first.look()
+    first.stop()
+    second.stop()
 
 
 @pytest.mark.parametrize("successor", [True, False])
@@ -97,12 +88,12 @@ def test_a_head_that_stops_waiting_after_the_handover_passes_the_lock_on(
     behind = looked_once(store, "c") if successor else None
     assert store.release(FILE, "holder")
     assert store.holder(FILE) == "b"
-    head.__exit__(None, None, None)  # timed out or cancelled before it looked
+    head.stop()  # timed out or cancelled before it looked
     assert store.holder(FILE) is None  # passed on: c's turn, or nobody's
     if behind is not None:
         assert not store.try_lock(FILE, "newcomer")  # c is first now
-        assert behind.advance()
-        behind.__exit__(None, None, None)
+        assert behind.look()
+        behind.stop()
         assert store.holder(FILE) == "c"
     else:
         assert store.try_lock(FILE, "newcomer")
@@ -117,9 +108,9 @@ def test_a_head_handed_over_to_while_a_staged_successor_waits_passes_it_on_at_on
     head = _head(store, "b")
     behind = looked_once(store, "c")
     assert store.release(FILE, "holder")
-    head.__exit__(None, None, None)  # b leaves: c becomes first
-    assert not behind.advance() or store.holder(FILE) == "c"
-    behind.__exit__(None, None, None)
+    head.stop()  # b leaves: c becomes first
+    assert not behind.look() or store.holder(FILE) == "c"
+    behind.stop()
     assert waiting_agents(store) == []
 
 
@@ -130,7 +121,7 @@ def test_a_head_that_stops_waiting_while_the_release_renames_its_staging_leaves_
     empty staging onto the lock: the releaser finds no grant there and frees the lock."""
     assert store.try_lock(FILE, "holder")
     head = _head(store, "b")
-    discard = store._dir.discard_staging
+    discard = store.directory.discard_staging
     released: list[bool] = []
 
     def release_in_between(staging: str, token: str) -> None:
@@ -138,8 +129,8 @@ def test_a_head_that_stops_waiting_while_the_release_renames_its_staging_leaves_
             released.append(store.release(FILE, "holder"))
         discard(staging, token)
 
-    monkeypatch.setattr(store._dir, "discard_staging", release_in_between)
-    head.__exit__(None, None, None)
+    monkeypatch.setattr(store.directory, "discard_staging", release_in_between)
+    head.stop()
     assert released == [True]
     assert store.holder(FILE) is None
     assert not (store.lock_dir / f"{name_of(store)}.lock").exists()  # no empty lock left
@@ -166,8 +157,8 @@ def test_a_newcomer_cannot_take_the_lock_in_the_middle_of_a_handover(
     assert store.release(FILE, "holder")
     assert tried == [False]
     assert store.holder(FILE) == "b"
-    assert head.advance()
-    head.__exit__(None, None, None)
+    assert head.look()
+    head.stop()
 
 
 def test_a_grant_left_unaccepted_past_the_turn_is_passed_over_by_the_successor(
@@ -178,18 +169,18 @@ def test_a_grant_left_unaccepted_past_the_turn_is_passed_over_by_the_successor(
     behind = looked_once(store, "c")
     assert store.release(FILE, "holder")
     assert store.holder(FILE) == "b"
-    assert not behind.advance()  # b's turn is young: nothing is taken from it
+    assert not behind.look()  # b's turn is young: nothing is taken from it
     _age_first_turn(store, store.turn_timeout + 1)
-    assert behind.advance()  # passes b over, takes its grant back, and gets the lock
-    behind.__exit__(None, None, None)
+    assert behind.look()  # passes b over, takes its grant back, and gets the lock
+    behind.stop()
     assert store.holder(FILE) == "c"
     # b runs again: its entry is gone and so is its grant; it queues again, behind nobody
-    assert not stalled.advance()
+    assert not stalled.look()
     assert waiting_agents(store) == ["b"]
     assert store.release(FILE, "c")
     assert store.holder(FILE) == "b"  # handed over to b, which staged its grant anew
-    assert stalled.advance()
-    stalled.__exit__(None, None, None)
+    assert stalled.look()
+    stalled.stop()
 
 
 def test_a_grant_left_unaccepted_past_the_turn_is_passed_over_by_try_lock(
@@ -202,8 +193,8 @@ def test_a_grant_left_unaccepted_past_the_turn_is_passed_over_by_try_lock(
     _age_first_turn(store, store.turn_timeout + 1)
     assert store.try_lock(FILE, "newcomer")
     assert waiting_agents(store) == []
-    assert not stalled.advance()  # queues again behind the newcomer
-    stalled.__exit__(None, None, None)
+    assert not stalled.look()  # queues again behind the newcomer
+    stalled.stop()
     assert store.holder(FILE) == "newcomer"
 
 
@@ -213,12 +204,12 @@ def test_a_head_that_accepts_first_keeps_the_lock_from_a_late_pass_over(
     assert store.try_lock(FILE, "holder")
     head = _head(store, "b")
     name = name_of(store)
-    [(entry, record)] = store.read_queue(name)
+    [(entry, record)] = store.directory.queues.read_queue(name)
     assert store.release(FILE, "holder")
     _age_first_turn(store, store.turn_timeout + 1)  # judged stalled by someone ...
-    assert head.advance()  # ... but b accepts first
-    head.__exit__(None, None, None)
-    assert not store._queues.pass_over(name, entry, record)  # the late pass-over is void
+    assert head.look()  # ... but b accepts first
+    head.stop()
+    assert not run(line.pass_over(store.operations, name, entry, record))  # void: too late
     assert store.holder(FILE) == "b"
 
 
@@ -229,22 +220,22 @@ def test_a_waiter_passed_over_while_taking_does_not_keep_the_lock(
     assert store.try_lock(FILE, "holder")
     head = _head(store, "b")
     name = name_of(store)
-    [(entry, record)] = store.read_queue(name)
+    [(entry, record)] = store.directory.queues.read_queue(name)
     assert store.release(FILE, "holder")
-    take: Callable[[str], bool] = head._take
+    holds: Callable[[str, str], bool] = store.operations.holds
 
-    def dropped_after_take(token: str) -> bool:
-        taken = take(token)
-        if token == record.token:
-            store._queues.drop(name, entry)  # `lockyard clean` ended b's wait just then
+    def dropped_after_take(lock: str, token: str) -> bool:
+        taken = holds(lock, token)
+        if taken and token == record.token:
+            store.operations.dequeue(name, entry)  # `lockyard clean` ended b's wait just then
         return taken
 
-    monkeypatch.setattr(head, "_take", dropped_after_take)
+    monkeypatch.setattr(store.operations, "holds", dropped_after_take)
     # It passes the grant on (nobody else waits: the lock is free), queues again, and,
     # first at a free lock, takes it under its new wait.
-    assert head.advance()
-    assert record.token != head._place.token
-    head.__exit__(None, None, None)
+    assert head.look()
+    assert record.token != head.place.token
+    head.stop()
     holder = store.holder_record(FILE)
     assert holder is not None
     assert holder.agent_id == "b"
@@ -258,10 +249,10 @@ def test_a_dead_heads_unaccepted_grant_is_taken_back_when_its_entry_is_dropped(
     head = _head(store, "b")
     assert store.release(FILE, "holder")
     name = name_of(store)
-    [(entry, record)] = store.read_queue(name)
-    assert store._queues.end_wait(name, entry, record)  # what a dead waiter's entry gets
+    [(entry, record)] = store.directory.queues.read_queue(name)
+    assert run(line.end_wait(store.operations, name, entry, record))  # as for a dead waiter
     assert store.holder(FILE) is None
-    head.__exit__(None, None, None)
+    head.stop()
     assert store.holder(FILE) is None
     assert _staged(store) == []
 
@@ -271,36 +262,28 @@ def test_a_dead_heads_unaccepted_grant_is_taken_back_when_its_entry_is_dropped(
 
 @pytest.fixture
 def apart(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every record counts as another process's: heads open doorbells and releases ring
-    them, as between two processes (the waits are still driven round by round here)."""
-    monkeypatch.setattr(queue.Head, "here", property(lambda _head: False))
-    monkeypatch.setattr(waiting, "is_ours", lambda _record: False)
+    """Every record counts as another process's: heads open doorbells, as between two
+    processes (the waits are still driven one look at a time here)."""
+    monkeypatch.setattr(sleep, "is_this_process", lambda _pid, _start_time: False)
 
 
-def _rung(wait: waiting.Waiting) -> bool:
-    return wait.waker.wait(0)
+def _bells(store: LockStore) -> list[str]:
+    return [entry for entry in os.listdir(store.lock_dir) if disk.BELL_MARK in entry]
 
 
 @pytest.mark.usefixtures("apart")
-def test_a_rung_head_accepts_its_grant_without_a_round_of_reads(
-    store: LockStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_head_is_rung_at_its_doorbell_and_accepts_its_grant(store: LockStore) -> None:
     assert store.try_lock(FILE, "holder")
     head = _head(store, "b")
-    assert head._bell is not None  # the holder is "elsewhere": it opened its doorbell
-    assert not _rung(head)
+    assert _bells(store) == [f"{name_of(store)}{disk.BELL_MARK}{head.place.token}"]
+    assert not head.rung()
     assert store.release(FILE, "holder")
-    assert _rung(head)
-
-    def no_round() -> None:
-        raise AssertionError("a handed-over grant is accepted without the round's reads")
-
-    monkeypatch.setattr(head, "_round", no_round)
-    assert head.advance()
-    head.__exit__(None, None, None)
+    assert head.rung()
+    assert head.look()
+    head.stop()
     assert store.holder(FILE) == "b"
     assert waiting_agents(store) == []
-    assert not [entry for entry in os.listdir(store.lock_dir) if disk.BELL_MARK in entry]
+    assert _bells(store) == []
 
 
 @pytest.mark.usefixtures("apart")
@@ -313,19 +296,21 @@ def test_a_head_that_looks_as_soon_as_it_is_rung_takes_the_emptied_lock_itself(
     then finds the staging gone and leaves the lock to the head."""
     assert store.try_lock(FILE, "holder")
     head = _head(store, "b")
-    stamp = store._dir.stamp_turn
+    stamp = store.operations.stamp_turn
     looked: list[tuple[bool, bool, str | None]] = []
+    releasing = [True]
 
     def head_looks_first(name: str, entry: str) -> bool:
-        if not looked:
-            rung = _rung(head)
-            looked.append((rung, head.advance(), store.holder(FILE)))
+        if releasing:  # the release's stamp (not the head's own, as it looks)
+            releasing.clear()
+            rung = head.rung()
+            looked.append((rung, head.look(), store.holder(FILE)))
         return stamp(name, entry)
 
-    monkeypatch.setattr(store._dir, "stamp_turn", head_looks_first)
+    monkeypatch.setattr(store.operations, "stamp_turn", head_looks_first)
     assert store.release(FILE, "holder")
     assert looked == [(True, True, "b")]  # rung early, and the lock was already free of ours
-    head.__exit__(None, None, None)
+    head.stop()
     assert store.holder(FILE) == "b"
     assert waiting_agents(store) == []
     assert not [entry for entry in os.listdir(store.lock_dir) if disk.STAGING_MARK in entry]
@@ -340,21 +325,21 @@ def test_a_rung_head_whose_wait_was_ended_before_it_accepted_does_not_keep_the_g
     head = _head(store, "b")
     behind = looked_once(store, "c")
     name = name_of(store)
-    [(entry, record), _c] = store.read_queue(name)
+    [(entry, record), _c] = store.directory.queues.read_queue(name)
     assert store.release(FILE, "holder")
     assert store.holder(FILE) == "b"
-    assert store._queues.drop(name, entry)  # `lockyard clean` ends b's wait just then
+    assert store.operations.dequeue(name, entry)  # `lockyard clean` ends b's wait just then
     # b finds its grant but not its entry: it passes the grant on (c, the first now, has
     # staged nothing yet: the lock is free for c to take), and queues again behind c.
-    assert not head.advance()
+    assert not head.look()
     assert store.holder(FILE) is None
     assert not store.try_lock(FILE, "newcomer")
     assert waiting_agents(store) == ["c", "b"]
-    assert behind.advance()
-    behind.__exit__(None, None, None)
+    assert behind.look()
+    behind.stop()
     assert store.release(FILE, "c")
-    assert head.advance()
-    head.__exit__(None, None, None)
+    assert head.look()
+    head.stop()
     holder = store.holder_record(FILE)
     assert holder is not None
     assert (holder.agent_id, holder.token == record.token) == ("b", False)
@@ -374,71 +359,43 @@ def test_a_release_finds_the_head_of_a_queue_at_the_lowest_ticket_without_listin
     def no_listing(*args: object, **options: object) -> list[str]:
         raise AssertionError("the lowest ticket is first: no listing needed")
 
-    monkeypatch.setattr(store._dir, "queue_order", no_listing)
-    assert store._queues.first_waiter(name) == (
-        queue.FIRST_TICKET,
-        queue.Head(first._place.token, current_process()),
-    )
+    monkeypatch.setattr(store.operations, "queue_order", no_listing)
+    assert run(line.first_waiter(store.operations, name)) == (line.FIRST_TICKET, first.place.token)
 
 
 def test_a_release_lists_the_queue_when_the_lowest_ticket_has_left(store: LockStore) -> None:
     assert store.try_lock(FILE, "holder")
     first = queued(store, "b")
     second = queued(store, "c")
-    first.__exit__(None, None, None)
-    found = store._queues.first_waiter(name_of(store))
-    assert found is not None
-    assert (found[0], found[1].token) == (second._place.entry, second._place.token)
-    assert found[0] != queue.FIRST_TICKET
+    first.stop()
+    found = run(line.first_waiter(store.operations, name_of(store)))
+    assert found == (second.place.entry, second.place.token)
+    assert found[0] != line.FIRST_TICKET
 
 
 def test_a_release_skips_a_lowest_ticket_that_is_no_waiters_record(store: LockStore) -> None:
     assert store.try_lock(FILE, "holder")
     name = name_of(store)
     os.mkdir(store.lock_dir / f"{name}.q")
-    os.symlink("not a record", store.lock_dir / f"{name}.q" / queue.FIRST_TICKET)
+    os.symlink("not a record", store.lock_dir / f"{name}.q" / line.FIRST_TICKET)
     waiter = queued(store, "b")
-    found = store._queues.first_waiter(name)
+    found = run(line.first_waiter(store.operations, name))
     assert found is not None
-    assert found[1].token == waiter._place.token
+    assert found[1] == waiter.place.token
 
 
-def test_a_head_is_read_from_the_fields_a_release_needs() -> None:
+def test_a_waiters_token_is_read_from_the_one_field_a_release_needs(store: LockStore) -> None:
     me = current_process()
+    name = name_of(store)
+    queue = store.lock_dir / f"{name}.q"
+    queue.mkdir()
     record = encode_waiter(me, 'a","token":"forged', "tok1", 3, "k", "ns", "/c")
-    assert queue.head_of(record) == queue.Head("tok1", me)
     spaced = json.dumps(json.loads(record))  # another spelling: decoded as JSON
-    assert queue.head_of(spaced) == queue.Head("tok1", me)
-    elsewhere = json.dumps({"token": "t", "pid": me.pid + 1, "start_time": None})
-    assert queue.head_of(elsewhere) == queue.Head("t", None)
-    for not_a_head in (
-        "not json",
-        "[1]",
-        '{"token":"t"}',
-        '{"token":"a/b","pid":1,"start_time":null}',
-        '{"token":"","pid":1,"start_time":null}',
-        '{"token":"t","pid":"1","start_time":null}',
-        '{"token":"t","pid":1,"start_time":1.5}',
-    ):
-        assert queue.head_of(not_a_head) is None, not_a_head
-
-
-def test_a_head_that_accepts_forgets_it_was_first_so_its_next_release_reads_no_stale_entry(
-    store: LockStore, repo: Path, lock_dir: Path
-) -> None:
-    """A head that queued first remembered itself as the entry a release here stamps; the
-    release came from elsewhere (another store, as another process), so nothing here used
-    that note: accepting drops it."""
-    with LockStore(repo, lock_dir) as elsewhere:
-        assert elsewhere.try_lock(FILE, "holder")
-        head = _head(store, "b")
-        name = name_of(store)
-        assert name in store._queues._next_first
-        assert elsewhere.release(FILE, "holder")
-        assert head.advance()
-        head.__exit__(None, None, None)
-        assert name not in store._queues._next_first
-        assert store.holder(FILE) == "b"
+    texts = [record, spaced, "not json", "[1]", '{"token":"a/b"}', '{"token":""}', '{"pid":1}']
+    for ticket, text in enumerate(texts, start=1):
+        os.symlink(text, queue / f"{ticket:020d}")
+    tokens = [store.directory.queues.entry_token(name, f"{n:020d}") for n in range(1, 8)]
+    assert tokens == ["tok1", "tok1", None, None, None, None, None]
 
 
 @pytest.mark.usefixtures("apart")
@@ -448,17 +405,15 @@ def test_a_head_that_queued_again_is_rung_at_the_doorbell_of_its_new_wait(
     assert store.try_lock(FILE, "holder")
     head = _head(store, "b")
     name = name_of(store)
-    [(entry, _record)] = store.read_queue(name)
-    assert head._bell is not None
-    first_token = head._bell[0]
-    assert store._queues.drop(name, entry)  # `lockyard clean` ends b's wait
-    assert not head.advance()  # queues again, first again, with a new token
-    assert head._bell is not None
-    assert head._bell[0] == head._place.token != first_token
-    bells = [entry for entry in os.listdir(store.lock_dir) if disk.BELL_MARK in entry]
-    assert bells == [f"{name}{disk.BELL_MARK}{head._place.token}"]  # the old one is gone
+    [(entry, _record)] = store.directory.queues.read_queue(name)
+    first_token = head.place.token
+    assert _bells(store) == [f"{name}{disk.BELL_MARK}{first_token}"]
+    assert store.operations.dequeue(name, entry)  # `lockyard clean` ends b's wait
+    assert not head.look()  # queues again, first again, with a new token
+    assert head.place.token != first_token
+    assert _bells(store) == [f"{name}{disk.BELL_MARK}{head.place.token}"]  # the old one went
     assert store.release(FILE, "holder")
-    assert _rung(head)
-    assert head.advance()
-    head.__exit__(None, None, None)
+    assert head.rung()
+    assert head.look()
+    head.stop()
     assert store.holder(FILE) == "b"

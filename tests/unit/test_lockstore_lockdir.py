@@ -204,7 +204,7 @@ def test_a_lock_dir_removed_while_in_use_is_a_clear_error(repo: Path, tmp_path: 
     with pytest.raises(LockDirError, match="was removed while in use"):
         store.try_lock("a.py", "alice")
     with pytest.raises(LockDirError, match="was removed while in use"):
-        store._dir.enqueue("name", lambda ticket: "{}")
+        store.directory.queues.enqueue("name", lambda ticket: "{}")
     assert store.list_locks() == []
 
 
@@ -223,4 +223,4 @@ def test_a_dropped_store_does_not_leak_its_directory_handle(repo: Path, tmp_path
     assert open_fds() <= before + 2
     with LockStore(repo, tmp_path / "locks") as store:
         assert store.holder("a.py") == "alice"
-    assert store._dir.fd == -1
+    assert store.directory.fd == -1

@@ -31,7 +31,7 @@ def race_before_removal(
     monkeypatch: pytest.MonkeyPatch, store: LockStore, interleave: Callable[[], None]
 ) -> None:
     """Run `interleave` once, when `store` is about to remove a grant by token."""
-    original = store._dir.drop_grant
+    original = store.operations.drop_grant
     pending = [interleave]
 
     def drop_grant(name: str, token: str) -> bool:
@@ -39,7 +39,7 @@ def race_before_removal(
             pending.pop()()
         return original(name, token)
 
-    monkeypatch.setattr(store._dir, "drop_grant", drop_grant)
+    monkeypatch.setattr(store.operations, "drop_grant", drop_grant)
 
 
 @pytest.mark.parametrize("releaser_knows_its_grant", [True, False])
@@ -93,7 +93,7 @@ def _plant_dead_holder(store: LockStore, filepath: str, agent: str) -> None:
         "namespace": store.namespace,
         "acquired_at": 0.0,
     }
-    assert store._dir.publish(lock_name(store.namespace, key), "deadbeef", json.dumps(record))
+    assert store.operations.publish(lock_name(store.namespace, key), "deadbeef", json.dumps(record))
 
 
 def test_two_stale_breakers_race_and_the_late_one_cannot_break_the_fresh_lock(
@@ -176,14 +176,14 @@ def test_a_new_lock_renamed_in_mid_release_survives_the_releasers_rmdir(
 def test_an_acquire_that_loses_the_rename_race_leaves_no_debris(
     store: LockStore, other: LockStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    original = store._dir.publish
+    original = store.operations.publish
 
     def publish(name: str, token: str, record: str) -> bool:
         if not other.is_locked("f.py"):
             assert other.try_lock("f.py", "carol")  # carol wins between check and rename
         return original(name, token, record)
 
-    monkeypatch.setattr(store._dir, "publish", publish)
+    monkeypatch.setattr(store.operations, "publish", publish)
     assert store.try_lock("f.py", "alice") is False
     assert other.holder("f.py") == "carol"
     assert sorted(e for e in lock_dir_entries(store.lock_dir) if not e.endswith(".card")) == [

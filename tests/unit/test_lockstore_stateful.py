@@ -93,7 +93,8 @@ class LockStoreModel(RuleBasedStateMachine):
             "namespace": store.namespace,
             "acquired_at": 0.0,
         }
-        assert store._dir.publish(lock_name(store.namespace, key), "ghost0", json.dumps(record))
+        name = lock_name(store.namespace, key)
+        assert store.directory.publish(name, "ghost0", json.dumps(record))
         self.holders[filepath] = GHOST
 
     @rule(which=stores)

@@ -2,7 +2,7 @@
 
 - `lockdir/`: the lock directory, the embedded default for agents on one machine: atomic
   directory renames, FIFO queues, liveness by process, push wake-ups (its process's wake
-  hub, `lockdir/wake_hub.py`: in-process topics, inotify, pidfds);
+  hub, `lockdir/sleep.py`: in-process topics, doorbells, inotify, pidfds);
 - `postgres/`: PostgreSQL, for agents on many hosts: locks owned by live database sessions,
   queues in tables, wake-ups by NOTIFY;
 - beside them, what both share: the seam (`backend.py`), errors, records, liveness, lock keys
@@ -121,8 +121,8 @@ if TYPE_CHECKING:
     )
     from .lockdir.disk import QUEUE_SUFFIX, LockDir, default_lock_dir
     from .lockdir.location import default_lock_dir_path
+    from .lockdir.sleep import process_hub
     from .lockdir.store import LockStore
-    from .lockdir.wake_hub import process_hub
     from .off_loop import in_worker, store_call, waits_on_server
     from .own_files import NotOwnFileError, read_own_file
     from .paths import lock_name, validate_agent_id
@@ -240,7 +240,7 @@ _HOMES = {
     "validate_poll_interval": "limits",
     "validate_timeout": "limits",
     "Waker": "wakeup",
-    "process_hub": "lockdir.wake_hub",
+    "process_hub": "lockdir.sleep",
 }
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Linux inotify through ctypes: the one binding of lockyard, and its one switch.
 
-The lock directory's wake-up hub (`lockdir/wake_hub.py`) feeds inotify events into topic
+The lock directory's wake-up hub (`lockdir/sleep.py`) feeds inotify events into topic
 notifications; the cross-process monitor, its notice board and the IPC transport wait on an
 `Inotify` of their own for "something changed, rescan". Both use this module: one binding,
 one event parser, one environment switch. So it sits beside the backends, not inside the

@@ -172,6 +172,12 @@ def current_process() -> ProcessIdentity:
     return _current.process
 
 
+def is_this_process(pid: int, start_time: int | None) -> bool:
+    """Whether a record's (pid, start time) names this very process (no /proc read)."""
+    me = _current.process
+    return pid == me.pid and start_time == me.start_time
+
+
 def pids_are_local() -> bool:
     """Whether recorded pids are this process's own pid numbers (pidfd_open uses those)."""
     return _current.process.pid == os.getpid()

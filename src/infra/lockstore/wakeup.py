@@ -4,7 +4,7 @@ A `Waker` is an eventfd (made only when a wait needs a descriptor), so both thre
 async tasks can wait on it; an asyncio task is parked on a future instead, so a wake-up from
 its own process costs no system call. A waiter of another process rings it through a FIFO
 the waker `listen`s to (a doorbell). The lock directory's waiters are woken through their
-process's `WakeHub` (`lockdir/wake_hub.py`: in-process topics, inotify, pidfds); the
+process's `WakeHub` (`lockdir/sleep.py`: in-process topics, inotify, pidfds); the
 PostgreSQL backend's by its `LISTEN` connection (`postgres/listener.py`).
 """
 

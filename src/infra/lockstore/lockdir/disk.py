@@ -1,12 +1,15 @@
-"""The lock directory on disk, and the few atomic operations the store is built from.
+"""The lock directory on disk: its layout, and the atomic operations the line is built from.
 
 Layout (all names relative to one private directory, opened once and used through its fd):
 
     <name>.lock/<token>        a lock: a directory holding exactly one entry, named by the
-                               grant token, whose content is the holder record (JSON)
-    <name>.tmp-<token>/<token> a lock being published (staging, same file system)
+                               grant token, whose content is the holder record
+    <name>.tmp-<token>/<token> a grant being published, or staged by a queue's head for a
+                               release to hand over (same file system)
     <name>.q/<ticket>          the wait queue of a lock, entries numbered in arrival order;
-                               exists only while it has entries
+                               exists only while it has entries; an entry's mtime is the
+                               moment its turn began
+    <name>.bell-<token>        the doorbell of a waiting head (a FIFO, `sleep.py`)
     <card>.card                a holder card: the part of holder records that stays the same
                                from grant to grant (agent, process, key, checkout), named by
                                a hash of its text, written once and shared by every grant
@@ -15,20 +18,25 @@ Layout (all names relative to one private directory, opened once and used throug
 Publishing a lock: build the staging directory with the record inside, then `rename` it onto
 `<name>.lock`. The rename is atomic and fails (ENOTEMPTY/EEXIST) while the lock directory holds
 a record, so a lock appears with its whole record or not at all, and a reader never sees a
-half-written holder. An empty `<name>.lock/` is a lock in mid-release: free, and the next
-rename replaces it.
+half-written holder. An empty `<name>.lock/` is a lock in mid-release: held by nobody, and the
+next rename replaces it.
 
-Releasing by token: `unlink(<name>.lock/<token>)`, then `rmdir(<name>.lock)`. The unlink
-succeeds for exactly one caller and only while that grant is the current one, so neither a
-double release nor a release racing a cleanup can remove somebody else's fresh lock; the
-rmdir fails harmlessly if a new holder already renamed its lock in.
+Releasing by token: `unlink(<name>.lock/<token>)`, then `rmdir(<name>.lock)` (or the rename of
+the head's staged grant onto it). The unlink succeeds for exactly one caller and only while
+that grant is the current one, so neither a double release nor a release racing a cleanup can
+remove somebody else's fresh lock; the rmdir fails harmlessly if a new holder already renamed
+its lock in.
 
 Records are the target of a symlink (one atomic syscall, read with readlink, never followed),
 or a small file when too long for a symlink target. A grant's record is short,
 `@<card>:<acquired at>`: under the length a file system keeps inside the symlink's inode
 (60 bytes on ext4, 128 on tmpfs), so a grant allocates no data block or page; readers see
-it spelled out in full, the card's text with the token and the time added (`read_lock`).
+it spelled out in full, the card's text with the token and the time added (`LockDir.read_lock`).
 Full records (an agent's claim on its id, `crossproc/agent_claims.py`) read as they are.
+
+Three classes, one per kind of entry: `LockDir` (the directory itself, its locks and stagings),
+`QueueEntries` (the queues) and `HolderCards` (the cards). None decides anything: the line
+(`line.py`) does, through these operations.
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from typing import Final
 
 from ..errors import CorruptRecordError, LockDirError, LockDirFullError
 from ..own_files import NotOwnFileError, read_own_file
+from ..records import HolderRecord, WaiterRecord, decode_holder, decode_waiter
 from .location import default_lock_dir_path
 
 LOCK_SUFFIX: Final = ".lock"
@@ -62,7 +71,6 @@ _CARD_HASH_CHARS: Final = 24
 _CARDS_REMEMBERED: Final = 4096
 _SYMLINK_RECORD_MAX: Final = 4000
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_BELL_FLAGS: Final = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
 _BUSY: Final = (errno.ENOTEMPTY, errno.EEXIST)
 _FULL: Final = (errno.ENOSPC, errno.EDQUOT)
 TICKET_DIGITS: Final = 20
@@ -112,7 +120,10 @@ def _entry_error(name: str, error: OSError) -> LockDirError:
 
 
 class LockDir:
-    """One private lock directory, held open; every operation is relative to its fd."""
+    """One private lock directory, held open; every operation is relative to its fd.
+
+    Its locks and the stagings of grants are handled here, its queues by `queues`, its holder
+    cards by `cards`."""
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         """`read_only`: for inspecting (`lockyard status`): the directory must exist and is
@@ -145,13 +156,12 @@ class LockDir:
             os.close(self.fd)
             raise LockDirError(f"lock directory {absolute} was swapped while being opened")
         self.path: str = os.path.realpath(absolute)
-        self._cards: dict[str, str] = {}
-        """card name -> its text, as read or written here (a card's name is a hash of its
-        text, and a card never changes: remembering it is never stale)."""
+        self.queues = QueueEntries(self)
+        self.cards = HolderCards(self)
         # Closed with the object too: a store dropped without close() must not leak its fd.
         self._closer = weakref.finalize(self, os.close, self.fd)
 
-    def _make_dir(self, entry: str, *, exist_ok: bool = True) -> bool:
+    def make_dir(self, entry: str, *, exist_ok: bool = True) -> bool:
         """Create directory `entry` here: True when created, False when it existed (with
         `exist_ok`; else FileExistsError). The lock directory removed or its file system
         full are the store's errors."""
@@ -162,20 +172,20 @@ class LockDir:
                 return False
             raise
         except FileNotFoundError:
-            raise self._removed() from None
+            raise self.removed() from None
         except OSError as error:
             if error.errno in _FULL:
-                raise self._full() from None
+                raise self.full() from None
             raise
         return True
 
-    def _removed(self) -> LockDirError:
+    def removed(self) -> LockDirError:
         return LockDirError(
             f"lock directory {self.path} was removed while in use; "
             "nothing can be locked there any more: create the store again"
         )
 
-    def _full(self) -> LockDirFullError:
+    def full(self) -> LockDirFullError:
         return LockDirFullError(
             f"the lock directory {self.path} is full (no space left on its file system), so "
             "nothing could be written there. Free space on that file system (or make it "
@@ -185,8 +195,6 @@ class LockDir:
     def close(self) -> None:
         self._closer()  # runs once: later calls do nothing
         self.fd = -1
-
-    # -- locks -------------------------------------------------------------------------
 
     def exists(self, entry: str) -> bool:
         if "/" not in entry and self.fd >= 0:
@@ -199,402 +207,7 @@ class LockDir:
             return False
         return True
 
-    def publish(self, name: str, token: str, record: str) -> bool:
-        """Atomically create lock `name` holding `record` under `token`; False if taken."""
-        staging = f"{name}{STAGING_MARK}{token}"
-        self._make_dir(staging, exist_ok=False)
-        try:
-            _write_record(self.fd, f"{staging}/{token}", record)
-            os.rename(staging, name + LOCK_SUFFIX, src_dir_fd=self.fd, dst_dir_fd=self.fd)
-        except OSError as error:
-            self.discard_staging(staging, token)
-            if error.errno in _BUSY:
-                return False
-            if error.errno == errno.ENOENT:  # staging reaped by reclaim_stale meanwhile
-                return False
-            if error.errno in (errno.ENOTDIR, errno.EISDIR):
-                raise _entry_error(name + LOCK_SUFFIX, error) from None
-            if error.errno in _FULL:
-                raise self._full() from None
-            raise
-        return True
-
-    def discard_staging(self, staging: str, token: str) -> None:
-        record = f"{staging}/{token}"
-        for remove, entry in (
-            (os.unlink, record),
-            (os.unlink, record + PARTIAL_SUFFIX),
-            (os.rmdir, staging),
-        ):
-            with contextlib.suppress(OSError):
-                remove(entry, dir_fd=self.fd)
-
-    def remove_lock(self, name: str, token: str) -> bool:
-        """Release grant `token` of lock `name`; False (and nothing touched) if not current."""
-        if not self.drop_grant(name, token):
-            return False
-        self.free(name)
-        return True
-
-    def drop_grant(self, name: str, token: str) -> bool:
-        """Remove grant `token` of lock `name` (False, touching nothing, when it is not the
-        current grant). The lock is then an empty directory: held by nobody, taken by the
-        next rename onto it, and removed by `free` or replaced by `hand_over`."""
-        try:
-            os.unlink(f"{name}{LOCK_SUFFIX}/{token}", dir_fd=self.fd)
-        except (FileNotFoundError, NotADirectoryError):
-            return False
-        return True
-
-    def free(self, name: str) -> None:
-        """Remove lock `name`, emptied by `drop_grant`; fails harmlessly when a new holder
-        already renamed its lock in. (try/except, not contextlib.suppress: this runs on every
-        release, and a context manager costs more.)"""
-        try:  # noqa: SIM105
-            os.rmdir(name + LOCK_SUFFIX, dir_fd=self.fd)
-        except OSError:
-            pass
-
-    # -- grants staged by a queue's head, handed over at release --------------------------
-
-    def stage(self, name: str, token: str, record: str) -> None:
-        """Build the grant a queue's head would publish: `<name>.tmp-<token>/<token>` holding
-        `record`, left in place (`publish_staged` publishes it, a releaser `hand_over`s it).
-        Already staged: nothing to do."""
-        staging = f"{name}{STAGING_MARK}{token}"
-        while True:
-            if not self._make_dir(staging):
-                return
-            try:
-                _write_record(self.fd, f"{staging}/{token}", record)
-            except FileNotFoundError:
-                # A release renamed the still empty staging onto the lock (and, finding no
-                # record there, freed the lock again): build it anew.
-                continue
-            except OSError as error:
-                self.discard_staging(staging, token)
-                if error.errno in _FULL:
-                    raise self._full() from None
-                raise
-            return
-
-    def publish_staged(self, name: str, token: str) -> bool | None:
-        """Publish the grant staged under `token`: True when the lock is now that grant
-        (published here, or handed over by a releaser before), False while another grant
-        holds the lock, None when the staging is gone without being published (reaped as
-        debris, or withdrawn): stage it again."""
-        try:
-            os.rename(
-                f"{name}{STAGING_MARK}{token}",
-                name + LOCK_SUFFIX,
-                src_dir_fd=self.fd,
-                dst_dir_fd=self.fd,
-            )
-        except OSError as error:
-            if error.errno in _BUSY:
-                return False  # our staging is still there: the grant is someone else's
-            if error.errno == errno.ENOENT:
-                return True if self.holds(name, token) else None
-            if error.errno in (errno.ENOTDIR, errno.EISDIR):
-                raise _entry_error(name + LOCK_SUFFIX, error) from None
-            raise
-        # A staging whose record its waiter had just withdrawn makes an empty lock: free.
-        return self.holds(name, token) or None
-
-    def holds(self, name: str, token: str) -> bool:
-        """Whether grant `token` is the current grant of lock `name` (one `faccessat`)."""
-        return os.access(
-            f"{name}{LOCK_SUFFIX}/{token}", os.F_OK, dir_fd=self.fd, follow_symlinks=False
-        )
-
-    def hand_over(
-        self,
-        name: str,
-        to: str,
-        *,
-        accept: Callable[[str], bool] | None = None,
-    ) -> bool:
-        """Publish the grant staged under `to` (the queue's head's) in place of the grant
-        just dropped from lock `name` (`drop_grant`): the lock never looks free. True:
-        handed over; False: nothing was staged under `to` (withdrawn, not staged yet), or a
-        grant got in first: the lock is freed (when still empty).
-
-        `accept(to)`: called once the staging is renamed onto the lock, to have the head
-        accept it at once; True only when the head still waits with its whole grant
-        staged (it withdraws only under the same guard), which spares the look at the
-        lock that otherwise tells a grant from a staging emptied just before the rename."""
-        try:
-            os.rename(
-                f"{name}{STAGING_MARK}{to}",
-                name + LOCK_SUFFIX,
-                src_dir_fd=self.fd,
-                dst_dir_fd=self.fd,
-            )
-        except OSError:
-            pass  # nothing staged under `to`, or a grant got in first: free the lock below
-        else:
-            if (accept is not None and accept(to)) or self.holds(name, to):
-                return True
-            # The head withdrew its record just before the rename: the lock is empty, free.
-        self.free(name)
-        return False
-
-    def open_doorbell(self, name: str, token: str) -> int | None:
-        """Make and open the doorbell of the wait `token` for lock `name`: a FIFO
-        `<name>.bell-<token>` that a release rings (`ring`) to wake that waiter directly.
-        Opened for reading and writing, non-blocking: it never reads as closed, and empties
-        to EAGAIN. None where no FIFO can be made here (the waiter then relies on inotify)."""
-        bell = f"{name}{BELL_MARK}{token}"
-        try:
-            os.mkfifo(bell, 0o600, dir_fd=self.fd)
-        except FileExistsError:
-            pass  # ours from an earlier round of this wait
-        except OSError:
-            return None  # a file system without FIFOs, or full
-        try:
-            fd = os.open(bell, _BELL_FLAGS | os.O_RDWR, dir_fd=self.fd)
-        except OSError:
-            return None
-        info = os.fstat(fd)
-        if not stat.S_ISFIFO(info.st_mode) or info.st_uid != os.geteuid():
-            os.close(fd)  # not the FIFO we made: leave it be, and do without
-            return None
-        return fd
-
-    def close_doorbell(self, name: str, token: str, fd: int) -> None:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(f"{name}{BELL_MARK}{token}", dir_fd=self.fd)
-
-    def ring(self, name: str, token: str) -> None:
-        """Wake the waiter `token` of lock `name` through its doorbell, if it has one open
-        (without one: nothing, the waiter hears of the change through inotify or polling)."""
-        try:
-            fd = os.open(f"{name}{BELL_MARK}{token}", _BELL_FLAGS | os.O_WRONLY, dir_fd=self.fd)
-        except OSError:
-            return  # ENOENT: no doorbell; ENXIO: nobody listens (it left, or died)
-        try:
-            os.write(fd, b"\0")
-        except OSError:
-            pass  # EAGAIN: full of rings already
-        finally:
-            os.close(fd)
-
-    def stale_doorbell(self, entry: str) -> bool:
-        """Whether doorbell `entry` is debris: nobody listens (its waiter died) and it is
-        older than a minute (a live waiter opens its doorbell as soon as it makes it)."""
-        try:
-            age = time.time() - os.lstat(entry, dir_fd=self.fd).st_mtime
-        except OSError:
-            return False
-        try:
-            fd = os.open(entry, _BELL_FLAGS | os.O_WRONLY, dir_fd=self.fd)
-        except OSError as error:
-            return error.errno == errno.ENXIO and age >= 60.0
-        os.close(fd)
-        return False
-
-    def withdraw(self, name: str, token: str) -> bool:
-        """Take back the grant staged under `token` (its waiter stops waiting). False when
-        it was withdrawn (or never staged); True when a releaser handed it over first: the
-        lock is the waiter's, and it must release it. Whichever of the two `unlink`s (ours
-        of the record, or the releaser's of its own grant followed by the rename) comes
-        first decides; a rename of a staging already emptied publishes an empty lock, which
-        the releaser sees and frees."""
-        staging = f"{name}{STAGING_MARK}{token}"
-        try:
-            os.unlink(f"{staging}/{token}", dir_fd=self.fd)
-        except (FileNotFoundError, NotADirectoryError):
-            return self.holds(name, token)
-        self.discard_staging(staging, token)
-        return False
-
-    def read_lock(self, name: str) -> tuple[str, str] | None:
-        """(token, record text) of the current holder of `name`, or None when free."""
-        return self._read_single(name + LOCK_SUFFIX)
-
-    def grant_token(self, name: str) -> str | None:
-        """The token of the one grant in lock `name` (its record unread), or None when the
-        lock is free or holds anything but one grant."""
-        entry_fd = self._open_own_dir(name + LOCK_SUFFIX)
-        if entry_fd is None:
-            return None
-        try:
-            tokens = [t for t in os.listdir(entry_fd) if not t.endswith(PARTIAL_SUFFIX)]
-        except FileNotFoundError:
-            return None
-        finally:
-            os.close(entry_fd)
-        return tokens[0] if len(tokens) == 1 else None
-
-    def _read_single(self, entry: str) -> tuple[str, str] | None:
-        missing: str | None = None
-        for _attempt in range(3):
-            missing = None
-            entry_fd = self._open_own_dir(entry)
-            if entry_fd is None:
-                return None
-            try:
-                try:
-                    listed = os.listdir(entry_fd)
-                except FileNotFoundError:
-                    # Removed after we opened it (a release). Local file systems list a
-                    # removed directory as empty; FUSE ones report it gone: same thing.
-                    return None
-                tokens = [t for t in listed if not t.endswith(PARTIAL_SUFFIX)]
-                if not tokens:
-                    return None
-                if len(tokens) > 1:
-                    raise CorruptRecordError(
-                        f"{entry} holds {len(tokens)} entries, expected one grant"
-                    )
-                try:
-                    text = _read_record(entry_fd, tokens[0])
-                except FileNotFoundError:
-                    continue  # released between listing and reading: look again
-                if not text.startswith(CARD_MARK):
-                    return tokens[0], text
-                full = self._spelled_out(entry, tokens[0], text)
-                if full is not None:
-                    return tokens[0], full
-                # Its card is gone: reclaimed with a dead holder's lock, which is then gone
-                # too (look again), or removed by hand (unreadable, below).
-                missing = f"{entry}/{tokens[0]}"
-            finally:
-                os.close(entry_fd)
-        if missing is not None:
-            raise CorruptRecordError(
-                f"{missing} names a holder card that is gone (removed by hand?); "
-                "remove the lock (lockyard clean) to unblock it"
-            )
-        return None
-
-    # -- holder cards ------------------------------------------------------------------
-
-    def write_card(self, text: str) -> str:
-        """The name of the holder card holding `text` (a JSON object), written if missing."""
-        card = hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()[:_CARD_HASH_CHARS]
-        try:
-            _write_record(self.fd, card + CARD_SUFFIX, text)
-        except FileExistsError:
-            try:
-                there = self.read_card(card)
-            except CorruptRecordError:
-                there = None
-            if there != text:  # a card is only ever written whole: this is something else
-                raise LockDirError(
-                    f"{card}{CARD_SUFFIX} in the lock directory is not the card the store "
-                    "wrote; something else put it there. Remove it"
-                ) from None
-        except FileNotFoundError:
-            raise self._removed() from None
-        except OSError as error:
-            if error.errno in _FULL:
-                raise self._full() from None
-            raise
-        self._remember_card(card, text)
-        return card
-
-    def read_card(self, card: str) -> str | None:
-        """The text of holder card `card`, or None when there is no such card; a card
-        whose text does not hash to its name is not one the store wrote (CorruptRecordError)."""
-        known = self._cards.get(card)
-        if known is not None:
-            return known
-        try:
-            text = _read_record(self.fd, card + CARD_SUFFIX)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        digest = hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()
-        if digest[:_CARD_HASH_CHARS] != card:
-            raise CorruptRecordError(f"{card}{CARD_SUFFIX} holds a text of another card")
-        self._remember_card(card, text)
-        return text
-
-    def _remember_card(self, card: str, text: str) -> None:
-        if len(self._cards) >= _CARDS_REMEMBERED:
-            self._cards.clear()
-        self._cards[card] = text
-
-    def _spelled_out(self, entry: str, token: str, text: str) -> str | None:
-        """Grant record `@<card>:<acquired at>` as the full holder record; None when the
-        card is gone."""
-        card, colon, acquired_at = text[1:].partition(":")
-        try:
-            moment = float(acquired_at)
-        except ValueError:
-            moment = math.nan
-        if not colon or not math.isfinite(moment) or not card.isalnum():
-            raise CorruptRecordError(f"{entry}/{token} holds {text!r}, not a grant record")
-        card_text = self.read_card(card)
-        if card_text is None:
-            return None
-        if not card_text.endswith("}"):
-            raise CorruptRecordError(f"{card}{CARD_SUFFIX} is not a JSON object")
-        return f'{card_text[:-1]},"token":{json.dumps(token)},"acquired_at":{moment!r}}}'
-
-    def cards(self) -> list[str]:
-        """The names of the holder cards in the directory."""
-        return [entry[: -len(CARD_SUFFIX)] for entry in self.names() if entry.endswith(CARD_SUFFIX)]
-
-    def cards_named_in(self, entry: str) -> set[str]:
-        """The holder cards that the grant records in directory `entry` (a lock, or a
-        staging) name; empty when it is no directory of ours."""
-        try:
-            entry_fd = self._open_own_dir(entry)
-        except LockDirError:
-            return set()
-        if entry_fd is None:
-            return set()
-        named = set()
-        try:
-            for token in os.listdir(entry_fd):
-                with contextlib.suppress(OSError):
-                    text = os.readlink(token, dir_fd=entry_fd)
-                    if text.startswith(CARD_MARK):
-                        named.add(text[1:].partition(":")[0])
-        except OSError:
-            pass
-        finally:
-            os.close(entry_fd)
-        return named
-
-    def remove_card(self, card: str) -> None:
-        with contextlib.suppress(OSError):
-            os.unlink(card + CARD_SUFFIX, dir_fd=self.fd)
-        self._cards.pop(card, None)
-
-    # -- queues ------------------------------------------------------------------------
-
-    def enqueue(self, name: str, record_for: Callable[[int], str]) -> str:
-        """Add an entry to the queue of `name` and return its name (its ticket).
-
-        The ticket is one more than the highest ticket in the queue, claimed by creating the
-        entry under that name (creation fails if the name exists: then the next one is
-        tried). So entries are numbered in the order they were created, whatever any
-        process's clock says. `record_for(ticket)` gives the record to store.
-        """
-        queue = name + QUEUE_SUFFIX
-        while True:
-            self._make_dir(queue)
-            queue_fd = self._open_own_dir(queue)
-            if queue_fd is None:
-                continue  # the last waiter removed the empty queue meanwhile: recreate it
-            try:
-                entry = _claim_ticket(queue_fd, record_for)
-            except OSError as error:
-                if error.errno not in _FULL:
-                    raise
-                # Leave no empty queue behind (fails harmlessly if others queue there).
-                with contextlib.suppress(OSError):
-                    os.rmdir(queue, dir_fd=self.fd)
-                raise self._full() from None
-            finally:
-                os.close(queue_fd)
-            if entry is not None:
-                return entry
-
-    def _open_own_dir(self, entry: str) -> int | None:
+    def open_own_dir(self, entry: str) -> int | None:
         """A directory entry of ours, opened without following symlinks; None when absent.
 
         Anything else (a symlink, a file, another user's directory) is refused: following
@@ -620,15 +233,261 @@ class LockDir:
             )
         return entry_fd
 
+    def names(self) -> list[str]:
+        try:
+            return os.listdir(self.fd)
+        except FileNotFoundError:
+            raise self.removed() from None
+
+    def names_with(self, suffix: str) -> list[str]:
+        """The lock names that have an entry ending in `suffix` (locks, or queues)."""
+        return [entry[: -len(suffix)] for entry in self.names() if entry.endswith(suffix)]
+
+    # -- locks -------------------------------------------------------------------------
+
+    def lock_exists(self, name: str) -> bool:
+        """Lock `name` exists: held, or empty in mid-release (one `faccessat`)."""
+        return os.access(name + LOCK_SUFFIX, os.F_OK, dir_fd=self.fd, follow_symlinks=False)
+
+    def holds(self, name: str, token: str) -> bool:
+        """Whether grant `token` is the current grant of lock `name` (one `faccessat`)."""
+        return os.access(
+            f"{name}{LOCK_SUFFIX}/{token}", os.F_OK, dir_fd=self.fd, follow_symlinks=False
+        )
+
+    def publish(self, name: str, token: str, record: str) -> bool:
+        """Atomically create lock `name` holding `record` under `token`; False if taken."""
+        staging = f"{name}{STAGING_MARK}{token}"
+        self.make_dir(staging, exist_ok=False)
+        try:
+            write_record(self.fd, f"{staging}/{token}", record)
+            os.rename(staging, name + LOCK_SUFFIX, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except OSError as error:
+            self.discard_staging(staging, token)
+            if error.errno in _BUSY:
+                return False
+            if error.errno == errno.ENOENT:  # staging reaped by reclaim_stale meanwhile
+                return False
+            if error.errno in (errno.ENOTDIR, errno.EISDIR):
+                raise _entry_error(name + LOCK_SUFFIX, error) from None
+            if error.errno in _FULL:
+                raise self.full() from None
+            raise
+        return True
+
+    def drop_grant(self, name: str, token: str) -> bool:
+        """Remove grant `token` of lock `name` (False, touching nothing, when it is not the
+        current grant). The lock is then an empty directory: held by nobody, taken by the
+        next rename onto it, and removed by `free`."""
+        try:
+            os.unlink(f"{name}{LOCK_SUFFIX}/{token}", dir_fd=self.fd)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return True
+
+    def free(self, name: str) -> None:
+        """Remove lock `name`, emptied by `drop_grant`; fails harmlessly when a new holder
+        already renamed its lock in. (try/except, not contextlib.suppress: this runs on every
+        release, and a context manager costs more.)"""
+        try:  # noqa: SIM105
+            os.rmdir(name + LOCK_SUFFIX, dir_fd=self.fd)
+        except OSError:
+            pass
+
+    def remove_lock(self, name: str, token: str) -> bool:
+        """Release grant `token` of lock `name` and remove the lock (for records that are no
+        lock of the line: an agent's claim on its id); False when not current."""
+        if not self.drop_grant(name, token):
+            return False
+        self.free(name)
+        return True
+
+    def read_lock(self, name: str) -> tuple[str, str] | None:
+        """(token, record text) of the current holder of `name`, or None when free."""
+        return self._read_single(name + LOCK_SUFFIX)
+
+    def read_holder(self, name: str) -> HolderRecord | None:
+        """The holder of lock `name`, or None when free; CorruptRecordError when unreadable."""
+        found = self.read_lock(name)
+        if found is None:
+            return None
+        token, text = found
+        record = decode_holder(text, f"{name}{LOCK_SUFFIX}/{token}")
+        if record.token != token:
+            raise CorruptRecordError(f"{name}{LOCK_SUFFIX}/{token} records token {record.token}")
+        return record
+
+    def grant_token(self, name: str) -> str | None:
+        """The token of the one grant in lock `name` (its record unread), or None when the
+        lock is free or holds anything but one grant."""
+        entry_fd = self.open_own_dir(name + LOCK_SUFFIX)
+        if entry_fd is None:
+            return None
+        try:
+            tokens = [t for t in os.listdir(entry_fd) if not t.endswith(PARTIAL_SUFFIX)]
+        except FileNotFoundError:
+            return None
+        finally:
+            os.close(entry_fd)
+        return tokens[0] if len(tokens) == 1 else None
+
+    def _read_single(self, entry: str) -> tuple[str, str] | None:
+        missing: str | None = None
+        for _attempt in range(3):
+            missing = None
+            entry_fd = self.open_own_dir(entry)
+            if entry_fd is None:
+                return None
+            try:
+                try:
+                    listed = os.listdir(entry_fd)
+                except FileNotFoundError:
+                    # Removed after we opened it (a release). Local file systems list a
+                    # removed directory as empty; FUSE ones report it gone: same thing.
+                    return None
+                tokens = [t for t in listed if not t.endswith(PARTIAL_SUFFIX)]
+                if not tokens:
+                    return None
+                if len(tokens) > 1:
+                    raise CorruptRecordError(
+                        f"{entry} holds {len(tokens)} entries, expected one grant"
+                    )
+                try:
+                    text = read_record(entry_fd, tokens[0])
+                except FileNotFoundError:
+                    continue  # released between listing and reading: look again
+                if not text.startswith(CARD_MARK):
+                    return tokens[0], text
+                full = self.cards.spelled_out(entry, tokens[0], text)
+                if full is not None:
+                    return tokens[0], full
+                # Its card is gone: reclaimed with a dead holder's lock, which is then gone
+                # too (look again), or removed by hand (unreadable, below).
+                missing = f"{entry}/{tokens[0]}"
+            finally:
+                os.close(entry_fd)
+        if missing is not None:
+            raise CorruptRecordError(
+                f"{missing} names a holder card that is gone (removed by hand?); "
+                "remove the lock (lockyard clean) to unblock it"
+            )
+        return None
+
+    # -- stagings: grants being published, or staged by a queue's head -------------------
+
+    def make_staging(self, name: str, token: str) -> bool:
+        """Create the staging of grant `token` of lock `name`; False when it exists."""
+        return self.make_dir(f"{name}{STAGING_MARK}{token}")
+
+    def write_staging(self, name: str, token: str, record: str) -> bool:
+        """Put `record` in the staging of grant `token`; False when the staging is gone (a
+        release renamed it, still empty, onto the lock). On any other failure the staging
+        is discarded (a full file system: LockDirFullError)."""
+        staging = f"{name}{STAGING_MARK}{token}"
+        try:
+            write_record(self.fd, f"{staging}/{token}", record)
+        except FileNotFoundError:
+            return False
+        except OSError as error:
+            self.discard_staging(staging, token)
+            if error.errno in _FULL:
+                raise self.full() from None
+            raise
+        return True
+
+    def rename_staging(self, name: str, token: str) -> bool | None:
+        """Rename the staging of grant `token` onto lock `name`: True when done (the lock
+        holds what the staging held), False while the lock holds a grant, None when there is
+        no such staging."""
+        try:
+            os.rename(
+                f"{name}{STAGING_MARK}{token}",
+                name + LOCK_SUFFIX,
+                src_dir_fd=self.fd,
+                dst_dir_fd=self.fd,
+            )
+        except OSError as error:
+            if error.errno in _BUSY:
+                return False
+            if error.errno == errno.ENOENT:
+                return None
+            if error.errno in (errno.ENOTDIR, errno.EISDIR):
+                raise _entry_error(name + LOCK_SUFFIX, error) from None
+            raise
+        return True
+
+    def unstage(self, name: str, token: str) -> bool:
+        """Take back the record staged under `token` and remove its staging: False when
+        there was none (never staged, or renamed onto the lock by a release: whichever of
+        our unlink and that rename comes first decides)."""
+        staging = f"{name}{STAGING_MARK}{token}"
+        try:
+            os.unlink(f"{staging}/{token}", dir_fd=self.fd)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        self.discard_staging(staging, token)
+        return True
+
+    def discard_staging(self, staging: str, token: str) -> None:
+        record = f"{staging}/{token}"
+        for remove, entry in (
+            (os.unlink, record),
+            (os.unlink, record + PARTIAL_SUFFIX),
+            (os.rmdir, staging),
+        ):
+            with contextlib.suppress(OSError):
+                remove(entry, dir_fd=self.fd)
+
+    def staging_record(self, staging: str) -> tuple[str, str] | None:
+        return self._read_single(staging)
+
+
+class QueueEntries:
+    """The wait queues of a lock directory: `<name>.q/<ticket>`, one entry per waiter."""
+
+    def __init__(self, directory: LockDir) -> None:
+        self._dir = directory
+
+    def queue_exists(self, name: str) -> bool:
+        return os.access(name + QUEUE_SUFFIX, os.F_OK, dir_fd=self._dir.fd, follow_symlinks=False)
+
+    def enqueue(self, name: str, record_for: Callable[[int], str]) -> str:
+        """Add an entry to the queue of `name` and return its name (its ticket).
+
+        The ticket is one more than the highest ticket in the queue, claimed by creating the
+        entry under that name (creation fails if the name exists: then the next one is
+        tried). So entries are numbered in the order they were created, whatever any
+        process's clock says. `record_for(ticket)` gives the record to store.
+        """
+        queue = name + QUEUE_SUFFIX
+        while True:
+            self._dir.make_dir(queue)
+            queue_fd = self._dir.open_own_dir(queue)
+            if queue_fd is None:
+                continue  # the last waiter removed the empty queue meanwhile: recreate it
+            try:
+                entry = _claim_ticket(queue_fd, record_for)
+            except OSError as error:
+                if error.errno not in _FULL:
+                    raise
+                # Leave no empty queue behind (fails harmlessly if others queue there).
+                with contextlib.suppress(OSError):
+                    os.rmdir(queue, dir_fd=self._dir.fd)
+                raise self._dir.full() from None
+            finally:
+                os.close(queue_fd)
+            if entry is not None:
+                return entry
+
     def dequeue(self, name: str, entry: str) -> bool:
         """Remove one queue entry (by its unique name) and the queue when it became empty."""
         queue = name + QUEUE_SUFFIX
         try:
-            os.unlink(f"{queue}/{entry}", dir_fd=self.fd)
+            os.unlink(f"{queue}/{entry}", dir_fd=self._dir.fd)
         except (FileNotFoundError, NotADirectoryError):
             return False
         try:  # noqa: SIM105 (contextlib.suppress costs more, at every handoff)
-            os.rmdir(queue, dir_fd=self.fd)  # fails while others queue
+            os.rmdir(queue, dir_fd=self._dir.fd)  # fails while others queue
         except OSError:
             pass
         return True
@@ -636,51 +495,81 @@ class LockDir:
     def queued(self, name: str, entry: str) -> bool:
         """Whether queue entry `entry` of `name` exists (one `faccessat`)."""
         return os.access(
-            f"{name}{QUEUE_SUFFIX}/{entry}", os.F_OK, dir_fd=self.fd, follow_symlinks=False
+            f"{name}{QUEUE_SUFFIX}/{entry}", os.F_OK, dir_fd=self._dir.fd, follow_symlinks=False
         )
 
     def queue_record(self, name: str, entry: str) -> str | None:
         """The record of one queue entry, or None when there is no such entry (or what is
         there is not a record the store wrote)."""
         try:
-            return _read_record(self.fd, f"{name}{QUEUE_SUFFIX}/{entry}")
+            return read_record(self._dir.fd, f"{name}{QUEUE_SUFFIX}/{entry}")
         except (FileNotFoundError, NotADirectoryError, CorruptRecordError):
             return None
 
-    def queue_order(self, name: str, *, strict: bool = False) -> list[str]:
-        """The entry names of the queue of `name`, in arrival order (no records read).
+    def entry_token(self, name: str, entry: str) -> str | None:
+        """The wait token in the record of queue entry `entry`; None when the entry is gone
+        or holds no waiter's record.
 
-        `strict`: a queue that is not a directory of ours raises LockDirError (as
-        `queue_entries` does) instead of reading as empty."""
-        if strict:
-            queue_fd = self._open_own_dir(name + QUEUE_SUFFIX)
-            if queue_fd is None:
-                return []
+        Read from the text as the store writes it (compact JSON) without decoding the whole
+        record: this runs on every handoff. A quote inside a JSON string is escaped, so a
+        `"token":"` found in the text is the key, not part of a value. Other spellings fall
+        back to decoding the JSON. A record that names a token without being a whole
+        waiter's record is harmless: a grant is handed over only to a staging of that token,
+        which only a queued wait makes."""
+        text = self.queue_record(name, entry)
+        if text is None:
+            return None
+        at = text.find('"token":"')
+        if at >= 0:
+            at += 9
+            until = text.find('"', at)
+            token: object = text[at:until] if until >= 0 else None
         else:
             try:
-                queue_fd = os.open(name + QUEUE_SUFFIX, _DIR_FLAGS, dir_fd=self.fd)
-            except OSError:
-                return []  # no queue; one that is not a directory is reported by queue_entries
+                fields = json.loads(text)
+            except ValueError:
+                return None
+            token = fields.get("token") if type(fields) is dict else None
+        if type(token) is not str or not token or "/" in token or "\0" in token or "\\" in token:
+            return None  # it names files of the lock directory (and a plain token has no escapes)
+        return token
+
+    def waiter(self, name: str, entry: str) -> WaiterRecord | None:
+        """The record of queue entry `entry`, None when it is gone or no waiter's record."""
+        text = self.queue_record(name, entry)
+        if text is None:
+            return None
         try:
-            names = os.listdir(queue_fd)
-        except FileNotFoundError:
-            return []  # removed after we opened it (FUSE says so; local file systems: empty)
-        finally:
-            os.close(queue_fd)
-        return sorted(entry for entry in names if _is_ticket(entry))
+            return decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}")
+        except CorruptRecordError:
+            return None  # not a waiter's record: never obeyed
+
+    def queue_order(self, name: str) -> list[str]:
+        """The entry names of the queue of `name`, in arrival order (no records read)."""
+        try:
+            queue_fd = os.open(name + QUEUE_SUFFIX, _DIR_FLAGS, dir_fd=self._dir.fd)
+        except OSError:
+            return []  # no queue; one that is not a directory is reported by queue_entries
+        return _sorted_tickets(queue_fd)
+
+    def checked_queue_order(self, name: str) -> list[str]:
+        """`queue_order`; a queue that is not a directory of ours raises LockDirError (as
+        `queue_entries` does) instead of reading as empty."""
+        queue_fd = self._dir.open_own_dir(name + QUEUE_SUFFIX)
+        return [] if queue_fd is None else _sorted_tickets(queue_fd)
 
     def stamp_turn(self, name: str, entry: str) -> bool:
         """Record now as the moment queue entry `entry` got its turn (the entry's mtime);
         False when there is no such entry (it left meanwhile: it needs no turn)."""
         # An explicit time: the kernel's own "now" is only as fine as a clock tick, so a stamp
         # soon after the entry was created could leave its mtime unchanged, and a waiter
-        # learns from a changed mtime that it is first (see `queue.Place.in_line`).
+        # learns from a changed mtime that it is first (see `line._in_line`).
         now = time.time_ns()
         try:
             os.utime(
                 f"{name}{QUEUE_SUFFIX}/{entry}",
                 ns=(now, now),
-                dir_fd=self.fd,
+                dir_fd=self._dir.fd,
                 follow_symlinks=False,
             )
         except OSError:
@@ -690,20 +579,20 @@ class LockDir:
     def turn_stamp(self, name: str, entry: str) -> int | None:
         """The mtime of queue entry `entry` in nanoseconds, or None when it is gone."""
         try:
-            return os.lstat(f"{name}{QUEUE_SUFFIX}/{entry}", dir_fd=self.fd).st_mtime_ns
+            return os.lstat(f"{name}{QUEUE_SUFFIX}/{entry}", dir_fd=self._dir.fd).st_mtime_ns
         except (FileNotFoundError, NotADirectoryError):
             return None
 
     def turn_started(self, name: str, entry: str) -> float | None:
         """When queue entry `entry` got its turn (or was queued), or None when it is gone."""
         try:
-            return os.lstat(f"{name}{QUEUE_SUFFIX}/{entry}", dir_fd=self.fd).st_mtime
+            return os.lstat(f"{name}{QUEUE_SUFFIX}/{entry}", dir_fd=self._dir.fd).st_mtime
         except (FileNotFoundError, NotADirectoryError):
             return None
 
     def queue_entries(self, name: str) -> list[tuple[str, str]]:
         """(entry name, record text) of the queue of `name`, in arrival order."""
-        queue_fd = self._open_own_dir(name + QUEUE_SUFFIX)
+        queue_fd = self._dir.open_own_dir(name + QUEUE_SUFFIX)
         if queue_fd is None:
             return []
         try:
@@ -716,7 +605,7 @@ class LockDir:
                 if not _is_ticket(entry):
                     continue  # a partial record, or not the store's
                 try:
-                    entries.append((entry, _read_record(queue_fd, entry)))
+                    entries.append((entry, read_record(queue_fd, entry)))
                 except FileNotFoundError:
                     continue  # that waiter left while we were reading
                 except CorruptRecordError:
@@ -725,19 +614,129 @@ class LockDir:
         finally:
             os.close(queue_fd)
 
-    # -- scanning ----------------------------------------------------------------------
+    def read_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
+        """(entry, record) of every waiter of lock `name`, in arrival order."""
+        entries = []
+        for entry, text in self.queue_entries(name):
+            try:
+                entries.append((entry, decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}")))
+            except CorruptRecordError:
+                continue  # not written by a store: ignored, never obeyed
+        return entries
+
+    def scan_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
+        """`read_queue` for whole-directory scans: an unsafe entry is skipped, not fatal."""
+        try:
+            return self.read_queue(name)
+        except LockDirError:
+            return []
+
+
+class HolderCards:
+    """The holder cards of a lock directory: `<card>.card`, the unchanging part of the holder
+    records of the grants that name it."""
+
+    def __init__(self, directory: LockDir) -> None:
+        self._dir = directory
+        self._known: dict[str, str] = {}
+        """card name -> its text, as read or written here (a card's name is a hash of its
+        text, and a card never changes: remembering it is never stale)."""
+
+    def write(self, text: str) -> str:
+        """The name of the holder card holding `text` (a JSON object), written if missing."""
+        card = hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()[:_CARD_HASH_CHARS]
+        try:
+            write_record(self._dir.fd, card + CARD_SUFFIX, text)
+        except FileExistsError:
+            try:
+                there = self.read(card)
+            except CorruptRecordError:
+                there = None
+            if there != text:  # a card is only ever written whole: this is something else
+                raise LockDirError(
+                    f"{card}{CARD_SUFFIX} in the lock directory is not the card the store "
+                    "wrote; something else put it there. Remove it"
+                ) from None
+        except FileNotFoundError:
+            raise self._dir.removed() from None
+        except OSError as error:
+            if error.errno in _FULL:
+                raise self._dir.full() from None
+            raise
+        self._remember(card, text)
+        return card
+
+    def read(self, card: str) -> str | None:
+        """The text of holder card `card`, or None when there is no such card; a card
+        whose text does not hash to its name is not one the store wrote (CorruptRecordError)."""
+        known = self._known.get(card)
+        if known is not None:
+            return known
+        try:
+            text = read_record(self._dir.fd, card + CARD_SUFFIX)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        digest = hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()
+        if digest[:_CARD_HASH_CHARS] != card:
+            raise CorruptRecordError(f"{card}{CARD_SUFFIX} holds a text of another card")
+        self._remember(card, text)
+        return text
+
+    def _remember(self, card: str, text: str) -> None:
+        if len(self._known) >= _CARDS_REMEMBERED:
+            self._known.clear()
+        self._known[card] = text
+
+    def spelled_out(self, entry: str, token: str, text: str) -> str | None:
+        """Grant record `@<card>:<acquired at>` as the full holder record; None when the
+        card is gone."""
+        card, colon, acquired_at = text[1:].partition(":")
+        try:
+            moment = float(acquired_at)
+        except ValueError:
+            moment = math.nan
+        if not colon or not math.isfinite(moment) or not card.isalnum():
+            raise CorruptRecordError(f"{entry}/{token} holds {text!r}, not a grant record")
+        card_text = self.read(card)
+        if card_text is None:
+            return None
+        if not card_text.endswith("}"):
+            raise CorruptRecordError(f"{card}{CARD_SUFFIX} is not a JSON object")
+        return f'{card_text[:-1]},"token":{json.dumps(token)},"acquired_at":{moment!r}}}'
 
     def names(self) -> list[str]:
+        """The names of the holder cards in the directory."""
+        return self._dir.names_with(CARD_SUFFIX)
+
+    def named_in(self, entry: str) -> set[str]:
+        """The holder cards that the grant records in directory `entry` (a lock, or a
+        staging) name; empty when it is no directory of ours."""
         try:
-            return os.listdir(self.fd)
-        except FileNotFoundError:
-            raise self._removed() from None
+            entry_fd = self._dir.open_own_dir(entry)
+        except LockDirError:
+            return set()
+        if entry_fd is None:
+            return set()
+        named = set()
+        try:
+            for token in os.listdir(entry_fd):
+                with contextlib.suppress(OSError):
+                    text = os.readlink(token, dir_fd=entry_fd)
+                    if text.startswith(CARD_MARK):
+                        named.add(text[1:].partition(":")[0])
+        except OSError:
+            pass
+        finally:
+            os.close(entry_fd)
+        return named
 
-    def staging_record(self, staging: str) -> tuple[str, str] | None:
-        return self._read_single(staging)
+    def remove(self, card: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(card + CARD_SUFFIX, dir_fd=self._dir.fd)
+        self._known.pop(card, None)
 
 
-def _write_record(dir_fd: int, entry: str, record: str) -> None:
+def write_record(dir_fd: int, entry: str, record: str) -> None:
     """Make `entry` (in the directory `dir_fd`) hold `record`, complete before it is visible
     under that name; FileExistsError when the name is taken (creation is exclusive)."""
     if len(record) <= _SYMLINK_RECORD_MAX:
@@ -776,7 +775,7 @@ def _claim_ticket(queue_fd: int, record_for: Callable[[int], str]) -> str | None
         ticket = max(tickets, default=0) + 1
         entry = f"{ticket:0{TICKET_DIGITS}d}"
         try:
-            _write_record(queue_fd, entry, record_for(ticket))
+            write_record(queue_fd, entry, record_for(ticket))
         except FileExistsError:
             continue  # somebody took that ticket first: read the queue again
         except FileNotFoundError:
@@ -788,7 +787,7 @@ def _is_ticket(entry: str) -> bool:
     return entry[:TICKET_DIGITS].isdigit() and not entry.endswith(PARTIAL_SUFFIX)
 
 
-def _read_record(dir_fd: int, entry: str) -> str:
+def read_record(dir_fd: int, entry: str) -> str:
     try:
         return os.readlink(entry, dir_fd=dir_fd)
     except OSError as error:
@@ -798,3 +797,14 @@ def _read_record(dir_fd: int, entry: str) -> str:
         return read_own_file(entry, dir_fd=dir_fd).decode(errors="replace")
     except NotOwnFileError as error:
         raise CorruptRecordError(f"{entry} {error}; remove it to unblock that lock") from None
+
+
+def _sorted_tickets(queue_fd: int) -> list[str]:
+    """The ticket entries of an open queue, sorted (the queue closed after)."""
+    try:
+        names = os.listdir(queue_fd)
+    except FileNotFoundError:
+        return []  # removed after we opened it (FUSE says so; local file systems: empty)
+    finally:
+        os.close(queue_fd)
+    return sorted(entry for entry in names if _is_ticket(entry))

@@ -13,7 +13,6 @@ from ..errors import CorruptRecordError, LockDirError
 from ..liveness import Liveness
 from ..records import HolderRecord, LockInfo, StoreSnapshot, WaiterRecord
 from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
-from .reading import names_with, read_holder, scan_queue
 
 
 def list_locks(directory: LockDir, turn_timeout: float) -> list[LockInfo]:
@@ -25,13 +24,13 @@ def list_locks(directory: LockDir, turn_timeout: float) -> list[LockInfo]:
     """
     now = time.time()
     locks = []
-    names = dict.fromkeys(names_with(directory, LOCK_SUFFIX))
-    names.update(dict.fromkeys(names_with(directory, QUEUE_SUFFIX)))
+    names = dict.fromkeys(directory.names_with(LOCK_SUFFIX))
+    names.update(dict.fromkeys(directory.names_with(QUEUE_SUFFIX)))
     for name in names:
-        queue = scan_queue(directory, name)
+        queue = directory.queues.scan_queue(name)
         waiters = tuple(record for _entry, record in queue)
         try:
-            holder = read_holder(directory, name)
+            holder = directory.read_holder(name)
         except (CorruptRecordError, LockDirError) as error:
             locks.append(
                 LockInfo(
@@ -107,7 +106,7 @@ def _reserved(
         liveness, reason = waiter.liveness()
         if liveness is Liveness.DEAD:
             continue
-        started = directory.turn_started(name, entry)
+        started = directory.queues.turn_started(name, entry)
         turn = None if started is None else max(0.0, now - started)
         text = f"free, reserved for the first waiter {waiter.agent_id}: {reason}"
         if turn is not None and turn >= turn_timeout:

@@ -1,17 +1,15 @@
 """`LockStore`: file locks in one private lock directory, for one checkout of a repository.
 
-A lock is (namespace, repository-relative key) (see `checkout.py`): stores opened on two
-worktrees of one clone, or on two checkouts given one explicit namespace, share their locks.
-
-The operations are built from the atomic steps of `disk.py` (publish by rename, remove by
-token) so that mutual exclusion holds under any interleaving of acquire, release, cleanup
-and stale-lock breaking; docs/lock-store.md walks through the interleavings.
-Waiters queue in arrival order (`queue.py`) and are woken by push (`wake_hub.py`).
+The public face of the lock directory backend. A lock is (namespace, repository-relative key)
+(see `checkout.py`): stores opened on two worktrees of one clone, or on two checkouts given
+one explicit namespace, share their locks. Each operation turns a file path into its lock's
+name here, and runs the line's decision (`line.py`) on the directory (`operations.py`):
+mutual exclusion holds under any interleaving of acquire, release, cleanup and stale-lock
+breaking; docs/lock-store.md walks through the interleavings.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -21,25 +19,10 @@ from typing import Final
 
 from ..checkout import Checkout, open_checkout
 from ..errors import CorruptRecordError
-from ..journal.causes import abandoned_wait_outcome, operator_cause
 from ..journal.files import JournalFiles, journal_files
-from ..journal.record import (
-    GRANT,
-    GRANTED,
-    HAND_OVER,
-    OPERATOR_RELEASE,
-    PASS_OVER,
-    RECLAIM,
-    RELEASE,
-    TIMED_OUT,
-    WAIT_BEGIN,
-    WAIT_END,
-    JournalRecord,
-    LockLines,
-    process_session,
-)
+from ..journal.record import JournalRecord, process_session
 from ..limits import validate_poll_interval, validate_timeout
-from ..liveness import ProcessIdentity, current_process, new_token
+from ..liveness import ProcessIdentity, current_process
 from ..paths import lock_name, resolve_entry, validate_agent_id
 from ..records import (
     HolderRecord,
@@ -51,13 +34,11 @@ from ..records import (
     encode_waiter,
     holder_card,
 )
-from . import reading, reclamation, reporting, waiting
-from .disk import CARD_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, LockDir, default_lock_dir
+from . import line, reclamation, reporting
+from .disk import CARD_MARK, LockDir, default_lock_dir
+from .operations import DiskOperations, OnReclaim, run, wait, wait_async
 from .plain_paths import is_plain_file, resolve_plain_entry
-from .queue import Place, Queues
-from .wake_hub import WakeHub, process_hub
-
-log = logging.getLogger(__name__)
+from .sleep import Sleeper
 
 TURN_TIMEOUT_SECONDS: Final = 5.0
 """How long the first waiter may leave a free lock untaken before others pass it over. A
@@ -66,8 +47,6 @@ does not is stopped or stuck, and must not block a free file for everyone."""
 
 _MAX_GRANTED_SPELLINGS: Final = 4096
 _MAX_PLAIN_FILES: Final = 4096
-
-OnReclaim = Callable[[Reclamation], None]
 
 
 class LockStore:
@@ -109,31 +88,28 @@ class LockStore:
         self.root: str = self.checkout.root
         """This checkout's root: lock keys are relative to it."""
         self.allow_outside_repo = allow_outside_repo
-        self._dir = LockDir(
+        self.directory = LockDir(
             lock_dir if lock_dir is not None else default_lock_dir(), read_only=read_only
         )
-        self.lock_dir: Path = Path(self._dir.path)
+        """The lock directory's atomic operations (`disk.py`)."""
+        self.lock_dir: Path = Path(self.directory.path)
         self._journal: JournalFiles | None = None if read_only else journal_files(self.lock_dir)
         """The journal's writer (journal/files.py), shared by the stores of this process;
         None when it is off (LOCKYARD_JOURNAL=off) or the store only reads."""
         self._use_inotify = use_inotify
         self.liveness_interval = liveness_interval
         self.turn_timeout = turn_timeout
-        self._queues = Queues(self._dir, turn_timeout=turn_timeout)
-        self._queues.on_pass_over = self._passed_over
-        self._on_reclaim: OnReclaim = self._reclaimed
-        self._told_of_reclaims = on_reclaim
-        self._lines: tuple[ProcessIdentity, LockLines] | None = None
-        """This process's encoder of this store's lock-path records (a forked child makes
-        its own: the records name the process)."""
-        self._since: dict[str, float] = {}
-        """grant token -> when it was granted, for the grants made here: the journal's `held`
-        of their release (a hint: dropped when it grows past bounds, or the grant is
-        released elsewhere)."""
+        self.operations = DiskOperations(
+            self.directory, turn_timeout=turn_timeout, on_reclaim=on_reclaim
+        )
+        """The line's operations on that directory (`operations.py`)."""
         self._grants: dict[tuple[str, str], str] = {}  # (lock name, agent) -> grant token
         self._granted: dict[tuple[str, str], tuple[str, str]] = {}
         """(lock key, agent) -> (lock name, agent) of the grants made here: `release` of a
         key this store granted skips canonicalising it (see release)."""
+        self._successors: dict[str, tuple[str, str]] = {}
+        """lock name -> (entry, wait token) of the waiter that was next when a wait here took
+        the lock from the queue: where its release looks for the first waiter first."""
         self._grants_guard = threading.Lock()
         self._cards: dict[tuple[str, str], tuple[ProcessIdentity, str]] = {}
         """(agent, key) -> (this process, the holder card its grants name)."""
@@ -143,10 +119,6 @@ class LockStore:
         without meeting a symlink to a file that is not a directory, the key is the same
         (see _locate)."""
 
-    @property
-    def _hub(self) -> WakeHub:
-        return process_hub()  # looked up each time: a forked child has its own
-
     def __repr__(self) -> str:
         return (
             f"LockStore(namespace={self.namespace!r}, root={self.root!r}, "
@@ -155,7 +127,7 @@ class LockStore:
 
     def close(self) -> None:
         """Close the lock directory handle (also done when the store is garbage-collected)."""
-        self._dir.close()
+        self.directory.close()
 
     @property
     def location(self) -> str:
@@ -172,85 +144,6 @@ class LockStore:
             record.session = process_session(me.pid, me.start_time)
             record.pid, record.host = me.pid, me.host
         self._journal.append(record)
-
-    def _record(
-        self, kind: str, agent: str, key: str, *,
-        waited: float | None = None, held: float | None = None, outcome: str | None = None,
-        at: float | None = None,
-    ) -> None:  # fmt: skip
-        """Journal one change of a lock of this store's namespace, made now (`at`) by this
-        process (one write; nothing when the journal is off)."""
-        writer = self._journal
-        if writer is None:
-            return
-        me = current_process()
-        lines = self._lines
-        if lines is None or lines[0] is not me:
-            session = process_session(me.pid, me.start_time)
-            lines = self._lines = (me, LockLines(self.namespace, session, me.pid, me.host))
-        when = time.time() if at is None else at
-        writer.append_line(
-            lines[1].line(when, kind, agent, key, waited=waited, held=held, outcome=outcome)
-        )
-
-    def _record_of(
-        self, kind: str, agent: str, key: str, namespace: str, at: float | None = None,
-        **more: object,
-    ) -> None:  # fmt: skip
-        """Journal a rarer change (a reclaim, a pass-over, an operator's release), in any
-        namespace."""
-        writer = self._journal
-        if writer is None:
-            return
-        me = current_process()
-        session = process_session(me.pid, me.start_time)
-        writer.append(
-            JournalRecord(time.time() if at is None else at, kind, namespace, agent, key,
-                          session, me.pid, me.host, **more)  # type: ignore[arg-type]
-        )  # fmt: skip
-
-    def _granted_now(self, token: str, kind: str, agent: str, key: str) -> None:
-        if self._journal is None:
-            return
-        if len(self._since) >= _MAX_GRANTED_SPELLINGS:
-            self._since.clear()
-        self._since[token] = now = time.time()
-        self._record(kind, agent, key, at=now)
-
-    def _released(
-        self, token: str, agent: str, key: str, acquired_at: float | None,
-        namespace: str | None = None,
-    ) -> None:  # fmt: skip
-        """Journal the release of grant `token` (an operator's inside `operator_release`)."""
-        if self._journal is None:
-            return
-        since = self._since.pop(token, acquired_at)
-        now = time.time()
-        held = None if since is None else max(now - since, 0.0)
-        operator = operator_cause()
-        if operator is not None:
-            self._record_of(OPERATOR_RELEASE, agent, key, namespace or self.namespace,
-                            held=held, other=operator)  # fmt: skip
-        elif namespace is None or namespace == self.namespace:
-            self._record(RELEASE, agent, key, held=held, at=now)
-        else:
-            self._record_of(RELEASE, agent, key, namespace, held=held)
-
-    def _reclaimed(self, reclaimed: Reclamation) -> None:
-        holder = reclaimed.holder
-        self._record_of(
-            RECLAIM, holder.agent_id, holder.lock_path, holder.namespace, reclaimed.reclaimed_at,
-            held=max(reclaimed.reclaimed_at - holder.acquired_at, 0.0),
-            other=reclaimed.reclaimed_by_agent, reason=reclaimed.reason,
-        )  # fmt: skip
-        if self._told_of_reclaims is not None:
-            self._told_of_reclaims(reclaimed)
-
-    def _passed_over(self, waiter: WaiterRecord) -> None:
-        self._record_of(
-            PASS_OVER, waiter.agent_id, waiter.lock_path, waiter.namespace,
-            reason=f"it left its turn at the free lock untaken for over {self.turn_timeout:g}s",
-        )  # fmt: skip
 
     # A lock directory issues no fencing numbers, and a grant is lost only by release or
     # proof of death, which the holder's own calls see: nothing to report.
@@ -311,113 +204,26 @@ class LockStore:
             self._plain_files[filepath] = (os.fsencode(plain[0]), key, name)
         return key, name
 
-    def lock_topic(self, name: str) -> str:
-        return f"{self._dir.path}/{name}{LOCK_SUFFIX}"
-
     # -- taking and giving back --------------------------------------------------------------
 
     def try_lock(self, filepath: str, agent_id: str) -> bool:
         """Take the lock now if it is free and nobody alive queues for it (or you hold it)."""
         agent = validate_agent_id(agent_id)
         key, name = self._locate(filepath)
-        return self.take(name, key, agent, unless=self._queues.reserved)
+        return self._take(name, key, agent)
 
-    # The methods that take a lock `name` (the hashed file-system name, not a path) are the
-    # building blocks of the path API and of waits; callers outside the lock store use the
-    # path API.
-
-    def take(
-        self,
-        name: str,
-        key: str,
-        agent: str,
-        *,
-        unless: Callable[[str], bool] | None = None,
-        staged: str | None = None,
-    ) -> bool:
-        """One attempt at lock `name`; reclaims it first when its holder is provably dead.
-
-        A free lock is left alone when `unless(name)` says so: `try_lock` passes the queue's
-        check that a waiter has the turn (the head of the queue, which has it, passes none).
-        `staged`: the token of the grant the queue's head staged (`stage`); a release may
-        have handed it over already, else it is what the head publishes.
-        """
-        if staged is not None and self.handed_over(name, key, agent, staged):
-            return True
-        # A newcomer's usual case first: nobody queues, so publish at once. The publishing
-        # rename fails while anybody holds the lock; only then is the holder read (below),
-        # so a free lock costs no look at the lock entry. With a queue, the holder is read
-        # first: an agent that already holds the lock keeps it even while others queue. The
-        # head of the queue (no `unless`) looks first instead: it mostly re-checks a lock
-        # that is still held, and a publish that fails still writes the lock directory
-        # (waking everyone who watches it, and showing to readers that expect no change).
-        newcomer_at_a_free_queue = unless is not None and not self._dir.exists(name + QUEUE_SUFFIX)
-        if newcomer_at_a_free_queue and self._publish(name, key, agent):
-            return True
-        for _attempt in range(8):
-            if self._dir.exists(name + LOCK_SUFFIX):
-                try:
-                    holder = self._read_holder(name)
-                except CorruptRecordError:
-                    return False  # held by something unreadable: never guess, never break
-                if holder is not None:
-                    if holder.agent_id == agent and not reclamation.provably_dead(holder):
-                        # Held by this agent id (this process, or another live one: the lock
-                        # belongs to the agent id, see Limits): keep the existing grant.
-                        if staged is not None and holder.token != staged:
-                            self._dir.withdraw(name, staged)  # not needed any more
-                        self._remember(name, agent, holder.token, key)
-                        return True
-                    # A dead holder's grant is reclaimed, even one of this very agent id: a
-                    # restarted agent must not inherit a lock whose liveness still follows
-                    # its dead predecessor (anyone could reclaim it from under the new one).
-                    if reclamation.reclaim_if_dead(self, name, holder, agent):
-                        continue
-                    # A grant handed over at a release to a first waiter that has left it
-                    # unaccepted past its turn (stopped, stuck) is passed over, as a free
-                    # lock's turn is.
-                    if unless is not None and self._queues.pass_over_unaccepted(name, holder.token):
-                        continue
-                    return False
-            if unless is not None and unless(name):
-                return False
-            if staged is not None:
-                published = self._dir.publish_staged(name, staged)
-                if published is None:  # reaped as debris meanwhile: stage it again
-                    self.stage(name, key, agent, staged)
-                    continue
-                if published:
-                    self._remember(name, agent, staged, key)
-                    self._since[staged] = time.time()
-                    return True
-                continue  # taken by someone meanwhile: look at the holder
-            if self._publish(name, key, agent):
-                return True
-        return False
-
-    def handed_over(self, name: str, key: str, agent: str, staged: str) -> bool:
-        """Whether a release handed lock `name` over to the grant staged under `staged`
-        (then it is this store's grant to release)."""
-        if not self._dir.holds(name, staged):
-            return False
-        self._remember(name, agent, staged, key)
-        self._since.setdefault(staged, time.time())
-        return True
-
-    def stage(self, name: str, key: str, agent: str, token: str) -> None:
-        """Stage the grant a queue's head publishes, or a release hands over to it."""
-        self._dir.stage(name, token, f"{CARD_MARK}{self._card(agent, key)}:{time.time()!r}")
-
-    def _publish(self, name: str, key: str, agent: str) -> bool:
-        # The grant's record names its holder card (written once per agent and key), so
-        # it is short enough to live in the symlink's inode (see lockdir.py).
-        record = f"{CARD_MARK}{self._card(agent, key)}:{time.time()!r}"
-        token = new_token()
-        if not self._dir.publish(name, token, record):
+    def _take(self, name: str, key: str, agent: str) -> bool:
+        token = run(line.take(self.operations, name, agent, self._grant_record(agent, key)))
+        if token is None:
             return False
         self._remember(name, agent, token, key)
-        self._granted_now(token, GRANT, agent, key)
         return True
+
+    def _grant_record(self, agent: str, key: str) -> Callable[[], str]:
+        """The record of `agent`'s grants of `key`, made when a grant is: it names the holder
+        card (written once per agent and key), so it is short enough to live in the
+        symlink's inode (see disk.py)."""
+        return lambda: f"{CARD_MARK}{self._card(agent, key)}:{time.time()!r}"
 
     def _card(self, agent: str, key: str) -> str:
         """The holder card of `agent`'s grants of `key` made by this process."""
@@ -426,7 +232,7 @@ class LockStore:
         if known is not None and known[0] is me:  # a forked child is another writer
             return known[1]
         text = holder_card(self._owner or me, agent, key, self.namespace, self.root, me)
-        card = self._dir.write_card(text)
+        card = self.directory.cards.write(text)
         if len(self._cards) >= _MAX_GRANTED_SPELLINGS:
             self._cards.clear()
         self._cards[(agent, key)] = (me, card)
@@ -441,30 +247,26 @@ class LockStore:
             with self._grants_guard:
                 granted = self._granted.pop((filepath, agent_id), None)
                 token = None if granted is None else self._grants.pop(granted, None)
-            if granted is not None and token is not None and self._remove(granted[0], token):
-                self._released(token, agent_id, filepath, None)
+            if granted is not None and token is not None and self._release(granted[0], token):
                 return True
         agent = validate_agent_id(agent_id)
-        key, name = self._locate(filepath)
+        _key, name = self._locate(filepath)
         with self._grants_guard:
             token = self._grants.pop((name, agent), None)
-        if token is not None and self._remove(name, token):
-            self._released(token, agent, key, None)
+        if token is not None and self._release(name, token):
             return True
         try:
-            holder = self._read_holder(name)
+            holder = self.directory.read_holder(name)
         except CorruptRecordError:
             return False
         if holder is None or holder.agent_id != agent:
             return False
-        if not self._remove(name, holder.token):
-            return False
-        self._released(holder.token, agent, key, holder.acquired_at)
-        return True
+        return self._release(name, holder.token)
 
-    def _remove(self, name: str, token: str) -> bool:
-        # Hands the lock over to the queue's head when it staged its grant (`queue.py`).
-        return self._queues.release(name, token)
+    def _release(self, name: str, token: str) -> bool:
+        # Hands the lock over to the queue's head when it staged its grant (`line.release`).
+        hint = self._successors.pop(name, None) if self._successors else None
+        return run(line.release(self.operations, name, token, hint))
 
     def _remember(self, name: str, agent: str, token: str, key: str) -> None:
         with self._grants_guard:
@@ -473,7 +275,8 @@ class LockStore:
                 self._granted.clear()  # a hint only: dropping it costs a canonicalisation
             self._granted[(key, agent)] = (name, agent)
 
-    def _forget(self, name: str, agent: str) -> None:
+    def forget(self, name: str, agent: str) -> None:
+        """Forget the grant of lock `name` remembered for `agent` (it was released elsewhere)."""
         with self._grants_guard:
             self._grants.pop((name, agent), None)
 
@@ -493,15 +296,9 @@ class LockStore:
         begun = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
         if isinstance(begun, bool):
             return begun
-        wait, timeout, agent, key = begun
-        started = time.time()
-        try:
-            granted = await waiting.wait_async(wait, timeout)
-        except BaseException:
-            self._wait_ended(agent, key, started, None)
-            raise
-        self._wait_ended(agent, key, started, granted)
-        return granted
+        place, sleeper, timeout = begun
+        got = await wait_async(line.wait(self.operations, place), sleeper, timeout)
+        return self.record_wait(place, got)
 
     def acquire(
         self,
@@ -514,74 +311,60 @@ class LockStore:
         begun = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
         if isinstance(begun, bool):
             return begun
-        wait, timeout, agent, key = begun
-        started = time.time()
-        try:
-            granted = waiting.wait(wait, timeout)
-        except BaseException:
-            self._wait_ended(agent, key, started, None)
-            raise
-        self._wait_ended(agent, key, started, granted)
-        return granted
+        place, sleeper, timeout = begun
+        return self.record_wait(place, wait(line.wait(self.operations, place), sleeper, timeout))
 
     def _begin_wait(
         self, filepath: str, agent_id: str, timeout_seconds: float, poll_interval_ms: float
-    ) -> bool | tuple[waiting.Waiting, float, str, str]:
+    ) -> bool | tuple[line.Place, Sleeper, float]:
         """What both waits do first: check the arguments and try the lock. True: taken;
-        False: not, and no time to wait; else the wait to run, its timeout, agent and key."""
+        False: not, and no time to wait; else the place in line, how it sleeps, and for how
+        long at most."""
         agent = validate_agent_id(agent_id)
         timeout = validate_timeout(timeout_seconds)
         poll = validate_poll_interval(poll_interval_ms)
         key, name = self._locate(filepath)
-        if self.take(name, key, agent, unless=self._queues.reserved):
+        if self._take(name, key, agent):
             return True
         if timeout == 0:
             return False
-        self._record(WAIT_BEGIN, agent, key)
-        return self._waiting(name, key, agent, poll), timeout, agent, key
+        return (*self.line_up(name, key, agent, poll), timeout)
 
-    def _wait_ended(self, agent: str, key: str, started: float, granted: bool | None) -> None:
-        """Journal how a wait ended (granted: None when it was interrupted) and, when it was
-        granted, the grant: a hand-over (the lock passed from the holder to the waiter;
-        the releaser is in the release just before, `other` is not known here)."""
-        if self._journal is None:
-            return
-        if granted is None:
-            outcome = abandoned_wait_outcome(agent)
-        else:
-            outcome = GRANTED if granted else TIMED_OUT
-        waited = max(time.time() - started, 0.0)
-        if granted:
-            self._record(HAND_OVER, agent, key)
-        self._record(WAIT_END, agent, key, outcome=outcome, waited=waited)
-
-    def _waiting(self, name: str, key: str, agent: str, poll: float) -> waiting.Waiting:
+    def line_up(self, name: str, key: str, agent: str, poll: float) -> tuple[line.Place, Sleeper]:
+        """A wait for lock `name` (`key`) by `agent`, not begun: its place in line (the line's
+        `wait` recipe queues it) and how it sleeps (polling every `poll` seconds without
+        push wake-ups). The tests drive one look at a time with these."""
         me = current_process()  # the waiting is done here, whoever the store's owner is
 
         def record_for(ticket: int, token: str) -> str:
             return encode_waiter(me, agent, token, ticket, key, self.namespace, self.root)
 
-        return waiting.Waiting(
-            queues=self._queues,
-            place=Place(self._queues, self._dir, name, record_for),
-            stage=lambda token: self.stage(name, key, agent, token),
-            take=lambda token: self.take(name, key, agent, staged=token),
-            handed_over=lambda token: self.handed_over(name, key, agent, token),
-            holder=lambda: self.current_holder(name),
-            lock_topic=self.lock_topic(name),
-            lock_dir=self._dir.path,
+        place = line.Place(name, key, agent, record_for, self._grant_record(agent, key))
+        sleeper = Sleeper(
+            self.directory,
+            name,
             push=self._use_inotify,
             poll_interval=poll,
             backstop=self.liveness_interval,
-            agent=agent,
-            key=key,
         )
+        return place, sleeper
+
+    def record_wait(self, place: line.Place, got: bool) -> bool:
+        """Keep what a wait that ended with the lock (`got`) leaves for the release: its
+        grant's token, and the waiter that was next. Returns `got`."""
+        if got:
+            self._remember(place.name, place.agent, place.held, place.key)
+            if place.successor is not None:
+                if len(self._successors) >= _MAX_GRANTED_SPELLINGS:
+                    self._successors.clear()  # a hint only: dropping it costs a listing
+                self._successors[place.name] = place.successor
+        return got
 
     # -- reading (never writes) ------------------------------------------------------------
 
     def holder_record(self, filepath: str) -> HolderRecord | None:
         _key, name = self._locate(filepath)
-        return self._read_holder(name)
+        return self.directory.read_holder(name)
 
     def holder(self, filepath: str) -> str | None:
         record = self.holder_record(filepath)
@@ -595,61 +378,45 @@ class LockStore:
 
     def waiters(self, filepath: str) -> list[WaiterRecord]:
         _key, name = self._locate(filepath)
-        return [record for _entry, record in self.read_queue(name)]
+        return [record for _entry, record in self.directory.queues.read_queue(name)]
 
     def list_locks(self) -> list[LockInfo]:
         """Every lock in the lock directory (all namespaces), with holder, age and waiters
         (see `reporting.list_locks`)."""
-        return reporting.list_locks(self._dir, self.turn_timeout)
+        return reporting.list_locks(self.directory, self.turn_timeout)
 
     def snapshot(self) -> StoreSnapshot:
         """Holds and live waits of the whole lock directory, for a wait-for graph."""
-        return reporting.snapshot(self._dir, self.turn_timeout)
-
-    def _read_holder(self, name: str) -> HolderRecord | None:
-        return reading.read_holder(self._dir, name)
-
-    def current_holder(self, name: str) -> HolderRecord | None:
-        """The holder of lock `name`, or None when free or unreadable (never raises)."""
-        return reading.current_holder(self._dir, name)
-
-    def read_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
-        return reading.read_queue(self._dir, name)
-
-    # The queues' own operations (`queue.Queues`), for reclamation and tests.
-
-    def drop_waiter(self, name: str, entry: str, token: str | None = None) -> None:
-        self._queues.drop(name, entry, token)
-
-    def turn_expired(self, name: str, entry: str) -> bool:
-        return self._queues.turn_expired(name, entry)
-
-    def pass_over(self, name: str, entry: str, record: WaiterRecord) -> None:
-        self._queues.pass_over(name, entry, record)
+        return reporting.snapshot(self.directory, self.turn_timeout)
 
     # -- cleaning up -----------------------------------------------------------------------
 
     def cleanup_agent_locks(self, agent_id: str, *, all_namespaces: bool = False) -> list[str]:
         """Release every lock `agent_id` holds (in this namespace, or in all); return the keys."""
-        return reclamation.cleanup_agent_locks(self, agent_id, all_namespaces=all_namespaces)
+        agent = validate_agent_id(agent_id)
+        namespace = None if all_namespaces else self.namespace
+        released = reclamation.release_all(self.operations, self.directory, agent, namespace)
+        for name in released:
+            self.forget(name, agent)
+        return sorted(released.values())
 
     def reclaim_stale(self) -> list[Reclamation]:
         """Reclaim every lock whose holder is provably dead; drop dead waiters and debris."""
-        return reclamation.reclaim_stale(self)
+        return reclamation.reclaim_stale(self.operations, self.directory)
 
     def remove_unreadable(self) -> list[str]:
         """Remove every lock whose holder record cannot be read (an operator's decision);
         return the lock entries removed (see `reclamation.remove_unreadable`)."""
-        return reclamation.remove_unreadable(self)
+        return reclamation.remove_unreadable(self.operations, self.directory)
 
     def end_stalled_waits(self) -> list[WaiterRecord]:
         """Drop the first waiter of every free lock that left its turn untaken for longer
         than `turn_timeout` (stopped or stuck); return the waits ended."""
-        return reclamation.end_stalled_waits(self)
+        return reclamation.end_stalled_waits(self.operations, self.directory)
 
     def end_waits(self, agent_id: str | None) -> list[WaiterRecord]:
         """Drop every queue entry of `agent_id` (of every agent: None), in all namespaces.
 
         A waiter that is still running finds its entry gone and queues again at the back.
         """
-        return reclamation.end_waits(self, agent_id)
+        return reclamation.end_waits(self.operations, self.directory, agent_id)
