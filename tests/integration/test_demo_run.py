@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -129,15 +130,15 @@ def test_the_checks_catch_a_store_that_breaks_mutual_exclusion(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Sabotage the real store so every request is granted: the run must be judged broken."""
-    from lockyard.infra.lockstore.lockdir.store import LockStore as Store
+    from lockyard.infra.lockstore.lockdir import line
 
-    real_take = Store.take
+    real_take = line.take
 
-    def grant_everything(self: Store, name: str, key: str, agent: str, **kwargs: bool) -> bool:
-        real_take(self, name, key, agent)
-        return True
+    def grant_everything(*args: Any, **kwargs: Any) -> line.Recipe[str | None]:
+        token = yield from real_take(*args, **kwargs)
+        return "sabotaged" if token is None else token
 
-    monkeypatch.setattr(Store, "take", grant_everything)
+    monkeypatch.setattr(line, "take", grant_everything)
     report, _ = run_demo(DemoOptions(agents=6, files=4, seed=2), None)
     assert not report.ok
     assert report.overlaps  # two agents were inside one file's read-modify-write at once

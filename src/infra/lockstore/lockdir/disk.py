@@ -52,12 +52,15 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ..errors import CorruptRecordError, LockDirError, LockDirFullError
 from ..own_files import NotOwnFileError, read_own_file
-from ..records import HolderRecord, WaiterRecord, decode_holder, decode_waiter
 from .location import default_lock_dir_path
+
+if TYPE_CHECKING:
+    from ..records import HolderRecord, WaiterRecord
+
 
 LOCK_SUFFIX: Final = ".lock"
 QUEUE_SUFFIX: Final = ".q"
@@ -312,6 +315,8 @@ class LockDir:
         if found is None:
             return None
         token, text = found
+        from ..records import decode_holder  # pydantic: a hook that only looks never needs it
+
         record = decode_holder(text, f"{name}{LOCK_SUFFIX}/{token}")
         if record.token != token:
             raise CorruptRecordError(f"{name}{LOCK_SUFFIX}/{token} records token {record.token}")
@@ -540,6 +545,8 @@ class QueueEntries:
         if text is None:
             return None
         try:
+            from ..records import decode_waiter  # pydantic: loaded when first needed
+
             return decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}")
         except CorruptRecordError:
             return None  # not a waiter's record: never obeyed
@@ -616,6 +623,8 @@ class QueueEntries:
 
     def read_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
         """(entry, record) of every waiter of lock `name`, in arrival order."""
+        from ..records import decode_waiter  # pydantic: loaded when first needed
+
         entries = []
         for entry, text in self.queue_entries(name):
             try:
