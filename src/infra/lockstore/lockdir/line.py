@@ -40,11 +40,13 @@ Everything else follows from the invariant:
 
 Each decision is a *recipe*: a generator that yields the operations it needs, one at a time,
 as `(operation, *arguments)`, and receives each one's result. A recipe keeps what it knows in
-its local variables (never in the iterator of a loop over a result), so a model checker can
-tell two points of a recipe apart by them. The operations are those of `Operations` below:
-each is one atomic step (a rename, a removal, a read), a look at a process, or a wake-up.
+its local variables (never in the iterator of a loop over a result), so the explorer can tell
+two points of a recipe apart by them. The operations are those of `Operations` below: each
+is one atomic step (a rename, a removal, a read), a look at a process, or a wake-up.
 Whoever runs a recipe carries them out: the store on the lock directory (`operations.py`),
-the tests on a model in memory. Between
+the explorer of the tests on a lock directory in memory (`tests/unit/line_explorer.py`: every
+interleaving of the recipes' operations, with deaths, timeouts and stalled turns, checked
+against the invariants). Between
 two operations other processes may do anything: a recipe relies only on what each operation
 makes atomic. A waiting recipe yields `(SLEEP, awaited)` when nothing is left to do but wait
 for what `awaited` names; the sleeping itself is `sleep.py`'s.

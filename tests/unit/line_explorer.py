@@ -1,0 +1,448 @@
+"""An explicit-state explorer of the line (`lockdir/line.py`), in the manner of TLA+'s TLC.
+
+Each agent runs the line's own recipes (take, wait, release) as `LockStore` does, against a
+lock directory in memory (`line_model.World`). One step of the explorer is one operation of
+one agent, so every interleaving of the agents' operations is a path; the other steps are
+the faults and the clock: an agent dies (at any step), a sleeping agent's wait times out, a
+sleeping agent re-checks on its own (its backstop), a turn's length of time passes. States
+are remembered (the world, and each agent's place in its recipes), so each is explored once.
+
+An agent's place in its recipes is the sequence of results its operations returned: a
+recipe is deterministic, so the same results bring it to the same point. Those sequences
+form a trie; a generator positioned at a node is kept for the step out of it, and rebuilt by
+replaying the results when another step needs it. Two places are the same state when their
+generators are: the same code positions down the chain of recipes, with the same local
+variables (`fingerprint`), so a wait that looks again and again is one state, not many.
+
+Checked in every state: never two holders (and a holder holds its grant); at every grant,
+FIFO among the living (no live waiter that queued before the taker asked still waits); in
+every state where nothing can move but the clock and the faults, no waiter sleeps while the
+lock is free (or holds its unaccepted grant, or is held by a dead process) and its turn has
+come; when every agent is done or dead, nothing of a live agent is left behind.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from typing import Any
+
+from line_model import AgentOps, Rec, Sub, World
+
+from lockyard.infra.lockstore.lockdir import line
+from lockyard.infra.lockstore.lockdir.line import SLEEP, Await
+
+Script = Callable[[AgentOps], Generator[tuple[Any, ...], Any, None]]
+
+_DONE = ("done",)
+_FAULTS = ("tick", "dies", "times out", "re-checks")
+"""The moves that are no agent's own progress: the clock, and the faults."""
+
+
+class BrokenInvariantError(AssertionError):
+    """An invariant broken, with the steps that led there."""
+
+
+# -- what an agent does --------------------------------------------------------------------
+
+
+def acquire(ops: AgentOps, name: str) -> Generator[tuple[Any, ...], Any, tuple[str, Any] | None]:
+    """What `LockStore.acquire` does: take the lock, else wait in line (the explorer decides
+    whether and when the wait times out). (grant token, successor hint), or None."""
+    agent, pid = ops.name, ops.pid
+    yield ("ask", name)
+
+    def grant() -> Rec:
+        return Rec(agent, "", pid)  # the token is the grant's, given when it is made
+
+    token = yield from line.take(ops, name, agent, grant)
+    if token is not None:
+        return token, None
+    place = line.Place(name, name, agent, lambda _ticket, wait: Rec(agent, wait, pid), grant)
+    yield ("wait", name)
+    got = yield from line.wait(ops, place)
+    yield ("woke",)
+    return (place.held, place.successor) if got else None
+
+
+def holding(ops: AgentOps, names: tuple[str, ...]) -> Generator[tuple[Any, ...], Any, None]:
+    """Acquire `names` in order (stopping at the first wait that fails), then release what
+    was acquired, last first."""
+    held: list[tuple[str, str, Any]] = []
+    for name in names:
+        got = yield from acquire(ops, name)
+        if got is None:
+            break
+        yield ("held", name, got[0])
+        held.append((name, *got))
+    for name, token, hint in reversed(held):
+        yield ("releases", name)  # from here on it no longer counts on the lock
+        assert (yield from line.release(ops, name, token, hint))
+
+
+def locks(*names: str) -> Script:
+    return lambda ops: holding(ops, names)
+
+
+# -- the agents' places in their recipes -----------------------------------------------------
+
+
+class Places:
+    """The trie of one agent's results: node -> the operation it is about to do."""
+
+    def __init__(self, pid: int, name: str, script: Script) -> None:
+        self._pid, self._name, self._script = pid, name, script
+        self.op: list[tuple[Any, ...]] = []
+        self.fingerprint: list[Any] = []
+        self._parent: list[int] = []
+        self._result: list[Any] = []
+        self._children: list[dict[Any, int]] = []
+        self._ready: dict[int, Generator[tuple[Any, ...], Any, None]] = {}
+        generator = script(AgentOps(pid, name))
+        self._add(-1, None, next(generator), generator)
+
+    def _add(self, parent: int, result: Any, op: tuple[Any, ...], generator: Any) -> int:
+        node = len(self.op)
+        self.op.append(op)
+        self.fingerprint.append(("done",) if op is _DONE else fingerprint(generator))
+        self._parent.append(parent)
+        self._result.append(result)
+        self._children.append({})
+        if op is not _DONE:
+            self._ready[node] = generator
+        return node
+
+    def after(self, node: int, result: Any) -> int:
+        """The node reached from `node` when its operation returns `result`."""
+        known = self._children[node].get(result)
+        if known is not None:
+            return known
+        generator = self._ready.pop(node, None) or self._replayed(node)
+        try:
+            op = generator.send(result)
+        except StopIteration:
+            op = _DONE
+        child = self._add(node, result, op, generator)
+        self._children[node][result] = child
+        return child
+
+    def _replayed(self, node: int) -> Generator[tuple[Any, ...], Any, None]:
+        results = []
+        while self._parent[node] >= 0:
+            results.append(self._result[node])
+            node = self._parent[node]
+        generator = self._script(AgentOps(self._pid, self._name))
+        next(generator)
+        for result in reversed(results):
+            generator.send(result)
+        return generator
+
+
+def fingerprint(generator: Any) -> tuple[Any, ...]:
+    """What a generator will do from here on: the code position of each recipe down the chain
+    of `yield from`, and its local variables."""
+    parts = []
+    while generator is not None and generator.gi_frame is not None:
+        frame = generator.gi_frame
+        local = tuple(sorted((k, _frozen(v)) for k, v in frame.f_locals.items()))
+        parts.append((frame.f_code, frame.f_lasti, local))
+        generator = generator.gi_yieldfrom
+    return tuple(parts)
+
+
+def _frozen(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool | Rec | Await):
+        return value
+    if isinstance(value, tuple | list | deque | set | frozenset):
+        return (type(value).__name__, tuple(_frozen(item) for item in value))
+    if isinstance(value, AgentOps):
+        return ("tokens", value.tokens)
+    if is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__, tuple(_frozen(getattr(value, f.name)) for f in fields(value)))
+    if callable(value):
+        return "callable"  # the agent's own record makers: the same all along
+    raise TypeError(f"cannot tell states apart by a {type(value).__name__}")
+
+
+# -- states ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    node: int = field(default=0, compare=False, hash=False)
+    """Where it is in its trie of results (any of the places with the same fingerprint)."""
+    place: Any = None
+    """The fingerprint of its place: what tells two agents' states apart."""
+    dead: bool = False
+    waiting_on: str = ""
+    holds: frozenset[tuple[str, str]] = frozenset()
+    """(lock, grant token) of what it believes it holds."""
+    before_me: frozenset[tuple[str, str]] = frozenset()
+    """(lock, wait token) of the entries there were when it asked for the lock (or queued)."""
+
+
+@dataclass(slots=True)
+class State:
+    world: World
+    agents: tuple[Agent, ...]
+    deaths: int
+    ticks: int
+    timeouts: int
+
+    def key(self) -> tuple[Any, ...]:
+        return (self.world.key(), self.agents, self.deaths, self.ticks, self.timeouts)
+
+
+@dataclass
+class Explorer:
+    """Every interleaving of `scripts` (one agent each), with at most `deaths` deaths,
+    `ticks` turns' lengths of time and `timeouts` timed-out waits in all."""
+
+    scripts: tuple[Script, ...]
+    deaths: int = 1
+    ticks: int = 1
+    timeouts: int = 1
+    backstops: bool = True
+    states: int = 0
+    transitions: int = 0
+
+    def run(self) -> int:
+        """Explore; the number of states visited (BrokenInvariantError at the first invariant
+        broken)."""
+        names = "abcdefgh"
+        self._places = [Places(n + 1, names[n], script) for n, script in enumerate(self.scripts)]
+        agents = tuple(Agent(0, places.fingerprint[0]) for places in self._places)
+        first = State(World(), agents, self.deaths, self.ticks, self.timeouts)
+        start = first.key()
+        seen: dict[tuple[Any, ...], tuple[tuple[Any, ...] | None, str]] = {start: (None, "start")}
+        frontier = deque([(first, start)])  # each state with its key, computed once
+        while frontier:
+            state, here = frontier.popleft()
+            self.states += 1
+            moved = False
+            for move, after in self._successors(state):
+                self.transitions += 1
+                key = after.key()
+                if key not in seen:
+                    seen[key] = (here, move)
+                    self._check(after, key, seen)
+                    frontier.append((after, key))
+                moved = moved or not move.endswith(_FAULTS)
+            if not moved:
+                self._check_quiet(state, here, seen)
+        return self.states
+
+    # -- moves -------------------------------------------------------------------------------
+
+    def _successors(self, state: State) -> Iterator[tuple[str, State]]:
+        for n, agent in enumerate(state.agents):
+            if agent.dead:
+                continue
+            op = self._places[n].op[agent.node]
+            if op is _DONE:
+                continue
+            yield from self._steps(state, n, agent, op)
+            if state.deaths:
+                world = state.world.copy()
+                world.die(n + 1)
+                agents = _with(state.agents, n, replace(agent, dead=True))
+                yield (
+                    f"{_who(n)} dies",
+                    State(world, agents, state.deaths - 1, state.ticks, state.timeouts),
+                )
+        if state.ticks:
+            world = state.world.copy()
+            world.epoch += 1
+            yield "tick", State(world, state.agents, state.deaths, state.ticks - 1, state.timeouts)
+
+    def _steps(
+        self, state: State, n: int, agent: Agent, op: tuple[Any, ...]
+    ) -> Iterator[tuple[str, State]]:
+        if op[0] == SLEEP:
+            yield from self._sleeps(state, n, agent, op[1])
+            return
+        world = state.world.copy()
+        kind = op[0] if isinstance(op[0], str) else op[0].__name__
+        if isinstance(op[0], str):
+            agent, result = self._note(world, n, agent, op), None
+        else:
+            ops = op[0].__self__
+            ops.world = world
+            if kind == "enqueue":
+                agent = replace(agent, before_me=_entries(world, op[1]))
+            result = op[0](*op[1:])
+        agent = self._moved(n, agent, result)
+        yield (
+            f"{_who(n)} {kind}{_args(op)} -> {result!r}",
+            State(world, _with(state.agents, n, agent), state.deaths, state.ticks, state.timeouts),
+        )
+
+    def _sleeps(
+        self, state: State, n: int, agent: Agent, awaited: Await
+    ) -> Iterator[tuple[str, State]]:
+        sub = Sub.of(agent.waiting_on, awaited)
+        pid = n + 1
+        world = state.world
+        if world.watchers.get(pid) != sub:
+            yield self._woken(state, n, agent, True, "subscribes", lambda w: w.subscribe(pid, sub))
+            return
+        if pid in world.woken:
+            yield self._woken(state, n, agent, True, "is woken", lambda w: None)
+        elif self.backstops:
+            yield self._woken(state, n, agent, True, "re-checks", lambda w: None)
+        if state.timeouts:
+            yield self._woken(state, n, agent, False, "times out", lambda w: None, timeout=True)
+
+    def _woken(
+        self,
+        state: State,
+        n: int,
+        agent: Agent,
+        result: bool,
+        what: str,
+        change: Callable[[World], None],
+        *,
+        timeout: bool = False,
+    ) -> tuple[str, State]:
+        world = state.world.copy()
+        change(world)
+        world.woken.discard(n + 1)
+        agent = self._moved(n, agent, result)
+        timeouts = state.timeouts - 1 if timeout else state.timeouts
+        return f"{_who(n)} {what}", State(
+            world, _with(state.agents, n, agent), state.deaths, state.ticks, timeouts
+        )
+
+    def _moved(self, n: int, agent: Agent, result: Any) -> Agent:
+        places = self._places[n]
+        node = places.after(agent.node, result)
+        return replace(agent, node=node, place=places.fingerprint[node])
+
+    def _note(self, world: World, n: int, agent: Agent, op: tuple[Any, ...]) -> Agent:
+        """The explorer's own marks in an agent's script."""
+        if op[0] == "ask":
+            return replace(agent, before_me=_entries(world, op[1]))
+        if op[0] == "wait":
+            return replace(agent, waiting_on=op[1])
+        if op[0] == "woke":  # the wait returned: its sleeper closes
+            world.subscribe(n + 1, None)
+            world.woken.discard(n + 1)
+            return replace(agent, waiting_on="")
+        if op[0] == "held":
+            self._granted(world, n, agent, op[1])
+            return replace(agent, holds=agent.holds | {(op[1], op[2])})
+        assert op[0] == "releases"
+        return replace(agent, holds=frozenset(h for h in agent.holds if h[0] != op[1]))
+
+    # -- invariants ---------------------------------------------------------------------------
+
+    def _granted(self, world: World, n: int, agent: Agent, name: str) -> None:
+        """FIFO among the living: nobody who queued before this agent asked still waits."""
+        for ticket, entry in world.queues.get(name, {}).items():
+            if entry.rec.pid == n + 1:
+                raise BrokenInvariantError(
+                    f"{_who(n)} holds {name} with its entry {ticket} still queued"
+                )
+            alive = entry.rec.pid not in world.dead
+            if alive and (name, entry.rec.token) in agent.before_me:
+                raise BrokenInvariantError(
+                    f"{_who(n)} got {name} while {entry.rec.agent_id}, queued before it "
+                    "asked, still waits"
+                )
+
+    def _check(self, state: State, key: tuple[Any, ...], seen: dict[Any, Any]) -> None:
+        world = state.world
+        try:
+            believers: dict[str, list[tuple[int, str]]] = {}
+            for n, agent in enumerate(state.agents):
+                if not agent.dead:
+                    for name, token in agent.holds:
+                        believers.setdefault(name, []).append((n, token))
+            for name, holders in believers.items():
+                if len(holders) > 1:
+                    raise BrokenInvariantError(
+                        f"two holders of {name}: {[_who(n) for n, _ in holders]}"
+                    )
+                [(n, token)] = holders
+                if world.locks.get(name) != token:
+                    raise BrokenInvariantError(
+                        f"{_who(n)} believes it holds {name}, which holds {world.locks.get(name)!r}"
+                    )
+            if all(
+                a.dead or self._places[n].op[a.node] is _DONE for n, a in enumerate(state.agents)
+            ):
+                self._check_nothing_left(state)
+        except BrokenInvariantError as broken:
+            raise BrokenInvariantError(f"{broken}\n{_trace(key, seen)}") from None
+
+    def _check_nothing_left(self, state: State) -> None:
+        world = state.world
+        alive = {n + 1 for n, agent in enumerate(state.agents) if not agent.dead}
+        for name, entries in world.queues.items():
+            for ticket, entry in entries.items():
+                if entry.rec.pid in alive:
+                    raise BrokenInvariantError(
+                        f"{entry.rec.agent_id}'s entry {ticket} of {name} left behind"
+                    )
+        for (name, token), rec in world.stagings.items():
+            if token[0] in {_who(n - 1) for n in alive}:
+                raise BrokenInvariantError(f"a staging {token} of {name} left behind ({rec})")
+        for name, token in world.locks.items():
+            if token is None:
+                if not world.dead:  # a release that died half way leaves one, harmless
+                    raise BrokenInvariantError(f"an empty lock {name} left behind")
+                continue
+            if world.holders[token].pid in alive:
+                raise BrokenInvariantError(f"{name} still held by {world.holders[token].agent_id}")
+        if set(world.bells.values()) & alive:
+            raise BrokenInvariantError(f"doorbells left behind: {world.bells}")
+
+    def _check_quiet(self, state: State, key: tuple[Any, ...], seen: dict[Any, Any]) -> None:
+        """Nothing moves but the clock and the faults: no waiter may sleep whose turn has come."""
+        world = state.world
+        for name, entries in world.queues.items():
+            live = [(t, e) for t, e in sorted(entries.items()) if e.rec.pid not in world.dead]
+            if not live:
+                continue
+            _ticket, first = live[0]
+            waiter = state.agents[first.rec.pid - 1]
+            token = world.locks.get(name, "")
+            free = (
+                name not in world.locks
+                or token is None
+                or token == first.rec.token
+                or world.holders[token].pid in world.dead
+            )
+            asleep = self._places[first.rec.pid - 1].op[waiter.node][0] == SLEEP
+            if free and asleep:
+                raise BrokenInvariantError(
+                    f"{first.rec.agent_id} sleeps first in line at {name}, whose turn has come "
+                    f"(lock: {token!r})\n{_trace(key, seen)}"
+                )
+
+
+def _entries(world: World, name: str) -> frozenset[tuple[str, str]]:
+    return frozenset((name, entry.rec.token) for entry in world.queues.get(name, {}).values())
+
+
+def _with(agents: tuple[Agent, ...], n: int, agent: Agent) -> tuple[Agent, ...]:
+    return (*agents[:n], agent, *agents[n + 1 :])
+
+
+def _who(n: int) -> str:
+    return "abcdefgh"[n]
+
+
+def _args(op: tuple[Any, ...]) -> str:
+    shown = [a[-4:] if isinstance(a, str) and len(a) > 8 else a for a in op[1:] if not callable(a)]
+    return "(" + ", ".join(map(str, shown)) + ")"
+
+
+def _trace(key: tuple[Any, ...], seen: dict[Any, Any]) -> str:
+    steps = []
+    while key is not None:
+        parent, move = seen[key]
+        steps.append(move)
+        key = parent
+    return "\n".join(f"  {n:3d}. {move}" for n, move in enumerate(reversed(steps)))

@@ -1,0 +1,308 @@
+"""A lock directory in memory, for the explorer of the line (test_line_explorer.py).
+
+`World` holds what the lock directory holds (locks and their grants, stagings, queues and
+their entries, open doorbells) and what the world around it knows (which processes died,
+how much time passed). `AgentOps` is `line.Operations` for one agent (one process) on a
+world: each operation does to the world exactly what the lock directory's operation does on
+disk (`disk.py`), atomically, and wakes whoever the real wake-ups would wake (`sleep.py`):
+a removed entry wakes the waiters watching it, a ring wakes the doorbell's owner, a death
+wakes whoever follows that process's exit. Every agent is a process of its own, so nothing
+travels by in-process topics here.
+
+Time is coarse: `World.epoch` counts the moments a turn's length passed (the explorer's
+"tick"); an entry's turn is over when it was stamped before the last tick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lockyard.infra.lockstore.liveness import Liveness
+from lockyard.infra.lockstore.lockdir.line import TICKET_DIGITS, Await
+
+
+@dataclass(frozen=True, slots=True)
+class Rec:
+    """A holder's or a waiter's record: who, under which token, in which process."""
+
+    agent_id: str
+    token: str
+    pid: int
+    start_time: int | None = 0
+
+    def liveness(self) -> tuple[Liveness, str]:
+        raise AssertionError("the line asks `Operations.liveness`, never a record itself")
+
+
+@dataclass(frozen=True, slots=True)
+class Sub:
+    """What a sleeping agent is subscribed to, as `sleep.Sleeper` derives it from the line's
+    `Await`: the entry ahead (watched by itself), the process whose exit it follows (when
+    seen alive), its doorbell."""
+
+    name: str
+    ahead: str | None
+    pid: int | None
+    bell: str | None
+
+    @classmethod
+    def of(cls, name: str, awaited: Await) -> Sub:
+        process = awaited.process
+        pid = process.pid if awaited.alive and process is not None else None
+        return cls(name, awaited.ahead, pid, awaited.bell)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A queue entry: its waiter's record and its turn stamp (epoch of the stamp, serial)."""
+
+    rec: Rec
+    epoch: int
+    stamp: int
+
+
+@dataclass(slots=True)
+class World:
+    locks: dict[str, str | None] = field(default_factory=dict)
+    """lock name -> its grant's token (None: an empty lock, in mid-release)."""
+    holders: dict[str, Rec] = field(default_factory=dict)
+    """grant token -> the grant's record, for the grants in locks."""
+    stagings: dict[tuple[str, str], Rec | None] = field(default_factory=dict)
+    """(lock name, token) -> the staged grant's record (None: made, not written yet)."""
+    queues: dict[str, dict[str, Entry]] = field(default_factory=dict)
+    bells: dict[str, int] = field(default_factory=dict)
+    """token -> the agent listening on that doorbell."""
+    dead: frozenset[int] = frozenset()
+    """The pids of the processes that died."""
+    epoch: int = 0
+    stamps: int = 0
+    woken: set[int] = field(default_factory=set)
+    """Agents woken since they last looked (filled by the operations)."""
+    watchers: dict[int, Sub] = field(default_factory=dict)
+    """agent -> what it sleeps on (its subscription)."""
+
+    def copy(self) -> World:
+        return World(
+            dict(self.locks),
+            dict(self.holders),
+            dict(self.stagings),
+            {name: dict(entries) for name, entries in self.queues.items()},
+            dict(self.bells),
+            self.dead,
+            self.epoch,
+            self.stamps,
+            set(self.woken),
+            dict(self.watchers),
+        )
+
+    def key(self) -> tuple[Any, ...]:
+        """Everything that makes two worlds the same world (the turn stamps only as their
+        order, which is all the line compares)."""
+        order = sorted(
+            (entry.stamp, name, ticket)
+            for name, entries in self.queues.items()
+            for ticket, entry in entries.items()
+        )
+        rank = {(name, ticket): n for n, (_stamp, name, ticket) in enumerate(order)}
+        return (
+            frozenset(self.locks.items()),
+            frozenset(self.holders.items()),
+            frozenset(self.stagings.items()),
+            frozenset(
+                (name, ticket, entry.rec, entry.epoch, rank[(name, ticket)])
+                for name, entries in self.queues.items()
+                for ticket, entry in entries.items()
+            ),
+            frozenset(self.bells.items()),
+            self.dead,
+            self.epoch,
+            frozenset(self.woken),
+            frozenset(self.watchers.items()),
+        )
+
+    def wake_watchers(self, wanted: Callable[[Sub], bool]) -> None:
+        for agent, sub in self.watchers.items():
+            if wanted(sub):
+                self.woken.add(agent)
+
+    def subscribe(self, agent: int, sub: Sub | None) -> None:
+        """`agent` holds exactly `sub` from now on (None: nothing): its doorbell with it."""
+        old = self.watchers.pop(agent, None)
+        if old is not None and old.bell is not None:
+            self.bells.pop(old.bell, None)
+        if sub is not None:
+            self.watchers[agent] = sub
+            if sub.bell is not None:
+                self.bells[sub.bell] = agent
+
+    def die(self, pid: int) -> None:
+        """Process `pid` ends: whoever follows its exit (a pidfd) is woken. Its doorbell
+        stays (debris), listened to by nobody."""
+        self.dead = self.dead | {pid}
+        old = self.watchers.pop(pid, None)
+        if old is not None and old.bell is not None:
+            self.bells.pop(old.bell, None)
+        self.woken.discard(pid)
+        self.wake_watchers(lambda sub: sub.pid == pid)
+
+
+class AgentOps:
+    """`line.Operations` for agent `pid` (one process of its own) on `world`."""
+
+    def __init__(self, pid: int, name: str) -> None:
+        self.pid = pid
+        self.name = name
+        self.world = World()
+        self.tokens = 0
+
+    def new_token(self) -> str:
+        self.tokens += 1
+        return f"{self.name}{self.tokens}"
+
+    # -- the lock ---------------------------------------------------------------------------
+
+    def lock_exists(self, name: str) -> bool:
+        return name in self.world.locks
+
+    def read_holder(self, name: str) -> Rec | None:
+        token = self.world.locks.get(name)
+        return None if token is None else self.world.holders[token]
+
+    def holds(self, name: str, token: str) -> bool:
+        return self.world.locks.get(name, "") == token
+
+    def publish(self, name: str, token: str, record: Rec) -> bool:
+        if self.world.locks.get(name) is not None:
+            return False
+        self._set_lock(name, token, record)
+        return True
+
+    def drop_grant(self, name: str, token: str) -> bool:
+        if name not in self.world.locks or self.world.locks[name] != token:
+            return False
+        self.world.locks[name] = None
+        del self.world.holders[token]
+        return True
+
+    def free(self, name: str) -> None:
+        if name in self.world.locks and self.world.locks[name] is None:
+            del self.world.locks[name]
+
+    def _set_lock(self, name: str, token: str | None, record: Rec | None) -> None:
+        previous = self.world.locks.get(name)
+        assert previous is None, "a rename onto a lock holding a grant must fail"
+        self.world.locks[name] = token
+        if token is not None and record is not None:
+            self.world.holders[token] = Rec(record.agent_id, token, record.pid)
+
+    # -- stagings ---------------------------------------------------------------------------
+
+    def make_staging(self, name: str, token: str) -> bool:
+        if (name, token) in self.world.stagings:
+            return False
+        self.world.stagings[(name, token)] = None
+        return True
+
+    def write_staging(self, name: str, token: str, record: Rec) -> bool:
+        if (name, token) not in self.world.stagings:
+            return False
+        self.world.stagings[(name, token)] = record
+        return True
+
+    def rename_staging(self, name: str, token: str) -> bool | None:
+        if (name, token) not in self.world.stagings:
+            return None
+        if self.world.locks.get(name) is not None:
+            return False
+        record = self.world.stagings.pop((name, token))
+        self._set_lock(name, None if record is None else token, record)
+        return True
+
+    def unstage(self, name: str, token: str) -> bool:
+        if self.world.stagings.get((name, token)) is None:
+            return False  # no record to unlink (the empty staging is debris for the reaper)
+        del self.world.stagings[(name, token)]
+        return True
+
+    # -- the queue --------------------------------------------------------------------------
+
+    def queue_exists(self, name: str) -> bool:
+        return name in self.world.queues
+
+    def enqueue(self, name: str, record_for: Callable[[int], Rec]) -> str:
+        entries = self.world.queues.setdefault(name, {})
+        ticket = max((int(entry) for entry in entries), default=0) + 1
+        entry = f"{ticket:0{TICKET_DIGITS}d}"
+        self.world.stamps += 1
+        entries[entry] = Entry(record_for(ticket), self.world.epoch, self.world.stamps)
+        return entry
+
+    def queue_order(self, name: str) -> Sequence[str]:
+        return tuple(sorted(self.world.queues.get(name, ())))
+
+    checked_queue_order = queue_order
+
+    def queued(self, name: str, entry: str) -> bool:
+        return entry in self.world.queues.get(name, ())
+
+    def entry_token(self, name: str, entry: str) -> str | None:
+        found = self.world.queues.get(name, {}).get(entry)
+        return None if found is None else found.rec.token
+
+    def waiter(self, name: str, entry: str) -> Rec | None:
+        found = self.world.queues.get(name, {}).get(entry)
+        return None if found is None else found.rec
+
+    def dequeue(self, name: str, entry: str) -> bool:
+        entries = self.world.queues.get(name)
+        if entries is None or entry not in entries:
+            return False
+        del entries[entry]
+        if not entries:
+            del self.world.queues[name]
+        # inotify on that entry wakes whoever waits behind it
+        self.world.wake_watchers(lambda sub: sub.name == name and sub.ahead == entry)
+        return True
+
+    def stamp_turn(self, name: str, entry: str) -> bool:
+        entries = self.world.queues.get(name, {})
+        if entry not in entries:
+            return False
+        self.world.stamps += 1
+        entries[entry] = Entry(entries[entry].rec, self.world.epoch, self.world.stamps)
+        return True
+
+    def turn_stamp(self, name: str, entry: str) -> int | None:
+        found = self.world.queues.get(name, {}).get(entry)
+        return None if found is None else found.stamp
+
+    def turn_over(self, name: str, entry: str) -> bool:
+        found = self.world.queues.get(name, {}).get(entry)
+        return found is not None and found.epoch < self.world.epoch
+
+    # -- processes, wake-ups, reports -------------------------------------------------------
+
+    def liveness(self, record: Rec) -> Liveness:
+        return Liveness.DEAD if record.pid in self.world.dead else Liveness.ALIVE
+
+    def ring(self, name: str, token: str) -> None:
+        listener = self.world.bells.get(token)
+        if listener is not None:
+            self.world.woken.add(listener)
+
+    def lock_changed(self, name: str) -> None:
+        pass  # in-process topics only: every agent here is a process of its own
+
+    def entry_gone(self, name: str, entry: str) -> None:
+        pass  # in-process topics only (other processes hear of it by inotify: `dequeue`)
+
+    def reclaimed(self, name: str, holder: Rec, by_agent: str | None) -> object:
+        return ("reclaimed", holder.token)
+
+    def passed_over(self, name: str, waiter: Rec) -> None:
+        pass
+
+    def waits_without_space(self, key: str, agent: str, error: Exception) -> None:
+        raise AssertionError("the model never runs out of space")
