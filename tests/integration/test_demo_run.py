@@ -134,9 +134,9 @@ def test_the_checks_catch_a_store_that_breaks_mutual_exclusion(
 
     real_take = line.take
 
-    def grant_everything(*args: Any, **kwargs: Any) -> line.Recipe[str | None]:
-        token = yield from real_take(*args, **kwargs)
-        return "sabotaged" if token is None else token
+    def grant_everything(*args: Any, **kwargs: Any) -> line.Recipe[line.Taken | None]:
+        taken = yield from real_take(*args, **kwargs)
+        return ("sabotaged", True) if taken is None else taken
 
     monkeypatch.setattr(line, "take", grant_everything)
     report, _ = run_demo(DemoOptions(agents=6, files=4, seed=2), None)

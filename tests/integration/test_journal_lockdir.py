@@ -148,7 +148,7 @@ def test_a_first_waiter_passed_over_is_recorded(repo: Path, lock_dir: Path, tmp_
         wait_until(lambda: _state(waiter.pid) == "T")
         assert store.release("f.py", "A")
         name = lock_name(store.namespace, "f.py")
-        [first] = store._dir.queue_order(name)
+        [first] = store.directory.queues.queue_order(name)
         then = time.time() - store.turn_timeout - 60
         os.utime(f"{lock_dir}/{name}.q/{first}", (then, then), follow_symlinks=False)
         assert store.try_lock("f.py", "C")

@@ -56,9 +56,9 @@ def acquire(ops: AgentOps, name: str) -> Generator[tuple[Any, ...], Any, tuple[s
     def grant() -> Rec:
         return Rec(agent, "", pid)  # the token is the grant's, given when it is made
 
-    token = yield from line.take(ops, name, agent, grant)
-    if token is not None:
-        return token, None
+    taken = yield from line.take(ops, name, agent, grant)
+    if taken is not None:
+        return taken[0], None
     place = line.Place(name, name, agent, lambda _ticket, wait: Rec(agent, wait, pid), grant)
     yield ("wait", name)
     got = yield from line.wait(ops, place)

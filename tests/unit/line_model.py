@@ -292,6 +292,12 @@ class AgentOps:
         if listener is not None:
             self.world.woken.add(listener)
 
+    def claim_asleep(self, token: str) -> str | None:
+        return None  # in-process only: every agent here is a process of its own
+
+    def let_wake(self, token: str, accepted: object) -> None:
+        raise AssertionError("no head is ever claimed here")
+
     def lock_changed(self, name: str) -> None:
         pass  # in-process topics only: every agent here is a process of its own
 

@@ -77,7 +77,8 @@ Recipe = Generator[Op, Any, T]
 
 SLEEP: Final = "sleep"
 """`(SLEEP, awaited)`: wait for what `awaited` names. The runner answers True to look again
-(woken, or a re-check is due), False when the wait's time is up."""
+(woken, or a re-check is due), False when the wait's time is up, or `Accepted` when a
+release in this process accepted its grant for a head while it slept (see `_accept_for`)."""
 
 TICKET_DIGITS: Final = 20
 FIRST_TICKET: Final = f"{1:0{TICKET_DIGITS}d}"
@@ -184,6 +185,15 @@ class Operations(Protocol):
     def ring(self, name: str, token: str) -> None:
         """Wake the waiter `token` of the lock through its doorbell, if it has one open."""
 
+    def claim_asleep(self, token: str) -> str | None:
+        """The entry of the head of wait `token` when it sleeps in this process with its
+        grant staged, claimed: until `let_wake`, it cannot wake into a look of its own.
+        None when no such head sleeps here (elsewhere, awake, or gone)."""
+
+    def let_wake(self, token: str, accepted: Accepted | None) -> None:
+        """Give back the head claimed by `claim_asleep`, and wake it: with `accepted`, its
+        wait ends holding the lock; with None, it looks again."""
+
     def lock_changed(self, name: str) -> None:
         """Tell this process's waiters that the lock changed hands."""
 
@@ -201,6 +211,15 @@ class Operations(Protocol):
 
     def new_token(self) -> str:
         """A token no grant or wait has had (no I/O)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """What a head asleep in this process is woken with when a release accepted the grant
+    handed over to it for it (`_accept_for`): it holds the lock; `successor` as
+    `Place.successor`."""
+
+    successor: tuple[str, str] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,11 +244,16 @@ class Await:
 # -- taking ----------------------------------------------------------------------------------
 
 
+Taken = tuple[str, bool]
+"""What a `take` that got the lock returns: the token of the grant the agent now holds, and
+whether that grant is new (False: the agent held the lock already and keeps that grant)."""
+
+
 def take(
     ops: Operations, name: str, agent: str, grant: Callable[[], str], *, staged: str | None = None
-) -> Recipe[str | None]:
-    """One attempt at lock `name` for `agent` (`grant()`: the record of a grant made now): the
-    token of the grant the agent now holds, or None.
+) -> Recipe[Taken | None]:
+    """One attempt at lock `name` for `agent` (`grant()`: the record of a grant made now):
+    the grant it now holds (`Taken`), or None.
 
     A newcomer (`staged` None) takes a free lock only when no live entry has the turn. The
     head of the queue passes `staged`, the token of the grant it staged: a release may have
@@ -237,13 +261,13 @@ def take(
     """
     newcomer = staged is None
     if staged is not None and (yield ops.holds, name, staged):
-        return staged  # handed over at a release
+        return staged, True  # handed over at a release
     if newcomer and not (yield ops.queue_exists, name):
         # The usual case: nobody queues, so publish at once. The publishing fails while
         # anybody holds the lock; only then is the holder read (below).
         token = ops.new_token()
         if (yield ops.publish, name, token, grant()):
-            return token
+            return token, True
     for _attempt in range(TAKE_ATTEMPTS):
         if (yield ops.lock_exists, name):
             try:
@@ -257,7 +281,7 @@ def take(
                     # belongs to the agent id): keep that grant.
                     if staged is not None and holder.token != staged:
                         yield from _withdraw(ops, name, staged)
-                    return str(holder.token)
+                    return str(holder.token), False
                 # A dead holder's grant is reclaimed, even one of this very agent id: a
                 # restarted agent must not inherit a lock whose liveness follows its
                 # dead predecessor.
@@ -274,14 +298,14 @@ def take(
         if staged is not None:
             published = yield ops.rename_staging, name, staged
             if published is not False and (yield ops.holds, name, staged):
-                return staged  # published now, or handed over by a release just before
+                return staged, True  # published now, or handed over by a release just before
             if published is not False:
                 # Gone (reaped as debris), or published empty (withdrawn): stage it anew.
                 yield from stage(ops, name, staged, grant)
             continue  # taken by someone meanwhile: look at the holder
         token = ops.new_token()
         if (yield ops.publish, name, token, grant()):
-            return token
+            return token, True
     return None
 
 
@@ -355,11 +379,35 @@ def release(
 
 def _hand_over(ops: Operations, name: str, to: str) -> Recipe[bool]:
     """Publish the grant staged under `to` in place of the one just dropped; free the lock
-    when nothing was staged (withdrawn, not staged yet) or a grant got in first."""
-    if (yield ops.rename_staging, name, to) and (yield ops.holds, name, to):
-        return True
+    when nothing was staged (withdrawn, not staged yet) or a grant got in first. A head
+    asleep in this process is accepted for at once."""
+    if (yield ops.rename_staging, name, to):
+        entry = yield ops.claim_asleep, to
+        if entry is not None:
+            # It sleeps with its whole grant staged (it withdraws only when awake): the
+            # rename published that grant.
+            yield from _accept_for(ops, name, entry, to)
+            return True
+        if (yield ops.holds, name, to):
+            return True
     yield ops.free, name  # empty (a staging withdrawn just before the rename): free
     return False
+
+
+def _accept_for(ops: Operations, name: str, entry: str, token: str) -> Recipe[None]:
+    """Accept grant `token`, just handed over to its head (asleep in this process, `entry`,
+    claimed), as the head's own look would (`_accept`): remove its entry, which is first.
+    The head then wakes holding the lock with nothing left to do, where its own look would
+    read its entry and the lock again. When the removal fails (passed over meanwhile), the
+    head wakes to look: it finds its entry gone and passes the grant on."""
+    try:
+        removed, successor = yield from _leave_entry(
+            ops, name, entry, token, first=True, holding=True
+        )
+    except Exception:
+        yield ops.let_wake, token, None
+        raise
+    yield ops.let_wake, token, Accepted(successor) if removed else None
 
 
 def first_waiter(
@@ -414,7 +462,7 @@ class Place:
     grant: Callable[[], str]
     """The record of the grant we stage, made now."""
     entry: str = ""
-    ticket: int = 0
+    """Our entry, named by its ticket."""
     token: str = ""
     """The wait's token: in our entry's record, and the token of the grant we stage."""
     created: int | None = None
@@ -450,7 +498,11 @@ def _wait_in_line(ops: Operations, place: Place) -> Recipe[bool]:
         awaited = yield from look(ops, place)
         if awaited is None:
             return True
-        if not (yield SLEEP, awaited):
+        woke = yield SLEEP, awaited
+        if isinstance(woke, Accepted):  # a release here accepted our staged grant for us
+            place.held, place.entry, place.successor = place.staged, "", woke.successor
+            return True
+        if not woke:
             return False
 
 
@@ -459,7 +511,6 @@ def _join(ops: Operations, place: Place) -> Recipe[None]:
     token = ops.new_token()
     place.token = token
     place.entry = yield ops.enqueue, place.name, lambda ticket: place.record_for(ticket, token)
-    place.ticket = int(place.entry)  # an entry is named by its ticket
     place.created = yield ops.turn_stamp, place.name, place.entry
     order = yield ops.queue_order, place.name
     place.ahead = deque(entry for entry in order if entry < place.entry)
@@ -498,18 +549,18 @@ def look(ops: Operations, place: Place) -> Recipe[Await | None]:
             if not place.staged:
                 yield from stage(ops, name, place.token, place.grant)
                 place.staged = place.token
-            token = yield from take(ops, name, place.agent, place.grant, staged=place.staged)
+            taken = yield from take(ops, name, place.agent, place.grant, staged=place.staged)
         except LockDirFullError as full:
             # No room for our grant's record: keep our place, and try again when woken or
             # at the next re-check, when space may have been freed (a release needs none).
             if not place.told_full:
                 place.told_full = True
                 yield ops.waits_without_space, place.key, place.agent, full
-            token = None
+            taken = None
         else:
             place.told_full = False
-        if token is not None:
-            if (yield from _accept(ops, place, token)):
+        if taken is not None:
+            if (yield from _accept(ops, place, taken[0])):
                 return None
             continue
         return (yield from _await_lock(ops, place))
@@ -614,20 +665,35 @@ def _leave(ops: Operations, place: Place, *, holding: bool = False) -> Recipe[bo
     if not place.entry:
         return False
     entry, place.entry = place.entry, ""
-    if (yield ops.entry_token, place.name, entry) != place.token:
-        return False  # ended by someone else; the ticket may be a newcomer's by now
-    if place.ahead:
-        return (yield from drop(ops, place.name, entry))  # first or not: the queue tells
-    return (yield from _leave_as_head(ops, place, entry, holding=holding))
+    removed, successor = yield from _leave_entry(
+        ops, place.name, entry, place.token, first=not place.ahead, holding=holding
+    )
+    if successor is not None:
+        place.successor = successor
+    return removed
 
 
-def _leave_as_head(ops: Operations, place: Place, entry: str, *, holding: bool) -> Recipe[bool]:
+def _leave_entry(
+    ops: Operations, name: str, entry: str, token: str, *, first: bool, holding: bool
+) -> Recipe[tuple[bool, tuple[str, str] | None]]:
+    """Remove entry `entry` of wait `token` while it is still that wait's (`first`: known
+    to be first). (Whether this call removed it, the (entry, wait token) of the successor
+    whose turn a leaving `holding` the lock stamped.)"""
+    if (yield ops.entry_token, name, entry) != token:
+        return False, None  # ended by someone else; the ticket may be a newcomer's by now
+    if not first:
+        return (yield from drop(ops, name, entry)), None  # first or not: the queue tells
+    return (yield from _leave_as_head(ops, name, entry, holding=holding))
+
+
+def _leave_as_head(
+    ops: Operations, name: str, entry: str, *, holding: bool
+) -> Recipe[tuple[bool, tuple[str, str] | None]]:
     """Remove our entry, which is first: stamp our successor's turn first. The successor is
     usually the next ticket, found in O(1). A gap (a waiter behind us left) costs a listing,
     except when we leave holding the lock: no turn starts now then (the release stamps the
     first entry), and a successor not told it is first finds out by looking ahead."""
-    name = place.name
-    successor = f"{place.ticket + 1:0{TICKET_DIGITS}d}"
+    successor = f"{int(entry) + 1:0{TICKET_DIGITS}d}"
     # Mostly nobody queues behind us: a look that cannot fail costs less than a read that
     # fails.
     token = (
@@ -638,11 +704,12 @@ def _leave_as_head(ops: Operations, place: Place, entry: str, *, holding: bool) 
         after = [other for other in order if other > entry]
         successor = after[0] if after else ""
         token = (yield ops.entry_token, name, successor) if successor else None
+    told = None
     if token is not None:
         yield ops.stamp_turn, name, successor
         if holding:
-            place.successor = successor, token
-    return (yield from _remove(ops, name, entry))
+            told = successor, token
+    return (yield from _remove(ops, name, entry)), told
 
 
 def drop(ops: Operations, name: str, entry: str) -> Recipe[bool]:

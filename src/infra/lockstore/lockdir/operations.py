@@ -24,7 +24,8 @@ from ..errors import LockDirFullError
 from ..liveness import Liveness, is_this_process, new_token
 from ..records import HolderRecord, Reclamation, WaiterRecord
 from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
-from .line import SLEEP, Recipe, Record
+from .line import SLEEP, Accepted, Recipe, Record
+from .lock_journal import LockJournal
 from .sleep import Sleeper, process_hub, ring
 
 log = logging.getLogger(__name__)
@@ -38,11 +39,17 @@ class DiskOperations:
     """`line.Operations` on the lock directory `directory`."""
 
     def __init__(
-        self, directory: LockDir, *, turn_timeout: float, on_reclaim: OnReclaim | None = None
+        self,
+        directory: LockDir,
+        *,
+        turn_timeout: float,
+        on_reclaim: OnReclaim | None = None,
+        journal: LockJournal | None = None,
     ) -> None:
         self.turn_timeout = turn_timeout
         self._dir = directory
         self._on_reclaim = on_reclaim
+        self._journal = journal
         self._path = directory.path
         queues = directory.queues
         self.lock_exists = directory.lock_exists
@@ -77,7 +84,14 @@ class DiskOperations:
         return record.liveness()[0]
 
     def ring(self, name: str, token: str) -> None:
-        ring(self._dir, name, token)
+        if not process_hub().is_asleep(token):  # one asleep here hears `lock_changed`
+            ring(self._dir, name, token)
+
+    def claim_asleep(self, token: str) -> str | None:
+        return process_hub().claim_asleep(token)
+
+    def let_wake(self, token: str, accepted: Accepted | None) -> None:
+        process_hub().let_wake(token, accepted)
 
     def lock_changed(self, name: str) -> None:
         process_hub().notify(f"{self._path}/{name}{LOCK_SUFFIX}")
@@ -99,6 +113,8 @@ class DiskOperations:
         log.warning(
             "reclaimed stale lock %s of agent %s (%s)", holder.lock_path, holder.agent_id, reason
         )
+        if self._journal is not None:
+            self._journal.reclaimed(reclamation)
         if self._on_reclaim is not None:
             self._on_reclaim(reclamation)
         return reclamation
@@ -116,6 +132,8 @@ class DiskOperations:
             waiter.lock_path,
             self.turn_timeout,
         )
+        if self._journal is not None:
+            self._journal.passed_over(waiter)
 
 
 def run(recipe: Recipe[T]) -> T:

@@ -17,7 +17,14 @@ from typing import Final
 
 from ..errors import CorruptRecordError, LockDirError
 from ..liveness import Liveness, liveness_of
-from ..records import CardProcess, Reclamation, WaiterRecord, card_processes, decode_holder
+from ..records import (
+    CardProcess,
+    HolderRecord,
+    Reclamation,
+    WaiterRecord,
+    card_processes,
+    decode_holder,
+)
 from . import line
 from .disk import BELL_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK, LockDir
 from .operations import DiskOperations, run
@@ -50,9 +57,9 @@ def reclaim_stale(ops: DiskOperations, directory: LockDir) -> list[Reclamation]:
 
 def release_all(
     ops: DiskOperations, directory: LockDir, agent: str, namespace: str | None
-) -> dict[str, str]:
-    """Release every lock `agent` holds (in `namespace`, or in all: None); lock name -> key
-    of those released."""
+) -> dict[str, HolderRecord]:
+    """Release every lock `agent` holds (in `namespace`, or in all: None); lock name -> the
+    grant released."""
     released = {}
     for name in directory.names_with(LOCK_SUFFIX):
         try:
@@ -64,7 +71,7 @@ def release_all(
         if namespace is not None and holder.namespace != namespace:
             continue
         if run(line.release(ops, name, holder.token)):
-            released[name] = holder.lock_path
+            released[name] = holder
     return released
 
 

@@ -43,7 +43,7 @@ from ..inotify import ENTRIES, IN_IGNORED, IN_Q_OVERFLOW, Inotify, switched_off
 from ..liveness import is_this_process, pids_are_local
 from ..wakeup import Waker
 from .disk import BELL_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
-from .line import Await
+from .line import Accepted, Await
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +82,10 @@ class WakeHub:
         self._watch_of_pid: dict[int, tuple[int, int]] = {}  # pid -> (pidfd, reference count)
         self._idle_pids: dict[int, None] = {}
         """Followed pids whose reference count is 0, oldest first (see _IDLE_PIDFDS)."""
+        self._asleep: dict[str, Sleeper] = {}
+        """staged grant token -> the head that sleeps here with that grant staged."""
+        self._claimed: dict[str, Sleeper] = {}
+        """staged grant token -> the head a release here claimed (`claim_asleep`)."""
 
     # -- subscriptions -------------------------------------------------------------------
 
@@ -115,6 +119,44 @@ class WakeHub:
             wakers = [waker for group in self._subscribers.values() for waker in group]
         for waker in wakers:
             waker.wake()
+
+    # -- heads asleep here, accepted for by a release here --------------------------------
+
+    def fall_asleep(self, token: str, sleeper: Sleeper) -> None:
+        """`sleeper`, a head with grant `token` staged, sleeps until `wake_up`."""
+        with self._guard:
+            self._asleep[token] = sleeper
+
+    def wake_up(self, token: str, sleeper: Sleeper) -> bool:
+        """`sleeper` wakes: True when nobody claimed it meanwhile (else its claimer's
+        verdict is on its way, see `Sleeper`)."""
+        with self._guard:
+            return self._asleep.pop(token, None) is sleeper
+
+    def is_asleep(self, token: str) -> bool:
+        """Whether the head of grant `token` sleeps here (a release here need not ring it:
+        it listens to the lock's topic)."""
+        return token in self._asleep
+
+    def claim_asleep(self, token: str) -> str | None:
+        """Claim the head asleep here with grant `token` staged: its entry; None when there
+        is none. It wakes only once `let_wake` gives its verdict."""
+        if not self._asleep:
+            return None  # nobody sleeps here (every handoff to another process)
+        with self._guard:
+            sleeper = self._asleep.pop(token, None)
+            if sleeper is None:
+                return None
+            sleeper.verdict.acquire()  # free: only its one claimer takes it
+            self._claimed[token] = sleeper
+        return sleeper.entry
+
+    def let_wake(self, token: str, accepted: Accepted | None) -> None:
+        """Wake the head claimed under `token`, with the claimer's verdict."""
+        sleeper = self._claimed.pop(token)
+        sleeper.accepted = accepted
+        sleeper.verdict.release()
+        sleeper.waker.wake()
 
     # -- inotify -------------------------------------------------------------------------
 
@@ -416,22 +458,34 @@ class Sleeper:
         self._wanted = _Subscription()
         self._held = _Held()
         self.waker = Waker()
+        self.entry = ""
+        """Our entry, while we sleep as a head with our grant staged (`WakeHub.fall_asleep`):
+        a release here that claims us (`WakeHub.claim_asleep`) accepts that grant for us."""
+        self.verdict = threading.Lock()
+        """Held by the release that claimed us, until it has given its verdict."""
+        self.accepted: Accepted | None = None
+        """The verdict: the grant accepted for us; None: look again."""
 
-    def sleep(self, awaited: Await, deadline: float) -> bool:
+    def sleep(self, awaited: Await, deadline: float) -> bool | Accepted:
         """Sleep until woken or a re-check is due (True: look again), or tell that
-        `deadline` passed (False). A subscription that changed looks again at once: a change
-        in between woke the waker, or was made before the subscription could hear of it."""
+        `deadline` passed (False), or that a release here accepted our grant (`Accepted`).
+        A subscription that changed looks again at once: a change in between woke the
+        waker, or was made before the subscription could hear of it."""
         if self._subscribe(self._wanted_for(awaited)):
             self.waker.clear()
             return True
         seconds = self._seconds(deadline)
         if seconds <= 0:
             return False
-        self.waker.wait(seconds)
+        head = self._fall_asleep(awaited)
+        try:
+            self.waker.wait(seconds)
+        finally:
+            accepted = self._wake_up(head)
         self.waker.clear()
-        return True
+        return accepted or True
 
-    async def sleep_async(self, awaited: Await, deadline: float) -> bool:
+    async def sleep_async(self, awaited: Await, deadline: float) -> bool | Accepted:
         """`sleep` for anyio tasks: only the sleeping itself differs."""
         if self._subscribe(self._wanted_for(awaited)):
             self.waker.clear()
@@ -439,9 +493,30 @@ class Sleeper:
         seconds = self._seconds(deadline)
         if seconds <= 0:
             return False
-        await self.waker.wait_async(seconds)
+        head = self._fall_asleep(awaited)
+        try:
+            await self.waker.wait_async(seconds)
+        finally:
+            accepted = self._wake_up(head)
         self.waker.clear()
-        return True
+        return accepted or True
+
+    def _fall_asleep(self, awaited: Await) -> str | None:
+        """A head with its grant staged sleeps where a release here can accept it for it:
+        the grant's token."""
+        token = awaited.bell if awaited.ahead is None else None
+        if token is not None:
+            self.entry = awaited.mine
+            self._hub.fall_asleep(token, self)
+        return token
+
+    def _wake_up(self, token: str | None) -> Accepted | None:
+        """The verdict of the release that claimed us while we slept, once it is given."""
+        if token is None or self._hub.wake_up(token, self):
+            return None
+        with self.verdict:  # the claimer holds it until its verdict is in
+            accepted, self.accepted = self.accepted, None
+        return accepted
 
     def _seconds(self, deadline: float) -> float:
         """How long to sleep before the next re-check (at most until `deadline`)."""

@@ -36,6 +36,7 @@ from ..records import (
 )
 from . import line, reclamation, reporting
 from .disk import CARD_MARK, LockDir, default_lock_dir
+from .lock_journal import LockJournal
 from .operations import DiskOperations, OnReclaim, run, wait, wait_async
 from .plain_paths import is_plain_file, resolve_plain_entry
 from .sleep import Sleeper
@@ -99,8 +100,17 @@ class LockStore:
         self._use_inotify = use_inotify
         self.liveness_interval = liveness_interval
         self.turn_timeout = turn_timeout
+        self._lock_journal = (
+            None
+            if self._journal is None
+            else LockJournal(self._journal, self.namespace, turn_timeout)
+        )
+        """The records of this store's own lock changes (`lock_journal.py`); None when off."""
         self.operations = DiskOperations(
-            self.directory, turn_timeout=turn_timeout, on_reclaim=on_reclaim
+            self.directory,
+            turn_timeout=turn_timeout,
+            on_reclaim=on_reclaim,
+            journal=self._lock_journal,
         )
         """The line's operations on that directory (`operations.py`)."""
         self._grants: dict[tuple[str, str], str] = {}  # (lock name, agent) -> grant token
@@ -213,10 +223,13 @@ class LockStore:
         return self._take(name, key, agent)
 
     def _take(self, name: str, key: str, agent: str) -> bool:
-        token = run(line.take(self.operations, name, agent, self._grant_record(agent, key)))
-        if token is None:
+        taken = run(line.take(self.operations, name, agent, self._grant_record(agent, key)))
+        if taken is None:
             return False
+        token, new = taken
         self._remember(name, agent, token, key)
+        if new and self._lock_journal is not None:
+            self._lock_journal.granted(token, agent, key)
         return True
 
     def _grant_record(self, agent: str, key: str) -> Callable[[], str]:
@@ -247,13 +260,17 @@ class LockStore:
             with self._grants_guard:
                 granted = self._granted.pop((filepath, agent_id), None)
                 token = None if granted is None else self._grants.pop(granted, None)
-            if granted is not None and token is not None and self._release(granted[0], token):
+            if (
+                granted is not None
+                and token is not None
+                and self._release(granted[0], token, agent_id, filepath)
+            ):
                 return True
         agent = validate_agent_id(agent_id)
-        _key, name = self._locate(filepath)
+        key, name = self._locate(filepath)
         with self._grants_guard:
             token = self._grants.pop((name, agent), None)
-        if token is not None and self._release(name, token):
+        if token is not None and self._release(name, token, agent, key):
             return True
         try:
             holder = self.directory.read_holder(name)
@@ -261,12 +278,18 @@ class LockStore:
             return False
         if holder is None or holder.agent_id != agent:
             return False
-        return self._release(name, holder.token)
+        return self._release(name, holder.token, agent, key, holder.acquired_at)
 
-    def _release(self, name: str, token: str) -> bool:
+    def _release(
+        self, name: str, token: str, agent: str, key: str, acquired_at: float | None = None
+    ) -> bool:
         # Hands the lock over to the queue's head when it staged its grant (`line.release`).
         hint = self._successors.pop(name, None) if self._successors else None
-        return run(line.release(self.operations, name, token, hint))
+        if not run(line.release(self.operations, name, token, hint)):
+            return False
+        if self._lock_journal is not None:
+            self._lock_journal.released(token, agent, key, acquired_at)
+        return True
 
     def _remember(self, name: str, agent: str, token: str, key: str) -> None:
         with self._grants_guard:
@@ -296,9 +319,13 @@ class LockStore:
         begun = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
         if isinstance(begun, bool):
             return begun
-        place, sleeper, timeout = begun
-        got = await wait_async(line.wait(self.operations, place), sleeper, timeout)
-        return self.record_wait(place, got)
+        place, sleeper, timeout, began = begun
+        try:
+            got = await wait_async(line.wait(self.operations, place), sleeper, timeout)
+        except BaseException:
+            self._wait_interrupted(place, began)
+            raise
+        return self.record_wait(place, got, began)
 
     def acquire(
         self,
@@ -311,15 +338,20 @@ class LockStore:
         begun = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
         if isinstance(begun, bool):
             return begun
-        place, sleeper, timeout = begun
-        return self.record_wait(place, wait(line.wait(self.operations, place), sleeper, timeout))
+        place, sleeper, timeout, began = begun
+        try:
+            got = wait(line.wait(self.operations, place), sleeper, timeout)
+        except BaseException:
+            self._wait_interrupted(place, began)
+            raise
+        return self.record_wait(place, got, began)
 
     def _begin_wait(
         self, filepath: str, agent_id: str, timeout_seconds: float, poll_interval_ms: float
-    ) -> bool | tuple[line.Place, Sleeper, float]:
+    ) -> bool | tuple[line.Place, Sleeper, float, float]:
         """What both waits do first: check the arguments and try the lock. True: taken;
-        False: not, and no time to wait; else the place in line, how it sleeps, and for how
-        long at most."""
+        False: not, and no time to wait; else the place in line, how it sleeps, for how long
+        at most, and when the wait began (journalled)."""
         agent = validate_agent_id(agent_id)
         timeout = validate_timeout(timeout_seconds)
         poll = validate_poll_interval(poll_interval_ms)
@@ -328,7 +360,9 @@ class LockStore:
             return True
         if timeout == 0:
             return False
-        return (*self.line_up(name, key, agent, poll), timeout)
+        journal = self._lock_journal
+        began = time.time() if journal is None else journal.wait_began(agent, key)
+        return (*self.line_up(name, key, agent, poll), timeout, began)
 
     def line_up(self, name: str, key: str, agent: str, poll: float) -> tuple[line.Place, Sleeper]:
         """A wait for lock `name` (`key`) by `agent`, not begun: its place in line (the line's
@@ -349,9 +383,12 @@ class LockStore:
         )
         return place, sleeper
 
-    def record_wait(self, place: line.Place, got: bool) -> bool:
+    def record_wait(self, place: line.Place, got: bool, began: float | None = None) -> bool:
         """Keep what a wait that ended with the lock (`got`) leaves for the release: its
-        grant's token, and the waiter that was next. Returns `got`."""
+        grant's token, and the waiter that was next; journal how a wait begun at `began`
+        ended. Returns `got`."""
+        if began is not None and self._lock_journal is not None:
+            self._lock_journal.wait_ended(place.agent, place.key, began, got, place.held)
         if got:
             self._remember(place.name, place.agent, place.held, place.key)
             if place.successor is not None:
@@ -359,6 +396,11 @@ class LockStore:
                     self._successors.clear()  # a hint only: dropping it costs a listing
                 self._successors[place.name] = place.successor
         return got
+
+    def _wait_interrupted(self, place: line.Place, began: float) -> None:
+        """Journal a wait that ended by an interruption (cancelled, given way)."""
+        if self._lock_journal is not None:
+            self._lock_journal.wait_ended(place.agent, place.key, began, None)
 
     # -- reading (never writes) ------------------------------------------------------------
 
@@ -396,9 +438,13 @@ class LockStore:
         agent = validate_agent_id(agent_id)
         namespace = None if all_namespaces else self.namespace
         released = reclamation.release_all(self.operations, self.directory, agent, namespace)
-        for name in released:
+        for name, holder in released.items():
             self.forget(name, agent)
-        return sorted(released.values())
+            if self._lock_journal is not None:
+                self._lock_journal.released(
+                    holder.token, agent, holder.lock_path, holder.acquired_at, holder.namespace
+                )
+        return sorted(holder.lock_path for holder in released.values())
 
     def reclaim_stale(self) -> list[Reclamation]:
         """Reclaim every lock whose holder is provably dead; drop dead waiters and debris."""
