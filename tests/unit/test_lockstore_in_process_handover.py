@@ -7,7 +7,10 @@ or real `acquire_async` tasks and `acquire` threads.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -15,8 +18,10 @@ import anyio.lowlevel
 import pytest
 
 from lockyard.infra.lockstore import LockStore
+from lockyard.infra.lockstore.lockdir import disk
+from lockyard.infra.lockstore.lockdir.sleep import process_hub
 from lockyard.infra.lockstore.wakeup import Waker
-from stepped_waits import FILE, SteppedWait, leftovers, looked_once, waiting_agents
+from stepped_waits import FILE, SteppedWait, leftovers, looked_once, name_of, waiting_agents
 
 
 def test_a_release_hands_the_lock_to_a_head_here_which_accepts_it_when_it_looks(
@@ -119,6 +124,89 @@ def test_a_thread_handed_the_lock_by_another_thread_returns_it(store: LockStore)
     waiter.join()
     assert got == [True]
     assert store.holder(FILE) == "b"
+
+
+class _Interrupted(BaseException):
+    """An interrupt (as KeyboardInterrupt is) of the release's thread."""
+
+
+def _stands_in(thread: threading.Thread, function: str) -> bool:
+    """Whether `thread` is running `function` now (somewhere down its stack)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        if frame.f_code.co_name == function:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _claimed_head(
+    store: LockStore, then: Callable[[threading.Thread], None]
+) -> tuple[bool | None, list[bool]]:
+    """b waits in a thread and sleeps first in line with its grant staged; the holder's
+    release claims it (`WakeHub.claim_asleep`), then `then(b's thread)` runs before the
+    release goes on. What the release returned (None: interrupted), and what b's acquire
+    returned."""
+    assert store.try_lock(FILE, "holder")
+    got: list[bool] = []
+    # A daemon: a b that sleeps on for ever fails the test, and must not hang the run.
+    waiter = threading.Thread(target=lambda: got.append(store.acquire(FILE, "b", 30)), daemon=True)
+    claim = store.operations.claim_asleep
+
+    def claim_then(token: str) -> str | None:
+        entry = claim(token)
+        assert entry is not None, "b was not asleep when the release claimed it"
+        then(waiter)
+        return entry
+
+    store.operations.claim_asleep = claim_then  # type: ignore[method-assign]
+    waiter.start()
+    hub = process_hub()
+    while not any(hub.is_asleep(e.partition(disk.STAGING_MARK)[2]) for e in leftovers(store)):
+        threading.Event().wait(0.001)  # until b sleeps, its grant staged
+    released: bool | None = None
+    with contextlib.suppress(_Interrupted):
+        released = store.release(FILE, "holder")
+    waiter.join(60)
+    assert not waiter.is_alive(), "b sleeps on for ever"
+    return released, got
+
+
+def test_a_head_that_wakes_while_a_release_accepts_for_it_awaits_that_and_holds_the_lock(
+    store: LockStore,
+) -> None:
+    """b wakes (as when its wait times out) while the release that claimed it accepts its
+    grant: b waits for that verdict and ends holding the lock, the grant being its own."""
+
+    def wake_it(waiter: threading.Thread) -> None:
+        store.operations.lock_changed(name_of(store))  # what b listens to
+        while not _stands_in(waiter, "_wake_up"):  # awake, awaiting the verdict
+            threading.Event().wait(0.001)
+
+    assert _claimed_head(store, wake_it) == (True, [True])
+    assert store.holder(FILE) == "b"
+    assert waiting_agents(store) == []
+    assert leftovers(store) == []
+    assert store.release(FILE, "b")
+
+
+def test_a_release_interrupted_after_claiming_a_head_still_wakes_it(store: LockStore) -> None:
+    """The release that claimed b is interrupted before it removed b's entry: b does not
+    sleep on its verdict for ever; it wakes, finds the grant handed over to it, and takes
+    it."""
+    dequeue = store.operations.dequeue
+
+    def interrupted(name: str, entry: str) -> bool:
+        store.operations.dequeue = dequeue  # type: ignore[method-assign]
+        raise _Interrupted
+
+    def interrupt_the_removal(_waiter: threading.Thread) -> None:
+        store.operations.dequeue = interrupted  # type: ignore[method-assign]
+
+    assert _claimed_head(store, interrupt_the_removal) == (None, [True])
+    assert store.holder(FILE) == "b"
+    assert waiting_agents(store) == []
+    assert leftovers(store) == []
 
 
 # -- the parked wake-up --------------------------------------------------------------------

@@ -404,7 +404,11 @@ def _accept_for(ops: Operations, name: str, entry: str, token: str) -> Recipe[No
         removed, successor = yield from _leave_entry(
             ops, name, entry, token, first=True, holding=True
         )
-    except Exception:
+    except GeneratorExit:
+        raise  # closed unfinished: only when its runner itself died (they throw all in)
+    except BaseException:
+        # Whatever stops us (an interrupt included), the head must not sleep on its
+        # verdict for ever: it wakes and looks, and finds what we left.
         yield ops.let_wake, token, None
         raise
     yield ops.let_wake, token, Accepted(successor) if removed else None

@@ -137,13 +137,15 @@ class DiskOperations:
 
 
 def run(recipe: Recipe[T]) -> T:
-    """Carry out a recipe that never sleeps, operation by operation, here and now."""
+    """Carry out a recipe that never sleeps, operation by operation, here and now. Every
+    exception goes into the recipe (an interrupt included): a release that claimed a head
+    asleep here gives it its verdict before the exception goes on (`line._accept_for`)."""
     try:
         op = next(recipe)
         while True:
             try:
                 result = op[0](*op[1:])
-            except Exception as error:
+            except BaseException as error:
                 op = recipe.throw(error)
             else:
                 op = recipe.send(result)
