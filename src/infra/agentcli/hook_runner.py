@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..hooks.commit_guard.decide import commit_denial
-from ..hooks.guard_common import GuardStore, journal_denial, note_writes
+from ..hooks.guard_common import GuardStore, note_writes
 from ..hooks.read_note.note import note_reads, note_shell_reads
 from ..hooks.write_guard.decide import judge_write
-from ..lockstore import default_lock_dir
+from ..lockstore import default_lock_dir, journal_denied_writes
 from ..session.process_tree import ProcessRef, ancestors
 from ..session.registry import SessionRegistry
 from .formats import CliFormat, HookAnswer, PayloadError, ToolCall
@@ -193,7 +193,7 @@ def _decision(
         for path in call.paths:
             reason, keys = judge_write(reader, agent_id, path, call.cwd, fmt.acquire_tool)
             if reason is not None:
-                journal_denial(reader, agent_id, "write", [path], reason)
+                journal_denied_writes(reader, agent_id, "write", [path], reason)
                 return reason, ()
             written.extend(keys)
         return None, tuple(written)
@@ -207,11 +207,11 @@ def _decision(
     )
     if not decision.allowed:
         reason = decision.reason or "denied by the shell guard"
-        journal_denial(reader, agent_id, "shell", [k for k, _ in decision.unlocked], reason)
+        journal_denied_writes(reader, agent_id, "shell", [k for k, _ in decision.unlocked], reason)
         return reason, ()
     reason = commit_denial(reader, agent_id, call.command, call.cwd, fmt.acquire_tool)
     if reason is not None:
-        journal_denial(reader, agent_id, "commit", (), reason)
+        journal_denied_writes(reader, agent_id, "commit", (), reason)
         return reason, ()
     return None, decision.to_note
 

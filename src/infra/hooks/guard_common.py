@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..lockstore import CorruptRecordError, JournalRecord, denied_record
+from ..lockstore import CorruptRecordError, JournalRecord
 from ..seen.stale import note_write, stale_reason, write_change
 from ..tools.holder_text import UNREADABLE_HOLDER
 
@@ -37,33 +36,6 @@ class GuardStore(Protocol):
     def stale_grant(self, filepath: str, agent_id: str) -> str | None: ...
     def grant_fence(self, filepath: str, agent_id: str) -> int | None: ...
     def journal_write(self, record: JournalRecord) -> None: ...
-
-
-def journal_denial(
-    store: GuardStore, agent_id: str, guard: str, files: Iterable[str], reason: str
-) -> None:
-    """Journal a denied write: one record per file the call would have written unlocked
-    (one with no file when the guard could not name one). Never raises: the guard's answer
-    does not wait on its record."""
-    try:
-        now = time.time()
-        for name in list(files) or [""]:
-            try:
-                key = store.canonicalize(name) if name else ""
-            except Exception:  # a path the store refuses: journalled as it was given
-                key = name
-            store.journal_write(
-                denied_record(
-                    time=now,
-                    namespace=store.namespace,
-                    agent=agent_id,
-                    file=key,
-                    guard=guard,
-                    reason=reason,
-                )
-            )
-    except Exception:
-        logger.warning("guard: a denied write of %s was not journalled", agent_id, exc_info=True)
 
 
 def lost_grant(store: GuardStore, key: str, agent_id: str) -> str | None:

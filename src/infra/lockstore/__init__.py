@@ -90,6 +90,7 @@ if TYPE_CHECKING:
         inotify_available,
     )
     from .journal.causes import mark_victim, operator_release, unmark_victim
+    from .journal.denials import journal_denied_writes
     from .journal.file_journal import FileJournal
     from .journal.files import (
         JournalFiles,
@@ -107,7 +108,6 @@ if TYPE_CHECKING:
         JournalRecord,
         JournalStep,
         deadlock_record,
-        denied_record,
     )
     from .journal.summary import AgentFigures, FileFigures, Stats
     from .limits import MAX_TIMEOUT_SECONDS, validate_poll_interval, validate_timeout
@@ -164,7 +164,7 @@ _HOMES = {
     "JOURNAL_KINDS": "journal.record",
     "JournalStep": "journal.record",
     "deadlock_record": "journal.record",
-    "denied_record": "journal.record",
+    "journal_denied_writes": "journal.denials",
     "mark_victim": "journal.causes",
     "operator_release": "journal.causes",
     "unmark_victim": "journal.causes",
@@ -311,7 +311,6 @@ __all__ = [
     "decode_holder",
     "default_lock_dir",
     "default_lock_dir_path",
-    "denied_record",
     "describe_spec",
     "encode_holder",
     "get_lock_holder",
@@ -320,6 +319,7 @@ __all__ = [
     "inotify_available",
     "is_locked",
     "is_postgres_spec",
+    "journal_denied_writes",
     "journal_enabled",
     "journal_files",
     "list_locks",

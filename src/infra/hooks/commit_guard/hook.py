@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from ..guard_common import GuardStore, HookFn, deny, journal_denial
+from ...lockstore import journal_denied_writes
+from ..guard_common import GuardStore, HookFn, deny
 from .decide import commit_denial
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def make_commit_guard_hook(
         )
         if reason is None:
             return {}
-        await anyio.to_thread.run_sync(journal_denial, store, agent_id, "commit", (), reason)
+        await anyio.to_thread.run_sync(journal_denied_writes, store, agent_id, "commit", (), reason)
         return deny(reason)
 
     return hook

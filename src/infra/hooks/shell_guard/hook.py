@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ...lockstore import journal_denied_writes
 from ...tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
-from ..guard_common import GuardStore, HookFn, deny, journal_denial, note_writes
+from ..guard_common import GuardStore, HookFn, deny, note_writes
 from .decide import DEFAULT_POLICY, ShellGuardPolicy, decide_shell_command
 
 if TYPE_CHECKING:
@@ -57,7 +58,9 @@ def make_shell_guard_hook(
         except Exception as exc:  # fail closed: an unread command is not a checked command
             logger.exception("shell guard failed on %r", command)
             reason = f"The shell guard could not check this command ({exc}); retry it."
-            await anyio.to_thread.run_sync(journal_denial, store, agent_id, "shell", (), reason)
+            await anyio.to_thread.run_sync(
+                journal_denied_writes, store, agent_id, "shell", (), reason
+            )
             return deny(reason)
         if decision.allowed:
             if decision.to_note:  # the book notes the writes as this agent's own
@@ -65,7 +68,9 @@ def make_shell_guard_hook(
             return {}
         reason = decision.reason or "denied by the shell guard"
         files = [key for key, _holder in decision.unlocked]
-        await anyio.to_thread.run_sync(journal_denial, store, agent_id, "shell", files, reason)
+        await anyio.to_thread.run_sync(
+            journal_denied_writes, store, agent_id, "shell", files, reason
+        )
         return deny(reason)
 
     return hook

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from ...lockstore import store_call
+from ...lockstore import journal_denied_writes, store_call
 from ...tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
-from ..guard_common import GuardStore, HookFn, deny, journal_denial, note_writes
+from ..guard_common import GuardStore, HookFn, deny, note_writes
 from .decide import judge_write
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def make_write_guard_hook(
             if written:  # allowed: the book notes the write as this agent's own
                 await store_call(store, note_writes, store, agent_id, written)
             return {}
-        await store_call(store, journal_denial, store, agent_id, "write", [raw], reason)
+        await store_call(store, journal_denied_writes, store, agent_id, "write", [raw], reason)
         return deny(reason)
 
     return hook

@@ -4,6 +4,7 @@ denied write and deadlock, with its time, namespace, agent, session, file and pr
 - `record.py`: `JournalRecord`, its kinds, its one-line JSON form (docs/observability.md);
 - `files.py`: the lock directory's journal on disk, and its writer (standard library only);
 - `scan.py`: reading a segment's bytes, trusting nothing in them;
+- `denials.py`: a write a guard refused, journalled (by the hooks and the IPC host alike);
 - `query.py`: `JournalQuery`, which records a reader wants;
 - `summary.py`: `Stats` (what `lockyard stats` shows), and sealed segments' summaries;
 - `reader.py`: `JournalReader`, what every view reads; `file_journal.py`: the lock

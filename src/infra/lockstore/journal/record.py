@@ -387,16 +387,6 @@ def _costs(value: Any) -> dict[str, float]:
     return {_text(k): _float(v) for k, v in value.items()}
 
 
-def denied_record(
-    *, time: float, namespace: str, agent: str, file: str, guard: str, reason: str
-) -> JournalRecord:
-    """The record of a write a guard denied: `file` is the lock key ("" when the guard could
-    not name one), `guard` the guard's name (write, shell, commit)."""
-    return JournalRecord(
-        time, DENIED, namespace, agent, file, "", 0, "", guard=guard, reason=reason
-    )
-
-
 def deadlock_record(
     *,
     time: float,

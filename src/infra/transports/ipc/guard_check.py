@@ -11,11 +11,10 @@ as every other agent is. The agent is always the folder's, never something the r
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from typing import Any
 
-from ...lockstore import CorruptRecordError, LockBackend, LockStoreError, denied_record
+from ...lockstore import CorruptRecordError, LockBackend, LockStoreError
 
 log = logging.getLogger(__name__)
 
@@ -46,32 +45,3 @@ def _lock_state(store: LockBackend, key: str, agent: str) -> dict[str, Any]:
     except CorruptRecordError:
         state["lost"] = None
     return state
-
-
-def journal_denied(
-    store: LockBackend, agent: str, guard: str, paths: Sequence[str], reason: str
-) -> None:
-    """Journal a write the sandbox's guard refused: one record per path (one with no file
-    when the guard named none), keyed as the host keys it. A path the host refuses is
-    journalled with no file; a journal that cannot be written is logged, never raised (the
-    refusal itself has reached the agent already)."""
-    now = time.time()
-    for path in list(paths) or [""]:
-        try:
-            key = store.canonicalize(path) if path else ""
-        except (LockStoreError, ValueError):
-            key = ""
-        try:
-            store.journal_write(
-                denied_record(
-                    time=now,
-                    namespace=store.namespace,
-                    agent=agent,
-                    file=key,
-                    guard=guard,
-                    reason=reason,
-                )
-            )
-        except Exception:
-            log.warning("a denied write of sandbox %s was not journalled", agent, exc_info=True)
-            return

@@ -56,6 +56,7 @@ from ...lockstore import (
     InvalidAgentIdError,
     LockBackend,
     LockStore,
+    journal_denied_writes,
     store_call,
     validate_agent_id,
 )
@@ -73,7 +74,7 @@ from .folder import (
     remove_entry,
     write_atomic,
 )
-from .guard_check import check_locks, journal_denied
+from .guard_check import check_locks
 from .operator_tools import OPERATOR_SPECS, OPERATOR_TOOL_NAMES, OperatorTools
 from .ratelimit import TokenBucket
 from .wire import (
@@ -602,7 +603,7 @@ class IpcHost:
         of the folder (whatever the request says)."""
         arguments = request.arguments or {}
         await store_call(
-            self.store, journal_denied, self.store, sandbox.name, arguments["guard"],
+            self.store, journal_denied_writes, self.store, sandbox.name, arguments["guard"],
             arguments["filepaths"], arguments["reason"],
         )  # fmt: skip
         return ToolOutcome.success({})
