@@ -130,7 +130,10 @@ def host_process(
     host = HostProcess(process, log_file)
     try:
         statuses = [root / name / "host.json" for name in serving]
-        wait_until(lambda: all(s.is_file() for s in statuses) or not host.running(), host.log)
+        # A start (imports, the first scan) can take a minute beside a full test run.
+        wait_until(
+            lambda: all(s.is_file() for s in statuses) or not host.running(), host.log, within=120
+        )
         assert host.running(), host.log()
         yield host
     finally:
