@@ -45,3 +45,21 @@ def lock_dir(tmp_path: Path) -> Path:
 
 # The PostgreSQL server fixtures (pg_server, pg_schema, pg_backend) live in pg_support.
 from pg_support import pg_backend, pg_schema, pg_server  # noqa: E402, F401
+
+
+@pytest.hookimpl(tryfirst=True)  # before any fixture of the test is set up
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Under `--dist loadgroup`, a grouped test carries its group in its node id (how
+    pytest-xdist sends a group to one worker). When a pytest / xdist pairing stops doing that
+    (pytest-xdist#1386), a group's shared set-up (an agent CLI's play, minutes long) silently
+    runs once per worker: fail the group's tests instead, saying why."""
+    if (
+        getattr(item.config.option, "loadgroup", False)
+        and item.get_closest_marker("xdist_group") is not None
+        and "@" not in item.nodeid
+    ):
+        pytest.fail(
+            "--dist loadgroup does not group with this pytest and pytest-xdist (the node id "
+            "has no @group): see the pytest pin in pyproject.toml",
+            pytrace=False,
+        )
