@@ -135,6 +135,20 @@ def test_a_write_to_a_directory_is_denied_with_the_stores_reason(as_alice: Any, 
         (b'{"tool_name": "Bash", "tool_input": {}}', "no command string"),
         (b"\xff\xfe garbage", "the hook input is not JSON"),
     ],
+    # Named: the deep nesting's own id would be 200,000 characters, and pytest puts the id in
+    # every child's environment (PYTEST_CURRENT_TEST), where git refuses it (E2BIG).
+    ids=[
+        "empty",
+        "blank",
+        "not-json",
+        "deep-nesting",
+        "a-string",
+        "no-tool-name",
+        "no-tool-input",
+        "no-file",
+        "no-command",
+        "not-utf8",
+    ],
 )
 def test_malformed_payloads_fail_closed_with_a_clear_reason(
     as_alice: Any, stdin: bytes, expected: str
