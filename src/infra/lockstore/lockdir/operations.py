@@ -56,7 +56,10 @@ class DiskOperations:
         self.read_holder = directory.read_holder
         self.holds = directory.holds
         self.publish = directory.publish
-        self.drop_grant = directory.drop_grant
+        self.drop_grant = directory.drop_grant if journal is None else self._drop_and_record
+        self.releases: dict[str, tuple[str, str, float | None]] = {}
+        """grant token -> (agent, lock key, when granted if not here) of a release under way
+        here: journalled the moment its grant is dropped (`_drop_and_record`)."""
         self.free = directory.free
         self.make_staging = directory.make_staging
         self.write_staging = directory.write_staging
@@ -98,6 +101,17 @@ class DiskOperations:
 
     def entry_gone(self, name: str, entry: str) -> None:
         process_hub().notify(f"{self._path}/{name}{QUEUE_SUFFIX}/{entry}")
+
+    def _drop_and_record(self, name: str, token: str) -> bool:
+        """`drop_grant`, and the journal's release record as soon as it dropped: before the
+        lock is handed on, so the successor's hand-over (written by its own wait, maybe in
+        another thread or process) never comes before the release that caused it."""
+        dropped = self._dir.drop_grant(name, token)
+        if dropped and self._journal is not None:
+            release = self.releases.pop(token, None)
+            if release is not None:
+                self._journal.released(token, *release)
+        return dropped
 
     def reclaimed(self, name: str, holder: Record, by_agent: str | None) -> Reclamation:
         assert isinstance(holder, HolderRecord)  # what `LockDir.read_holder` reads

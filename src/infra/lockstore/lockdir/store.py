@@ -285,11 +285,15 @@ class LockStore:
     ) -> bool:
         # Hands the lock over to the queue's head when it staged its grant (`line.release`).
         hint = self._successors.pop(name, None) if self._successors else None
-        if not run(line.release(self.operations, name, token, hint)):
-            return False
-        if self._lock_journal is not None:
-            self._lock_journal.released(token, agent, key, acquired_at)
-        return True
+        if self._lock_journal is None:
+            return run(line.release(self.operations, name, token, hint))
+        # Journalled when the grant is dropped, before the hand-over (operations.py).
+        releases = self.operations.releases
+        releases[token] = (agent, key, acquired_at)
+        try:
+            return run(line.release(self.operations, name, token, hint))
+        finally:
+            releases.pop(token, None)
 
     def _remember(self, name: str, agent: str, token: str, key: str) -> None:
         with self._grants_guard:
