@@ -89,7 +89,9 @@ def test_top_shows_holders_queues_and_a_cycle_with_its_victim_then_follows_a_kil
     three = agents.start("agent-3", holds="__c__", waits="__a__")
     terminal = top_terminal(lock_dir)
     try:
-        screen = terminal.shows("__a__", "__b__", "__c__", "no one waits")
+        # The table's rows: the journal's panel names the files as soon as they are granted,
+        # which can be before the table's first refresh.
+        screen = terminal.shows(ROW_A, ROW_B, ROW_C, "no one waits")
         assert "3 held" in screen
         agents.go(three)  # a queue first: agent-3 waits for __a__
         terminal.shows("agent-3 waits", "1 waiting")
