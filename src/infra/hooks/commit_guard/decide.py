@@ -238,61 +238,62 @@ def commit_denial(
     found = files_in_commit(plan, cwd if isinstance(cwd, str) and cwd else store.root)
     if found is None:
         return None
-    problems = unlocked_files(store, agent_id, *found)
+    keys = repo_keys(store, *found)
+    problems = unlocked_files(store, agent_id, keys)
     if not problems:
-        return unseen_changes(store, agent_id, *found)
+        return unseen_changes(store, agent_id, keys)
     listed = ", ".join(
         f"{key} ({'not locked' if holder is None else f'locked by {holder}'})"
         for key, holder in problems
     )
-    keys = json.dumps([key for key, _ in problems])
+    wanted = json.dumps([key for key, _ in problems])
     return (
         f"This git commit would include files you have not locked: {listed}. "
-        f'Lock them first with {acquire} {{"filepaths": {keys}}}, or leave them out of '
+        f'Lock them first with {acquire} {{"filepaths": {wanted}}}, or leave them out of '
         "the commit (unstage them with `git restore --staged <file>`, do not use -a, or "
         "name only your files: `git commit <your files> -m ...`)."
     )
 
 
-def unseen_changes(store: GuardStore, agent_id: str, root: str, names: list[str]) -> str | None:
-    """Why the commit would record a change `agent_id` has not seen (a file it read changed
-    since, and not by its own writes: seen/stale.py), or None."""
-    changes = []
+def repo_keys(store: GuardStore, root: str, names: list[str]) -> list[str]:
+    """The lock keys of the files in `names` (relative to `root`) inside the repository, each
+    canonicalized once for both checks."""
+    keys = []
     for name in names:
         path = os.path.join(root, name)
         if not inside_repo(path, store.root):
             continue
         try:
-            key = store.canonicalize(path)
+            keys.append(store.canonicalize(path))
         except ValueError:
-            continue
-        change = change_since_seen(store.root, agent_id, key)
-        if change is not None:
-            changes.append(change)
+            logger.warning("commit guard: cannot canonicalize %r", path)
+    return keys
+
+
+def unseen_changes(store: GuardStore, agent_id: str, keys: list[str]) -> str | None:
+    """Why the commit would record a change `agent_id` has not seen (a file it read changed
+    since, and not by its own writes: seen/stale.py), or None."""
+    changes = [
+        change
+        for change in (change_since_seen(store.root, agent_id, key) for key in keys)
+        if change is not None
+    ]
     if not changes:
         return None
     said = "; ".join(f"{change.key} {change.says()}" for change in changes)
-    keys = " ".join(change.key for change in changes)
+    listed = " ".join(change.key for change in changes)
     return (
         f"This git commit would record changes you have not seen: {said}. Read them again "
-        f"(`git diff -- {keys}`), make sure they belong in your commit, then commit."
+        f"(`git diff -- {listed}`), make sure they belong in your commit, then commit."
     )
 
 
 def unlocked_files(
-    store: GuardStore, agent_id: str, root: str, names: list[str]
+    store: GuardStore, agent_id: str, keys: list[str]
 ) -> list[tuple[str, str | None]]:
-    """(lock key, holder) of each repo file in `names` that `agent_id` does not hold."""
+    """(lock key, holder) of each key that `agent_id` does not hold."""
     problems: list[tuple[str, str | None]] = []
-    for name in names:
-        path = os.path.join(root, name)
-        if not inside_repo(path, store.root):
-            continue
-        try:
-            key = store.canonicalize(path)
-        except ValueError:
-            logger.warning("commit guard: cannot canonicalize %r", path)
-            continue
+    for key in keys:
         holder = holder_or_unreadable(store, key)
         if holder != agent_id or lost_grant(store, key, agent_id) is not None:
             problems.append((key, holder))
