@@ -11,12 +11,11 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..infra.lockstore import (
     BackendError,
     InvalidAgentIdError,
-    LockBackend,
-    LockStore,
     LockStoreError,
     chosen_spec,
     default_lock_dir,
@@ -24,6 +23,9 @@ from ..infra.lockstore import (
     open_backend,
 )
 from ._errors import CliError, ExitCode
+
+if TYPE_CHECKING:  # a store loads pydantic: `log` and `stats` only read the journal
+    from ..infra.lockstore import LockBackend
 
 LOCK_DIR_ENV = "LOCKYARD_LOCK_DIR"
 LOCK_DIR_HELP = (
@@ -131,5 +133,7 @@ def open_store(
         option = Path(spec) if option is None else option
     lock_dir = resolve_lock_dir(option)
     check_lock_dir(lock_dir)
+    from ..infra.lockstore import LockStore
+
     with store_errors():
         return LockStore(None, lock_dir, read_only=read_only)

@@ -11,6 +11,8 @@ import typer
 from typer._click import ClickException  # typer's own click: what its parser raises
 from typer.core import TyperCommand, TyperGroup
 
+from ._plain_values import make_plain
+
 BLANK_METAVAR = " "
 """Shown instead of `<bool>` after an on/off option, which reads as if it took a value."""
 
@@ -70,10 +72,15 @@ def _without_bool_metavar(option: Any) -> Any:
 
 
 class LockyardCommand(TyperCommand):
-    """A command whose `--help` shows no `<bool>` after it."""
+    """A command whose `--help` shows no `<bool>` after it, and whose plain options are
+    converted without loading pydantic (`_plain_values`)."""
 
     def get_help_option(self, ctx: Any) -> Any:  # a click Context
         return _without_bool_metavar(super().get_help_option(ctx))
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        make_plain(self.get_params(ctx))
+        return super().parse_args(ctx, args)
 
 
 class LockyardGroup(TyperGroup):
@@ -82,6 +89,10 @@ class LockyardGroup(TyperGroup):
 
     def get_help_option(self, ctx: Any) -> Any:  # a click Context
         return _without_bool_metavar(super().get_help_option(ctx))
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        make_plain(self.get_params(ctx))
+        return super().parse_args(ctx, args)
 
     def main(
         self,

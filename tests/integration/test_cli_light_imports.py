@@ -6,13 +6,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from lockyard.infra.lockstore import JournalFiles, JournalRecord
+from lockyard.infra.lockstore.journal.files import journal_dir
+
 PROBE = r"""
 import atexit, json, sys
-watched = ("mcp", "claude_agent_sdk", "rich", "psycopg")
+watched = ("mcp", "claude_agent_sdk", "rich", "psycopg", "pydantic")
 def report():
     print(json.dumps([m for m in watched if m in sys.modules]), file=sys.stderr)
 atexit.register(report)
@@ -34,15 +38,36 @@ def heavy_imports(*args: str) -> list[str]:
     ("args", "allowed"),
     [
         (("--version",), set()),
-        (("status", "--json"), set()),
-        (("clean", "--json"), set()),
-        (("monitor", "--once", "--json"), set()),
-        (("status",), {"rich"}),  # the table
+        (("status", "--json"), {"pydantic"}),  # the lock store's records
+        (("clean", "--json"), {"pydantic"}),
+        (("monitor", "--once", "--json"), {"pydantic"}),
+        (("status",), {"rich", "pydantic"}),  # the table
+        # The journal's readers load no store, and their options are converted without
+        # typer's pydantic adapters: `log` and `stats` answer within a second.
+        (("log", "--agent", "bob", "-n", "5"), set()),
+        (("log", "--json", "--kind", "grant", "--since", "1h"), set()),
+        (("stats", "--json", "--top", "3"), set()),
+        (("stats",), {"rich"}),
     ],
-    ids=["version", "status-json", "clean-json", "monitor-once", "status-table"],
+    ids=[
+        "version",
+        "status-json",
+        "clean-json",
+        "monitor-once",
+        "status-table",
+        "log",
+        "log-json",
+        "stats-json",
+        "stats-table",
+    ],
 )
 def test_a_command_imports_no_library_it_does_not_use(
     tmp_path: Path, args: tuple[str, ...], allowed: set[str]
 ) -> None:
-    lock_dir = ("--lock-dir", str(tmp_path / "locks")) if args != ("--version",) else ()
+    locks = tmp_path / "locks"
+    locks.mkdir(mode=0o700)
+    journal = JournalFiles(journal_dir(locks))  # something for log and stats to read
+    journal.append(JournalRecord(time.time(), "grant", "ns", "bob", "/r/a.py", "1", 1, "h"))
+    journal.close()
+    lock_dir = ("--lock-dir", str(locks)) if args != ("--version",) else ()
     assert set(heavy_imports(*args, *lock_dir)) <= allowed

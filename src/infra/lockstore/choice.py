@@ -11,14 +11,15 @@ decides, else the lock directory (`LOCKYARD_LOCK_DIR` or the per-user default).
 from __future__ import annotations
 
 import os
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from .backend import LockBackend
 from .journal.file_journal import FileJournal
 from .journal.reader import JournalReader
 from .lockdir.disk import default_lock_dir
-from .lockdir.store import LockStore
 from .postgres.dsn import BackendSpecError, is_postgres_spec, redact
+
+if TYPE_CHECKING:  # `lockyard log` and `stats` read a journal: they load no store (pydantic)
+    from .backend import LockBackend
 
 BACKEND_ENV: Final = "LOCKYARD_BACKEND"
 FILE_WORD: Final = "file"
@@ -87,6 +88,8 @@ def open_backend(
         if lock_dir is not None and os.fspath(lock_dir) != spec:
             raise BackendSpecError(f"pass either lock_dir={lock_dir!s} or backend={spec}, not both")
         lock_dir = spec
+    from .lockdir.store import LockStore
+
     return LockStore(
         repo_namespace,
         lock_dir,
@@ -102,15 +105,8 @@ def open_journal(
     """The journal of a store (of its backend: a lock directory's, or the PostgreSQL
     database's), or of the backend a spec names (as `open_backend` reads it: None means
     LOCKYARD_BACKEND, else the default lock directory). Read-only; close it when done."""
-    if isinstance(source, LockStore):
-        return FileJournal(source.lock_dir)
-    if isinstance(source, LockBackend):
-        spec = getattr(source, "spec", None)
-        if spec is None:
-            raise BackendSpecError(f"{source!r} keeps no journal lockyard can read")
-        from .postgres import PgJournal
-
-        return PgJournal(spec)
+    if source is not None and not isinstance(source, (str, os.PathLike)):
+        return _journal_of_store(source)
     spec = chosen_spec(source)
     if spec is not None and is_postgres_spec(spec):
         from .postgres import PgJournal
@@ -119,3 +115,16 @@ def open_journal(
     if spec is None or spec.strip() == FILE_WORD:
         return FileJournal(default_lock_dir())
     return FileJournal(spec)
+
+
+def _journal_of_store(store: LockBackend) -> JournalReader:
+    from .lockdir.store import LockStore
+
+    if isinstance(store, LockStore):
+        return FileJournal(store.lock_dir)
+    spec = getattr(store, "spec", None)
+    if spec is None:
+        raise BackendSpecError(f"{store!r} keeps no journal lockyard can read")
+    from .postgres import PgJournal
+
+    return PgJournal(spec)
