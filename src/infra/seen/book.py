@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..clone_state import clone_state_dir
 from .version import FileVersion
 
 logger = logging.getLogger(__name__)
@@ -245,29 +246,4 @@ def _name(root: str, key: str) -> str:
 @functools.lru_cache(maxsize=64)
 def book_for(root: str) -> SeenBook:
     """The book of the checkout rooted at `root` (its clone's, or a per-user one outside git)."""
-    return SeenBook(root, os.path.join(_state_dir(root), "seen"))
-
-
-def _state_dir(root: str) -> str:
-    """`<git common dir>/lockyard` of the checkout at `root`, found without running git."""
-    dot_git = os.path.join(root, ".git")
-    if os.path.isdir(dot_git):
-        return os.path.join(dot_git, "lockyard")
-    try:
-        with open(dot_git, encoding="utf-8") as file:
-            line = file.readline().strip()
-    except (OSError, UnicodeDecodeError):
-        line = ""
-    if line.startswith("gitdir:"):
-        git_dir = os.path.join(root, line.removeprefix("gitdir:").strip())
-        try:
-            with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as file:
-                common = os.path.join(git_dir, file.readline().strip())
-        except (OSError, UnicodeDecodeError):
-            common = git_dir  # a submodule's git dir is its own common dir
-        return os.path.join(os.path.normpath(common), "lockyard")
-    # Not a git checkout: a directory of this user's, one per root. (tempfile imports shutil
-    # and the compression modules: only here, not in every hook process.)
-    import tempfile
-
-    return os.path.join(tempfile.gettempdir(), f"lockyard-{os.getuid()}", _digest(root))
+    return SeenBook(root, os.path.join(clone_state_dir(root), "seen"))
