@@ -158,6 +158,7 @@ class OpenCodeDriver(CliDriver):
     only after about a minute of retries, which `npm_config_offline=true` cuts short."""
 
     config_env = "OPENCODE_CONFIG_CONTENT"
+    config_extra: ClassVar[dict[str, object]] = {}
     extra: ClassVar[list[str]] = []
     switches: ClassVar[dict[str, str]] = {
         "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
@@ -184,7 +185,7 @@ class OpenCodeDriver(CliDriver):
         provider = {"npm": "@ai-sdk/openai-compatible", "name": "fake",
                     "options": {"baseURL": api.base_url(name), "apiKey": "fake-key"},
                     "models": {"fake-model": {"name": "fake", "tool_call": True}}}  # fmt: skip
-        config = {"provider": {"fake": provider}, "model": "fake/fake-model"}
+        config = {"provider": {"fake": provider}, "model": "fake/fake-model", **self.config_extra}
         env = {**self.env(api, name, home), self.config_env: json.dumps(config),
                "npm_config_offline": "true", **self.switches}  # fmt: skip
         argv = [str(installed_cli(self.cli)), "run", *self.extra, "-m", "fake/fake-model", "go"]
@@ -192,12 +193,22 @@ class OpenCodeDriver(CliDriver):
 
 
 class KiloDriver(OpenCodeDriver):
-    """Kilo Code's CLI (an OpenCode fork), run as `kilo run` like OpenCode."""
+    """Kilo Code's CLI (an OpenCode fork), run as `kilo run` like OpenCode.
+
+    Kilo's start costs CPU, not waits: without git snapshots of the worktree (taken before
+    and after each step, with `git gc`-style upkeep of their repository at start), a file
+    watcher, an embedded web UI, a daemon, its built-in plugins (lockyard's is a project
+    plugin and still loads), session ingest and presence, a session costs about a third
+    less CPU."""
 
     config_env = "KILO_CONFIG_CONTENT"
+    config_extra: ClassVar[dict[str, object]] = {"snapshot": False}
     switches: ClassVar[dict[str, str]] = {
         "KILO_DISABLE_MODELS_FETCH": "1", "KILO_DISABLE_AUTOUPDATE": "1",
         "KILO_TELEMETRY_LEVEL": "off", "KILO_DISABLE_CODEBASE_INDEXING": "1",
+        "KILO_NO_DAEMON": "1", "KILO_DISABLE_DEFAULT_PLUGINS": "1",
+        "KILO_EXPERIMENTAL_DISABLE_FILEWATCHER": "1", "KILO_DISABLE_EMBEDDED_WEB_UI": "1",
+        "KILO_DISABLE_SESSION_INGEST": "1", "KILO_DISABLE_PRESENCE": "1",
     }  # fmt: skip
 
 
