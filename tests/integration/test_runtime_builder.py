@@ -55,7 +55,7 @@ def test_the_options_carry_server_tools_hooks_prompt_and_cwd(
 
     hooks = options.hooks or {}
     assert [m.matcher for m in hooks["PreToolUse"]] == [
-        "Read|Bash",  # the read note: what the agent sees, for the guards' stale-read check
+        "Read",  # the read note: what the agent reads, for the guards' stale-read check
         "Write|Edit|MultiEdit|NotebookEdit",
         "Bash",
     ]
@@ -94,7 +94,7 @@ def test_base_options_are_extended_never_mutated(repo: Path, tmp_path: Path) -> 
     assert options.allowed_tools == ["Read", ACQUIRE, RELEASE, STATUS]
     assert [m.matcher for m in (options.hooks or {})["PreToolUse"]] == [
         "Read",
-        "Read|Bash",
+        "Read",
         "Write|Edit|MultiEdit|NotebookEdit",
         "Bash",
     ]
@@ -160,7 +160,7 @@ def test_guards_can_be_left_out_and_the_tool_timeout_is_forwarded(
         repo, agent_id="a2", lock_dir=tmp_path / "locks", guard_writes=False
     ).build()
     assert [m.matcher for m in (only_commits.options.hooks or {})["PreToolUse"]] == [
-        "Read|Bash",
+        "Read",
         "Bash",
     ]
     no_shell = AgentRuntimeBuilder(

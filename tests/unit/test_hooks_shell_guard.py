@@ -204,3 +204,44 @@ def test_the_decision_api_loads_neither_the_sdk_nor_the_tool_schemas() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
     )
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("command", "viewed"),
+    [
+        ("cat src/app.py | head -5", ["src/app.py"]),
+        ("cd src && sed -n 1,40p app.py", ["src/app.py"]),
+        ('f=src/app.py; head -n 3 "$f"', ["src/app.py"]),
+        ("wc -l < src/app.py", ["src/app.py"]),
+        ("cat src/missing.py src/app.py src/app.py", ["src/app.py"]),
+        ("sed -i s/1/2/ src/app.py", []),
+        ("ls src && grep value src/app.py", []),
+    ],
+    ids=[
+        "viewer",
+        "after-cd",
+        "through-a-variable",
+        "redirected-in",
+        "once-each",
+        "sed-i",
+        "nothing",
+    ],
+)
+def test_the_decision_names_the_files_a_command_shows(
+    store: LockStore, repo: Path, command: str, viewed: list[str]
+) -> None:
+    decision = decide_shell_command(command, str(repo), "alice", store)
+    assert [str(Path(path).relative_to(repo)) for path in decision.viewed] == viewed
+
+
+async def test_the_hook_notes_what_an_allowed_command_shows_and_nothing_of_a_refused_one(
+    store: LockStore, repo: Path
+) -> None:
+    from lockyard.infra.seen.stale import seen_state
+
+    hook = make_shell_guard_hook(store, "alice")
+    refused = await hook(bash("cat src/app.py > src/copy.py", str(repo)), None, {"signal": None})
+    assert reason(refused)
+    assert seen_state(str(repo), "alice", "src/app.py") == (None, None)
+    assert await hook(bash("cat src/app.py", str(repo)), None, {"signal": None}) == {}
+    assert seen_state(str(repo), "alice", "src/app.py") == (False, None)

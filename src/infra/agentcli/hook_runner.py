@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ..hooks.commit_guard.decide import commit_denial
 from ..hooks.guard_common import GuardStore, note_writes
-from ..hooks.read_note.note import note_reads, note_shell_reads
+from ..hooks.read_note.note import note_reads
 from ..hooks.write_guard.decide import judge_write
 from ..lockstore import default_lock_dir, journal_denied_writes
 from ..session.process_tree import ProcessRef, ancestors
@@ -171,32 +171,33 @@ def _denial(fmt: CliFormat, call: ToolCall, reader: GuardStore, agent_id: str) -
     the whole call is allowed, and only then, what it reads and writes is noted in the
     clone's book (`lockyard.infra.seen`), so the guards can refuse a write made from a stale
     read: the decision itself writes nothing. A read is never refused."""
-    reason, written = _decision(fmt, call, reader, agent_id)
+    reason, written, viewed = _decision(fmt, call, reader, agent_id)
     if reason is not None:
         return reason
     note_writes(reader, agent_id, written)
     if call.kind == "read":
         note_reads(reader, agent_id, call.paths, call.cwd)
-    elif call.command is not None:
-        note_shell_reads(reader, agent_id, call.command, call.cwd)
+    else:
+        note_reads(reader, agent_id, viewed, None)
     return None
 
 
 def _decision(
     fmt: CliFormat, call: ToolCall, reader: GuardStore, agent_id: str
-) -> tuple[str | None, tuple[str, ...]]:
-    """Why the call is refused (journalled), or None and the keys of the writes to note."""
+) -> tuple[str | None, tuple[str, ...], tuple[str, ...]]:
+    """Why the call is refused (journalled), or None, the keys of the writes to note and the
+    files a shell command shows (its reads to note)."""
     if call.kind == "read":
-        return None, ()
+        return None, (), ()
     if call.kind == "write":
         written: list[str] = []
         for path in call.paths:
             reason, keys = judge_write(reader, agent_id, path, call.cwd, fmt.acquire_tool)
             if reason is not None:
                 journal_denied_writes(reader, agent_id, "write", [path], reason)
-                return reason, ()
+                return reason, (), ()
             written.extend(keys)
-        return None, tuple(written)
+        return None, tuple(written), ()
     assert call.command is not None
     # The shell guard parses the command (tree-sitter): loaded for shell calls only, so a
     # write's hook does not pay for it.
@@ -208,12 +209,12 @@ def _decision(
     if not decision.allowed:
         reason = decision.reason or "denied by the shell guard"
         journal_denied_writes(reader, agent_id, "shell", [k for k, _ in decision.unlocked], reason)
-        return reason, ()
+        return reason, (), ()
     reason = commit_denial(reader, agent_id, call.command, call.cwd, fmt.acquire_tool)
     if reason is not None:
         journal_denied_writes(reader, agent_id, "commit", (), reason)
-        return reason, ()
-    return None, decision.to_note
+        return reason, (), ()
+    return None, decision.to_note, decision.viewed
 
 
 def judged_agent(settings: HookSettings, lock_dir: str) -> JudgedAgent:

@@ -1,9 +1,8 @@
-"""The read note as a PreToolUse hook of an SDK agent: Read, and the viewers of a Bash command.
+"""The read note as a PreToolUse hook of an SDK agent, for its Read tool.
 
 It never refuses anything; it notes what the agent is about to see (`note.py`), so the write,
-shell and commit guards can tell a write made from a stale read. A Bash command another guard
-refuses is noted all the same: a note of a read that did not happen can only cost a refusal
-that asks the agent to read again.
+shell and commit guards can tell a write made from a stale read. What a Bash command shows
+(`cat f`) the shell guard notes, once it allows the command: it has parsed the command.
 """
 
 from __future__ import annotations
@@ -12,13 +11,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ...lockstore import store_call
 from ..guard_common import GuardStore, HookFn
-from .note import note_reads, note_shell_reads
+from .note import note_reads
 
 if TYPE_CHECKING:
     from claude_agent_sdk import HookContext
     from claude_agent_sdk.types import SyncHookJSONOutput
 
-READ_NOTE_MATCHER: Final = "Read|Bash"
+READ_NOTE_MATCHER: Final = "Read"
 
 
 def make_read_note_hook(store: GuardStore, agent_id: str) -> HookFn:
@@ -36,11 +35,6 @@ def make_read_note_hook(store: GuardStore, agent_id: str) -> HookFn:
         if tool == "Read" and isinstance(path := tool_input.get("file_path"), str):
             # The store may be asked for the key: off the loop when it waits on a server.
             await store_call(store, note_reads, store, agent_id, [path], cwd)
-        elif tool == "Bash" and isinstance(command := tool_input.get("command"), str):
-            import anyio.to_thread  # the SDK path only
-
-            # Parsing the command takes a while: in a worker thread, like the shell guard.
-            await anyio.to_thread.run_sync(note_shell_reads, store, agent_id, command, cwd)
         return {}
 
     return hook

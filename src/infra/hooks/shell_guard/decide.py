@@ -61,6 +61,9 @@ class Decision:
     to_note: tuple[str, ...] = ()
     """Lock keys the hook notes in the clone's book as the agent's writes once the call is
     allowed (`guard_common.note_writes`): deciding writes nothing."""
+    viewed: tuple[str, ...] = ()
+    """Files the command shows the agent (`cat f`, `sed -n 1,9p f`, `< f`), which the hook
+    notes as read once the call is allowed (`read_note.note_reads`)."""
 
 
 def decide_shell_command(
@@ -180,6 +183,7 @@ def judge(
             locked=tuple(dict.fromkeys(locked)),
             undetermined=every_unknown,
             to_note=to_note,
+            viewed=tuple(found.viewed),
         )
     reason = _reason(unlocked, undetermined, problems, tool, refused)
     return Decision(

@@ -11,6 +11,7 @@ import anyio
 from ...lockstore import journal_denied_writes
 from ...tools.naming import DEFAULT_SERVER_KEY, acquire_tool_name
 from ..guard_common import GuardStore, HookFn, deny, note_writes
+from ..read_note.note import note_reads
 from .decide import DEFAULT_POLICY, ShellGuardPolicy, decide_shell_command
 
 if TYPE_CHECKING:
@@ -63,8 +64,11 @@ def make_shell_guard_hook(
             )
             return deny(reason)
         if decision.allowed:
-            if decision.to_note:  # the book notes the writes as this agent's own
+            # The book notes the writes as this agent's own, and what the command shows it.
+            if decision.to_note:
                 await anyio.to_thread.run_sync(note_writes, store, agent_id, decision.to_note)
+            if decision.viewed:
+                await anyio.to_thread.run_sync(note_reads, store, agent_id, decision.viewed, None)
             return {}
         reason = decision.reason or "denied by the shell guard"
         files = [key for key, _holder in decision.unlocked]

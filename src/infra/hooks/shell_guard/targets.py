@@ -51,6 +51,7 @@ from .syntax import (
     assigned_in,
     parse_shell,
 )
+from .viewers import shows_operands
 from .words import MAX_FIELDS, expand, expand_text, literal
 
 TargetKind = Literal["file", "directory", "tree", "unlisted"]
@@ -95,6 +96,9 @@ class WriteTargets:
     """Why some writes cannot be named, one sentence each (with the command)."""
     refused: list[str] = field(default_factory=list)
     """Why the command is refused whatever is locked (the operator's business)."""
+    viewed: list[str] = field(default_factory=list)
+    """Existing files it shows to whoever runs it (`viewers.py`): the reads the stale-read
+    check notes once the command is allowed."""
 
     @property
     def files(self) -> list[str]:
@@ -458,6 +462,9 @@ class _Walker:
             return
         if self.builtin(base, args, scope, depth, text):
             return
+        if scope.cwd is not None and shows_operands(base, args):
+            operands = [arg for arg in args if arg and not arg.startswith("-")]
+            self.view_files(operands, scope.cwd)
         place = utilities.Place(
             scope.cwd,
             scope.variables.get("HOME"),
@@ -748,6 +755,8 @@ class _Walker:
             elif op in ("<", "<>"):
                 number = 0 if fd is None else fd
                 fds[number] = opened
+                if opened is not None:
+                    self.view_files([opened], None)
                 if number == 0:
                     stdin = Feed("file")
             elif op in _WRITE_REDIRECTS:
@@ -842,6 +851,12 @@ class _Walker:
             return
         if resolved != STREAM:
             self.found.targets.append(Target(resolved, kind, text))
+
+    def view_files(self, paths: list[str], cwd: str | None) -> None:
+        for path in paths:
+            path = path if cwd is None else os.path.join(cwd, path)
+            if path not in self.found.viewed and os.path.isfile(path):
+                self.found.viewed.append(path)
 
     def unknown(self, reason: str, text: str) -> None:
         said = f"`{_short(text)}`: {reason}" if text else reason
