@@ -5,9 +5,12 @@ how it follows the agents. Screenshots are saved (`LOCKYARD_SCREENSHOTS`, else t
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,9 @@ import pytest
 from browser_support import WebServer, browser, screenshot_dir  # noqa: F401
 from cli_support import Agents
 
-from lockyard.infra.lockstore import LockStore
+from lockyard.infra.lockstore import JournalRecord, LockStore
+from lockyard.infra.lockstore.journal.files import ACTIVE, JournalFiles, journal_dir
+from lockyard.infra.lockstore.journal.record import CycleStep, encode
 
 HOSTILE_FILE = "__<img src=x onerror=window.pwned=1>__"
 HOSTILE_AGENT = "<script>window.pwned=2</script>"
@@ -44,8 +49,9 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
         made.agents.close()
 
 
-@pytest.fixture
-def page(browser: Any, scene: Scene) -> Iterator[Any]:  # noqa: F811
+@contextmanager
+def watched_page(browser: Any, address: str) -> Iterator[Any]:  # noqa: F811
+    """The page at `address`, its errors in `.problems` and its dialogs in `.dialogs`."""
     # bypass_csp: Playwright's polling evaluates its predicates as strings. It also shows
     # that names are shown as text without the policy's help (the policy has its own test).
     context = browser.new_context(viewport={"width": 1280, "height": 800}, bypass_csp=True)
@@ -58,9 +64,17 @@ def page(browser: Any, scene: Scene) -> Iterator[Any]:  # noqa: F811
         lambda message: opened.problems.append(message.text) if message.type == "error" else None,
     )
     opened.on("dialog", lambda dialog: (opened.dialogs.append(dialog.message), dialog.dismiss()))
-    opened.goto(scene.web.address)
-    yield opened
-    context.close()
+    try:
+        opened.goto(address)
+        yield opened
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def page(browser: Any, scene: Scene) -> Iterator[Any]:  # noqa: F811
+    with watched_page(browser, scene.web.address) as opened:
+        yield opened
 
 
 def text_of(page: Any, selector: str) -> str:
@@ -176,3 +190,153 @@ def test_writes_are_refused_the_page_is_read_only(scene: Scene) -> None:
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=60)
     assert refused.value.code == 405
+
+
+# ---- a hostile journal ---------------------------------------------------------------------
+# Names an agent or a file may carry: each would set window.pwned if the page ran it.
+EVIL_AGENT = '<img src=x onerror="window.pwned=3">'
+EVIL_FILE = "<script>window.pwned=4</script>.py"
+EVIL_REASON = "<b onmouseover=window.pwned=5>bold</b>"
+EVIL_CYCLE_FILE = "<svg onload=window.pwned=6>"
+EVIL_LIVE_AGENT = "<iframe srcdoc='<script>parent.pwned=7</script>'>"
+
+
+def journal_record(at: float, kind: str, agent: str, file: str, **extra: Any) -> JournalRecord:
+    return JournalRecord(at, kind, "ns", agent, file, "1.1", 1, "h", **extra)
+
+
+def hostile_lines(at: float) -> bytes:
+    """What no writer of ours makes, but a damaged disk or a foreign program may leave."""
+    torn = b'{"t":%.6f,"kind":"release","ns":"ns","agent":"torn-agent","fi' % at
+    after_torn = encode(journal_record(at, "release", "agent-good", "src/after-torn.py", held=5.0))
+    not_utf8 = (
+        b'{"t":%.6f,"kind":"release","ns":"ns","agent":"\xff\xfe<script>window.pwned=8'
+        b'</script>","file":"src/bad-bytes.py","session":"s","pid":1,"host":"h","held":1}\n' % at
+    )
+    lone_surrogate = (
+        b'{"t":%.6f,"kind":"release","ns":"ns","agent":"lone-\\ud800-<i>x</i>",'
+        b'"file":"src/surrogate.py","session":"s","pid":1,"host":"h","held":4}\n' % at
+    )
+    huge = (
+        b'{"t":%.6f,"kind":"release","ns":"ns","agent":"huge","file":"' % at
+        + b"<script>window.pwned=9</script>" * 200_000  # 6 MB on one line
+        + b'","session":"s","pid":1,"host":"h","held":1}\n'
+    )
+    markup = b"<html><body onload=window.pwned=10><script>window.pwned=11</script>\n"
+    return torn + after_torn + not_utf8 + lone_surrogate + huge + markup
+
+
+@dataclass
+class HostileJournal:
+    lock_dir: Path
+    denied_at: float
+    """When the denied write (the first row's one marker) happened."""
+    web: WebServer
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostileJournal]:
+    """`lockyard web` on a lock directory whose journal holds good records among torn,
+    non-UTF-8, huge and markup lines, and names that carry HTML and script."""
+    lock_dir = tmp_path_factory.mktemp("hostile") / "locks"
+    LockStore(None, lock_dir)  # a lock directory as lockyard makes it
+    at = time.time() - 600
+    writer = JournalFiles(journal_dir(lock_dir))
+    writer.append(journal_record(at, "release", "agent-good", "src/good.py", held=30.0))
+    writer.append(
+        journal_record(at + 1, "wait-end", "agent-waiter", "src/good.py", waited=20.0,
+                       outcome="granted")
+    )  # fmt: skip
+    writer.append(
+        journal_record(at + 2, "denied", EVIL_AGENT, EVIL_FILE, guard="write", reason=EVIL_REASON)
+    )
+    writer.append(
+        journal_record(
+            at + 3, "deadlock", EVIL_AGENT, EVIL_CYCLE_FILE, victim=EVIL_AGENT,
+            cycle=(CycleStep(EVIL_AGENT, EVIL_CYCLE_FILE, "agent-good"),
+                   CycleStep("agent-good", "src/good.py", EVIL_AGENT)),
+        )
+    )  # fmt: skip
+    writer.close()
+    with open(journal_dir(lock_dir) / ACTIVE, "ab") as raw:
+        raw.write(hostile_lines(at + 4))
+    writer = JournalFiles(journal_dir(lock_dir))
+    writer.append(journal_record(at + 5, "release", "agent-good", "src/last.py", held=2.0))
+    writer.close()
+    made = HostileJournal(lock_dir, at + 2, WebServer("--lock-dir", str(lock_dir)))
+    try:
+        yield made
+    finally:
+        made.web.close()
+
+
+GOOD_ROWS = [
+    EVIL_FILE,  # "<" sorts first
+    EVIL_CYCLE_FILE,
+    "src/after-torn.py",
+    "src/good.py",
+    "src/last.py",
+    "src/surrogate.py",
+]
+
+
+def test_a_journal_of_torn_non_utf8_huge_and_script_lines_shows_its_good_records_as_text(
+    browser: Any,  # noqa: F811
+    hostile: HostileJournal,
+    tmp_path: Path,
+) -> None:
+    with watched_page(browser, hostile.web.address) as page:
+        page.wait_for_function(
+            f"window.LockyardTimeline.rows().length === {len(GOOD_ROWS)}", timeout=PAGE_WAIT_MS
+        )
+        assert page.evaluate("window.LockyardTimeline.rows()") == GOOD_ROWS
+        assert page.evaluate("window.LockyardTimeline.counts()") == {
+            "hold": 4, "wait": 1, "denied": 1, "deadlock": 1
+        }  # fmt: skip
+        # A person hovers over the denied write: its names and reason, as plain text.
+        box = page.locator("#timeline-scroll").bounding_box()
+        marker_x = page.evaluate(
+            """([left, width, at]) => {
+                const to = Date.now() / 1000, from = to - 3600, plot = width - 198;
+                return left + 190 + (at - from) / (to - from) * plot;
+            }""",
+            [box["x"], box["width"], hostile.denied_at],
+        )
+        page.mouse.move(marker_x, box["y"] + 22 + 10)  # the first row, below the time axis
+        page.wait_for_selector("#tooltip:not([hidden])", timeout=PAGE_WAIT_MS)
+        tip = text_of(page, "#tooltip")
+        assert f"{EVIL_AGENT} → {EVIL_FILE}" in tip
+        assert f"write: {EVIL_REASON}" in tip
+        assert page.locator("#tooltip *").count() == 0
+        page.screenshot(path=str(screenshot_dir(tmp_path) / "web-hostile-journal.png"))
+
+        # Records written while the page is open, behind more hostile lines, are pushed.
+        with open(journal_dir(hostile.lock_dir) / ACTIVE, "ab") as raw:
+            raw.write(hostile_lines(time.time()))
+        writer = JournalFiles(journal_dir(hostile.lock_dir))
+        writer.append(
+            journal_record(
+                time.time(), "deadlock", EVIL_LIVE_AGENT, "src/live.py", victim=EVIL_LIVE_AGENT,
+                cycle=(CycleStep(EVIL_LIVE_AGENT, "src/live.py", EVIL_AGENT),
+                       CycleStep(EVIL_AGENT, EVIL_FILE, EVIL_LIVE_AGENT)),
+            )
+        )  # fmt: skip
+        writer.close()
+        page.wait_for_selector("#deadlock-list li.past", timeout=PAGE_WAIT_MS)
+        listed = text_of(page, "#deadlock-list")
+        assert f"{EVIL_LIVE_AGENT} → src/live.py → {EVIL_AGENT} → {EVIL_FILE} →" in listed
+        assert page.locator("#deadlock-list .victim").inner_text() == EVIL_LIVE_AGENT
+        assert page.locator("body img, body iframe, body svg, body script").count() == 0
+        assert page.evaluate("window.pwned === undefined")
+        assert page.dialogs == []
+        assert page.problems == []
+
+
+def test_a_hostile_journal_leaves_the_timeline_answer_whole_json(
+    hostile: HostileJournal,
+) -> None:
+    status, body = get(f"{hostile.web.address}api/timeline")
+    assert status == 200
+    agents = {item["a"] for item in body["items"]}
+    assert "lone-\ufffd-<i>x</i>" in agents  # a lone surrogate escape, as U+FFFD
+    assert not any("pwned=8" in name or "pwned=9" in name for name in agents)

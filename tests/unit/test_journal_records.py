@@ -142,3 +142,15 @@ def test_the_lock_paths_lines_are_the_bytes_encode_writes(
                       outcome=outcome)  # fmt: skip
     assert made == encode(record)
     assert len(made) <= MAX_RECORD_BYTES
+
+
+def test_a_lone_surrogate_escape_reads_as_a_replacement_character_and_a_pair_as_its_character() -> (
+    None
+):
+    line = encode(grant(agent="x", file="y")).replace(b'"x"', b'"a\\ud800b"')
+    line = line.replace(b'"y"', b'"\\ud83d\\ude00\\udcff"')
+    record = decode(line)
+    assert record.agent == "a\ufffdb"
+    assert record.file == "\U0001f600\ufffd"
+    assert record.to_json().isascii()
+    record.file.encode("utf-8")  # printable, sendable: no lone surrogate is left

@@ -276,6 +276,7 @@
   window.LockyardTimeline = {
     setBoard(board) { state.board = board; state.skew = board.taken_at - Date.now() / 1000; if (!state.custom) draw(); },
     addItems(items) { if (!state.custom) addItems(items); },
+    rows() { return state.rows.map((row) => row.name); },
     counts() {
       const out = {};
       for (const it of state.items) out[it.k] = (out[it.k] || 0) + 1;

@@ -294,10 +294,32 @@ class BadRecordError(ValueError):
 def decode(line: bytes | str) -> JournalRecord:
     """The record of one line; BadRecordError when it is not a whole record."""
     try:
-        data = json.loads(line)
+        data = loads_text(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRecordError(f"not JSON: {exc}") from None
     return from_dict(data)
+
+
+def loads_text(text: bytes | str) -> Any:
+    """`json.loads`, with every lone surrogate (an escape like `\\ud800` that no pair
+    completes) replaced by U+FFFD: JSON lets a line carry one, but no terminal, page or
+    database can encode it, so a hostile or damaged name would fail whoever shows it."""
+    data = json.loads(text)
+    if isinstance(text, bytes):
+        suspect = b"\\ud" in text or b"\\uD" in text
+    else:
+        suspect = "\\ud" in text or "\\uD" in text
+    return _whole_text(data) if suspect else data
+
+
+def _whole_text(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, list):
+        return [_whole_text(item) for item in value]
+    if isinstance(value, dict):
+        return {_whole_text(key): _whole_text(item) for key, item in value.items()}
+    return value
 
 
 _REQUIRED_TEXT: Final = ("kind", "ns", "agent", "file", "session", "host")

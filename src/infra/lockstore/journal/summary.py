@@ -33,6 +33,7 @@ from .record import (
     BadRecordError,
     JournalRecord,
     from_dict,
+    loads_text,
 )
 from .scan import records_in
 
@@ -267,7 +268,7 @@ class SegmentSummary:
     def from_json(cls, text: str | bytes) -> SegmentSummary | None:
         """The summary, or None when the text is not one this lockyard wrote."""
         try:
-            data = json.loads(text)
+            data = loads_text(text)
             if data["version"] != SUMMARY_VERSION:
                 return None
             return cls(
