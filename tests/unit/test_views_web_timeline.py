@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from lockyard.cli.web.timeline import (
@@ -10,7 +13,15 @@ from lockyard.cli.web.timeline import (
     item_of,
     items_between,
     parse_window,
+    read_window,
 )
+from lockyard.infra.lockstore import FileJournal, JournalRecord
+from lockyard.infra.lockstore.journal.files import JournalFiles, journal_dir
+from lockyard.infra.lockstore.journal.record import CycleStep
+
+
+def rec(t: float, kind: str, agent: str = "a", file: str = "f", **extra: Any) -> JournalRecord:
+    return JournalRecord(t, kind, "ns", agent, file, "1.1", 1, "h", **extra)
 
 
 def test_no_parameters_mean_the_last_hour_until_now() -> None:
@@ -44,60 +55,41 @@ def test_a_malformed_query_is_refused_with_what_to_pass(
 
 
 def test_a_release_is_a_whole_hold_and_a_wait_end_a_whole_wait() -> None:
-    hold = item_of({"t": 100.0, "kind": "release", "agent": "a", "file": "f", "held": 30.0})
+    hold = item_of(rec(100.0, "release", held=30.0))
     assert hold == {"k": "hold", "a": "a", "f": "f", "s": 70.0, "e": 100.0}
-    handed = item_of(
-        {"t": 50.0, "kind": "hand-over", "agent": "b", "other": "a", "file": "f", "held": 5}
-    )
+    handed = item_of(rec(50.0, "hand-over", agent="b", other="a", held=5.0))
     assert handed == {"k": "hold", "a": "a", "f": "f", "s": 45.0, "e": 50.0}
-    wait = item_of(
-        {"t": 9.0, "kind": "wait-end", "agent": "b", "file": "f", "waited": 4, "outcome": "victim"}
-    )
+    wait = item_of(rec(9.0, "wait-end", agent="b", waited=4.0, outcome="victim"))
     assert wait == {"k": "wait", "a": "b", "f": "f", "s": 5.0, "e": 9.0, "o": "victim"}
 
 
 def test_deadlocks_and_denials_are_markers() -> None:
-    deadlock = item_of(
-        {
-            "t": 7.0,
-            "kind": "deadlock",
-            "agent": "a",
-            "victim": "b",
-            "file": "",
-            "cycle": [["a", "x", "b"], ["b", "y", "a"], ["bad"]],
-            "released": ["y"],
-        }
-    )
+    cycle = (CycleStep("a", "x", "b"), CycleStep("b", "y", "a"))
+    deadlock = item_of(rec(7.0, "deadlock", file="", victim="b", cycle=cycle, released=("y",)))
     assert deadlock is not None
     assert deadlock["cycle"] == [["a", "x", "b"], ["b", "y", "a"]]
     assert (deadlock["a"], deadlock["x"]) == ("b", "released y")
-    denied = item_of(
-        {"t": 3.0, "kind": "denied", "agent": "a", "file": "f", "guard": "write", "reason": "no"}
-    )
+    denied = item_of(rec(3.0, "denied", guard="write", reason="no"))
     assert denied == {"k": "denied", "a": "a", "f": "f", "s": 3.0, "x": "write: no"}
 
 
 @pytest.mark.parametrize(
     "record",
     [
-        {},
-        {"t": "soon", "kind": "release"},
-        {"t": float("nan"), "kind": "release"},
-        {"t": 1.0, "kind": 5},
-        {"t": 1.0, "kind": "grant", "agent": "a", "file": "f"},  # its bar comes with the release
-        {"t": 1.0, "kind": "wait-end", "waited": -3},
-        {"t": 1.0, "kind": "something-new"},
+        rec(float("nan"), "release", held=1.0),
+        rec(1.0, "grant"),  # its bar comes with the release
+        rec(1.0, "wait-end", waited=-3.0),
+        rec(1.0, "release", held=float("inf")),
+        rec(1.0, "hand-over"),  # the lock directory's: the release before it has the hold
+        rec(1.0, "wait-begin"),
     ],
 )
-def test_records_that_make_no_bar_are_skipped(record: dict[str, object]) -> None:
+def test_records_that_make_no_bar_are_skipped(record: JournalRecord) -> None:
     assert item_of(record) is None
 
 
 def test_only_items_in_the_window_are_kept_and_the_latest_when_there_are_too_many() -> None:
-    records = [
-        {"t": float(t), "kind": "release", "agent": "a", "file": "f", "held": 1.0}
-        for t in range(100)
-    ]
+    records = [rec(float(t), "release", held=1.0) for t in range(100)]
     items, truncated = items_between(records, Window(50.0, 60.0, live=False))
     assert [item["e"] for item in items] == [float(t) for t in range(50, 62)]
     assert not truncated
@@ -105,3 +97,33 @@ def test_only_items_in_the_window_are_kept_and_the_latest_when_there_are_too_man
     assert truncated
     assert items[-1]["e"] == 99.0
     assert len(items) == 10
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> FileJournal:
+    """A journal of 300 s: each second a grant, then a release of a 0.5 s hold."""
+    writer = JournalFiles(journal_dir(tmp_path))
+    for t in range(1000, 1300):
+        writer.append(rec(float(t), "grant"))
+        writer.append(rec(t + 0.5, "release", held=0.5))
+    writer.close()
+    return FileJournal(tmp_path)
+
+
+def test_a_window_that_ends_now_gets_its_latest_items_and_says_when_some_were_left_out(
+    journal: FileJournal,
+) -> None:
+    items, truncated = read_window(journal, Window(1100.0, 1300.0, live=True), limit=50)
+    assert truncated
+    assert [item["e"] for item in items] == [t + 0.5 for t in range(1250, 1300)]
+    items, truncated = read_window(journal, Window(1290.0, 1300.0, live=True), limit=50)
+    assert not truncated
+    assert [item["e"] for item in items] == [t + 0.5 for t in range(1290, 1300)]
+
+
+def test_a_chosen_window_gets_the_holds_that_ended_after_it(journal: FileJournal) -> None:
+    items, truncated = read_window(journal, Window(1010.2, 1012.2, live=False))
+    assert not truncated
+    assert [(item["s"], item["e"]) for item in items] == [
+        (1010.0, 1010.5), (1011.0, 1011.5), (1012.0, 1012.5)
+    ]  # fmt: skip

@@ -9,8 +9,7 @@ cannot be read costs the view its timeline and latest events, never its board.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
 
 import anyio
 import anyio.to_thread
@@ -48,11 +47,3 @@ async def follow_records(
                 on_problem(f"the journal cannot be read: {error}")
         backlog = 0  # what was shown stays shown
         await anyio.sleep(RETRY_SECONDS)
-
-
-def records_between(
-    journal: JournalReader, since: float, until: float | None
-) -> Iterator[dict[str, Any]]:
-    """The records of [since, until) as the dicts the timeline reads."""
-    for record in journal.records(JournalQuery.of(since=since, until=until)):
-        yield record.to_dict()

@@ -89,6 +89,6 @@ class JournalFanout:
 
         async for record in follow_records(feed, backlog=0, on_problem=say):
             self.problem = ""
-            item = item_of(record.to_dict())
+            item = item_of(record)
             if item is not None:
                 self.add(item)

@@ -26,10 +26,9 @@ from starlette.staticfiles import StaticFiles
 
 from ...infra.lockstore import open_journal
 from ..views.feed import BoardFeed
-from ..views.journal_feed import records_between
 from .access import COOKIE, Access
 from .hub import BoardHub, JournalFanout
-from .timeline import TimelineQueryError, Window, items_between, parse_window
+from .timeline import TimelineQueryError, Window, parse_window, read_window
 
 TimelineReader = Callable[[Window], dict[str, Any]]
 """Reads the journal for a window: {"items": [...], "truncated": bool, "note": str}."""
@@ -164,9 +163,7 @@ def journal_timeline(feed: BoardFeed) -> TimelineReader:
             return {"items": [], "truncated": False, "note": "no lock store yet"}
         journal = open_journal(feed.store)
         try:
-            # A hold that began in a chosen window may end after it: read as far again.
-            until = None if window.live else window.end + (window.end - window.start)
-            items, truncated = items_between(records_between(journal, window.start, until), window)
+            items, truncated = read_window(journal, window)
         finally:
             journal.close()
         return {"items": items, "truncated": truncated, "note": ""}

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ...infra.lockstore import JournalQuery, JournalReader, JournalRecord
 
 DEFAULT_SECONDS = 3600.0
 MAX_SECONDS = 31 * 86400.0
@@ -26,6 +29,11 @@ MAX_ITEMS = 20000
 
 ENDS_A_HOLD = {"release", "hand-over", "reclaim", "operator-release"}
 MARKERS = {"deadlock", "denied", "reclaim", "pass-over", "operator-release"}
+ITEM_KINDS = frozenset(ENDS_A_HOLD | MARKERS | {"wait-end"})
+"""The kinds of record that can make an item (a grant's bar comes with its release)."""
+LOOKAHEAD_SECONDS = 900.0
+"""How far past a chosen window its holds and waits are looked for (their records come at
+their end): a longer look would cost a big journal seconds per request."""
 
 
 class TimelineQueryError(ValueError):
@@ -80,58 +88,65 @@ def _seconds(params: Mapping[str, list[str]], name: str) -> float | None:
     return value
 
 
-def item_of(record: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The bar or marker of one journal record (its JSON form), or None."""
-    kind = record.get("kind")
-    at = record.get("t")
-    if not isinstance(kind, str) or not isinstance(at, int | float) or not math.isfinite(at):
+def item_of(record: JournalRecord) -> dict[str, Any] | None:
+    """The bar or marker of one journal record, or None."""
+    kind, at = record.kind, record.time
+    if not math.isfinite(at):
         return None
-    agent = _text(record.get("agent"))
-    file = _text(record.get("file"))
-    if kind in ENDS_A_HOLD and _number(record.get("held")) is not None:
-        holder = _text(record.get("other")) if kind == "hand-over" else agent
-        held = _number(record.get("held")) or 0.0
-        return {"k": "hold", "a": holder, "f": file, "s": at - held, "e": at}
-    if kind == "wait-end" and _number(record.get("waited")) is not None:
-        waited = _number(record.get("waited")) or 0.0
+    if kind in ENDS_A_HOLD and _duration(record.held) is not None:
+        holder = (record.other or "") if kind == "hand-over" else record.agent
+        return {"k": "hold", "a": holder, "f": record.file, "s": at - (record.held or 0.0), "e": at}
+    if kind == "wait-end" and _duration(record.waited) is not None:
         return {
-            "k": "wait", "a": agent, "f": file, "s": at - waited, "e": at,
-            "o": _text(record.get("outcome")),
+            "k": "wait", "a": record.agent, "f": record.file, "s": at - (record.waited or 0.0),
+            "e": at, "o": record.outcome or "",
         }  # fmt: skip
     if kind == "deadlock":
-        cycle = [
-            [_text(step[0]), _text(step[1]), _text(step[2])]
-            for step in record.get("cycle") or []
-            if isinstance(step, list | tuple) and len(step) == 3
-        ]
-        released = record.get("released") or []
-        detail = "released " + ", ".join(map(_text, released)) if released else ""
+        cycle = [[step.agent, step.waits_on, step.held_by] for step in record.cycle]
+        detail = "released " + ", ".join(record.released) if record.released else ""
         return {
-            "k": "deadlock", "a": _text(record.get("victim")) or agent, "f": file, "s": at,
+            "k": "deadlock", "a": record.victim or record.agent, "f": record.file, "s": at,
             "cycle": cycle, "x": detail,
         }  # fmt: skip
     if kind in MARKERS:
-        guard = _text(record.get("guard"))
-        reason = _text(record.get("reason"))
-        return {"k": kind, "a": agent, "f": file, "s": at, "x": f"{guard}: {reason}".strip(": ")}
+        detail = f"{record.guard or ''}: {record.reason or ''}".strip(": ")
+        return {"k": kind, "a": record.agent, "f": record.file, "s": at, "x": detail}
     return None
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, int | float) and math.isfinite(value) and value >= 0:
-        return float(value)
+def _duration(value: float | None) -> float | None:
+    if value is not None and math.isfinite(value) and value >= 0:
+        return value
     return None
+
+
+def read_window(
+    journal: JournalReader, window: Window, limit: int = MAX_ITEMS
+) -> tuple[list[dict[str, Any]], bool]:
+    """The items of `window` read from `journal` (the latest `limit`), and whether some were
+    left out. Only the kinds that make an item are read (the others are skipped before they
+    are parsed), and the window is read backwards from its end, so a busy hour of a big
+    journal costs its last `limit` records, not all of them. A chosen window also reads the
+    records of the LOOKAHEAD_SECONDS after it: a hold or a wait that began in the window and
+    ended then shows too."""
+    until = None if window.live else window.end
+    found = journal.latest(
+        JournalQuery.of(since=window.start, until=until, kinds=ITEM_KINDS), limit + 1
+    )
+    later: Iterable[JournalRecord] = ()
+    if until is not None:
+        ahead = until + min(window.end - window.start, LOOKAHEAD_SECONDS)
+        later = journal.records(JournalQuery.of(since=until, until=ahead, kinds=ITEM_KINDS))
+    items, _ = items_between([*found[-limit:], *later], window, limit)
+    return items, len(found) > limit
 
 
 def items_between(
-    records: Iterable[Mapping[str, Any]], window: Window, limit: int = MAX_ITEMS
+    records: Iterable[JournalRecord], window: Window, limit: int = MAX_ITEMS
 ) -> tuple[list[dict[str, Any]], bool]:
     """The items that show in `window` (the latest `limit`), and whether some were left out."""
-    items = []
+    items: deque[dict[str, Any]] = deque(maxlen=limit)
+    shown = 0
     for record in records:
         item = item_of(record)
         if item is None:
@@ -139,6 +154,5 @@ def items_between(
         if item.get("e", item["s"]) < window.start or item["s"] > window.end:
             continue
         items.append(item)
-    if len(items) > limit:
-        return items[-limit:], True
-    return items, False
+        shown += 1
+    return list(items), shown > limit
