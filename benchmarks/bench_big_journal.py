@@ -1,0 +1,286 @@
+"""A lock directory's journal of a gigabyte: do the page and `lockyard log` stay responsive?
+
+    python3 scripts/uv run python benchmarks/bench_big_journal.py [--megabytes 1024]
+                                                     [--hours 24] [--baseline-megabytes 64]
+
+A journal this big is one a user asked for (`LOCKYARD_JOURNAL_MAX_MB=1024`: sealed segments
+of 64 MiB, each summarised when sealed, as the writers leave them). The script builds it in
+a temporary lock directory (records of a busy day, the newest now), starts `lockyard web` on
+it and times, as a person meets them:
+
+- the page's data: `/api/timeline` for the last hour (what the page loads first), the last
+  5 minutes, and an hour chosen in the middle of the journal; `/api/board`; the page itself;
+- `lockyard log`: the last records, the last 1,000, one agent's last records, and a
+  one-minute window in the middle of the journal;
+
+each the median of three, beside the same on a small journal (`--baseline-megabytes`) built
+the same way in the same run: the ratio says what the size costs, whatever the machine's
+load. Commands are timed as whole processes (wall time, and their CPU time). Every file it
+builds is deleted at the end; it refuses to start without room for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench_journal import synthetic
+from lockyard.infra.lockstore import LockStore
+from lockyard.infra.lockstore.journal.files import (
+    ACTIVE,
+    SEALED_SUFFIX,
+    journal_dir,
+    sealed_segments,
+)
+from lockyard.infra.lockstore.journal.record import RECORD_START, encode
+from lockyard.infra.lockstore.journal.summary import cached_summary
+
+LOCKYARD = str(Path(sys.executable).parent / "lockyard")
+SEGMENT_BYTES = 64 << 20
+"""What `LOCKYARD_JOURNAL_MAX_MB=1024` makes: a sixteenth of the journal."""
+ADDRESS = re.compile(r"lockyard web: (http://\S+)")
+
+
+def load() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def record_tails() -> list[bytes]:
+    """The bytes after the time of a few thousand varied records: a record of any time is
+    `{"t":TIME` and one of these (building a gigabyte of JournalRecords would take long)."""
+    tails = []
+    for record in synthetic(5000, time.time() - 3600):
+        line = encode(record)
+        tails.append(line[line.index(b",", len(RECORD_START)) :])
+    return tails
+
+
+@dataclass
+class Journal:
+    lock_dir: Path
+    start: float
+    end: float
+    records: int
+    size: int
+    built: float
+    summarised: float
+
+
+def build(root: Path, megabytes: float, hours: float) -> Journal:
+    """A journal of about `megabytes`, its records spread evenly over the last `hours`."""
+    lock_dir = root / "locks"
+    LockStore(None, lock_dir)  # a lock directory as lockyard makes it
+    directory = journal_dir(lock_dir)
+    directory.mkdir(exist_ok=True)
+    tails = record_tails()
+    average = statistics.mean(len(tail) for tail in tails) + 18
+    count = int(megabytes * (1 << 20) / average)
+    end = time.time()
+    start = end - hours * 3600
+    step = (end - start) / count
+    started = time.perf_counter()
+    number, size, written = 0, 0, 0
+    while written < count:
+        lines = []
+        segment = 0
+        while segment < SEGMENT_BYTES and written < count:
+            line = b'{"t":%.6f' % (start + written * step) + tails[written % len(tails)]
+            lines.append(line)
+            segment += len(line)
+            written += 1
+        number += 1
+        last = written >= count
+        name = ACTIVE if last else f"{number:08d}{SEALED_SUFFIX}"
+        (directory / name).write_bytes(b"".join(lines))
+        size += segment
+    built = time.perf_counter() - started
+    started = time.perf_counter()
+    for segment_path in sealed_segments(directory):  # as each writer does when it seals
+        cached_summary(segment_path)
+    return Journal(lock_dir, start, end, count, size, built, time.perf_counter() - started)
+
+
+def median_of_three(run: Callable[[], None]) -> tuple[float, float]:
+    """Median wall seconds of `run()`, and the median CPU seconds its child processes used."""
+    walls, cpus = [], []
+    for _ in range(3):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        run()
+        walls.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+class Web:
+    """`lockyard web` on the journal's lock directory, in a process of its own."""
+
+    def __init__(self, lock_dir: Path) -> None:
+        started = time.perf_counter()
+        self.process = subprocess.Popen(
+            [LOCKYARD, "web", "--port", "0", "--lock-dir", str(lock_dir)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        found = ADDRESS.search(self.process.stdout.readline())
+        if found is None:
+            self.close()
+            raise SystemExit("lockyard web did not say its address")
+        self.address = found.group(1)
+        self.started_in = time.perf_counter() - started
+        self.cpu_before = _process_cpu(self.process.pid)
+
+    def get(self, path: str) -> bytes:
+        with urllib.request.urlopen(self.address + path, timeout=600) as answer:
+            body: bytes = answer.read()
+            return body
+
+    def timed(self, path: str) -> tuple[float, float, bytes]:
+        """Median wall seconds of GET `path`, the server's median CPU seconds, the body."""
+        walls, cpus, body = [], [], b""
+        for _ in range(3):
+            cpu = _process_cpu(self.process.pid)
+            started = time.perf_counter()
+            body = self.get(path)
+            walls.append(time.perf_counter() - started)
+            cpus.append(_process_cpu(self.process.pid) - cpu)
+        return statistics.median(walls), statistics.median(cpus), body
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def _process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a running process (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+
+
+def measure(journal: Journal) -> dict[str, tuple[float, float, str]]:
+    """name -> (wall seconds, CPU seconds, what it answered)."""
+    figures: dict[str, tuple[float, float, str]] = {}
+    web = Web(journal.lock_dir)
+    try:
+        figures["lockyard web: start until it serves"] = (web.started_in, 0.0, "")
+        middle = journal.start + (journal.end - journal.start) / 2
+        now = time.time()
+        for name, path in [
+            ("page /", ""),
+            ("/api/board", "api/board"),
+            ("/api/timeline, last hour (page load)", "api/timeline"),
+            ("/api/timeline, last 5 minutes", f"api/timeline?from={now - 300:.3f}"),
+            ("/api/timeline, an hour mid-journal", f"api/timeline?from={middle:.3f}&to="
+             f"{middle + 3600:.3f}"),
+        ]:  # fmt: skip
+            wall, cpu, body = web.timed(path)
+            said = ""
+            if path.startswith("api/timeline"):
+                answer = json.loads(body)
+                said = f"{len(answer['items'])} items" + (
+                    " (the latest of the window)" if answer["truncated"] else ""
+                )
+            figures[name] = (wall, cpu, said)
+    finally:
+        web.close()
+    where = ["--lock-dir", str(journal.lock_dir)]
+    for name, args in [
+        ("lockyard log (last 50)", ["log"]),
+        ("lockyard log -n 1000", ["log", "-n", "1000"]),
+        ("lockyard log --agent agent-7", ["log", "--agent", "agent-7"]),
+        ("lockyard log, one minute mid-journal", ["log", "--all", "--since", iso(middle),
+                                                  "--until", iso(middle + 60)]),
+    ]:  # fmt: skip
+        out: list[int] = []
+
+        def run(args: list[str] = args, out: list[int] = out) -> None:
+            done = subprocess.run(
+                [LOCKYARD, *args, *where], stdout=subprocess.PIPE, check=True, env=_env()
+            )
+            out.append(done.stdout.count(b"\n"))
+
+        wall, cpu = median_of_three(run)
+        figures[name] = (wall, cpu, f"{out[-1]} lines")
+    return figures
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("LOCKYARD_LOCK_DIR", "COLUMNS")}
+
+
+def describe(label: str, journal: Journal) -> str:
+    return (
+        f"{label}: {journal.size / 2**20:,.0f} MiB, {journal.records:,} records over "
+        f"{(journal.end - journal.start) / 3600:.0f} h, "
+        f"{len(sealed_segments(journal_dir(journal.lock_dir)))} sealed segments of "
+        f"{SEGMENT_BYTES >> 20} MiB (written in {journal.built:.0f} s, summarised in "
+        f"{journal.summarised:.0f} s)"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--megabytes", type=float, default=1024)
+    parser.add_argument("--hours", type=float, default=24)
+    parser.add_argument("--baseline-megabytes", type=float, default=64)
+    parser.add_argument("--dir", default=tempfile.gettempdir(), help="where to build")
+    args = parser.parse_args()
+    free = shutil.disk_usage(args.dir).free
+    needed = (args.megabytes + args.baseline_megabytes) * (1 << 20) * 1.2
+    if free < needed + (2 << 30):
+        print(
+            f"{args.dir} has {free / 2**30:.1f} GiB free; this needs {needed / 2**30:.1f} GiB "
+            "and 2 GiB to spare: pass --dir or fewer --megabytes"
+        )
+        return 2
+    root = Path(tempfile.mkdtemp(prefix="lockyard-bench-big-journal-", dir=args.dir))
+    try:
+        print(f"load {load()}")
+        # The baseline keeps the big journal's rate of records: its last hour is as full.
+        small = build(root / "small", args.baseline_megabytes,
+                      args.hours * args.baseline_megabytes / args.megabytes)  # fmt: skip
+        big = build(root / "big", args.megabytes, args.hours)
+        print(describe("baseline", small))
+        print(describe("big", big))
+        base = measure(small)
+        ours = measure(big)
+        print(f"load {load()}")
+        print(f"{'':44} {'baseline':>10} {'big':>10} {'ratio':>6}  {'CPU big':>8}  answered")
+        for name, (wall, cpu, said) in ours.items():
+            before = base[name][0]
+            ratio = f"{wall / before:5.1f}x" if before > 0 else ""
+            print(f"{name:44} {before * 1000:8.0f}ms {wall * 1000:8.0f}ms {ratio:>6}  "
+                  f"{cpu * 1000:6.0f}ms  {said}")  # fmt: skip
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
