@@ -1,14 +1,15 @@
 """Run the explorer of the line (tests/unit/line_explorer.py) on more agents and locks than
 the test suite does, and print how many states it visited.
 
-    python3 -m uv run scripts/explore_line.py [--locks 1|2] [--deaths 1] [--ticks 1]
-        [--timeouts 1] [--no-backstops]
+    python3 scripts/uv run scripts/explore_line.py [--locks 1|2] [--deaths 1] [--ticks 1]
+        [--timeouts 1] [--no-backstops] [--no-symmetry]
 
 Three agents: on one lock each takes and releases it; on two locks, the first takes L then
 M, the second M then L (each may time out, so no wait lasts for ever), the third L. Every
 interleaving of their operations is run, with the given number of deaths, turns' lengths of
 time and timed-out waits; it stops at the first broken invariant and prints the steps that
-led there. Three agents with every fault take minutes to hours: the suite runs two agents.
+led there. Identical agents (the three on one lock) are interchangeable: a state and the same
+state with those agents' names exchanged are explored once (--no-symmetry: each of them).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def main() -> int:
     parser.add_argument("--ticks", type=int, default=1)
     parser.add_argument("--timeouts", type=int, default=1)
     parser.add_argument("--no-backstops", action="store_true")
+    parser.add_argument("--no-symmetry", action="store_true")
     args = parser.parse_args()
     scripts = (
         (locks("L"), locks("L"), locks("L"))
@@ -42,6 +44,7 @@ def main() -> int:
         ticks=args.ticks,
         timeouts=args.timeouts,
         backstops=not args.no_backstops,
+        symmetry=not args.no_symmetry,
     )
     started = time.perf_counter()
     try:

@@ -5,7 +5,10 @@ lock directory in memory (`line_model.World`). One step of the explorer is one o
 one agent, so every interleaving of the agents' operations is a path; the other steps are
 the faults and the clock: an agent dies (at any step), a sleeping agent's wait times out, a
 sleeping agent re-checks on its own (its backstop), a turn's length of time passes. States
-are remembered (the world, and each agent's place in its recipes), so each is explored once.
+are remembered (the world, and each agent's place in its recipes), so each is explored once;
+agents of the same script are interchangeable, so a state and the same state with their
+names exchanged are one state (symmetry reduction: a state's key is that of its renaming
+that puts those agents in a fixed order of what they do, `Explorer._key`).
 
 An agent's place in its recipes is the sequence of results its operations returned: a
 recipe is deterministic, so the same results bring it to the same point. Those sequences
@@ -26,9 +29,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field, fields, is_dataclass, replace
+from itertools import permutations
 from typing import Any
 
-from line_model import AgentOps, Rec, Sub, World
+from line_model import AGENT_NAMES, AgentOps, Rec, Renaming, Sub, World
 
 from lockyard.infra.lockstore.lockdir import line
 from lockyard.infra.lockstore.lockdir.line import SLEEP, Await
@@ -81,8 +85,19 @@ def holding(ops: AgentOps, names: tuple[str, ...]) -> Generator[tuple[Any, ...],
         assert (yield from line.release(ops, name, token, hint))
 
 
-def locks(*names: str) -> Script:
-    return lambda ops: holding(ops, names)
+@dataclass(frozen=True, slots=True)
+class Locks:
+    """The script of an agent that acquires `names` in order, then releases them: two
+    agents with equal scripts are interchangeable (the symmetry the explorer reduces)."""
+
+    names: tuple[str, ...]
+
+    def __call__(self, ops: AgentOps) -> Generator[tuple[Any, ...], Any, None]:
+        return holding(ops, self.names)
+
+
+def locks(*names: str) -> Locks:
+    return Locks(names)
 
 
 # -- the agents' places in their recipes -----------------------------------------------------
@@ -190,9 +205,6 @@ class State:
     ticks: int
     timeouts: int
 
-    def key(self) -> tuple[Any, ...]:
-        return (self.world.key(), self.agents, self.deaths, self.ticks, self.timeouts)
-
 
 @dataclass
 class Explorer:
@@ -204,17 +216,30 @@ class Explorer:
     ticks: int = 1
     timeouts: int = 1
     backstops: bool = True
+    symmetry: bool = True
+    """Explore one of each set of states that differ only by a renaming of identical
+    agents."""
     states: int = 0
     transitions: int = 0
 
     def run(self) -> int:
         """Explore; the number of states visited (BrokenInvariantError at the first invariant
         broken)."""
-        names = "abcdefgh"
-        self._places = [Places(n + 1, names[n], script) for n, script in enumerate(self.scripts)]
+        self._places = [
+            Places(n + 1, AGENT_NAMES[n], script) for n, script in enumerate(self.scripts)
+        ]
+        self._groups = [
+            [n for n, other in enumerate(self.scripts) if other == script]
+            for m, script in enumerate(self.scripts)
+            if self.symmetry and m == min(n for n, o in enumerate(self.scripts) if o == script)
+        ]
+        self._groups = [group for group in self._groups if len(group) > 1]
+        self._place_ids: dict[tuple[Any, ...], int] = {}
+        self._wheres: dict[int, tuple[tuple[str, int], ...]] = {}
+        self._renamed_ids: dict[tuple[int, tuple[int, ...] | None], int] = {}
         agents = tuple(Agent(0, places.fingerprint[0]) for places in self._places)
         first = State(World(), agents, self.deaths, self.ticks, self.timeouts)
-        start = first.key()
+        start = self._key(first)
         seen: dict[tuple[Any, ...], tuple[tuple[Any, ...] | None, str]] = {start: (None, "start")}
         frontier = deque([(first, start)])  # each state with its key, computed once
         while frontier:
@@ -223,7 +248,7 @@ class Explorer:
             moved = False
             for move, after in self._successors(state):
                 self.transitions += 1
-                key = after.key()
+                key = self._key(after)
                 if key not in seen:
                     seen[key] = (here, move)
                     self._check(after, key, seen)
@@ -232,6 +257,104 @@ class Explorer:
             if not moved:
                 self._check_quiet(state, here, seen)
         return self.states
+
+    # -- states' keys: identical agents are interchangeable -----------------------------------
+
+    def _key(self, state: State) -> tuple[Any, ...]:
+        """What tells `state` apart from every other state, up to a renaming of identical
+        agents (agents of equal scripts): the key of the state renamed so that each group
+        of identical agents stands in the order of what they do (their code positions,
+        held locks...), the least such key (by its text) where that order leaves a tie."""
+        renamings = self._canonical_renamings(state.agents)
+        if len(renamings) == 1:
+            return self._renamed_key(state, renamings[0])
+        return min((self._renamed_key(state, r) for r in renamings), key=repr)
+
+    def _canonical_renamings(self, agents: tuple[Agent, ...]) -> list[Renaming | None]:
+        if not self._groups:
+            return [None]
+        choices: list[list[tuple[int, ...]]] = [[tuple(range(len(agents)))]]
+        for group in self._groups:
+            shapes = {n: self._shape(agents[n]) for n in group}
+            ordered = sorted(group, key=shapes.__getitem__)
+            blocks: list[list[int]] = []  # runs of agents that the order cannot tell apart
+            for n in ordered:
+                if blocks and shapes[blocks[-1][0]] == shapes[n]:
+                    blocks[-1].append(n)
+                else:
+                    blocks.append([n])
+            orders = [[]]
+            for block in blocks:
+                orders = [o + list(p) for o in orders for p in permutations(block)]
+            grown = []
+            for to in (c for c in choices[-1]):
+                for order in orders:
+                    mapped = list(to)
+                    for target, n in zip(group, order, strict=True):
+                        mapped[n] = target
+                    grown.append(tuple(mapped))
+            choices.append(grown)
+        return [None if _identity(to) else Renaming(to) for to in choices[-1]]
+
+    def _shape(self, agent: Agent) -> tuple[Any, ...]:
+        """What an agent does, without who it is: the same for an agent and its renaming
+        (its code positions, whether it lives, what it waits for and holds)."""
+        place = agent.place
+        where = self._wheres.get(id(place))
+        if where is None:
+            where = self._wheres[id(place)] = (
+                () if place == ("done",) else tuple((c.co_qualname, i) for c, i, _ in place)
+            )
+        held = tuple(sorted(name for name, _ in agent.holds)) if agent.holds else ()
+        return (where, agent.dead, agent.waiting_on, held)
+
+    def _renamed_key(self, state: State, renaming: Renaming | None) -> tuple[Any, ...]:
+        agents: list[Any] = [None] * len(state.agents)
+        to = None if renaming is None else renaming.to
+        for n, agent in enumerate(state.agents):
+            m = n if to is None else to[n]
+            if renaming is None:
+                agents[m] = (
+                    self._place_id(agent.place),
+                    agent.dead,
+                    agent.waiting_on,
+                    agent.holds,
+                    agent.before_me,
+                )
+            else:
+                text = renaming.text
+                agents[m] = (
+                    self._renamed_place_id(agent.place, renaming),
+                    agent.dead,
+                    agent.waiting_on,
+                    frozenset((name, text(token)) for name, token in agent.holds),
+                    frozenset((name, text(token)) for name, token in agent.before_me),
+                )
+        return (
+            state.world.key(renaming),
+            tuple(agents),
+            state.deaths,
+            state.ticks,
+            state.timeouts,
+        )
+
+    def _place_id(self, place: tuple[Any, ...]) -> int:
+        """A small number for each distinct place (hashed once, not at every key)."""
+        cached = (id(place), None)  # places live as long as their agent's trie
+        known = self._renamed_ids.get(cached)
+        if known is None:
+            known = self._renamed_ids[cached] = self._interned(place)
+        return known
+
+    def _interned(self, place: tuple[Any, ...]) -> int:
+        return self._place_ids.setdefault(place, len(self._place_ids))
+
+    def _renamed_place_id(self, place: tuple[Any, ...], renaming: Renaming) -> int:
+        cached = (id(place), renaming.to)  # places live as long as their agent's trie
+        known = self._renamed_ids.get(cached)
+        if known is None:
+            known = self._renamed_ids[cached] = self._interned(_renamed_place(place, renaming))
+        return known
 
     # -- moves -------------------------------------------------------------------------------
 
@@ -431,7 +554,7 @@ def _with(agents: tuple[Agent, ...], n: int, agent: Agent) -> tuple[Agent, ...]:
 
 
 def _who(n: int) -> str:
-    return "abcdefgh"[n]
+    return AGENT_NAMES[n]
 
 
 def _args(op: tuple[Any, ...]) -> str:
@@ -446,3 +569,23 @@ def _trace(key: tuple[Any, ...], seen: dict[Any, Any]) -> str:
         steps.append(move)
         key = parent
     return "\n".join(f"  {n:3d}. {move}" for n, move in enumerate(reversed(steps)))
+
+
+def _identity(to: tuple[int, ...]) -> bool:
+    return all(n == m for n, m in enumerate(to))
+
+
+def _renamed_place(place: tuple[Any, ...], renaming: Renaming) -> tuple[Any, ...]:
+    if place == ("done",):
+        return place
+    return tuple(
+        (
+            code,
+            lasti,
+            tuple(
+                (name, renaming.pid(value) if name == "pid" else renaming.value(value))
+                for name, value in local
+            ),
+        )
+        for code, lasti, local in place
+    )

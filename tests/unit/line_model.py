@@ -22,6 +22,9 @@ from typing import Any
 from lockyard.infra.lockstore.liveness import Liveness
 from lockyard.infra.lockstore.lockdir.line import TICKET_DIGITS, Await
 
+AGENT_NAMES = "abcdefgh"
+"""Agent n's name, and the letter its tokens start with."""
+
 
 @dataclass(frozen=True, slots=True)
 class Rec:
@@ -97,29 +100,39 @@ class World:
             dict(self.watchers),
         )
 
-    def key(self) -> tuple[Any, ...]:
+    def key(self, as_: Renaming | None = None) -> tuple[Any, ...]:
         """Everything that makes two worlds the same world (the turn stamps only as their
-        order, which is all the line compares)."""
-        order = sorted(
-            (entry.stamp, name, ticket)
-            for name, entries in self.queues.items()
-            for ticket, entry in entries.items()
-        )
-        rank = {(name, ticket): n for n, (_stamp, name, ticket) in enumerate(order)}
+        order, which is all the line compares), with the agents renamed `as_` (see
+        `Renaming`). A lock's grant and its holder's record are one item."""
+        text = _same if as_ is None else as_.text
+        pid = _same if as_ is None else as_.pid
+        rec = _same if as_ is None else as_.rec
+        holders = self.holders
+        # The entries in the order of their turn stamps.
+        entries = [
+            (entry.stamp, name, ticket, entry)
+            for name, queue in self.queues.items()
+            for ticket, entry in queue.items()
+        ]
+        entries.sort()
         return (
-            frozenset(self.locks.items()),
-            frozenset(self.holders.items()),
-            frozenset(self.stagings.items()),
             frozenset(
-                (name, ticket, entry.rec, entry.epoch, rank[(name, ticket)])
-                for name, entries in self.queues.items()
-                for ticket, entry in entries.items()
+                (name, None if token is None else rec(holders[token]))
+                for name, token in self.locks.items()
             ),
-            frozenset(self.bells.items()),
-            self.dead,
+            frozenset(
+                (name, text(token), None if record is None else rec(record))
+                for (name, token), record in self.stagings.items()
+            ),
+            tuple((name, ticket, rec(e.rec), e.epoch) for _stamp, name, ticket, e in entries),
+            frozenset((text(token), pid(agent)) for token, agent in self.bells.items()),
+            self.dead if as_ is None else frozenset(map(pid, self.dead)),
             self.epoch,
-            frozenset(self.woken),
-            frozenset(self.watchers.items()),
+            frozenset(map(pid, self.woken)),
+            frozenset(
+                (pid(agent), sub if as_ is None else as_.sub(sub))
+                for agent, sub in self.watchers.items()
+            ),
         )
 
     def wake_watchers(self, wanted: Callable[[Sub], bool]) -> None:
@@ -146,6 +159,59 @@ class World:
             self.bells.pop(old.bell, None)
         self.woken.discard(pid)
         self.wake_watchers(lambda sub: sub.pid == pid)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+class Renaming:
+    """Agents of the same script exchanged: agent `n` (pid n + 1, name and token letter
+    "abc..."[n]) becomes agent `to[n]`. Identical agents are interchangeable, so a state and
+    its renaming are one state (the explorer's symmetry reduction)."""
+
+    def __init__(self, to: tuple[int, ...]) -> None:
+        self.to = to
+        self._pids = {n + 1: m + 1 for n, m in enumerate(to)}
+        self._letters = {AGENT_NAMES[n]: AGENT_NAMES[m] for n, m in enumerate(to)}
+
+    def pid(self, pid: int) -> int:
+        return self._pids.get(pid, pid)
+
+    def text(self, text: str) -> str:
+        """An agent's name or one of its tokens (its letter and a count), renamed; any
+        other text (a lock's name, a ticket) as it is."""
+        letter = self._letters.get(text[:1])
+        if letter is None or not (len(text) == 1 or text[1:].isdigit()):
+            return text
+        return letter + text[1:]
+
+    def rec(self, rec: Rec) -> Rec:
+        return Rec(self.text(rec.agent_id), self.text(rec.token), self.pid(rec.pid), rec.start_time)
+
+    def sub(self, sub: Sub) -> Sub:
+        pid = None if sub.pid is None else self.pid(sub.pid)
+        bell = None if sub.bell is None else self.text(sub.bell)
+        return Sub(sub.name, sub.ahead, pid, bell)
+
+    def value(self, value: Any) -> Any:
+        """Anything a recipe keeps in its local variables (as the explorer freezes them)."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, tuple):
+            return tuple(self.value(item) for item in value)
+        if isinstance(value, Rec):
+            return self.rec(value)
+        if isinstance(value, Await):
+            process = value.process
+            return Await(
+                value.mine,
+                value.ahead,
+                None if process is None else self.rec(process),
+                value.alive,
+                None if value.bell is None else self.text(value.bell),
+            )
+        return value
 
 
 class AgentOps:

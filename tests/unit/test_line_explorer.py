@@ -4,8 +4,8 @@ wait, backstop re-checks and a stalled first waiter passed over (line_explorer.p
 is checked in each state). Each test prints how many states it visited. A bug planted in a
 decision (two of its statements swapped) is found.
 
-The suite explores two agents; `scripts/explore_line.py` runs the same explorer on three
-agents, on one lock and on two (minutes, not seconds)."""
+The suite explores two agents (identical agents explored once: symmetry reduction);
+`scripts/explore_line.py` runs the same explorer on three agents, on one lock and on two."""
 
 from __future__ import annotations
 
