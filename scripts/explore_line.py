@@ -2,7 +2,7 @@
 the test suite does, and print how many states it visited.
 
     python3 scripts/uv run scripts/explore_line.py [--locks 1|2] [--deaths 1] [--ticks 1]
-        [--timeouts 1] [--no-backstops] [--no-symmetry]
+        [--timeouts 1] [--backstops all|lost|none] [--no-symmetry]
 
 Three agents: on one lock each takes and releases it; on two locks, the first takes L then
 M, the second M then L (each may time out, so no wait lasts for ever), the third L. Every
@@ -30,7 +30,7 @@ def main() -> int:
     parser.add_argument("--deaths", type=int, default=1)
     parser.add_argument("--ticks", type=int, default=1)
     parser.add_argument("--timeouts", type=int, default=1)
-    parser.add_argument("--no-backstops", action="store_true")
+    parser.add_argument("--backstops", choices=("all", "lost", "none"), default="lost")
     parser.add_argument("--no-symmetry", action="store_true")
     args = parser.parse_args()
     scripts = (
@@ -43,7 +43,7 @@ def main() -> int:
         deaths=args.deaths,
         ticks=args.ticks,
         timeouts=args.timeouts,
-        backstops=not args.no_backstops,
+        backstops=args.backstops,
         symmetry=not args.no_symmetry,
     )
     started = time.perf_counter()

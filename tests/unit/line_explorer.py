@@ -42,6 +42,13 @@ Script = Callable[[AgentOps], Generator[tuple[Any, ...], Any, None]]
 _DONE = ("done",)
 _FAULTS = ("tick", "dies", "times out", "re-checks")
 """The moves that are no agent's own progress: the clock, and the faults."""
+_UNSEEN = frozenset({"wait", "lock_changed", "entry_gone", "passed_over", "reclaimed"})
+"""Operations that read nothing another agent changes and change nothing another agent (or
+an invariant) reads: the in-process notices and reports (no-ops here, every agent being a
+process of its own) and the explorer's mark of a wait's beginning. One runs in the same
+move as the operation before it: every interleaving around it reaches the same states
+(dying just before it or just after is one state, a dead agent's place being forgotten).
+So does a look at a process once nobody can die any more."""
 
 
 class BrokenInvariantError(AssertionError):
@@ -110,6 +117,8 @@ class Places:
         self._pid, self._name, self._script = pid, name, script
         self.op: list[tuple[Any, ...]] = []
         self.fingerprint: list[Any] = []
+        self.stamp_read: list[tuple[str, str, int | None] | None] = []
+        """(lock, entry, stamp) of the turn stamp the agent's wait read when it queued."""
         self._parent: list[int] = []
         self._result: list[Any] = []
         self._children: list[dict[Any, int]] = []
@@ -121,6 +130,7 @@ class Places:
         node = len(self.op)
         self.op.append(op)
         self.fingerprint.append(("done",) if op is _DONE else fingerprint(generator))
+        self.stamp_read.append(None if op is _DONE else _stamp_read(generator))
         self._parent.append(parent)
         self._result.append(result)
         self._children.append({})
@@ -141,6 +151,10 @@ class Places:
         child = self._add(node, result, op, generator)
         self._children[node][result] = child
         return child
+
+    def generator_at(self, node: int) -> Generator[tuple[Any, ...], Any, None]:
+        """A generator positioned at `node` (for tests that look into a recipe's locals)."""
+        return self._ready.get(node) or self._replayed(node)
 
     def _replayed(self, node: int) -> Generator[tuple[Any, ...], Any, None]:
         results = []
@@ -166,9 +180,23 @@ def fingerprint(generator: Any) -> tuple[Any, ...]:
     return tuple(parts)
 
 
+def _stamp_read(generator: Any) -> tuple[str, str, int | None] | None:
+    """(lock, entry, stamp) of the wait in the chain of recipes, when there is one."""
+    while generator is not None and generator.gi_frame is not None:
+        for value in generator.gi_frame.f_locals.values():
+            if isinstance(value, line.Place):
+                return (value.name, value.entry, value.created) if value.entry else None
+        generator = generator.gi_yieldfrom
+    return None
+
+
 def _frozen(value: Any) -> Any:
     if value is None or isinstance(value, str | int | float | bool | Rec | Await):
         return value
+    if isinstance(value, line.Place):
+        # Not the stamp read when it queued: a serial of the model's; what the wait will do
+        # depends only on whether its entry still bears it (the state's key says that).
+        return ("Place", tuple(_frozen(getattr(value, f)) for f in _PLACE_FIELDS))
     if isinstance(value, tuple | list | deque | set | frozenset):
         return (type(value).__name__, tuple(_frozen(item) for item in value))
     if isinstance(value, AgentOps):
@@ -178,6 +206,9 @@ def _frozen(value: Any) -> Any:
     if callable(value):
         return "callable"  # the agent's own record makers: the same all along
     raise TypeError(f"cannot tell states apart by a {type(value).__name__}")
+
+
+_PLACE_FIELDS = tuple(f.name for f in fields(line.Place) if f.name != "created")
 
 
 # -- states ----------------------------------------------------------------------------------
@@ -215,7 +246,13 @@ class Explorer:
     deaths: int = 1
     ticks: int = 1
     timeouts: int = 1
-    backstops: bool = True
+    backstops: str = "lost"
+    """When a sleeping agent may re-check on its own (`sleep.py`'s backstop): "all" at any
+    moment; "lost" only when a wake-up could be lost, that is when something it would act
+    on tells it nothing (a turn's length of time passed since it subscribed; an exit it
+    follows no pidfd of; its own entry removed by another process; a lock it has no
+    doorbell to hear); "none" never. Elsewhere a re-check looks at what a wake-up already
+    reports, and those interleavings are explored through the wake-up."""
     symmetry: bool = True
     """Explore one of each set of states that differ only by a renaming of identical
     agents."""
@@ -237,6 +274,8 @@ class Explorer:
         self._place_ids: dict[tuple[Any, ...], int] = {}
         self._wheres: dict[int, tuple[tuple[str, int], ...]] = {}
         self._renamed_ids: dict[tuple[int, tuple[int, ...] | None], int] = {}
+        self._renamings_of: dict[tuple[Any, ...], list[Renaming | None]] = {}
+        self._renaming_of: dict[tuple[int, ...], Renaming] = {}
         agents = tuple(Agent(0, places.fingerprint[0]) for places in self._places)
         first = State(World(), agents, self.deaths, self.ticks, self.timeouts)
         start = self._key(first)
@@ -264,18 +303,41 @@ class Explorer:
         """What tells `state` apart from every other state, up to a renaming of identical
         agents (agents of equal scripts): the key of the state renamed so that each group
         of identical agents stands in the order of what they do (their code positions,
-        held locks...), the least such key (by its text) where that order leaves a tie."""
-        renamings = self._canonical_renamings(state.agents)
+        held locks...); where that order leaves a tie, the key of least hash among the
+        tied orders. Any renaming gives a key of an equivalent state (so the choice is never
+        unsound); choosing alike for a state and its renamings is what merges them."""
+        unchanged = tuple(
+            self._stamp_unchanged(n, agent, state.world) for n, agent in enumerate(state.agents)
+        )
+        renamings = self._canonical_renamings(state.agents, unchanged)
         if len(renamings) == 1:
-            return self._renamed_key(state, renamings[0])
-        return min((self._renamed_key(state, r) for r in renamings), key=repr)
+            return self._renamed_key(state, renamings[0], unchanged)
+        return min((self._renamed_key(state, r, unchanged) for r in renamings), key=hash)
 
-    def _canonical_renamings(self, agents: tuple[Agent, ...]) -> list[Renaming | None]:
+    def _stamp_unchanged(self, n: int, agent: Agent, world: World) -> bool:
+        """The agent's entry still bears the turn stamp its wait read when it queued: all
+        that the stamp's value tells the wait (`line._in_line`)."""
+        read = None if agent.dead else self._places[n].stamp_read[agent.node]
+        return read is None or world.bears_stamp(*read)
+
+    def _canonical_renamings(
+        self, agents: tuple[Agent, ...], unchanged: tuple[bool, ...]
+    ) -> list[Renaming | None]:
         if not self._groups:
             return [None]
-        choices: list[list[tuple[int, ...]]] = [[tuple(range(len(agents)))]]
+        shapes = tuple(
+            self._shape(agent, same) for agent, same in zip(agents, unchanged, strict=True)
+        )
+        known = self._renamings_of.get(shapes)
+        if known is None:
+            known = self._renamings_of[shapes] = self._orders(shapes)
+        return known
+
+    def _orders(self, shapes: tuple[tuple[Any, ...], ...]) -> list[Renaming | None]:
+        """The renamings that put each group of identical agents in the order of their
+        shapes (every order of the agents a tie leaves)."""
+        choices: list[tuple[int, ...]] = [tuple(range(len(shapes)))]
         for group in self._groups:
-            shapes = {n: self._shape(agents[n]) for n in group}
             ordered = sorted(group, key=shapes.__getitem__)
             blocks: list[list[int]] = []  # runs of agents that the order cannot tell apart
             for n in ordered:
@@ -283,20 +345,26 @@ class Explorer:
                     blocks[-1].append(n)
                 else:
                     blocks.append([n])
-            orders = [[]]
+            orders: list[list[int]] = [[]]
             for block in blocks:
                 orders = [o + list(p) for o in orders for p in permutations(block)]
             grown = []
-            for to in (c for c in choices[-1]):
+            for to in choices:
                 for order in orders:
                     mapped = list(to)
                     for target, n in zip(group, order, strict=True):
                         mapped[n] = target
                     grown.append(tuple(mapped))
-            choices.append(grown)
-        return [None if _identity(to) else Renaming(to) for to in choices[-1]]
+            choices = grown
+        return [None if _identity(to) else self._renaming(to) for to in choices]
 
-    def _shape(self, agent: Agent) -> tuple[Any, ...]:
+    def _renaming(self, to: tuple[int, ...]) -> Renaming:
+        known = self._renaming_of.get(to)
+        if known is None:
+            known = self._renaming_of[to] = Renaming(to)
+        return known
+
+    def _shape(self, agent: Agent, unchanged: bool) -> tuple[Any, ...]:
         """What an agent does, without who it is: the same for an agent and its renaming
         (its code positions, whether it lives, what it waits for and holds)."""
         place = agent.place
@@ -306,29 +374,31 @@ class Explorer:
                 () if place == ("done",) else tuple((c.co_qualname, i) for c, i, _ in place)
             )
         held = tuple(sorted(name for name, _ in agent.holds)) if agent.holds else ()
-        return (where, agent.dead, agent.waiting_on, held)
+        return (where, agent.dead, agent.waiting_on, held, unchanged)
 
-    def _renamed_key(self, state: State, renaming: Renaming | None) -> tuple[Any, ...]:
+    def _renamed_key(
+        self, state: State, renaming: Renaming | None, unchanged: tuple[bool, ...]
+    ) -> tuple[Any, ...]:
         agents: list[Any] = [None] * len(state.agents)
-        to = None if renaming is None else renaming.to
         for n, agent in enumerate(state.agents):
-            m = n if to is None else to[n]
             if renaming is None:
-                agents[m] = (
+                agents[n] = (
                     self._place_id(agent.place),
                     agent.dead,
                     agent.waiting_on,
                     agent.holds,
                     agent.before_me,
+                    unchanged[n],
                 )
             else:
                 text = renaming.text
-                agents[m] = (
+                agents[renaming.to[n]] = (
                     self._renamed_place_id(agent.place, renaming),
                     agent.dead,
                     agent.waiting_on,
                     frozenset((name, text(token)) for name, token in agent.holds),
                     frozenset((name, text(token)) for name, token in agent.before_me),
+                    unchanged[n],
                 )
         return (
             state.world.key(renaming),
@@ -369,14 +439,15 @@ class Explorer:
             if state.deaths:
                 world = state.world.copy()
                 world.die(n + 1)
-                agents = _with(state.agents, n, replace(agent, dead=True))
+                # Where it died, what it waited for or believed it held: all forgotten.
+                agents = _with(state.agents, n, Agent(agent.node, _DONE, dead=True))
                 yield (
                     f"{_who(n)} dies",
                     State(world, agents, state.deaths - 1, state.ticks, state.timeouts),
                 )
         if state.ticks:
             world = state.world.copy()
-            world.epoch += 1
+            world.tick()
             yield "tick", State(world, state.agents, state.deaths, state.ticks - 1, state.timeouts)
 
     def _steps(
@@ -386,18 +457,26 @@ class Explorer:
             yield from self._sleeps(state, n, agent, op[1])
             return
         world = state.world.copy()
-        kind = op[0] if isinstance(op[0], str) else op[0].__name__
-        if isinstance(op[0], str):
-            agent, result = self._note(world, n, agent, op), None
-        else:
-            ops = op[0].__self__
-            ops.world = world
-            if kind == "enqueue":
-                agent = replace(agent, before_me=_entries(world, op[1]))
-            result = op[0](*op[1:])
-        agent = self._moved(n, agent, result)
+        done = []
+        while True:
+            kind = op[0] if isinstance(op[0], str) else op[0].__name__
+            if isinstance(op[0], str):
+                agent, result = self._note(world, n, agent, op), None
+            else:
+                ops = op[0].__self__
+                ops.world = world
+                if kind == "enqueue":
+                    agent = replace(agent, before_me=_entries(world, op[1]))
+                result = op[0](*op[1:])
+            agent = self._moved(n, agent, result)
+            done.append(f"{kind}{_args(op)} -> {result!r}")
+            op = self._places[n].op[agent.node]
+            if op is _DONE or not (
+                _name(op) in _UNSEEN or (_name(op) == "liveness" and not state.deaths)
+            ):
+                break
         yield (
-            f"{_who(n)} {kind}{_args(op)} -> {result!r}",
+            f"{_who(n)} {'; '.join(done)}",
             State(world, _with(state.agents, n, agent), state.deaths, state.ticks, state.timeouts),
         )
 
@@ -412,7 +491,9 @@ class Explorer:
             return
         if pid in world.woken:
             yield self._woken(state, n, agent, True, "is woken", lambda w: None)
-        elif self.backstops:
+        elif self.backstops == "all" or (
+            self.backstops == "lost" and _wake_could_be_lost(world, pid, awaited, sub)
+        ):
             yield self._woken(state, n, agent, True, "re-checks", lambda w: None)
         if state.timeouts:
             yield self._woken(state, n, agent, False, "times out", lambda w: None, timeout=True)
@@ -440,6 +521,8 @@ class Explorer:
     def _moved(self, n: int, agent: Agent, result: Any) -> Agent:
         places = self._places[n]
         node = places.after(agent.node, result)
+        if places.op[node] is _DONE:  # nothing it noted matters any more
+            return Agent(node, places.fingerprint[node])
         return replace(agent, node=node, place=places.fingerprint[node])
 
     def _note(self, world: World, n: int, agent: Agent, op: tuple[Any, ...]) -> Agent:
@@ -545,6 +628,19 @@ class Explorer:
                 )
 
 
+def _wake_could_be_lost(world: World, pid: int, awaited: Await, sub: Sub) -> bool:
+    """Something the sleeping agent `pid` would act on may have happened with nothing to
+    wake it (see `Explorer.backstops`)."""
+    mine = world.queues.get(sub.name, {}).get(awaited.mine)
+    return (
+        pid in world.overdue
+        or sub.pid is None
+        or (sub.ahead is None and sub.bell is None)
+        or mine is None
+        or mine.rec.pid != pid
+    )
+
+
 def _entries(world: World, name: str) -> frozenset[tuple[str, str]]:
     return frozenset((name, entry.rec.token) for entry in world.queues.get(name, {}).values())
 
@@ -555,6 +651,10 @@ def _with(agents: tuple[Agent, ...], n: int, agent: Agent) -> tuple[Agent, ...]:
 
 def _who(n: int) -> str:
     return AGENT_NAMES[n]
+
+
+def _name(op: tuple[Any, ...]) -> str:
+    return op[0] if isinstance(op[0], str) else op[0].__name__
 
 
 def _args(op: tuple[Any, ...]) -> str:

@@ -10,7 +10,10 @@ wakes whoever follows that process's exit. Every agent is a process of its own, 
 travels by in-process topics here.
 
 Time is coarse: `World.epoch` counts the moments a turn's length passed (the explorer's
-"tick"); an entry's turn is over when it was stamped before the last tick.
+"tick"); an entry's turn is over when it was stamped before the last tick. A turn stamp is a
+serial number, new at each stamp: the line only asks whether an entry's stamp changed since
+it read it (`line._in_line`), so a world's key leaves the serials out and the explorer keeps,
+for each waiter, only whether its entry still bears the stamp it read.
 """
 
 from __future__ import annotations
@@ -85,6 +88,9 @@ class World:
     """Agents woken since they last looked (filled by the operations)."""
     watchers: dict[int, Sub] = field(default_factory=dict)
     """agent -> what it sleeps on (its subscription)."""
+    overdue: set[int] = field(default_factory=set)
+    """Sleeping agents a turn's length of time passed for since they subscribed: their
+    backstop re-check may find a turn over, which nothing else tells them."""
 
     def copy(self) -> World:
         return World(
@@ -98,23 +104,17 @@ class World:
             self.stamps,
             set(self.woken),
             dict(self.watchers),
+            set(self.overdue),
         )
 
     def key(self, as_: Renaming | None = None) -> tuple[Any, ...]:
-        """Everything that makes two worlds the same world (the turn stamps only as their
-        order, which is all the line compares), with the agents renamed `as_` (see
-        `Renaming`). A lock's grant and its holder's record are one item."""
+        """Everything that makes two worlds the same world (not the turn stamps' serials: see
+        the module's docstring), with the agents renamed `as_` (see `Renaming`). A lock's
+        grant and its holder's record are one item."""
         text = _same if as_ is None else as_.text
         pid = _same if as_ is None else as_.pid
         rec = _same if as_ is None else as_.rec
         holders = self.holders
-        # The entries in the order of their turn stamps.
-        entries = [
-            (entry.stamp, name, ticket, entry)
-            for name, queue in self.queues.items()
-            for ticket, entry in queue.items()
-        ]
-        entries.sort()
         return (
             frozenset(
                 (name, None if token is None else rec(holders[token]))
@@ -124,7 +124,11 @@ class World:
                 (name, text(token), None if record is None else rec(record))
                 for (name, token), record in self.stagings.items()
             ),
-            tuple((name, ticket, rec(e.rec), e.epoch) for _stamp, name, ticket, e in entries),
+            frozenset(
+                (name, ticket, rec(entry.rec), entry.epoch)
+                for name, queue in self.queues.items()
+                for ticket, entry in queue.items()
+            ),
             frozenset((text(token), pid(agent)) for token, agent in self.bells.items()),
             self.dead if as_ is None else frozenset(map(pid, self.dead)),
             self.epoch,
@@ -133,6 +137,7 @@ class World:
                 (pid(agent), sub if as_ is None else as_.sub(sub))
                 for agent, sub in self.watchers.items()
             ),
+            frozenset(map(pid, self.overdue)),
         )
 
     def wake_watchers(self, wanted: Callable[[Sub], bool]) -> None:
@@ -145,6 +150,7 @@ class World:
         old = self.watchers.pop(agent, None)
         if old is not None and old.bell is not None:
             self.bells.pop(old.bell, None)
+        self.overdue.discard(agent)
         if sub is not None:
             self.watchers[agent] = sub
             if sub.bell is not None:
@@ -158,7 +164,18 @@ class World:
         if old is not None and old.bell is not None:
             self.bells.pop(old.bell, None)
         self.woken.discard(pid)
+        self.overdue.discard(pid)
         self.wake_watchers(lambda sub: sub.pid == pid)
+
+    def tick(self) -> None:
+        """A turn's length of time passes (for every sleeper too)."""
+        self.epoch += 1
+        self.overdue.update(self.watchers)
+
+    def bears_stamp(self, name: str, entry: str, stamp: int | None) -> bool:
+        """Entry `entry` of lock `name` is there and bears turn stamp `stamp`."""
+        found = self.queues.get(name, {}).get(entry)
+        return found is not None and found.stamp == stamp
 
 
 def _same(value: Any) -> Any:
@@ -168,12 +185,16 @@ def _same(value: Any) -> Any:
 class Renaming:
     """Agents of the same script exchanged: agent `n` (pid n + 1, name and token letter
     "abc..."[n]) becomes agent `to[n]`. Identical agents are interchangeable, so a state and
-    its renaming are one state (the explorer's symmetry reduction)."""
+    its renaming are one state (the explorer's symmetry reduction). One renaming serves
+    every state, so what it renamed once is remembered."""
 
     def __init__(self, to: tuple[int, ...]) -> None:
         self.to = to
         self._pids = {n + 1: m + 1 for n, m in enumerate(to)}
         self._letters = {AGENT_NAMES[n]: AGENT_NAMES[m] for n, m in enumerate(to)}
+        self._texts: dict[str, str] = {}
+        self._recs: dict[Rec, Rec] = {}
+        self._subs: dict[Sub, Sub] = {}
 
     def pid(self, pid: int) -> int:
         return self._pids.get(pid, pid)
@@ -181,18 +202,31 @@ class Renaming:
     def text(self, text: str) -> str:
         """An agent's name or one of its tokens (its letter and a count), renamed; any
         other text (a lock's name, a ticket) as it is."""
-        letter = self._letters.get(text[:1])
-        if letter is None or not (len(text) == 1 or text[1:].isdigit()):
-            return text
-        return letter + text[1:]
+        known = self._texts.get(text)
+        if known is None:
+            letter = self._letters.get(text[:1])
+            if letter is None or not (len(text) == 1 or text[1:].isdigit()):
+                known = text
+            else:
+                known = letter + text[1:]
+            self._texts[text] = known
+        return known
 
     def rec(self, rec: Rec) -> Rec:
-        return Rec(self.text(rec.agent_id), self.text(rec.token), self.pid(rec.pid), rec.start_time)
+        known = self._recs.get(rec)
+        if known is None:
+            known = self._recs[rec] = Rec(
+                self.text(rec.agent_id), self.text(rec.token), self.pid(rec.pid), rec.start_time
+            )
+        return known
 
     def sub(self, sub: Sub) -> Sub:
-        pid = None if sub.pid is None else self.pid(sub.pid)
-        bell = None if sub.bell is None else self.text(sub.bell)
-        return Sub(sub.name, sub.ahead, pid, bell)
+        known = self._subs.get(sub)
+        if known is None:
+            pid = None if sub.pid is None else self.pid(sub.pid)
+            bell = None if sub.bell is None else self.text(sub.bell)
+            known = self._subs[sub] = Sub(sub.name, sub.ahead, pid, bell)
+        return known
 
     def value(self, value: Any) -> Any:
         """Anything a recipe keeps in its local variables (as the explorer freezes them)."""

@@ -587,10 +587,10 @@ def _in_line(ops: Operations, place: Place) -> Recipe[bool]:
     without looking at each of them."""
     if not place.entry:
         return False
-    if place.ahead:
-        stamp = yield ops.turn_stamp, place.name, place.entry
-        if stamp is not None and stamp != place.created:
-            place.ahead.clear()
+    # The stamp read is compared at once, never kept: a local would make each stamp a
+    # point of its own for the explorer, where only "changed or not" matters.
+    if place.ahead and (yield ops.turn_stamp, place.name, place.entry) not in (None, place.created):
+        place.ahead.clear()
     token: str | None = yield ops.entry_token, place.name, place.entry
     return token == place.token
 
