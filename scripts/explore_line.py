@@ -2,7 +2,8 @@
 the test suite does, and print how many states it visited.
 
     python3 scripts/uv run scripts/explore_line.py [--locks 1|2] [--deaths 1] [--ticks 1]
-        [--timeouts 1] [--backstops all|lost|none] [--no-symmetry]
+        [--timeouts 1] [--backstops all|lost|none] [--no-symmetry] [--agents 3]
+        [--again] [--plant FUNCTION:N]
 
 Three agents: on one lock each takes and releases it; on two locks, the first takes L then
 M, the second M then L (each may time out, so no wait lasts for ever), the third L. Every
@@ -10,6 +11,10 @@ interleaving of their operations is run, with the given number of deaths, turns'
 time and timed-out waits; it stops at the first broken invariant and prints the steps that
 led there. Identical agents (the three on one lock) are interchangeable: a state and the same
 state with those agents' names exchanged are explored once (--no-symmetry: each of them).
+--agents 2 runs two of them; --again makes the first agent come back for a second round (as
+a newcomer). --plant drop:2 swaps statements 2 and 3 of `line.drop` (statement 0 is the
+docstring) before exploring, to show that the explorer finds that bug; it prints the states
+visited until the first broken invariant, or "MISSED".
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
 
 from line_explorer import BrokenInvariantError, Explorer, locks
+from planted_bug import swapped
+
+from lockyard.infra.lockstore.lockdir import line
 
 
 def main() -> int:
@@ -32,12 +40,21 @@ def main() -> int:
     parser.add_argument("--timeouts", type=int, default=1)
     parser.add_argument("--backstops", choices=("all", "lost", "none"), default="lost")
     parser.add_argument("--no-symmetry", action="store_true")
+    parser.add_argument("--agents", type=int, choices=(2, 3), default=3)
+    parser.add_argument("--again", action="store_true")
+    parser.add_argument("--plant", metavar="FUNCTION:N")
     args = parser.parse_args()
+    rounds = 2 if args.again else 1
     scripts = (
-        (locks("L"), locks("L"), locks("L"))
+        (locks("L", rounds=rounds), locks("L"), locks("L"))
         if args.locks == 1
-        else (locks("L", "M"), locks("M", "L"), locks("L"))
-    )
+        else (locks("L", "M", rounds=rounds), locks("M", "L"), locks("L"))
+    )[: args.agents]
+    if args.plant:
+        function, _, first = args.plant.partition(":")
+        if not hasattr(line, function) or not first.isdigit():
+            parser.error(f"--plant wants a recipe of line.py and a statement: not {args.plant!r}")
+        setattr(line, function, swapped(function, int(first)))
     explorer = Explorer(
         scripts,
         deaths=args.deaths,
@@ -46,18 +63,23 @@ def main() -> int:
         backstops=args.backstops,
         symmetry=not args.no_symmetry,
     )
-    started = time.perf_counter()
+    what = (
+        f"{args.agents} agents{' (one comes back)' if args.again else ''}, {args.locks} lock(s), "
+        f"{args.deaths} death(s), {args.ticks} tick(s), {args.timeouts} timeout(s)"
+        f"{f', {args.plant} planted' if args.plant else ''}"
+    )
+    started = time.process_time()
     try:
         states = explorer.run()
     except BrokenInvariantError as broken:
-        print(f"BROKEN after {explorer.states} states:\n{broken}")
+        print(f"{what}: BROKEN after {explorer.states} states:\n{broken}")
         return 1
     print(
-        f"three agents, {args.locks} lock(s), {args.deaths} death(s), {args.ticks} tick(s), "
-        f"{args.timeouts} timeout(s): {states} states, {explorer.transitions} transitions, "
-        f"no invariant broken ({time.perf_counter() - started:.0f} s)"
+        f"{what}: {states} states, {explorer.transitions} transitions, "
+        f"{'MISSED, ' if args.plant else ''}no invariant broken "
+        f"({time.process_time() - started:.1f} s CPU)"
     )
-    return 0
+    return 1 if args.plant else 0
 
 
 if __name__ == "__main__":

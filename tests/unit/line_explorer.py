@@ -94,17 +94,26 @@ def holding(ops: AgentOps, names: tuple[str, ...]) -> Generator[tuple[Any, ...],
 
 @dataclass(frozen=True, slots=True)
 class Locks:
-    """The script of an agent that acquires `names` in order, then releases them: two
-    agents with equal scripts are interchangeable (the symmetry the explorer reduces)."""
+    """The script of an agent that acquires `names` in order, then releases them (`rounds`
+    times: from its second round on it comes back as a newcomer): two agents with equal
+    scripts are interchangeable (the symmetry the explorer reduces)."""
 
     names: tuple[str, ...]
+    rounds: int = 1
 
     def __call__(self, ops: AgentOps) -> Generator[tuple[Any, ...], Any, None]:
-        return holding(ops, self.names)
+        return _rounds(ops, self.names, self.rounds)
 
 
-def locks(*names: str) -> Locks:
-    return Locks(names)
+def _rounds(
+    ops: AgentOps, names: tuple[str, ...], rounds: int
+) -> Generator[tuple[Any, ...], Any, None]:
+    for _round in range(rounds):
+        yield from holding(ops, names)
+
+
+def locks(*names: str, rounds: int = 1) -> Locks:
+    return Locks(names, rounds)
 
 
 # -- the agents' places in their recipes -----------------------------------------------------
@@ -560,6 +569,8 @@ class Explorer:
     def _check(self, state: State, key: tuple[Any, ...], seen: dict[Any, Any]) -> None:
         world = state.world
         try:
+            if world.broken:
+                raise BrokenInvariantError(world.broken)
             believers: dict[str, list[tuple[int, str]]] = {}
             for n, agent in enumerate(state.agents):
                 if not agent.dead:

@@ -62,11 +62,13 @@ class Sub:
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """A queue entry: its waiter's record and its turn stamp (epoch of the stamp, serial)."""
+    """A queue entry: its waiter's record and its turn stamp (epoch of the stamp, serial;
+    `turned`: stamped since it was queued, not only queued)."""
 
     rec: Rec
     epoch: int
     stamp: int
+    turned: bool = False
 
 
 @dataclass(slots=True)
@@ -88,6 +90,13 @@ class World:
     """Agents woken since they last looked (filled by the operations)."""
     watchers: dict[int, Sub] = field(default_factory=dict)
     """agent -> what it sleeps on (its subscription)."""
+    turns: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """lock -> (wait token, epoch) of its first entry and when its turn truly began: when it
+    became first, or the lock's grant was dropped since (a turn stamped just before it
+    became first counts from that stamp). What a pass-over is judged against, never what
+    the line reads."""
+    broken: str = ""
+    """An invariant broken inside an operation (the explorer reports it with its trace)."""
     overdue: set[int] = field(default_factory=set)
     """Sleeping agents a turn's length of time passed for since they subscribed: their
     backstop re-check may find a turn over, which nothing else tells them."""
@@ -104,6 +113,8 @@ class World:
             self.stamps,
             set(self.woken),
             dict(self.watchers),
+            dict(self.turns),
+            self.broken,
             set(self.overdue),
         )
 
@@ -125,7 +136,7 @@ class World:
                 for (name, token), record in self.stagings.items()
             ),
             frozenset(
-                (name, ticket, rec(entry.rec), entry.epoch)
+                (name, ticket, rec(entry.rec), entry.epoch, entry.turned)
                 for name, queue in self.queues.items()
                 for ticket, entry in queue.items()
             ),
@@ -137,6 +148,7 @@ class World:
                 (pid(agent), sub if as_ is None else as_.sub(sub))
                 for agent, sub in self.watchers.items()
             ),
+            frozenset((name, text(token), epoch) for name, (token, epoch) in self.turns.items()),
             frozenset(map(pid, self.overdue)),
         )
 
@@ -171,6 +183,17 @@ class World:
         """A turn's length of time passes (for every sleeper too)."""
         self.epoch += 1
         self.overdue.update(self.watchers)
+
+    def first_changed(self, name: str) -> None:
+        """The first entry of lock `name` may have changed: its turn begins now (or at the
+        stamp that announced it)."""
+        queue = self.queues.get(name)
+        if not queue:
+            self.turns.pop(name, None)
+            return
+        first = queue[min(queue)]
+        if self.turns.get(name, ("",))[0] != first.rec.token:
+            self.turns[name] = (first.rec.token, first.epoch if first.turned else self.epoch)
 
     def bears_stamp(self, name: str, entry: str, stamp: int | None) -> bool:
         """Entry `entry` of lock `name` is there and bears turn stamp `stamp`."""
@@ -284,6 +307,9 @@ class AgentOps:
             return False
         self.world.locks[name] = None
         del self.world.holders[token]
+        queue = self.world.queues.get(name)
+        if queue:  # the lock is let go: the first entry's turn begins now
+            self.world.turns[name] = (queue[min(queue)].rec.token, self.world.epoch)
         return True
 
     def free(self, name: str) -> None:
@@ -337,6 +363,7 @@ class AgentOps:
         entry = f"{ticket:0{TICKET_DIGITS}d}"
         self.world.stamps += 1
         entries[entry] = Entry(record_for(ticket), self.world.epoch, self.world.stamps)
+        self.world.first_changed(name)
         return entry
 
     def queue_order(self, name: str) -> Sequence[str]:
@@ -359,19 +386,35 @@ class AgentOps:
         entries = self.world.queues.get(name)
         if entries is None or entry not in entries:
             return False
+        self._judge_removal(name, entries[entry].rec)
         del entries[entry]
         if not entries:
             del self.world.queues[name]
         # inotify on that entry wakes whoever waits behind it
         self.world.wake_watchers(lambda sub: sub.name == name and sub.ahead == entry)
+        self.world.first_changed(name)
         return True
+
+    def _judge_removal(self, name: str, waiter: Rec) -> None:
+        """A live waiter's entry is removed by someone else only to pass it over: it must be
+        first, and its turn must have lasted a turn's length (FIFO among the living)."""
+        world = self.world
+        if waiter.pid == self.pid or waiter.pid in world.dead or world.broken:
+            return
+        token, began = world.turns.get(name, ("", world.epoch))
+        if token != waiter.token or began >= world.epoch:
+            why = "its turn began now" if token == waiter.token else "not first"
+            world.broken = (
+                f"{self.name} passed {waiter.agent_id} over at {name} before its turn lasted "
+                f"a turn's length ({why})"
+            )
 
     def stamp_turn(self, name: str, entry: str) -> bool:
         entries = self.world.queues.get(name, {})
         if entry not in entries:
             return False
         self.world.stamps += 1
-        entries[entry] = Entry(entries[entry].rec, self.world.epoch, self.world.stamps)
+        entries[entry] = Entry(entries[entry].rec, self.world.epoch, self.world.stamps, True)
         return True
 
     def turn_stamp(self, name: str, entry: str) -> int | None:

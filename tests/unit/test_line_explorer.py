@@ -31,7 +31,7 @@ def explore(explorer: Explorer, what: str) -> int:
 
 def test_two_agents_on_one_lock_with_a_death_a_timeout_and_a_stalled_turn() -> None:
     explorer = Explorer((locks("L"), locks("L")), deaths=1, ticks=1, timeouts=1)
-    assert explore(explorer, "two agents, one lock") > 5_000
+    assert explore(explorer, "two agents, one lock") > 6_000
 
 
 def test_a_bug_planted_in_a_decision_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
