@@ -68,3 +68,10 @@ def test_every_placeholder_is_required() -> None:
 def test_the_default_tool_names_are_the_default_server_keys() -> None:
     text = render_implementer_prompt(agent_id="a", repo="/r", lock_dir="/l")
     assert "mcp__lockyard__lock_acquire" in text
+
+
+def test_it_says_git_commands_take_turns_and_that_a_waiting_line_is_no_error(prompt: str) -> None:
+    assert "`lockyard git-turn --agent" in prompt
+    assert "waiting for git's turn" in prompt
+    assert "not an error" in prompt
+    assert "never in the background" in prompt

@@ -201,10 +201,12 @@ def _decision(
     assert call.command is not None
     # The shell guard parses the command (tree-sitter): loaded for shell calls only, so a
     # write's hook does not pay for it.
-    from ..hooks.shell_guard.decide import decide_shell_command
+    from ..hooks.shell_guard.decide import ShellGuardPolicy, decide_shell_command
+    from ..hooks.shell_guard.git_turn import turns_from_environment
 
+    policy = ShellGuardPolicy(git_turns=turns_from_environment())
     decision = decide_shell_command(
-        call.command, call.cwd, agent_id, reader, acquire_tool=fmt.acquire_tool
+        call.command, call.cwd, agent_id, reader, policy=policy, acquire_tool=fmt.acquire_tool
     )
     if not decision.allowed:
         reason = decision.reason or "denied by the shell guard"

@@ -9,12 +9,14 @@ reason tells the agent how to go on.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from ...clone_state import checkout_root
 from ...tools.holder_text import UNREADABLE_HOLDER
 from ..git_query import cached
 from ..guard_common import (
@@ -24,7 +26,8 @@ from ..guard_common import (
     lost_grant,
     stale_refusal,
 )
-from .targets import Target, WriteTargets, write_targets
+from .git_turn import lockyard_program, turn_prefix, turn_refusal, waiting_refusal
+from .targets import GitTurnUse, Target, WriteTargets, write_targets
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +41,9 @@ MAX_COMMAND_CHARS: Final = 256 * 1024
 class ShellGuardPolicy:
     undetermined: UndeterminedPolicy = "deny"
     """What to do with a command that writes somewhere the guard cannot name."""
+    git_turns: bool = False
+    """Whether a line that runs a repository-locking git command must take git's turn first
+    (`lockyard git-turn`; docs/no-lost-edits.md, 'Git takes turns')."""
 
 
 DEFAULT_POLICY: Final = ShellGuardPolicy()
@@ -64,6 +70,8 @@ class Decision:
     viewed: tuple[str, ...] = ()
     """Files the command shows the agent (`cat f`, `sed -n 1,9p f`, `< f`), which the hook
     notes as read once the call is allowed (`read_note.note_reads`)."""
+    git_turn: str | None = None
+    """The prefix the line must start with to take git's turn, when that is why it is refused."""
 
 
 def decide_shell_command(
@@ -102,7 +110,7 @@ def decide_shell_command(
             found = write_targets(command, directory, home, root=store.root)
     if lock_dir is None:
         lock_dir = getattr(store, "lock_dir", None)
-    return judge(
+    decision = judge(
         found,
         agent_id,
         store,
@@ -111,6 +119,43 @@ def decide_shell_command(
         acquire_tool=acquire_tool,
         lock_dir=lock_dir,
     )
+    return _with_git_turn(decision, found.git_turn, command, cwd, agent_id, policy)
+
+
+def _with_git_turn(
+    decision: Decision,
+    turn: GitTurnUse,
+    command: str,
+    cwd: str | os.PathLike[str] | None,
+    agent_id: str,
+    policy: ShellGuardPolicy,
+) -> Decision:
+    """`decision`, refused also when the line must take git's turn first, or holds one while
+    it waits for file locks."""
+    said: str | None = None
+    prefix: str | None = None
+    holds_turn = turn.taken or (policy.git_turns and turn.needed_by is not None)
+    if turn.lock_waiter is not None and holds_turn:
+        said = waiting_refusal(turn.lock_waiter)
+    elif policy.git_turns and turn.needed_by is not None:
+        program = lockyard_program()
+        if program is None:  # no lockyard to name: git runs as without turns
+            return decision
+        prefix = turn_prefix(program, agent_id, _other_checkout(turn.needed_in, cwd))
+        said = turn_refusal(turn.needed_by, prefix, command)
+    if said is None:
+        return decision
+    reason = said if decision.reason is None else f"{decision.reason} {said}"
+    return dataclasses.replace(decision, allowed=False, reason=reason, to_note=(), git_turn=prefix)
+
+
+def _other_checkout(directory: str | None, cwd: str | os.PathLike[str] | None) -> str | None:
+    """`directory` when it is in another checkout than `cwd` (the turn is taken there)."""
+    if directory is None or cwd is None:
+        return None
+    here = checkout_root(os.fspath(cwd))
+    there = checkout_root(directory)
+    return None if there is None or there == here else directory
 
 
 def judge(

@@ -90,6 +90,20 @@ class Target:
 
 
 @dataclass
+class GitTurnUse:
+    """What a command line does about git's turns, in the order it runs."""
+
+    taken: bool = False
+    """It runs `lockyard git-turn` before any git command that needs the turn."""
+    needed_by: str | None = None
+    """The first git command that takes a repository lock with no turn taken before it."""
+    needed_in: str | None = None
+    """The directory that git command runs in (None: unknown)."""
+    lock_waiter: str | None = None
+    """A `lockyard lock` it runs, which waits for file locks."""
+
+
+@dataclass
 class WriteTargets:
     targets: list[Target] = field(default_factory=list)
     undetermined: list[str] = field(default_factory=list)
@@ -99,6 +113,8 @@ class WriteTargets:
     viewed: list[str] = field(default_factory=list)
     """Existing files it shows to whoever runs it (`viewers.py`): the reads the stale-read
     check notes once the command is allowed."""
+    git_turn: GitTurnUse = field(default_factory=lambda: GitTurnUse())
+    """How the line stands with git's turns (`git_turn.py`)."""
 
     @property
     def files(self) -> list[str]:
@@ -538,13 +554,28 @@ class _Walker:
                 if self.git_commands > _MAX_GIT_COMMANDS:
                     return _unknown(_TOO_LARGE.format(what="too many git commands"))
             effects = git.git(args, place, after=self.git_changed_by)
-            if self.git_changed_by is None and git.changes_git_state(args):
-                self.git_changed_by = _short(text)
+            if git.changes_git_state(args):
+                if self.git_changed_by is None:
+                    self.git_changed_by = _short(text)
+                turn = self.found.git_turn
+                if not turn.taken and turn.needed_by is None:
+                    turn.needed_by, turn.needed_in = _short(text), place.cwd
             return effects
+        if base == "lockyard" and args and not self.probing:
+            self.note_lockyard(args[0], text)
         if oneliners.is_python(base):
             return oneliners.python(args, place)
         rule = _rule(base)
         return None if rule is None else rule(args, place)
+
+    def note_lockyard(self, subcommand: Arg, text: str) -> None:
+        """Note a `lockyard git-turn` (the line takes its turn) or `lockyard lock` (it waits
+        for file locks)."""
+        turn = self.found.git_turn
+        if subcommand == "git-turn" and turn.needed_by is None:
+            turn.taken = True
+        elif subcommand == "lock" and turn.lock_waiter is None:
+            turn.lock_waiter = _short(text)
 
     def unknown_command(self, base: str, args: list[Arg], place: utilities.Place) -> Effects:
         """A program the guard has no rule for. Common ones (`wrappers.ORDINARY`) run no
