@@ -234,3 +234,16 @@ def test_git_turn_help_says_how_it_is_used_on_stdout() -> None:
     )
     assert done.returncode == 0
     assert done.stdout.startswith("usage: lockyard git-turn [--agent ID] [-C DIR] && GIT")
+
+
+def test_a_persistent_shell_takes_no_turn_since_it_would_hold_it_after_the_line(
+    clone: Path,
+) -> None:
+    # A shell that reads one line after another on its input (an agent CLI's kept shell).
+    shell = subprocess.run(
+        ["bash"], cwd=clone, input=f"{LOCKYARD} git-turn --agent alice && echo in\n",
+        capture_output=True, text=True, timeout=HANG,
+    )  # fmt: skip
+    assert (shell.returncode, shell.stdout) == (0, "in\n")
+    assert "persistent shell" in shell.stderr
+    assert tickets(clone) == []

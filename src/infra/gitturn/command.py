@@ -74,8 +74,17 @@ def take_turn(request: TurnRequest, err: TextIO) -> Ticket | None:
     holder = process_ref(os.getppid())
     if dirs is None or holder is None or holder.pid == 1:
         return None
+    words = _arguments(holder.pid)
+    if words is not None and _outlives_its_lines(words):
+        _say(
+            err,
+            "lockyard git-turn: this shell runs one command line after another (a persistent "
+            "shell), so it would hold git's turn after this line: no turn taken; run the line "
+            "in a shell of its own (`bash -c '...'`) to take one",
+        )
+        return None
     line = TurnLine(os.path.join(dirs.common_dir, "lockyard", "git-turns"))
-    ticket = line.take(holder, request.agent, _command_line(holder.pid))
+    ticket = line.take(holder, request.agent, _command_line(words or []))
     start = time.monotonic()
     until = start + request.limit
     quiet_until = start + QUIET
@@ -133,14 +142,30 @@ def _parse(argv: list[str], environ: os._Environ[str] | dict[str, str]) -> TurnR
     return TurnRequest(agent, directory, max(0.0, limit))
 
 
-def _command_line(pid: int) -> str:
-    """The start of the command line the shell `pid` runs, without the git-turn in front."""
+def _arguments(pid: int) -> list[str] | None:
+    """The command line of process `pid`, or None when it cannot be read."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as file:
-            words = [w for w in file.read(64 * 1024).split(b"\0") if w]
+            raw = file.read(64 * 1024)
     except OSError:
-        return ""
-    text = words[-1].decode(errors="replace") if words else ""
+        return None
+    return [word.decode(errors="replace") for word in raw.split(b"\0")[:-1]]
+
+
+def _outlives_its_lines(words: list[str]) -> bool:
+    """Whether a shell started with `words` reads command line after command line (an
+    interactive or persistent shell: only options, none of them `-c`), instead of running one
+    line (`bash -c LINE`) or one script (`bash script.sh`) and ending."""
+    options = words[1:]
+    if any(not word.startswith("-") or word in ("-", "--") for word in options):
+        return False  # a script, or input named after `-`/`--`: it ends with it
+    return not any(not word.startswith("--") and "c" in word for word in options)
+
+
+def _command_line(words: list[str]) -> str:
+    """The start of the command line a shell runs (its last argument), without the git-turn
+    in front."""
+    text = words[-1] if len(words) > 1 else ""
     turn = text.find("git-turn")
     if turn >= 0:
         after = text.find("&&", turn)
