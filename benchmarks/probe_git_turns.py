@@ -10,6 +10,8 @@ other, and prints each way's failed lines, commits and wall time:
 
     python3 scripts/uv run python benchmarks/probe_git_turns.py --agents 8 --rounds 30
 
+`--solo N` first times N uncontended lines with and without the turn (wall and CPU time).
+
 tests/integration/test_git_turn_commits.py runs `run_commits` with turns and asserts that no
 line failed and that every commit holds exactly its agent's one file.
 """
@@ -19,7 +21,9 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -120,11 +124,42 @@ def _git(cwd: Path, *args: str) -> str:
     return done.stdout
 
 
+def solo_cost(clone: Path, runs: int, *, turns: bool) -> tuple[float, float]:
+    """Median wall seconds and mean CPU seconds (children's user + system) of one uncontended
+    `git add && git commit` line, with or without the turn in front."""
+    walls: list[float] = []
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for round_ in range(runs):
+        (clone / "solo.txt").write_text(f"{round_} {turns}\n")
+        turn = f"{shlex.quote(LOCKYARD)} git-turn --agent solo && " if turns else ""
+        started = time.monotonic()
+        subprocess.run(
+            ["bash", "-c", f"{turn}git add solo.txt && git commit -q -m solo"],
+            cwd=clone, env={**os.environ, **_GIT_ENV}, check=True,
+        )  # fmt: skip
+        walls.append(time.monotonic() - started)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return statistics.median(walls), cpu / runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--agents", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--solo", type=int, default=0, help="also time N uncontended lines")
     options = parser.parse_args()
+    if options.solo:
+        with tempfile.TemporaryDirectory(prefix="git-turn-probe-") as scratch:
+            clone = make_clone(Path(scratch) / "clone")
+            plain = solo_cost(clone, options.solo, turns=False)
+            turned = solo_cost(clone, options.solo, turns=True)
+        print(f"one uncontended `git add && git commit` line, {options.solo} runs each:")
+        for label, (wall, cpu) in (("git alone", plain), ("with git-turn", turned)):
+            print(
+                f"{label:>24}: {wall * 1000:7.1f} ms wall (median), {cpu * 1000:6.1f} ms CPU "
+                f"({cpu / plain[1]:.2f}x)"
+            )
     lines = options.agents * options.rounds
     print(f"{options.agents} agents x {options.rounds} `git add && git commit` lines, at once")
     for turns in (False, True):

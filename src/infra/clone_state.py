@@ -9,13 +9,11 @@ library only.
 
 from __future__ import annotations
 
-import hashlib
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class GitDirs:
+class GitDirs(NamedTuple):
     """The git directories of one checkout."""
 
     git_dir: str
@@ -65,7 +63,9 @@ def clone_state_dir(root: str) -> str:
     dirs = git_dirs(root)
     if dirs is not None:
         return os.path.join(dirs.common_dir, "lockyard")
-    # tempfile imports shutil and the compression modules: only here, not in every hook process.
+    # Only here, not in every hook process: tempfile imports shutil and the compression
+    # modules, and hashlib its C library.
+    import hashlib
     import tempfile
 
     digest = hashlib.blake2b(root.encode(errors="surrogatepass"), digest_size=16).hexdigest()

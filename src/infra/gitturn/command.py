@@ -14,8 +14,7 @@ import contextlib
 import os
 import sys
 import time
-from dataclasses import dataclass
-from typing import Final, TextIO
+from typing import Final, NamedTuple, TextIO
 
 from ..clone_state import checkout_root, git_dirs
 from ..session.process_tree import process_ref
@@ -34,8 +33,7 @@ class UsageError(ValueError):
     """The arguments are not git-turn's."""
 
 
-@dataclass(frozen=True)
-class TurnRequest:
+class TurnRequest(NamedTuple):
     agent: str
     directory: str
     limit: float

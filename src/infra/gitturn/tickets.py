@@ -21,10 +21,8 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
-from ..atomic_files import open_dir, write_atomic
 from ..session.process_tree import ProcessRef, is_alive
 
 DIGITS: Final = 20
@@ -32,8 +30,7 @@ _TEMP_PREFIX: Final = ".tmp-"
 _MAX_TICKET_BYTES: Final = 4096
 
 
-@dataclass(frozen=True, slots=True)
-class Ticket:
+class Ticket(NamedTuple):
     """One command line's place in the line."""
 
     number: int
@@ -68,19 +65,14 @@ class TurnLine:
         """A new ticket for `holder`, last in line; or the live ticket `holder` already has
         (a command line that asks twice holds one turn, and must not wait for itself)."""
         os.makedirs(self.tickets_dir, exist_ok=True)
-        with self._locked(), open_dir(self.tickets_dir) as tickets_fd:
+        with self._locked():
             for ticket in self.tickets():
                 if ticket.holder == holder:
                     return ticket
             number = max(self._next_number(), self._last_number() + 1)
             ticket = Ticket(number, holder, agent, command, time.time())
-            with open_dir(self.path) as line_fd:
-                write_atomic(
-                    line_fd, "next", str(number + 1).encode(), mode=0o644, temp_prefix=_TEMP_PREFIX
-                )
-            write_atomic(
-                tickets_fd, _name(number), ticket.to_json(), mode=0o644, temp_prefix=_TEMP_PREFIX
-            )
+            _publish(os.path.join(self.path, "next"), str(number + 1).encode())
+            _publish(os.path.join(self.tickets_dir, _name(number)), ticket.to_json())
             return ticket
 
     def tickets(self) -> list[Ticket]:
@@ -158,6 +150,24 @@ class TurnLine:
             )
         except (ValueError, TypeError, KeyError):
             return None
+
+
+def _publish(path: str, data: bytes) -> None:
+    """Write `path` whole: a temp file beside it, renamed over it, so a reader never sees a
+    part. (Not `atomic_files`: its imports cost every git line ~10 ms more.) Called under the
+    line's flock, so one process at a time writes; the pid keeps a crashed one's temp apart."""
+    temp = os.path.join(os.path.dirname(path), f"{_TEMP_PREFIX}{os.getpid()}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
 
 
 def _name(number: int) -> str:

@@ -1,21 +1,21 @@
 """Reading the process tree from /proc: a process's parent and start time.
 
 A pid alone is reused; (pid, start time) names one process for the life of the boot.
+(A NamedTuple, not a dataclass: `lockyard git-turn` runs this in front of agents' git lines,
+and the dataclasses module's imports cost every one of them.)
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 MAX_DEPTH: Final = 64
 """Ancestors walked at most (a loop in /proc data, or a very deep tree, ends the walk)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessRef:
+class ProcessRef(NamedTuple):
     """One process of this boot: its pid and its start time (clock ticks since boot)."""
 
     pid: int
