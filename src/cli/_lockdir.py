@@ -109,12 +109,18 @@ def store_errors() -> Iterator[None]:
 
 
 def open_store(
-    option: Path | None, backend: str | None = None, *, read_only: bool = False
+    option: Path | None,
+    backend: str | None = None,
+    *,
+    read_only: bool = False,
+    repo: Path | None = None,
+    namespace: str | None = None,
 ) -> LockBackend:
     """The lock store on `--backend` (PostgreSQL, connected now so that a server that is
     down fails here), else on the resolved, checked lock directory (LockDirNotCreatedError
     when it does not exist yet). `read_only` for inspecting: the lock directory is then left
-    exactly as it is (not created, its mode not tightened)."""
+    exactly as it is (not created, its mode not tightened). `repo` and `namespace` name the
+    repository whose keys the store takes (default: the working directory's)."""
     with store_errors():
         spec = chosen_spec(backend)
     if spec is not None and is_postgres_spec(spec):
@@ -123,7 +129,7 @@ def open_store(
         from ..infra.lockstore.postgres import SchemaMissingError
 
         with store_errors():
-            store = open_backend(None, spec, read_only=read_only)
+            store = open_backend(repo, spec, namespace=namespace, read_only=read_only)
             try:
                 store.connect()  # type: ignore[attr-defined]
             except SchemaMissingError as missing:  # reading only: nothing is created
@@ -136,4 +142,4 @@ def open_store(
     from ..infra.lockstore import LockStore
 
     with store_errors():
-        return LockStore(None, lock_dir, read_only=read_only)
+        return LockStore(repo, lock_dir, namespace=namespace, read_only=read_only)

@@ -30,6 +30,7 @@ import anyio
 import typer
 
 from ._errors import CliError, ExitCode, reports_errors
+from ._keys import lock_keys
 from ._options import LockyardCommand, backend_option, flag, lock_dir_option, namespace_option
 
 LOCK_HELP = (
@@ -157,7 +158,7 @@ def _lock(
 
     claim = claim_agent_id(store, who)
     try:
-        keys = _keys(store, paths)
+        keys = lock_keys(store.canonicalize, paths, "nothing was locked")
         say = _Say(quiet)
         try:
             fences = anyio.run(_hold, store, who, keys, timeout, say)
@@ -241,24 +242,6 @@ async def _hold(
     if stopped_by:
         raise _InterruptedError(stopped_by[0])
     return result
-
-
-def _keys(store: Any, paths: list[str]) -> list[str]:
-    """Each path's lock key, relative paths taken from the working directory (the store
-    reads them from the checkout's root); every bad path is named in one line."""
-    from ..infra.lockstore import LockStoreError
-
-    keys: list[str] = []
-    problems: list[str] = []
-    for path in paths:
-        literal = path.startswith("__") and path.endswith("__")
-        try:
-            keys.append(store.canonicalize(path if literal else os.path.abspath(path)))
-        except (LockStoreError, ValueError) as exc:
-            problems.append(str(exc))
-    if problems:
-        raise _usage(f"nothing was locked: {'; '.join(problems)}")
-    return sorted(set(keys))
 
 
 def _unrunnable(program: str) -> tuple[str, int] | None:

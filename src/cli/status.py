@@ -10,6 +10,7 @@ changes nothing (a leftover lock is exactly what an operator looks for).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -38,7 +39,7 @@ from ._lockdir import (
     open_store,
     store_errors,
 )
-from ._options import backend_option, flag, lock_dir_option
+from ._options import backend_option, flag, lock_dir_option, namespace_option
 
 if TYPE_CHECKING:  # rich loads in ~0.1 s: only the table output imports it
     from rich.console import Console
@@ -46,6 +47,9 @@ if TYPE_CHECKING:  # rich loads in ~0.1 s: only the table output imports it
 
 HELP = """Show every lock in the lock directory: holder, process, host, age, whether the
 holder is alive, the waiters in arrival order, and any deadlock cycle.
+
+With PATHs, only those files: who holds each and who waits for it, since when, and whether
+taking it now would be granted at once (what an agent's lock_status tool says).
 
 Read-only: safe to run at any time, with or without an orchestrator running.
 """
@@ -61,14 +65,48 @@ def register(app: typer.Typer) -> None:
 
 @reports_errors
 def status(
+    paths: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[PATH]...",
+            help="Only these files (relative to the working directory): who holds and who "
+            "waits for each, and whether taking it now would be granted.",
+            show_default=False,
+        ),
+    ] = None,
     lock_dir: Annotated[Path | None, lock_dir_option(LOCK_DIR_HELP)] = None,
     json_output: Annotated[
         bool, flag("--json", help="Print one JSON document (see docs/cli.md).")
     ] = False,
     backend: Annotated[str | None, backend_option()] = None,
+    repo: Annotated[
+        Path | None,
+        typer.Option(
+            "--repo",
+            help="The repository of the PATHs (default: the one around the working directory).",
+            show_default=False,
+        ),
+    ] = None,
+    namespace: Annotated[
+        str | None,
+        namespace_option("The repository's name for locks, if the agents use one (as `serve`)."),
+    ] = None,
 ) -> None:
     quiet_library_logs()  # the private monitor would log each cycle it finds; we print them
     source = location_source(lock_dir, backend)
+    if paths:
+        from .status_paths import show_paths
+
+        show_paths(
+            paths,
+            lock_dir=lock_dir,
+            backend=backend,
+            repo=repo,
+            namespace=namespace,
+            source=source,
+            json_output=json_output,
+        )
+        return
     try:
         store = open_store(lock_dir, backend, read_only=True)  # inspecting changes nothing
     except LockDirNotCreatedError as missing:  # nothing locked yet: empty, not an error
@@ -78,17 +116,18 @@ def status(
         snapshot = store.snapshot()
         deadlocks = find_deadlocks(store, snapshot)
         notices = monitor_source(store).board.notices()
+        active = last_activity(store, snapshot)
     # Agent CLI sessions are registered in a lock directory (none with PostgreSQL).
     session_dir = getattr(store, "lock_dir", None)
     sessions = SessionRegistry(session_dir).sessions() if session_dir is not None else []
     if json_output:
-        payload = status_payload(store.location, snapshot, deadlocks, notices)
+        payload = status_payload(store.location, snapshot, deadlocks, notices, active)
         payload["sessions"] = sessions_payload(sessions, snapshot)
         print_json(payload | {"lock_dir_source": source, "lock_dir_exists": True})
     else:
         where = f"{store.location} ({source})"
         render_sessions(table_console(), sessions, snapshot)
-        render_status(table_console(), where, snapshot, deadlocks, notices)
+        render_status(table_console(), where, snapshot, deadlocks, notices, active)
     if any(info.problem for info in snapshot.locks):
         raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
 
@@ -96,12 +135,18 @@ def status(
 def _show_not_created(path: Path | str, why: str, source: str, json_output: bool) -> None:
     if json_output:
         empty = StoreSnapshot(holds={}, waits=(), locks=())
-        payload = status_payload(path, empty, [], [])
+        payload = status_payload(path, empty, [], [], {})
         print_json(payload | {"lock_dir_source": source, "lock_dir_exists": False})
         return
     table_console().print(
         f"No locks in {path} ({source}): {why}, so no agent has locked anything there."
     )
+
+
+def last_activity(store: LockBackend, snapshot: StoreSnapshot) -> dict[str, float]:
+    """Each holder's last heartbeat (any tool call or hook event), where the store keeps them."""
+    agents = {info.holder.agent_id for info in snapshot.locks if info.holder is not None}
+    return {agent: stamp for agent in agents if (stamp := store.last_active(agent)) is not None}
 
 
 def find_deadlocks(store: LockBackend, snapshot: StoreSnapshot) -> list[DeadlockInfo]:
@@ -135,8 +180,9 @@ def graph_node(info: LockInfo) -> str:
     return node_key(info.namespace, info.lock_path)
 
 
-def lock_payload(info: LockInfo) -> dict[str, Any]:
+def lock_payload(info: LockInfo, active: Mapping[str, float]) -> dict[str, Any]:
     holder = info.holder
+    last = None if holder is None else active.get(holder.agent_id)
     return {
         "lock_path": info.lock_path,
         "namespace": info.namespace,
@@ -153,6 +199,7 @@ def lock_payload(info: LockInfo) -> dict[str, Any]:
             "acquired_at": holder.acquired_at,
             "token": holder.token,
             "fence": holder.fence,
+            "last_active": last,
         },
         "age_seconds": info.age_seconds,
         "liveness": info.liveness,
@@ -177,8 +224,9 @@ def status_payload(
     snapshot: StoreSnapshot,
     deadlocks: list[DeadlockInfo],
     notices: list[VictimNotice],
+    active: Mapping[str, float],
 ) -> dict[str, Any]:
-    locks = [lock_payload(info) for info in snapshot.locks]
+    locks = [lock_payload(info, active) for info in snapshot.locks]
     return {
         "lock_dir": str(lock_dir),
         "namespaces": sorted({info.namespace for info in snapshot.locks if info.namespace}),
@@ -264,6 +312,7 @@ def render_status(
     snapshot: StoreSnapshot,
     deadlocks: list[DeadlockInfo],
     notices: list[VictimNotice],
+    active: Mapping[str, float],
 ) -> None:
     from rich.table import Table
     from rich.text import Text
@@ -304,7 +353,7 @@ def render_status(
     table.add_column("waiters (in order)", overflow="fold", min_width=16 if narrow else None)
     now = time.time()
     for info in snapshot.locks:
-        row = list(_row(info, single, now))
+        row = list(_row(info, single, now, active))
         if one_checkout is not None:
             del row[3]
         if narrow:
@@ -329,7 +378,9 @@ def render_status(
         console.print(f"  the monitor's policy would ask {deadlock.victim} to give way")
 
 
-def _row(info: LockInfo, namespace: str | None, now: float) -> tuple[str | Text, ...]:
+def _row(
+    info: LockInfo, namespace: str | None, now: float, active: Mapping[str, float]
+) -> tuple[str | Text, ...]:
     from rich.text import Text
 
     name = _name(info, namespace)
@@ -346,6 +397,9 @@ def _row(info: LockInfo, namespace: str | None, now: float) -> tuple[str | Text,
     liveness = Text(info.liveness, style=LIVENESS_STYLES.get(info.liveness, ""))
     process = f"{holder.pid}@{holder.host}"
     who = holder.agent_id if holder.fence is None else f"{holder.agent_id} (fence {holder.fence})"
+    last = active.get(holder.agent_id)
+    if last is not None:  # how long since the holder last did anything
+        who += f", idle {format_age(now - last)}"
     return (name, who, process, _checkout(info), format_age(age), liveness, waiters or "-")
 
 

@@ -27,7 +27,7 @@ from ..hooks.commit_guard.decide import commit_denial
 from ..hooks.guard_common import GuardStore, note_writes
 from ..hooks.read_note.note import note_reads
 from ..hooks.write_guard.decide import judge_write
-from ..lockstore import default_lock_dir, journal_denied_writes
+from ..lockstore import default_lock_dir, journal_denied_writes, stamp_activity
 from ..session.process_tree import ProcessRef, ancestors
 from ..session.registry import SessionRegistry
 from .formats import CliFormat, HookAnswer, PayloadError, ToolCall
@@ -131,6 +131,7 @@ def judge_read_call(
             if call.kind == "read":
                 return fmt.allow()
             return fmt.deny(f"{exc} Until then lockyard refuses edits and commits in this session.")
+        stamp_activity(lock_dir, agent.agent_id)  # every judged call is a heartbeat
         if readers is not None:
             reason = _denial(fmt, call, readers.get(agent.repo), agent.agent_id)
         else:

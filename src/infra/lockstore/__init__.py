@@ -119,6 +119,7 @@ if TYPE_CHECKING:
         liveness_of,
         new_token,
     )
+    from .lockdir.activity import stamp_activity
     from .lockdir.disk import QUEUE_SUFFIX, LockDir, default_lock_dir
     from .lockdir.location import default_lock_dir_path
     from .lockdir.sleep import process_hub
@@ -216,6 +217,7 @@ _HOMES = {
     "current_process": "liveness",
     "liveness_of": "liveness",
     "new_token": "liveness",
+    "stamp_activity": "lockdir.activity",
     "LockDir": "lockdir.disk",
     "QUEUE_SUFFIX": "lockdir.disk",
     "default_lock_dir": "lockdir.disk",
@@ -336,6 +338,7 @@ __all__ = [
     "read_own_file",
     "release_lock",
     "replay_lines",
+    "stamp_activity",
     "store_call",
     "try_lock",
     "unmark_victim",

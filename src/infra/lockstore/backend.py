@@ -94,6 +94,16 @@ class LockBackend(Protocol):
         """Locks the agent lost without releasing them, each reported once."""
         ...
 
+    def stamp_activity(self, agent_id: str) -> None:
+        """`agent_id` did something now (a tool call, a hook event): a heartbeat, cheap
+        enough for every call. Never raises."""
+        ...
+
+    def last_active(self, agent_id: str) -> float | None:
+        """When `agent_id` last did anything (seconds since the epoch), by its heartbeats;
+        None when none was seen."""
+        ...
+
     def journal_write(self, record: JournalRecord) -> None:
         """Add a record to this backend's journal that no lock change writes by itself (a
         deadlock, a denied write). Never raises, never blocks on the journal."""

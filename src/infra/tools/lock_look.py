@@ -3,7 +3,7 @@
 For each path: who holds it and since when, who waits for it in arrival order, whether the
 asking agent holds or waits for it, and whether a `lock_acquire` now would be granted at
 once. It reads the store (holder records, queue entries) and writes nothing: no queue entry,
-no event, no journal record.
+no event, no journal record. `lockyard status PATH...` shows a person the same `Look`.
 
 Holders are a list, never one name: shared holds (many readers) report several.
 """
@@ -11,66 +11,113 @@ Holders are a list, never one name: shared holds (many readers) report several.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..lockstore import HolderRecord, WaiterRecord
+from ..lockstore import HolderRecord, Liveness, WaiterRecord
 from .wait_view import LineReader
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """One lock as the store has it now: its holders and its queue in arrival order."""
+
+    key: str
+    holders: tuple[HolderRecord, ...]
+    queue: tuple[WaiterRecord, ...]
+    active: Mapping[str, float] = field(default_factory=dict)
+    """Each holder's last heartbeat (any tool call or hook event), where the store has one."""
+
+    def idle_seconds(self, holder: HolderRecord, now: float) -> float | None:
+        """How long since `holder` last did anything (None: the store keeps no heartbeats)."""
+        stamp = self.active.get(holder.agent_id)
+        return None if stamp is None else max(0.0, now - stamp)
+
+    def holds(self, agent_id: str) -> bool:
+        return any(holder.agent_id == agent_id for holder in self.holders)
+
+    def waits(self, agent_id: str) -> bool:
+        return any(waiter.agent_id == agent_id for waiter in self.queue)
+
+    def would_be_granted(self, agent_id: str) -> bool:
+        """Whether `agent_id`'s acquire now gets it at once: it holds it already, or nobody
+        holds it and nobody else waits (first come, first served). A holder or waiter whose
+        process is provably dead is no obstacle: the next acquire takes its place over."""
+        if self.holds(agent_id):
+            return True
+        return not any(map(_alive, self.holders)) and not any(
+            _alive(waiter) for waiter in self.queue if waiter.agent_id != agent_id
+        )
+
+
+def _alive(record: HolderRecord | WaiterRecord) -> bool:
+    """Not provably dead (alive, or on another host or boot: unknown)."""
+    return record.liveness()[0] is not Liveness.DEAD
+
+
+def look(reader: LineReader, key: str) -> Look:
+    """`key` now (two reads of the store; a record gone between them is simply not shown)."""
+    record = reader.holder_record(key)
+    holders = () if record is None else (record,)
+    active = {h.agent_id: stamp for h in holders if (stamp := reader.last_active(h.agent_id))}
+    return Look(key, holders, tuple(reader.waiters(key)), active)
+
+
+def holding_entry(found: Look, holder: HolderRecord, now: float) -> dict[str, Any]:
+    """One holder as results show it: who, since when, for how long, its fencing number,
+    and how long since it last did anything."""
+    idle = found.idle_seconds(holder, now)
+    return {
+        "agent": holder.agent_id,
+        "since": round(holder.acquired_at, 3),
+        "for_seconds": round(max(0.0, now - holder.acquired_at)),
+        **({} if holder.fence is None else {"fence": holder.fence}),
+        **({} if idle is None else {"idle_seconds": round(idle)}),
+    }
+
+
+def waiting_entry(waiter: WaiterRecord, now: float) -> dict[str, Any]:
+    """One waiter as results show it: who, since when, for how long."""
+    return {
+        "agent": waiter.agent_id,
+        "since": round(waiter.since, 3),
+        "for_seconds": round(max(0.0, now - waiter.since)),
+    }
 
 
 def lock_look(
     reader: LineReader, agent_id: str, key: str, now: float | None = None
 ) -> dict[str, Any]:
-    """`key` as `agent_id` would find it if it asked now (two reads of the store)."""
+    """`key` as `agent_id` would find it if it asked now."""
     moment = time.time() if now is None else now
-    record = reader.holder_record(key)
-    holders: list[HolderRecord] = [] if record is None else [record]
-    queue: list[WaiterRecord] = reader.waiters(key)
-    you_hold = any(h.agent_id == agent_id for h in holders)
-    you_wait = any(w.agent_id == agent_id for w in queue)
-    others_ahead = [w for w in queue if w.agent_id != agent_id]
-    granted_now = you_hold or (not holders and not others_ahead)
+    found = look(reader, key)
+    granted_now = found.would_be_granted(agent_id)
     return {
         "filepath": key,
-        "held_by": [
-            {
-                "agent": h.agent_id,
-                "since": round(h.acquired_at, 3),
-                "for_seconds": round(max(0.0, moment - h.acquired_at)),
-                **({} if h.fence is None else {"fence": h.fence}),
-            }
-            for h in holders
-        ],
-        "waiting": [
-            {
-                "agent": w.agent_id,
-                "since": round(w.since, 3),
-                "for_seconds": round(max(0.0, moment - w.since)),
-            }
-            for w in queue
-        ],
-        "you_hold": you_hold,
-        "you_wait": you_wait,
+        "held_by": [holding_entry(found, holder, moment) for holder in found.holders],
+        "waiting": [waiting_entry(waiter, moment) for waiter in found.queue],
+        "you_hold": found.holds(agent_id),
+        "you_wait": found.waits(agent_id),
         "would_be_granted": granted_now,
-        "summary": _summary(holders, queue, agent_id, granted_now, moment),
+        "summary": _summary(found, agent_id, granted_now, moment),
     }
 
 
-def _summary(
-    holders: list[HolderRecord],
-    queue: list[WaiterRecord],
-    agent_id: str,
-    granted_now: bool,
-    now: float,
-) -> str:
-    if any(h.agent_id == agent_id for h in holders):
+def _holding(found: Look, holder: HolderRecord, now: float) -> str:
+    held = f"{holder.agent_id} for {round(max(0.0, now - holder.acquired_at))} s"
+    idle = found.idle_seconds(holder, now)
+    return held if idle is None else f"{held} (last active {round(idle)} s ago)"
+
+
+def _summary(found: Look, agent_id: str, granted_now: bool, now: float) -> str:
+    if found.holds(agent_id):
         held = "you hold it"
-    elif holders:
-        held = "held by " + ", ".join(
-            f"{h.agent_id} for {round(max(0.0, now - h.acquired_at))} s" for h in holders
-        )
+    elif found.holders:
+        held = "held by " + ", ".join(_holding(found, h, now) for h in found.holders)
     else:
         held = "free"
-    waiting = f"{len(queue)} waiting" if queue else "nobody waiting"
+    waiting = f"{len(found.queue)} waiting" if found.queue else "nobody waiting"
     verdict = (
         "lock_acquire now would get it"
         if granted_now

@@ -133,6 +133,8 @@ class ToolStore(Protocol):
     def take_lost_locks(self, agent_id: str) -> list[LostLock]: ...
     def waiters(self, filepath: str) -> list[WaiterRecord]: ...
     def journal_write(self, record: JournalRecord) -> None: ...
+    def stamp_activity(self, agent_id: str) -> None: ...
+    def last_active(self, agent_id: str) -> float | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +198,7 @@ class LockTools:
     async def call(self, tool_name: str, arguments: object) -> ToolOutcome:
         """Run the tool named `tool_name`. Never raises (but for cancellation): an unknown name
         or an unexpected failure is an error result, never a protocol error."""
+        self.store.stamp_activity(self.agent_id)  # every call is a heartbeat
         handler = self._handlers().get(tool_name)
         if handler is None:
             known = ", ".join(TOOL_NAMES)

@@ -16,10 +16,11 @@ from ..lockstore import HolderRecord, WaiterRecord
 
 
 class LineReader(Protocol):
-    """The two reads a view needs (every `LockBackend` has them)."""
+    """The reads a view needs (every `LockBackend` has them)."""
 
     def holder_record(self, filepath: str) -> HolderRecord | None: ...
     def waiters(self, filepath: str) -> list[WaiterRecord]: ...
+    def last_active(self, agent_id: str) -> float | None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from ..records import (
     holder_card,
 )
 from . import line, reclamation, reporting
+from .activity import last_active, stamp_activity
 from .disk import CARD_MARK, LockDir, default_lock_dir
 from .lock_journal import LockJournal
 from .operations import DiskOperations, OnReclaim, run, wait, wait_async
@@ -84,6 +85,7 @@ class LockStore:
         read_only: bool = False,
     ) -> None:
         self._owner = owner
+        self._read_only = read_only
         self.checkout: Checkout = open_checkout(repo_namespace, namespace)
         self.namespace: str = self.checkout.namespace
         self.root: str = self.checkout.root
@@ -165,6 +167,17 @@ class LockStore:
 
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
         return []
+
+    # -- activity: when each agent last did anything (activity.py) ----------------------------
+
+    def stamp_activity(self, agent_id: str) -> None:
+        """`agent_id` did something now: a heartbeat (one system call; never raises)."""
+        if not self._read_only:
+            stamp_activity(self.lock_dir, agent_id)
+
+    def last_active(self, agent_id: str) -> float | None:
+        """When `agent_id` last did anything, by its heartbeats; None: none seen here."""
+        return last_active(self.lock_dir, agent_id)
 
     def __enter__(self) -> LockStore:
         return self

@@ -552,6 +552,13 @@ END"""
         now = "free" if current is None else f"fence {current.fence}, held by {current.agent_id}"
         return f"your grant of {key} (fence {grant.fence}) is no longer valid (now {now})"
 
+    # Heartbeats are kept by the lock directory only so far (docs/lock-store.md).
+    def stamp_activity(self, agent_id: str) -> None:
+        return None
+
+    def last_active(self, agent_id: str) -> float | None:
+        return None
+
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
         """Locks `agent_id` was granted here that are not its own any more: its database
         session ended (connection lost, server restarted) or someone released them. Each is

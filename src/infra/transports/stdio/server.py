@@ -123,6 +123,12 @@ class SessionLedger:
     def waiters(self, filepath: str) -> list[WaiterRecord]:
         return self.store.waiters(filepath)
 
+    def stamp_activity(self, agent_id: str) -> None:
+        self.store.stamp_activity(agent_id)
+
+    def last_active(self, agent_id: str) -> float | None:
+        return self.store.last_active(agent_id)
+
     def journal_write(self, record: JournalRecord) -> None:
         self.store.journal_write(record)
 

@@ -1,0 +1,28 @@
+"""A person's paths as lock keys: relative to the working directory, every bad one named."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from ._errors import CliError, ExitCode
+
+
+def lock_keys(canonicalize: Callable[[str], str], paths: list[str], refused: str) -> list[str]:
+    """Each path's lock key, sorted and without repeats. A relative path is taken from the
+    working directory (the store would read it from the checkout's root); a literal
+    `__name__` key is kept as it is. Every bad path is named in one usage error (exit 2)
+    that begins with `refused` (what was not done)."""
+    from ..infra.lockstore import LockStoreError
+
+    keys: list[str] = []
+    problems: list[str] = []
+    for path in paths:
+        literal = path.startswith("__") and path.endswith("__")
+        try:
+            keys.append(canonicalize(path if literal else os.path.abspath(path)))
+        except (LockStoreError, ValueError) as exc:
+            problems.append(str(exc))
+    if problems:
+        raise CliError(f"{refused}: {'; '.join(problems)}", ExitCode.USAGE)
+    return sorted(set(keys))
