@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..infra.lockstore import LockBackend, WaiterRecord
+from ..infra.lockstore import LockBackend, WaiterRecord, operator_release
 from ._errors import EXIT_CODES_HELP, CliError, ExitCode, reports_errors
 from ._format import (
     display_key,
@@ -38,10 +38,11 @@ HELP = """Release locks that are left behind.
 By default only stale locks: those whose holder is provably dead (same host and boot, and
 its process is gone or its pid now belongs to another process), and stuck waits: a first
 waiter that left a free lock untaken past its turn (a stopped or hung process). --agent ID
-releases that agent's locks and ends its waits (for an agent that is gone while its process
-lives on: the agent is not told); --all releases every lock and ends every wait, and asks
-for confirmation first (or --yes). Waiting agents are woken as the locks go; a waiter whose
-wait was ended queues again at the back if its process is still running.
+releases that agent's locks and ends its waits (for an agent that is gone, or one that
+stalled while others wait): the journal names this command, and the agent, if it still
+runs, is told on its next lock call, with --reason's text; --all releases every lock and
+ends every wait, and asks for confirmation first (or --yes). Waiting agents are woken as the
+locks go; a waiter whose wait was ended queues again at the back if its process still runs.
 """
 
 
@@ -60,6 +61,15 @@ def clean(
     release_all: Annotated[
         bool, flag("--all", help="Release every lock, alive holders' too.")
     ] = False,
+    reason: Annotated[
+        str | None,
+        typer.Option(
+            "--reason",
+            metavar="TEXT",
+            help="With --agent: why, as the agent is told on its next lock call.",
+            show_default=False,
+        ),
+    ] = None,
     yes: Annotated[
         bool, flag("--yes", "-y", help="Do not ask for confirmation (for --all).")
     ] = False,
@@ -69,6 +79,10 @@ def clean(
 ) -> None:
     if agent is not None and release_all:
         raise CliError("--agent and --all cannot be combined", ExitCode.USAGE, "pick one")
+    if reason is not None and agent is None:
+        raise CliError("--reason goes with --agent ID", ExitCode.USAGE, "name the agent told")
+    if reason is not None and not reason.strip():
+        raise CliError("--reason is blank", ExitCode.USAGE, "say why, or leave it out")
     quiet_library_logs()
     try:
         store = open_store(lock_dir, backend)
@@ -86,7 +100,8 @@ def clean(
         ]
         if release_all:
             _confirm_all(store, yes)
-            mode, released = "all", release_every_lock(store)
+            with operator_release("lockyard clean --all"):
+                mode, released = "all", release_every_lock(store)
             released += [
                 {"lock_path": entry, "agent_id": "?", "reason": "clean --all: unreadable record"}
                 for entry in getattr(store, "remove_unreadable", list)()
@@ -95,7 +110,8 @@ def clean(
             ended = ended_waits(store.end_waits(None), "clean --all")
         elif agent is not None:
             alive = live_holder(store, agent)
-            mode, released = "agent", release_agent(store, agent)
+            with operator_release(f"lockyard clean --agent {agent}"):
+                mode, released = "agent", release_agent(store, agent, reason)
             ended = ended_waits(store.end_waits(agent), f"clean --agent {agent}")
         else:
             mode, released = "stale", release_stale(store)
@@ -110,14 +126,15 @@ def clean(
                 "ended_waits": ended,
                 "skipped_unreadable": unreadable,
             }
-            | ({} if mode != "agent" else {"agent_alive": alive})
+            | ({} if mode != "agent" else {"agent_alive": alive, "told": bool(released)})
         )
     else:
         _render(line_console(), store, mode, released, ended, unreadable)
         if mode == "agent" and alive is not None and released:
             line_console().print(
                 f"{agent} is still running ({alive}): it is not interrupted; its next edit or "
-                "commit of these files is refused until it locks them again.",
+                "commit of these files is refused until it locks them again, and its next lock "
+                "call tells it" + ("." if reason is None else f": {reason}"),
                 style="yellow",
             )
     if unreadable:
@@ -165,10 +182,13 @@ def live_holder(store: LockBackend, agent_id: str) -> str | None:
     return None
 
 
-def release_agent(store: LockBackend, agent_id: str) -> list[dict[str, Any]]:
+def release_agent(store: LockBackend, agent_id: str, reason: str | None) -> list[dict[str, Any]]:
+    """Revoke `agent_id`'s locks; it is told `reason` on its next lock call."""
+    told = f"an operator released it (lockyard clean --agent {agent_id})"
+    told += ": no reason given" if reason is None else f": {reason}"
     return [
         {"lock_path": key, "agent_id": agent_id, "reason": f"clean --agent {agent_id}"}
-        for key in store.cleanup_agent_locks(agent_id, all_namespaces=True)
+        for key in store.revoke(agent_id, told)
     ]
 
 

@@ -94,6 +94,12 @@ class LockBackend(Protocol):
         """Locks the agent lost without releasing them, each reported once."""
         ...
 
+    def revoke(self, agent_id: str, reason: str) -> list[str]:
+        """An operator takes every lock of `agent_id` (all namespaces; waiters get them in
+        turn); the agent learns it, with `reason` where the backend keeps it, from
+        `take_lost_locks` on its next lock call. Returns the keys released."""
+        ...
+
     def stamp_activity(self, agent_id: str) -> None:
         """`agent_id` did something now (a tool call, a hook event): a heartbeat, cheap
         enough for every call. Never raises."""

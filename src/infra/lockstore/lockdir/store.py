@@ -40,6 +40,7 @@ from .disk import CARD_MARK, LockDir, default_lock_dir
 from .lock_journal import LockJournal
 from .operations import DiskOperations, OnReclaim, run, wait, wait_async
 from .plain_paths import is_plain_file, resolve_plain_entry
+from .revocations import post_revocation, take_revocations
 from .sleep import Sleeper
 
 TURN_TIMEOUT_SECONDS: Final = 5.0
@@ -166,7 +167,22 @@ class LockStore:
         return None
 
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
-        return []
+        """The locks an operator revoked from `agent_id` since it last asked, with why
+        (revocations.py); one failed `rename` when there are none."""
+        if self._read_only:
+            return []
+        return [
+            LostLock(filepath=str(notice["filepath"]), fence=None, reason=str(notice["reason"]))
+            for notice in take_revocations(self.lock_dir, agent_id)
+        ]
+
+    def revoke(self, agent_id: str, reason: str) -> list[str]:
+        """Release every lock `agent_id` holds (all namespaces; its waiters get them in
+        turn), and tell it why on its next lock call. For an operator: wrap it in
+        `journal.causes.operator_release(who)` so the journal names who did it."""
+        released = self.cleanup_agent_locks(agent_id, all_namespaces=True)
+        post_revocation(self.lock_dir, agent_id, released, reason)
+        return released
 
     # -- activity: when each agent last did anything (activity.py) ----------------------------
 

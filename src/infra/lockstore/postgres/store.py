@@ -552,6 +552,11 @@ END"""
         now = "free" if current is None else f"fence {current.fence}, held by {current.agent_id}"
         return f"your grant of {key} (fence {grant.fence}) is no longer valid (now {now})"
 
+    def revoke(self, agent_id: str, reason: str) -> list[str]:
+        """Release every lock of `agent_id`. Its own process tells it of each lost grant
+        (`take_lost_locks`), without `reason`: the database keeps no reasons yet."""
+        return self.cleanup_agent_locks(agent_id, all_namespaces=True)
+
     # Heartbeats are kept by the lock directory only so far (docs/lock-store.md).
     def stamp_activity(self, agent_id: str) -> None:
         return None

@@ -1,0 +1,140 @@
+"""An operator takes a stalled holder's locks: a real `lockyard serve` agent holds a file and
+does nothing while another agent waits; `lockyard clean --agent ID --reason TEXT` (a real
+process) releases them, the waiter gets the file, the guard refuses the stalled agent's
+write, its next lock call tells it why, and the journal names the operator."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from cli_support import LOCKYARD
+from mcp import Client
+from test_journal_lockdir import journalled
+from test_serve_stdio import serve_params
+
+from lockyard.cli import hook
+from lockyard.infra.lockstore import LockStore, open_backend
+from lockyard.infra.lockstore.lockdir.activity import activity_path
+from lockyard.infra.tools.lock_tools import LockTools
+from pg_support import PgServer
+from polling_support import wait_until
+
+pytestmark = pytest.mark.anyio
+
+REASON = "idle for 50 min while carol waits; finish or re-lock"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "a.py").write_text("a\n")
+    return root.resolve()
+
+
+def clean(*args: str) -> subprocess.CompletedProcess[str]:
+    """`lockyard clean ARGS`, given as long as a loaded machine needs to start it."""
+    env = {k: v for k, v in os.environ.items() if k != "LOCKYARD_LOCK_DIR"}
+    return subprocess.run(
+        [LOCKYARD, "clean", *args], capture_output=True, text=True, timeout=240, env=env,
+        check=False,
+    )  # fmt: skip
+
+
+def guard_says(repo: Path, lock_dir: Path, agent: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The write guard's answer (empty: allowed) to `agent`'s Edit of a.py."""
+    edit = {"tool_name": "Edit", "tool_input": {"file_path": str(repo / "a.py")}, "cwd": str(repo)}
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(edit).encode())))
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    hook.main(
+        ["pre-tool-use", "--cli", "claude-code", "--agent-id", agent, "--repo", str(repo),
+         f"--lock-dir={lock_dir}"]
+    )  # fmt: skip
+    return out.getvalue().strip()
+
+
+async def test_a_revoked_stalled_holder_is_denied_its_write_and_told_why_and_the_waiter_gets_it(
+    repo: Path, lock_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LockStore(repo, lock_dir)
+    async with Client(serve_params("stuck", repo, lock_dir)) as client:
+        taken = await client.call_tool("lock_acquire", {"filepaths": ["a.py"]})
+        assert json.loads(taken.content[0].text)["all_acquired"] is True  # type: ignore[union-attr]
+        assert guard_says(repo, lock_dir, "stuck", monkeypatch) == ""
+        then = time.time() - 3000  # stuck has done nothing for 50 minutes
+        os.utime(activity_path(lock_dir, "stuck"), (then, then))
+        carol = threading.Thread(
+            target=store.acquire, args=("a.py", "carol"), kwargs={"timeout_seconds": 240}
+        )
+        carol.start()
+        try:
+            wait_until(lambda: [w.agent_id for w in store.waiters("a.py")] == ["carol"])
+            done = clean("--lock-dir", str(lock_dir), "--agent", "stuck", "--reason", REASON,
+                         "--json")  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            report = json.loads(done.stdout)
+            assert [r["lock_path"] for r in report["released"]] == ["a.py"]
+            assert report["told"] is True
+        finally:
+            carol.join(timeout=300)  # granted at the revocation, or given up
+        assert store.holder("a.py") == "carol"  # the waiter got it, in its turn
+
+        denied = guard_says(repo, lock_dir, "stuck", monkeypatch)
+        assert "carol" in denied  # its write is refused: carol holds the file now
+
+        told = await client.call_tool("lock_release", {"all": True})
+        payload = json.loads(told.content[0].text)  # type: ignore[union-attr]
+        assert payload["released"] == []
+        [lost] = payload["lost_locks"]
+        assert lost["filepath"] == "a.py"
+        assert REASON in lost["reason"]
+        assert "lost_locks_instruction" in payload
+        again = await client.call_tool("lock_release", {"all": True})  # told once
+        assert "lost_locks" not in json.loads(again.content[0].text)  # type: ignore[union-attr]
+
+    [record] = journalled(lock_dir, kinds=["operator-release"])
+    assert (record.file, record.agent) == ("a.py", "stuck")
+    assert record.other is not None
+    assert "clean --agent stuck" in record.other
+    assert store.release("a.py", "carol")
+
+
+async def test_on_postgresql_a_revoked_holder_is_told_it_lost_the_file_and_the_waiter_gets_it(
+    repo: Path, pg_server: PgServer, pg_schema: str
+) -> None:
+    spec = pg_server.spec(pg_schema)
+    mine, theirs = open_backend(str(repo), spec), open_backend(str(repo), spec)
+    try:
+        stuck = LockTools(mine, "stuck")
+        taken = await stuck.call("lock_acquire", {"filepaths": ["a.py"]})
+        assert taken.data is not None
+        assert taken.data["all_acquired"] is True
+        carol = threading.Thread(
+            target=theirs.acquire, args=("a.py", "carol"), kwargs={"timeout_seconds": 240}
+        )
+        carol.start()
+        try:
+            wait_until(lambda: [w.agent_id for w in theirs.waiters("a.py")] == ["carol"])
+            done = clean("--backend", spec, "--agent", "stuck", "--reason", REASON, "--json")
+            assert done.returncode == 0, done.stderr
+            assert json.loads(done.stdout)["told"] is True
+        finally:
+            carol.join(timeout=300)  # granted at the revocation, or given up
+        assert theirs.holder("a.py") == "carol"
+        told = await stuck.call("lock_release", {"all": True})
+        assert told.data is not None
+        assert [lost["filepath"] for lost in told.data["lost_locks"]] == ["a.py"]
+        assert theirs.release("a.py", "carol")
+    finally:
+        mine.close()
+        theirs.close()
