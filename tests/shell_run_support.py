@@ -10,6 +10,7 @@ every file of the repository and of the lock directory is compared before and af
   thing the hook writes is its step after the decision: for an allowed call, what alice
   reads and writes is noted in the clone's book (`.git/lockyard/seen/`, the stale-read
   check's memory: `noted`); a refused call notes nothing, so there the book counts as judging;
+  after every decision, allowed or refused, alice's heartbeat (`locks/active/`) is stamped;
 - a denial's reason names, as JSON, the files not locked (`unlocked`) and says when the
   guard cannot tell (`undetermined`).
 
@@ -42,6 +43,8 @@ from lockyard.infra.lockstore.journal.files import JOURNAL_DIR
 AGENT = "alice"
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 BOOK = "repo/.git/lockyard/seen/"
+HEARTBEATS = "locks/active/"
+"""alice's heartbeat, which the hook stamps after every decision (allowed or refused)."""
 """Where the hook notes what alice reads and writes (`lockyard.infra.seen`), in `everything()`."""
 FILES: Mapping[str, str] = {
     "README.md": "# demo\n",
@@ -315,7 +318,8 @@ def judge_and_run(
     by_hook = changed(before_judging, sandbox.everything())
     if verdict.allowed:
         outcome.noted = {name for name in by_hook if name.startswith(BOOK)}
-    outcome.changed_by_judging = by_hook - outcome.noted
+    beats = {name for name in by_hook if name.startswith(HEARTBEATS)}
+    outcome.changed_by_judging = by_hook - outcome.noted - beats
     if verdict.allowed and run:
         before, locks_before = snapshot(sandbox.repo), sandbox.locks()
         outcome.exit_code, outcome.output = sandbox.run(command, cwd)

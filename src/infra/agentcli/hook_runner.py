@@ -131,7 +131,6 @@ def judge_read_call(
             if call.kind == "read":
                 return fmt.allow()
             return fmt.deny(f"{exc} Until then lockyard refuses edits and commits in this session.")
-        stamp_activity(lock_dir, agent.agent_id)  # every judged call is a heartbeat
         if readers is not None:
             reason = _denial(fmt, call, readers.get(agent.repo), agent.agent_id)
         else:
@@ -140,6 +139,8 @@ def judge_read_call(
                 reason = _denial(fmt, call, reader, agent.agent_id)
             finally:
                 reader.close()
+        # The step after the decision: every judged call, allowed or refused, is a heartbeat.
+        stamp_activity(lock_dir, agent.agent_id)
         return fmt.allow() if reason is None else fmt.deny(reason)
     except Exception as exc:  # the guard must answer, and a guard that cannot judge refuses
         return _failed(fmt, exc, call)
