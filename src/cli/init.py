@@ -7,6 +7,7 @@ runs the same from a terminal, a script or an agent.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sys
 import textwrap
@@ -19,8 +20,8 @@ import typer
 from ..infra.agentcli.config_files import OUTSIDE_FLAG, ConfigFileError, FileChange, Plan, apply
 from ..infra.agentcli.guard_address import parse_port
 from ..infra.agentcli.setups import SETUPS, CliSetup, Invocation
+from ..infra.clone_state import checkout_root
 from ..infra.lockstore import default_lock_dir_path
-from ..infra.session.session_ids import repository_root
 from ._errors import CliError, ExitCode, reports_errors
 from ._options import flag, lock_dir_option
 
@@ -203,7 +204,7 @@ def _repository(repo: Path | None) -> Path:
     start = Path.cwd() if repo is None else repo
     if not start.is_dir():
         raise CliError(f"{start} is not a directory", ExitCode.USAGE, "pass --repo PATH")
-    root = repository_root(start)
+    root = checkout_root(os.fspath(start))
     if root is None:
         raise CliError(
             f"{start.resolve()} is not inside a git repository",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import typer
 
 from ..infra.agentcli.guard_address import GuardPortError
 from ..infra.agentcli.guard_address import guard_port as chosen_guard_port
+from ..infra.clone_state import checkout_root
 from ..infra.crossproc.agent_claims import AgentClaim, AgentIdInUseError
 from ..infra.lockstore import LockBackend, LockStore, LockStoreError, chosen_spec, is_postgres_spec
 from ..infra.session.registry import SessionRegistryError
@@ -22,7 +24,7 @@ from ..infra.session.serve_session import (
     register_session,
     unregister_session,
 )
-from ..infra.session.session_ids import SessionIdError, check_cli_name, repository_root
+from ..infra.session.session_ids import SessionIdError, check_cli_name
 from ..infra.transports.stdio.serve_config import ServeConfigError, open_serve_store
 from ._errors import CliError, ExitCode, reports_errors
 from ._options import backend_option, lock_dir_option, namespace_option
@@ -186,7 +188,7 @@ def _serve(
             raise _usage(str(exc)) from None
         agent_id = session.agent_id
     if repo is None:
-        found = repository_root(Path.cwd())
+        found = checkout_root(os.getcwd())
         if found is None:
             raise _usage(f"{Path.cwd()} is in no git repository; pass --repo PATH")
         repo = Path(found)

@@ -50,16 +50,3 @@ def server_anchor(pid: int | None = None) -> ProcessRef:
 def session_agent_id(cli: str, anchor: ProcessRef) -> str:
     """The agent id of the session anchored at `anchor`, e.g. `claude-code-4242`."""
     return f"{check_cli_name(cli)}-{anchor.pid}"
-
-
-def repository_root(start: str | os.PathLike[str]) -> str | None:
-    """The nearest directory at or above `start` with a `.git` entry (a checkout or a
-    worktree), or None when `start` is in no git repository."""
-    current = os.path.abspath(os.fspath(start))
-    while True:
-        if os.path.lexists(os.path.join(current, ".git")):
-            return current
-        parent = os.path.dirname(current)
-        if parent == current:
-            return None
-        current = parent
