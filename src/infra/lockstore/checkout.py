@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from ..clone_state import git_dirs
 from .errors import InvalidNamespaceError, InvalidPathError, PathOutsideRepoError
 from .paths import (
     MAX_PATH_CHARS,
@@ -250,52 +251,20 @@ def derived_namespace(common_dir: str) -> str:
 def find_git_checkout(directory: str) -> tuple[str, str | None] | None:
     """(checkout root, common git dir) of the checkout containing the canonical `directory`,
     or None outside any checkout. The common dir is None when the `.git` file points at a
-    git directory that is not there (a worktree's checkout seen from a container)."""
+    git directory that is not there (a worktree's checkout seen from a container); a `.git`
+    directory without HEAD is no checkout (the search goes on upwards)."""
     current = directory
     while True:
         dot_git = os.path.join(current, ".git")
-        try:
-            info = os.stat(dot_git)
-        except OSError:
-            info = None
-        if info is not None:
-            if stat.S_ISDIR(info.st_mode):
-                if os.path.isfile(os.path.join(dot_git, "HEAD")):
-                    return current, _common_dir(os.path.realpath(dot_git))
-            elif stat.S_ISREG(info.st_mode):
-                git_dir = _read_gitdir_file(dot_git, current)
-                if git_dir is None or not os.path.isfile(os.path.join(git_dir, "HEAD")):
-                    return current, None
-                return current, _common_dir(git_dir)
+        if os.path.isdir(dot_git):
+            if os.path.isfile(os.path.join(dot_git, "HEAD")):
+                return current, os.path.realpath(dot_git)
+        elif os.path.isfile(dot_git):
+            dirs = git_dirs(current)
+            if dirs is None or not os.path.isfile(os.path.join(dirs.git_dir, "HEAD")):
+                return current, None
+            return current, os.path.realpath(dirs.common_dir)
         parent = os.path.dirname(current)
         if parent == current:
             return None
         current = parent
-
-
-def _read_gitdir_file(dot_git: str, checkout: str) -> str | None:
-    """The git dir a `.git` file (`gitdir: <path>`) points at, canonical; None if unreadable."""
-    try:
-        with open(dot_git, encoding="utf-8", errors="surrogateescape") as handle:
-            first = handle.readline(MAX_PATH_CHARS + 16).strip()
-    except OSError:
-        return None
-    if not first.startswith("gitdir:"):
-        return None
-    target = first.removeprefix("gitdir:").strip()
-    if not target:
-        return None
-    return os.path.realpath(os.path.join(checkout, target))
-
-
-def _common_dir(git_dir: str) -> str:
-    """A worktree's git dir names the shared one in its `commondir` file; a main checkout's
-    git dir is the common dir itself."""
-    try:
-        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as handle:
-            target = handle.readline(MAX_PATH_CHARS + 1).strip()
-    except (OSError, UnicodeDecodeError):
-        return git_dir
-    if not target:
-        return git_dir
-    return os.path.realpath(os.path.join(git_dir, target))
