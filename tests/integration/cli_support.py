@@ -36,8 +36,9 @@ sys.stdin.read()
 class Agents:
     """Starts lock-holding agent processes and ends them whatever the test does."""
 
-    def __init__(self, lock_dir: Path, repo: Path | None = None, patience: float = 60) -> None:
-        """`patience`: how long an agent's wait lasts before it times out (seconds)."""
+    def __init__(self, lock_dir: Path, repo: Path | None = None, patience: float = 600) -> None:
+        """`patience`: how long an agent's wait lasts before it times out (seconds); longer
+        than any test, so that a slow machine never ends a wait the test meant to keep."""
         self.lock_dir = lock_dir
         self.repo = repo
         self.patience = patience
@@ -99,7 +100,7 @@ def lockyard(
         [LOCKYARD, *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=180,  # a loaded 2-core machine starts a command in 20-60 s at worst
         input=stdin,
         env=clean_env | {"COLUMNS": "300"} | (env or {}),  # no wrapped lines
         cwd=Path(__file__).parent,

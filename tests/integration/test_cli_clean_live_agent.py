@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,13 +33,6 @@ def lock_dir(tmp_path: Path) -> Path:
     path = tmp_path / "locks"
     path.mkdir(mode=0o700)
     return path
-
-
-@pytest.fixture
-def agents(repo: Path, lock_dir: Path) -> Iterator[Agents]:
-    running = Agents(lock_dir, repo)
-    yield running
-    running.close()
 
 
 def test_cleaning_a_live_agent_says_it_is_alive_and_what_it_will_see(

@@ -10,7 +10,6 @@ import pty
 import struct
 import subprocess
 import termios
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +36,6 @@ def lock_dir(tmp_path: Path) -> Path:
     path = tmp_path / "locks"
     path.mkdir(mode=0o700)
     return path
-
-
-@pytest.fixture
-def agents(repo: Path, lock_dir: Path) -> Iterator[Agents]:
-    running = Agents(lock_dir, repo)
-    yield running
-    running.close()
 
 
 def status_json(lock_dir: Path) -> dict[str, Any]:

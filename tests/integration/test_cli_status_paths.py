@@ -10,7 +10,6 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +37,6 @@ def lock_dir(tmp_path: Path) -> Path:
     path = tmp_path / "locks"
     path.mkdir(mode=0o700)
     return path
-
-
-@pytest.fixture
-def agents(repo: Path, lock_dir: Path) -> Iterator[Agents]:
-    running = Agents(lock_dir, repo)
-    yield running
-    running.close()
 
 
 def waiting_thread(store: LockBackend, key: str, agent: str, before: list[str]) -> threading.Thread:
