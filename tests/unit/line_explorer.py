@@ -294,7 +294,7 @@ class Explorer:
             state, here = frontier.popleft()
             self.states += 1
             moved = False
-            for move, after in self._successors(state):
+            for move, after in self._traced(self._successors(state), here, seen):
                 self.transitions += 1
                 key = self._key(after)
                 if key not in seen:
@@ -305,6 +305,16 @@ class Explorer:
             if not moved:
                 self._check_quiet(state, here, seen)
         return self.states
+
+    def _traced(
+        self, moves: Iterator[tuple[str, State]], here: tuple[Any, ...], seen: dict[Any, Any]
+    ) -> Iterator[tuple[str, State]]:
+        """`moves`, with the steps to `here` added to an invariant broken while making one
+        (the FIFO check at a grant runs inside a move)."""
+        try:
+            yield from moves
+        except BrokenInvariantError as broken:
+            raise BrokenInvariantError(f"{broken}\n{_trace(here, seen)}\n  (next move)") from None
 
     # -- states' keys: identical agents are interchangeable -----------------------------------
 
