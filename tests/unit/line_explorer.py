@@ -18,10 +18,11 @@ generators are: the same code positions down the chain of recipes, with the same
 variables (`fingerprint`), so a wait that looks again and again is one state, not many.
 
 Checked in every state: never two holders (and a holder holds its grant); at every grant,
-FIFO among the living (no live waiter that queued before the taker asked still waits); in
-every state where nothing can move but the clock and the faults, no waiter sleeps while the
-lock is free (or holds its unaccepted grant, or is held by a dead process) and its turn has
-come; when every agent is done or dead, nothing of a live agent is left behind.
+FIFO among the living (no live waiter that queued before the taker asked still waits, unless
+its wait is over and it is leaving); in every state where nothing can move but the clock and
+the faults, no waiter sleeps while the lock is free (or holds its unaccepted grant, or is
+held by a dead process) and its turn has come; when every agent is done or dead, nothing of
+a live agent is left behind.
 """
 
 from __future__ import annotations
@@ -386,14 +387,23 @@ class Explorer:
     def _shape(self, agent: Agent, unchanged: bool) -> tuple[Any, ...]:
         """What an agent does, without who it is: the same for an agent and its renaming
         (its code positions, whether it lives, what it waits for and holds)."""
-        place = agent.place
+        where = self._where(agent.place)
+        held = tuple(sorted(name for name, _ in agent.holds)) if agent.holds else ()
+        return (where, agent.dead, agent.waiting_on, held, unchanged)
+
+    def _where(self, place: Any) -> tuple[tuple[str, int], ...]:
+        """The code positions of a place (its recipes' names and offsets), computed once."""
         where = self._wheres.get(id(place))
-        if where is None:
+        if where is None:  # places live as long as their agent's trie
             where = self._wheres[id(place)] = (
                 () if place == ("done",) else tuple((c.co_qualname, i) for c, i, _ in place)
             )
-        held = tuple(sorted(name for name, _ in agent.holds)) if agent.holds else ()
-        return (where, agent.dead, agent.waiting_on, held, unchanged)
+        return where
+
+    def _wait_ended(self, agent: Agent) -> bool:
+        """The agent's wait is over (it got the lock, timed out or was cancelled): it is in
+        `line._leave_line`, taking its entry away."""
+        return any(code == "_leave_line" for code, _ in self._where(agent.place))
 
     def _renamed_key(
         self, state: State, renaming: Renaming | None, unchanged: tuple[bool, ...]
@@ -480,7 +490,7 @@ class Explorer:
         while True:
             kind = op[0] if isinstance(op[0], str) else op[0].__name__
             if isinstance(op[0], str):
-                agent, result = self._note(world, n, agent, op), None
+                agent, result = self._note(world, n, agent, op, state.agents), None
             else:
                 ops = op[0].__self__
                 ops.world = world
@@ -544,7 +554,9 @@ class Explorer:
             return Agent(node, places.fingerprint[node])
         return replace(agent, node=node, place=places.fingerprint[node])
 
-    def _note(self, world: World, n: int, agent: Agent, op: tuple[Any, ...]) -> Agent:
+    def _note(
+        self, world: World, n: int, agent: Agent, op: tuple[Any, ...], agents: tuple[Agent, ...]
+    ) -> Agent:
         """The explorer's own marks in an agent's script."""
         if op[0] == "ask":
             return replace(agent, before_me=_entries(world, op[1]))
@@ -555,22 +567,28 @@ class Explorer:
             world.woken.discard(n + 1)
             return replace(agent, waiting_on="")
         if op[0] == "held":
-            self._granted(world, n, agent, op[1])
+            self._granted(world, n, agent, op[1], agents)
             return replace(agent, holds=agent.holds | {(op[1], op[2])})
         assert op[0] == "releases"
         return replace(agent, holds=frozenset(h for h in agent.holds if h[0] != op[1]))
 
     # -- invariants ---------------------------------------------------------------------------
 
-    def _granted(self, world: World, n: int, agent: Agent, name: str) -> None:
-        """FIFO among the living: nobody who queued before this agent asked still waits."""
+    def _granted(
+        self, world: World, n: int, agent: Agent, name: str, agents: tuple[Agent, ...]
+    ) -> None:
+        """FIFO among the living: nobody who queued before this agent asked still waits.
+        A waiter whose wait is over no longer waits, though its entry may still be there:
+        leaving first, it stamps its successor's turn before its entry goes
+        (`line._leave_as_head`), and that successor may take the lock in between."""
         for ticket, entry in world.queues.get(name, {}).items():
             if entry.rec.pid == n + 1:
                 raise BrokenInvariantError(
                     f"{_who(n)} holds {name} with its entry {ticket} still queued"
                 )
-            alive = entry.rec.pid not in world.dead
-            if alive and (name, entry.rec.token) in agent.before_me:
+            if entry.rec.pid in world.dead or self._wait_ended(agents[entry.rec.pid - 1]):
+                continue
+            if (name, entry.rec.token) in agent.before_me:
                 raise BrokenInvariantError(
                     f"{_who(n)} got {name} while {entry.rec.agent_id}, queued before it "
                     "asked, still waits"
