@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from lockyard.infra.lockstore import LockStore
-from lockyard.infra.lockstore.lockdir import disk, line
+from lockyard.infra.lockstore.lockdir import layout, line
 from lockyard.infra.lockstore.lockdir.line import SLEEP
 from lockyard.infra.lockstore.paths import lock_name
 
@@ -31,7 +31,7 @@ class SteppedWait:
         self.store = store
         key = store.canonicalize(filepath)
         name = lock_name(store.namespace, key)
-        self.place, self.sleeper = store.line_up(name, key, agent, 0.05)
+        self.place, self.sleeper = store.waits.line_up(name, key, agent, 0.05)
         self._recipe = line.wait(store.operations, self.place)
         self._op: Any = next(self._recipe)
         self.got: bool | None = None
@@ -59,7 +59,7 @@ class SteppedWait:
             else:
                 self._op = self._recipe.send(result)
         except StopIteration as done:
-            self.got = self.store.record_wait(self.place, done.value)
+            self.got = self.store.waits.record_wait(self.place, done.value)
             self.sleeper.close()
 
     def look(self) -> bool:
@@ -130,5 +130,5 @@ def leftovers(store: LockStore) -> list[str]:
     return [
         entry
         for entry in os.listdir(store.lock_dir)
-        if disk.STAGING_MARK in entry or disk.BELL_MARK in entry
+        if layout.STAGING_MARK in entry or layout.BELL_MARK in entry
     ]

@@ -137,7 +137,7 @@ store = LockStore(repo, lock_dir)
 if mode == "hold":
     assert store.try_lock("src/app.py", "alice")
 else:  # die between publish steps: card and staging record written, not yet renamed
-    card = store._card("alice", "src/app.py")
+    card = store.grant_records.card("alice", "src/app.py")
     os.mkdir(f"{lock_dir}/{sys.argv[4]}.tmp-dead0", dir_fd=None)
     os.symlink(f"@{card}:1.5", f"{lock_dir}/{sys.argv[4]}.tmp-dead0/dead0")
 os.kill(os.getpid(), signal.SIGKILL)

@@ -139,7 +139,7 @@ def test_a_publish_whose_staging_was_reaped_reports_not_taken(
         original(dir_fd, entry, record)
         if "/" in entry:  # the grant's record in its staging, not the holder card
             staging, token = entry.split("/")
-            directory.discard_staging(staging, token)  # reclaim_stale got there first
+            directory.stagings.discard_staging(staging, token)  # reclaim_stale got there first
 
     monkeypatch.setattr(lockdir, "write_record", reaped_meanwhile)
     assert store.try_lock("a.py", "alice") is False

@@ -120,7 +120,8 @@ if TYPE_CHECKING:
         new_token,
     )
     from .lockdir.activity import stamp_activity
-    from .lockdir.disk import QUEUE_SUFFIX, LockDir, default_lock_dir
+    from .lockdir.disk import LockDir, default_lock_dir
+    from .lockdir.layout import QUEUE_SUFFIX
     from .lockdir.location import default_lock_dir_path
     from .lockdir.sleep import process_hub
     from .lockdir.store import LockStore
@@ -219,7 +220,7 @@ _HOMES = {
     "new_token": "liveness",
     "stamp_activity": "lockdir.activity",
     "LockDir": "lockdir.disk",
-    "QUEUE_SUFFIX": "lockdir.disk",
+    "QUEUE_SUFFIX": "lockdir.layout",
     "default_lock_dir": "lockdir.disk",
     "default_lock_dir_path": "lockdir.location",
     "in_worker": "off_loop",

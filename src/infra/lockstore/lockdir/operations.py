@@ -1,7 +1,7 @@
 """The line's operations carried out on one lock directory, and the loops that run its recipes.
 
 `DiskOperations` is `line.Operations` on disk: most operations are the directory's own
-(`disk.py`), bound as they are (a recipe's operation is one call, no wrapper in between);
+(`disk.py`, `stagings.py`, `queues.py`), bound as they are (a recipe's operation is one call, no wrapper in between);
 the rest look at processes (`liveness.py`), wake waiters (`sleep.py`) or report.
 
 `run` carries out a recipe that never sleeps (a take, a release, a clean-up); `wait` and
@@ -23,7 +23,8 @@ from typing import TypeVar
 from ..errors import LockDirFullError
 from ..liveness import Liveness, is_this_process, new_token
 from ..records import HolderRecord, Reclamation, WaiterRecord
-from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
+from .disk import LockDir
+from .layout import LOCK_SUFFIX, QUEUE_SUFFIX
 from .line import SLEEP, Accepted, Recipe, Record
 from .lock_journal import LockJournal
 from .sleep import Sleeper, process_hub, ring
@@ -61,10 +62,10 @@ class DiskOperations:
         """grant token -> (agent, lock key, when granted if not here) of a release under way
         here: journalled the moment its grant is dropped (`_drop_and_record`)."""
         self.free = directory.free
-        self.make_staging = directory.make_staging
-        self.write_staging = directory.write_staging
-        self.rename_staging = directory.rename_staging
-        self.unstage = directory.unstage
+        self.make_staging = directory.stagings.make_staging
+        self.write_staging = directory.stagings.write_staging
+        self.rename_staging = directory.stagings.rename_staging
+        self.unstage = directory.stagings.unstage
         self.queue_exists = queues.queue_exists
         self.enqueue = queues.enqueue
         self.queue_order = queues.queue_order

@@ -26,7 +26,8 @@ from ..records import (
     decode_holder,
 )
 from . import line
-from .disk import BELL_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK, LockDir
+from .disk import LockDir
+from .layout import BELL_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK
 from .operations import DiskOperations, run
 from .sleep import stale_doorbell
 
@@ -138,7 +139,7 @@ def remove_stale_staging(directory: LockDir) -> None:
         if not mark:
             continue
         try:
-            found = directory.staging_record(entry)
+            found = directory.stagings.staging_record(entry)
             age = now - os.lstat(entry, dir_fd=directory.fd).st_mtime
         except (OSError, CorruptRecordError, LockDirError):
             continue  # not a staging directory the store wrote: a stray, left alone
@@ -151,7 +152,7 @@ def remove_stale_staging(directory: LockDir) -> None:
                 continue
         elif age < STALE_STAGING_SECONDS:
             continue
-        directory.discard_staging(entry, token)
+        directory.stagings.discard_staging(entry, token)
 
 
 def remove_dead_cards(directory: LockDir) -> None:

@@ -12,7 +12,8 @@ import time
 from ..errors import CorruptRecordError, LockDirError
 from ..liveness import Liveness
 from ..records import HolderRecord, LockInfo, StoreSnapshot, WaiterRecord
-from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
+from .disk import LockDir
+from .layout import LOCK_SUFFIX, QUEUE_SUFFIX
 
 
 def list_locks(directory: LockDir, turn_timeout: float) -> list[LockInfo]:

@@ -11,9 +11,6 @@ breaking; docs/lock-store.md walks through the interleavings.
 from __future__ import annotations
 
 import os
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -21,9 +18,8 @@ from ..checkout import Checkout, open_checkout
 from ..errors import CorruptRecordError
 from ..journal.files import JournalFiles, journal_files
 from ..journal.record import JournalRecord, process_session
-from ..limits import validate_poll_interval, validate_timeout
 from ..liveness import ProcessIdentity, current_process
-from ..paths import lock_name, resolve_entry, validate_agent_id
+from ..paths import validate_agent_id
 from ..records import (
     HolderRecord,
     LockInfo,
@@ -31,25 +27,22 @@ from ..records import (
     Reclamation,
     StoreSnapshot,
     WaiterRecord,
-    encode_waiter,
-    holder_card,
 )
-from . import line, reclamation, reporting
+from . import reclamation, reporting
 from .activity import last_active, stamp_activity
-from .disk import CARD_MARK, LockDir, default_lock_dir
+from .disk import LockDir, default_lock_dir
+from .grant_records import GrantRecords
+from .grants import Grants
 from .lock_journal import LockJournal
-from .operations import DiskOperations, OnReclaim, run, wait, wait_async
-from .plain_paths import is_plain_file, resolve_plain_entry
+from .lock_keys import LockKeys
+from .operations import DiskOperations, OnReclaim
 from .revocations import post_revocation, take_revocations
-from .sleep import Sleeper
+from .waits import Waits
 
 TURN_TIMEOUT_SECONDS: Final = 5.0
 """How long the first waiter may leave a free lock untaken before others pass it over. A
 running waiter takes its turn within milliseconds (pushed) or one poll interval; one that
 does not is stopped or stuck, and must not block a free file for everyone."""
-
-_MAX_GRANTED_SPELLINGS: Final = 4096
-_MAX_PLAIN_FILES: Final = 4096
 
 
 class LockStore:
@@ -85,13 +78,13 @@ class LockStore:
         owner: ProcessIdentity | None = None,
         read_only: bool = False,
     ) -> None:
-        self._owner = owner
         self._read_only = read_only
         self.checkout: Checkout = open_checkout(repo_namespace, namespace)
         self.namespace: str = self.checkout.namespace
         self.root: str = self.checkout.root
         """This checkout's root: lock keys are relative to it."""
-        self.allow_outside_repo = allow_outside_repo
+        self.keys = LockKeys(self.checkout, allow_outside_repo=allow_outside_repo)
+        """File paths to their keys and lock names (`lock_keys.py`)."""
         self.directory = LockDir(
             lock_dir if lock_dir is not None else default_lock_dir(), read_only=read_only
         )
@@ -100,8 +93,6 @@ class LockStore:
         self._journal: JournalFiles | None = None if read_only else journal_files(self.lock_dir)
         """The journal's writer (journal/files.py), shared by the stores of this process;
         None when it is off (LOCKYARD_JOURNAL=off) or the store only reads."""
-        self._use_inotify = use_inotify
-        self.liveness_interval = liveness_interval
         self.turn_timeout = turn_timeout
         self._lock_journal = (
             None
@@ -116,21 +107,25 @@ class LockStore:
             journal=self._lock_journal,
         )
         """The line's operations on that directory (`operations.py`)."""
-        self._grants: dict[tuple[str, str], str] = {}  # (lock name, agent) -> grant token
-        self._granted: dict[tuple[str, str], tuple[str, str]] = {}
-        """(lock key, agent) -> (lock name, agent) of the grants made here: `release` of a
-        key this store granted skips canonicalising it (see release)."""
-        self._successors: dict[str, tuple[str, str]] = {}
-        """lock name -> (entry, wait token) of the waiter that was next when a wait here took
-        the lock from the queue: where its release looks for the first waiter first."""
-        self._grants_guard = threading.Lock()
-        self._cards: dict[tuple[str, str], tuple[ProcessIdentity, str]] = {}
-        """(agent, key) -> (this process, the holder card its grants name)."""
-        self._plain_files: dict[str, tuple[bytes, str, str]] = {}
-        """filepath -> (the absolute path resolved, key, lock name) of paths that named an
-        existing file reached without symlinks: while the kernel still walks that path
-        without meeting a symlink to a file that is not a directory, the key is the same
-        (see _locate)."""
+        self.grant_records = GrantRecords(self.directory.cards, owner, self.namespace, self.root)
+        """The records its grants are published with (`grant_records.py`)."""
+        self.grants = Grants(
+            self.keys, self.directory, self.operations, self.grant_records, self._lock_journal
+        )
+        """Taking and giving back, and what it granted (`grants.py`)."""
+        self.waits = Waits(
+            self.keys,
+            self.directory,
+            self.operations,
+            self.grants,
+            self.grant_records,
+            self._lock_journal,
+            namespace=self.namespace,
+            root=self.root,
+            push=use_inotify,
+            backstop=liveness_interval,
+        )
+        """How its waits begin and end (`waits.py`)."""
 
     def __repr__(self) -> str:
         return (
@@ -205,136 +200,19 @@ class LockStore:
 
     def canonicalize(self, filepath: str) -> str:
         """The repository-relative lock key of `filepath` (`__name__` keys as they are)."""
-        return self._locate(filepath)[0]
-
-    def _locate(self, filepath: str) -> tuple[str, str]:
-        """(key, lock name) of `filepath`.
-
-        A path that last resolved to an existing file without meeting a symlink resolves
-        to the same key for as long as that is still so, which one system call checks
-        (`is_plain_file`: the kernel walks the whole path again, so a component replaced by
-        a symlink, a file removed or replaced by a directory all take the full resolution
-        below). Only the string work is remembered, never what the file system said.
-        """
-        if type(filepath) is str:
-            known = self._plain_files.get(filepath)
-            if known is not None and is_plain_file(known[0]):
-                return known[1], known[2]
-        plain: list[str] = []
-
-        def resolve(path: str) -> tuple[str, bool]:
-            found = resolve_plain_entry(path)
-            if found is None:
-                return resolve_entry(path)
-            resolved, is_dir, exists = found
-            if exists and not is_dir:
-                plain.append(path)
-            return resolved, is_dir
-
-        key = self.checkout.key(
-            filepath, allow_outside_repo=self.allow_outside_repo, resolve=resolve
-        )
-        name = lock_name(self.namespace, key)
-        # A `\\$` in the path may be read as `$` depending on which files exist (see
-        # unescape_dollars): such a spelling is resolved every time.
-        if plain and type(filepath) is str and "\\$" not in filepath:
-            if len(self._plain_files) >= _MAX_PLAIN_FILES:
-                self._plain_files.clear()
-            self._plain_files[filepath] = (os.fsencode(plain[0]), key, name)
-        return key, name
+        return self.keys.locate(filepath)[0]
 
     # -- taking and giving back --------------------------------------------------------------
 
     def try_lock(self, filepath: str, agent_id: str) -> bool:
         """Take the lock now if it is free and nobody alive queues for it (or you hold it)."""
         agent = validate_agent_id(agent_id)
-        key, name = self._locate(filepath)
-        return self._take(name, key, agent)
-
-    def _take(self, name: str, key: str, agent: str) -> bool:
-        taken = run(line.take(self.operations, name, agent, self._grant_record(agent, key)))
-        if taken is None:
-            return False
-        token, new = taken
-        self._remember(name, agent, token, key)
-        if new and self._lock_journal is not None:
-            self._lock_journal.granted(token, agent, key)
-        return True
-
-    def _grant_record(self, agent: str, key: str) -> Callable[[], str]:
-        """The record of `agent`'s grants of `key`, made when a grant is: it names the holder
-        card (written once per agent and key), so it is short enough to live in the
-        symlink's inode (see disk.py)."""
-        return lambda: f"{CARD_MARK}{self._card(agent, key)}:{time.time()!r}"
-
-    def _card(self, agent: str, key: str) -> str:
-        """The holder card of `agent`'s grants of `key` made by this process."""
-        me = current_process()
-        known = self._cards.get((agent, key))
-        if known is not None and known[0] is me:  # a forked child is another writer
-            return known[1]
-        text = holder_card(self._owner or me, agent, key, self.namespace, self.root, me)
-        card = self.directory.cards.write(text)
-        if len(self._cards) >= _MAX_GRANTED_SPELLINGS:
-            self._cards.clear()
-        self._cards[(agent, key)] = (me, card)
-        return card
+        key, name = self.keys.locate(filepath)
+        return self.grants.take(name, key, agent)
 
     def release(self, filepath: str, agent_id: str) -> bool:
         """Give back your lock; False, touching nothing, when `agent_id` does not hold it."""
-        if type(filepath) is str and type(agent_id) is str:
-            # A lock this store granted under this very key needs no canonicalising: the
-            # grant's token names the lock, and removal by token succeeds only while that
-            # grant is current (else the full path below decides, as for any other path).
-            with self._grants_guard:
-                granted = self._granted.pop((filepath, agent_id), None)
-                token = None if granted is None else self._grants.pop(granted, None)
-            if (
-                granted is not None
-                and token is not None
-                and self._release(granted[0], token, agent_id, filepath)
-            ):
-                return True
-        agent = validate_agent_id(agent_id)
-        key, name = self._locate(filepath)
-        with self._grants_guard:
-            token = self._grants.pop((name, agent), None)
-        if token is not None and self._release(name, token, agent, key):
-            return True
-        try:
-            holder = self.directory.read_holder(name)
-        except CorruptRecordError:
-            return False
-        if holder is None or holder.agent_id != agent:
-            return False
-        return self._release(name, holder.token, agent, key, holder.acquired_at)
-
-    def _release(
-        self, name: str, token: str, agent: str, key: str, acquired_at: float | None = None
-    ) -> bool:
-        # Hands the lock over to the queue's head when it staged its grant (`line.release`).
-        hint = self._successors.pop(name, None) if self._successors else None
-        if self._lock_journal is None:
-            return run(line.release(self.operations, name, token, hint))
-        # Journalled when the grant is dropped, before the hand-over (operations.py).
-        releases = self.operations.releases
-        releases[token] = (agent, key, acquired_at)
-        try:
-            return run(line.release(self.operations, name, token, hint))
-        finally:
-            releases.pop(token, None)
-
-    def _remember(self, name: str, agent: str, token: str, key: str) -> None:
-        with self._grants_guard:
-            self._grants[(name, agent)] = token
-            if len(self._granted) >= _MAX_GRANTED_SPELLINGS:
-                self._granted.clear()  # a hint only: dropping it costs a canonicalisation
-            self._granted[(key, agent)] = (name, agent)
-
-    def forget(self, name: str, agent: str) -> None:
-        """Forget the grant of lock `name` remembered for `agent` (it was released elsewhere)."""
-        with self._grants_guard:
-            self._grants.pop((name, agent), None)
+        return self.grants.release(filepath, agent_id)
 
     # -- waiting ---------------------------------------------------------------------------
 
@@ -349,16 +227,8 @@ class LockStore:
 
         Cancel-safe: a cancelled wait leaves no lock and no queue entry behind.
         """
-        begun = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
-        if isinstance(begun, bool):
-            return begun
-        place, sleeper, timeout, began = begun
-        try:
-            got = await wait_async(line.wait(self.operations, place), sleeper, timeout)
-        except BaseException:
-            self._wait_interrupted(place, began)
-            raise
-        return self.record_wait(place, got, began)
+        begun = self.waits.begin(filepath, agent_id, timeout_seconds, poll_interval_ms)
+        return begun if isinstance(begun, bool) else await self.waits.run_async(*begun)
 
     def acquire(
         self,
@@ -368,77 +238,13 @@ class LockStore:
         poll_interval_ms: float = 100,
     ) -> bool:
         """The blocking twin of `acquire_async`, for threads and scripts."""
-        begun = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
-        if isinstance(begun, bool):
-            return begun
-        place, sleeper, timeout, began = begun
-        try:
-            got = wait(line.wait(self.operations, place), sleeper, timeout)
-        except BaseException:
-            self._wait_interrupted(place, began)
-            raise
-        return self.record_wait(place, got, began)
-
-    def _begin_wait(
-        self, filepath: str, agent_id: str, timeout_seconds: float, poll_interval_ms: float
-    ) -> bool | tuple[line.Place, Sleeper, float, float]:
-        """What both waits do first: check the arguments and try the lock. True: taken;
-        False: not, and no time to wait; else the place in line, how it sleeps, for how long
-        at most, and when the wait began (journalled)."""
-        agent = validate_agent_id(agent_id)
-        timeout = validate_timeout(timeout_seconds)
-        poll = validate_poll_interval(poll_interval_ms)
-        key, name = self._locate(filepath)
-        if self._take(name, key, agent):
-            return True
-        if timeout == 0:
-            return False
-        journal = self._lock_journal
-        began = time.time() if journal is None else journal.wait_began(agent, key)
-        return (*self.line_up(name, key, agent, poll), timeout, began)
-
-    def line_up(self, name: str, key: str, agent: str, poll: float) -> tuple[line.Place, Sleeper]:
-        """A wait for lock `name` (`key`) by `agent`, not begun: its place in line (the line's
-        `wait` recipe queues it) and how it sleeps (polling every `poll` seconds without
-        push wake-ups). The tests drive one look at a time with these."""
-        me = current_process()  # the waiting is done here, whoever the store's owner is
-
-        def record_for(ticket: int, token: str) -> str:
-            return encode_waiter(me, agent, token, ticket, key, self.namespace, self.root)
-
-        place = line.Place(name, key, agent, record_for, self._grant_record(agent, key))
-        sleeper = Sleeper(
-            self.directory,
-            name,
-            push=self._use_inotify,
-            poll_interval=poll,
-            backstop=self.liveness_interval,
-        )
-        return place, sleeper
-
-    def record_wait(self, place: line.Place, got: bool, began: float | None = None) -> bool:
-        """Keep what a wait that ended with the lock (`got`) leaves for the release: its
-        grant's token, and the waiter that was next; journal how a wait begun at `began`
-        ended. Returns `got`."""
-        if began is not None and self._lock_journal is not None:
-            self._lock_journal.wait_ended(place.agent, place.key, began, got, place.held)
-        if got:
-            self._remember(place.name, place.agent, place.held, place.key)
-            if place.successor is not None:
-                if len(self._successors) >= _MAX_GRANTED_SPELLINGS:
-                    self._successors.clear()  # a hint only: dropping it costs a listing
-                self._successors[place.name] = place.successor
-        return got
-
-    def _wait_interrupted(self, place: line.Place, began: float) -> None:
-        """Journal a wait that ended by an interruption (cancelled, given way)."""
-        if self._lock_journal is not None:
-            self._lock_journal.wait_ended(place.agent, place.key, began, None)
+        begun = self.waits.begin(filepath, agent_id, timeout_seconds, poll_interval_ms)
+        return begun if isinstance(begun, bool) else self.waits.run(*begun)
 
     # -- reading (never writes) ------------------------------------------------------------
 
     def holder_record(self, filepath: str) -> HolderRecord | None:
-        _key, name = self._locate(filepath)
+        _key, name = self.keys.locate(filepath)
         return self.directory.read_holder(name)
 
     def holder(self, filepath: str) -> str | None:
@@ -452,7 +258,7 @@ class LockStore:
             return True
 
     def waiters(self, filepath: str) -> list[WaiterRecord]:
-        _key, name = self._locate(filepath)
+        _key, name = self.keys.locate(filepath)
         return [record for _entry, record in self.directory.queues.read_queue(name)]
 
     def list_locks(self) -> list[LockInfo]:
@@ -472,7 +278,7 @@ class LockStore:
         namespace = None if all_namespaces else self.namespace
         released = reclamation.release_all(self.operations, self.directory, agent, namespace)
         for name, holder in released.items():
-            self.forget(name, agent)
+            self.grants.forget(name, agent)
             if self._lock_journal is not None:
                 self._lock_journal.released(
                     holder.token, agent, holder.lock_path, holder.acquired_at, holder.namespace
