@@ -266,8 +266,13 @@ class Explorer:
     symmetry: bool = True
     """Explore one of each set of states that differ only by a renaming of identical
     agents."""
+    depth: int | None = None
+    """Explore only the states at most this many moves from the start: every interleaving
+    of the first `depth` moves, checked, and nothing beyond (None: every state). A bounded
+    run's states at the bound are counted in `unexpanded`, never judged quiet."""
     states: int = 0
     transitions: int = 0
+    unexpanded: int = 0
 
     def run(self) -> int:
         """Explore; the number of states visited (BrokenInvariantError at the first invariant
@@ -290,10 +295,13 @@ class Explorer:
         first = State(World(), agents, self.deaths, self.ticks, self.timeouts)
         start = self._key(first)
         seen: dict[tuple[Any, ...], tuple[tuple[Any, ...] | None, str]] = {start: (None, "start")}
-        frontier = deque([(first, start)])  # each state with its key, computed once
+        frontier = deque([(first, start, 0)])  # each state with its key, and its depth
         while frontier:
-            state, here = frontier.popleft()
+            state, here, depth = frontier.popleft()
             self.states += 1
+            if depth == self.depth:
+                self.unexpanded += 1
+                continue
             moved = False
             for move, after in self._traced(self._successors(state), here, seen):
                 self.transitions += 1
@@ -301,7 +309,7 @@ class Explorer:
                 if key not in seen:
                     seen[key] = (here, move)
                     self._check(after, key, seen)
-                    frontier.append((after, key))
+                    frontier.append((after, key, depth + 1))
                 moved = moved or not move.endswith(_FAULTS)
             if not moved:
                 self._check_quiet(state, here, seen)
