@@ -1,8 +1,9 @@
 """The line's operations carried out on one lock directory, and the loops that run its recipes.
 
 `DiskOperations` is `line.Operations` on disk: most operations are the directory's own
-(`disk.py`, `stagings.py`, `queues.py`), bound as they are (a recipe's operation is one call, no wrapper in between);
-the rest look at processes (`liveness.py`), wake waiters (`sleep.py`) or report.
+(`disk.py`, `stagings.py`, `queues.py`), bound as they are (a recipe's operation is one
+call, no wrapper in between); the rest look at processes (`liveness.py`), wake waiters
+(`sleep.py`) or report.
 
 `run` carries out a recipe that never sleeps (a take, a release, a clean-up); `wait` and
 `wait_async` carry out a waiting recipe, the same loop around it but for the sleeping
