@@ -17,8 +17,8 @@ import time
 from typing import Final, NamedTuple, TextIO
 
 from ..clone_state import checkout_root, git_dirs
-from ..session.process_tree import process_ref
-from .tickets import Ticket, TurnLine
+from ..session.process_tree import ProcessRef, process_ref
+from .tickets import Ticket, turn_line
 from .waiting import lock_files, wait_for_end, wait_for_lock_files
 
 DEFAULT_LIMIT: Final = 600.0
@@ -56,7 +56,7 @@ def main(argv: list[str], err: TextIO | None = None) -> int:
         return 0
     try:
         request = _parse(argv, os.environ)
-        take_turn(request, err)
+        take_turn(request, process_ref(os.getppid()), err)
     except UsageError as exc:
         _say(err, f"lockyard git-turn: {exc}; going on without a turn")
     except Exception as exc:  # the agent's command must run: the worst is git as without lockyard
@@ -64,16 +64,16 @@ def main(argv: list[str], err: TextIO | None = None) -> int:
     return 0
 
 
-def take_turn(request: TurnRequest, err: TextIO) -> Ticket | None:
-    """Take a ticket for this process's parent and wait for its turn; the ticket, or None when
-    no turn applies (not in a git checkout, no parent to hold it)."""
+def take_turn(request: TurnRequest, holder: ProcessRef | None, err: TextIO) -> Ticket | None:
+    """Take a ticket for `holder` (the shell running the line: git-turn's parent) and wait for
+    its turn; the ticket, or None when no turn applies (not in a git checkout, no holder)."""
     root = checkout_root(request.directory)
     dirs = git_dirs(root) if root is not None else None
-    holder = process_ref(os.getppid())
     if dirs is None or holder is None or holder.pid == 1:
         return None
     words = _arguments(holder.pid)
-    if words is not None and _outlives_its_lines(words):
+    # (An empty command line, read while the holder execs, says nothing about it.)
+    if words and _outlives_its_lines(words):
         _say(
             err,
             "lockyard git-turn: this shell runs one command line after another (a persistent "
@@ -81,7 +81,7 @@ def take_turn(request: TurnRequest, err: TextIO) -> Ticket | None:
             "in a shell of its own (`bash -c '...'`) to take one",
         )
         return None
-    line = TurnLine(os.path.join(dirs.common_dir, "lockyard", "git-turns"))
+    line = turn_line(dirs)
     ticket = line.take(holder, request.agent, _command_line(words or []))
     start = time.monotonic()
     until = start + request.limit

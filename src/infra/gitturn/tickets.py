@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from typing import Final, NamedTuple
 
+from ..clone_state import GitDirs
 from ..session.process_tree import ProcessRef, is_alive
 
 DIGITS: Final = 20
@@ -150,6 +151,11 @@ class TurnLine:
             )
         except (ValueError, TypeError, KeyError):
             return None
+
+
+def turn_line(dirs: GitDirs) -> TurnLine:
+    """The line of the clone `dirs` belongs to: one for all its worktrees."""
+    return TurnLine(os.path.join(dirs.common_dir, "lockyard", "git-turns"))
 
 
 def _publish(path: str, data: bytes) -> None:
