@@ -267,3 +267,22 @@ def test_a_waiter_whose_entry_vanished_queues_again_and_watches_the_new_queue(
     finally:
         kill(first)
         shutil.rmtree(old)
+
+
+def test_a_head_whose_holder_cannot_be_followed_re_checks_at_the_plain_backstop(
+    repo: Path, lock_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A holder whose exit no pidfd follows (none on this kernel, or none could be opened)
+    is found dead by a re-check: at the store's backstop, not the ten times rarer one of a
+    wait whose every ending is pushed to it."""
+    backstop = PATIENCE_SECONDS / 4
+    assert backstop * sleep.DEEP_BACKSTOP_FACTOR > 2 * PATIENCE_SECONDS
+    monkeypatch.setattr(process_hub(), "watch_process", lambda pid: False)
+    with LockStore(repo, lock_dir, liveness_interval=backstop) as store:
+        holder = spawn(repo, lock_dir, "a.py", "holder", "hold")
+        expect_line(holder, "locked")
+        waiter = Waiter(store, "a.py", "w", poll_interval_ms=100)  # backstop: max(poll, liveness)
+        wait_until(lambda: agents_waiting(store, "a.py") == ["w"])
+        kill(holder)  # SIGKILL: nothing in the lock directory changes, nobody rings
+        assert waiter.join() == [True]
+        assert store.holder("a.py") == "w"

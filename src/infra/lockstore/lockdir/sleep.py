@@ -418,8 +418,8 @@ class _Subscription:
     directories: frozenset[str] = frozenset()
     pid: int | None = None
     bell: str | None = None
-    calm: bool = False
-    """Every way the wait can end is pushed to it (see DEEP_BACKSTOP_FACTOR)."""
+    here: bool = False
+    """The process whose exit ends the wait is this one: nothing to follow."""
 
 
 @dataclass(slots=True)
@@ -522,7 +522,9 @@ class Sleeper:
         """How long to sleep before the next re-check (at most until `deadline`)."""
         if not self._pushed:
             interval = self._poll_interval
-        elif self._wanted.calm:
+        elif self._wanted.here or self._held.pid is not None:
+            # Calm: every way the wait can end is pushed to it (an exit whose pidfd could
+            # not be opened is not: that one is seen by a re-check).
             interval = self._backstop * DEEP_BACKSTOP_FACTOR
         else:
             interval = self._backstop
@@ -537,7 +539,6 @@ class Sleeper:
             # Recorded pids are /proc's numbers; where those are not ours (a pid namespace
             # whose /proc was not remounted) pidfd_open would name another process.
             pid = process.pid if pids_are_local() else None
-        calm = here or pid is not None
         mine = f"{self._queue_dir}/{awaited.mine}"
         if awaited.ahead is not None:
             # Our predecessor: its removal here notifies the topic; done by another process,
@@ -548,7 +549,7 @@ class Sleeper:
                 topics=frozenset({ahead, mine}),
                 entries=frozenset() if here else frozenset({ahead}),
                 pid=pid,
-                calm=calm,
+                here=here,
             )
         # The head: a holder here notifies it when it releases; one elsewhere rings its
         # doorbell. Only a head without a doorbell watches the lock directory, whose events
@@ -559,7 +560,7 @@ class Sleeper:
             directories=frozenset() if here or bell is not None else frozenset({self._dir.path}),
             pid=pid,
             bell=bell,
-            calm=calm,
+            here=here,
         )
 
     def _subscribe(self, wanted: _Subscription) -> bool:
