@@ -14,8 +14,8 @@ Figures (lower is better):
 - inqueue: wall time per handoff while N tasks of one process drain one lock (bench_peers);
 - crossproc: release -> grant median, two processes (bench_peers' handoff, `lockyard async`);
 - reclaim: SIGKILL of a holder in another process -> grant to the waiter (head) here, median;
-- drain: CPU (user + system) the waiting processes spend per handoff while N waiters spread
-  over M processes drain one lock, each releasing at once (its wall time printed beside);
+- drain: CPU (user + system) the waiting processes spend per handoff while N waiters, two a
+  process, drain one lock, each releasing at once;
 - idle: CPU per second of N waiters spread over M processes asleep behind a lock nobody
   releases (nobody moves: their re-checks are all they cost).
 
@@ -261,7 +261,8 @@ def _queued(place: Place, waiters: int, processes: int, quiet: float) -> tuple[f
 
 
 def drain(place: Place, size: int) -> float:
-    return _queued(place, size, 4, 0.0)[1]
+    # Two waiters a process: as agents are, mostly one process each, with some company.
+    return _queued(place, size, max(size // 2, 1), 0.0)[1]
 
 
 def idle(place: Place, size: int) -> float:
@@ -277,7 +278,7 @@ MEASURES: dict[str, Callable[[Place, int], float]] = {
     "drain": drain,
     "idle": idle,
 }
-SIZES = {"inproc": 200, "inqueue": 100, "crossproc": 60, "reclaim": 9, "drain": 48, "idle": 200}
+SIZES = {"inproc": 200, "inqueue": 100, "crossproc": 60, "reclaim": 9, "drain": 24, "idle": 200}
 QUICK = {"inproc": 60, "inqueue": 20, "crossproc": 20, "reclaim": 3, "drain": 16, "idle": 40}
 
 
