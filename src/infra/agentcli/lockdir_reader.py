@@ -42,6 +42,8 @@ class LockDirReader:
         self.root: str = self.checkout.root
         self._dir = LockDir(lock_dir)
         self.lock_dir = lock_dir
+        self._last_key: str | None = None
+        """The key `canonicalize` returned last: the write guard asks for its holder next."""
 
     def journal_write(self, record: JournalRecord) -> None:
         """Append a record to the lock directory's journal: one open, one write, one close
@@ -59,7 +61,9 @@ class LockDirReader:
         self._dir.close()
 
     def canonicalize(self, filepath: str) -> str:
-        return self.checkout.key(filepath)
+        key = self.checkout.key(filepath)
+        self._last_key = key
+        return key
 
     def stale_grant(self, filepath: str, agent_id: str) -> str | None:
         """Never stale: a lock directory grant has no fencing number to fall behind."""
@@ -71,7 +75,10 @@ class LockDirReader:
 
     def holder(self, filepath: str) -> str | None:
         """The agent holding the lock of `filepath`; None when free or its holder is dead."""
-        found = self._dir.read_lock(lock_name(self.namespace, self.canonicalize(filepath)))
+        # The very key object canonicalize just returned is not resolved again (a path walk
+        # of a few system calls, a tenth of a guard call); any other text is.
+        key = filepath if filepath is self._last_key else self.canonicalize(filepath)
+        found = self._dir.read_lock(lock_name(self.namespace, key))
         if found is None:
             return None
         token, text = found
