@@ -12,7 +12,17 @@ is the session's CLI process, as Claude Code is) and then calls the guard the wa
 
 Calls are interleaved round by round, so load that comes and goes on a shared machine falls
 on every row alike. The same is then run by N sessions at once (default 8), each with its
-own server, all on one lock directory and one guard port.
+own server, all on one lock directory and one guard port, in two phases that every session
+runs together: the process kinds, then the HTTP kinds (N sessions calling the HTTP hook at
+once is not N-1 sessions starting Python processes beside one that calls it). A last phase
+interleaves every kind as the one-session run does, and reports its HTTP rows: HTTP calls
+beside the other sessions' process starts.
+
+Each session calls as Claude Code does (2.1.330, checked with the bundled CLI): one request
+at a time over one kept-alive connection, with its headers and its hook payload. Unlike the
+CLI, which calls at most once per tool call (the tool and a model turn lie between two calls:
+26 ms or more even against a local fake model), a session here calls back-to-back: with 8
+sessions on 2 cores this is the worst case, every core busy all the time.
 
     python3 scripts/uv run python benchmarks/bench_hook.py [--runs 30] [--sessions 8]
 
@@ -50,9 +60,32 @@ def free_port() -> int:
         return port
 
 
+PROCESS_KINDS, HTTP_KINDS = list(KINDS[:4]), list(KINDS[4:])
+CLAUDE_HEADERS = {  # what Claude Code's HTTP hook sends (axios), Host and Content-Length aside
+    "Accept": "application/json, text/plain, */*",
+    "Content-Type": "application/json",
+    "User-Agent": "axios/1.15.2",
+    "Accept-Encoding": "gzip, compress, deflate, br",
+    "Connection": "keep-alive",
+}
+
+
 def write_call(repo: str, name: str) -> bytes:
-    call = {"tool_name": "Write", "tool_input": {"file_path": f"{repo}/{name}", "content": "x"},
-            "cwd": repo}  # fmt: skip
+    """A Write call's hook payload, as Claude Code posts it (the ids are fixed: the guard
+    identifies the caller by its connection, never by the payload)."""
+    session = "7d94490b-f3b3-4bb3-89ed-2a2c28e19429"
+    call = {
+        "session_id": session,
+        "transcript_path": f"/home/user/.claude/projects/-repo/{session}.jsonl",
+        "cwd": repo,
+        "prompt_id": "03d24847-e5ce-40fd-a64e-97cfc330002b",
+        "permission_mode": "acceptEdits",
+        "effort": {"level": "medium"},
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Write",
+        "tool_input": {"file_path": f"{repo}/{name}", "content": "x = 1\n" * 20},
+        "tool_use_id": "toolu_01",
+    }
     return json.dumps(call).encode()
 
 
@@ -100,7 +133,7 @@ class Session:
 
     @staticmethod
     def _post(connection: http.client.HTTPConnection, url: str, body: bytes) -> bytes:
-        connection.request("POST", url, body, headers={"Content-Type": "application/json"})
+        connection.request("POST", url, body, headers=CLAUDE_HEADERS)
         return connection.getresponse().read()
 
     def one(self, kind: str) -> list[float]:
@@ -183,8 +216,12 @@ class FloorServer:
             await server.serve_forever()
 
 
-def run_sessions(count: int, runs: int, kinds: list[str], tmp: str) -> dict[str, list[float]]:
-    """`count` sessions at once, each running `runs` rounds of `kinds`; every call's time."""
+def run_sessions(
+    count: int, runs: int, phases: list[list[str]], tmp: str
+) -> list[dict[str, list[float]]]:
+    """`count` sessions at once, each running `runs` rounds of each phase's kinds (every
+    session starts a phase together and waits for the others before the next); every call's
+    time, per phase."""
     repo = os.path.join(tmp, "repo")
     os.makedirs(os.path.join(repo, ".git"), exist_ok=True)
     lock_dir, port, floor = os.path.join(tmp, "locks"), free_port(), FloorServer()
@@ -200,21 +237,24 @@ def run_sessions(count: int, runs: int, kinds: list[str], tmp: str) -> dict[str,
     for process in workers:
         assert process.stdout is not None
         assert process.stdout.readline().strip() == "ready"
-    order = json.dumps({"kinds": kinds, "runs": runs}) + "\n"
-    for process in workers:  # all at once
-        assert process.stdin is not None
-        process.stdin.write(order)
-        process.stdin.flush()
-    merged: dict[str, list[float]] = {kind: [] for kind in kinds}
-    for process in workers:
-        assert process.stdout is not None
-        for kind, times in json.loads(process.stdout.readline()).items():
-            merged[kind].extend(times)
+    results = []
+    for kinds in phases:
+        order = json.dumps({"kinds": kinds, "runs": runs}) + "\n"
+        for process in workers:  # all at once
+            assert process.stdin is not None
+            process.stdin.write(order)
+            process.stdin.flush()
+        merged: dict[str, list[float]] = {kind: [] for kind in kinds}
+        for process in workers:
+            assert process.stdout is not None
+            for kind, times in json.loads(process.stdout.readline()).items():
+                merged[kind].extend(times)
+        results.append(merged)
     for process in workers:
         assert process.stdin is not None
         process.stdin.close()
         process.wait(timeout=120)
-    return merged
+    return results
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -222,8 +262,8 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def report(title: str, times: dict[str, list[float]]) -> None:
-    base = statistics.median(times["pass"])
+def report(title: str, times: dict[str, list[float]], base: float) -> None:
+    """One row per kind; `base` is the median of `python -c pass`."""
     print(f"\n{title}")
     print(f"  {'':34} {'calls':>6} {'median':>9} {'p99':>9}  vs python -c pass")
     for kind, values in times.items():
@@ -274,10 +314,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         print(f"one session: {options.runs} rounds, each of every kind (HTTP: "
               f"{HTTP_PER_ROUND} calls a round), interleaved")  # fmt: skip
-        report("one session", run_sessions(1, options.runs, kinds, os.path.join(tmp, "one")))
-        many = run_sessions(options.sessions, max(3, options.runs // options.sessions * 2),
-                            kinds, os.path.join(tmp, "many"))  # fmt: skip
-        report(f"{options.sessions} sessions calling at once", many)
+        [one] = run_sessions(1, options.runs, [kinds], os.path.join(tmp, "one"))
+        report("one session", one, statistics.median(one["pass"]))
+        processes, http, mixed = run_sessions(
+            options.sessions,
+            max(3, options.runs // options.sessions * 2),
+            [PROCESS_KINDS, HTTP_KINDS, kinds],
+            os.path.join(tmp, "many"),
+        )
+        base = statistics.median(processes["pass"])
+        report(f"{options.sessions} sessions calling at once", processes | http, base)
+        beside = {kind: mixed[kind] for kind in HTTP_KINDS}
+        report(f"{options.sessions} sessions, every kind interleaved: HTTP calls beside the "
+               "others' process starts", beside, base)  # fmt: skip
     import_report()
 
 
