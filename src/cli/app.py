@@ -48,6 +48,7 @@ COMMAND_MODULES: dict[str, str] = {
     "init": "lockyard.cli.init",
     "uninstall": "lockyard.cli.init",
     "doctor": "lockyard.cli.doctor",
+    "policy": "lockyard.cli.policy",
 }
 
 

@@ -40,6 +40,7 @@ from ._format import print_json, quiet_library_logs
 from ._lockdir import LOCK_DIR_HELP, LockDirNotCreatedError, location_source, open_store
 from ._options import backend_option, flag, lock_dir_option
 from .init import default_command
+from .policy import idle_limit_text
 
 HELP = """Check this repository's lockyard set-up and say what to fix: each configured
 agent CLI (its version, whether it will run the hook, the lockyard command its
@@ -173,6 +174,7 @@ def _store_findings(lock_dir: Path | None, backend: str | None) -> list[Finding]
     else:
         held = len(snapshot.locks)
         findings.append(Finding("stale locks", "ok", f"none ({held} lock(s) held or awaited)"))
+    findings.append(Finding("idle limit", "ok", idle_limit_text(store.idle_limit())))
     return findings
 
 

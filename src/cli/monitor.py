@@ -219,6 +219,9 @@ def _print(
             write(f"  why: {info.victim_reason}")
     for agent in report.stale_notices_removed:
         write(f"removed a stale victim notice for {agent}")
+    for revocation in report.revocations:
+        released = ", ".join(revocation.released)
+        write(f"revoked {revocation.stall.agent_id}'s locks ({released}): {revocation.reason}")
     if once and not report.resolutions:
         write(f"no deadlock in {lock_dir} ({report.holds} locks held, {report.waits} waits)")
 

@@ -40,6 +40,7 @@ from ._lockdir import (
     store_errors,
 )
 from ._options import backend_option, flag, lock_dir_option, namespace_option
+from .policy import idle_limit_text
 
 if TYPE_CHECKING:  # rich loads in ~0.1 s: only the table output imports it
     from rich.console import Console
@@ -117,17 +118,21 @@ def status(
         deadlocks = find_deadlocks(store, snapshot)
         notices = monitor_source(store).board.notices()
         active = last_activity(store, snapshot)
+        idle_limit = store.idle_limit()
     # Agent CLI sessions are registered in a lock directory (none with PostgreSQL).
     session_dir = getattr(store, "lock_dir", None)
     sessions = SessionRegistry(session_dir).sessions() if session_dir is not None else []
     if json_output:
         payload = status_payload(store.location, snapshot, deadlocks, notices, active)
         payload["sessions"] = sessions_payload(sessions, snapshot)
+        payload["idle_limit_seconds"] = idle_limit
         print_json(payload | {"lock_dir_source": source, "lock_dir_exists": True})
     else:
         where = f"{store.location} ({source})"
         render_sessions(table_console(), sessions, snapshot)
         render_status(table_console(), where, snapshot, deadlocks, notices, active)
+        if idle_limit is not None:  # off is the default: said by `lockyard policy`
+            table_console().print(f"Idle limit {idle_limit_text(idle_limit)}.")
     if any(info.problem for info in snapshot.locks):
         raise typer.Exit(int(ExitCode.UNREADABLE_ENTRIES))
 
@@ -136,6 +141,7 @@ def _show_not_created(path: Path | str, why: str, source: str, json_output: bool
     if json_output:
         empty = StoreSnapshot(holds={}, waits=(), locks=())
         payload = status_payload(path, empty, [], [], {})
+        payload["idle_limit_seconds"] = None
         print_json(payload | {"lock_dir_source": source, "lock_dir_exists": False})
         return
     table_console().print(

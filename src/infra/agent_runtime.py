@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -39,8 +40,10 @@ from ..domain.monitor import DeadlockMonitor, OnDeadlock
 from ..domain.victim import VictimPolicy
 from ..prompts.loader import render_implementer_prompt
 from .crossproc.election import DeadlockDuty
+from .crossproc.idle_policy import Revocation, revoke_stalls
 from .crossproc.notices import AnyVictimNotices
 from .crossproc.sources import victim_notices_for
+from .crossproc.state import WaitForSnapshot
 from .hooks.commit_guard.hook import BASH_MATCHER, make_commit_guard_hook
 from .hooks.lock_events import make_lock_event_hook
 from .hooks.read_note.hook import READ_NOTE_MATCHER, make_read_note_hook
@@ -354,6 +357,11 @@ class LockCoordinator:
     serve`, coordinator and monitor on the store) that finds deadlocks across processes, so a
     deadlock with agents of other processes (`lockyard serve`, other coordinators) ends as
     soon as that leader picks one of ours, with no monitor started by hand.
+
+    `idle_limit` (seconds; off by default): an agent of this coordinator that did nothing for
+    that long while another agent waits for one of its locks has every lock revoked (checked
+    on each re-sync; `crossproc/idle_policy.py`); its next lock call tells it why. The lock
+    directory's own limit (`lockyard policy --idle-limit`) covers every process's agents.
     """
 
     def __init__(
@@ -370,9 +378,12 @@ class LockCoordinator:
         base_options: ClaudeAgentOptions | None = None,
         cross_process: bool = False,
         resync_interval: float = 2.0,
+        idle_limit: float | None = None,
     ) -> None:
         if not resync_interval > 0:
             raise ValueError("resync_interval must be a positive number of seconds")
+        if idle_limit is not None and not idle_limit > 0:
+            raise ValueError("idle_limit must be a positive number of seconds (None: off)")
         if store is not None and (
             lock_dir is not None or backend is not None or namespace is not None
         ):
@@ -390,6 +401,11 @@ class LockCoordinator:
         # server connection until garbage collection); a lock directory holds nothing that
         # needs it and stays readable afterwards; a store passed in is the caller's to close.
         self._closes_store = store is None and not isinstance(self.store, LockStore)
+        if idle_limit is not None and not isinstance(self.store, LockStore):
+            raise ValueError(
+                "idle_limit needs heartbeats, which only a lock directory keeps so far: without "
+                "them every holder would look idle since its grant"
+            )
         self.monitor = DeadlockMonitor(
             on_deadlock,
             victim_policy=victim_policy,
@@ -397,6 +413,7 @@ class LockCoordinator:
             holder_in_store=self.holder_in_store,
         )
         self.resync_interval = resync_interval
+        self.idle_limit = idle_limit
         self._background: contextlib.AsyncExitStack | None = None
         self._duty: DeadlockDuty | None = None
         self.server_key = server_key
@@ -434,10 +451,26 @@ class LockCoordinator:
         self.monitor.rebuild(truth.holds, waits)
         return await self.monitor.check_all()
 
+    def revoke_idle(self) -> list[Revocation]:
+        """Apply `idle_limit` to this coordinator's agents: revoke the locks of each one idle
+        past it while another agent (of any process) waits for one of them; it is told on its
+        next lock call. The store's own limit (`lockyard policy`) is the deadlock leader's."""
+        if self.idle_limit is None:
+            return []
+        mine = {runtime.agent_id for runtime in self._runtimes if not runtime.closed}
+        if not mine:
+            return []
+        snapshot = WaitForSnapshot.from_store_snapshot(self.store.snapshot())
+        return revoke_stalls(
+            self.store, snapshot, self.idle_limit, time.time(), whose="its coordinator's",
+            among=mine,
+        )  # fmt: skip
+
     async def _resync_forever(self) -> None:
         while True:
             await anyio.sleep(self.resync_interval)
             try:
+                self.revoke_idle()
                 await self.resync()
             except Exception:  # the next pass tries again; events keep the monitor going
                 logger.exception("re-sync of the deadlock monitor with the lock store failed")

@@ -88,6 +88,7 @@ def test_a_repository_set_up_as_init_wrote_it_has_nothing_to_fix(
         "lock store": "ok",
         "deadlock detection": "ok",
         "stale locks": "ok",
+        "idle limit": "ok",
         "Claude Code: configuration": "ok",
         "Claude Code: lockyard command": "ok",
         "Claude Code: version": "ok",

@@ -94,6 +94,7 @@ def test_once_on_a_quiet_lock_dir_reports_no_deadlock(lock_dir: Path) -> None:
         "lock_dir": str(lock_dir),
         "deadlocks": [],
         "stale_notices_removed": [],
+        "revocations": [],
         "holds": 0,
         "waits": 0,
         "leader": True,

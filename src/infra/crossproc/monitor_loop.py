@@ -25,6 +25,7 @@ import anyio
 from ...core.deadlock_info import DeadlockInfo
 from ...domain.monitor import DeadlockMonitor
 from ...domain.victim import VictimPolicy
+from .idle_policy import Revocation, revoke_stalls
 from .notices import VictimNotice
 from .sources import MonitorSource
 from .sources.lockdir import LockDirSource
@@ -58,6 +59,8 @@ class PassReport:
 
     resolutions: list[Resolution] = field(default_factory=list)
     stale_notices_removed: list[str] = field(default_factory=list)
+    revocations: list[Revocation] = field(default_factory=list)
+    """Holders whose locks the idle limit revoked (leader only; see idle_policy.py)."""
     holds: int = 0
     waits: int = 0
     leader: bool = True
@@ -72,6 +75,7 @@ class PassReport:
         return {
             "deadlocks": [resolution.to_dict() for resolution in self.resolutions],
             "stale_notices_removed": self.stale_notices_removed,
+            "revocations": [revocation.to_dict() for revocation in self.revocations],
             "holds": self.holds,
             "waits": self.waits,
             "leader": self.leader,
@@ -124,7 +128,8 @@ class CrossProcessMonitor:
         return self._fresh.has_cycle(info)
 
     async def check_once(self) -> PassReport:
-        """One pass: read, detect, verify, post notices, remove stale ones."""
+        """One pass: read, detect, verify, post notices, remove stale ones; then, when the
+        store has an idle limit, revoke the locks of holders idle past it while others wait."""
         snapshot = self.state.read()
         self._fresh = None
         report = PassReport(
@@ -147,6 +152,17 @@ class CrossProcessMonitor:
                 report.resolutions.append(resolution)
         if report.resolutions and self.resolve and not report.leader:
             report.resolved_by = self.source.who_leads()
+        if report.leader:  # the leader alone, so a stall is revoked once
+            limit = self.source.store.idle_limit()
+            if limit is not None:
+                whose = (
+                    "the lock directory's"
+                    if isinstance(self.source, LockDirSource)
+                    else "the database's"
+                )
+                report.revocations = revoke_stalls(
+                    self.source.store, snapshot, limit, time.time(), whose=whose
+                )
         return report
 
     def _forget_finished_victims(self, snapshot: WaitForSnapshot) -> None:
@@ -217,7 +233,7 @@ class CrossProcessMonitor:
                 if while_leading and not report.leader:
                     return
                 took = time.monotonic() - started
-                if report.resolutions or report.stale_notices_removed:
+                if report.resolutions or report.stale_notices_removed or report.revocations:
                     outcome = on_report(report)
                     if outcome is not None:
                         await outcome

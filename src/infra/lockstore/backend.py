@@ -110,6 +110,16 @@ class LockBackend(Protocol):
         None when none was seen."""
         ...
 
+    def idle_limit(self) -> float | None:
+        """The idle limit set for every process of this store (seconds; None: off): a holder
+        idle this long while someone waits for its locks has them revoked by the deadlock
+        leader (`crossproc/idle_policy.py`)."""
+        ...
+
+    def set_idle_limit(self, seconds: float | None) -> None:
+        """Set the idle limit for every process of this store (None: off)."""
+        ...
+
     def journal_write(self, record: JournalRecord) -> None:
         """Add a record to this backend's journal that no lock change writes by itself (a
         deadlock, a denied write). Never raises, never blocks on the journal."""

@@ -210,6 +210,10 @@ class LockTools:
             return ToolOutcome.error(
                 f"{tool_name} failed: {exc}. Tell the user; retrying may not help."
             )
+        finally:
+            # And when it ends: a lock_acquire that waited long was busy, not idle, and the
+            # idle limit counts from here (crossproc/idle_policy.py).
+            self.store.stamp_activity(self.agent_id)
 
     def _handlers(self) -> dict[str, Callable[[object], Awaitable[ToolOutcome]]]:
         return {ACQUIRE_TOOL: self.acquire, RELEASE_TOOL: self.release, STATUS_TOOL: self.status}

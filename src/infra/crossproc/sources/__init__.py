@@ -51,6 +51,11 @@ class MonitorSource(Protocol):
     @property
     def state(self) -> SharedState: ...
     @property
+    def store(self) -> LockBackend:
+        """The store the leader acts on (the idle limit: its setting, stamps and revokes)."""
+        ...
+
+    @property
     def board(self) -> NoticeBoard: ...
 
     @property

@@ -29,6 +29,7 @@ class LockDirSource:
         self.lock_dir = Path(lock_dir)
         if store is None:
             store = LockStore(lock_dir=lock_dir, read_only=read_only)
+        self.store = store
         self.state = WaitForReader(store)
         self.board = VictimNoticeBoard(self.lock_dir)
         self._inode = _inode(self.lock_dir)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Final
 
 from ..checkout import Checkout, open_checkout
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, LockDirError
 from ..journal.files import JournalFiles, journal_files
 from ..journal.record import JournalRecord, process_session
 from ..liveness import ProcessIdentity, current_process
@@ -36,6 +36,7 @@ from .grants import Grants
 from .lock_journal import LockJournal
 from .lock_keys import LockKeys
 from .operations import DiskOperations, OnReclaim
+from .policy import read_idle_limit, write_idle_limit
 from .revocations import post_revocation, take_revocations
 from .waits import Waits
 
@@ -189,6 +190,16 @@ class LockStore:
     def last_active(self, agent_id: str) -> float | None:
         """When `agent_id` last did anything, by its heartbeats; None: none seen here."""
         return last_active(self.lock_dir, agent_id)
+
+    # -- policy: settings kept in the lock directory (policy.py) ------------------------------
+
+    def idle_limit(self) -> float | None:
+        return read_idle_limit(self.lock_dir)
+
+    def set_idle_limit(self, seconds: float | None) -> None:
+        if self._read_only:
+            raise LockDirError(f"{self.lock_dir} was opened read-only: its policy stays as it is")
+        write_idle_limit(self.lock_dir, seconds)
 
     def __enter__(self) -> LockStore:
         return self

@@ -564,6 +564,16 @@ END"""
     def last_active(self, agent_id: str) -> float | None:
         return None
 
+    # Without heartbeats every holder would look idle since its grant: no idle limit here yet.
+    def idle_limit(self) -> float | None:
+        return None
+
+    def set_idle_limit(self, seconds: float | None) -> None:
+        raise BackendError(
+            "the idle limit needs heartbeats, which PostgreSQL does not keep yet: set it on a "
+            "lock directory, or revoke a stalled holder by hand (lockyard clean --agent ID)"
+        )
+
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
         """Locks `agent_id` was granted here that are not its own any more: its database
         session ended (connection lost, server restarted) or someone released them. Each is

@@ -1,0 +1,68 @@
+"""The lock directory's policy: settings every process on it must agree on, kept in it.
+
+    policy    JSON: {"idle_limit_seconds": 600}    (absent: every setting off)
+
+`idle_limit_seconds`: a holder that did nothing for this long while someone waits for one of
+its locks has its locks revoked by the deadlock leader (`crossproc/idle_policy.py`). It is
+read on every leader pass, so `lockyard policy --idle-limit` takes effect within one pass in
+every process, with nothing restarted.
+
+Written whole (a temporary file renamed over it): a reader sees the old policy or the new.
+A policy that cannot be read is no policy (every setting off): a damaged file must never
+revoke anyone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from typing import Final
+
+POLICY_FILE: Final = "policy"
+_MAX_BYTES: Final = 64 * 1024
+_READ: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_WRITE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def read_idle_limit(lock_dir: str | os.PathLike[str]) -> float | None:
+    """The idle limit in seconds; None when off, unset or unreadable."""
+    try:
+        descriptor = os.open(os.path.join(lock_dir, POLICY_FILE), _READ)
+    except OSError:
+        return None
+    try:
+        data = os.read(descriptor, _MAX_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+    try:
+        limit = json.loads(data).get("idle_limit_seconds")
+    except (ValueError, AttributeError):
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit > 0:
+        return None
+    return float(limit)
+
+
+def write_idle_limit(lock_dir: str | os.PathLike[str], seconds: float | None) -> None:
+    """Set the idle limit (None: off) for every process on `lock_dir`."""
+    if seconds is not None and not seconds > 0:
+        raise ValueError("an idle limit is a positive number of seconds (None: off)")
+    path = os.path.join(lock_dir, POLICY_FILE)
+    temporary = f"{path}.{secrets.token_hex(6)}.partial"
+    body = {} if seconds is None else {"idle_limit_seconds": seconds}
+    descriptor = os.open(temporary, _WRITE, 0o644)  # no secret: readable by every reader
+    try:
+        try:
+            os.write(descriptor, json.dumps(body).encode() + b"\n")
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

@@ -1,0 +1,122 @@
+"""The idle limit: a holder that stalls while another agent waits loses its locks, by policy.
+
+A real `lockyard serve` agent holds a file and stops calling; the lock directory's limit is set
+by a real `lockyard policy`; another agent queues; the deadlock leader (that very serve's
+election, no monitor started by hand) revokes the stalled holder's locks: the waiter gets the
+file, the guard refuses the holder's write, its next lock call tells it why, and the journal
+names the policy. Old stamps are made by setting the stamp file's mtime back (no sleeping).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from cli_support import lockyard
+from mcp import Client
+from test_activity import set_back
+from test_journal_lockdir import journalled
+from test_revoke import guard_says, repo  # noqa: F401 (a fixture)
+from test_serve_stdio import serve_params
+
+from lockyard.infra.agent_runtime import LockCoordinator
+from lockyard.infra.lockstore import LockStore
+from polling_support import wait_until
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_stalled_serve_holder_loses_its_lock_to_a_waiter_by_the_lock_directorys_limit(
+    repo: Path,  # noqa: F811
+    lock_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = LockStore(repo, lock_dir)
+    async with Client(serve_params("stuck", repo, lock_dir)) as client:
+        taken = await client.call_tool("lock_acquire", {"filepaths": ["a.py"]})
+        assert json.loads(taken.content[0].text)["all_acquired"] is True  # type: ignore[union-attr]
+        assert guard_says(repo, lock_dir, "stuck", monkeypatch) == ""
+        set_back(lock_dir, "stuck")  # then it stops calling: idle for 50 minutes
+        done = lockyard("policy", "--lock-dir", str(lock_dir), "--idle-limit", "10m", "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["idle_limit_seconds"] == 600
+        assert store.holder("a.py") == "stuck"  # nobody waits: nothing is revoked
+
+        carol = threading.Thread(
+            target=store.acquire, args=("a.py", "carol"), kwargs={"timeout_seconds": 240}
+        )
+        carol.start()
+        carol.join(timeout=300)  # granted when the leader's pass revokes stuck's lock
+        assert store.holder("a.py") == "carol"
+
+        denied = guard_says(repo, lock_dir, "stuck", monkeypatch)
+        assert "carol" in denied
+
+        told = await client.call_tool("lock_release", {"all": True})
+        payload = json.loads(told.content[0].text)  # type: ignore[union-attr]
+        [lost] = payload["lost_locks"]
+        assert lost["filepath"] == "a.py"
+        assert "idle limit" in lost["reason"]
+        assert "past the lock directory's limit of 10m while carol waited" in lost["reason"]
+
+    [record] = journalled(lock_dir, kinds=["operator-release"])
+    assert (record.file, record.agent) == ("a.py", "stuck")
+    assert record.other is not None
+    assert "idle limit" in record.other
+    shown = lockyard("status", "--lock-dir", str(lock_dir), "--json")
+    assert json.loads(shown.stdout)["idle_limit_seconds"] == 600
+    assert store.release("a.py", "carol")
+
+
+async def test_a_coordinators_limit_revokes_only_its_own_stalled_agents(
+    repo: Path,  # noqa: F811
+    lock_dir: Path,
+) -> None:
+    (repo / "b.py").write_text("b\n")
+    other = LockStore(repo, lock_dir)
+    assert other.try_lock("b.py", "outsider")  # another process's holder, as idle
+    other.stamp_activity("outsider")
+    set_back(lock_dir, "outsider")
+    # Its own re-sync would revoke too: this test calls it by hand (resync_interval: never).
+    async with LockCoordinator(repo, lock_dir, idle_limit=600, resync_interval=3600) as coordinator:
+        stuck = coordinator.runtime("stuck")
+        taken = await stuck.tools.call("lock_acquire", {"filepaths": ["a.py"]})  # stamps
+        assert taken.data is not None
+        assert taken.data["all_acquired"] is True
+        assert coordinator.revoke_idle() == []  # idle, but nobody waits
+        set_back(lock_dir, "stuck")
+        waiters = [
+            threading.Thread(target=other.acquire, args=(path, "carol"),
+                             kwargs={"timeout_seconds": 240})
+            for path in ("a.py", "b.py")
+        ]  # fmt: skip
+        for waiter in waiters:
+            waiter.start()
+        try:
+            wait_until(lambda: len(other.waiters("a.py")) + len(other.waiters("b.py")) == 2)
+            [revoked] = coordinator.revoke_idle()
+        finally:
+            waiters[0].join(timeout=300)
+        assert revoked.stall.agent_id == "stuck"
+        assert revoked.released == ("a.py",)
+        assert other.holder("a.py") == "carol"
+        assert other.holder("b.py") == "outsider"  # not this coordinator's agent
+        told = (await stuck.tools.call("lock_release", {"all": True})).data
+        assert told is not None
+        [lost] = told["lost_locks"]
+        assert "past its coordinator's limit of 10m while carol waited" in lost["reason"]
+    assert other.release("b.py", "outsider")
+    waiters[1].join(timeout=300)
+    assert other.holder("b.py") == "carol"
+    assert other.release("a.py", "carol")
+    assert other.release("b.py", "carol")
+
+
+def test_policy_refuses_a_duration_it_cannot_read_in_one_line(lock_dir: Path) -> None:
+    done = lockyard("policy", "--lock-dir", str(lock_dir), "--idle-limit", "ten minutes")
+    assert done.returncode == 2
+    assert "is not a duration" in done.stderr
+    assert len(done.stderr.strip().splitlines()) <= 2
+    assert not lock_dir.exists()  # nothing was created
