@@ -51,8 +51,13 @@ async def test_a_stalled_serve_holder_loses_its_lock_to_a_waiter_by_the_lock_dir
         carol.join(timeout=300)  # granted when the leader's pass revokes stuck's lock
         assert store.holder("a.py") == "carol"
 
-        denied = guard_says(repo, lock_dir, "stuck", monkeypatch)
-        assert "carol" in denied
+        # Until it is told, the guards say why its writes are refused: an Edit, a shell write.
+        for denied in (
+            guard_says(repo, lock_dir, "stuck", monkeypatch),
+            guard_says(repo, lock_dir, "stuck", monkeypatch, command="echo x > a.py"),
+        ):
+            assert "revoked: lockyard's idle limit released it: idle" in denied
+            assert "while carol waited" in denied
 
         told = await client.call_tool("lock_release", {"all": True})
         payload = json.loads(told.content[0].text)  # type: ignore[union-attr]
@@ -60,6 +65,9 @@ async def test_a_stalled_serve_holder_loses_its_lock_to_a_waiter_by_the_lock_dir
         assert lost["filepath"] == "a.py"
         assert "idle limit" in lost["reason"]
         assert "past the lock directory's limit of 10m while carol waited" in lost["reason"]
+        told_once = guard_says(repo, lock_dir, "stuck", monkeypatch)  # told: the usual words
+        assert "revoked" not in told_once
+        assert "locked by agent carol" in told_once
 
     [record] = journalled(lock_dir, kinds=["operator-release"])
     assert (record.file, record.agent) == ("a.py", "stuck")

@@ -50,9 +50,20 @@ def clean(*args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def guard_says(repo: Path, lock_dir: Path, agent: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The write guard's answer (empty: allowed) to `agent`'s Edit of a.py."""
-    edit = {"tool_name": "Edit", "tool_input": {"file_path": str(repo / "a.py")}, "cwd": str(repo)}
+def guard_says(
+    repo: Path,
+    lock_dir: Path,
+    agent: str,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    command: str | None = None,
+) -> str:
+    """The guard's answer (empty: allowed) to `agent`'s Edit of a.py, or Bash `command`."""
+    edit: dict[str, object] = {
+        "tool_name": "Edit", "tool_input": {"file_path": str(repo / "a.py")}, "cwd": str(repo)
+    }  # fmt: skip
+    if command is not None:
+        edit = {"tool_name": "Bash", "tool_input": {"command": command}, "cwd": str(repo)}
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(edit).encode())))
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
@@ -90,7 +101,8 @@ async def test_a_revoked_stalled_holder_is_denied_its_write_and_told_why_and_the
         assert store.holder("a.py") == "carol"  # the waiter got it, in its turn
 
         denied = guard_says(repo, lock_dir, "stuck", monkeypatch)
-        assert "carol" in denied  # its write is refused: carol holds the file now
+        assert "revoked: an operator released it (lockyard clean --agent stuck)" in denied
+        assert REASON in denied  # its write is refused, and it is told why
 
         told = await client.call_tool("lock_release", {"all": True})
         payload = json.loads(told.content[0].text)  # type: ignore[union-attr]

@@ -25,6 +25,7 @@ from ..lockstore import (
     liveness_of,
     lock_name,
     open_checkout,
+    pending_reason,
 )
 
 
@@ -66,8 +67,14 @@ class LockDirReader:
         return key
 
     def stale_grant(self, filepath: str, agent_id: str) -> str | None:
-        """Never stale: a lock directory grant has no fencing number to fall behind."""
-        return None
+        """`revoked: REASON` while the agent has not been told that the lock of `filepath`
+        was revoked and does not hold it again (a grant here has no fencing number to fall
+        behind otherwise); one failed `open` when nothing is pending."""
+        key = self.canonicalize(filepath)
+        reason = pending_reason(self.lock_dir, agent_id, key)
+        if reason is None or self.holder(key) == agent_id:
+            return None
+        return f"revoked: {reason}"
 
     def grant_fence(self, filepath: str, agent_id: str) -> int | None:
         """None: a lock directory numbers no grants."""

@@ -123,6 +123,7 @@ if TYPE_CHECKING:
     from .lockdir.disk import LockDir, default_lock_dir
     from .lockdir.layout import QUEUE_SUFFIX
     from .lockdir.location import default_lock_dir_path
+    from .lockdir.revocations import pending_reason
     from .lockdir.sleep import process_hub
     from .lockdir.store import LockStore
     from .off_loop import in_worker, store_call, waits_on_server
@@ -219,6 +220,7 @@ _HOMES = {
     "liveness_of": "liveness",
     "new_token": "liveness",
     "stamp_activity": "lockdir.activity",
+    "pending_reason": "lockdir.revocations",
     "LockDir": "lockdir.disk",
     "QUEUE_SUFFIX": "lockdir.layout",
     "default_lock_dir": "lockdir.disk",
@@ -335,6 +337,7 @@ __all__ = [
     "open_checkout",
     "open_journal",
     "operator_release",
+    "pending_reason",
     "process_hub",
     "read_own_file",
     "release_lock",

@@ -197,7 +197,9 @@ def judge(
         try:
             key = store.canonicalize(target.path)
             holder = holder_or_unreadable(store, key)
-            stale = lost_grant(store, key, agent_id) if holder == agent_id else None
+            # A file it does not hold may have been taken from it (revoked): say why.
+            mine = holder == agent_id or target.kind == "file"
+            stale = lost_grant(store, key, agent_id) if mine else None
         except ValueError as exc:
             problems.append(f"{target.path}: {exc}")
             continue
@@ -206,7 +208,7 @@ def judge(
             problems.append(f"cannot check the lock of {target.path} ({exc}); retry shortly")
             continue
         if stale is not None:
-            lost.setdefault(key, holder)  # held, but by a grant that was lost since
+            lost.setdefault(key, holder)  # granted to it, but lost or revoked since
             problems.append(
                 f"{stale}: the lock of {key} you were granted was lost, so your write could "
                 f"overwrite another agent's; lock it again and re-read it"

@@ -11,7 +11,8 @@ nothing.
 Lines are appended (one `write` each, O_APPEND: whole lines even with several operators at
 once). The agent takes them by renaming the file to a name of its own first, so a line
 appended meanwhile goes to a new file and is told on the call after: none is lost or told
-twice. An agent that has none pays one failed `rename`.
+twice. An agent that has none pays one failed `rename`. Until then the guards read the reason
+(`pending_reason`) to say it when they refuse the agent's write of such a file.
 """
 
 from __future__ import annotations
@@ -56,6 +57,27 @@ def post_revocation(
         os.close(descriptor)
 
 
+def pending_reason(lock_dir: str | os.PathLike[str], agent_id: str, key: str) -> str | None:
+    """Why the lock of `key` was taken from `agent_id`, while it has not been told yet (the
+    guards say it when they refuse its writes); None when nothing of it is pending. Reads
+    only: one failed `open` when the agent has nothing pending."""
+    try:
+        descriptor = os.open(_path(lock_dir, agent_id), _READ)
+    except OSError:
+        return None
+    try:
+        data = os.read(descriptor, _MAX_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+    reason = None
+    for notice in _notices(data):
+        if notice["filepath"] == key:
+            reason = str(notice.get("reason"))
+    return reason
+
+
 def take_revocations(lock_dir: str | os.PathLike[str], agent_id: str) -> list[dict[str, object]]:
     """The locks taken from `agent_id` since it last asked (filepath, reason, at), each once.
     A line that is not what `post_revocation` writes is skipped."""
@@ -76,6 +98,11 @@ def take_revocations(lock_dir: str | os.PathLike[str], agent_id: str) -> list[di
     finally:
         with contextlib.suppress(OSError):
             os.unlink(taken)
+    return _notices(data)
+
+
+def _notices(data: bytes) -> list[dict[str, object]]:
+    """The lines `post_revocation` wrote; any other line is skipped."""
     notices: list[dict[str, object]] = []
     for line in data.decode(errors="replace").splitlines():
         try:

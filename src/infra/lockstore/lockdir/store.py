@@ -37,7 +37,7 @@ from .lock_journal import LockJournal
 from .lock_keys import LockKeys
 from .operations import DiskOperations, OnReclaim
 from .policy import read_idle_limit, write_idle_limit
-from .revocations import post_revocation, take_revocations
+from .revocations import pending_reason, post_revocation, take_revocations
 from .waits import Waits
 
 TURN_TIMEOUT_SECONDS: Final = 5.0
@@ -154,13 +154,19 @@ class LockStore:
             record.pid, record.host = me.pid, me.host
         self._journal.append(record)
 
-    # A lock directory issues no fencing numbers, and a grant is lost only by release or
-    # proof of death, which the holder's own calls see: nothing to report.
+    # A lock directory issues no fencing numbers: a grant is lost by release, proof of death
+    # (which the holder's own calls see) or revocation, which the guards say until it is told.
     def grant_fence(self, filepath: str, agent_id: str) -> int | None:
         return None
 
     def stale_grant(self, filepath: str, agent_id: str) -> str | None:
-        return None
+        """`revoked: REASON` while the agent has not been told that the lock of `filepath`
+        was revoked and does not hold it again; else None."""
+        key = self.canonicalize(filepath)
+        reason = pending_reason(self.lock_dir, agent_id, key)
+        if reason is None or self.holder(key) == agent_id:
+            return None
+        return f"revoked: {reason}"
 
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
         """The locks an operator revoked from `agent_id` since it last asked, with why
