@@ -401,11 +401,6 @@ class LockCoordinator:
         # server connection until garbage collection); a lock directory holds nothing that
         # needs it and stays readable afterwards; a store passed in is the caller's to close.
         self._closes_store = store is None and not isinstance(self.store, LockStore)
-        if idle_limit is not None and not isinstance(self.store, LockStore):
-            raise ValueError(
-                "idle_limit needs heartbeats, which only a lock directory keeps so far: without "
-                "them every holder would look idle since its grant"
-            )
         self.monitor = DeadlockMonitor(
             on_deadlock,
             victim_policy=victim_policy,

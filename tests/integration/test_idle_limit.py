@@ -13,6 +13,7 @@ import json
 import threading
 from pathlib import Path
 
+import psycopg
 import pytest
 from cli_support import lockyard
 from mcp import Client
@@ -22,7 +23,11 @@ from test_revoke import guard_says, repo  # noqa: F401 (a fixture)
 from test_serve_stdio import serve_params
 
 from lockyard.infra.agent_runtime import LockCoordinator
-from lockyard.infra.lockstore import LockStore
+from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor
+from lockyard.infra.crossproc.sources import monitor_source
+from lockyard.infra.lockstore import LockStore, open_backend
+from lockyard.infra.tools.lock_tools import LockTools
+from pg_support import PgServer
 from polling_support import wait_until
 
 pytestmark = pytest.mark.anyio
@@ -128,3 +133,51 @@ def test_policy_refuses_a_duration_it_cannot_read_in_one_line(lock_dir: Path) ->
     assert "is not a duration" in done.stderr
     assert len(done.stderr.strip().splitlines()) <= 2
     assert not lock_dir.exists()  # nothing was created
+
+
+async def test_on_postgresql_a_stalled_holder_loses_its_lock_to_a_waiter_by_the_databases_limit(
+    repo: Path,  # noqa: F811
+    pg_server: PgServer,
+    pg_schema: str,
+) -> None:
+    spec = pg_server.spec(pg_schema)
+    mine, theirs = open_backend(str(repo), spec), open_backend(str(repo), spec)
+    try:
+        stuck = LockTools(mine, "stuck")
+        taken = await stuck.call("lock_acquire", {"filepaths": ["a.py"]})
+        assert taken.data is not None
+        assert taken.data["all_acquired"] is True
+        assert theirs.idle_limit() is None  # off by default
+        theirs.set_idle_limit(600)
+        last = theirs.last_active("stuck")
+        assert last is not None  # the tool call stamped it in the database
+        with psycopg.connect(pg_server.dsn) as conn:  # then stuck stops: idle for 50 minutes
+            conn.execute(
+                f'UPDATE "{pg_schema}".activity SET at = at - 3000 WHERE agent_id = %s', ("stuck",)
+            )
+        monitor = CrossProcessMonitor(source=monitor_source(theirs))
+        assert (await monitor.check_once()).revocations == []  # nobody waits yet
+        carol = threading.Thread(
+            target=theirs.acquire, args=("a.py", "carol"), kwargs={"timeout_seconds": 240}
+        )
+        carol.start()
+        try:
+            wait_until(lambda: [w.agent_id for w in theirs.waiters("a.py")] == ["carol"])
+            [revoked] = (await monitor.check_once()).revocations  # the leader's pass
+        finally:
+            carol.join(timeout=300)
+        assert revoked.stall.agent_id == "stuck"
+        assert theirs.holder("a.py") == "carol"
+        stale = mine.stale_grant("a.py", "stuck")  # what the guards in its process say
+        assert stale is not None
+        assert stale.startswith("revoked: lockyard's idle limit released it: idle")
+        told = await stuck.call("lock_release", {"all": True})
+        assert told.data is not None
+        [lost] = told.data["lost_locks"]
+        assert "past the database's limit of 10m while carol waited" in lost["reason"]
+        theirs.set_idle_limit(None)
+        assert theirs.idle_limit() is None
+        assert theirs.release("a.py", "carol")
+    finally:
+        mine.close()
+        theirs.close()

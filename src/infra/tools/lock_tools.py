@@ -198,7 +198,7 @@ class LockTools:
     async def call(self, tool_name: str, arguments: object) -> ToolOutcome:
         """Run the tool named `tool_name`. Never raises (but for cancellation): an unknown name
         or an unexpected failure is an error result, never a protocol error."""
-        self.store.stamp_activity(self.agent_id)  # every call is a heartbeat
+        await store_call(self.store, self.store.stamp_activity, self.agent_id)  # a heartbeat
         handler = self._handlers().get(tool_name)
         if handler is None:
             known = ", ".join(TOOL_NAMES)
@@ -213,7 +213,7 @@ class LockTools:
         finally:
             # And when it ends: a lock_acquire that waited long was busy, not idle, and the
             # idle limit counts from here (crossproc/idle_policy.py).
-            self.store.stamp_activity(self.agent_id)
+            await store_call(self.store, self.store.stamp_activity, self.agent_id)
 
     def _handlers(self) -> dict[str, Callable[[object], Awaitable[ToolOutcome]]]:
         return {ACQUIRE_TOOL: self.acquire, RELEASE_TOOL: self.release, STATUS_TOOL: self.status}

@@ -7,6 +7,9 @@ the WAL makes a grant cost no disk write):
             number, which the row keeps across releases
   waiters   one row per queued wait, ordered by `ticket` (arrival order)
   notices   one victim notice per agent, posted by `lockyard monitor`
+  activity  each agent's last heartbeat (a lock tool call)
+  revocations  locks revoked from an agent, with why, until it is told
+  meta      the schema's version and the policy (`idle_limit`, seconds; NULL: off)
   journal   the record of lock changes, written by triggers (journal_schema.py)
 Sequences: `fence_seq` (fencing numbers; logged, so they keep growing across restarts),
 `ticket_seq`, `session_seq`. Functions do each operation in one round trip; the two hot
@@ -90,7 +93,8 @@ CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE {s}.meta (
     id boolean PRIMARY KEY DEFAULT true CHECK (id),
     version integer NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
+    created_at timestamptz NOT NULL DEFAULT now(),
+    idle_limit double precision CHECK (idle_limit > 0)
 );
 CREATE SEQUENCE {s}.session_seq AS integer MINVALUE 1 CYCLE;
 CREATE SEQUENCE {s}.fence_seq AS bigint;
@@ -138,6 +142,20 @@ CREATE UNLOGGED TABLE {s}.waiters (
 );
 CREATE INDEX waiters_lock ON {s}.waiters (namespace, key, ticket);
 CREATE INDEX waiters_token ON {s}.waiters (token);
+-- Heartbeats: when each agent last made a lock tool call (one upsert per call at most).
+CREATE UNLOGGED TABLE {s}.activity (
+    agent_id text PRIMARY KEY,
+    at double precision NOT NULL
+);
+-- Locks revoked from an agent (`lockyard clean --agent`, the idle limit), until its process
+-- tells it why; the guards read the reason meanwhile.
+CREATE UNLOGGED TABLE {s}.revocations (
+    agent_id text NOT NULL,
+    key text NOT NULL,
+    reason text NOT NULL,
+    at double precision NOT NULL
+);
+CREATE INDEX revocations_agent ON {s}.revocations (agent_id, key);
 CREATE UNLOGGED TABLE {s}.notices (
     agent_id text PRIMARY KEY,
     namespace text NOT NULL,

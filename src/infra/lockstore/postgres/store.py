@@ -50,6 +50,9 @@ from .session import BackendUnavailableError, DirectStatement, Session
 
 log = logging.getLogger(__name__)
 
+STAMP_EVERY_SECONDS: Final = 1.0
+"""A heartbeat is written at most this often per agent and process (one upsert)."""
+
 DEFAULT_LIVENESS_INTERVAL: Final = 0.5
 _SPARE_WAKERS: Final = 8
 
@@ -103,6 +106,8 @@ class PgLockStore:
         self.schema = self.spec.schema
         self._s = f'"{self.schema}"'
         self.session = Session(self.spec, self.bound, read_only=read_only)
+        self._read_only = read_only
+        self._stamped: dict[str, float] = {}  # agent -> monotonic time of its last stamp here
         self._grants: dict[tuple[str, str], Grant] = {}  # (key, agent) -> grant
         self._grants_guard = threading.Lock()  # threads share a store
         # Wakers of ended waits, for the next: closing one (its eventfd) is a system call on
@@ -549,29 +554,91 @@ END"""
         current = self.holder_record(key)
         if current is not None and current.agent_id == agent_id and current.fence == grant.fence:
             return None
+        revoked = self._pending_reason(agent_id, key)
+        if revoked is not None:
+            return f"revoked: {revoked}"
         now = "free" if current is None else f"fence {current.fence}, held by {current.agent_id}"
         return f"your grant of {key} (fence {grant.fence}) is no longer valid (now {now})"
 
     def revoke(self, agent_id: str, reason: str) -> list[str]:
-        """Release every lock of `agent_id`. Its own process tells it of each lost grant
-        (`take_lost_locks`), without `reason`: the database keeps no reasons yet."""
-        return self.cleanup_agent_locks(agent_id, all_namespaces=True)
+        """Release every lock of `agent_id` (all namespaces; waiters get them in turn) and keep
+        `reason` in `revocations` until its process tells it (`take_lost_locks`)."""
+        released = self.cleanup_agent_locks(agent_id, all_namespaces=True)
+        if released:
+            now = time.time()
+            self.session.run(
+                lambda conn, me: conn.cursor().executemany(
+                    f"INSERT INTO {self._s}.revocations (agent_id, key, reason, at) "
+                    "VALUES (%s, %s, %s, %s)",
+                    [(agent_id, key, reason, now) for key in released],
+                )
+            )
+        return released
 
-    # Heartbeats are kept by the lock directory only so far (docs/lock-store.md).
+    def _revoked(self, agent_id: str, keys: list[str]) -> dict[str, str]:
+        """Take the reasons kept for `agent_id`'s revoked `keys` (each told once)."""
+        rows = self.session.run(
+            lambda conn, me: conn.execute(
+                f"DELETE FROM {self._s}.revocations WHERE agent_id = %s AND key = ANY(%s) "
+                "RETURNING key, reason, at",
+                (agent_id, keys),
+            ).fetchall()
+        )
+        return {str(key): str(reason) for key, reason, _at in sorted(rows, key=lambda r: r[2])}
+
+    def _pending_reason(self, agent_id: str, key: str) -> str | None:
+        rows = self.session.run(
+            lambda conn, me: conn.execute(
+                f"SELECT reason FROM {self._s}.revocations WHERE agent_id = %s AND key = %s "
+                "ORDER BY at DESC LIMIT 1",
+                (agent_id, key),
+            ).fetchall()
+        )
+        return str(rows[0][0]) if rows else None
+
+    # -- heartbeats and the policy ---------------------------------------------------------
+
     def stamp_activity(self, agent_id: str) -> None:
-        return None
+        """One upsert of `activity`, at most once a second per agent from this process: the
+        idle limit counts minutes, and a tool call must not pay a round trip for nothing.
+        Never raises."""
+        if self._read_only:
+            return
+        now = time.monotonic()
+        last = self._stamped.get(agent_id)
+        if last is not None and now - last < STAMP_EVERY_SECONDS:
+            return
+        self._stamped[agent_id] = now
+        try:
+            self.session.run(
+                lambda conn, me: conn.execute(
+                    f"INSERT INTO {self._s}.activity (agent_id, at) VALUES (%s, {self._s}."
+                    "now_epoch()) ON CONFLICT (agent_id) DO UPDATE SET at = excluded.at",
+                    (agent_id,),
+                )
+            )
+        except Exception as exc:  # a heartbeat must not fail the call it rides on
+            log.debug("could not stamp %s's activity: %s", agent_id, exc)
 
     def last_active(self, agent_id: str) -> float | None:
-        return None
+        rows = self.session.run(
+            lambda conn, me: conn.execute(
+                f"SELECT at FROM {self._s}.activity WHERE agent_id = %s", (agent_id,)
+            ).fetchall()
+        )
+        return float(rows[0][0]) if rows else None
 
-    # Without heartbeats every holder would look idle since its grant: no idle limit here yet.
     def idle_limit(self) -> float | None:
-        return None
+        rows = self.session.run(
+            lambda conn, me: conn.execute(f"SELECT idle_limit FROM {self._s}.meta").fetchall()
+        )
+        return float(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def set_idle_limit(self, seconds: float | None) -> None:
-        raise BackendError(
-            "the idle limit needs heartbeats, which PostgreSQL does not keep yet: set it on a "
-            "lock directory, or revoke a stalled holder by hand (lockyard clean --agent ID)"
+        if seconds is not None and not seconds > 0:
+            raise ValueError("an idle limit is a positive number of seconds (None: off)")
+        self.session.run(
+            lambda conn, me: conn.execute(f"UPDATE {self._s}.meta SET idle_limit = %s", (seconds,))
         )
 
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
@@ -600,6 +667,14 @@ END"""
                 reason = "it was released or taken over while you held it"
             lost.append(LostLock(filepath=key, fence=grant.fence, reason=reason))
             self._forget(key, agent_id)
+        if lost:  # revoked ones say why (an operator, the idle limit)
+            told = self._revoked(agent_id, [item.filepath for item in lost])
+            lost = [
+                item.model_copy(update={"reason": told[item.filepath]})
+                if item.filepath in told
+                else item
+                for item in lost
+            ]
         if any(grant.generation != self.session.generation for grant in mine.values()):
             # Our old session's rows are dead weight: free them now, not at the next taker.
             # Only housekeeping: its failure must not lose the reports taken above.
