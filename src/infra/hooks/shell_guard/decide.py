@@ -198,7 +198,7 @@ def judge(
             key = store.canonicalize(target.path)
             holder = holder_or_unreadable(store, key)
             # A file it does not hold may have been taken from it (revoked): say why.
-            mine = holder == agent_id or target.kind == "file"
+            mine = holder == agent_id or (target.kind == "file" and holder != UNREADABLE_HOLDER)
             stale = lost_grant(store, key, agent_id) if mine else None
         except ValueError as exc:
             problems.append(f"{target.path}: {exc}")
