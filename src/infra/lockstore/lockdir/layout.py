@@ -56,6 +56,23 @@ BUSY: Final = (errno.ENOTEMPTY, errno.EEXIST)
 NO_SPACE: Final = (errno.ENOSPC, errno.EDQUOT)
 """The file system (or the user's quota) is full: LockDirFullError."""
 _SYMLINK_RECORD_MAX: Final = 4000
+_SMALL_FILE_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+def read_small_file(path: str | os.PathLike[str], max_bytes: int) -> bytes | None:
+    """The first `max_bytes` of a small file the store keeps beside its locks (the policy, an
+    agent's revocation notices); None when it is absent or cannot be read. Never follows a
+    symlink, and never blocks on a FIFO planted at its name."""
+    try:
+        descriptor = os.open(path, _SMALL_FILE_FLAGS)
+    except OSError:
+        return None
+    try:
+        return os.read(descriptor, max_bytes)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
 
 
 def entry_error(name: str, error: OSError) -> LockDirError:

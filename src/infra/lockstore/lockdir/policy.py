@@ -20,24 +20,18 @@ import os
 import secrets
 from typing import Final
 
+from .layout import read_small_file
+
 POLICY_FILE: Final = "policy"
 _MAX_BYTES: Final = 64 * 1024
-_READ: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _WRITE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def read_idle_limit(lock_dir: str | os.PathLike[str]) -> float | None:
     """The idle limit in seconds; None when off, unset or unreadable."""
-    try:
-        descriptor = os.open(os.path.join(lock_dir, POLICY_FILE), _READ)
-    except OSError:
+    data = read_small_file(os.path.join(lock_dir, POLICY_FILE), _MAX_BYTES)
+    if data is None:
         return None
-    try:
-        data = os.read(descriptor, _MAX_BYTES)
-    except OSError:
-        return None
-    finally:
-        os.close(descriptor)
     try:
         limit = json.loads(data).get("idle_limit_seconds")
     except (ValueError, AttributeError):

@@ -25,11 +25,12 @@ import secrets
 import time
 from typing import Final
 
+from .layout import read_small_file
+
 REVOKED_DIR: Final = "revoked"
 _NAME_CHARS: Final = 24
 _MAX_BYTES: Final = 1 << 20
 _APPEND: Final = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 def _path(lock_dir: str | os.PathLike[str], agent_id: str) -> str:
@@ -61,16 +62,9 @@ def pending_reason(lock_dir: str | os.PathLike[str], agent_id: str, key: str) ->
     """Why the lock of `key` was taken from `agent_id`, while it has not been told yet (the
     guards say it when they refuse its writes); None when nothing of it is pending. Reads
     only: one failed `open` when the agent has nothing pending."""
-    try:
-        descriptor = os.open(_path(lock_dir, agent_id), _READ)
-    except OSError:
+    data = read_small_file(_path(lock_dir, agent_id), _MAX_BYTES)
+    if data is None:
         return None
-    try:
-        data = os.read(descriptor, _MAX_BYTES)
-    except OSError:
-        return None
-    finally:
-        os.close(descriptor)
     reason = None
     for notice in _notices(data):
         if notice["filepath"] == key:
@@ -87,18 +81,10 @@ def take_revocations(lock_dir: str | os.PathLike[str], agent_id: str) -> list[di
         os.rename(path, taken)
     except OSError:  # nothing was revoked (or no lock directory to tell of it)
         return []
-    try:
-        descriptor = os.open(taken, _READ)
-        try:
-            data = os.read(descriptor, _MAX_BYTES)
-        finally:
-            os.close(descriptor)
-    except OSError:
-        return []
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(taken)
-    return _notices(data)
+    data = read_small_file(taken, _MAX_BYTES)
+    with contextlib.suppress(OSError):
+        os.unlink(taken)
+    return [] if data is None else _notices(data)
 
 
 def _notices(data: bytes) -> list[dict[str, object]]:
