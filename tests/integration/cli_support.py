@@ -1,13 +1,19 @@
-"""Helpers for the CLI's integration tests: the real `lockyard` entry point, and agent
-processes that hold and wait for locks on a real lock directory."""
+"""Helpers for the CLI's integration tests: the real `lockyard` entry point, agent processes
+that hold and wait for locks on a real lock directory, and the guard's answer to one call."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from lockyard.cli import hook
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 
@@ -106,3 +112,27 @@ def lockyard(
         cwd=Path(__file__).parent,
         check=False,
     )
+
+
+def guard_says(
+    repo: Path,
+    lock_dir: Path,
+    agent: str,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    command: str | None = None,
+) -> str:
+    """The guard's answer (empty: allowed) to `agent`'s Edit of a.py, or Bash `command`."""
+    edit: dict[str, object] = {
+        "tool_name": "Edit", "tool_input": {"file_path": str(repo / "a.py")}, "cwd": str(repo)
+    }  # fmt: skip
+    if command is not None:
+        edit = {"tool_name": "Bash", "tool_input": {"command": command}, "cwd": str(repo)}
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(edit).encode())))
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    hook.main(
+        ["pre-tool-use", "--cli", "claude-code", "--agent-id", agent, "--repo", str(repo),
+         f"--lock-dir={lock_dir}"]
+    )  # fmt: skip
+    return out.getvalue().strip()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,15 +22,6 @@ pytestmark = pytest.mark.anyio
 
 LONG_AGO = 3000.0
 """How far back a test sets a stamp: far more than any test takes."""
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    (root / "a.py").write_text("a\n")
-    return root.resolve()
 
 
 def set_back(lock_dir: Path, agent: str) -> float:

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from cli_support import lockyard
+from cli_support import guard_says, lockyard
 from mcp import Client
 from test_activity import set_back
 from test_journal_lockdir import journalled
-from test_revoke import guard_says, repo  # noqa: F401 (a fixture)
 from test_serve_stdio import serve_params
 
 from lockyard.infra.agent_runtime import LockCoordinator
@@ -34,7 +33,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_a_stalled_serve_holder_loses_its_lock_to_a_waiter_by_the_lock_directorys_limit(
-    repo: Path,  # noqa: F811
+    repo: Path,
     lock_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -84,7 +83,7 @@ async def test_a_stalled_serve_holder_loses_its_lock_to_a_waiter_by_the_lock_dir
 
 
 async def test_a_coordinators_limit_revokes_only_its_own_stalled_agents(
-    repo: Path,  # noqa: F811
+    repo: Path,
     lock_dir: Path,
 ) -> None:
     (repo / "b.py").write_text("b\n")
@@ -136,7 +135,7 @@ def test_policy_refuses_a_duration_it_cannot_read_in_one_line(lock_dir: Path) ->
 
 
 async def test_on_postgresql_a_stalled_holder_loses_its_lock_to_a_waiter_by_the_databases_limit(
-    repo: Path,  # noqa: F811
+    repo: Path,
     pg_server: PgServer,
     pg_schema: str,
 ) -> None:

@@ -5,22 +5,19 @@ write, its next lock call tells it why, and the journal names the operator."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from cli_support import LOCKYARD
+from cli_support import LOCKYARD, guard_says
 from mcp import Client
 from test_journal_lockdir import journalled
 from test_serve_stdio import serve_params
 
-from lockyard.cli import hook
 from lockyard.infra.lockstore import LockStore, open_backend
 from lockyard.infra.lockstore.lockdir.activity import activity_path
 from lockyard.infra.tools.lock_tools import LockTools
@@ -32,15 +29,6 @@ pytestmark = pytest.mark.anyio
 REASON = "idle for 50 min while carol waits; finish or re-lock"
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    (root / "a.py").write_text("a\n")
-    return root.resolve()
-
-
 def clean(*args: str) -> subprocess.CompletedProcess[str]:
     """`lockyard clean ARGS`, given as long as a loaded machine needs to start it."""
     env = {k: v for k, v in os.environ.items() if k != "LOCKYARD_LOCK_DIR"}
@@ -48,30 +36,6 @@ def clean(*args: str) -> subprocess.CompletedProcess[str]:
         [LOCKYARD, "clean", *args], capture_output=True, text=True, timeout=240, env=env,
         check=False,
     )  # fmt: skip
-
-
-def guard_says(
-    repo: Path,
-    lock_dir: Path,
-    agent: str,
-    monkeypatch: pytest.MonkeyPatch,
-    *,
-    command: str | None = None,
-) -> str:
-    """The guard's answer (empty: allowed) to `agent`'s Edit of a.py, or Bash `command`."""
-    edit: dict[str, object] = {
-        "tool_name": "Edit", "tool_input": {"file_path": str(repo / "a.py")}, "cwd": str(repo)
-    }  # fmt: skip
-    if command is not None:
-        edit = {"tool_name": "Bash", "tool_input": {"command": command}, "cwd": str(repo)}
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(edit).encode())))
-    out = io.StringIO()
-    monkeypatch.setattr(sys, "stdout", out)
-    hook.main(
-        ["pre-tool-use", "--cli", "claude-code", "--agent-id", agent, "--repo", str(repo),
-         f"--lock-dir={lock_dir}"]
-    )  # fmt: skip
-    return out.getvalue().strip()
 
 
 async def test_a_revoked_stalled_holder_is_denied_its_write_and_told_why_and_the_waiter_gets_it(
