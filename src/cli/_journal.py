@@ -7,7 +7,9 @@ import re
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Final
+from typing import Annotated, Final
+
+import typer
 
 from ..infra.lockstore import (
     JOURNAL_KINDS,
@@ -27,6 +29,13 @@ _CLOCK: Final = re.compile(r"^\s*(\d{1,2}):(\d{2})(?::(\d{2}))?\s*$")
 TIME_HELP: Final = (
     "10m, 2h, 3d (that long ago), 14:02 (today, local time), or 2026-11-27T14:02 (ISO 8601)"
 )
+SinceOption = Annotated[
+    str | None, typer.Option("--since", metavar="WHEN", help=f"From: {TIME_HELP}.")
+]
+UntilOption = Annotated[
+    str | None, typer.Option("--until", metavar="WHEN", help="Up to (not including).")
+]
+"""The time window's options, the same in `log` and `stats`."""
 KIND_HELP: Final = f"Only records of this kind (repeatable): {', '.join(JOURNAL_KINDS)}."
 _UNPRINTABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e]")
 

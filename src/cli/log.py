@@ -15,8 +15,9 @@ from ._errors import EXIT_CODES_HELP, reports_errors
 from ._format import format_age, quiet_library_logs
 from ._journal import (
     KIND_HELP,
-    TIME_HELP,
     JournalNotCreatedError,
+    SinceOption,
+    UntilOption,
     build_query,
     clock,
     open_command_journal,
@@ -59,12 +60,8 @@ def log(
         list[str] | None,
         typer.Option("--namespace", metavar="NS", help="Only this repository namespace."),
     ] = None,
-    since: Annotated[
-        str | None, typer.Option("--since", metavar="WHEN", help=f"From: {TIME_HELP}.")
-    ] = None,
-    until: Annotated[
-        str | None, typer.Option("--until", metavar="WHEN", help="Up to (not including).")
-    ] = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
     lines: Annotated[
         int, typer.Option("-n", "--lines", metavar="N", min=0, help="How many of the last.")
     ] = 50,

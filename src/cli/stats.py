@@ -12,8 +12,9 @@ from ..infra.lockstore import JournalQuery, Stats
 from ._errors import EXIT_CODES_HELP, reports_errors
 from ._format import format_age, print_json, quiet_library_logs, table_console
 from ._journal import (
-    TIME_HELP,
     JournalNotCreatedError,
+    SinceOption,
+    UntilOption,
     build_query,
     clock,
     open_command_journal,
@@ -41,12 +42,8 @@ def register(app: typer.Typer) -> None:
 
 @reports_errors
 def stats(
-    since: Annotated[
-        str | None, typer.Option("--since", metavar="WHEN", help=f"From: {TIME_HELP}.")
-    ] = None,
-    until: Annotated[
-        str | None, typer.Option("--until", metavar="WHEN", help="Up to (not including).")
-    ] = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
     agent: Annotated[
         list[str] | None,
         typer.Option("--agent", metavar="ID", help="Only these agents' rows (repeatable)."),
