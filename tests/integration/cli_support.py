@@ -136,3 +136,12 @@ def guard_says(
          f"--lock-dir={lock_dir}"]
     )  # fmt: skip
     return out.getvalue().strip()
+
+
+def git_repo_with_a_py(tmp_path: Path) -> Path:
+    """A git repository holding one file, `a.py` (resolved: the form the guards compare)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "a.py").write_text("a\n")
+    return root.resolve()

@@ -1,23 +1,13 @@
-"""Fixtures shared by the integration tests' modules. `repo` is a git repository with one
-file, `a.py`; a module that needs other files defines its own `repo`, which overrides it."""
+"""Fixtures shared by the integration tests' modules (each module keeps its own `repo` when
+it needs files in it)."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_support import Agents
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    (root / "a.py").write_text("a\n")
-    return root.resolve()
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_support import git_repo_with_a_py
 
 from lockyard.cli import hook
 from lockyard.infra.lockstore import LockStore
@@ -22,6 +23,11 @@ pytestmark = pytest.mark.anyio
 
 LONG_AGO = 3000.0
 """How far back a test sets a stamp: far more than any test takes."""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return git_repo_with_a_py(tmp_path)
 
 
 def set_back(lock_dir: Path, agent: str) -> float:

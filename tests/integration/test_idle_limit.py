@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from cli_support import guard_says, lockyard
+from cli_support import git_repo_with_a_py, guard_says, lockyard
 from mcp import Client
 from test_activity import set_back
 from test_journal_lockdir import journalled
@@ -30,6 +30,11 @@ from pg_support import PgServer
 from polling_support import wait_until
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return git_repo_with_a_py(tmp_path)
 
 
 async def test_a_stalled_serve_holder_loses_its_lock_to_a_waiter_by_the_lock_directorys_limit(

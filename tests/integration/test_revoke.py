@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import LOCKYARD, guard_says
+from cli_support import LOCKYARD, git_repo_with_a_py, guard_says
 from mcp import Client
 from test_journal_lockdir import journalled
 from test_serve_stdio import serve_params
@@ -27,6 +27,11 @@ from polling_support import wait_until
 pytestmark = pytest.mark.anyio
 
 REASON = "idle for 50 min while carol waits; finish or re-lock"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return git_repo_with_a_py(tmp_path)
 
 
 def clean(*args: str) -> subprocess.CompletedProcess[str]:
