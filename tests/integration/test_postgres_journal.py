@@ -17,6 +17,7 @@ from lockyard.infra.lockstore.journal.causes import mark_victim, operator_releas
 from lockyard.infra.lockstore.journal.record import CycleStep, deadlock_record
 from lockyard.infra.lockstore.postgres import PgLockStore
 from lockyard.infra.lockstore.postgres.journal import PgJournal, glob_regex
+from lockyard.infra.lockstore.postgres.journal_schema import SUM_BLOCK
 from pg_support import PgServer
 from polling_support import wait_until
 
@@ -295,3 +296,65 @@ def test_a_journal_that_cannot_be_written_never_fails_a_grant(
     assert one.release("a.py", "bob")
     assert one.holder("a.py") is None
     assert kinds(journal, agents=["bob"]) == []
+
+
+def summed_blocks(pg_server: PgServer, schema: str) -> list[int]:
+    with psycopg.connect(pg_server.dsn) as conn:
+        rows = conn.execute(
+            f'SELECT block FROM "{schema}".journal_blocks WHERE summed ORDER BY block'
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def test_stats_over_kept_block_sums_match_stats_from_the_records(
+    stores: list[PgLockStore], journal: PgJournal, pg_server: PgServer, pg_schema: str
+) -> None:
+    one, two = stores
+    one.connect()
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:  # ids near a block's end
+        admin.execute(
+            f'ALTER TABLE "{pg_schema}".journal ALTER COLUMN id RESTART WITH {2 * SUM_BLOCK - 40}'
+        )
+    for i in range(30):
+        assert one.try_lock(f"f{i % 4}.py", "alice")
+        assert not two.acquire(f"f{i % 4}.py", "bob", timeout_seconds=0.01)
+        assert one.release(f"f{i % 4}.py", "alice")
+        if i == 5:
+            one.journal_write(deadlock_record(
+                time=time.time(), namespace="app", session="m", pid=1, host="h",
+                cycle=[CycleStep("alice", "f1.py", "bob"), CycleStep("bob", "f2.py", "alice")],
+                victim="bob", victim_waits_on="f2.py", released=["f2.py"], costs={"bob": 2.0},
+            ))  # fmt: skip
+    # The writers named block 1 finished; the first stats sums it, once nothing can write in it.
+    wait_until(lambda: journal.stats().records > 0 and summed_blocks(pg_server, pg_schema) == [1])
+    records = list(journal.records())
+    middle = records[len(records) // 2].time  # a window that cuts the summed block
+    for window in ({}, {"since": middle}, {"until": middle}, {"since": records[0].time}):
+        summed = journal.stats(JournalQuery.of(**window))  # type: ignore[arg-type]
+        counted = journal.stats(JournalQuery.of(namespaces=["app"], **window))  # type: ignore[arg-type]
+        assert (summed.records, summed.kinds) == (counted.records, counted.kinds)
+        assert summed.files == counted.files
+        assert summed.agents == counted.agents
+        assert [r.time for r in summed.deadlocks] == [r.time for r in counted.deadlocks]
+    assert journal.stats().records == 30 * 4 + 1
+
+
+def test_pruning_drops_the_sums_of_the_records_it_drops(
+    stores: list[PgLockStore], journal: PgJournal, pg_server: PgServer, pg_schema: str
+) -> None:
+    one, _ = stores
+    one.connect()
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+        admin.execute(
+            f'ALTER TABLE "{pg_schema}".journal ALTER COLUMN id RESTART WITH {SUM_BLOCK - 4}'
+        )
+    for _ in range(4):
+        assert one.try_lock("a.py", "alice")
+        assert one.release("a.py", "alice")
+    wait_until(lambda: journal.stats().records > 0 and summed_blocks(pg_server, pg_schema) == [0])
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:  # a retention of 0 s, later
+        admin.execute(
+            f'SELECT "{pg_schema}".journal_housekeeping(1, %s)', (time.time() + 1209600 + 60,)
+        )
+    assert summed_blocks(pg_server, pg_schema) == []
+    assert journal.stats().records == 0

@@ -21,6 +21,7 @@ from ..journal.query import EVERYTHING, JournalQuery
 from ..journal.record import CycleStep, JournalRecord
 from ..journal.summary import AgentFigures, FileFigures, Stats
 from .dsn import KeepaliveBound, PgSpec, parse_spec
+from .journal_schema import SUM_BLOCK
 from .schema import journal_channel
 from .session import connect, conninfo
 
@@ -29,6 +30,8 @@ _COLUMNS: Final = (
     "other, reason, guard, detail"
 )
 _BATCH: Final = 5000
+_NO_ID: Final = 2**63 - 1
+"""Above every record id: the end of the last range of ids."""
 _STOP_CHECK: Final = 1.0
 
 _INSERT: Final = (
@@ -130,6 +133,31 @@ def _where(query: JournalQuery, after_id: int | None = None) -> tuple[str, list[
     return " AND ".join(conditions), params
 
 
+def _cover(
+    blocks: list[tuple[Any, ...]], since: float | None, until: float | None
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """Which summed blocks (block, first, last) a window takes whole, and the ranges of
+    record ids left to add up row by row: every id but those of the blocks taken and of the
+    blocks wholly outside the window."""
+    kept: list[int] = []
+    skipped: list[int] = []
+    for block, first, last in blocks:
+        if first is None or (since is not None and last < since):
+            skipped.append(block)  # no records, or all before the window
+        elif until is not None and first >= until:
+            skipped.append(block)
+        elif (since is None or first >= since) and (until is None or last < until):
+            kept.append(block)
+    gaps: list[tuple[int, int]] = []
+    low = 0
+    for block in sorted(kept + skipped):
+        if block * SUM_BLOCK > low:
+            gaps.append((low, block * SUM_BLOCK))
+        low = (block + 1) * SUM_BLOCK
+    gaps.append((low, _NO_ID))
+    return kept, gaps
+
+
 class PgJournal:
     """The journal of one lockyard schema on a PostgreSQL server, read-only."""
 
@@ -219,50 +247,58 @@ class PgJournal:
         return self._stats_in_sql(query)
 
     def _stats_in_sql(self, query: JournalQuery) -> Stats:
-        """The figures, summed by the server in one pass over the rows (per file, per agent
-        and per kind at once: GROUPING SETS); a million rows read in Python would not do."""
-        where, params = _where(query)
+        """The figures, summed by the server: the kept sums of the whole blocks in the window
+        (journal_schema.py), and the rows no such sum covers, added up in one pass (per file,
+        per agent and per kind at once); a million rows read in Python would not do, nor
+        would a million rows aggregated by the server on every call."""
         s = self._s
-        sums = f"""SELECT file, agent, kind, grouping(file, agent, kind),
-            count(*), min(t), max(t),
-            count(*) FILTER (WHERE kind IN ('grant', 'hand-over', 'release', 'reclaim',
-                                            'operator-release', 'wait-end', 'denied')),
-            count(*) FILTER (WHERE kind IN ('grant', 'hand-over')),
-            coalesce(sum(held) FILTER (WHERE kind IN ('release', 'reclaim',
-                                                      'operator-release')), 0),
-            count(*) FILTER (WHERE kind = 'wait-end'),
-            coalesce(sum(waited) FILTER (WHERE kind = 'wait-end'), 0),
-            coalesce(max(waited) FILTER (WHERE kind = 'wait-end'), 0),
-            count(*) FILTER (WHERE kind = 'wait-end' AND outcome = 'granted'),
-            count(*) FILTER (WHERE kind = 'wait-end' AND outcome = 'timed-out'),
-            count(*) FILTER (WHERE kind = 'denied')
-            FROM {s}.journal WHERE {where} GROUP BY GROUPING SETS ((file), (agent), (kind))"""
-        deadlocks = (
-            f"SELECT {_COLUMNS} FROM {s}.journal WHERE {where} AND kind = 'deadlock' ORDER BY id"
-        )
+        self._seal()
         with self._guard:
             conn = self._connection()
-            with conn.transaction():  # one snapshot for both
+            with conn.transaction():  # one snapshot for all
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                rows = conn.execute(sums, [*params]).fetchall()
-                deadlock_rows = conn.execute(deadlocks, params).fetchall()
+                blocks = conn.execute(
+                    f"SELECT block, first, last FROM {s}.journal_blocks WHERE summed ORDER BY block"
+                ).fetchall()
+                kept, gaps = _cover(blocks, query.since, query.until)
+                rows = conn.execute(
+                    f"""SELECT file, agent, kind, grouped, sum(records)::bigint, min(first),
+                        max(last), sum(figured)::bigint, sum(holds)::bigint, sum(held),
+                        sum(waits)::bigint, sum(waited), max(longest), sum(granted)::bigint,
+                        sum(timeouts)::bigint, sum(denied)::bigint
+                    FROM (SELECT file, agent, kind, grouped, records, first, last, figured,
+                            holds, held, waits, waited, longest, granted, timeouts, denied
+                        FROM {s}.journal_sums WHERE block = ANY(%s)
+                        UNION ALL
+                        SELECT f.* FROM unnest(%s::bigint[], %s::bigint[]) AS gap(lo, hi),
+                            LATERAL {s}.journal_figures(gap.lo, gap.hi, %s, %s) AS f) AS parts
+                    GROUP BY file, agent, kind, grouped""",
+                    [kept, [lo for lo, _hi in gaps], [hi for _lo, hi in gaps],
+                     query.since, query.until],
+                ).fetchall()  # fmt: skip
+                where, params = _where(query)
+                deadlock_rows = conn.execute(
+                    f"SELECT {_COLUMNS} FROM {s}.journal WHERE {where} AND kind = 'deadlock' "
+                    "ORDER BY id",
+                    params,
+                ).fetchall()
         stats = Stats()
-        for file, agent, kind, grouping, count, first, last, figured, *figures in rows:
+        for file, agent, kind, grouped, count, first, last, figured, *figures in rows:
             holds, held, waits, waited, longest, granted, timeouts, denied = figures
-            if grouping == 0b110:  # per kind
+            if grouped == 0b110:  # per kind
                 stats.kinds[kind] = count
                 stats.records += count
                 stats.first = first if stats.first is None else min(stats.first, first)
                 stats.last = last if stats.last is None else max(stats.last, last)
             elif not figured:
                 continue  # only wait beginnings, pass-overs or deadlocks (below) name it
-            elif grouping == 0b011 and file:  # per file
+            elif grouped == 0b011 and file:  # per file
                 stats.files[file] = FileFigures(
                     holds=holds, held=float(held), waits=waits, waited=float(waited),
                     longest_wait=float(longest), waits_granted=granted, timeouts=timeouts,
                     denied=denied,
                 )  # fmt: skip
-            elif grouping == 0b101:  # per agent
+            elif grouped == 0b101:  # per agent
                 stats.agents[agent] = AgentFigures(
                     holds=holds, held=float(held), waits=waits, waited=float(waited),
                     longest_wait=float(longest), denied=denied,
@@ -275,6 +311,12 @@ class PgJournal:
             if record.victim:
                 stats.agents.setdefault(record.victim, AgentFigures()).victim += 1
         return stats
+
+    def _seal(self) -> None:
+        """Have the server sum the blocks that are finished (journal_schema.py); a reader
+        that may not write (a read-only role, a standby) adds up their rows instead."""
+        with self._guard, contextlib.suppress(psycopg.Error):
+            self._connection().execute(f"SELECT {self._s}.journal_seal()")
 
     # -- following -----------------------------------------------------------------------------
 

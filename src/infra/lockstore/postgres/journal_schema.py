@@ -25,6 +25,15 @@ Retention: every 1024th record's insert also deletes the records older than the 
 of the session that wrote it (default 14 days, `LOCKYARD_JOURNAL_RETENTION`), so the table
 stays bounded with no job to run.
 
+Sums for `lockyard stats`: a million rows take the server seconds to aggregate, so the
+figures of each whole block of SUM_BLOCK record ids are kept, summed once (`journal_sums`,
+the rows of the stats query itself), and a reader adds only the rows no sum covers. A block
+may be summed once every transaction that could still write into it has ended: the writer
+of a block's first id after it names it in `journal_blocks` with the next transaction id
+then (`ready`); a reader names the blocks no writer did, and `journal_seal()` sums those
+whose `ready` is older than every running transaction (readers run it; a reader that may
+not write reads the rows instead). Pruning drops the sums of the blocks it cuts into.
+
 Out of the lock path's failure modes: the table is UNLOGGED like the lock tables (a record
 costs no write-ahead log, and a full disk cannot stop the server through it: a server that
 cannot write its log stops), so it survives a clean restart but is emptied by a crash; and a
@@ -44,6 +53,10 @@ from ..journal.files import journal_enabled
 RETENTION_ENV: Final = "LOCKYARD_JOURNAL_RETENTION"
 DEFAULT_RETENTION_SECONDS: Final = 14 * 86400
 PRUNE_EVERY: Final = 1024
+SUM_BLOCK: Final = 32768
+"""Record ids per summed block (a multiple of PRUNE_EVERY: the writers name a finished block
+in the same step as pruning). Big enough that a block's sums are few rows beside its
+records, small enough that the rows no sum covers yet are quick to add up."""
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _RETENTION: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
 
@@ -76,8 +89,8 @@ def journal_settings() -> dict[str, str]:
 
 
 # The journal's objects, created with the rest of the schema (schema.py fills {s}, {prefix}).
-# 1024: PRUNE_EVERY; 1209600: DEFAULT_RETENTION_SECONDS.
-JOURNAL_DDL: Final = """
+# 1024: PRUNE_EVERY; 1209600: DEFAULT_RETENTION_SECONDS; {block}: SUM_BLOCK.
+_DDL: Final = """
 CREATE UNLOGGED TABLE {s}.journal (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     t double precision NOT NULL,
@@ -100,9 +113,114 @@ CREATE UNLOGGED TABLE {s}.journal (
 -- Records are appended in time order: a block range index finds a time window at the cost
 -- of a few bytes per 128 pages, where a B-tree would cost every insert a second index.
 CREATE INDEX journal_t ON {s}.journal USING brin (t);
+-- Deadlocks are rare and every query about an agent or a file asks for them too (a cycle
+-- names its agents and files in `detail`): a partial index costs the other records nothing.
+CREATE INDEX journal_deadlocks ON {s}.journal (id) WHERE kind = 'deadlock';
+-- Whole blocks of record ids (block k: ids k*{block} to k*{block}+{block}-1), their sums
+-- made once no transaction that could write into them runs (`ready`: the next transaction id
+-- when the block was finished), and its span of times (for a window of `lockyard stats`).
+CREATE UNLOGGED TABLE {s}.journal_blocks (
+    block bigint PRIMARY KEY,
+    ready xid8 NOT NULL,
+    summed boolean NOT NULL DEFAULT false,
+    first double precision,
+    last double precision
+);
+-- A block's rows of the stats query (journal.py: per file, per agent, per kind).
+CREATE UNLOGGED TABLE {s}.journal_sums (
+    block bigint NOT NULL,
+    file text,
+    agent text,
+    kind text,
+    grouped integer NOT NULL,
+    records bigint NOT NULL,
+    first double precision NOT NULL,
+    last double precision NOT NULL,
+    figured bigint NOT NULL,
+    holds bigint NOT NULL,
+    held double precision NOT NULL,
+    waits bigint NOT NULL,
+    waited double precision NOT NULL,
+    longest double precision NOT NULL,
+    granted bigint NOT NULL,
+    timeouts bigint NOT NULL,
+    denied bigint NOT NULL
+);
+CREATE INDEX journal_sums_block ON {s}.journal_sums (block);
 -- The backends following the journal (`lockyard log --follow`, the views): a record is
 -- notified only while there is one, so that a journal nobody follows costs no NOTIFY.
 CREATE UNLOGGED TABLE {s}.journal_followers (pid integer PRIMARY KEY);
+
+-- Every 1024th record: drop what is past the writer's retention (and the sums of blocks
+-- that lose records); at a block's first id, name the block before it as finished.
+CREATE FUNCTION {s}.journal_housekeeping(n bigint, now double precision)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    cutoff double precision := now - coalesce(
+        nullif(current_setting('lockyard.retention', true), '')::double precision, 1209600);
+BEGIN
+    DELETE FROM {s}.journal WHERE t < cutoff;
+    WITH gone AS (DELETE FROM {s}.journal_blocks WHERE first < cutoff RETURNING block)
+    DELETE FROM {s}.journal_sums WHERE block IN (SELECT block FROM gone);
+    IF n % {block} = 0 THEN
+        INSERT INTO {s}.journal_blocks (block, ready)
+        VALUES (n / {block} - 1, pg_snapshot_xmax(pg_current_snapshot()))
+        ON CONFLICT DO NOTHING;
+    END IF;
+END $$;
+
+-- The figures of `lockyard stats` over the records of ids lo to hi - 1 (in a window of
+-- times, when given), per file, per agent and per kind at once, summed by the server in one
+-- pass (`grouped` tells which: 3, 5, 6). Every figure is a count, a sum, a least or a
+-- greatest, so rows of parts add up to the rows of the whole.
+CREATE FUNCTION {s}.journal_figures(lo bigint, hi bigint, since double precision DEFAULT NULL,
+    until double precision DEFAULT NULL)
+RETURNS TABLE (file text, agent text, kind text, grouped integer, records bigint,
+    first double precision, last double precision, figured bigint, holds bigint,
+    held double precision, waits bigint, waited double precision, longest double precision,
+    granted bigint, timeouts bigint, denied bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT file, agent, kind, grouping(file, agent, kind), count(*), min(t), max(t),
+        count(*) FILTER (WHERE kind IN ('grant', 'hand-over', 'release', 'reclaim',
+                                        'operator-release', 'wait-end', 'denied')),
+        count(*) FILTER (WHERE kind IN ('grant', 'hand-over')),
+        coalesce(sum(held) FILTER (WHERE kind IN ('release', 'reclaim', 'operator-release')),
+                 0),
+        count(*) FILTER (WHERE kind = 'wait-end'),
+        coalesce(sum(waited) FILTER (WHERE kind = 'wait-end'), 0),
+        coalesce(max(waited) FILTER (WHERE kind = 'wait-end'), 0),
+        count(*) FILTER (WHERE kind = 'wait-end' AND outcome = 'granted'),
+        count(*) FILTER (WHERE kind = 'wait-end' AND outcome = 'timed-out'),
+        count(*) FILTER (WHERE kind = 'denied')
+    FROM {s}.journal
+    WHERE id >= lo AND id < hi AND (since IS NULL OR t >= since)
+        AND (until IS NULL OR t < until)
+    GROUP BY GROUPING SETS ((file), (agent), (kind))
+$$;
+
+-- Sum the finished blocks nobody can still write into (run by readers, in a transaction of
+-- its own). Blocks no writer named (the id at their end was never written, or rolled back)
+-- are named now. Two readers never sum one block: a block being summed is skipped.
+CREATE FUNCTION {s}.journal_seal() RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    horizon xid8 := pg_snapshot_xmin(pg_current_snapshot());
+    k bigint;
+BEGIN
+    INSERT INTO {s}.journal_blocks (block, ready)
+    SELECT b, pg_snapshot_xmax(pg_current_snapshot())
+    FROM (SELECT min(id) / {block} AS low, max(id) / {block} AS high FROM {s}.journal) ends,
+        generate_series(ends.low, ends.high - 1) b
+    ON CONFLICT DO NOTHING;
+    FOR k IN SELECT block FROM {s}.journal_blocks WHERE NOT summed AND ready <= horizon
+             ORDER BY block FOR UPDATE SKIP LOCKED LOOP
+        INSERT INTO {s}.journal_sums
+        SELECT k, * FROM {s}.journal_figures(k * {block}, k * {block} + {block});
+        UPDATE {s}.journal_blocks SET summed = true,
+            first = (SELECT min(first) FROM {s}.journal_sums WHERE block = k AND grouped = 6),
+            last = (SELECT max(last) FROM {s}.journal_sums WHERE block = k AND grouped = 6)
+        WHERE block = k;
+    END LOOP;
+END $$;
 
 -- A holds row changed holder: the holder it had lost it (release, reclaim, operator
 -- release), the holder it has now got it (grant, hand-over). The whole body is one
@@ -130,10 +248,8 @@ BEGIN
             CASE kind WHEN 'reclaim'
                 THEN 'its database session ' || OLD.session || ' ended' END)
         RETURNING id INTO n;
-        IF n % 1024 = 0 THEN  -- now and then: drop what is past the writer's retention
-            DELETE FROM {s}.journal WHERE t < now - coalesce(
-                nullif(current_setting('lockyard.retention', true), '')::double precision,
-                1209600);
+        IF n % 1024 = 0 THEN
+            PERFORM {s}.journal_housekeeping(n, now);
         END IF;
     END IF;
     IF TG_OP <> 'DELETE' AND NEW.agent_id IS NOT NULL THEN
@@ -153,10 +269,8 @@ BEGIN
         VALUES (now, kind, NEW.namespace, NEW.agent_id, NEW.key, NEW.session::text,
             coalesce(NEW.pid, 0), coalesce(NEW.host, ''), NEW.fence, giver)
         RETURNING id INTO n;
-        IF n % 1024 = 0 THEN  -- now and then: drop what is past the writer's retention
-            DELETE FROM {s}.journal WHERE t < now - coalesce(
-                nullif(current_setting('lockyard.retention', true), '')::double precision,
-                1209600);
+        IF n % 1024 = 0 THEN
+            PERFORM {s}.journal_housekeeping(n, now);
         END IF;
     END IF;
     IF EXISTS (SELECT 1 FROM {s}.journal_followers) THEN  -- nobody follows: no NOTIFY
@@ -191,10 +305,8 @@ BEGIN
             END)
         RETURNING id INTO n;
     END IF;
-    IF n % 1024 = 0 THEN  -- now and then: drop what is past the writer's retention
-        DELETE FROM {s}.journal WHERE t < now - coalesce(
-            nullif(current_setting('lockyard.retention', true), '')::double precision,
-            1209600);
+    IF n % 1024 = 0 THEN
+        PERFORM {s}.journal_housekeeping(n, now);
     END IF;
     IF EXISTS (SELECT 1 FROM {s}.journal_followers) THEN
         PERFORM pg_notify('{prefix}_journal', '');
@@ -221,3 +333,4 @@ CREATE TRIGGER waiters_journal AFTER INSERT OR DELETE ON {s}.waiters FOR EACH RO
     WHEN (current_setting('lockyard.journal', true) IS DISTINCT FROM 'off')
     EXECUTE FUNCTION {s}.journal_waiters();
 """
+JOURNAL_DDL: Final = _DDL.replace("{block}", str(SUM_BLOCK))
