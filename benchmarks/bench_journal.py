@@ -213,8 +213,11 @@ def report(name: str, *args: str) -> None:
     mark = "MET" if cpu <= TARGET_SECONDS else "MISSED"
     line = f"  {name:<34} wall {wall * 1000:6.0f} ms, CPU {cpu * 1000:5.0f} ms ({mark})"
     for other in OTHER:
-        wall, before = timed_command(*args, lockyard=other)
-        line += f"; other: CPU {before * 1000:5.0f} ms ({cpu / before:.2f}x)"
+        other_wall, before = timed_command(*args, lockyard=other)
+        line += (
+            f"; other: wall {other_wall * 1000:6.0f} ms ({wall / other_wall:.2f}x), "
+            f"CPU {before * 1000:5.0f} ms ({cpu / before:.2f}x)"
+        )
     print(line)
 
 
