@@ -12,7 +12,8 @@ import json
 import os
 import threading
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..lockstore import (
     Checkout,
@@ -28,6 +29,9 @@ from ..lockstore import (
     pending_reason,
 )
 
+if TYPE_CHECKING:
+    from .holder_watch import HolderWatch
+
 
 class LockDirReader:
     """A read-only `GuardStore` over one lock directory and one repository."""
@@ -37,11 +41,15 @@ class LockDirReader:
         repo: str | os.PathLike[str],
         lock_dir: str | os.PathLike[str],
         namespace: str | None = None,
+        watch: HolderWatch | None = None,
     ) -> None:
+        """`watch`: the holders kept by a long-lived guard for this lock directory (its
+        reads go through it); None reads every holder afresh."""
         self.checkout: Checkout = open_checkout(repo, namespace)
         self.namespace: str = self.checkout.namespace
         self.root: str = self.checkout.root
         self._dir = LockDir(lock_dir)
+        self._watch = watch
         self.lock_dir = lock_dir
         self._last_key: str | None = None
         """The key `canonicalize` returned last: the write guard asks for its holder next."""
@@ -70,7 +78,7 @@ class LockDirReader:
         """`revoked: REASON` while the agent has not been told that the lock of `filepath`
         was revoked and does not hold it again (a grant here has no fencing number to fall
         behind otherwise); one failed `open` when nothing is pending."""
-        key = self.canonicalize(filepath)
+        key = self._key(filepath)
         reason = pending_reason(self.lock_dir, agent_id, key)
         if reason is None or self.holder(key) == agent_id:
             return None
@@ -82,35 +90,80 @@ class LockDirReader:
 
     def holder(self, filepath: str) -> str | None:
         """The agent holding the lock of `filepath`; None when free or its holder is dead."""
+        name = lock_name(self.namespace, self._key(filepath))
+        if self._watch is not None:
+            try:
+                return self._watch.holder(name)
+            except WatchEndedError:
+                self._watch = None  # its directory went: read this reader's own afresh
+        found = read_holder(self._dir, name)
+        return None if found is None else holder_of(found, record_liveness(found.record))
+
+    def _key(self, filepath: str) -> str:
         # The very key object canonicalize just returned is not resolved again (a path walk
         # of a few system calls, a tenth of a guard call); any other text is.
-        key = filepath if filepath is self._last_key else self.canonicalize(filepath)
-        found = self._dir.read_lock(lock_name(self.namespace, key))
-        if found is None:
-            return None
-        token, text = found
-        record = _parse(text, token)
-        alive, _why = liveness_of(
-            record["pid"],
-            record["start_time"],
-            record["host"],
-            record["boot_id"],
-            record.get("pid_ns"),
-        )
-        return None if alive is Liveness.DEAD else str(record["agent_id"])
+        return filepath if filepath is self._last_key else self.canonicalize(filepath)
+
+
+class WatchEndedError(Exception):
+    """The `HolderWatch` no longer watches its directory (removed or moved)."""
+
+
+@dataclass(frozen=True)
+class HolderFound:
+    """The grant of a lock as read from its entry: its token and its parsed record."""
+
+    token: str
+    record: dict[str, Any]
+
+
+def read_holder(directory: LockDir, name: str) -> HolderFound | None:
+    """Lock `name`'s grant (None: free); CorruptRecordError when its record is unreadable."""
+    found = directory.read_lock(name)
+    if found is None:
+        return None
+    token, text = found
+    return HolderFound(token, _parse(text, token))
+
+
+def record_liveness(record: dict[str, Any]) -> Liveness:
+    """Whether the process a holder record names is alive, dead or unknown (`liveness_of`)."""
+    alive, _why = liveness_of(
+        record["pid"],
+        record["start_time"],
+        record["host"],
+        record["boot_id"],
+        record.get("pid_ns"),
+    )
+    return alive
+
+
+def holder_of(found: HolderFound, alive: Liveness) -> str | None:
+    """The holder a grant counts for: its agent, or nobody when its process is provably dead.
+    The one rule both ways of reading (afresh, or kept by `HolderWatch`) apply."""
+    return None if alive is Liveness.DEAD else str(found.record["agent_id"])
 
 
 class ReaderCache:
     """Readers of one lock directory kept open per repository for a few seconds, for a
     long-lived guard: a reader opens its checkout (a walk up to its git
     directory) and opens the lock directory, which would otherwise cost each call more than
-    the check itself. Shared by threads."""
+    the check itself. They share one `HolderWatch` (holders kept until inotify or a pidfd
+    says they changed) unless `watch_holders` is False or inotify is unavailable. Shared by
+    threads."""
 
-    def __init__(self, lock_dir: str | os.PathLike[str], seconds: float = 5.0) -> None:
+    def __init__(
+        self, lock_dir: str | os.PathLike[str], seconds: float = 5.0, *, watch_holders: bool = True
+    ) -> None:
         self.lock_dir = lock_dir
         self.seconds = seconds
         self._readers: dict[str, tuple[LockDirReader, float]] = {}
         self._guard = threading.Lock()
+        self.watch: HolderWatch | None = None
+        if watch_holders:
+            from .holder_watch import HolderWatch  # inotify: for the long-lived guard only
+
+            self.watch = HolderWatch.open(lock_dir)
 
     def get(self, repo: str) -> LockDirReader:
         now = time.monotonic()
@@ -118,7 +171,8 @@ class ReaderCache:
             found = self._readers.get(repo)
             if found is not None and now - found[1] < self.seconds:
                 return found[0]
-        reader = LockDirReader(repo, self.lock_dir)  # a stale one stays open for its users
+        # A stale reader stays open for its users.
+        reader = LockDirReader(repo, self.lock_dir, watch=self.watch)
         with self._guard:
             self._readers[repo] = (reader, now)
         return reader

@@ -106,5 +106,10 @@ def inside_repo(path: str, repo: str) -> bool:
         resolved = os.path.realpath(path)
     except (OSError, ValueError):
         return True  # let the store judge it
+    given = repo.rstrip("/")
+    if resolved == given or resolved.startswith(given + "/"):
+        # Every leading part of a resolved path is a real directory, so `repo` resolves to
+        # itself here: resolving it too (a system call per part, per tool call) would agree.
+        return True
     root = os.path.realpath(repo)
     return resolved == root or resolved.startswith(root.rstrip("/") + "/")

@@ -76,10 +76,12 @@ if TYPE_CHECKING:
         PathOutsideRepoError,
     )
     from .inotify import (
+        CHANGES,
         IN_CLOSE_WRITE,
         IN_CREATE,
         IN_DELETE,
         IN_DELETE_SELF,
+        IN_IGNORED,
         IN_ISDIR,
         IN_MOVE_SELF,
         IN_MOVED_FROM,
@@ -121,7 +123,7 @@ if TYPE_CHECKING:
     )
     from .lockdir.activity import stamp_activity
     from .lockdir.disk import LockDir, default_lock_dir
-    from .lockdir.layout import QUEUE_SUFFIX
+    from .lockdir.layout import CARD_SUFFIX, LOCK_SUFFIX, QUEUE_SUFFIX
     from .lockdir.location import default_lock_dir_path
     from .lockdir.revocations import pending_reason
     from .lockdir.sleep import process_hub
@@ -201,10 +203,12 @@ _HOMES = {
     "namespace_from_env": "checkout",
     "open_checkout": "checkout",
     "validate_namespace": "checkout",
+    "CHANGES": "inotify",
     "IN_CLOSE_WRITE": "inotify",
     "IN_CREATE": "inotify",
     "IN_DELETE": "inotify",
     "IN_DELETE_SELF": "inotify",
+    "IN_IGNORED": "inotify",
     "IN_ISDIR": "inotify",
     "IN_MOVE_SELF": "inotify",
     "IN_MOVED_FROM": "inotify",
@@ -222,6 +226,8 @@ _HOMES = {
     "stamp_activity": "lockdir.activity",
     "pending_reason": "lockdir.revocations",
     "LockDir": "lockdir.disk",
+    "CARD_SUFFIX": "lockdir.layout",
+    "LOCK_SUFFIX": "lockdir.layout",
     "QUEUE_SUFFIX": "lockdir.layout",
     "default_lock_dir": "lockdir.disk",
     "default_lock_dir_path": "lockdir.location",
@@ -250,17 +256,21 @@ _HOMES = {
 
 __all__ = [
     "BACKEND_ENV",
+    "CARD_SUFFIX",
+    "CHANGES",
     "FILE_WORD",
     "IN_CLOSE_WRITE",
     "IN_CREATE",
     "IN_DELETE",
     "IN_DELETE_SELF",
+    "IN_IGNORED",
     "IN_ISDIR",
     "IN_MOVED_FROM",
     "IN_MOVED_TO",
     "IN_MOVE_SELF",
     "IN_Q_OVERFLOW",
     "JOURNAL_KINDS",
+    "LOCK_SUFFIX",
     "MAX_TIMEOUT_SECONDS",
     "NAMESPACE_ENV",
     "QUEUE_SUFFIX",
