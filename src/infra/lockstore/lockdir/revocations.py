@@ -18,6 +18,7 @@ twice. An agent that has none pays one failed `rename`. Until then the guards re
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -33,7 +34,9 @@ _MAX_BYTES: Final = 1 << 20
 _APPEND: Final = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+@functools.lru_cache(maxsize=1024)
 def _path(lock_dir: str | os.PathLike[str], agent_id: str) -> str:
+    # Kept: a long-lived guard asks this for every write it judges (a hash and a join).
     digest = hashlib.sha256(agent_id.encode()).hexdigest()[:_NAME_CHARS]
     return os.path.join(os.fspath(lock_dir), REVOKED_DIR, digest)
 
