@@ -34,11 +34,15 @@ _MAX_BYTES: Final = 1 << 20
 _APPEND: Final = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-@functools.lru_cache(maxsize=1024)
 def _path(lock_dir: str | os.PathLike[str], agent_id: str) -> str:
+    return _path_in(os.fspath(lock_dir), agent_id)
+
+
+@functools.lru_cache(maxsize=1024)
+def _path_in(lock_dir: str, agent_id: str) -> str:
     # Kept: a long-lived guard asks this for every write it judges (a hash and a join).
     digest = hashlib.sha256(agent_id.encode()).hexdigest()[:_NAME_CHARS]
-    return os.path.join(os.fspath(lock_dir), REVOKED_DIR, digest)
+    return os.path.join(lock_dir, REVOKED_DIR, digest)
 
 
 def post_revocation(
