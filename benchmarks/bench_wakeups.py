@@ -245,11 +245,15 @@ def _queued(place: Place, waiters: int, processes: int, quiet: float) -> tuple[f
         pids = [worker.pid or 0 for worker in workers]
         before, started = sum(map(_cpu_seconds, pids)), time.monotonic()
         time.sleep(quiet)
-        idle = (sum(map(_cpu_seconds, pids)) - before) / (time.monotonic() - started)
+        idle_cpu = sum(map(_cpu_seconds, pids)) - before
+        quiet_seconds = time.monotonic() - started
         store.release(KEY, "holder")
         outcome = [results.get(timeout=600) for _ in workers]
         assert sum(count for count, _cpu in outcome) == waiters
-        return idle, sum(cpu for _count, cpu in outcome) / waiters
+        # /proc counts CPU in clock ticks: an idle figure under one tick reads as one tick,
+        # so two unmeasurably small figures compare as 1.00x instead of dividing by zero.
+        tick = 1 / os.sysconf("SC_CLK_TCK")
+        return max(idle_cpu, tick) / quiet_seconds, sum(cpu for _count, cpu in outcome) / waiters
     except queue.Empty:
         raise SystemExit("bench_wakeups: the drain did not finish in 10 minutes") from None
     finally:

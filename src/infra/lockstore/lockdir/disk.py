@@ -31,14 +31,12 @@ from typing import TYPE_CHECKING
 from ..errors import CorruptRecordError, LockDirError, LockDirFullError
 from .cards import HolderCards
 from .layout import (
-    BELL_MARK,
     BUSY,
     CARD_MARK,
     DIR_FLAGS,
     LOCK_SUFFIX,
     NO_SPACE,
     PARTIAL_SUFFIX,
-    QUEUE_SUFFIX,
     STAGING_MARK,
     entry_error,
     read_record,
@@ -51,9 +49,7 @@ from .stagings import Stagings
 if TYPE_CHECKING:
     from ..records import HolderRecord
 
-__all__ = ["BELL_MARK", "LOCK_SUFFIX", "QUEUE_SUFFIX", "LockDir", "default_lock_dir"]
-"""What others import from here: the directory, and the suffixes the wake-ups (`sleep.py`)
-watch, which `layout.py` defines."""
+__all__ = ["LockDir", "default_lock_dir"]
 
 
 def default_lock_dir() -> Path:

@@ -42,7 +42,8 @@ from typing import Final
 from ..inotify import ENTRIES, IN_IGNORED, IN_Q_OVERFLOW, Inotify, switched_off
 from ..liveness import is_this_process, pids_are_local
 from ..wakeup import Waker
-from .disk import BELL_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
+from .disk import LockDir
+from .layout import BELL_MARK, LOCK_SUFFIX, QUEUE_SUFFIX
 from .line import Accepted, Await
 
 logger = logging.getLogger(__name__)
