@@ -2,6 +2,7 @@
 
     python3 scripts/uv run python benchmarks/bench_big_journal.py [--megabytes 1024]
                                                      [--hours 24] [--baseline-megabytes 64]
+                                                     [--other CHECKOUT]
 
 A journal this big is one a user asked for (`LOCKYARD_JOURNAL_MAX_MB=1024`: sealed segments
 of 64 MiB, each summarised when sealed, as the writers leave them). The script builds it in
@@ -9,14 +10,18 @@ a temporary lock directory (records of a busy day, the newest now), starts `lock
 it and times, as a person meets them:
 
 - the page's data: `/api/timeline` for the last hour (what the page loads first), the last
-  5 minutes, and an hour chosen in the middle of the journal; `/api/board`; the page itself;
+  5 minutes, and an hour chosen in the middle of the journal; `/api/board`; the page itself
+  ("last" counts back from the journal's newest record, which is as old as the build and
+  the summaries took: a gigabyte takes many minutes);
 - `lockyard log`: the last records, the last 1,000, one agent's last records, and a
   one-minute window in the middle of the journal;
 
 each the median of three, beside the same on a small journal (`--baseline-megabytes`) built
 the same way in the same run: the ratio says what the size costs, whatever the machine's
-load. Commands are timed as whole processes (wall time, and their CPU time). Every file it
-builds is deleted at the end; it refuses to start without room for them.
+load. Commands are timed as whole processes (wall time, and their CPU time). With `--other
+CHECKOUT`, that checkout's lockyard is timed on the same big journal too (before and after a
+change, in one run). Every file it builds is deleted at the end; it refuses to start without
+room for them.
 """
 
 from __future__ import annotations
@@ -129,10 +134,10 @@ def median_of_three(run: Callable[[], None]) -> tuple[float, float]:
 class Web:
     """`lockyard web` on the journal's lock directory, in a process of its own."""
 
-    def __init__(self, lock_dir: Path) -> None:
+    def __init__(self, lock_dir: Path, lockyard: str = LOCKYARD) -> None:
         started = time.perf_counter()
         self.process = subprocess.Popen(
-            [LOCKYARD, "web", "--port", "0", "--lock-dir", str(lock_dir)],
+            [lockyard, "web", "--port", "0", "--lock-dir", str(lock_dir)],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -183,19 +188,19 @@ def iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
 
 
-def measure(journal: Journal) -> dict[str, tuple[float, float, str]]:
+def measure(journal: Journal, lockyard: str = LOCKYARD) -> dict[str, tuple[float, float, str]]:
     """name -> (wall seconds, CPU seconds, what it answered)."""
     figures: dict[str, tuple[float, float, str]] = {}
-    web = Web(journal.lock_dir)
+    web = Web(journal.lock_dir, lockyard)
     try:
         figures["lockyard web: start until it serves"] = (web.started_in, 0.0, "")
         middle = journal.start + (journal.end - journal.start) / 2
-        now = time.time()
+        newest = journal.end
         for name, path in [
             ("page /", ""),
             ("/api/board", "api/board"),
-            ("/api/timeline, last hour (page load)", "api/timeline"),
-            ("/api/timeline, last 5 minutes", f"api/timeline?from={now - 300:.3f}"),
+            ("/api/timeline, last hour (page load)", f"api/timeline?from={newest - 3600:.3f}"),
+            ("/api/timeline, last 5 minutes", f"api/timeline?from={newest - 300:.3f}"),
             ("/api/timeline, an hour mid-journal", f"api/timeline?from={middle:.3f}&to="
              f"{middle + 3600:.3f}"),
         ]:  # fmt: skip
@@ -221,7 +226,7 @@ def measure(journal: Journal) -> dict[str, tuple[float, float, str]]:
 
         def run(args: list[str] = args, out: list[int] = out) -> None:
             done = subprocess.run(
-                [LOCKYARD, *args, *where], stdout=subprocess.PIPE, check=True, env=_env()
+                [lockyard, *args, *where], stdout=subprocess.PIPE, check=True, env=_env()
             )
             out.append(done.stdout.count(b"\n"))
 
@@ -250,6 +255,9 @@ def main() -> int:
     parser.add_argument("--hours", type=float, default=24)
     parser.add_argument("--baseline-megabytes", type=float, default=64)
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where to build")
+    parser.add_argument(
+        "--other", metavar="CHECKOUT", help="also time this checkout's lockyard on the big one"
+    )
     args = parser.parse_args()
     free = shutil.disk_usage(args.dir).free
     needed = (args.megabytes + args.baseline_megabytes) * (1 << 20) * 1.2
@@ -270,6 +278,9 @@ def main() -> int:
         print(describe("big", big))
         base = measure(small)
         ours = measure(big)
+        other = {}
+        if args.other:
+            other = measure(big, str(Path(args.other) / ".venv" / "bin" / "lockyard"))
         print(f"load {load()}")
         print(f"{'':44} {'baseline':>10} {'big':>10} {'ratio':>6}  {'CPU big':>8}  answered")
         for name, (wall, cpu, said) in ours.items():
@@ -277,6 +288,15 @@ def main() -> int:
             ratio = f"{wall / before:5.1f}x" if before > 0 else ""
             print(f"{name:44} {before * 1000:8.0f}ms {wall * 1000:8.0f}ms {ratio:>6}  "
                   f"{cpu * 1000:6.0f}ms  {said}")  # fmt: skip
+        if other:
+            print(f"\nthe big journal, this checkout against {args.other}:")
+            print(f"{'':44} {'wall':>10} {'other':>10} {'CPU':>8} {'other':>8} {'CPU ratio':>9}")
+            for name, (wall, cpu, said) in ours.items():
+                other_wall, other_cpu, other_said = other[name]
+                ratio = f"{cpu / other_cpu:8.2f}x" if other_cpu > 0 else ""
+                print(f"{name:44} {wall * 1000:8.0f}ms {other_wall * 1000:8.0f}ms "
+                      f"{cpu * 1000:6.0f}ms {other_cpu * 1000:6.0f}ms {ratio:>9}  "
+                      f"{said} / {other_said}")  # fmt: skip
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0

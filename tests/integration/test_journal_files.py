@@ -4,6 +4,7 @@ or hostile, filters, figures, and followers woken by the writes themselves."""
 from __future__ import annotations
 
 import os
+import random
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from lockyard.infra.lockstore.journal.record import (
     CycleStep,
     JournalRecord,
     deadlock_record,
+    encode,
 )
 from lockyard.infra.lockstore.journal.summary import summary_path
 from polling_support import wait_until
@@ -291,3 +293,33 @@ def test_records_of_many_threads_are_written_whole(writer: JournalFiles, lock_di
     records = list(FileJournal(lock_dir).records())
     assert len(records) == 2000
     assert os.path.exists(journal_dir(lock_dir) / ACTIVE)
+
+
+def test_a_window_in_a_big_segment_is_read_from_its_end_and_misses_nothing(
+    lock_dir: Path,
+) -> None:
+    """A window's records come from a bisection to its end, not a read of everything after
+    it: bursts, gaps and writers a little out of order included, each window gives exactly
+    the records a whole read gives."""
+    chance = random.Random(27)
+    times, t = [], T0
+    for _ in range(30_000):  # about 4 MiB: many bisection steps
+        t += chance.choice([0.0, 0.0, 0.01, 0.5, 3.0, 40.0])
+        times.append(round(t + chance.uniform(-0.5, 0.5), 6))  # writers' order; as written
+    directory = journal_dir(lock_dir)
+    directory.mkdir(parents=True)
+    line = encode(rec(0))
+    after_time = line[line.index(b",") :]
+    (directory / ACTIVE).write_bytes(b"".join(b'{"t":%.6f' % at + after_time for at in times))
+    journal = FileJournal(lock_dir)
+    last = times[-1]
+    for since, until in [
+        (T0 - 10, T0 + 1), (T0 + 5000, T0 + 5003), ((T0 + last) / 2, (T0 + last) / 2 + 600.0),
+        (last - 60, last + 0.001), (last - 1, last + 10), (T0 + 1e6, T0 + 2e6),
+        *((at, at + chance.choice([0.001, 1.0, 100.0])) for at in chance.sample(times, 6)),
+    ]:  # fmt: skip
+        query = JournalQuery.of(since=since, until=until)
+        wanted = sorted(at for at in times if since <= at < until)
+        got = journal.latest(query, limit=len(times))
+        assert sorted(r.time for r in got) == wanted, (since, until)
+        assert sorted(r.time for r in journal.records(query)) == wanted, (since, until)

@@ -16,6 +16,7 @@ from .files import ACTIVE, journal_dir, sealed_segments
 from .query import EVERYTHING, JournalQuery
 from .record import JournalRecord
 from .scan import (
+    end_of_time,
     lines_backward,
     lines_forward,
     offset_of_time,
@@ -91,8 +92,10 @@ class FileJournal:
             for _after, line in lines_forward(fd, start, end):
                 if query.until is not None:
                     t = time_of(line)
-                    if t is not None and t >= query.until + 2.0:
-                        return  # past the window (give or take writers' order)
+                    if t is not None and t >= query.until:
+                        if t >= query.until + 2.0:
+                            return  # past the window (give or take writers' order)
+                        continue
                 if keep is not None and not keep(line):
                     continue
                 record = parse_line(line)
@@ -132,6 +135,8 @@ class FileJournal:
                     continue  # newer than the follower's start: it reads it
                 else:
                     end = whole_end(fd, os.fstat(fd).st_size)
+                if query.until is not None:
+                    end = end_of_time(fd, end, query.until)
                 for record in _backward(fd, end, query, keep):
                     found.append(record)
                     if len(found) >= limit:
@@ -206,10 +211,12 @@ def _backward(
     fd: int, end: int, query: JournalQuery, keep: Callable[[bytes], bool] | None
 ) -> Iterator[JournalRecord]:
     for line in lines_backward(fd, end):
-        if query.since is not None:
-            t = time_of(line)
-            if t is not None and t < query.since - 2.0:
+        t = time_of(line)
+        if t is not None:
+            if query.since is not None and t < query.since - 2.0:
                 return
+            if query.until is not None and t >= query.until:
+                continue  # after the window: not worth parsing
         if keep is not None and not keep(line):
             continue
         record = parse_line(line)

@@ -119,7 +119,24 @@ def whole_end(fd: int, size: int) -> int:
 def offset_of_time(fd: int, end: int, since: float) -> int:
     """A line start before which every record is older than `since` (give or take the
     margin): the offset to read a segment from for records since `since`."""
-    target = since - _SEEK_MARGIN
+    low, _high = _bisect(fd, end, since - _SEEK_MARGIN)
+    return low
+
+
+def end_of_time(fd: int, end: int, until: float) -> int:
+    """A line start from which every record is newer than `until` (give or take the
+    margin): the offset to read a segment backwards from for records before `until`, so
+    that a window in the middle of a big segment costs its own records, not those after it."""
+    target = until + _SEEK_MARGIN
+    _low, high = _bisect(fd, end, target)
+    start, t = _record_after(fd, high, end)
+    return start if t is not None and t >= target else end  # unsure (a damaged part): all
+
+
+def _bisect(fd: int, end: int, target: float) -> tuple[int, int]:
+    """Offsets a sixteenth of a chunk apart or less around where records reach `target`:
+    `low`, a line start before which every record is older; `high`, an offset the first
+    timed record after which is not older (or there is none near it: the caller checks)."""
     low, high = 0, end
     while high - low > CHUNK_BYTES // 16:
         middle = (low + high) // 2
@@ -130,7 +147,7 @@ def offset_of_time(fd: int, end: int, since: float) -> int:
             low = start
         else:
             high = middle
-    return low
+    return low, high
 
 
 def _record_after(fd: int, offset: int, end: int) -> tuple[int, float | None]:
