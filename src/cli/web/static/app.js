@@ -99,6 +99,22 @@
     return lock.queue.some((q) => q.agent.toLowerCase().includes(f));
   }
 
+  // Only the rows in view (and a margin around them) are in the page, between two spacers:
+  // five hundred rows made afresh at every render would cost the browser most of its time in
+  // style and layout, and the ages' tick would touch every one of them each second.
+  const ROW_MARGIN = 15;
+  const tableScroll = $("locks").parentElement;
+  const tableView = { top: 0, height: 600, rowHeight: 0 };
+  let rowsPending = false;
+  function scheduleRows() {
+    if (rowsPending) return;
+    rowsPending = true;
+    requestAnimationFrame(() => { rowsPending = false; if (state.board) renderLocks(state.board); });
+  }
+  tableScroll.addEventListener("scroll", () => { tableView.top = tableScroll.scrollTop; scheduleRows(); });
+  // Sizes come from the observer (after the browser's own layout), never read while drawing.
+  new ResizeObserver(() => { tableView.height = tableScroll.clientHeight; scheduleRows(); }).observe(tableScroll);
+
   function renderLocks(board) {
     const t = now();
     const cycleAgents = new Set(), cycleLocks = new Set(), victims = new Set();
@@ -107,10 +123,11 @@
       for (const s of cycle.steps) { cycleAgents.add(s.agent); cycleLocks.add(s.lock); }
     }
     const body = document.createElement("tbody");
-    let shown = 0;
-    for (const lock of board.locks) {
-      if (!keep(lock)) continue;
-      shown++;
+    const kept = board.locks.filter(keep), shown = kept.length;
+    const height = tableView.rowHeight || 24;
+    const first = Math.max(0, Math.floor(tableView.top / height) - ROW_MARGIN);
+    const last = Math.min(shown, first + Math.ceil(tableView.height / height) + 2 * ROW_MARGIN);
+    for (const lock of kept.slice(first, last)) {
       const tr = el("tr");
       if (cycleLocks.has(lock.name)) tr.className = "cycle";
       const name = el("td", lock.name, cycleLocks.has(lock.name) ? "in-cycle" : "");
@@ -139,6 +156,12 @@
       body.append(tr);
     }
     $("locks").replaceChild(body, $("locks").tBodies[0]);
+    $("locks-above").style.height = first * height + "px";
+    $("locks-below").style.height = (shown - last) * height + "px";
+    if (!tableView.rowHeight && body.rows.length) {
+      tableView.rowHeight = body.rows[0].getBoundingClientRect().height;  // once: one layout
+      if (shown > last) scheduleRows();
+    }
     const empty = $("locks-empty");
     empty.hidden = shown > 0;
     empty.textContent = board.note ? board.note : (board.locks.length ? "No lock matches the filter." : "Nothing is held or awaited.");

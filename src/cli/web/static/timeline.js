@@ -16,6 +16,9 @@
   const canvas = $("timeline"), scroll = $("timeline-scroll"), spacer = $("timeline-spacer"), tip = $("tooltip");
   const ctx = canvas.getContext("2d");
   let hatch = null;
+  // The box's size and scroll, kept by an observer and the scroll event: read while painting,
+  // they would make the browser lay out the whole page then (the table beside it included).
+  const view = { width: scroll.clientWidth, height: scroll.clientHeight, top: 0 };
 
   function now() { return Date.now() / 1000 + state.skew; }
   function windowRange() {
@@ -83,7 +86,7 @@
   // ---- drawing -------------------------------------------------------------------------
   function resize() {
     const ratio = window.devicePixelRatio || 1;
-    const width = scroll.clientWidth, height = scroll.clientHeight;
+    const width = view.width, height = view.height;
     if (canvas.width !== Math.round(width * ratio) || canvas.height !== Math.round(height * ratio)) {
       canvas.width = Math.round(width * ratio); canvas.height = Math.round(height * ratio);
       canvas.style.width = width + "px"; canvas.style.height = height + "px";
@@ -132,8 +135,8 @@
     ctx.clearRect(0, 0, width, height);
     ctx.font = "12px system-ui, sans-serif";
     ctx.textBaseline = "middle";
-    const first = Math.max(0, Math.floor(scroll.scrollTop / ROW)), last = Math.min(state.rows.length, first + Math.ceil(height / ROW) + 1);
-    const offset = -(scroll.scrollTop % ROW);
+    const first = Math.max(0, Math.floor(view.top / ROW)), last = Math.min(state.rows.length, first + Math.ceil(height / ROW) + 1);
+    const offset = -(view.top % ROW);
     const [marks, step] = ticks(from, to, plot);
     for (let i = first; i < last; i++) {
       const row = state.rows[i], y = AXIS + (i - first) * ROW + offset;
@@ -224,8 +227,8 @@
     tip.style.top = (event.clientY + 14) + "px";
   });
   scroll.addEventListener("mouseleave", () => { tip.hidden = true; });
-  scroll.addEventListener("scroll", draw);
-  window.addEventListener("resize", draw);
+  scroll.addEventListener("scroll", () => { view.top = scroll.scrollTop; draw(); });
+  new ResizeObserver(() => { view.width = scroll.clientWidth; view.height = scroll.clientHeight; draw(); }).observe(scroll);
 
   // ---- loading -------------------------------------------------------------------------
   async function load() {
