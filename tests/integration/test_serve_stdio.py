@@ -288,25 +288,25 @@ async def test_an_unreadable_lock_is_reported_per_file_and_a_store_failure_is_an
     (broken / "one").write_text("{}")
     (broken / "two").write_text("{}")  # two grants in one lock: the store refuses to guess
     session = ServeSession(store, "a")
-    async with Client(session.build_server(), mode="legacy") as client:
-        result = await client.call_tool(
-            "lock_acquire", {"filepaths": ["src/a.py", "src/b.py"], "timeout_seconds": 0}
-        )
-        assert not result.is_error
-        payload = json.loads(text_of(result))
-        assert payload["results"] == [
-            {"filepath": key, "acquired": False, "holder": UNREADABLE_HOLDER},
-            {"filepath": "src/b.py", "acquired": True, "holder": "a"},
-        ]
+    result = await session.call_tool(
+        "lock_acquire", {"filepaths": ["src/a.py", "src/b.py"], "timeout_seconds": 0}, None
+    )
+    assert result["isError"] is False
+    payload = json.loads(result["content"][0]["text"])
+    assert payload["results"] == [
+        {"filepath": key, "acquired": False, "holder": UNREADABLE_HOLDER},
+        {"filepath": "src/b.py", "acquired": True, "holder": "a"},
+    ]
 
-        def failing_try_lock(filepath: str, agent_id: str) -> bool:
-            raise OSError(5, "Input/output error")
+    def failing_try_lock(filepath: str, agent_id: str) -> bool:
+        raise OSError(5, "Input/output error")
 
-        monkeypatch.setattr(store, "try_lock", failing_try_lock)
-        failed = await client.call_tool("lock_acquire", {"filepaths": ["src/c.py"]})
-        assert failed.is_error  # an is_error result the model can read, not a protocol error
-        assert text_of(failed).startswith("lock_acquire failed: ")
-        assert "Input/output error" in text_of(failed)
+    monkeypatch.setattr(store, "try_lock", failing_try_lock)
+    failed = await session.call_tool("lock_acquire", {"filepaths": ["src/c.py"]}, None)
+    assert failed["isError"] is True  # an isError result the model can read, not a protocol error
+    failed_text = failed["content"][0]["text"]
+    assert failed_text.startswith("lock_acquire failed: ")
+    assert "Input/output error" in failed_text
     assert sorted(p.name for p in broken.iterdir()) == ["one", "two"]  # nothing deleted
     assert session.release_own_locks() == ["src/b.py"]
 
@@ -320,9 +320,9 @@ async def test_stdin_lines_from_a_pipe_and_from_a_regular_file(tmp_path: Path) -
     os.close(write_end)
     try:
         assert [line async for line in StdinLines(read_end)] == [
-            '{"a": 1}',
-            '{"b": 2}',
-            '{"c": "\u00e9"}',
+            b'{"a": 1}',
+            b'{"b": 2}',
+            '{"c": "\u00e9"}'.encode(),
         ]
     finally:
         os.close(read_end)
@@ -331,7 +331,7 @@ async def test_stdin_lines_from_a_pipe_and_from_a_regular_file(tmp_path: Path) -
     regular.write_bytes(b'{"x": 1}\n')
     fd = os.open(regular, os.O_RDONLY)
     try:
-        assert [line async for line in StdinLines(fd)] == ['{"x": 1}']
+        assert [line async for line in StdinLines(fd)] == [b'{"x": 1}']
     finally:
         os.close(fd)
 

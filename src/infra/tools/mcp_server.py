@@ -14,31 +14,18 @@ from typing import Any
 import mcp.types as types
 from mcp.server import Server
 
-from .lock_tools import TOOL_SPECS, LockTools, ToolOutcome
-
-SERVER_VERSION = "0.1.0"
+from .lock_tools import LockTools, ToolOutcome
+from .mcp_wire import SERVER_VERSION, call_result, tool_listing
 
 
 def list_tools_result() -> types.ListToolsResult:
     """The published tools: names, descriptions and input schemas from TOOL_SPECS."""
-    return types.ListToolsResult(
-        tools=[
-            types.Tool(
-                name=spec.name,
-                description=spec.description,
-                input_schema=dict(spec.input_schema),
-            )
-            for spec in TOOL_SPECS
-        ]
-    )
+    return types.ListToolsResult.model_validate({"tools": tool_listing()}, by_name=False)
 
 
 def to_call_tool_result(outcome: ToolOutcome) -> types.CallToolResult:
     """One text block; `is_error` set for rejected or failed calls (never a protocol error)."""
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=outcome.text)],
-        is_error=outcome.is_error,
-    )
+    return types.CallToolResult.model_validate(call_result(outcome), by_name=False)
 
 
 def build_lock_tools_server(tools: LockTools, name: str = "lockyard") -> Server[Any]:

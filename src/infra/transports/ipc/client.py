@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
-import mcp.types as types
 
 from ...lockstore import IN_MOVED_TO, Inotify
 from ...tools.lock_tools import ToolOutcome
@@ -303,22 +302,20 @@ class IpcServeSession(StdioToolSession):
         super().__init__(client, progress_interval=progress_interval)
         self.client = client
 
-    async def list_tools(self) -> types.ListToolsResult:
+    async def list_tools(self) -> list[dict[str, Any]]:
         try:
             tools = await self.client.list_tools()
         except HostUnavailableError as exc:
             log.error("%s", exc)
             return await super().list_tools()  # the lock tools; calls will say what is wrong
-        return types.ListToolsResult(
-            tools=[
-                types.Tool(
-                    name=str(tool.get("name")),
-                    description=str(tool.get("description", "")),
-                    input_schema=dict(tool.get("input_schema") or {"type": "object"}),
-                )
-                for tool in tools
-            ]
-        )
+        return [
+            {
+                "name": str(tool.get("name")),
+                "description": str(tool.get("description", "")),
+                "inputSchema": dict(tool.get("input_schema") or {"type": "object"}),
+            }
+            for tool in tools
+        ]
 
     async def end_session(self) -> list[str]:
         """Release the sandbox's locks on the host (bounded: the host may be gone)."""

@@ -1,11 +1,10 @@
-"""Lines from an MCP client over stdio, checked before the mcp server sees them.
+"""Lines from an MCP client over stdio, checked before the server dispatches them.
 
-The mcp library gives no answer at all to a line that is not a JSON-RPC message (it cannot
-tell which request it was), nor to a `tools/call` whose `arguments` is not an object; and its
-JSON parser refuses a string holding an escaped lone surrogate (`"\\ud800"`: not UTF-8 text).
-A client then waits for an answer that never comes. JSON-RPC 2.0 asks for an error response
-instead, and the lock tools promise an `is_error` tool result for bad arguments, so each line
-is screened here: the ones answered here never reach the server.
+A client must never wait for an answer that never comes: JSON-RPC 2.0 asks for an error
+response to a line that is not a message (id null when it cannot be read), and the lock tools
+promise an `is_error` tool result for bad arguments. A string holding an escaped lone
+surrogate (`"\\ud800"`) parses as JSON but is not UTF-8 text, so it could not be a path or
+be written back; it is refused here too. The lines answered here never reach the dispatcher.
 
 | line | answer |
 | --- | --- |
@@ -24,11 +23,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-import mcp.types as types
-from pydantic import ValidationError
-
 from ...tools.lock_tools import ToolOutcome
-from ...tools.mcp_server import to_call_tool_result
+from ...tools.mcp_wire import call_result
 
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
@@ -48,10 +44,10 @@ ARGUMENTS_NOT_OBJECT: Final = (
 
 @dataclass(frozen=True, slots=True)
 class Screened:
-    """What to do with one line: pass `line` on to the server, or send `reply` (or neither)."""
+    """What to do with one line: dispatch `message`, or send `reply` (or neither)."""
 
-    line: str | None = None
-    reply: types.JSONRPCMessage | None = None
+    message: dict[str, Any] | None = None
+    reply: dict[str, Any] | None = None
 
 
 def screen(raw: bytes) -> Screened:
@@ -60,7 +56,7 @@ def screen(raw: bytes) -> Screened:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
         return Screened(
-            reply=_error(
+            reply=error_reply(
                 None,
                 PARSE_ERROR,
                 f"Parse error: {_ascii(error)}. Send one JSON-RPC 2.0 message per line, "
@@ -75,12 +71,10 @@ def screen(raw: bytes) -> Screened:
         if method == "tools/call":
             return Screened(reply=_tool_error(request_id, NOT_UTF8_TEXT))
         message = f"Invalid params: {NOT_UTF8_TEXT}"
-        return Screened(reply=_error(request_id, INVALID_PARAMS, message))
-    try:
-        types.jsonrpc_message_adapter.validate_python(data, by_name=False)
-    except ValidationError:
+        return Screened(reply=error_reply(request_id, INVALID_PARAMS, message))
+    if not is_jsonrpc_message(data):
         return Screened(
-            reply=_error(
+            reply=error_reply(
                 request_id,
                 INVALID_REQUEST,
                 'Invalid Request: not a JSON-RPC 2.0 message; send {"jsonrpc": "2.0", '
@@ -93,7 +87,21 @@ def screen(raw: bytes) -> Screened:
         if arguments is not None and not isinstance(arguments, dict):
             kind = f"a JSON {_json_kind(arguments)}"
             return Screened(reply=_tool_error(request_id, ARGUMENTS_NOT_OBJECT.format(kind=kind)))
-    return Screened(line=raw.decode("utf-8"))
+    return Screened(message=data)
+
+
+def is_jsonrpc_message(data: Any) -> bool:
+    """A JSON-RPC 2.0 request, notification or response (batches are not MCP since 2025-06)."""
+    if not isinstance(data, dict) or data.get("jsonrpc") != "2.0":
+        return False
+    if "method" in data:
+        if not isinstance(data["method"], str):
+            return False
+        if "id" in data and _request_id(data) is None:
+            return False
+        return data.get("params") is None or isinstance(data["params"], dict)
+    has_one_outcome = ("result" in data) != ("error" in data)
+    return "id" in data and has_one_outcome
 
 
 def _is_utf8(data: Any) -> bool:
@@ -129,16 +137,10 @@ def _ascii(error: BaseException) -> str:
     return str(error).encode("ascii", "backslashreplace").decode("ascii")
 
 
-def _error(request_id: str | int | None, code: int, message: str) -> types.JSONRPCMessage:
-    return types.JSONRPCError(
-        jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
-    )
+def error_reply(request_id: str | int | None, code: int, message: str) -> dict[str, Any]:
+    """A JSON-RPC error response."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
-def _tool_error(request_id: str | int, text: str) -> types.JSONRPCMessage:
-    result = to_call_tool_result(ToolOutcome.error(text))
-    return types.JSONRPCResponse(
-        jsonrpc="2.0",
-        id=request_id,
-        result=result.model_dump(by_alias=True, mode="json", exclude_none=True),
-    )
+def _tool_error(request_id: str | int, text: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": call_result(ToolOutcome.error(text))}

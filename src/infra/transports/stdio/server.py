@@ -22,7 +22,6 @@ reads. Lock events are logged at DEBUG level for troubleshooting.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
@@ -31,11 +30,6 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 import anyio
-import mcp.types as types
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.server import Server
-from mcp.server.stdio import stdio_server
-from mcp.shared.message import SessionMessage
 
 from ....core.events import LockEvent
 from ...crossproc.sources import victim_notices_for
@@ -49,9 +43,9 @@ from ...lockstore import (
 )
 from ...signals import cancel_on_signals
 from ...tools.lock_tools import ACQUIRE_TOOL, LockTools, ToolOutcome
-from ...tools.mcp_server import SERVER_VERSION, list_tools_result, to_call_tool_result
+from ...tools.mcp_wire import SERVER_VERSION, call_result, tool_listing
 from ...tools.wait_view import LineView, describe_waits, line_view
-from .jsonrpc_screen import screen
+from .mcp_connection import McpConnection, Progress, StdoutLines
 
 log = logging.getLogger("lockyard.serve")
 
@@ -151,8 +145,9 @@ class ToolCaller(Protocol):
 
 
 class StdioToolSession:
-    """The MCP plumbing over stdio around any `ToolCaller`: tool listing, progress while
-    `lock_acquire` waits, signals, and the end-of-session hook (`end_session`)."""
+    """The MCP server over stdio around any `ToolCaller` (`mcp_connection` speaks the
+    protocol): tool listing, progress while `lock_acquire` waits, signals, and the
+    end-of-session hook (`end_session`)."""
 
     def __init__(
         self, tools: ToolCaller, *, progress_interval: float = PROGRESS_INTERVAL_SECONDS
@@ -160,38 +155,20 @@ class StdioToolSession:
         self.tools = tools
         self.progress_interval = progress_interval
 
-    async def list_tools(self) -> types.ListToolsResult:
-        return list_tools_result()
+    async def list_tools(self) -> list[dict[str, Any]]:
+        return tool_listing()
 
     async def end_session(self) -> list[str]:
         """Called once when the session ends (shielded); returns the lock keys released."""
         return []
 
-    def build_server(self) -> Server[Any]:
-        """The MCP server; `lock_acquire` reports progress while it waits."""
-
-        async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-            return await self.list_tools()
-
-        async def on_call_tool(
-            ctx: Any, params: types.CallToolRequestParams
-        ) -> types.CallToolResult:
-            if params.name != ACQUIRE_TOOL:
-                return await self._call(params.name, params.arguments)
-            return await self._acquire_with_progress(ctx, params.arguments)
-
-        server: Server[Any] = Server(
-            "lockyard",
-            version=SERVER_VERSION,
-            on_list_tools=on_list_tools,
-            on_call_tool=on_call_tool,
-        )
-        return server
-
-    async def _acquire_with_progress(
-        self, ctx: Any, arguments: dict[str, Any] | None
-    ) -> types.CallToolResult:
-        result: list[types.CallToolResult] = []
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None, progress: Progress | None
+    ) -> dict[str, Any]:
+        """One call; `lock_acquire` reports progress while it waits, when asked to."""
+        if name != ACQUIRE_TOOL or progress is None:
+            return await self._call(name, arguments)
+        result: list[dict[str, Any]] = []
         async with anyio.create_task_group() as group:
 
             async def acquire() -> None:
@@ -199,47 +176,43 @@ class StdioToolSession:
                 group.cancel_scope.cancel()
 
             group.start_soon(acquire)
-            group.start_soon(self._report_progress, ctx)
+            group.start_soon(self._report_progress, progress)
         return result[0]
 
-    async def _call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+    async def _call(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
         """The shared tool logic; an unexpected failure (e.g. an unreadable lock directory)
-        is still an `is_error` result the model can read, never a protocol error."""
+        is still an `isError` result the model can read, never a protocol error."""
         try:
             outcome = await self.tools.call(name, arguments)
         except Exception as exc:
             log.exception("%s failed", name)
-            return to_call_tool_result(
+            return call_result(
                 ToolOutcome.error(f"{name} failed: {exc}. Tell the user; retrying may not help.")
             )
-        return to_call_tool_result(outcome)
+        return call_result(outcome)
 
     async def progress_text(self, waited: float) -> str:
         """The message of one progress notification while `lock_acquire` waits."""
         return f"waiting for locks ({waited:.0f} s)"
 
-    async def _report_progress(self, ctx: Any) -> None:
+    async def _report_progress(self, progress: Progress) -> None:
         started = time.monotonic()
         while True:
             await anyio.sleep(self.progress_interval)
             waited = time.monotonic() - started
             try:
-                await ctx.session.report_progress(waited, None, await self.progress_text(waited))
+                await progress(waited, await self.progress_text(waited))
             except Exception as exc:  # progress is a courtesy; never fail the call for it
                 log.debug("progress notification failed: %s", exc)
                 return
 
     async def run_stdio(self) -> list[str]:
         """Serve on stdin/stdout until stdin closes or SIGTERM/SIGINT; then end the session."""
-        server = self.build_server()
+        connection = McpConnection(self, StdoutLines(), SERVER_VERSION)
         try:
             async with anyio.create_task_group() as group:
                 await group.start(functools.partial(cancel_on_signals, log=log), group.cancel_scope)
-                replies, to_forward = anyio.create_memory_object_stream[types.JSONRPCMessage](64)
-                lines = ScreenedLines(StdinLines(), replies)
-                async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
-                    group.start_soon(_forward_replies, to_forward, write)
-                    await server.run(read, write, server.create_initialization_options())
+                await connection.serve(StdinLines())
                 group.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
@@ -304,23 +277,19 @@ def _log_event(event: LockEvent) -> None:
 class StdinLines:
     """Lines from fd 0, read so that cancellation takes effect at once.
 
-    mcp's default stdin reader blocks in a worker thread, so SIGTERM could not end the
-    session (and release the locks) until the client wrote or closed stdin. Here the event
-    loop waits for readability and `os.read` then returns what is there without blocking.
+    A reader blocked in a worker thread would keep SIGTERM from ending the session (and
+    releasing the locks) until the client wrote or closed stdin. Here the event loop waits
+    for readability and `os.read` then returns what is there without blocking.
     """
 
     def __init__(self, fd: int = 0) -> None:
         self._fd = fd
 
-    def __aiter__(self) -> AsyncIterator[str]:
-        return self._decoded()
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._lines()
 
-    async def _decoded(self) -> AsyncIterator[str]:
-        async for line in self.raw_lines():
-            yield line.decode("utf-8", errors="replace")
-
-    async def raw_lines(self) -> AsyncIterator[bytes]:
-        """The non-blank lines, as bytes (without their newline)."""
+    async def _lines(self) -> AsyncIterator[bytes]:
+        """The non-blank lines, as bytes (without their newline): the screen decodes them."""
         pending = b""
         while True:
             chunk = await self._read()
@@ -340,42 +309,3 @@ class StdinLines:
         except (OSError, ValueError):  # a regular file or /dev/null cannot be polled
             return await anyio.to_thread.run_sync(os.read, self._fd, 65536)
         return os.read(self._fd, 65536)
-
-
-class ScreenedLines:
-    """The client's lines that the mcp server can answer; every other line is answered here
-    (`jsonrpc_screen`), through `replies`, so no request goes unanswered."""
-
-    def __init__(
-        self, lines: StdinLines, replies: MemoryObjectSendStream[types.JSONRPCMessage]
-    ) -> None:
-        self._lines = lines
-        self._replies = replies
-
-    def __aiter__(self) -> AsyncIterator[str]:
-        return self._screened()
-
-    async def _screened(self) -> AsyncIterator[str]:
-        async for raw in self._lines.raw_lines():
-            screened = screen(raw)
-            if screened.reply is not None:
-                log.info("answered a malformed message: %s", _summary(screened.reply))
-                await self._replies.send(screened.reply)
-            if screened.line is not None:
-                yield screened.line
-
-
-def _summary(reply: types.JSONRPCMessage) -> str:
-    return reply.model_dump_json(by_alias=True, exclude_none=True)[:200]
-
-
-async def _forward_replies(
-    replies: MemoryObjectReceiveStream[types.JSONRPCMessage], write: Any
-) -> None:
-    """Send the screen's answers on the server's own output stream (one writer per line)."""
-    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-        async with replies:
-            async for message in replies:
-                await write.send(SessionMessage(message))
-
-            return
