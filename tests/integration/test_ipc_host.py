@@ -383,8 +383,6 @@ async def test_everything_works_by_polling_where_inotify_is_unavailable(
 async def test_the_mcp_session_lists_the_hosts_tools_and_releases_on_exit(
     store: LockStore, root: Path
 ) -> None:
-    from mcp import Client
-
     from lockyard.infra.transports.ipc.client import IpcServeSession
 
     async with (
@@ -393,30 +391,29 @@ async def test_the_mcp_session_lists_the_hosts_tools_and_releases_on_exit(
     ):
         session = IpcServeSession(client, progress_interval=0.05)
         store.try_lock("b.py", "holder")
-        progress: list[str | None] = []
+        progress: list[str] = []
 
-        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        async def on_progress(waited: float, message: str) -> None:
             progress.append(message)
 
-        async with Client(session.build_server(), mode="legacy") as mcp_client:
-            tools = [tool.name for tool in (await mcp_client.list_tools()).tools]
-            result = await mcp_client.call_tool("lock_acquire", {"filepaths": ["a.py"]})
-            assert not result.is_error
-            async with anyio.create_task_group() as group:
+        tools = [tool["name"] for tool in await session.list_tools()]
+        result = await session.call_tool("lock_acquire", {"filepaths": ["a.py"]}, None)
+        assert result["isError"] is False
+        async with anyio.create_task_group() as group:
 
-                async def acquire_b() -> None:
-                    waited = await mcp_client.call_tool(
-                        "lock_acquire", {"filepaths": ["b.py"]}, progress_callback=on_progress
-                    )
-                    assert json.loads(waited.content[0].text)["all_acquired"]  # type: ignore[union-attr]
+            async def acquire_b() -> None:
+                waited = await session.call_tool(
+                    "lock_acquire", {"filepaths": ["b.py"]}, on_progress
+                )
+                assert json.loads(waited["content"][0]["text"])["all_acquired"]
 
-                group.start_soon(acquire_b)
-                await wait_until_async(lambda: len(progress) >= 2)  # the wait reports progress
-                store.release("b.py", "holder")
+            group.start_soon(acquire_b)
+            await wait_until_async(lambda: len(progress) >= 2)  # the wait reports progress
+            store.release("b.py", "holder")
         assert store.holder("a.py") == "main"
         released = await session.end_session()
         assert released == [store.canonicalize("a.py"), store.canonicalize("b.py")]
-        assert all(message and message.startswith("waiting for locks") for message in progress)
+        assert all(message.startswith("waiting for locks") for message in progress)
     assert tools == [
         "lock_acquire",
         "lock_release",
@@ -428,19 +425,16 @@ async def test_the_mcp_session_lists_the_hosts_tools_and_releases_on_exit(
 
 
 async def test_without_a_host_the_session_still_lists_the_lock_tools(root: Path) -> None:
-    from mcp import Client
-
     from lockyard.infra.transports.ipc.client import IpcServeSession
 
     async with IpcClient(sandbox(root, "alone"), host_timeout=0.2) as client:
         session = IpcServeSession(client)
-        async with Client(session.build_server(), mode="legacy") as mcp_client:
-            tools = [tool.name for tool in (await mcp_client.list_tools()).tools]
-            result = await mcp_client.call_tool("lock_release", {"all": True})
+        tools = [tool["name"] for tool in await session.list_tools()]
+        result = await session.call_tool("lock_release", {"all": True}, None)
         assert await session.end_session() == []
     assert tools == [spec.name for spec in TOOL_SPECS]
-    assert result.is_error
-    assert "not answering" in result.content[0].text  # type: ignore[union-attr]
+    assert result["isError"] is True
+    assert "not answering" in result["content"][0]["text"]
 
 
 async def test_the_host_serves_sandboxes_on_the_postgresql_backend(
