@@ -298,7 +298,7 @@ async def test_an_unreadable_lock_is_reported_per_file_and_a_store_failure_is_an
         {"filepath": "src/b.py", "acquired": True, "holder": "a"},
     ]
 
-    def failing_try_lock(filepath: str, agent_id: str) -> bool:
+    def failing_try_lock(filepath: str, agent_id: str, **options: object) -> bool:
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(store, "try_lock", failing_try_lock)
