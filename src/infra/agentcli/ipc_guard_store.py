@@ -101,6 +101,12 @@ class IpcGuardStore:
         lost = self._entry(self.checkout.key(filepath)).get("lost")
         return lost if isinstance(lost, str) else None
 
+    def readers(self, filepath: str) -> tuple[str, ...]:
+        readers = self._entry(self.checkout.key(filepath)).get("readers")
+        if not isinstance(readers, list):
+            return ()
+        return tuple(reader for reader in readers if isinstance(reader, str))
+
     def grant_fence(self, filepath: str, agent_id: str) -> int | None:
         """None: the host's answer carries no grant number (only the reason texts use one)."""
         return None

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..lockstore import (
+    SHARED_SUFFIX,
     Checkout,
     CorruptRecordError,
     JournalRecord,
@@ -27,6 +28,7 @@ from ..lockstore import (
     lock_name,
     open_checkout,
     pending_reason,
+    read_record,
 )
 
 if TYPE_CHECKING:
@@ -83,6 +85,34 @@ class LockDirReader:
         if reason is None or self.holder(key) == agent_id:
             return None
         return f"revoked: {reason}"
+
+    def readers(self, filepath: str) -> tuple[str, ...]:
+        """The agents holding the file shared, not provably dead (one `faccessat` when none)."""
+        key = filepath if filepath is self._last_key else self.canonicalize(filepath)
+        entry_fd = self._dir.open_own_dir(lock_name(self.namespace, key) + SHARED_SUFFIX)
+        if entry_fd is None:
+            return ()
+        found = []
+        try:
+            for entry in os.listdir(entry_fd):
+                try:
+                    record = _parse_member(read_record(entry_fd, entry))
+                except FileNotFoundError:
+                    continue  # left between listing and reading
+                alive, _why = liveness_of(
+                    record["pid"],
+                    record["start_time"],
+                    record["host"],
+                    record["boot_id"],
+                    record.get("pid_ns"),
+                )
+                if alive is not Liveness.DEAD:
+                    found.append(str(record["agent_id"]))
+        except FileNotFoundError:
+            return ()  # the last reader left: the directory went
+        finally:
+            os.close(entry_fd)
+        return tuple(found)
 
     def grant_fence(self, filepath: str, agent_id: str) -> int | None:
         """None: a lock directory numbers no grants."""
@@ -193,3 +223,18 @@ def _parse(text: str, token: str) -> dict[str, Any]:
     if not ok:
         raise CorruptRecordError("the lock record lacks its agent, process or token")
     return dict(record)
+
+
+def _parse_member(text: str) -> dict[str, Any]:
+    try:
+        record: Any = json.loads(text)
+    except ValueError:
+        raise CorruptRecordError("a shared hold's record is not JSON") from None
+    if not (
+        isinstance(record, dict)
+        and isinstance(record.get("agent_id"), str)
+        and type(record.get("pid")) is int
+        and isinstance(record.get("host"), str)
+    ):
+        raise CorruptRecordError("a shared hold's record lacks its agent or process")
+    return record

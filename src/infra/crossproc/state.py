@@ -20,7 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...core.deadlock_info import DeadlockInfo
-from ..lockstore import Liveness, LockBackend, LockInfo, LockStore, StoreSnapshot, default_lock_dir
+from ..lockstore import (
+    Liveness,
+    LockBackend,
+    LockInfo,
+    LockStore,
+    StoreSnapshot,
+    default_lock_dir,
+    shared_node,
+)
 from .notices import VictimNotice
 
 
@@ -52,10 +60,16 @@ class WaitForSnapshot:
         holds: dict[str, Hold] = {}
         waits: list[Wait] = []
         for info in snapshot.locks:
-            if info.holder is None:
+            holder = info.holder
+            for member in info.shared_holders:  # a reader's hold, waited on by the holder
+                shared = node_key(member.namespace, shared_node(info.lock_path, member.agent_id))
+                holds[shared] = Hold(shared, member.agent_id, member.acquired_at)
+                if holder is not None and holder.agent_id != member.agent_id:
+                    waits.append(Wait(holder.agent_id, shared, holder.token, holder.acquired_at))
+            if holder is None:
                 continue  # unreadable or free: no hold, and waits on it are no edges
-            node = node_key(info.holder.namespace, info.lock_path)
-            holds[node] = Hold(node, info.holder.agent_id, info.holder.acquired_at)
+            node = node_key(holder.namespace, info.lock_path)
+            holds[node] = Hold(node, holder.agent_id, holder.acquired_at)
             waits.extend(_live_waits(info, node))
         return cls(holds=holds, waits=tuple(waits))
 

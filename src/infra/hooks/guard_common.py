@@ -6,6 +6,7 @@ tool call) use these too, and must start fast.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -34,6 +35,7 @@ class GuardStore(Protocol):
     def canonicalize(self, filepath: str) -> str: ...
     def holder(self, filepath: str) -> str | None: ...
     def stale_grant(self, filepath: str, agent_id: str) -> str | None: ...
+    def readers(self, filepath: str) -> tuple[str, ...]: ...
     def grant_fence(self, filepath: str, agent_id: str) -> int | None: ...
     def journal_write(self, record: JournalRecord) -> None: ...
 
@@ -84,6 +86,44 @@ def holder_or_unreadable(store: GuardStore, key: str) -> str | None:
     except CorruptRecordError as exc:
         logger.warning("guard: lock record of %s: %s", key, exc)
         return UNREADABLE_HOLDER
+
+
+def other_readers(store: GuardStore, key: str, agent_id: str) -> tuple[str, ...]:
+    """The agents other than `agent_id` holding `key` shared: while any is left, even the
+    lock's holder may not write (it still waits for them). Fails closed: an unreadable
+    reader's record counts as a reader."""
+    try:
+        readers = store.readers(key)
+    except CorruptRecordError:
+        return ("(an unreadable record)",)
+    return tuple(reader for reader in readers if reader != agent_id)
+
+
+def readers_reason(key: str, readers: Iterable[str], acquire: str) -> str:
+    """Why the holder of `key` may not write it yet: readers still hold it shared."""
+    return (
+        f"{key} is still held shared by {', '.join(readers)}: your exclusive lock waits for "
+        f"them to release it (your {acquire} call has not returned yet). Retry after it has."
+    )
+
+
+def shared_note(store: GuardStore, agent_id: str, keys: Iterable[str], acquire: str) -> str:
+    """A sentence for the refused `keys` that `agent_id` holds shared (reading only), else
+    "": a reader's write needs the exclusive lock, which it gets by locking again."""
+    reading = []
+    for key in keys:
+        try:
+            if agent_id in store.readers(key):
+                reading.append(key)
+        except Exception:  # a courtesy of the reason text: the refusal stands without it
+            logger.exception("guard could not read the shared holds of %s", key)
+    if not reading:
+        return ""
+    return (
+        f" You hold {', '.join(reading)} shared (for reading only): writing needs the "
+        f'exclusive lock. Upgrade by calling {acquire} with {{"filepaths": '
+        f'{json.dumps(reading)}, "mode": "exclusive"}} (it waits for the other readers).'
+    )
 
 
 def deny(reason: str) -> SyncHookJSONOutput:

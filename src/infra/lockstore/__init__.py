@@ -74,6 +74,7 @@ if TYPE_CHECKING:
         LockDirFullError,
         LockStoreError,
         PathOutsideRepoError,
+        SharedModeUnsupportedError,
     )
     from .inotify import (
         CHANGES,
@@ -123,11 +124,12 @@ if TYPE_CHECKING:
     )
     from .lockdir.activity import stamp_activity
     from .lockdir.disk import LockDir, default_lock_dir
-    from .lockdir.layout import CARD_SUFFIX, LOCK_SUFFIX, QUEUE_SUFFIX
+    from .lockdir.layout import CARD_SUFFIX, LOCK_SUFFIX, QUEUE_SUFFIX, SHARED_SUFFIX, read_record
     from .lockdir.location import default_lock_dir_path
     from .lockdir.revocations import pending_reason
     from .lockdir.sleep import process_hub
     from .lockdir.store import LockStore
+    from .modes import EXCLUSIVE, SHARED, LockMode, validate_mode
     from .off_loop import in_worker, store_call, waits_on_server
     from .own_files import NotOwnFileError, read_own_file
     from .paths import lock_name, validate_agent_id
@@ -140,6 +142,7 @@ if TYPE_CHECKING:
         WaiterRecord,
         decode_holder,
         encode_holder,
+        shared_node,
     )
     from .wakeup import Waker
 
@@ -197,6 +200,14 @@ _HOMES = {
     "LockDirFullError": "errors",
     "LockStoreError": "errors",
     "PathOutsideRepoError": "errors",
+    "SharedModeUnsupportedError": "errors",
+    "EXCLUSIVE": "modes",
+    "SHARED": "modes",
+    "LockMode": "modes",
+    "validate_mode": "modes",
+    "shared_node": "records",
+    "SHARED_SUFFIX": "lockdir.layout",
+    "read_record": "lockdir.layout",
     "NAMESPACE_ENV": "checkout",
     "Checkout": "checkout",
     "canonical_repo_path": "checkout",
@@ -258,6 +269,7 @@ __all__ = [
     "BACKEND_ENV",
     "CARD_SUFFIX",
     "CHANGES",
+    "EXCLUSIVE",
     "FILE_WORD",
     "IN_CLOSE_WRITE",
     "IN_CREATE",
@@ -274,6 +286,8 @@ __all__ = [
     "MAX_TIMEOUT_SECONDS",
     "NAMESPACE_ENV",
     "QUEUE_SUFFIX",
+    "SHARED",
+    "SHARED_SUFFIX",
     "AgentFigures",
     "BackendError",
     "BackendSpecError",
@@ -304,6 +318,7 @@ __all__ = [
     "LockDirError",
     "LockDirFullError",
     "LockInfo",
+    "LockMode",
     "LockStore",
     "LockStoreError",
     "LostLock",
@@ -311,6 +326,7 @@ __all__ = [
     "PathOutsideRepoError",
     "ProcessIdentity",
     "Reclamation",
+    "SharedModeUnsupportedError",
     "Stats",
     "StoreSnapshot",
     "WaiterRecord",
@@ -350,13 +366,16 @@ __all__ = [
     "pending_reason",
     "process_hub",
     "read_own_file",
+    "read_record",
     "release_lock",
     "replay_lines",
+    "shared_node",
     "stamp_activity",
     "store_call",
     "try_lock",
     "unmark_victim",
     "validate_agent_id",
+    "validate_mode",
     "validate_namespace",
     "validate_poll_interval",
     "validate_timeout",

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from .journal.record import JournalRecord
+from .modes import LockMode
 from .records import HolderRecord, LockInfo, LostLock, Reclamation, StoreSnapshot, WaiterRecord
 
 
@@ -37,7 +38,7 @@ class LockBackend(Protocol):
 
     def canonicalize(self, filepath: str) -> str: ...
 
-    def try_lock(self, filepath: str, agent_id: str) -> bool: ...
+    def try_lock(self, filepath: str, agent_id: str, *, mode: LockMode = "exclusive") -> bool: ...
 
     async def acquire_async(
         self,
@@ -45,6 +46,8 @@ class LockBackend(Protocol):
         agent_id: str,
         timeout_seconds: float = 30.0,
         poll_interval_ms: float = 100,
+        *,
+        mode: LockMode = "exclusive",
     ) -> bool: ...
 
     def acquire(
@@ -53,6 +56,8 @@ class LockBackend(Protocol):
         agent_id: str,
         timeout_seconds: float = 30.0,
         poll_interval_ms: float = 100,
+        *,
+        mode: LockMode = "exclusive",
     ) -> bool: ...
 
     def release(self, filepath: str, agent_id: str) -> bool: ...
@@ -88,6 +93,11 @@ class LockBackend(Protocol):
 
     def stale_grant(self, filepath: str, agent_id: str) -> str | None:
         """Why the agent's grant of this lock, as this process knows it, is no longer valid."""
+        ...
+
+    def readers(self, filepath: str) -> tuple[str, ...]:
+        """The agents holding this file shared (readers, who may not write it), not provably
+        dead. While any other is left, the lock's holder waits for them and may not write."""
         ...
 
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:

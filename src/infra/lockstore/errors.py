@@ -40,6 +40,10 @@ class InvalidTimeoutError(LockStoreError, ValueError):
     """A timeout or poll interval is not a finite number within the allowed range."""
 
 
+class SharedModeUnsupportedError(LockStoreError, ValueError):
+    """The backend cannot hold files shared (a reader's lock) yet."""
+
+
 class LockDirError(LockStoreError):
     """The lock directory is unusable or unsafe (a symlink, owned by someone else, not a
     directory), or an entry inside it is not what the store wrote there."""

@@ -45,6 +45,8 @@ class HolderRecord(_ProcessRecord):
 
     acquired_at: float
     """Wall-clock time of the grant (seconds since the epoch)."""
+    mode: Literal["exclusive", "shared"] = "exclusive"
+    """"shared": one of the readers holding the file together (lockdir/shared_holds.py)."""
     fence: int | None = None
     """The grant's fencing number, where the backend issues them (PostgreSQL): it only grows
     per lock, so a write stamped with an older number is from a grant that was lost."""
@@ -76,6 +78,15 @@ class LockInfo(BaseModel):
     waiters: tuple[WaiterRecord, ...] = ()
     problem: str | None = None
     """Set when the lock's record cannot be read; such a lock is reported, never removed."""
+    shared_holders: tuple[HolderRecord, ...] = ()
+    """The agents holding the file shared (readers). `holder`, if any, is then an agent
+    waiting, with the lock, for them to leave (an exclusive grant or an upgrade)."""
+
+
+def shared_node(lock_path: str, agent_id: str) -> str:
+    """The wait-for graph's node of `agent_id`'s shared hold of `lock_path`: an exclusive
+    grant waiting for the readers waits on each reader's node."""
+    return f"{lock_path} (shared by {agent_id})"
 
 
 class Reclamation(BaseModel):

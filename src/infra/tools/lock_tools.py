@@ -33,10 +33,12 @@ from ...core.deadlock_info import DeadlockInfo
 from ...core.events import LockEvent, LockEventType
 from ...core.ports import EmitLockEvent, VictimNotices, deliver
 from ..lockstore import (
+    EXCLUSIVE,
     CorruptRecordError,
     HolderRecord,
     JournalRecord,
     JournalStep,
+    LockMode,
     LockStoreError,
     LostLock,
     WaiterRecord,
@@ -117,13 +119,15 @@ class ToolStore(Protocol):
     @property
     def root(self) -> str: ...
     def canonicalize(self, filepath: str) -> str: ...
-    def try_lock(self, filepath: str, agent_id: str) -> bool: ...
+    def try_lock(self, filepath: str, agent_id: str, *, mode: LockMode = ...) -> bool: ...
     async def acquire_async(
         self,
         filepath: str,
         agent_id: str,
         timeout_seconds: float = ...,
         poll_interval_ms: float = ...,
+        *,
+        mode: LockMode = ...,
     ) -> bool: ...
     def release(self, filepath: str, agent_id: str) -> bool: ...
     def holder(self, filepath: str) -> str | None: ...
@@ -243,7 +247,7 @@ class LockTools:
             keys = self._canonical_keys(ACQUIRE_TOOL, request.filepaths)
         except InvalidToolInputError as exc:
             return ToolOutcome.error(str(exc))
-        call = _AcquireCall(self, keys)
+        call = _AcquireCall(self, keys, mode=request.mode)
         self._calls.add(call)
         try:
             self._note_lost(await store_call(self.store, self.store.take_lost_locks, self.agent_id))
@@ -363,6 +367,7 @@ class _AcquireCall:
 
     tools: LockTools
     keys: list[str]
+    mode: LockMode = EXCLUSIVE
     held: set[str] = field(default_factory=set)
     taken_by_this_call: list[str] = field(default_factory=list)
     waiting: set[str] = field(default_factory=set)
@@ -450,7 +455,13 @@ class _AcquireCall:
         # leaves no lock and no queue entry behind. If it did return True, the lock is ours and
         # is recorded before the next checkpoint, so no exit path can lose it.
         try:
-            granted = await self.tools.store.acquire_async(key, self.agent_id, timeout_seconds)
+            store = self.tools.store
+            if self.mode == EXCLUSIVE:
+                granted = await store.acquire_async(key, self.agent_id, timeout_seconds)
+            else:  # only a store that can hold files shared is asked to
+                granted = await store.acquire_async(
+                    key, self.agent_id, timeout_seconds, mode=self.mode
+                )
         except CorruptRecordError as exc:
             # The record became unreadable during the wait: this file cannot be granted in
             # this call; its wait edge ends now, and the others keep waiting.
@@ -561,7 +572,9 @@ class _AcquireCall:
         """Whether the lock was this agent's already, and whether it is now (one trip to a
         worker thread for both, on a store that waits on a server)."""
         already_mine = self._holder(key) == self.agent_id
-        return already_mine, self.tools.store.try_lock(key, self.agent_id)
+        if self.mode == EXCLUSIVE:
+            return already_mine, self.tools.store.try_lock(key, self.agent_id)
+        return already_mine, self.tools.store.try_lock(key, self.agent_id, mode=self.mode)
 
     async def holder_of(self, key: str) -> str | None:
         """The lock's holder, or `UNREADABLE_HOLDER` when its record cannot be read."""

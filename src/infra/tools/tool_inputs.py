@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, TypeVar
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -56,6 +56,8 @@ class AcquireInput(BaseModel):
     timeout_seconds: StrictInt | StrictFloat = Field(
         default=DEFAULT_TIMEOUT_SECONDS, ge=0, le=MAX_TIMEOUT_SECONDS
     )
+
+    mode: Literal["exclusive", "shared"] = "exclusive"
 
     @field_validator("filepaths")
     @classmethod
@@ -146,6 +148,15 @@ ACQUIRE_SCHEMA: Final[dict[str, Any]] = {
                 "How long to wait for files other agents hold. 0 never waits: take what is "
                 f"free and report the rest. Default {DEFAULT_TIMEOUT_SECONDS:g}, "
                 f"at most {MAX_TIMEOUT_SECONDS}."
+            ),
+        },
+        "mode": {
+            "type": "string",
+            "enum": ["exclusive", "shared"],
+            "default": "exclusive",
+            "description": (
+                '"shared" to only read the files alongside other readers (no edits; lock '
+                'again with "exclusive" to edit). Default "exclusive".'
             ),
         },
     },

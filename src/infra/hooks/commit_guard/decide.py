@@ -25,7 +25,14 @@ from typing import Final
 
 from ...seen.stale import change_since_seen
 from ..git_query import cached, run_git
-from ..guard_common import GuardStore, holder_or_unreadable, inside_repo, lost_grant
+from ..guard_common import (
+    GuardStore,
+    holder_or_unreadable,
+    inside_repo,
+    lost_grant,
+    other_readers,
+    shared_note,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -252,7 +259,7 @@ def commit_denial(
         f'Lock them first with {acquire} {{"filepaths": {wanted}}}, or leave them out of '
         "the commit (unstage them with `git restore --staged <file>`, do not use -a, or "
         "name only your files: `git commit <your files> -m ...`)."
-    )
+    ) + shared_note(store, agent_id, [key for key, _ in problems], acquire)
 
 
 def repo_keys(store: GuardStore, root: str, names: list[str]) -> list[str]:
@@ -295,6 +302,10 @@ def unlocked_files(
     problems: list[tuple[str, str | None]] = []
     for key in keys:
         holder = holder_or_unreadable(store, key)
-        if holder != agent_id or lost_grant(store, key, agent_id) is not None:
+        if (
+            holder != agent_id
+            or lost_grant(store, key, agent_id) is not None
+            or other_readers(store, key, agent_id)
+        ):
             problems.append((key, holder))
     return problems

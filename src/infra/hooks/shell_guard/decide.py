@@ -24,6 +24,9 @@ from ..guard_common import (
     holder_or_unreadable,
     inside_repo,
     lost_grant,
+    other_readers,
+    readers_reason,
+    shared_note,
     stale_refusal,
 )
 from .git_turn import lockyard_program, turn_prefix, turn_refusal, waiting_refusal
@@ -173,6 +176,7 @@ def judge(
     lost: dict[str, str | None] = {}
     locked: list[str] = []
     problems: list[str] = []
+    held_by_readers: list[str] = []  # files it holds while readers still hold them
     refused = list(found.refused)
     unlisted: list[str] = []
     # Resolved once there is a target: a command that writes nothing costs no system call.
@@ -214,14 +218,18 @@ def judge(
                 f"overwrite another agent's; lock it again and re-read it"
             )
         elif holder == agent_id:
-            if target.kind == "file":
+            readers = other_readers(store, key, agent_id)
+            if readers:  # granted, but still waiting for readers to leave
+                tool = acquire_tool if acquire_tool is not None else _acquire_tool_name(server_key)
+                held_by_readers.append(readers_reason(key, readers, tool))
+            elif target.kind == "file":
                 locked.append(key)
         elif target.kind == "file" or holder is not None:
             unlocked.setdefault(key, holder)
     every_unknown = (*found.undetermined, *unlisted)
     undetermined = every_unknown if policy.undetermined == "deny" else ()
     tool = acquire_tool if acquire_tool is not None else _acquire_tool_name(server_key)
-    if not unlocked and not undetermined and not problems and not refused:
+    if not unlocked and not undetermined and not problems and not refused and not held_by_readers:
         stale, to_note = stale_refusal(store, agent_id, locked, tool)
         if stale is not None:
             return Decision(False, stale, locked=tuple(dict.fromkeys(locked)))
@@ -233,6 +241,8 @@ def judge(
             viewed=tuple(found.viewed),
         )
     reason = _reason(unlocked, undetermined, problems, tool, refused)
+    reason = " ".join([*held_by_readers, reason]) if reason else " ".join(held_by_readers)
+    reason += shared_note(store, agent_id, unlocked, tool)
     return Decision(
         False,
         reason,

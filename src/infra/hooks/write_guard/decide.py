@@ -15,6 +15,9 @@ from ..guard_common import (
     holder_or_unreadable,
     inside_repo,
     lost_grant,
+    other_readers,
+    readers_reason,
+    shared_note,
     stale_refusal,
 )
 
@@ -89,8 +92,9 @@ def _held(store: GuardStore, agent_id: str, key: str, acquire: str) -> str | Non
             "the file, then edit."
         )
     if holder == agent_id:
-        return None
-    return not_locked_reason(key, holder, acquire)
+        readers = other_readers(store, key, agent_id)
+        return readers_reason(key, readers, acquire) if readers else None
+    return not_locked_reason(key, holder, acquire) + shared_note(store, agent_id, [key], acquire)
 
 
 def not_locked_reason(key: str, holder: str | None, acquire: str) -> str:

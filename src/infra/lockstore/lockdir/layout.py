@@ -10,6 +10,9 @@ Layout (all names relative to one private directory, opened once and used throug
                                exists only while it has entries; an entry's mtime is the
                                moment its turn began
     <name>.bell-<token>        the doorbell of a waiting head (a FIFO, `sleep.py`)
+    <name>.shared/<agent hash> a shared hold of lock `name`: the member's full holder record
+                               (`"mode":"shared"`); the directory exists only while it has
+                               members (`shared_holds.py`)
     <card>.card                a holder card: the part of holder records that stays the same
                                from grant to grant (agent, process, key, checkout), named by
                                a hash of its text, written once and shared by every grant
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 from typing import Final
 
@@ -46,6 +50,8 @@ BELL_MARK: Final = ".bell-"
 PARTIAL_SUFFIX: Final = ".part"
 """A record file being written, before it is linked into place (`write_record`)."""
 CARD_SUFFIX: Final = ".card"
+SHARED_SUFFIX: Final = ".shared"
+_AGENT_HASH_CHARS: Final = 24
 CARD_MARK: Final = "@"
 """The first character of a grant record that names its holder card."""
 TICKET_DIGITS: Final = 20
@@ -120,3 +126,18 @@ def read_record(dir_fd: int, entry: str) -> str:
         return read_own_file(entry, dir_fd=dir_fd).decode(errors="replace")
     except NotOwnFileError as error:
         raise CorruptRecordError(f"{entry} {error}; remove it to unblock that lock") from None
+
+
+def member_entry(agent: str) -> str:
+    """The entry naming `agent`'s shared hold: a hash of the id (ids may hold '/')."""
+    return hashlib.sha256(agent.encode()).hexdigest()[:_AGENT_HASH_CHARS]
+
+
+def shared_member_exists(dir_fd: int, name: str, agent: str) -> bool:
+    """Whether `agent` holds lock `name` shared (one `faccessat` in the directory `dir_fd`)."""
+    return os.access(
+        f"{name}{SHARED_SUFFIX}/{member_entry(agent)}",
+        os.F_OK,
+        dir_fd=dir_fd,
+        follow_symlinks=False,
+    )

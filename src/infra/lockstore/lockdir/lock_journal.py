@@ -53,10 +53,11 @@ class LockJournal:
         release (a hint: dropped when it grows past bounds, or the grant is released
         elsewhere, which reads the time from the holder's record)."""
 
-    def granted(self, token: str, agent: str, key: str) -> None:
-        """A take made grant `token` of `key` for `agent`."""
+    def granted(self, token: str, agent: str, key: str, mode: str | None = None) -> None:
+        """A take made grant `token` of `key` for `agent` (`mode` "shared": a shared hold,
+        recorded as the grant's outcome)."""
         self._since_now(token, now := time.time())
-        self._line(GRANT, agent, key, at=now)
+        self._line(GRANT, agent, key, at=now, outcome=mode)
 
     def wait_began(self, agent: str, key: str) -> float:
         """`agent` begins to wait for `key`; when (for `wait_ended`)."""

@@ -11,9 +11,10 @@ import time
 
 from ..errors import CorruptRecordError, LockDirError
 from ..liveness import Liveness
-from ..records import HolderRecord, LockInfo, StoreSnapshot, WaiterRecord
+from ..records import HolderRecord, LockInfo, StoreSnapshot, WaiterRecord, shared_node
 from .disk import LockDir
-from .layout import LOCK_SUFFIX, QUEUE_SUFFIX
+from .layout import LOCK_SUFFIX, QUEUE_SUFFIX, SHARED_SUFFIX
+from .shared_holds import read_members
 
 
 def list_locks(directory: LockDir, turn_timeout: float) -> list[LockInfo]:
@@ -27,10 +28,12 @@ def list_locks(directory: LockDir, turn_timeout: float) -> list[LockInfo]:
     locks = []
     names = dict.fromkeys(directory.names_with(LOCK_SUFFIX))
     names.update(dict.fromkeys(directory.names_with(QUEUE_SUFFIX)))
+    names.update(dict.fromkeys(directory.names_with(SHARED_SUFFIX)))
     for name in names:
         queue = directory.queues.scan_queue(name)
         waiters = tuple(record for _entry, record in queue)
         try:
+            members = tuple(read_members(directory, name))
             holder = directory.read_holder(name)
         except (CorruptRecordError, LockDirError) as error:
             locks.append(
@@ -49,7 +52,9 @@ def list_locks(directory: LockDir, turn_timeout: float) -> list[LockInfo]:
         if holder is None or _handed_over(holder, queue):
             reserved = _reserved(directory, name, queue, now, turn_timeout)
             if reserved is not None:
-                locks.append(reserved)
+                locks.append(reserved.model_copy(update={"shared_holders": members}))
+            elif members:
+                locks.append(_shared_only(members, waiters, now))
             continue
         liveness, reason = holder.liveness()
         locks.append(
@@ -61,6 +66,7 @@ def list_locks(directory: LockDir, turn_timeout: float) -> list[LockInfo]:
                 liveness=liveness.value,
                 liveness_reason=reason,
                 waiters=waiters,
+                shared_holders=members,
             )
         )
     return sorted(locks, key=lambda info: (info.namespace or "", info.lock_path))
@@ -73,13 +79,37 @@ def snapshot(directory: LockDir, turn_timeout: float) -> StoreSnapshot:
     queue whose every waiter is dead is not listed, and has no live wait anyway)."""
     locks = list_locks(directory, turn_timeout)
     holds = {info.lock_path: info.holder.agent_id for info in locks if info.holder is not None}
-    waits = tuple(
+    waits = [
         (waiter.agent_id, waiter.lock_path)
         for info in locks
         for waiter in info.waiters
         if waiter.liveness()[0] is not Liveness.DEAD
+    ]
+    for info in locks:  # a holder waiting for the readers waits on each reader's hold
+        for member in info.shared_holders:
+            node = shared_node(member.lock_path, member.agent_id)
+            holds[node] = member.agent_id
+            if info.holder is not None and info.holder.agent_id != member.agent_id:
+                waits.append((info.holder.agent_id, node))
+    return StoreSnapshot(holds=holds, waits=tuple(waits), locks=tuple(locks))
+
+
+def _shared_only(
+    members: tuple[HolderRecord, ...], waiters: tuple[WaiterRecord, ...], now: float
+) -> LockInfo:
+    """A lock held by readers only."""
+    first = min(members, key=lambda member: member.acquired_at)
+    names = ", ".join(sorted(member.agent_id for member in members))
+    return LockInfo(
+        lock_path=first.lock_path,
+        namespace=first.namespace,
+        holder=None,
+        age_seconds=max(0.0, now - first.acquired_at),
+        liveness="alive",
+        liveness_reason=f"held shared by {names}",
+        waiters=waiters,
+        shared_holders=members,
     )
-    return StoreSnapshot(holds=holds, waits=waits, locks=tuple(locks))
 
 
 def _handed_over(holder: HolderRecord, queue: list[tuple[str, WaiterRecord]]) -> bool:

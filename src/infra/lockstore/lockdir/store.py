@@ -11,6 +11,7 @@ breaking; docs/lock-store.md walks through the interleavings.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Final
 
@@ -19,6 +20,7 @@ from ..errors import CorruptRecordError, LockDirError
 from ..journal.files import JournalFiles, journal_files
 from ..journal.record import JournalRecord, process_session
 from ..liveness import ProcessIdentity, current_process
+from ..modes import EXCLUSIVE, LockMode, validate_mode
 from ..paths import validate_agent_id
 from ..records import (
     HolderRecord,
@@ -38,6 +40,7 @@ from .lock_keys import LockKeys
 from .operations import DiskOperations, OnReclaim
 from .policy import read_idle_limit, write_idle_limit
 from .revocations import pending_reason, post_revocation, take_revocations
+from .shared_holds import SharedHolds
 from .waits import Waits
 
 TURN_TIMEOUT_SECONDS: Final = 5.0
@@ -127,6 +130,15 @@ class LockStore:
             backstop=liveness_interval,
         )
         """How its waits begin and end (`waits.py`)."""
+        self.shared = SharedHolds(
+            self.directory,
+            self.operations,
+            self._lock_journal,
+            owner=owner,
+            namespace=self.namespace,
+            root=self.root,
+        )
+        """Shared holds, and the exclusive grant's wait for them (`shared_holds.py`)."""
 
     def __repr__(self) -> str:
         return (
@@ -167,6 +179,10 @@ class LockStore:
         if reason is None or self.holder(key) == agent_id:
             return None
         return f"revoked: {reason}"
+
+    def readers(self, filepath: str) -> tuple[str, ...]:
+        """The agents holding the file shared, not provably dead (one `faccessat` when none)."""
+        return self.shared.readers(self.keys.locate(filepath)[1])
 
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
         """The locks an operator revoked from `agent_id` since it last asked, with why
@@ -221,15 +237,33 @@ class LockStore:
 
     # -- taking and giving back --------------------------------------------------------------
 
-    def try_lock(self, filepath: str, agent_id: str) -> bool:
-        """Take the lock now if it is free and nobody alive queues for it (or you hold it)."""
+    def try_lock(self, filepath: str, agent_id: str, *, mode: LockMode = EXCLUSIVE) -> bool:
+        """Take the lock now if it is free and nobody alive queues for it (or you hold it).
+        `mode="shared"`: hold it with other readers (`shared_holds.py`); an exclusive lock
+        is then granted only once no other reader holds it."""
         agent = validate_agent_id(agent_id)
         key, name = self.keys.locate(filepath)
-        return self.grants.take(name, key, agent)
+        if mode is not EXCLUSIVE and validate_mode(mode) != EXCLUSIVE:
+            return self.shared.try_share(name, key, agent, self.grant_records.maker(agent, key))
+        shared = self.shared
+        if shared.present(name) and shared.others_alive(name, agent):
+            return False
+        if not self.grants.take(name, key, agent):
+            return False
+        if shared.present(name):  # a reader may have joined between the look and the take
+            if shared.others_alive(name, agent):
+                self.grants.release(key, agent)
+                return False
+            shared.settle(name, agent)
+        return True
 
     def release(self, filepath: str, agent_id: str) -> bool:
         """Give back your lock; False, touching nothing, when `agent_id` does not hold it."""
-        return self.grants.release(filepath, agent_id)
+        if self.grants.release(filepath, agent_id):
+            return True
+        # Not the lock's holder: a reader giving back its shared hold (`shared_holds.py`).
+        name = self.keys.locate(filepath)[1]
+        return self.shared.present(name) and self.shared.leave(name, validate_agent_id(agent_id))
 
     # -- waiting ---------------------------------------------------------------------------
 
@@ -239,13 +273,34 @@ class LockStore:
         agent_id: str,
         timeout_seconds: float = 30.0,
         poll_interval_ms: float = 100,
+        *,
+        mode: LockMode = EXCLUSIVE,
     ) -> bool:
         """Wait (in arrival order) until the lock is yours: True, or False on timeout.
+        `mode="shared"`: see `try_lock`.
 
         Cancel-safe: a cancelled wait leaves no lock and no queue entry behind.
         """
-        begun = self.waits.begin(filepath, agent_id, timeout_seconds, poll_interval_ms)
-        return begun if isinstance(begun, bool) else await self.waits.run_async(*begun)
+        deadline = time.monotonic() + float(timeout_seconds)
+        agent, key, name, held = self._before_wait(filepath, agent_id, mode)
+        if held:
+            return True
+        begun = self.waits.begin_at((key, name), agent, timeout_seconds, poll_interval_ms)
+        if not (begun if isinstance(begun, bool) else await self.waits.run_async(*begun)):
+            return False
+        if mode != EXCLUSIVE:
+            return self._join(name, key, agent)
+        if not self.shared.present(name):
+            return True
+        try:
+            poll = poll_interval_ms / 1000
+            drained = await self.shared.drain_async(name, agent, deadline, poll)
+        except BaseException:
+            self.grants.release(key, agent)
+            raise
+        if not drained:
+            self.grants.release(key, agent)
+        return drained
 
     def acquire(
         self,
@@ -253,10 +308,51 @@ class LockStore:
         agent_id: str,
         timeout_seconds: float = 30.0,
         poll_interval_ms: float = 100,
+        *,
+        mode: LockMode = EXCLUSIVE,
     ) -> bool:
         """The blocking twin of `acquire_async`, for threads and scripts."""
-        begun = self.waits.begin(filepath, agent_id, timeout_seconds, poll_interval_ms)
-        return begun if isinstance(begun, bool) else self.waits.run(*begun)
+        deadline = time.monotonic() + float(timeout_seconds)
+        agent, key, name, held = self._before_wait(filepath, agent_id, mode)
+        if held:
+            return True
+        begun = self.waits.begin_at((key, name), agent, timeout_seconds, poll_interval_ms)
+        if not (begun if isinstance(begun, bool) else self.waits.run(*begun)):
+            return False
+        if mode != EXCLUSIVE:
+            return self._join(name, key, agent)
+        if not self.shared.present(name):
+            return True
+        try:
+            drained = self.shared.drain(name, agent, deadline, poll_interval_ms / 1000)
+        except BaseException:
+            self.grants.release(key, agent)
+            raise
+        if not drained:
+            self.grants.release(key, agent)
+        return drained
+
+    def _before_wait(
+        self, filepath: str, agent_id: str, mode: LockMode
+    ) -> tuple[str, str, str, bool]:
+        """(agent, key, lock name, whether `agent` holds the lock in `mode` already: a
+        member, or the exclusive holder asking to read)."""
+        agent = validate_agent_id(agent_id)
+        key, name = self.keys.locate(filepath)
+        if mode is EXCLUSIVE or validate_mode(mode) == EXCLUSIVE:
+            return agent, key, name, False
+        if self.shared.holds_shared(name, agent):
+            return agent, key, name, True
+        holder = self.directory.read_holder(name)
+        return agent, key, name, holder is not None and holder.agent_id == agent
+
+    def _join(self, name: str, key: str, agent: str) -> bool:
+        """`agent` got lock `name` in line for a shared hold: it joins the members and lets
+        the lock go (`shared_holds.py`)."""
+        token = self.grants.take_token(name, agent)
+        if token is not None:
+            self.shared.join(name, key, agent, token)
+        return True
 
     # -- reading (never writes) ------------------------------------------------------------
 
@@ -294,6 +390,8 @@ class LockStore:
         agent = validate_agent_id(agent_id)
         namespace = None if all_namespaces else self.namespace
         released = reclamation.release_all(self.operations, self.directory, agent, namespace)
+        for member in self.shared.release_all(agent, namespace):
+            released[f"{member.token} shared"] = member
         for name, holder in released.items():
             self.grants.forget(name, agent)
             if self._lock_journal is not None:
@@ -304,7 +402,9 @@ class LockStore:
 
     def reclaim_stale(self) -> list[Reclamation]:
         """Reclaim every lock whose holder is provably dead; drop dead waiters and debris."""
-        return reclamation.reclaim_stale(self.operations, self.directory)
+        reclaimed = reclamation.reclaim_stale(self.operations, self.directory)
+        self.shared.remove_dead()
+        return reclaimed
 
     def remove_unreadable(self) -> list[str]:
         """Remove every lock whose holder record cannot be read (an operator's decision);

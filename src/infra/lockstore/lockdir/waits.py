@@ -52,9 +52,15 @@ class Waits:
         False: not, and no time to wait; else the place in line, how it sleeps, for how long
         at most, and when the wait began (journalled)."""
         agent = validate_agent_id(agent_id)
+        return self.begin_at(self._keys.locate(filepath), agent, timeout_seconds, poll_interval_ms)
+
+    def begin_at(
+        self, located: tuple[str, str], agent: str, timeout_seconds: float, poll_interval_ms: float
+    ) -> bool | tuple[line.Place, Sleeper, float, float]:
+        """`begin` for the lock `located` ((key, name), `LockKeys.locate`) by a valid `agent`."""
         timeout = validate_timeout(timeout_seconds)
         poll = validate_poll_interval(poll_interval_ms)
-        key, name = self._keys.locate(filepath)
+        key, name = located
         if self._grants.take(name, key, agent):
             return True
         if timeout == 0:

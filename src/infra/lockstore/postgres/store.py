@@ -32,12 +32,13 @@ from typing import Any, Final, NamedTuple
 import psycopg
 
 from ..checkout import Checkout, open_checkout
-from ..errors import BackendError
+from ..errors import BackendError, SharedModeUnsupportedError
 from ..journal.causes import abandoned_wait_outcome, operator_cause
 from ..journal.files import journal_enabled
 from ..journal.record import TIMED_OUT, JournalRecord
 from ..limits import validate_poll_interval, validate_timeout
 from ..liveness import current_process, new_token
+from ..modes import EXCLUSIVE, LockMode, validate_mode
 from ..off_loop import store_call
 from ..paths import validate_agent_id
 from ..records import HolderRecord, LockInfo, LostLock, Reclamation, StoreSnapshot, WaiterRecord
@@ -252,7 +253,8 @@ END"""
 
     # -- taking and giving back ---------------------------------------------------------------
 
-    def try_lock(self, filepath: str, agent_id: str) -> bool:
+    def try_lock(self, filepath: str, agent_id: str, *, mode: LockMode = EXCLUSIVE) -> bool:
+        _refuse_shared(mode)
         agent = validate_agent_id(agent_id)
         return self._take(self.canonicalize(filepath), agent)
 
@@ -359,6 +361,8 @@ END"""
         agent_id: str,
         timeout_seconds: float = 30.0,
         poll_interval_ms: float = 100,
+        *,
+        mode: LockMode = EXCLUSIVE,
     ) -> bool:
         """Wait in arrival order until the lock is yours: True, or False on timeout.
 
@@ -366,6 +370,7 @@ END"""
         meantime is given back (to the next waiter). Its round trips run in a worker thread,
         shielded, so the event loop serves others meanwhile; a pushed grant needs none.
         """
+        _refuse_shared(mode)
         # In the store's lane: waits begun in one order reach the server's queue in that order.
         wait = await store_call(
             self, self._begin_wait, filepath, agent_id, timeout_seconds, poll_interval_ms
@@ -396,8 +401,11 @@ END"""
         agent_id: str,
         timeout_seconds: float = 30.0,
         poll_interval_ms: float = 100,
+        *,
+        mode: LockMode = EXCLUSIVE,
     ) -> bool:
         """The blocking twin of `acquire_async`."""
+        _refuse_shared(mode)
         wait = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
         if isinstance(wait, bool):
             return wait
@@ -543,6 +551,10 @@ END"""
         """The fencing number of `agent_id`'s grant of this lock in this process, if any."""
         grant = self._grants.get((self.canonicalize(filepath), agent_id))
         return None if grant is None else grant.fence
+
+    def readers(self, filepath: str) -> tuple[str, ...]:
+        """None: this backend holds no file shared (yet)."""
+        return ()
 
     def stale_grant(self, filepath: str, agent_id: str) -> str | None:
         """Why this process's grant of the lock to `agent_id` is no longer valid, or None
@@ -887,3 +899,12 @@ def _waiter(row: tuple[Any, ...]) -> WaiterRecord:
         pid_ns=pid_ns, lock_path=key, namespace=namespace, ticket=ticket, since=since,
         checkout=checkout,
     )  # fmt: skip
+
+
+def _refuse_shared(mode: LockMode) -> None:
+    """Shared holds are the lock directory's only (so far): never granted as exclusive."""
+    if mode is not EXCLUSIVE and validate_mode(mode) != EXCLUSIVE:
+        raise SharedModeUnsupportedError(
+            'mode "shared" is not supported on the PostgreSQL backend yet; lock the file '
+            'exclusively (mode "exclusive") or use the lock directory backend'
+        )

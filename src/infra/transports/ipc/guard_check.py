@@ -44,4 +44,8 @@ def _lock_state(store: LockBackend, key: str, agent: str) -> dict[str, Any]:
         state["lost"] = store.stale_grant(key, agent)
     except CorruptRecordError:
         state["lost"] = None
+    try:
+        state["readers"] = list(store.readers(key))
+    except CorruptRecordError:  # a reader unknown: the holder may not write
+        state["readers"] = ["(unreadable)"]
     return state

@@ -140,7 +140,8 @@ RESPONSE_SCHEMA: Final[dict[str, Any]] = {
             "description": (
                 "kind 'check' and ok: this sandbox's agent id (its folder's name) and, per "
                 "file asked about, its lock key and holder, why this agent's own grant is no "
-                "longer valid (`lost`), or why the host refused the path (`error`)."
+                "longer valid (`lost`), the agents holding the file shared (`readers`), or "
+                "why the host refused the path (`error`)."
             ),
             "properties": {
                 "agent": {"type": "string"},
@@ -154,6 +155,7 @@ RESPONSE_SCHEMA: Final[dict[str, Any]] = {
                             "holder": {"type": ["string", "null"]},
                             "unreadable": {"type": "boolean"},
                             "lost": {"type": ["string", "null"]},
+                            "readers": {"type": "array", "items": {"type": "string"}},
                             "error": {"type": "string"},
                         },
                         "required": ["path"],

@@ -37,6 +37,7 @@ from ...lockstore import (
     HolderRecord,
     JournalRecord,
     LockBackend,
+    LockMode,
     LostLock,
     WaiterRecord,
     store_call,
@@ -76,8 +77,8 @@ class SessionLedger:
     def canonicalize(self, filepath: str) -> str:
         return self.store.canonicalize(filepath)
 
-    def try_lock(self, filepath: str, agent_id: str) -> bool:
-        return self._note(filepath, self.store.try_lock(filepath, agent_id))
+    def try_lock(self, filepath: str, agent_id: str, *, mode: LockMode = "exclusive") -> bool:
+        return self._note(filepath, self.store.try_lock(filepath, agent_id, mode=mode))
 
     async def acquire_async(
         self,
@@ -85,9 +86,11 @@ class SessionLedger:
         agent_id: str,
         timeout_seconds: float = 30.0,
         poll_interval_ms: float = 100,
+        *,
+        mode: LockMode = "exclusive",
     ) -> bool:
         granted = await self.store.acquire_async(
-            filepath, agent_id, timeout_seconds, poll_interval_ms
+            filepath, agent_id, timeout_seconds, poll_interval_ms, mode=mode
         )
         return self._note(filepath, granted)
 

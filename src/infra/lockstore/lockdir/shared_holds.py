@@ -1,0 +1,253 @@
+"""Shared holds: many agents hold a file together, for reading; an exclusive hold excludes them.
+
+The lock of a file (its line, `line.py`) is the file's turnstile. A shared hold is a member
+record `<name>.shared/<agent hash>` (the holder record, `"mode":"shared"`), written while its
+agent holds the lock, which it then releases at once (the release hands the lock to the next
+in line). An exclusive grant takes the lock as always and then waits, holding it, until the
+file has no live member but its own (an upgrade: that member is then dropped). So:
+
+- while the lock is held nobody adds a member, so an exclusive holder that saw no member
+  excludes every shared one;
+- a queued exclusive request stops new shared grants behind it: they queue in the same line
+  (FIFO without writer starvation);
+- an upgrade that waits holds the lock while the other members hold their shared holds: two
+  upgraders wait for each other, a cycle of the wait-for graph (`reporting.py` shows each
+  member as a hold and the waiting holder as waiting on it);
+- a member whose process is provably dead is removed by whoever looks (as a dead holder's
+  lock is reclaimed), so a SIGKILLed reader leaves nothing behind.
+
+The plain exclusive lock pays one `faccessat` for all this (`present`) when no file of the
+lock directory is held shared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable
+
+import anyio
+
+from ..errors import CorruptRecordError
+from ..liveness import Liveness, ProcessIdentity, current_process
+from ..modes import SHARED
+from ..records import HolderRecord, decode_holder, encode_holder
+from . import line
+from .disk import LockDir
+from .layout import (
+    SHARED_SUFFIX,
+    member_entry,
+    read_record,
+    shared_member_exists,
+    write_record,
+)
+from .lock_journal import LockJournal
+from .operations import DiskOperations, run
+
+
+def read_members(directory: LockDir, name: str) -> list[HolderRecord]:
+    """The members of lock `name` (CorruptRecordError when one cannot be read)."""
+    entry_fd = directory.open_own_dir(name + SHARED_SUFFIX)
+    if entry_fd is None:
+        return []
+    try:
+        found = []
+        try:
+            listed = os.listdir(entry_fd)
+        except FileNotFoundError:
+            return []
+        for entry in listed:
+            try:
+                text = read_record(entry_fd, entry)
+            except FileNotFoundError:
+                continue  # released between listing and reading
+            found.append(decode_holder(text, f"{name}{SHARED_SUFFIX}/{entry}"))
+        return found
+    finally:
+        os.close(entry_fd)
+
+
+class SharedHolds:
+    """The shared holds of one store's locks in `directory`: members are written naming
+    `owner` (None: this process), of `namespace`, keyed in the checkout at `root`."""
+
+    def __init__(
+        self,
+        directory: LockDir,
+        operations: DiskOperations,
+        journal: LockJournal | None,
+        *,
+        owner: ProcessIdentity | None,
+        namespace: str,
+        root: str,
+    ) -> None:
+        self._directory, self._operations, self._journal = directory, operations, journal
+        self._owner, self._namespace, self._root = owner, namespace, root
+
+    # -- the member records ------------------------------------------------------------------
+
+    def present(self, name: str) -> bool:
+        """Lock `name` may have members (one `faccessat`)."""
+        return os.access(
+            name + SHARED_SUFFIX, os.F_OK, dir_fd=self._directory.fd, follow_symlinks=False
+        )
+
+    def holds_shared(self, name: str, agent: str) -> bool:
+        return shared_member_exists(self._directory.fd, name, agent)
+
+    def members(self, name: str) -> list[HolderRecord]:
+        """The members of lock `name` (CorruptRecordError when one cannot be read)."""
+        return read_members(self._directory, name)
+
+    def _add(self, name: str, key: str, agent: str, token: str) -> None:
+        me = current_process()
+        record = encode_holder(self._owner or me, agent, token, key, self._namespace, self._root)
+        record = record[:-1] + ',"mode":"shared"}'
+        entry = f"{name}{SHARED_SUFFIX}/{member_entry(agent)}"
+        for _attempt in range(8):
+            self._directory.make_dir(name + SHARED_SUFFIX)
+            try:
+                write_record(self._directory.fd, entry, record)
+                return
+            except FileExistsError:
+                return  # a member already (two stores of one agent raced)
+            except FileNotFoundError:
+                continue  # the last member left and removed the directory: make it again
+        raise CorruptRecordError(f"cannot add a member to {name}{SHARED_SUFFIX}: it keeps going")
+
+    def remove(self, name: str, agent: str, token: str | None = None) -> bool:
+        """Remove `agent`'s member of lock `name` (only the one of grant `token`, if given);
+        True when it was there."""
+        entry = f"{name}{SHARED_SUFFIX}/{member_entry(agent)}"
+        fd = self._directory.fd
+        if token is not None:
+            try:
+                found = decode_holder(read_record(fd, entry), entry)
+            except (FileNotFoundError, CorruptRecordError):
+                return False
+            if found.token != token:
+                return False  # a newer member of the same agent: not the one judged
+        try:
+            os.unlink(entry, dir_fd=fd)
+        except FileNotFoundError:
+            return False
+        with contextlib.suppress(OSError):  # not empty: other members stay
+            os.rmdir(name + SHARED_SUFFIX, dir_fd=fd)
+        return True
+
+    def readers(self, name: str) -> tuple[str, ...]:
+        """The agents of the members of lock `name` not provably dead (read only)."""
+        if not self.present(name):
+            return ()
+        return tuple(
+            member.agent_id
+            for member in self.members(name)
+            if member.liveness()[0] is not Liveness.DEAD
+        )
+
+    def leave(self, name: str, agent: str) -> bool:
+        """Give back `agent`'s shared hold of lock `name`; False when it has none."""
+        entry = f"{name}{SHARED_SUFFIX}/{member_entry(agent)}"
+        try:
+            member = decode_holder(read_record(self._directory.fd, entry), entry)
+        except FileNotFoundError:
+            return False
+        if not self.remove(name, agent, member.token):
+            return False
+        if self._journal is not None:
+            self._journal.released(member.token, agent, member.lock_path, member.acquired_at)
+        return True
+
+    def others_alive(self, name: str, agent: str) -> bool:
+        """Whether lock `name` has a member other than `agent`'s that is not provably dead;
+        the provably dead ones are removed on the way (proof of death, as for a lock)."""
+        alive = False
+        for member in self.members(name):
+            if member.agent_id == agent:
+                continue
+            if member.liveness()[0] is Liveness.DEAD:
+                if self.remove(name, member.agent_id, member.token) and self._journal:
+                    self._journal.released(
+                        member.token, member.agent_id, member.lock_path, member.acquired_at
+                    )
+                continue
+            alive = True
+        return alive
+
+    # -- taking a shared hold ----------------------------------------------------------------
+
+    def join(self, name: str, key: str, agent: str, token: str) -> None:
+        """`agent`, holding lock `name` under grant `token`, becomes a member and releases
+        the lock (handing it to the next in line)."""
+        try:
+            self._add(name, key, agent, token)
+        finally:
+            run(line.release(self._operations, name, token, None))
+        if self._journal is not None:
+            self._journal.granted(token, agent, key, mode=SHARED)
+
+    def try_share(self, name: str, key: str, agent: str, maker: Callable[[], str]) -> bool:
+        """Hold `name` shared now if nobody holds it exclusively nor queues for it (an agent
+        already a member, or the exclusive holder, holds it so already)."""
+        if self.holds_shared(name, agent):
+            return True
+        taken = run(line.take(self._operations, name, agent, maker))
+        if taken is None:
+            return False
+        token, new = taken
+        if new:
+            self.join(name, key, agent, token)
+        return True  # else it holds the lock exclusively: that covers reading
+
+    # -- an exclusive grant waits for the members ------------------------------------------
+
+    def settle(self, name: str, agent: str) -> None:
+        """`agent` holds lock `name` exclusively and no other member is left: its own shared
+        hold, if any (an upgrade), is now part of the exclusive one."""
+        self.remove(name, agent)
+
+    def drain(self, name: str, agent: str, deadline: float, poll: float) -> bool:
+        """Wait, holding lock `name`, until it has no live member but `agent`'s, or until
+        `deadline` (time.monotonic): True when drained."""
+        while self.others_alive(name, agent):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(poll, left))
+        self.settle(name, agent)
+        return True
+
+    async def drain_async(self, name: str, agent: str, deadline: float, poll: float) -> bool:
+        """`drain` on the event loop."""
+        while self.others_alive(name, agent):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await anyio.sleep(min(poll, left))
+        self.settle(name, agent)
+        return True
+
+    def release_all(self, agent: str, namespace: str | None) -> list[HolderRecord]:
+        """Remove every member of `agent` (in `namespace`, or in all: None); those removed."""
+        removed = []
+        for entry in self._directory.names():
+            if not entry.endswith(SHARED_SUFFIX):
+                continue
+            name = entry[: -len(SHARED_SUFFIX)]
+            with contextlib.suppress(CorruptRecordError):
+                for member in self.members(name):
+                    if member.agent_id != agent:
+                        continue
+                    if namespace is not None and member.namespace != namespace:
+                        continue
+                    if self.remove(name, agent, member.token):
+                        removed.append(member)
+        return removed
+
+    def remove_dead(self) -> None:
+        """Remove every member whose process is provably dead."""
+        for entry in self._directory.names():
+            if entry.endswith(SHARED_SUFFIX):
+                with contextlib.suppress(CorruptRecordError):
+                    self.others_alive(entry[: -len(SHARED_SUFFIX)], "")

@@ -1,0 +1,242 @@
+"""Shared and exclusive holds on the lock directory against a brute-force oracle, driven by
+hypothesis: several agents ask for files shared or exclusively (waiting in line, or only
+trying), upgrade, release, give up a wait (cancelled, or timed out), in any order.
+
+The oracle keeps, per file, the exclusive holder, the readers and the line of waiting
+requests, and grants from the head of the line while the head is compatible (strict FIFO: a
+waiting exclusive request stops the readers behind it). After each step the store must agree:
+the same requests granted (never two conflicting holders), the others still waiting, and
+nothing left behind by a wait that ended.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from lock_dir_listing import lock_dir_entries
+from lockyard.infra.lockstore import LockStore
+
+FILES = ["a.py", "b.py"]
+AGENTS = ["ann", "bob", "cid", "dan"]
+MODES = ["shared", "exclusive"]
+SETTLE_SECONDS = 60.0
+"""A bound on how long a grant the oracle expects may take to show (a hang fails the test;
+no duration is asserted)."""
+
+
+@dataclass
+class Request:
+    agent: str
+    mode: str
+    future: Future[bool]
+    ended: threading.Event
+    """Set when the wait's task has ended (a cancelled future is done at once, before its
+    task has left the line)."""
+
+
+async def _until_ended(call: Callable[[], Awaitable[bool]], ended: threading.Event) -> bool:
+    try:
+        return await call()
+    finally:
+        ended.set()
+
+
+@dataclass
+class FileModel:
+    exclusive: str | None = None
+    readers: set[str] = field(default_factory=set)
+    line: list[Request] = field(default_factory=list)
+
+    def compatible(self, agent: str, mode: str) -> bool:
+        if self.exclusive not in (None, agent):
+            return False
+        return mode == "shared" or not (self.readers - {agent})
+
+    def holds(self, agent: str, mode: str) -> bool:
+        """Already holds it in a mode that covers `mode` (the store answers at once)."""
+        return self.exclusive == agent or (mode == "shared" and agent in self.readers)
+
+    def grant(self, agent: str, mode: str) -> None:
+        if self.exclusive == agent:
+            return
+        if mode == "shared":
+            self.readers.add(agent)
+        else:
+            self.exclusive = agent
+            self.readers.discard(agent)
+
+    def promote(self) -> list[Request]:
+        """Grant from the head of the line while the head is compatible."""
+        granted = []
+        while self.line and self.compatible(self.line[0].agent, self.line[0].mode):
+            request = self.line.pop(0)
+            self.grant(request.agent, request.mode)
+            granted.append(request)
+        return granted
+
+    def draining(self) -> str | None:
+        """The agent at the head of the line that holds the file's lock while it waits for
+        the readers to leave (an exclusive request), if any."""
+        if self.line and self.line[0].mode == "exclusive" and self.exclusive is None:
+            return self.line[0].agent
+        return None
+
+
+class SharedModeModel(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.base = tempfile.mkdtemp(prefix="lockyard-shared-")
+        repo = f"{self.base}/repo"
+        os.mkdir(repo)
+        subprocess.run(["git", "init", "-q", repo], check=True)
+        self.store = LockStore(repo, f"{self.base}/locks")
+        self.files = {name: FileModel() for name in FILES}
+        self.pending: dict[str, tuple[str, Request]] = {}  # agent -> (file, its waiting request)
+        self.granted: list[Request] = []  # waits the oracle granted, not yet seen to end
+        self._portal_cm = start_blocking_portal()
+        self.portal: BlockingPortal = self._portal_cm.__enter__()
+
+    def teardown(self) -> None:
+        try:
+            for _name, request in list(self.pending.values()):
+                request.future.cancel()
+            for _name, request in list(self.pending.values()):
+                self._wait_ended(request)
+            for agent in AGENTS:
+                self.store.cleanup_agent_locks(agent)
+            self._settle_grants()
+            assert [
+                e for e in lock_dir_entries(self.store.lock_dir) if not e.endswith(".card")
+            ] == []
+        finally:
+            self._portal_cm.__exit__(None, None, None)
+            self.store.close()
+            shutil.rmtree(self.base)
+
+    # -- rules -------------------------------------------------------------------------------
+
+    @rule(agent=st.sampled_from(AGENTS), mode=st.sampled_from(MODES), name=st.sampled_from(FILES))
+    def ask_and_wait(self, agent: str, mode: str, name: str) -> None:
+        if agent in self.pending:
+            return  # an agent waits for one call at a time
+        model = self.files[name]
+        call = functools.partial(
+            self.store.acquire_async,
+            name,
+            agent,
+            600,
+            10,
+            mode=mode,  # type: ignore[arg-type]
+        )
+        ended = threading.Event()
+        request = Request(
+            agent, mode, self.portal.start_task_soon(_until_ended, call, ended), ended
+        )
+        if model.holds(agent, mode) or (not model.line and model.compatible(agent, mode)):
+            model.grant(agent, mode)
+            self.granted.append(request)
+        else:
+            model.line.append(request)
+            self.pending[agent] = (name, request)
+
+    @rule(agent=st.sampled_from(AGENTS), mode=st.sampled_from(MODES), name=st.sampled_from(FILES))
+    def try_now(self, agent: str, mode: str, name: str) -> None:
+        if agent in self.pending:
+            return
+        model = self.files[name]
+        expected = model.holds(agent, mode) or (not model.line and model.compatible(agent, mode))
+        assert self.store.try_lock(name, agent, mode=mode) is expected  # type: ignore[arg-type]
+        if expected:
+            model.grant(agent, mode)
+
+    @rule(agent=st.sampled_from(AGENTS), mode=st.sampled_from(MODES), name=st.sampled_from(FILES))
+    def time_out(self, agent: str, mode: str, name: str) -> None:
+        """A wait the oracle says cannot be granted now ends by its timeout, leaving nothing."""
+        model = self.files[name]
+        if agent in self.pending or model.holds(agent, mode):
+            return
+        if not model.line and model.compatible(agent, mode):
+            return
+        assert not self.store.acquire(name, agent, 0.05, 10, mode=mode)  # type: ignore[arg-type]
+
+    @precondition(lambda self: bool(self.pending))
+    @rule(data=st.data())
+    def give_up(self, data: st.DataObject) -> None:
+        """A waiting call is cancelled (its CLI's tool timeout): it leaves nothing behind."""
+        agent = data.draw(st.sampled_from(sorted(self.pending)))
+        name, request = self.pending.pop(agent)
+        if request.future.cancel():
+            self._wait_ended(request)
+            self.files[name].line.remove(request)
+        else:  # it was granted just before: the oracle must have granted it too
+            assert request.future.result(timeout=SETTLE_SECONDS) is True
+            assert request not in self.files[name].line
+        self.granted.extend(self.files[name].promote())
+        self._forget_promoted()
+
+    @rule(agent=st.sampled_from(AGENTS), name=st.sampled_from(FILES))
+    def release(self, agent: str, name: str) -> None:
+        if agent in self.pending:
+            return
+        model = self.files[name]
+        held = model.exclusive == agent or agent in model.readers
+        assert self.store.release(name, agent) is held
+        if model.exclusive == agent:
+            model.exclusive = None
+        model.readers.discard(agent)
+        self.granted.extend(model.promote())
+        self._forget_promoted()
+
+    # -- the store agrees with the oracle ----------------------------------------------------
+
+    @invariant()
+    def grants_and_holds_agree(self) -> None:
+        self._settle_grants()
+        for _name, request in self.pending.values():
+            assert not request.future.done(), f"{request} ended, the oracle says it waits"
+        for name, model in self.files.items():
+            holder = model.exclusive or model.draining()
+            self._settle(lambda: self.store.holder(name) == holder, name)  # noqa: B023
+            assert set(self.store.readers(name)) == model.readers
+            queued = len(model.line) - (model.draining() is not None)
+            self._settle(lambda: len(self.store.waiters(name)) == queued, name)  # noqa: B023
+
+    def _forget_promoted(self) -> None:
+        promoted = {id(request) for request in self.granted}
+        for agent, (_name, request) in list(self.pending.items()):
+            if id(request) in promoted:
+                del self.pending[agent]
+
+    def _settle_grants(self) -> None:
+        for request in self.granted:
+            assert request.future.result(timeout=SETTLE_SECONDS) is True, request
+        self.granted.clear()
+
+    def _settle(self, check: object, name: str) -> None:
+        assert callable(check)
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while not check():
+            assert time.monotonic() < deadline, f"{name}: the store never reached the oracle"
+            time.sleep(0.01)
+
+    @staticmethod
+    def _wait_ended(request: Request) -> None:
+        assert request.ended.wait(SETTLE_SECONDS), f"{request} never ended"
+
+
+SharedModeModel.TestCase.settings = settings(max_examples=30, stateful_step_count=20, deadline=None)
+test_shared_and_exclusive_holds_behave_like_the_oracle = SharedModeModel.TestCase
