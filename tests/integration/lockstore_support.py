@@ -24,6 +24,10 @@ if mode == "hold":
     assert store.try_lock(path, agent)
     print("locked", flush=True)
     time.sleep(600)
+elif mode == "share":
+    assert store.try_lock(path, agent, mode="shared")
+    print("locked", flush=True)
+    time.sleep(600)
 elif mode == "wait":
     print("waiting", flush=True)
     ok = store.acquire(path, agent, timeout_seconds=60, poll_interval_ms=float(sys.argv[6]))

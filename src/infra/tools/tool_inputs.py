@@ -199,7 +199,7 @@ ACQUIRE_DESCRIPTION: Final = (
     "timeout_seconds until at least one of them is granted, then returns: call again for the "
     "files still missing. timeout_seconds=0 never waits. On timeout you keep what you got. "
     'If the result has a "deadlock" object, all your locks were released for you: follow its '
-    '"instruction".'
+    '"instruction". mode "shared" only reads, alongside other readers (no edits).'
 )
 
 RELEASE_DESCRIPTION: Final = (
@@ -248,6 +248,10 @@ _FIELD_RULES: Final[dict[str, dict[str, str]]] = {
         ),
         "timeout_seconds": (
             f'"timeout_seconds" must be a number from 0 to {MAX_TIMEOUT_SECONDS} (0 = do not wait)'
+        ),
+        "mode": (
+            '"mode" must be "exclusive" (to edit; the default) or "shared" (to read alongside '
+            "other readers)"
         ),
     },
     RELEASE_TOOL: {

@@ -1,0 +1,133 @@
+"""What shared holds cost the plain exclusive file lock (lock directory): this tree against a
+baseline tree (before shared holds), measured turn by turn in the same run.
+
+    python3 scripts/uv run python benchmarks/bench_shared_mode_cost.py --base /work/wt/scopes-base
+
+Two figures per tree, each the median of a turn's samples (µs), and their ratio this/base:
+
+1. Uncontended cycle: `try_lock` + `release` of one file (the exclusive path now looks for
+   readers once per grant).
+2. In-process hand-off: a task releases, the task waiting in line for the file gets it.
+
+Each tree is set up by this file run with `--serve` by that tree's interpreter and answers one
+turn at a time on stdin, so the machine's load hits both trees alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TURN_CYCLES = 2000
+TURN_HANDOFFS = 200
+
+
+class Tree:
+    """A lock directory and a checkout in `python`'s lockyard, answering `cycle` and `handoff`
+    (one turn: the median in µs) on stdin."""
+
+    def __init__(self, python: str) -> None:
+        self.process = subprocess.Popen(
+            [python, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+
+    def ask(self, line: str) -> float:
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        return float(self.process.stdout.readline())
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def serve() -> None:
+    import anyio
+
+    from lockyard.infra.lockstore import LockStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp) / "repo"
+        (repo / "src").mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        (repo / "src" / "app.py").write_text("x = 1\n")
+        store = LockStore(repo, Path(tmp) / "locks")
+
+        def cycle() -> float:
+            times = []
+            for _ in range(TURN_CYCLES):
+                start = time.perf_counter()
+                assert store.try_lock("src/app.py", "alice")
+                assert store.release("src/app.py", "alice")
+                times.append(time.perf_counter() - start)
+            return statistics.median(times) * 1e6
+
+        async def wait(got: anyio.Event) -> None:
+            assert await store.acquire_async("src/app.py", "bob", 30)
+            got.set()
+
+        async def handoffs() -> float:
+            times: list[float] = []
+            for _ in range(TURN_HANDOFFS):
+                assert store.try_lock("src/app.py", "alice")
+                got = anyio.Event()
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(wait, got)
+                    # Until the waiter is in line and asleep there (polling: it is queued by
+                    # a task of this loop, so no event can say so).
+                    for _ in range(1000):
+                        if store.waiters("src/app.py"):
+                            break
+                        await anyio.sleep(0.0005)
+                    await anyio.sleep(0.002)
+                    start = time.perf_counter()
+                    assert store.release("src/app.py", "alice")
+                    await got.wait()
+                    times.append(time.perf_counter() - start)
+                assert store.release("src/app.py", "bob")
+            return statistics.median(times) * 1e6
+
+        for line in sys.stdin:
+            figure = cycle() if line.strip() == "cycle" else anyio.run(handoffs)
+            print(figure, flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--base", required=True, help="a checkout before shared holds, synced")
+    parser.add_argument("--turns", type=int, default=7)
+    parser.add_argument("--serve", action="store_true")
+    args = parser.parse_args()
+    if args.serve:
+        serve()
+        return
+    trees = {
+        "base": Tree(str(Path(args.base) / ".venv" / "bin" / "python")),
+        "this": Tree(sys.executable),
+    }
+    try:
+        for what in ("cycle", "handoff"):
+            figures: dict[str, list[float]] = {name: [] for name in trees}
+            for _ in range(args.turns):
+                for name, tree in trees.items():
+                    figures[name].append(tree.ask(what))
+            base = statistics.median(figures["base"])
+            this = statistics.median(figures["this"])
+            label = "uncontended cycle" if what == "cycle" else "in-process hand-off"
+            print(f"{label:22} base {base:8.1f} µs   this {this:8.1f} µs   {this / base:.2f}x")
+    finally:
+        for tree in trees.values():
+            tree.close()
+
+
+if __name__ == "__main__":
+    main()

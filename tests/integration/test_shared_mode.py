@@ -1,0 +1,153 @@
+"""Shared holds on a real lock directory: a SIGKILLed reader, two upgraders in a deadlock the
+monitor resolves, the guards' answers to readers, and `lock_acquire`'s mode."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+from lockstore_support import expect_line, kill, spawn
+
+from lock_dir_listing import lock_dir_entries
+from lockyard.domain.monitor import DeadlockMonitor
+from lockyard.infra.crossproc.state import WaitForSnapshot
+from lockyard.infra.hooks.write_guard.decide import judge_write
+from lockyard.infra.lockstore import FileJournal, JournalQuery, LockStore
+from lockyard.infra.tools.lock_tools import LockTools
+from polling_support import wait_until_async
+
+ACQUIRE = "lock_acquire"
+pytestmark = pytest.mark.anyio
+
+
+def leftovers(lock_dir: Path) -> list[str]:
+    """The lock directory's entries besides the journal and holder cards (kept on purpose)."""
+    return [entry for entry in lock_dir_entries(lock_dir) if not entry.endswith(".card")]
+
+
+def test_a_sigkilled_readers_hold_is_taken_back_by_proof_of_death(
+    repo: Path, lock_dir: Path
+) -> None:
+    reader = spawn(repo, lock_dir, "a.py", "reader", "share")
+    expect_line(reader, "locked")
+    store = LockStore(repo, lock_dir)
+    assert store.try_lock("a.py", "fox", mode="shared")  # readers hold it together
+    assert not store.try_lock("a.py", "writer")  # an exclusive hold waits for them
+    assert sorted(store.readers("a.py")) == ["fox", "reader"]
+    assert store.release("a.py", "fox")
+    kill(reader)
+    assert store.readers("a.py") == ()  # a dead reader reads nothing
+    assert store.acquire("a.py", "writer", timeout_seconds=30)
+    assert store.holder("a.py") == "writer"
+    assert store.release("a.py", "writer")
+    assert leftovers(lock_dir) == []
+
+
+async def test_two_upgraders_deadlock_visibly_and_the_one_asked_to_give_way_unblocks_the_other(
+    repo: Path, lock_dir: Path
+) -> None:
+    store = LockStore(repo, lock_dir)
+    for agent in ("ann", "bob"):
+        assert store.try_lock("a.py", agent, mode="shared")
+    granted: dict[str, bool] = {}
+    scopes: dict[str, anyio.CancelScope] = {}
+    ended = {agent: anyio.Event() for agent in ("ann", "bob")}
+
+    async def upgrade(agent: str) -> None:
+        with anyio.CancelScope() as scopes[agent]:
+            try:
+                granted[agent] = await store.acquire_async("a.py", agent, 60, 10)
+            finally:
+                ended[agent].set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(upgrade, "ann")
+        await wait_until_async(lambda: store.holder("a.py") == "ann")  # waits for bob's read
+        group.start_soon(upgrade, "bob")
+        await wait_until_async(lambda: len(store.waiters("a.py")) == 1)  # bob waits for ann
+        snapshot = WaitForSnapshot.from_store_snapshot(store.snapshot())
+        monitor = DeadlockMonitor(verify_cycle=snapshot.has_cycle)
+        monitor.rebuild(snapshot.holders(), snapshot.wait_pairs())
+        [deadlock] = await monitor.check_all()
+        assert {step.agent_id for step in deadlock.cycle} == {"ann", "bob"}
+        # The victim gives way as lock_acquire makes it: its wait ends, then its locks go.
+        victim = deadlock.victim
+        scopes[victim].cancel()
+        await ended[victim].wait()
+        assert store.cleanup_agent_locks(victim) == ["a.py"]  # its read
+    winner = "bob" if victim == "ann" else "ann"
+    assert granted == {winner: True}
+    assert store.holder("a.py") == winner
+    assert store.readers("a.py") == ()
+    store.cleanup_agent_locks(winner)
+    assert leftovers(lock_dir) == []
+
+
+def test_the_write_guard_refuses_a_readers_write_and_says_to_upgrade(
+    repo: Path, lock_dir: Path
+) -> None:
+    store = LockStore(repo, lock_dir)
+    path = str(repo / "a.py")
+    assert store.try_lock("a.py", "ann", mode="shared")
+    reason, _notes = judge_write(store, "ann", path, str(repo), ACQUIRE)
+    assert reason is not None
+    assert "shared (for reading only)" in reason
+    assert '"mode": "exclusive"' in reason
+    assert store.try_lock("a.py", "ann")  # the upgrade: alone, it is granted at once
+    assert store.readers("a.py") == ()
+    assert judge_write(store, "ann", path, str(repo), ACQUIRE)[0] is None
+
+
+async def test_a_holder_still_waiting_for_readers_may_not_write(repo: Path, lock_dir: Path) -> None:
+    store = LockStore(repo, lock_dir)
+    path = str(repo / "a.py")
+    assert store.try_lock("a.py", "bob", mode="shared")
+    async with anyio.create_task_group() as group:
+        group.start_soon(store.acquire_async, "a.py", "ann", 60, 10)
+        await wait_until_async(lambda: store.holder("a.py") == "ann")
+        reason, _notes = judge_write(store, "ann", path, str(repo), ACQUIRE)
+        assert reason is not None
+        assert "still held shared by bob" in reason
+        group.cancel_scope.cancel()
+    assert store.holder("a.py") is None  # the cancelled wait gave the lock back
+    assert store.readers("a.py") == ("bob",)
+
+
+async def test_lock_acquire_takes_mode_shared_and_status_shows_the_readers(
+    repo: Path, lock_dir: Path
+) -> None:
+    store = LockStore(repo, lock_dir)
+    ann, bob = LockTools(store, "ann"), LockTools(store, "bob")
+    for tools in (ann, bob):
+        outcome = await tools.acquire(
+            {"filepaths": ["a.py"], "mode": "shared", "timeout_seconds": 0}
+        )
+        assert outcome.data is not None, outcome.text
+        assert outcome.data["all_acquired"] is True
+    outcome = await bob.acquire({"filepaths": ["a.py"], "timeout_seconds": 0})
+    assert outcome.data is not None
+    assert outcome.data["all_acquired"] is False
+    [info] = store.list_locks()
+    assert sorted(m.agent_id for m in info.shared_holders) == ["ann", "bob"]
+    assert {m.mode for m in info.shared_holders} == {"shared"}
+    refused = await ann.acquire({"filepaths": ["a.py"], "mode": "read"})
+    assert refused.is_error
+    assert '"mode" must be "exclusive"' in refused.text
+    await ann.release({"all": True})
+    await bob.release({"all": True})
+    assert leftovers(lock_dir) == []
+
+
+@pytest.mark.parametrize("mode", ["shared"])
+def test_the_journal_records_a_shared_grant_as_such(repo: Path, lock_dir: Path, mode: str) -> None:
+    store = LockStore(repo, lock_dir)
+    assert store.try_lock("a.py", "ann", mode=mode)  # type: ignore[arg-type]
+    assert store.release("a.py", "ann")
+    store.close()
+    records = list(FileJournal(lock_dir).records(JournalQuery.of()))
+    kinds = [(r.kind, r.agent, r.outcome) for r in records if r.file == "a.py"]
+    assert ("grant", "ann", "shared") in kinds
+    assert any(kind == "release" and agent == "ann" for kind, agent, _ in kinds)
+    assert os.path.isdir(lock_dir)
