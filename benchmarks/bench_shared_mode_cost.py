@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-TURN_CYCLES = 2000
-TURN_HANDOFFS = 200
+TURN_CYCLES = 500
+TURN_HANDOFFS = 50
 
 
 class Tree:
@@ -103,13 +103,15 @@ def serve() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--base", required=True, help="a checkout before shared holds, synced")
+    parser.add_argument("--base", help="a checkout before shared holds, synced (required)")
     parser.add_argument("--turns", type=int, default=7)
     parser.add_argument("--serve", action="store_true")
     args = parser.parse_args()
     if args.serve:
         serve()
         return
+    if not args.base:
+        parser.error("--base CHECKOUT is required (a checkout before shared holds, synced)")
     trees = {
         "base": Tree(str(Path(args.base) / ".venv" / "bin" / "python")),
         "this": Tree(sys.executable),
