@@ -19,6 +19,7 @@ from ..checkout import Checkout, open_checkout
 from ..errors import CorruptRecordError, LockDirError
 from ..journal.files import JournalFiles, journal_files
 from ..journal.record import JournalRecord, process_session
+from ..limits import validate_timeout
 from ..liveness import ProcessIdentity, current_process
 from ..modes import EXCLUSIVE, LockMode, validate_mode
 from ..paths import validate_agent_id
@@ -281,7 +282,7 @@ class LockStore:
 
         Cancel-safe: a cancelled wait leaves no lock and no queue entry behind.
         """
-        deadline = time.monotonic() + float(timeout_seconds)
+        deadline = time.monotonic() + validate_timeout(timeout_seconds)
         agent, key, name, held = self._before_wait(filepath, agent_id, mode)
         if held:
             return True
@@ -312,7 +313,7 @@ class LockStore:
         mode: LockMode = EXCLUSIVE,
     ) -> bool:
         """The blocking twin of `acquire_async`, for threads and scripts."""
-        deadline = time.monotonic() + float(timeout_seconds)
+        deadline = time.monotonic() + validate_timeout(timeout_seconds)
         agent, key, name, held = self._before_wait(filepath, agent_id, mode)
         if held:
             return True
