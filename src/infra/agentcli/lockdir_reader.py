@@ -99,14 +99,7 @@ class LockDirReader:
                     record = _parse_member(read_record(entry_fd, entry))
                 except FileNotFoundError:
                     continue  # left between listing and reading
-                alive, _why = liveness_of(
-                    record["pid"],
-                    record["start_time"],
-                    record["host"],
-                    record["boot_id"],
-                    record.get("pid_ns"),
-                )
-                if alive is not Liveness.DEAD:
+                if record_liveness(record) is not Liveness.DEAD:
                     found.append(str(record["agent_id"]))
         except FileNotFoundError:
             return ()  # the last reader left: the directory went
