@@ -123,13 +123,13 @@ def corrupting_wait(store: LockStore, monkeypatch: pytest.MonkeyPatch) -> None:
     (it does not today; the tools must cope if a store does)."""
     real_wait = store.acquire_async
 
-    async def wait(filepath: str, agent_id: str, *args: Any) -> bool:
+    async def wait(filepath: str, agent_id: str, *args: Any, **options: Any) -> bool:
         if filepath.endswith("a.py"):
             monkeypatch.setattr(store, "acquire_async", real_wait)
             store.release(filepath, "someone")
             corrupt(store, filepath)
             raise CorruptRecordError("unreadable holder record: 1 validation error for ...")
-        return await real_wait(filepath, agent_id, *args)
+        return await real_wait(filepath, agent_id, *args, **options)
 
     monkeypatch.setattr(store, "acquire_async", wait)
 

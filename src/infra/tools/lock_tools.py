@@ -456,12 +456,7 @@ class _AcquireCall:
         # is recorded before the next checkpoint, so no exit path can lose it.
         try:
             store = self.tools.store
-            if self.mode == EXCLUSIVE:
-                granted = await store.acquire_async(key, self.agent_id, timeout_seconds)
-            else:  # only a store that can hold files shared is asked to
-                granted = await store.acquire_async(
-                    key, self.agent_id, timeout_seconds, mode=self.mode
-                )
+            granted = await store.acquire_async(key, self.agent_id, timeout_seconds, mode=self.mode)
         except CorruptRecordError as exc:
             # The record became unreadable during the wait: this file cannot be granted in
             # this call; its wait edge ends now, and the others keep waiting.

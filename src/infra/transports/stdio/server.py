@@ -78,8 +78,6 @@ class SessionLedger:
         return self.store.canonicalize(filepath)
 
     def try_lock(self, filepath: str, agent_id: str, *, mode: LockMode = "exclusive") -> bool:
-        if mode == "exclusive":  # the plain call: any store answers it
-            return self._note(filepath, self.store.try_lock(filepath, agent_id))
         return self._note(filepath, self.store.try_lock(filepath, agent_id, mode=mode))
 
     async def acquire_async(
@@ -91,14 +89,9 @@ class SessionLedger:
         *,
         mode: LockMode = "exclusive",
     ) -> bool:
-        if mode == "exclusive":
-            granted = await self.store.acquire_async(
-                filepath, agent_id, timeout_seconds, poll_interval_ms
-            )
-        else:
-            granted = await self.store.acquire_async(
-                filepath, agent_id, timeout_seconds, poll_interval_ms, mode=mode
-            )
+        granted = await self.store.acquire_async(
+            filepath, agent_id, timeout_seconds, poll_interval_ms, mode=mode
+        )
         return self._note(filepath, granted)
 
     def release(self, filepath: str, agent_id: str) -> bool:
