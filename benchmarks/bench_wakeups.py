@@ -85,9 +85,9 @@ def switch_off(name: str) -> None:
         operations.DiskOperations.lock_changed = lambda self, name: None  # type: ignore[method-assign]
         operations.DiskOperations.entry_gone = lambda self, name, entry: None  # type: ignore[method-assign]
         sleep.is_this_process = lambda pid, start_time: False  # type: ignore[assignment]
-        hub.is_asleep = lambda self, token: False  # type: ignore[method-assign]
+        sleep.AsleepHeads.is_asleep = lambda self, token: False  # type: ignore[method-assign]
     elif name == "accept":
-        hub.claim_asleep = lambda self, token: None  # type: ignore[method-assign]
+        sleep.AsleepHeads.claim = lambda self, token: None  # type: ignore[method-assign]
     elif name == "doorbells":
         sleep.open_doorbell = lambda directory, name, token: None  # type: ignore[assignment]
     elif name == "entry-watches":

@@ -144,7 +144,7 @@ def _claimed_head(
     store: LockStore, then: Callable[[threading.Thread], None]
 ) -> tuple[bool | None, list[bool]]:
     """b waits in a thread and sleeps first in line with its grant staged; the holder's
-    release claims it (`WakeHub.claim_asleep`), then `then(b's thread)` runs before the
+    release claims it (`AsleepHeads.claim`), then `then(b's thread)` runs before the
     release goes on. What the release returned (None: interrupted), and what b's acquire
     returned."""
     assert store.try_lock(FILE, "holder")
@@ -162,7 +162,9 @@ def _claimed_head(
     store.operations.claim_asleep = claim_then  # type: ignore[method-assign]
     waiter.start()
     hub = process_hub()
-    while not any(hub.is_asleep(e.partition(layout.STAGING_MARK)[2]) for e in leftovers(store)):
+    while not any(
+        hub.heads.is_asleep(e.partition(layout.STAGING_MARK)[2]) for e in leftovers(store)
+    ):
         threading.Event().wait(0.001)  # until b sleeps, its grant staged
     released: bool | None = None
     with contextlib.suppress(_Interrupted):

@@ -89,14 +89,14 @@ class DiskOperations:
         return record.liveness()[0]
 
     def ring(self, name: str, token: str) -> None:
-        if not process_hub().is_asleep(token):  # one asleep here hears `lock_changed`
+        if not process_hub().heads.is_asleep(token):  # one asleep here hears `lock_changed`
             ring(self._dir, name, token)
 
     def claim_asleep(self, token: str) -> str | None:
-        return process_hub().claim_asleep(token)
+        return process_hub().heads.claim(token)
 
     def let_wake(self, token: str, accepted: Accepted | None) -> None:
-        process_hub().let_wake(token, accepted)
+        process_hub().heads.let_wake(token, accepted)
 
     def lock_changed(self, name: str) -> None:
         process_hub().notify(f"{self._path}/{name}{LOCK_SUFFIX}")

@@ -83,10 +83,7 @@ class WakeHub:
         self._watch_of_pid: dict[int, tuple[int, int]] = {}  # pid -> (pidfd, reference count)
         self._idle_pids: dict[int, None] = {}
         """Followed pids whose reference count is 0, oldest first (see _IDLE_PIDFDS)."""
-        self._asleep: dict[str, Sleeper] = {}
-        """staged grant token -> the head that sleeps here with that grant staged."""
-        self._claimed: dict[str, Sleeper] = {}
-        """staged grant token -> the head a release here claimed (`claim_asleep`)."""
+        self.heads = AsleepHeads()
 
     # -- subscriptions -------------------------------------------------------------------
 
@@ -120,44 +117,6 @@ class WakeHub:
             wakers = [waker for group in self._subscribers.values() for waker in group]
         for waker in wakers:
             waker.wake()
-
-    # -- heads asleep here, accepted for by a release here --------------------------------
-
-    def fall_asleep(self, token: str, sleeper: Sleeper) -> None:
-        """`sleeper`, a head with grant `token` staged, sleeps until `wake_up`."""
-        with self._guard:
-            self._asleep[token] = sleeper
-
-    def wake_up(self, token: str, sleeper: Sleeper) -> bool:
-        """`sleeper` wakes: True when nobody claimed it meanwhile (else its claimer's
-        verdict is on its way, see `Sleeper`)."""
-        with self._guard:
-            return self._asleep.pop(token, None) is sleeper
-
-    def is_asleep(self, token: str) -> bool:
-        """Whether the head of grant `token` sleeps here (a release here need not ring it:
-        it listens to the lock's topic)."""
-        return token in self._asleep
-
-    def claim_asleep(self, token: str) -> str | None:
-        """Claim the head asleep here with grant `token` staged: its entry; None when there
-        is none. It wakes only once `let_wake` gives its verdict."""
-        if not self._asleep:
-            return None  # nobody sleeps here (every handoff to another process)
-        with self._guard:
-            sleeper = self._asleep.pop(token, None)
-            if sleeper is None:
-                return None
-            sleeper.verdict.acquire()  # free: only its one claimer takes it
-            self._claimed[token] = sleeper
-        return sleeper.entry
-
-    def let_wake(self, token: str, accepted: Accepted | None) -> None:
-        """Wake the head claimed under `token`, with the claimer's verdict."""
-        sleeper = self._claimed.pop(token)
-        sleeper.accepted = accepted
-        sleeper.verdict.release()
-        sleeper.waker.wake()
 
     # -- inotify -------------------------------------------------------------------------
 
@@ -387,6 +346,56 @@ class WakeHub:
             self._inotify_failed = True
 
 
+class AsleepHeads:
+    """The heads asleep in this process with their grant staged, which a release here
+    accepts for (`line._accept_for`): the release claims the head, removes its entry as the
+    head's own look would, and wakes it with that verdict. Apart from the hub's topics: a
+    claim is no wake-up source, it replaces the head's look after one."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._asleep: dict[str, Sleeper] = {}
+        """staged grant token -> the head that sleeps here with that grant staged."""
+        self._claimed: dict[str, Sleeper] = {}
+        """staged grant token -> the head a release here claimed (`claim`)."""
+
+    def fall_asleep(self, token: str, sleeper: Sleeper) -> None:
+        """`sleeper`, a head with grant `token` staged, sleeps until `wake_up`."""
+        with self._guard:
+            self._asleep[token] = sleeper
+
+    def wake_up(self, token: str, sleeper: Sleeper) -> bool:
+        """`sleeper` wakes: True when nobody claimed it meanwhile (else its claimer's
+        verdict is on its way, see `Sleeper`)."""
+        with self._guard:
+            return self._asleep.pop(token, None) is sleeper
+
+    def is_asleep(self, token: str) -> bool:
+        """Whether the head of grant `token` sleeps here (a release here need not ring it:
+        it listens to the lock's topic)."""
+        return token in self._asleep
+
+    def claim(self, token: str) -> str | None:
+        """Claim the head asleep here with grant `token` staged: its entry; None when there
+        is none. It wakes only once `let_wake` gives its verdict."""
+        if not self._asleep:
+            return None  # nobody sleeps here (every handoff to another process)
+        with self._guard:
+            sleeper = self._asleep.pop(token, None)
+            if sleeper is None:
+                return None
+            sleeper.verdict.acquire()  # free: only its one claimer takes it
+            self._claimed[token] = sleeper
+        return sleeper.entry
+
+    def let_wake(self, token: str, accepted: Accepted | None) -> None:
+        """Wake the head claimed under `token`, with the claimer's verdict."""
+        sleeper = self._claimed.pop(token)
+        sleeper.accepted = accepted
+        sleeper.verdict.release()
+        sleeper.waker.wake()
+
+
 class _HubHolder:
     def __init__(self) -> None:
         self.hub = WakeHub(inotify_enabled=not switched_off())
@@ -460,8 +469,8 @@ class Sleeper:
         self._held = _Held()
         self.waker = Waker()
         self.entry = ""
-        """Our entry, while we sleep as a head with our grant staged (`WakeHub.fall_asleep`):
-        a release here that claims us (`WakeHub.claim_asleep`) accepts that grant for us."""
+        """Our entry, while we sleep as a head with our grant staged (`AsleepHeads.fall_asleep`):
+        a release here that claims us (`AsleepHeads.claim`) accepts that grant for us."""
         self.verdict = threading.Lock()
         """Held by the release that claimed us, until it has given its verdict."""
         self.accepted: Accepted | None = None
@@ -508,12 +517,12 @@ class Sleeper:
         token = awaited.bell if awaited.ahead is None else None
         if token is not None:
             self.entry = awaited.mine
-            self._hub.fall_asleep(token, self)
+            self._hub.heads.fall_asleep(token, self)
         return token
 
     def _wake_up(self, token: str | None) -> Accepted | None:
         """The verdict of the release that claimed us while we slept, once it is given."""
-        if token is None or self._hub.wake_up(token, self):
+        if token is None or self._hub.heads.wake_up(token, self):
             return None
         with self.verdict:  # the claimer holds it until its verdict is in
             accepted, self.accepted = self.accepted, None
