@@ -154,7 +154,7 @@ def test_a_waiter_behind_another_process_is_woken_through_the_queue_directory(
     assert waiter.join() == [True]
     assert store.holder("a.py") == "w"
     # Woken by push, not polling (its poll interval is the backstop's): the queue's events.
-    assert watches.directories == [queue]
+    assert set(watches.directories) == {queue}
     assert store.release("a.py", "w")
     kill(first)
     kill(holder)
@@ -238,8 +238,7 @@ def test_a_waiter_whose_entry_vanished_queues_again_and_watches_the_new_queue(
     waiter = Waiter(store, "a.py", "W", poll_interval_ms=100)
     wait_until(lambda: agents_waiting(store, "a.py") == ["P1", "W"])
     # Swap the queue directory for a new one that holds only P1's entry: W's entry vanished,
-    # and W's inotify watches now follow entries of the old directory, where nothing will
-    # happen.
+    # and W's inotify watch now follows the old directory, where nothing will happen.
     name = lock_name(store.namespace, store.canonicalize("a.py"))
     queue, old = lock_dir / f"{name}.q", lock_dir / f"{name}.q-old"
     queued = store.directory.queues.read_queue(name)

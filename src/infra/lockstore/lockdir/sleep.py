@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Final
 
-from ..inotify import ENTRIES, IN_IGNORED, IN_Q_OVERFLOW, Inotify, switched_off
+from ..inotify import ENTRIES, IN_IGNORED, IN_MOVE_SELF, IN_Q_OVERFLOW, Inotify, switched_off
 from ..liveness import is_this_process, pids_are_local
 from ..wakeup import Waker
 from .disk import LockDir
@@ -47,7 +47,7 @@ from .line import Accepted, Await
 
 logger = logging.getLogger(__name__)
 
-_WATCH_MASK: Final = ENTRIES
+_WATCH_MASK: Final = ENTRIES | IN_MOVE_SELF
 _IDLE_PIDFDS: Final = 64
 """Pidfds nobody follows any more, kept open (and watched) for the next wait behind the
 same process: a waiter that hands a lock back and forth with another process follows it at
@@ -75,6 +75,9 @@ class WakeHub:
         self._inotify_enabled = inotify_enabled
         self._inotify: Inotify | None = None
         self._inotify_failed = False
+        self.watches_moved = 0
+        """How many watched directories were moved away from their path (a queue wiped and
+        made again): a waiter that sees this change asks for its watches again."""
         self._path_of_wd: dict[int, str] = {}
         self._watch_of_path: dict[str, tuple[int, int]] = {}  # path -> (wd, reference count)
         self._epoll: select.epoll | None = None
@@ -125,15 +128,15 @@ class WakeHub:
             inotify = self._ensure_inotify()
             if inotify is None:
                 return False
-            known = self._watch_of_path.get(directory)
-            if known is not None:
-                self._watch_of_path[directory] = (known[0], known[1] + 1)
-                return True
             try:
+                # Asked every time, even when watched already: the path may name a new
+                # directory (a queue removed when it emptied, or wiped, and made again), which
+                # gets a new descriptor; the old one ends with its directory (IN_IGNORED).
                 wd = inotify.add_watch(directory, _WATCH_MASK)
             except OSError:  # gone, or out of watches (ENOSPC): this waiter polls instead
                 return False
-            self._watch_of_path[directory] = (wd, 1)
+            known = self._watch_of_path.get(directory)
+            self._watch_of_path[directory] = (wd, 1 if known is None else known[1] + 1)
             self._path_of_wd[wd] = directory
             return True
 
@@ -288,6 +291,9 @@ class WakeHub:
             return
         with self._guard:
             path = self._path_of_wd.get(wd)
+            if mask & IN_MOVE_SELF:
+                self.watches_moved += 1  # its path may name another directory from now on
+                return
             if mask & IN_IGNORED:
                 self._path_of_wd.pop(wd, None)
                 if path is not None and self._watch_of_path.get(path, (None,))[0] == wd:
@@ -438,6 +444,7 @@ class Sleeper:
         self._poll_interval = poll_interval
         self._backstop = max(poll_interval, backstop)
         self._wanted = _Subscription()
+        self._watches_moved = self._hub.watches_moved
         self._held = _Held()
         self.waker = Waker()
         self.entry = ""
@@ -548,8 +555,10 @@ class Sleeper:
     def _subscribe(self, wanted: _Subscription) -> bool:
         """Hold exactly what `wanted` names; False when nothing changed. What cannot be
         followed is left out: then the re-checks find what it would have told."""
-        if wanted == self._wanted:
+        moved = self._hub.watches_moved
+        if wanted == self._wanted and moved == self._watches_moved:
             return False
+        self._watches_moved = moved
         hub, waker, held = self._hub, self.waker, self._held
         if held.pid is not None and held.pid != wanted.pid:
             hub.unwatch_process(held.pid)
@@ -580,14 +589,16 @@ class Sleeper:
         hub, held = self._hub, self._held
         if not self._pushed:
             directories.clear()
-        for directory in held.directories - directories:
-            held.directories.discard(directory)
-            hub.unwatch(directory)
-        for directory in directories - held.directories:
+        # Every directory is asked for again (then the old hold given back): one that was
+        # removed and made again since (a wiped queue) is a new directory to watch.
+        given_back, held.directories = held.directories, set()
+        for directory in directories:
             if not hub.watch(directory):
                 self._pushed = False  # cannot follow it: poll from now on
                 break
             held.directories.add(directory)
+        for directory in given_back:
+            hub.unwatch(directory)
 
     def _open_bell(self, token: str) -> None:
         fd = open_doorbell(self._dir, self._name, token)
