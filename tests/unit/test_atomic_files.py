@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lockyard.infra.atomic_files import ensure_private_dir, open_dir, write_atomic
+from lockyard.infra.lockstore.atomic_files import ensure_private_dir, open_dir, write_atomic
 
 
 class RefusedError(Exception):

@@ -28,8 +28,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...core.deadlock_info import DeadlockInfo
 from ...core.ports import VictimNotices
-from ..atomic_files import ensure_private_dir, open_dir, write_atomic
-from ..lockstore import NotOwnFileError, Waker, inotify_available, process_hub, read_own_file
+from ..lockstore import (
+    NotOwnFileError,
+    Waker,
+    ensure_private_dir,
+    inotify_available,
+    open_dir,
+    process_hub,
+    read_own_file,
+    write_atomic,
+)
 
 log = logging.getLogger(__name__)
 

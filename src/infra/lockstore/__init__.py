@@ -12,7 +12,9 @@
 - beside them too, though of the backends only the lock directory uses them, because parts
   outside the store use them as well: lockyard's one inotify binding (`inotify.py`: the
   lock directory's wake hub, the cross-process monitor, the IPC transport) and reading a file
-  lockyard wrote without trusting it (`own_files.py`: lock records, victim notices).
+  lockyard wrote without trusting it (`own_files.py`: lock records, victim notices), and
+  publishing a file whole (`atomic_files.py`: the policy, journal summaries, session records,
+  victim notices, the IPC folder's files).
 
 This module is the store's one entrance: code outside `lockyard.infra.lockstore` imports
 these names from here, never from the modules inside (an import-linter contract checks it),
@@ -32,6 +34,7 @@ TYPE_CHECKING = False  # not `typing`'s: importing typing costs the hooks' fast 
 if TYPE_CHECKING:
     from typing import Any
 
+    from .atomic_files import ensure_private_dir, open_dir, write_atomic
     from .backend import LockBackend
     from .checkout import (
         NAMESPACE_ENV,
@@ -246,6 +249,9 @@ _HOMES = {
     "store_call": "off_loop",
     "waits_on_server": "off_loop",
     "NotOwnFileError": "own_files",
+    "ensure_private_dir": "atomic_files",
+    "open_dir": "atomic_files",
+    "write_atomic": "atomic_files",
     "read_own_file": "own_files",
     "lock_name": "paths",
     "validate_agent_id": "paths",
@@ -344,6 +350,7 @@ __all__ = [
     "default_lock_dir_path",
     "describe_spec",
     "encode_holder",
+    "ensure_private_dir",
     "get_lock_holder",
     "get_store",
     "in_worker",
@@ -361,6 +368,7 @@ __all__ = [
     "new_token",
     "open_backend",
     "open_checkout",
+    "open_dir",
     "open_journal",
     "operator_release",
     "pending_reason",
@@ -382,6 +390,7 @@ __all__ = [
     "wait_for_lock",
     "wait_for_lock_async",
     "waits_on_server",
+    "write_atomic",
 ]
 
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ..atomic_files import ensure_private_dir, open_dir, write_atomic
+from ..lockstore import ensure_private_dir, open_dir, write_atomic
 from .process_tree import ProcessRef, ancestors, is_alive
 
 SESSIONS_DIR: Final = "sessions"

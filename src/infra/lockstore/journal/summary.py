@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from ..atomic_files import open_dir, write_atomic
 from .record import (
     DEADLOCK,
     DENIED,
@@ -324,11 +323,6 @@ def cached_summary(segment: Path) -> SegmentSummary:
 def _write_cache(path: Path, text: str) -> None:
     """Publish the cache file whole (a reader sees the old one or the new one), or not at
     all: a cache is never needed (the reader makes it again), so errors are ignored."""
-    temp = path.with_name(f".tmp-{secrets.token_hex(6)}-{path.name}")
-    try:
-        with open(temp, "x", encoding="ascii") as out:
-            out.write(text)
-        os.replace(temp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            temp.unlink()
+    with contextlib.suppress(OSError), open_dir(path.parent) as dir_fd:
+        # 0600, as the journal's segments.
+        write_atomic(dir_fd, path.name, text.encode("ascii"), mode=0o600, temp_prefix=".tmp-")

@@ -14,17 +14,15 @@ revoke anyone.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import secrets
 from typing import Final
 
+from ..atomic_files import open_dir, write_atomic
 from .layout import read_small_file
 
 POLICY_FILE: Final = "policy"
 _MAX_BYTES: Final = 64 * 1024
-_WRITE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def read_idle_limit(lock_dir: str | os.PathLike[str]) -> float | None:
@@ -45,18 +43,8 @@ def write_idle_limit(lock_dir: str | os.PathLike[str], seconds: float | None) ->
     """Set the idle limit (None: off) for every process on `lock_dir`."""
     if seconds is not None and not seconds > 0:
         raise ValueError("an idle limit is a positive number of seconds (None: off)")
-    path = os.path.join(lock_dir, POLICY_FILE)
-    temporary = f"{path}.{secrets.token_hex(6)}.partial"
     body = {} if seconds is None else {"idle_limit_seconds": seconds}
-    descriptor = os.open(temporary, _WRITE, 0o644)  # no secret: readable by every reader
-    try:
-        try:
-            os.write(descriptor, json.dumps(body).encode() + b"\n")
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    with open_dir(lock_dir) as dir_fd:
+        # No secret: readable by every reader.
+        data = json.dumps(body).encode() + b"\n"
+        write_atomic(dir_fd, POLICY_FILE, data, mode=0o644, temp_prefix=f"{POLICY_FILE}.partial-")

@@ -10,8 +10,10 @@ breaking; docs/lock-store.md walks through the interleavings.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -289,19 +291,12 @@ class LockStore:
         begun = self.waits.begin_at((key, name), agent, timeout_seconds, poll_interval_ms)
         if not (begun if isinstance(begun, bool) else await self.waits.run_async(*begun)):
             return False
-        if mode != EXCLUSIVE:
-            return self._join(name, key, agent)
-        if not self.shared.present(name):
-            return True
-        try:
-            poll = poll_interval_ms / 1000
-            drained = await self.shared.drain_async(name, agent, deadline, poll)
-        except BaseException:
-            self.grants.release(key, agent)
-            raise
-        if not drained:
-            self.grants.release(key, agent)
-        return drained
+        granted = self._granted(name, key, agent, mode)
+        if granted is not None:
+            return granted
+        with self._released_if_interrupted(key, agent):
+            drained = await self.shared.drain_async(name, agent, deadline, poll_interval_ms / 1000)
+        return self._kept_if_drained(key, agent, drained)
 
     def acquire(
         self,
@@ -320,18 +315,12 @@ class LockStore:
         begun = self.waits.begin_at((key, name), agent, timeout_seconds, poll_interval_ms)
         if not (begun if isinstance(begun, bool) else self.waits.run(*begun)):
             return False
-        if mode != EXCLUSIVE:
-            return self._join(name, key, agent)
-        if not self.shared.present(name):
-            return True
-        try:
+        granted = self._granted(name, key, agent, mode)
+        if granted is not None:
+            return granted
+        with self._released_if_interrupted(key, agent):
             drained = self.shared.drain(name, agent, deadline, poll_interval_ms / 1000)
-        except BaseException:
-            self.grants.release(key, agent)
-            raise
-        if not drained:
-            self.grants.release(key, agent)
-        return drained
+        return self._kept_if_drained(key, agent, drained)
 
     def _before_wait(
         self, filepath: str, agent_id: str, mode: LockMode
@@ -346,6 +335,30 @@ class LockStore:
             return agent, key, name, True
         holder = self.directory.read_holder(name)
         return agent, key, name, holder is not None and holder.agent_id == agent
+
+    def _granted(self, name: str, key: str, agent: str, mode: LockMode) -> bool | None:
+        """What a grant from the line comes to, the same for both waits: a shared hold joins
+        the members (True); an exclusive grant is the lock when no reader is present (True),
+        and None when it must first outwait the readers (the only part that sleeps)."""
+        if mode != EXCLUSIVE:
+            return self._join(name, key, agent)
+        return None if self.shared.present(name) else True
+
+    @contextlib.contextmanager
+    def _released_if_interrupted(self, key: str, agent: str) -> Iterator[None]:
+        """Around an exclusive grant's wait for readers: a cancelled or failed wait releases
+        the grant (the next waiter gets its turn)."""
+        try:
+            yield
+        except BaseException:
+            self.grants.release(key, agent)
+            raise
+
+    def _kept_if_drained(self, key: str, agent: str, drained: bool) -> bool:
+        """The grant is the caller's once the readers left in time; else it is released."""
+        if not drained:
+            self.grants.release(key, agent)
+        return drained
 
     def _join(self, name: str, key: str, agent: str) -> bool:
         """`agent` got lock `name` in line for a shared hold: it joins the members and lets

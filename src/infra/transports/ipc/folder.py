@@ -24,7 +24,7 @@ import os
 import stat
 from typing import Final
 
-from ... import atomic_files
+from ... import lockstore
 from .wire import NOT_A_FILE, TEMP_PREFIX, TOO_LARGE, WireError
 
 REQUESTS: Final = "requests"
@@ -117,7 +117,7 @@ def write_atomic(dir_fd: int, name: str, data: bytes, mode: int = 0o644) -> None
     and nothing the sandbox planted at `name` is written through (see `atomic_files`). The
     temp name starts with TEMP_PREFIX, so neither side reads it as a message; readable by
     the other side (0644) by default. Raises OSError when `name` cannot be replaced."""
-    atomic_files.write_atomic(dir_fd, name, data, mode=mode, temp_prefix=f"{TEMP_PREFIX}{name}.")
+    lockstore.write_atomic(dir_fd, name, data, mode=mode, temp_prefix=f"{TEMP_PREFIX}{name}.")
 
 
 def read_small(dir_fd: int, name: str, limit: int = MAX_HEARTBEAT_BYTES) -> bytes | None:
