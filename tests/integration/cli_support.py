@@ -1,19 +1,26 @@
 """Helpers for the CLI's integration tests: the real `lockyard` entry point, agent processes
-that hold and wait for locks on a real lock directory, and the guard's answer to one call."""
+that hold and wait for locks on a real lock directory, the guard's answer to one call, and
+the stalled holder and its waiter that the revocation tests share."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from lockyard.cli import hook
+from lockyard.infra.lockstore import LockBackend, open_backend
+from lockyard.infra.tools.lock_tools import LockTools
+from polling_support import wait_until
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 
@@ -145,3 +152,36 @@ def git_repo_with_a_py(tmp_path: Path) -> Path:
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     (root / "a.py").write_text("a\n")
     return root.resolve()
+
+
+@contextlib.contextmanager
+def waiting_in_a_thread(store: LockBackend, path: str, agent: str = "carol") -> Iterator[None]:
+    """`agent` waits for `path` (up to 240 s) in a thread: the block runs once it is queued,
+    and ends when its wait does (granted, or given up)."""
+    waiter = threading.Thread(
+        target=store.acquire, args=(path, agent), kwargs={"timeout_seconds": 240}
+    )
+    waiter.start()
+    try:
+        wait_until(lambda: agent in [w.agent_id for w in store.waiters(path)])
+        yield
+    finally:
+        waiter.join(timeout=300)
+
+
+@contextlib.asynccontextmanager
+async def stuck_holding_a_py(
+    repo: Path, spec: str
+) -> AsyncIterator[tuple[LockTools, LockBackend, LockBackend]]:
+    """Agent `stuck` holding `a.py` through its lock tools on backend `spec`, in a store of its
+    own ("mine"), beside another process's store of the same backend ("theirs")."""
+    mine, theirs = open_backend(str(repo), spec), open_backend(str(repo), spec)
+    try:
+        stuck = LockTools(mine, "stuck")
+        taken = await stuck.call("lock_acquire", {"filepaths": ["a.py"]})
+        assert taken.data is not None
+        assert taken.data["all_acquired"] is True
+        yield stuck, mine, theirs
+    finally:
+        mine.close()
+        theirs.close()

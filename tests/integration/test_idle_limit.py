@@ -15,7 +15,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from cli_support import git_repo_with_a_py, guard_says, lockyard
+from cli_support import (
+    git_repo_with_a_py,
+    guard_says,
+    lockyard,
+    stuck_holding_a_py,
+    waiting_in_a_thread,
+)
 from mcp import Client
 from test_activity import set_back
 from test_journal_lockdir import journalled
@@ -24,8 +30,7 @@ from test_serve_stdio import serve_params
 from lockyard.infra.agent_runtime import LockCoordinator
 from lockyard.infra.crossproc.monitor_loop import CrossProcessMonitor
 from lockyard.infra.crossproc.sources import monitor_source
-from lockyard.infra.lockstore import LockStore, open_backend
-from lockyard.infra.tools.lock_tools import LockTools
+from lockyard.infra.lockstore import LockStore
 from pg_support import PgServer
 from polling_support import wait_until
 
@@ -145,12 +150,7 @@ async def test_on_postgresql_a_stalled_holder_loses_its_lock_to_a_waiter_by_the_
     pg_schema: str,
 ) -> None:
     spec = pg_server.spec(pg_schema)
-    mine, theirs = open_backend(str(repo), spec), open_backend(str(repo), spec)
-    try:
-        stuck = LockTools(mine, "stuck")
-        taken = await stuck.call("lock_acquire", {"filepaths": ["a.py"]})
-        assert taken.data is not None
-        assert taken.data["all_acquired"] is True
+    async with stuck_holding_a_py(repo, spec) as (stuck, mine, theirs):
         assert theirs.idle_limit() is None  # off by default
         theirs.set_idle_limit(600)
         last = theirs.last_active("stuck")
@@ -161,15 +161,8 @@ async def test_on_postgresql_a_stalled_holder_loses_its_lock_to_a_waiter_by_the_
             )
         monitor = CrossProcessMonitor(source=monitor_source(theirs))
         assert (await monitor.check_once()).revocations == []  # nobody waits yet
-        carol = threading.Thread(
-            target=theirs.acquire, args=("a.py", "carol"), kwargs={"timeout_seconds": 240}
-        )
-        carol.start()
-        try:
-            wait_until(lambda: [w.agent_id for w in theirs.waiters("a.py")] == ["carol"])
+        with waiting_in_a_thread(theirs, "a.py"):
             [revoked] = (await monitor.check_once()).revocations  # the leader's pass
-        finally:
-            carol.join(timeout=300)
         assert revoked.stall.agent_id == "stuck"
         assert theirs.holder("a.py") == "carol"
         stale = mine.stale_grant("a.py", "stuck")  # what the guards in its process say
@@ -182,6 +175,3 @@ async def test_on_postgresql_a_stalled_holder_loses_its_lock_to_a_waiter_by_the_
         theirs.set_idle_limit(None)
         assert theirs.idle_limit() is None
         assert theirs.release("a.py", "carol")
-    finally:
-        mine.close()
-        theirs.close()

@@ -8,21 +8,24 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from cli_support import LOCKYARD, git_repo_with_a_py, guard_says
+from cli_support import (
+    LOCKYARD,
+    git_repo_with_a_py,
+    guard_says,
+    stuck_holding_a_py,
+    waiting_in_a_thread,
+)
 from mcp import Client
 from test_journal_lockdir import journalled
 from test_serve_stdio import serve_params
 
-from lockyard.infra.lockstore import LockStore, open_backend
+from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.lockdir.activity import activity_path
-from lockyard.infra.tools.lock_tools import LockTools
 from pg_support import PgServer
-from polling_support import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -53,20 +56,13 @@ async def test_a_revoked_stalled_holder_is_denied_its_write_and_told_why_and_the
         assert guard_says(repo, lock_dir, "stuck", monkeypatch) == ""
         then = time.time() - 3000  # stuck has done nothing for 50 minutes
         os.utime(activity_path(lock_dir, "stuck"), (then, then))
-        carol = threading.Thread(
-            target=store.acquire, args=("a.py", "carol"), kwargs={"timeout_seconds": 240}
-        )
-        carol.start()
-        try:
-            wait_until(lambda: [w.agent_id for w in store.waiters("a.py")] == ["carol"])
+        with waiting_in_a_thread(store, "a.py"):
             done = clean("--lock-dir", str(lock_dir), "--agent", "stuck", "--reason", REASON,
                          "--json")  # fmt: skip
             assert done.returncode == 0, done.stderr
             report = json.loads(done.stdout)
             assert [r["lock_path"] for r in report["released"]] == ["a.py"]
             assert report["told"] is True
-        finally:
-            carol.join(timeout=300)  # granted at the revocation, or given up
         assert store.holder("a.py") == "carol"  # the waiter got it, in its turn
 
         denied = guard_says(repo, lock_dir, "stuck", monkeypatch)
@@ -94,28 +90,13 @@ async def test_on_postgresql_a_revoked_holder_is_told_it_lost_the_file_and_the_w
     repo: Path, pg_server: PgServer, pg_schema: str
 ) -> None:
     spec = pg_server.spec(pg_schema)
-    mine, theirs = open_backend(str(repo), spec), open_backend(str(repo), spec)
-    try:
-        stuck = LockTools(mine, "stuck")
-        taken = await stuck.call("lock_acquire", {"filepaths": ["a.py"]})
-        assert taken.data is not None
-        assert taken.data["all_acquired"] is True
-        carol = threading.Thread(
-            target=theirs.acquire, args=("a.py", "carol"), kwargs={"timeout_seconds": 240}
-        )
-        carol.start()
-        try:
-            wait_until(lambda: [w.agent_id for w in theirs.waiters("a.py")] == ["carol"])
+    async with stuck_holding_a_py(repo, spec) as (stuck, _, theirs):
+        with waiting_in_a_thread(theirs, "a.py"):
             done = clean("--backend", spec, "--agent", "stuck", "--reason", REASON, "--json")
             assert done.returncode == 0, done.stderr
             assert json.loads(done.stdout)["told"] is True
-        finally:
-            carol.join(timeout=300)  # granted at the revocation, or given up
         assert theirs.holder("a.py") == "carol"
         told = await stuck.call("lock_release", {"all": True})
         assert told.data is not None
         assert [lost["filepath"] for lost in told.data["lost_locks"]] == ["a.py"]
         assert theirs.release("a.py", "carol")
-    finally:
-        mine.close()
-        theirs.close()
