@@ -29,15 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import resource
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,11 +49,10 @@ from lockyard.infra.lockstore.journal.files import (
 )
 from lockyard.infra.lockstore.journal.record import RECORD_START, encode
 from lockyard.infra.lockstore.journal.summary import cached_summary
+from processes import LOCKYARD, WebProcess, process_cpu
 
-LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 SEGMENT_BYTES = 64 << 20
 """What `LOCKYARD_JOURNAL_MAX_MB=1024` makes: a sixteenth of the journal."""
-ADDRESS = re.compile(r"lockyard web: (http://\S+)")
 
 
 def load() -> str:
@@ -131,57 +127,16 @@ def median_of_three(run: Callable[[], None]) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(cpus)
 
 
-class Web:
-    """`lockyard web` on the journal's lock directory, in a process of its own."""
-
-    def __init__(self, lock_dir: Path, lockyard: str = LOCKYARD) -> None:
+def timed(web: WebProcess, path: str) -> tuple[float, float, bytes]:
+    """Median wall seconds of GET `path`, the server's median CPU seconds, the body."""
+    walls, cpus, body = [], [], b""
+    for _ in range(3):
+        cpu = process_cpu(web.process.pid)
         started = time.perf_counter()
-        self.process = subprocess.Popen(
-            [lockyard, "web", "--port", "0", "--lock-dir", str(lock_dir)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        found = ADDRESS.search(self.process.stdout.readline())
-        if found is None:
-            self.close()
-            raise SystemExit("lockyard web did not say its address")
-        self.address = found.group(1)
-        self.started_in = time.perf_counter() - started
-        self.cpu_before = _process_cpu(self.process.pid)
-
-    def get(self, path: str) -> bytes:
-        with urllib.request.urlopen(self.address + path, timeout=600) as answer:
-            body: bytes = answer.read()
-            return body
-
-    def timed(self, path: str) -> tuple[float, float, bytes]:
-        """Median wall seconds of GET `path`, the server's median CPU seconds, the body."""
-        walls, cpus, body = [], [], b""
-        for _ in range(3):
-            cpu = _process_cpu(self.process.pid)
-            started = time.perf_counter()
-            body = self.get(path)
-            walls.append(time.perf_counter() - started)
-            cpus.append(_process_cpu(self.process.pid) - cpu)
-        return statistics.median(walls), statistics.median(cpus), body
-
-    def close(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-
-
-def _process_cpu(pid: int) -> float:
-    """User + system CPU seconds of a running process (its threads included)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        body = web.get(path)
+        walls.append(time.perf_counter() - started)
+        cpus.append(process_cpu(web.process.pid) - cpu)
+    return statistics.median(walls), statistics.median(cpus), body
 
 
 def iso(t: float) -> str:
@@ -191,7 +146,7 @@ def iso(t: float) -> str:
 def measure(journal: Journal, lockyard: str = LOCKYARD) -> dict[str, tuple[float, float, str]]:
     """name -> (wall seconds, CPU seconds, what it answered)."""
     figures: dict[str, tuple[float, float, str]] = {}
-    web = Web(journal.lock_dir, lockyard)
+    web = WebProcess(journal.lock_dir, lockyard)
     try:
         figures["lockyard web: start until it serves"] = (web.started_in, 0.0, "")
         middle = journal.start + (journal.end - journal.start) / 2
@@ -204,7 +159,7 @@ def measure(journal: Journal, lockyard: str = LOCKYARD) -> dict[str, tuple[float
             ("/api/timeline, an hour mid-journal", f"api/timeline?from={middle:.3f}&to="
              f"{middle + 3600:.3f}"),
         ]:  # fmt: skip
-            wall, cpu, body = web.timed(path)
+            wall, cpu, body = timed(web, path)
             said = ""
             if path.startswith("api/timeline"):
                 answer = json.loads(body)

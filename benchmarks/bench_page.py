@@ -28,10 +28,7 @@ import argparse
 import itertools
 import os
 import random
-import re
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -39,10 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from lockyard.infra.lockstore import LockStore
+from processes import WebProcess
 
-LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 CHROMIUM = Path("/usr/bin/chromium")
-ADDRESS = re.compile(r"lockyard web: (http://\S+)")
 CHURN_PER_SECOND = 5.0
 WAITING_SHARE = 5
 """One agent in this many waits for a file another agent holds."""
@@ -108,34 +104,6 @@ class Scene:
         for thread in self.waiters:
             thread.join(timeout=30)
         self.store.close()
-
-
-class Web:
-    def __init__(self, lock_dir: Path) -> None:
-        clean = {k: v for k, v in os.environ.items() if k != "LOCKYARD_LOCK_DIR"}
-        self.process = subprocess.Popen(
-            [LOCKYARD, "web", "--port", "0", "--lock-dir", str(lock_dir)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=clean,
-        )
-        assert self.process.stdout is not None
-        found = ADDRESS.search(self.process.stdout.readline())
-        if found is None:
-            self.close()
-            raise SystemExit("lockyard web did not say its address")
-        self.address = found.group(1)
-
-    def close(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
 
 
 @dataclass
@@ -207,7 +175,7 @@ def measure(root: Path, browser: Any, files: int, agents: int, seconds: float) -
     )
     scene = Scene(root / f"locks-{files}", files, agents)
     try:
-        web = Web(root / f"locks-{files}")
+        web = WebProcess(root / f"locks-{files}")
         try:
             return watch(browser, web.address, seconds)
         finally:

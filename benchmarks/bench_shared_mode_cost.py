@@ -23,30 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from processes import FigureServer
+
 TURN_CYCLES = 500
 TURN_HANDOFFS = 50
-
-
-class Tree:
-    """A lock directory and a checkout in `python`'s lockyard, answering `cycle` and `handoff`
-    (one turn: the median in µs) on stdin."""
-
-    def __init__(self, python: str) -> None:
-        self.process = subprocess.Popen(
-            [python, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-
-    def ask(self, line: str) -> float:
-        assert self.process.stdin is not None
-        assert self.process.stdout is not None
-        self.process.stdin.write(line + "\n")
-        self.process.stdin.flush()
-        return float(self.process.stdout.readline())
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait()
 
 
 def serve() -> None:
@@ -113,8 +93,8 @@ def main() -> None:
     if not args.base:
         parser.error("--base CHECKOUT is required (a checkout before shared holds, synced)")
     trees = {
-        "base": Tree(str(Path(args.base) / ".venv" / "bin" / "python")),
-        "this": Tree(sys.executable),
+        "base": FigureServer(str(Path(args.base) / ".venv" / "bin" / "python"), __file__),
+        "this": FigureServer(sys.executable, __file__),
     }
     try:
         for what in ("cycle", "handoff"):

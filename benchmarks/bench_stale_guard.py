@@ -33,31 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from processes import FigureServer
+
 DEFAULT_BASE = "/work/base"
-
-
-class Tree:
-    """A setup in `python`'s lockyard (a checkout, a lock held, the file read), answering
-    `inproc N` (N in-process guarded writes: the median in µs) and `hook` (one hook process:
-    ms) on stdin, so the trees can be measured turn by turn under the same load."""
-
-    def __init__(self, python: str, own_edits: bool) -> None:
-        argv = [python, __file__, "--serve", *(["--own-edits"] if own_edits else [])]
-        self.process = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-
-    def ask(self, line: str) -> float:
-        assert self.process.stdin is not None
-        assert self.process.stdout is not None
-        self.process.stdin.write(line + "\n")
-        self.process.stdin.flush()
-        return float(self.process.stdout.readline())
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait()
 
 
 def serve(own_edits: bool) -> None:
@@ -135,9 +113,11 @@ def main() -> None:
         return
     base_python = str(Path(args.base) / ".venv" / "bin" / "python")
     trees = {
-        "baseline guard (no stale-read check)": Tree(base_python, own_edits=False),
-        "with the check, file as the agent read it": Tree(sys.executable, own_edits=False),
-        "with the check, file rewritten by its edits": Tree(sys.executable, own_edits=True),
+        "baseline guard (no stale-read check)": FigureServer(base_python, __file__),
+        "with the check, file as the agent read it": FigureServer(sys.executable, __file__),
+        "with the check, file rewritten by its edits": FigureServer(
+            sys.executable, __file__, "--own-edits"
+        ),
     }
     # Turn by turn, so a change in the machine's load hits every tree alike.
     figures: dict[str, dict[str, list[float]]] = {name: {"in": [], "hook": []} for name in trees}
