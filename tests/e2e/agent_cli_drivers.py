@@ -214,13 +214,7 @@ class KiloDriver(OpenCodeDriver):
 
 class CopilotDriver(CliDriver):
     """GitHub Copilot CLI from npm, run as `copilot -p` with the fake as its BYOK provider
-    (`COPILOT_PROVIDER_BASE_URL`, Chat Completions) in a folder trusted in its config.
-
-    Not in DRIVERS yet: when `lockyard serve` answers Copilot's `server/discover` probe later
-    than Copilot waits for it (a heavily loaded machine), Copilot falls back to `initialize` on
-    the same connection, which the MCP library refuses (see docs/clis/copilot.md). It passed
-    every scenario on a less loaded machine: `COPILOT = CopilotDriver("copilot",
-    "lockyard-lock_acquire", "lockyard-lock_release", "bash", "create", None)`."""
+    (`COPILOT_PROVIDER_BASE_URL`, Chat Completions) in a folder trusted in its config."""
 
     # Seen with Copilot CLI 1.0.102: at exit it does not wait for its MCP server to give back
     # what the session held (the server dies with it).
@@ -262,12 +256,8 @@ class CopilotDriver(CliDriver):
 
 class QwenDriver(CliDriver):
     """Qwen Code from npm, run as `qwen --yolo` (one prompt) with OpenAI-compatible auth
-    pointed at the fake; the user settings turn telemetry and update checks off.
-
-    Not in DRIVERS yet: Qwen Code 0.24.4 gives an MCP server 10 s to connect (a constant), which
-    `lockyard serve` misses on a heavily loaded machine (see docs/clis/qwen.md). Run it by hand:
-    `QWEN = QwenDriver("qwen", "mcp__lockyard__lock_acquire", "mcp__lockyard__lock_release",
-    "run_shell_command", "write_file", None)`."""
+    pointed at the fake; the user settings turn telemetry and update checks off. Its
+    `write_file` refuses to overwrite a file the session has not read (`read_tool`)."""
 
     def api(self) -> FakeMessagesApi:
         return FakeChatCompletionsApi(
@@ -335,4 +325,11 @@ DRIVERS = {
         "kilo", "lockyard_lock_acquire", "lockyard_lock_release", "bash", "write", "read",
     ),
     "pi": PiDriver("pi", "lock_acquire", "lock_release", "bash", "write", None),
+    "copilot": CopilotDriver(
+        "copilot", "lockyard-lock_acquire", "lockyard-lock_release", "bash", "create", None,
+    ),
+    "qwen": QwenDriver(
+        "qwen", "mcp__lockyard__lock_acquire", "mcp__lockyard__lock_release",
+        "run_shell_command", "write_file", "read_file",
+    ),
 }  # fmt: skip

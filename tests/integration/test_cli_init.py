@@ -251,6 +251,8 @@ def test_copilot_qwen_pi_and_kilo_get_their_own_files_and_lose_exactly_them(repo
     assert qwen["model"] == {"name": "qwen3"}
     assert qwen["mcpServers"]["lockyard"]["args"] == ["serve", "--cli", "qwen", "--lock-dir",
                                                       "/run/locks"]  # fmt: skip
+    # longer than Qwen Code's 30 s wait for a stdio server's tools (a loaded machine)
+    assert qwen["mcpServers"]["lockyard"]["discoveryTimeoutMs"] == 120_000
     [group] = qwen["hooks"]["PreToolUse"]
     assert group["matcher"] == "^(read_file|write_file|edit|notebook_edit|run_shell_command)$"
     assert group["hooks"][0]["command"].endswith("--cli qwen --lock-dir /run/locks")

@@ -656,6 +656,9 @@ class CopilotSetup(_JsonServerSetup):
             plan.set(self.hook_file, None)
 
 
+QWEN_DISCOVERY_TIMEOUT_MS: Final = 120_000
+
+
 class QwenSetup(_HookListSetup):
     name = "qwen"
     instructions_file = "QWEN.md"
@@ -669,7 +672,11 @@ class QwenSetup(_HookListSetup):
     hook_timeout = CLI_HOOK_TIMEOUT_SECONDS * 1000  # Qwen Code counts milliseconds
 
     def server_entry(self, how: Invocation) -> dict[str, Any]:
-        return {"command": how.command, "args": how.serve_args(self.name)}
+        # Qwen Code drops a stdio server that has not listed its tools within 30 s of its
+        # start, and goes on without the lock tools (so its guard refuses every edit): a
+        # loaded machine can start `lockyard serve` slower than that.
+        return {"command": how.command, "args": how.serve_args(self.name),
+                "discoveryTimeoutMs": QWEN_DISCOVERY_TIMEOUT_MS}  # fmt: skip
 
     def hook_group(self, how: Invocation) -> dict[str, Any]:
         group = super().hook_group(how)
