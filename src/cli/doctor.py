@@ -61,6 +61,7 @@ VERIFIED_VERSIONS: dict[str, tuple[int, ...]] = {
     "pi": (0, 73, 1),
     "kilo": (7, 7, 7),
     "qwen": (0, 24, 4),
+    "droid": (0, 215, 0),
 }
 """The version each CLI's hook format was verified with (docs/agent-clis.md); older ones may
 not know the hook lockyard writes for it."""

@@ -29,7 +29,7 @@ INIT_HELP = """Set this repository up for agent CLI sessions side by side: each 
 the lock tools (an MCP server, `lockyard serve`, with an agent id of its own) and a hook that
 refuses its edits and commits of files it has not locked.
 
-CLIs: claude-code, codex, opencode, gemini, copilot, qwen, pi, kilo. None named: the ones
+CLIs: claude-code, codex, opencode, gemini, copilot, qwen, pi, kilo, droid. None named: the ones
 installed on this machine (their command on PATH) and the ones this repository already has
 configuration for, else claude-code; it says which it found and where. Existing files are
 merged into: every byte outside
@@ -46,7 +46,8 @@ hold nothing else are deleted."""
 CliNames = Annotated[
     list[str] | None,
     typer.Argument(
-        help="claude-code, codex, opencode, gemini, copilot, qwen, pi, kilo", show_default=False
+        help="claude-code, codex, opencode, gemini, copilot, qwen, pi, kilo, droid",
+        show_default=False,
     ),
 ]
 RepoOption = Annotated[

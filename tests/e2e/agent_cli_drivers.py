@@ -305,6 +305,44 @@ class PiDriver(CliDriver):
         return CliSession(name, argv, repo, env, tmp / "logs")
 
 
+class DroidDriver(CliDriver):
+    """Factory's droid from npm, run as `droid exec --auto high` with the fake as a custom
+    (bring-your-own-key) Chat Completions model in its user settings; no Factory login."""
+
+    def api(self) -> FakeMessagesApi:
+        return FakeChatCompletionsApi(
+            gate_timeout=GATE_SECONDS, is_refusal=lambda t: self.acquire in t
+        )
+
+    def write(self, path: Path, content: str) -> Callable[[Turn], Action]:
+        # `Create` writes a new file; `Edit` replaces text in an existing one.
+        def chosen(_turn: Turn) -> Action:
+            if path.exists():
+                old = path.read_text()
+                return ToolUse("Edit", {"file_path": str(path), "old_str": old,
+                                        "new_str": content})  # fmt: skip
+            return ToolUse("Create", {"file_path": str(path), "content": content})
+
+        return chosen
+
+    def run(self, command: str) -> tuple[str, dict[str, Any]]:
+        # droid's shell tool refuses a call without the model's own risk rating
+        return self.shell, {"command": command, "riskLevelReason": "a test step",
+                            "riskLevel": "low"}  # fmt: skip
+
+    def start(self, name: str, api: FakeMessagesApi, repo: Path, tmp: Path) -> CliSession:
+        home = tmp / f"home-{name}"
+        (home / ".factory").mkdir(parents=True, exist_ok=True)
+        model = {"model": "fake-model", "displayName": "fake", "baseUrl": api.base_url(name),
+                 "apiKey": "fake-key", "provider": "generic-chat-completion-api",
+                 "maxOutputTokens": 4096}  # fmt: skip
+        settings = {"customModels": [model]}
+        (home / ".factory" / "settings.json").write_text(json.dumps(settings))
+        argv = [str(installed_cli(self.cli)), "exec", "--auto", "high",
+                "-m", "custom:fake-model", "go"]  # fmt: skip
+        return CliSession(name, argv, repo, self.env(api, name, home), tmp / "logs")
+
+
 DRIVERS = {
     "claude-code": ClaudeCodeDriver(
         "claude-code", "mcp__lockyard__lock_acquire", "mcp__lockyard__lock_release", "Bash",
@@ -331,5 +369,9 @@ DRIVERS = {
     "qwen": QwenDriver(
         "qwen", "mcp__lockyard__lock_acquire", "mcp__lockyard__lock_release",
         "run_shell_command", "write_file", "read_file",
+    ),
+    "droid": DroidDriver(
+        "droid", "lockyard___lock_acquire", "lockyard___lock_release", "Execute", "Create",
+        "Read",
     ),
 }  # fmt: skip

@@ -40,6 +40,7 @@ PINNED: Final = {
     "pi": NpmCli("@mariozechner/pi-coding-agent", "0.73.1", "pi"),
     # 7.8.1, the latest, has no linux-x64 binary package on the registry; 7.7.7 has.
     "kilo": NpmCli("@kilocode/cli", "7.7.7", "kilo"),
+    "droid": NpmCli("droid", "0.215.0", "droid"),
 }
 
 

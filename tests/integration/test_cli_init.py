@@ -177,13 +177,15 @@ def test_init_finds_the_clis_a_repository_is_configured_for(repo: Path) -> None:
 def test_init_finds_the_clis_installed_on_this_machine_and_says_where(repo: Path) -> None:
     qwen = install_command(repo, "qwen")
     install_command(repo, "kilocode")
+    droid = install_command(repo, "droid")
     (repo / ".codex").mkdir()
     code, out = run("init", "--command", "lockyard", "--dry-run")
     assert code == 0, out
     assert f"found Qwen Code: qwen on PATH ({qwen})" in out.splitlines()
     assert "found Kilo Code: kilocode on PATH" in out
     assert "found Codex CLI: .codex in the repository" in out
-    assert "set up for Codex CLI, Qwen Code, Kilo Code" in out
+    assert f"found droid: droid on PATH ({droid})" in out.splitlines()
+    assert "set up for Codex CLI, Qwen Code, Kilo Code, droid" in out
     code, out = run("init", "--command", "lockyard")
     assert code == 0, out
     assert json.loads((repo / ".qwen/settings.json").read_text())["mcpServers"]["lockyard"]
@@ -275,6 +277,36 @@ def test_copilot_qwen_pi_and_kilo_get_their_own_files_and_lose_exactly_them(repo
     assert snapshot(repo) == before
 
 
+def test_droid_gets_its_server_and_hook_beside_its_own_settings_and_loses_exactly_them(
+    repo: Path,
+) -> None:
+    (repo / ".factory").mkdir()
+    theirs = {"customModels": [{"model": "m"}], "hooks": {"PostToolUse": [{"hooks": []}]}}
+    (repo / ".factory/settings.json").write_text(json.dumps(theirs))
+    before = snapshot(repo)
+    code, out = run("init", "--command", "/opt/ly/lockyard", "--lock-dir", "/run/locks")
+    assert code == 0, out
+    assert "found droid: .factory in the repository" in out
+    servers = json.loads((repo / ".factory/mcp.json").read_text())["mcpServers"]
+    assert servers["lockyard"] == {
+        "type": "stdio", "command": "/opt/ly/lockyard",
+        "args": ["serve", "--cli", "droid", "--lock-dir", "/run/locks"],
+    }  # fmt: skip
+    settings = json.loads((repo / ".factory/settings.json").read_text())
+    assert settings["customModels"] == theirs["customModels"]
+    assert settings["hooks"]["PostToolUse"] == theirs["hooks"]["PostToolUse"]
+    [group] = settings["hooks"]["PreToolUse"]
+    assert group["matcher"] == "Read|Create|Edit|MultiEdit|ApplyPatch|Execute"
+    assert group["hooks"] == [{
+        "type": "command", "timeout": 60,
+        "command": "/opt/ly/lockyard hook pre-tool-use --cli droid --lock-dir /run/locks",
+    }]  # fmt: skip
+    assert "lock them first (lockyard)" in (repo / "AGENTS.md").read_text()
+    code, out = run("uninstall", "droid")
+    assert code == 0, out
+    assert snapshot(repo) == before
+
+
 def test_every_command_hook_init_writes_has_a_timeout_the_hook_answers_well_within(
     repo: Path,
 ) -> None:
@@ -283,7 +315,7 @@ def test_every_command_hook_init_writes_has_a_timeout_the_hook_answers_well_with
     leaves the hook's own deadline, at which it refuses, 35 s to spare."""
     before = snapshot(repo)
     code, out = run("init", "codex", "gemini", "qwen", "copilot", "opencode", "kilo", "pi",
-                    "--command", "/opt/ly/lockyard")  # fmt: skip
+                    "droid", "--command", "/opt/ly/lockyard")  # fmt: skip
     assert code == 0, out
     assert run("init", "claude-code", "--ipc", "/ipc")[0] == 0
 
@@ -298,10 +330,11 @@ def test_every_command_hook_init_writes_has_a_timeout_the_hook_answers_well_with
         "gemini (ms)": only_hook(".gemini/settings.json", "BeforeTool")["timeout"],
         "qwen (ms)": only_hook(".qwen/settings.json", "PreToolUse")["timeout"],
         "copilot": only_hook(".github/hooks/lockyard.json", "preToolUse")["timeoutSec"],
+        "droid": only_hook(".factory/settings.json", "PreToolUse")["timeout"],
         "claude-code in a sandbox": only_hook(".claude/settings.json", "PreToolUse")["timeout"],
     }
     assert seconds == {"codex": 60, "gemini (ms)": 60000, "qwen (ms)": 60000, "copilot": 60,
-                       "claude-code in a sandbox": 60}  # fmt: skip
+                       "droid": 60, "claude-code in a sandbox": 60}  # fmt: skip
     assert HOOK_DEADLINE_SECONDS == 25
     for plugin in (".opencode/plugin/lockyard.js", ".kilo/plugin/lockyard.js",
                    ".pi/extensions/lockyard.ts"):  # fmt: skip

@@ -54,6 +54,10 @@ def test_a_patch_writes_every_file_it_adds_updates_moves_or_deletes_once() -> No
         ("qwen", "notebook_edit", {"notebook_path": "n.ipynb"}, ["n.ipynb"]),
         ("pi", "write", {"path": "a.py", "content": ""}, ["a.py"]),
         ("pi", "edit", {"path": "a.py", "edits": []}, ["a.py"]),
+        # droid 0.215.0's payloads, as its hook received them
+        ("droid", "Create", {"file_path": "/r/new.py", "content": "new\n"}, ["/r/new.py"]),
+        ("droid", "Edit", {"file_path": "/r/a.py", "old_str": "a", "new_str": "b"}, ["/r/a.py"]),
+        ("droid", "ApplyPatch", {"input": PATCH}, patch_targets(PATCH)),
     ],
 )
 def test_write_tools_are_read_with_the_paths_they_write(
@@ -73,6 +77,7 @@ def test_write_tools_are_read_with_the_paths_they_write(
         ("kilo", "bash"),
         ("qwen", "run_shell_command"),
         ("pi", "bash"),
+        ("droid", "Execute"),
     ],
 )
 def test_shell_tools_are_read_with_their_command(cli: str, tool: str) -> None:
@@ -105,6 +110,7 @@ def test_other_tools_are_not_judged() -> None:
         ("claude-code", "Read", {"file_path": "a.py"}),
         ("gemini", "read_file", {"absolute_path": "a.py"}),
         ("opencode", "read", {"filePath": "a.py"}),
+        ("droid", "Read", {"file_path": "a.py"}),
     ],
 )
 def test_each_cli_s_read_tool_is_a_read_of_its_file(
@@ -137,7 +143,7 @@ def test_payloads_missing_what_a_guard_needs_are_refused_with_the_reason(
 
 
 def test_a_deny_is_written_in_each_clis_own_format() -> None:
-    for cli in ("claude-code", "codex", "qwen"):
+    for cli in ("claude-code", "codex", "qwen", "droid"):
         output = json.loads(FORMATS[cli].deny("locked").stdout)
         assert output == {
             "hookSpecificOutput": {

@@ -22,6 +22,9 @@ anything else (allowed: the hook is matched to the first three, anything else is
   edit and notebook_edit; the shell is run_shell_command.
 - pi: lockyard's extension passes read, write and edit (`path`) and bash, and turns a deny into
   `{block: true, reason}`.
+- Factory's droid: Claude Code's payload and answer; reads are Read; writes are Create, Edit,
+  MultiEdit (`file_path`) and ApplyPatch (the patch in `tool_input.input`); the shell is
+  Execute.
 """
 
 from __future__ import annotations
@@ -214,6 +217,19 @@ class QwenCode(ClaudeCode):
     acquire_tool = f"mcp__lockyard__{ACQUIRE_TOOL}"
 
 
+class Droid(ClaudeCode):
+    """Factory's droid: Claude Code's hook protocol under droid's own tool names (seen with
+    droid 0.215.0: `{"tool_name": "Create", "tool_input": {"file_path", "content"}}`)."""
+
+    name = "droid"
+    display = "droid"
+    read_tools = frozenset({"Read"})
+    write_tools = frozenset({"Create", "Edit", "MultiEdit", "ApplyPatch"})
+    shell_tools = frozenset({"Execute"})
+    acquire_tool = f"lockyard___{ACQUIRE_TOOL}"  # droid names MCP tools <server>___<tool>
+    patch_fields = ("input",)
+
+
 class Pi(CliFormat):
     """Fed by lockyard's pi extension: `{"tool_name", "tool_input", "cwd"}`."""
 
@@ -225,6 +241,8 @@ class Pi(CliFormat):
     acquire_tool = ACQUIRE_TOOL
 
 
-_ALL: Final = (ClaudeCode(), Codex(), Gemini(), OpenCode(), KiloCode(), Copilot(), QwenCode(), Pi())
+_ALL: Final = (
+    ClaudeCode(), Codex(), Gemini(), OpenCode(), KiloCode(), Copilot(), QwenCode(), Pi(), Droid(),
+)  # fmt: skip
 FORMATS: Final[dict[str, CliFormat]] = {fmt.name: fmt for fmt in _ALL}
 """Every CLI lockyard knows, by the name `--cli` takes."""

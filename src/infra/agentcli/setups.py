@@ -12,6 +12,8 @@
 - GitHub Copilot CLI: `.github/mcp.json` (`mcpServers.lockyard`), `.github/hooks/lockyard.json`
   (a hook file of lockyard's own: the preToolUse hook), `AGENTS.md`.
 - Qwen Code: `.qwen/settings.json` (`mcpServers.lockyard` and the PreToolUse hook), `QWEN.md`.
+- Factory's droid: `.factory/mcp.json` (`mcpServers.lockyard`), `.factory/settings.json` (the
+  PreToolUse hook), `AGENTS.md`.
 - pi: `.pi/extensions/lockyard.ts` (starts `lockyard serve` and offers its lock tools, and
   guards writes and shell calls: pi has neither MCP nor command hooks), `AGENTS.md`.
 
@@ -684,11 +686,28 @@ class QwenSetup(_HookListSetup):
         return group
 
 
+class DroidSetup(_HookListSetup):
+    """Factory's droid: Claude-Code-style hooks under the `hooks` key of its project
+    settings (droid 0.215.0 did not run hooks from a project `.factory/hooks.json`)."""
+
+    name = "droid"
+    instructions_file = "AGENTS.md"
+    markers = (".factory",)
+    executables = ("droid",)
+    server_file = ".factory/mcp.json"
+    server_path = ("mcpServers",)
+    hook_file = ".factory/settings.json"
+    matcher = "Read|Create|Edit|MultiEdit|ApplyPatch|Execute"
+
+    def server_entry(self, how: Invocation) -> dict[str, Any]:
+        return {"type": "stdio", "command": how.command, "args": how.serve_args(self.name)}
+
+
 SETUPS: Final[dict[str, CliSetup]] = {
     setup.name: setup
     for setup in (
         ClaudeCodeSetup(), CodexSetup(), OpenCodeSetup(), GeminiSetup(), CopilotSetup(),
-        QwenSetup(), PiSetup(), KiloSetup(),
+        QwenSetup(), PiSetup(), KiloSetup(), DroidSetup(),
     )
 }  # fmt: skip
 """Every CLI `lockyard init` can set up, in the order it sets them up."""
