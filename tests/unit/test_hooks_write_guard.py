@@ -140,6 +140,56 @@ async def test_files_outside_the_repo_are_allowed_unless_configured(
 
 
 @pytest.mark.anyio
+async def test_a_symlink_in_the_repo_to_a_file_outside_it_is_outside(
+    store: LockStore, repo: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "elsewhere.txt").write_text("")
+    (repo / "link.txt").symlink_to(tmp_path / "elsewhere.txt")
+    path = str(repo / "link.txt")
+    assert (
+        await make_write_guard_hook(store, "a1")(pre("Write", write_input("Write", path)), "t", {})
+        == {}
+    )
+    strict = make_write_guard_hook(store, "a1", allow_outside_repo=False)
+    assert "outside the repository" in reason(
+        await strict(pre("Write", write_input("Write", path)), "t", {})
+    )
+
+
+@pytest.mark.anyio
+async def test_a_store_that_keys_outside_files_still_lets_the_guard_tell_them_apart(
+    repo: Path, lock_dir: Path, tmp_path: Path
+) -> None:
+    scratch = str(tmp_path / "scratch.txt")
+    with LockStore(repo, lock_dir, allow_outside_repo=True) as lenient_store:
+        assert lenient_store.canonicalize(scratch) == scratch  # keyed by its absolute path
+        guard = make_write_guard_hook(lenient_store, "a1")
+        assert await guard(pre("Write", write_input("Write", scratch)), "t", {}) == {}
+        inside = str(repo / "pkg" / "mod.py")
+        assert "not locked" in reason(
+            await guard(pre("Edit", write_input("Edit", inside)), "t", {})
+        )
+        strict = make_write_guard_hook(lenient_store, "a1", allow_outside_repo=False)
+        assert "outside the repository" in reason(
+            await strict(pre("Write", write_input("Write", scratch)), "t", {})
+        )
+
+
+@pytest.mark.anyio
+async def test_a_path_the_store_refuses_is_denied_inside_the_repo_and_allowed_outside(
+    store: LockStore, repo: Path, tmp_path: Path
+) -> None:
+    guard = make_write_guard_hook(store, "a1")
+    # A directory is no file to lock: refused inside the repository, none of its business
+    # outside it.
+    text = reason(await guard(pre("Write", write_input("Write", str(repo / "pkg"))), "t", {}))
+    assert text.startswith("Cannot edit")
+    (tmp_path / "outdir").mkdir()
+    outside = str(tmp_path / "outdir")
+    assert await guard(pre("Write", write_input("Write", outside)), "t", {}) == {}
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize(
     "input_data",
     [

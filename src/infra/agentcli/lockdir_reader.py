@@ -13,17 +13,20 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..lockstore import (
     SHARED_SUFFIX,
     Checkout,
     CorruptRecordError,
+    JournalFiles,
     JournalRecord,
+    JournalSettingError,
     Liveness,
     LockDir,
     append_once,
     current_process,
+    journal_files,
     liveness_of,
     lock_name,
     open_checkout,
@@ -44,21 +47,28 @@ class LockDirReader:
         lock_dir: str | os.PathLike[str],
         namespace: str | None = None,
         watch: HolderWatch | None = None,
+        *,
+        long_lived: bool = False,
     ) -> None:
         """`watch`: the holders kept by a long-lived guard for this lock directory (its
-        reads go through it); None reads every holder afresh."""
+        reads go through it); None reads every holder afresh. `long_lived`: a reader of the
+        guard server, which keeps its journal open."""
         self.checkout: Checkout = open_checkout(repo, namespace)
         self.namespace: str = self.checkout.namespace
         self.root: str = self.checkout.root
         self._dir = LockDir(lock_dir)
         self._watch = watch
+        self._long_lived = long_lived
+        self._journal: JournalFiles | Literal[False] | None = None
+        """The long-lived reader's journal writer once looked up (False: the journal is off)."""
         self.lock_dir = lock_dir
         self._last_key: str | None = None
         """The key `canonicalize` returned last: the write guard asks for its holder next."""
 
     def journal_write(self, record: JournalRecord) -> None:
-        """Append a record to the lock directory's journal: one open, one write, one close
-        (a denied write, from this short process). Never raises."""
+        """Append a record to the lock directory's journal (a denied write). Never raises.
+        A short hook process opens, writes and closes; a reader of the long-lived guard
+        (`ReaderCache`) writes through its process's one open journal writer."""
         if not record.session:
             me = current_process()
             record.session, record.pid, record.host = (
@@ -66,7 +76,16 @@ class LockDirReader:
                 me.pid,
                 me.host,
             )
-        append_once(self.lock_dir, record)
+        if not self._long_lived:
+            append_once(self.lock_dir, record)
+            return
+        if self._journal is None:
+            try:
+                self._journal = journal_files(self.lock_dir) or False
+            except JournalSettingError:
+                self._journal = False  # `lockyard serve` said so when it started
+        if self._journal:
+            self._journal.append(record)
 
     def close(self) -> None:
         self._dir.close()
@@ -195,7 +214,7 @@ class ReaderCache:
             if found is not None and now - found[1] < self.seconds:
                 return found[0]
         # A stale reader stays open for its users.
-        reader = LockDirReader(repo, self.lock_dir, watch=self.watch)
+        reader = LockDirReader(repo, self.lock_dir, watch=self.watch, long_lived=True)
         with self._guard:
             self._readers[repo] = (reader, now)
         return reader

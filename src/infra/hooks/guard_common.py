@@ -137,6 +137,23 @@ def deny(reason: str) -> SyncHookJSONOutput:
     }
 
 
+def repo_key(store: GuardStore, path: str) -> str | None:
+    """The store's lock key of the absolute `path`, or None when it lies outside the
+    repository; ValueError when the store refuses a path inside it (a directory, say).
+
+    The path is resolved once, by the store's key: a key is relative exactly when the
+    resolved path lies inside the checkout (a store that keys outside files keys them by
+    their absolute path). Only a path the store refuses is resolved again, to tell a file
+    outside the repository from a bad path inside it."""
+    try:
+        key = store.canonicalize(path)
+    except ValueError:
+        if inside_repo(path, store.root):
+            raise
+        return None
+    return None if key.startswith("/") else key
+
+
 def inside_repo(path: str, repo: str) -> bool:
     """Whether `path` lies in the checkout rooted at `repo`, symlinks resolved. Relative
     paths count as inside. (`os.path`, not pathlib: a long-lived guard runs this per call.)"""

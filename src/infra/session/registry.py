@@ -83,10 +83,17 @@ class SessionRegistry:
     def __init__(self, lock_dir: str | os.PathLike[str]) -> None:
         self.lock_dir = Path(lock_dir)
         self.directory = self.lock_dir / SESSIONS_DIR
-        self._read: dict[Path, tuple[tuple[int, ...], SessionRecord | None]] = {}
+        self._read: dict[ProcessRef, tuple[tuple[int, ...], SessionRecord | None]] = {}
+        """The last record read of each anchor, with its file's version (`read_again`)."""
+        self._directory_text = os.fspath(self.directory)
 
     def path_for(self, anchor: ProcessRef) -> Path:
         return self.directory / f"{anchor.label}.json"
+
+    def _path_text(self, anchor: ProcessRef) -> str:
+        # `path_for` as text: the guard looks a record up on every tool call, and building a
+        # Path (and hashing it) costs more than the lstat it is for.
+        return f"{self._directory_text}/{anchor.pid}-{anchor.start_time}.json"
 
     def ensure(self) -> Path:
         """Create the directory (0700) if needed; refuse a symlink or someone else's."""
@@ -108,25 +115,24 @@ class SessionRegistry:
                 os.unlink(self.path_for(record.anchor))
 
     def read(self, anchor: ProcessRef) -> SessionRecord | None:
-        path = self.path_for(anchor)
+        path = self._path_text(anchor)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return None
         with os.fdopen(fd, encoding="utf-8", errors="replace") as handle:
             record = SessionRecord.from_json(handle.read(65536))
-            self._read[path] = (_version(os.fstat(fd)), record)
+            self._read[anchor] = (_version(os.fstat(fd)), record)
             return record
 
     def read_again(self, anchor: ProcessRef) -> SessionRecord | None:
         """`read`, answered from this registry's last read of the record while its file
         is unchanged (a long-lived reader, the guard: one `stat` instead of a parse)."""
-        path = self.path_for(anchor)
         try:
-            version = _version(os.lstat(path))
+            version = _version(os.lstat(self._path_text(anchor)))
         except OSError:
             return None
-        known = self._read.get(path)
+        known = self._read.get(anchor)
         if known is not None and known[0] == version:
             return known[1]
         if len(self._read) > _REMEMBERED:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable
 
 from ...seen.stale import note_read
-from ..guard_common import GuardStore, inside_repo
+from ..guard_common import GuardStore, repo_key
 from ..write_guard.decide import absolute
 
 
@@ -23,9 +23,9 @@ def note_reads(store: GuardStore, agent_id: str, paths: Iterable[str], cwd: obje
     for raw in paths:
         path = absolute(raw, cwd)
         try:
-            if not inside_repo(path, store.root) or not os.path.isfile(path):
+            key = repo_key(store, path)
+            if key is None or not os.path.isfile(path):
                 continue
-            key = store.canonicalize(path)
         except Exception:  # the read tool itself will say what is wrong with the path
             continue
         note_read(store.root, agent_id, key)

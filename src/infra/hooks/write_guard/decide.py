@@ -13,10 +13,10 @@ from ...tools.holder_text import UNREADABLE_HOLDER
 from ..guard_common import (
     GuardStore,
     holder_or_unreadable,
-    inside_repo,
     lost_grant,
     other_readers,
     readers_reason,
+    repo_key,
     shared_note,
     stale_refusal,
 )
@@ -59,14 +59,14 @@ def judge_write(
     `acquire` is the lock tool's name as the model sees it, for the reason texts.
     """
     path = absolute(raw_path, cwd)
-    if not inside_repo(path, store.root):
+    try:
+        key = repo_key(store, path)
+    except ValueError as exc:
+        return f"Cannot edit {raw_path}: {exc}.", ()
+    if key is None:
         if allow_outside_repo:
             return None, ()
         return f"{raw_path} is outside the repository {store.root}: edit files inside it.", ()
-    try:
-        key = store.canonicalize(path)
-    except ValueError as exc:
-        return f"Cannot edit {raw_path}: {exc}.", ()
     if (held := _held(store, agent_id, key, acquire)) is not None:
         return held, ()
     return stale_refusal(store, agent_id, [key], acquire)
