@@ -18,7 +18,6 @@ from ..infra.lockstore import (
     InvalidAgentIdError,
     LockStoreError,
     chosen_spec,
-    default_lock_dir,
     is_postgres_spec,
     open_backend,
 )
@@ -43,6 +42,8 @@ def resolve_lock_dir(option: Path | None) -> Path:
         raise CliError(f"{LOCK_DIR_ENV} is blank", ExitCode.USAGE, "unset it or set it to a path")
     if from_env:
         return Path(from_env)
+    from ..infra.lockstore import default_lock_dir  # not at the top: `log` on PostgreSQL
+
     return Path(default_lock_dir())
 
 

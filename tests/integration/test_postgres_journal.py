@@ -16,8 +16,13 @@ from lockyard.infra.lockstore import JournalQuery, JournalRecord, open_journal
 from lockyard.infra.lockstore.journal.causes import mark_victim, operator_release, unmark_victim
 from lockyard.infra.lockstore.journal.record import CycleStep, deadlock_record
 from lockyard.infra.lockstore.postgres import PgLockStore
-from lockyard.infra.lockstore.postgres.journal import PgJournal, glob_regex
-from lockyard.infra.lockstore.postgres.journal_schema import SUM_BLOCK
+from lockyard.infra.lockstore.postgres.journal import (
+    PgJournal,
+    glob_regex,
+    insert_params,
+    insert_statement,
+)
+from lockyard.infra.lockstore.postgres.journal_schema import PRUNE_EVERY, SUM_BLOCK
 from pg_support import PgServer
 from polling_support import wait_until
 
@@ -358,3 +363,62 @@ def test_pruning_drops_the_sums_of_the_records_it_drops(
         )
     assert summed_blocks(pg_server, pg_schema) == []
     assert journal.stats().records == 0
+
+
+def test_the_writers_sum_a_finished_block_without_a_reader(
+    stores: list[PgLockStore], pg_server: PgServer, pg_schema: str
+) -> None:
+    one, _ = stores
+    one.connect()
+    sequence = f'"{pg_schema}".journal ALTER COLUMN id RESTART WITH'
+
+    def cycles(first_id: int) -> None:
+        with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+            admin.execute(f"ALTER TABLE {sequence} {first_id}")
+        for _ in range(2):
+            assert one.try_lock("a.py", "alice")
+            assert one.release("a.py", "alice")
+
+    # A transaction that began before the writer of id 2B names block 1 might still write
+    # into it: the block waits.
+    with psycopg.connect(pg_server.dsn) as older:
+        older.execute("SELECT pg_current_xact_id()")
+        cycles(2 * SUM_BLOCK - 2)
+        assert summed_blocks(pg_server, pg_schema) == []
+    cycles(2 * SUM_BLOCK + PRUNE_EVERY - 1)  # the next housekeeping step sums it
+    assert summed_blocks(pg_server, pg_schema) == [1]
+    cycles(3 * SUM_BLOCK - 2)  # nothing else runs: the writer of 3B sums block 2 at once
+    assert summed_blocks(pg_server, pg_schema) == [1, 2]
+
+
+def test_a_time_window_reads_the_records_a_full_scan_finds(
+    stores: list[PgLockStore], journal: PgJournal, pg_server: PgServer, pg_schema: str
+) -> None:
+    stores[0].connect()
+    table = f'"{pg_schema}".journal'
+    # Three blocks of records a minute apart, block 1 holding one record far older than the
+    # rest (a stepped-back clock): its span of times, not its place, says what it may hold.
+    times = {0: [100.0, 160.0], 1: [220.0, 10.0, 280.0], 2: [340.0, 400.0], 3: [460.0]}
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+        for block, stamps in times.items():
+            admin.execute(
+                f"ALTER TABLE {table} ALTER COLUMN id RESTART WITH {max(1, block * SUM_BLOCK)}"
+            )
+            for n, t in enumerate(stamps):
+                record = JournalRecord(t, "grant", "app", f"agent-{n}", "a.py", "1", 1, "h")
+                admin.execute(insert_statement(pg_schema), insert_params(record))
+    journal.stats()  # names blocks 0-2
+    journal.stats()  # sums them
+    assert summed_blocks(pg_server, pg_schema) == [0, 1, 2]
+    # Blocks 0 and 1 end before 300: a window from there reads block 2 on, not every id.
+    assert journal._window_ranges(JournalQuery.of(since=300.0)) == [(2 * SUM_BLOCK, 2**63 - 1)]
+    everything = list(journal.records())
+    for since, until in [(150.0, 300.0), (None, 50.0), (300.0, None), (5.0, 15.0), (500.0, None)]:
+        expected = [
+            r.time for r in everything
+            if (since is None or r.time >= since) and (until is None or r.time < until)
+        ]  # fmt: skip
+        window = JournalQuery.of(since=since, until=until)
+        assert [r.time for r in journal.records(window)] == expected
+        assert [r.time for r in journal.latest(window, 2)] == expected[-2:]
+        assert [r.time for r in journal.latest(window, 100)] == expected

@@ -13,13 +13,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Final
 
-from .journal.file_journal import FileJournal
-from .journal.reader import JournalReader
-from .lockdir.disk import default_lock_dir
 from .postgres.dsn import BackendSpecError, is_postgres_spec, redact
 
 if TYPE_CHECKING:  # `lockyard log` and `stats` read a journal: they load no store (pydantic)
     from .backend import LockBackend
+    from .journal.reader import JournalReader
 
 BACKEND_ENV: Final = "LOCKYARD_BACKEND"
 FILE_WORD: Final = "file"
@@ -112,6 +110,11 @@ def open_journal(
         from .postgres import PgJournal
 
         return PgJournal(spec)
+    # Loaded here, not at the top: a PostgreSQL journal's reader needs none of the lock
+    # directory's journal modules (inotify, segments), and `lockyard log` pays for each import.
+    from .journal.file_journal import FileJournal
+    from .lockdir.disk import default_lock_dir
+
     if spec is None or spec.strip() == FILE_WORD:
         return FileJournal(default_lock_dir())
     return FileJournal(spec)
@@ -121,6 +124,8 @@ def _journal_of_store(store: LockBackend) -> JournalReader:
     from .lockdir.store import LockStore
 
     if isinstance(store, LockStore):
+        from .journal.file_journal import FileJournal
+
         return FileJournal(store.lock_dir)
     spec = getattr(store, "spec", None)
     if spec is None:

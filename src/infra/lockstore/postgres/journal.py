@@ -139,23 +139,44 @@ def _cover(
     """Which summed blocks (block, first, last) a window takes whole, and the ranges of
     record ids left to add up row by row: every id but those of the blocks taken and of the
     blocks wholly outside the window."""
-    kept: list[int] = []
-    skipped: list[int] = []
-    for block, first, last in blocks:
-        if first is None or (since is not None and last < since):
-            skipped.append(block)  # no records, or all before the window
-        elif until is not None and first >= until:
-            skipped.append(block)
-        elif (since is None or first >= since) and (until is None or last < until):
-            kept.append(block)
-    gaps: list[tuple[int, int]] = []
+    kept = [block for block, first, last in blocks if _inside(first, last, since, until)]
+    return kept, _id_ranges(kept + _outside(blocks, since, until))
+
+
+def _outside(blocks: list[tuple[Any, ...]], since: float | None, until: float | None) -> list[int]:
+    """The summed blocks (block, first, last) with no record in the window: empty, or all
+    their records before or after it (their span of times says so, whatever the order of the
+    records inside)."""
+    return [
+        block
+        for block, first, last in blocks
+        if first is None
+        or (since is not None and last < since)
+        or (until is not None and first >= until)
+    ]
+
+
+def _inside(
+    first: float | None, last: float | None, since: float | None, until: float | None
+) -> bool:
+    return (
+        first is not None
+        and last is not None
+        and (since is None or first >= since)
+        and (until is None or last < until)
+    )
+
+
+def _id_ranges(left_out: list[int]) -> list[tuple[int, int]]:
+    """The ranges [lo, hi) of record ids outside the blocks `left_out`, in order."""
+    ranges: list[tuple[int, int]] = []
     low = 0
-    for block in sorted(kept + skipped):
+    for block in sorted(set(left_out)):
         if block * SUM_BLOCK > low:
-            gaps.append((low, block * SUM_BLOCK))
+            ranges.append((low, block * SUM_BLOCK))
         low = (block + 1) * SUM_BLOCK
-    gaps.append((low, _NO_ID))
-    return kept, gaps
+    ranges.append((low, _NO_ID))
+    return ranges
 
 
 class PgJournal:
@@ -193,19 +214,31 @@ class PgJournal:
         with self._guard:
             return [tuple(row) for row in self._connection().execute(sql, params)]
 
+    def _window_ranges(self, query: JournalQuery) -> list[tuple[int, int]]:
+        """The ranges of record ids that may hold records of the query's time window, in
+        order: all ids but those of the summed blocks wholly outside it. A window then costs
+        the rows of its own blocks, not a scan of every record after (or before) it."""
+        if query.since is None and query.until is None:
+            return [(0, _NO_ID)]
+        blocks = self._select(
+            f"SELECT block, first, last FROM {self._s}.journal_blocks WHERE summed", []
+        )
+        return _id_ranges(_outside(blocks, query.since, query.until))
+
     def records(self, query: JournalQuery = EVERYTHING) -> Iterator[JournalRecord]:
-        after = 0
-        while True:
-            where, params = _where(query, after)
-            sql = f"SELECT {_COLUMNS} FROM {self._s}.journal WHERE {where} ORDER BY id"
-            rows = self._select(f"{sql} LIMIT {_BATCH}", params)
-            for row in rows:
-                record = _record(row)
-                if query.matches(record):
-                    yield record
-            if len(rows) < _BATCH:
-                return
-            after = int(rows[-1][0])
+        for low, high in self._window_ranges(query):
+            after = low - 1
+            while True:
+                where, params = _where(query, after)
+                sql = f"SELECT {_COLUMNS} FROM {self._s}.journal WHERE {where} AND id < %s"
+                rows = self._select(f"{sql} ORDER BY id LIMIT {_BATCH}", [*params, high])
+                for row in rows:
+                    record = _record(row)
+                    if query.matches(record):
+                        yield record
+                if len(rows) < _BATCH:
+                    break
+                after = int(rows[-1][0])
 
     def latest(self, query: JournalQuery = EVERYTHING, limit: int = 50) -> list[JournalRecord]:
         return [record for _id, record in self._latest(query, limit, None)]
@@ -216,26 +249,27 @@ class PgJournal:
         if limit <= 0:
             return []
         found: list[tuple[int, JournalRecord]] = []
-        before = upto
-        while len(found) < limit:
-            where, params = _where(query)
-            if before is not None:
-                where += " AND id <= %s"
-                params.append(before)
-            rows = self._select(
-                f"SELECT {_COLUMNS} FROM {self._s}.journal WHERE {where} "
-                f"ORDER BY id DESC LIMIT {max(limit, 100)}",
-                params,
-            )
-            for row in rows:
-                record = _record(row)
-                if query.matches(record):
-                    found.append((int(row[0]), record))
-                    if len(found) >= limit:
-                        break
-            if len(rows) < max(limit, 100):
+        batch = max(limit, 100)
+        for low, high in reversed(self._window_ranges(query)):
+            before = high - 1 if upto is None else min(upto, high - 1)
+            while len(found) < limit and before >= low:
+                where, params = _where(query)
+                rows = self._select(
+                    f"SELECT {_COLUMNS} FROM {self._s}.journal WHERE {where} "
+                    f"AND id >= %s AND id <= %s ORDER BY id DESC LIMIT {batch}",
+                    [*params, low, before],
+                )
+                for row in rows:
+                    record = _record(row)
+                    if query.matches(record):
+                        found.append((int(row[0]), record))
+                        if len(found) >= limit:
+                            break
+                if len(rows) < batch:
+                    break
+                before = int(rows[-1][0]) - 1
+            if len(found) >= limit:
                 break
-            before = int(rows[-1][0]) - 1
         return found[::-1]
 
     def stats(self, query: JournalQuery = EVERYTHING) -> Stats:

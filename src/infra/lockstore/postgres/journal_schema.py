@@ -30,9 +30,11 @@ figures of each whole block of SUM_BLOCK record ids are kept, summed once (`jour
 the rows of the stats query itself), and a reader adds only the rows no sum covers. A block
 may be summed once every transaction that could still write into it has ended: the writer
 of a block's first id after it names it in `journal_blocks` with the next transaction id
-then (`ready`); a reader names the blocks no writer did, and `journal_seal()` sums those
-whose `ready` is older than every running transaction (readers run it; a reader that may
-not write reads the rows instead). Pruning drops the sums of the blocks it cuts into.
+then (`ready`), and each housekeeping step sums one named block whose `ready` is older than
+every running transaction, so the writers keep the sums made as they go; a reader names the
+blocks no writer did, and `journal_seal()` sums whatever is still ready and unsummed
+(readers run it; a reader that may not write reads the rows instead). Pruning drops the
+sums of the blocks it cuts into.
 
 Out of the lock path's failure modes: the table is UNLOGGED like the lock tables (a record
 costs no write-ahead log, and a full disk cannot stop the server through it: a server that
@@ -151,23 +153,6 @@ CREATE INDEX journal_sums_block ON {s}.journal_sums (block);
 -- notified only while there is one, so that a journal nobody follows costs no NOTIFY.
 CREATE UNLOGGED TABLE {s}.journal_followers (pid integer PRIMARY KEY);
 
--- Every 1024th record: drop what is past the writer's retention (and the sums of blocks
--- that lose records); at a block's first id, name the block before it as finished.
-CREATE FUNCTION {s}.journal_housekeeping(n bigint, now double precision)
-RETURNS void LANGUAGE plpgsql AS $$
-DECLARE
-    cutoff double precision := now - coalesce(
-        nullif(current_setting('lockyard.retention', true), '')::double precision, 1209600);
-BEGIN
-    DELETE FROM {s}.journal WHERE t < cutoff;
-    WITH gone AS (DELETE FROM {s}.journal_blocks WHERE first < cutoff RETURNING block)
-    DELETE FROM {s}.journal_sums WHERE block IN (SELECT block FROM gone);
-    IF n % {block} = 0 THEN
-        INSERT INTO {s}.journal_blocks (block, ready)
-        VALUES (n / {block} - 1, pg_snapshot_xmax(pg_current_snapshot()))
-        ON CONFLICT DO NOTHING;
-    END IF;
-END $$;
 
 -- The figures of `lockyard stats` over the records of ids lo to hi - 1 (in a window of
 -- times, when given), per file, per agent and per kind at once, summed by the server in one
@@ -198,6 +183,18 @@ LANGUAGE sql STABLE AS $$
     GROUP BY GROUPING SETS ((file), (agent), (kind))
 $$;
 
+-- Sum block k (its rows of the stats query, and its span of times); the caller holds its
+-- journal_blocks row (FOR UPDATE), and knows no transaction can still write into it.
+CREATE FUNCTION {s}.journal_sum_block(k bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {s}.journal_sums
+    SELECT k, * FROM {s}.journal_figures(k * {block}, k * {block} + {block});
+    UPDATE {s}.journal_blocks SET summed = true,
+        first = (SELECT min(first) FROM {s}.journal_sums WHERE block = k AND grouped = 6),
+        last = (SELECT max(last) FROM {s}.journal_sums WHERE block = k AND grouped = 6)
+    WHERE block = k;
+END $$;
+
 -- Sum the finished blocks nobody can still write into (run by readers, in a transaction of
 -- its own). Blocks no writer named (the id at their end was never written, or rolled back)
 -- are named now. Two readers never sum one block: a block being summed is skipped.
@@ -213,13 +210,41 @@ BEGIN
     ON CONFLICT DO NOTHING;
     FOR k IN SELECT block FROM {s}.journal_blocks WHERE NOT summed AND ready <= horizon
              ORDER BY block FOR UPDATE SKIP LOCKED LOOP
-        INSERT INTO {s}.journal_sums
-        SELECT k, * FROM {s}.journal_figures(k * {block}, k * {block} + {block});
-        UPDATE {s}.journal_blocks SET summed = true,
-            first = (SELECT min(first) FROM {s}.journal_sums WHERE block = k AND grouped = 6),
-            last = (SELECT max(last) FROM {s}.journal_sums WHERE block = k AND grouped = 6)
-        WHERE block = k;
+        PERFORM {s}.journal_sum_block(k);
     END LOOP;
+END $$;
+
+-- Every 1024th record: drop what is past the writer's retention (and the sums of blocks
+-- that lose records); at a block's first id, name the block before it as finished; and sum
+-- one named block nobody can still write into, so that the writers keep the sums up to date
+-- and the first `stats` after an afternoon of records finds them made (a reader summing a
+-- million records takes seconds). One block (tens of milliseconds) per call, in a
+-- subtransaction: a failure there costs the sums, never the record that called it.
+CREATE FUNCTION {s}.journal_housekeeping(n bigint, now double precision)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    cutoff double precision := now - coalesce(
+        nullif(current_setting('lockyard.retention', true), '')::double precision, 1209600);
+    k bigint;
+BEGIN
+    DELETE FROM {s}.journal WHERE t < cutoff;
+    WITH gone AS (DELETE FROM {s}.journal_blocks WHERE first < cutoff RETURNING block)
+    DELETE FROM {s}.journal_sums WHERE block IN (SELECT block FROM gone);
+    IF n % {block} = 0 THEN
+        INSERT INTO {s}.journal_blocks (block, ready)
+        VALUES (n / {block} - 1, pg_snapshot_xmax(pg_current_snapshot()))
+        ON CONFLICT DO NOTHING;
+    END IF;
+    BEGIN
+        SELECT block INTO k FROM {s}.journal_blocks
+        WHERE NOT summed AND ready <= pg_snapshot_xmin(pg_current_snapshot())
+        ORDER BY block LIMIT 1 FOR UPDATE SKIP LOCKED;
+        IF FOUND THEN
+            PERFORM {s}.journal_sum_block(k);
+        END IF;
+    EXCEPTION WHEN OTHERS THEN
+        RAISE WARNING 'lockyard journal: block % was not summed: %', k, SQLERRM;
+    END;
 END $$;
 
 -- A holds row changed holder: the holder it had lost it (release, reclaim, operator
