@@ -16,7 +16,7 @@ from lockyard.infra.lockstore.journal.files import journal_dir
 
 PROBE = r"""
 import atexit, json, sys
-watched = ("mcp", "claude_agent_sdk", "rich", "psycopg", "pydantic")
+watched = ("mcp", "claude_agent_sdk", "rich", "psycopg", "pydantic", "FILE_JOURNAL")
 def report():
     print(json.dumps([m for m in watched if m in sys.modules]), file=sys.stderr)
 atexit.register(report)
@@ -26,9 +26,14 @@ main()
 """
 
 
+FILE_JOURNAL = "lockyard.infra.lockstore.journal.file_journal"
+"""The lock directory's journal reader (inotify, segments): no business of PostgreSQL's."""
+
+
 def heavy_imports(*args: str) -> list[str]:
+    probe = PROBE.replace("FILE_JOURNAL", FILE_JOURNAL)
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120
     )
     loaded: list[str] = json.loads(done.stderr.strip().splitlines()[-1])
     return loaded
@@ -44,10 +49,10 @@ def heavy_imports(*args: str) -> list[str]:
         (("status",), {"rich", "pydantic"}),  # the table
         # The journal's readers load no store, and their options are converted without
         # typer's pydantic adapters: `log` and `stats` answer within a second.
-        (("log", "--agent", "bob", "-n", "5"), set()),
-        (("log", "--json", "--kind", "grant", "--since", "1h"), set()),
-        (("stats", "--json", "--top", "3"), set()),
-        (("stats",), {"rich"}),
+        (("log", "--agent", "bob", "-n", "5"), {FILE_JOURNAL}),
+        (("log", "--json", "--kind", "grant", "--since", "1h"), {FILE_JOURNAL}),
+        (("stats", "--json", "--top", "3"), {FILE_JOURNAL}),
+        (("stats",), {"rich", FILE_JOURNAL}),
     ],
     ids=[
         "version",
@@ -71,3 +76,11 @@ def test_a_command_imports_no_library_it_does_not_use(
     journal.close()
     lock_dir = ("--lock-dir", str(locks)) if args != ("--version",) else ()
     assert set(heavy_imports(*args, *lock_dir)) <= allowed
+
+
+@pytest.mark.parametrize("command", ["log", "stats"])
+def test_the_postgresql_journal_is_read_without_the_lock_directorys(command: str) -> None:
+    # No server listens there: the command fails to connect, after its imports are done.
+    loaded = heavy_imports(command, "--json", "--backend", "postgresql://lockyard@127.0.0.1:1/x")
+    assert "psycopg" in loaded
+    assert FILE_JOURNAL not in loaded
