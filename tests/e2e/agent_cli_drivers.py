@@ -72,6 +72,10 @@ class ClaudeCodeDriver(CliDriver):
 
     npm = False
 
+    def api(self) -> FakeMessagesApi:
+        # `claude -p` sends its first turn while its MCP servers still connect.
+        return FakeMessagesApi(gate_timeout=GATE_SECONDS, warm_up=ToolUse(*self.run("sleep 1")))
+
     def start(self, name: str, api: FakeMessagesApi, repo: Path, tmp: Path) -> CliSession:
         home = tmp / f"home-{name}"
         home.mkdir(parents=True, exist_ok=True)

@@ -9,10 +9,8 @@ agent's base URL is `http://127.0.0.1:<port>/agent/<name>/v1`; the CLI appends
 - A model turn answers one `tool_calls` entry or an assistant text, streamed as
   `chat.completion.chunk` events (`data: [DONE]` last) when the request asks for a stream,
   else as one `chat.completion` object.
-- A CLI may start its MCP servers beside the first turn (Copilot CLI does): a request whose
-  tools do not offer the tool the next scripted call needs yet is answered with the CLI's
-  `warm_up` call instead (a short `sleep` through its shell tool), which neither advances
-  the script nor shows in the outcomes.
+- A CLI may start its MCP servers beside the first turn (Copilot CLI does): it gets the
+  CLI's `warm_up` call (see `fake_messages_api`) until its request offers the tool.
 - A request that offers no tools is not a turn of the script (OpenCode asks for a session
   title that way before the first turn): it is answered with a short text and recorded
   without an answer.
@@ -29,9 +27,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from fake_messages_api import Action, FakeMessagesApi, Reply, ToolOutcome, ToolUse
-
-_WARM_UP = "warmup_"
+from fake_messages_api import WARM_UP, Action, FakeMessagesApi, Reply, ToolOutcome, ToolUse
 
 
 class FakeChatCompletionsApi(FakeMessagesApi):
@@ -42,9 +38,8 @@ class FakeChatCompletionsApi(FakeMessagesApi):
         is_refusal: Callable[[str], bool] = lambda _: False,
         warm_up: ToolUse | None = None,
     ) -> None:
-        super().__init__(gate_timeout=gate_timeout)
+        super().__init__(gate_timeout=gate_timeout, warm_up=warm_up)
         self.is_refusal = is_refusal
-        self.warm_up = warm_up
 
     def base_url(self, agent: str) -> str:
         return f"{super().base_url(agent)}/v1"
@@ -61,21 +56,10 @@ class FakeChatCompletionsApi(FakeMessagesApi):
     def _answer(self, agent: str | None, path: str, body: Mapping[str, Any]) -> Action | None:
         if not body.get("tools"):
             return None  # a title or summary request: not the scripted conversation
-        if agent is not None and self.warm_up is not None and self._needs_warm_up(agent, body):
-            return ToolUse(_WARM_UP + self.warm_up.name, self.warm_up.input)
         return super()._answer(agent, path, body)
 
-    def _needs_warm_up(self, agent: str, body: Mapping[str, Any]) -> bool:
-        with self._lock:
-            script = self._scripts.get(agent)
-            if script is None:
-                return False
-            index = script.cursor + (1 if script.answered else 0)  # as `_next_step` moves
-            step = script.steps[index] if index < len(script.steps) else None
-        if step is None or not isinstance(step.action, ToolUse):
-            return False
-        offered = {(tool.get("function") or {}).get("name") for tool in body["tools"]}
-        return step.action.name not in offered
+    def _offers(self, body: Mapping[str, Any], tool: str) -> bool:
+        return tool in {(t.get("function") or {}).get("name") for t in body["tools"]}
 
     def _read_outcomes(self, body: Mapping[str, Any]) -> tuple[ToolOutcome, ...]:
         calls: dict[str, tuple[str, Mapping[str, Any]]] = {}
@@ -92,7 +76,7 @@ class FakeChatCompletionsApi(FakeMessagesApi):
                 calls[str(tool_call.get("id"))] = (str(function.get("name", "")), arguments)
             if message.get("role") == "tool":
                 call_id = str(message.get("tool_call_id"))
-                if call_id.startswith(_WARM_UP):
+                if call_id.startswith(WARM_UP):
                     continue
                 name, arguments = calls.get(call_id, ("", {}))
                 text = _content_text(message.get("content"))
@@ -119,8 +103,8 @@ class FakeChatCompletionsApi(FakeMessagesApi):
         if isinstance(action, ToolUse):
             arguments = json.dumps(dict(action.input))
             name, call_id = action.name, f"call_{turn}"
-            if name.startswith(_WARM_UP):
-                name, call_id = name[len(_WARM_UP) :], f"{_WARM_UP}{turn}"
+            if name.startswith(WARM_UP):
+                name, call_id = name[len(WARM_UP) :], f"{WARM_UP}{turn}"
             call = {"id": call_id, "type": "function",
                     "function": {"name": name, "arguments": arguments}}  # fmt: skip
             message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}

@@ -10,6 +10,12 @@ model turn with a tool call or a final text. A step may
   agents into a deadlock deterministically: "B asks for f1 only once A waits on f2",
 * repeat until its result satisfies a predicate (``until``).
 
+A CLI may send its first turns before its MCP servers are connected (Claude Code, Codex and
+Copilot CLI connect them beside the first turn; under load lockyard's server can take a
+minute to answer). A request whose tools do not yet offer the tool the next scripted call
+needs is answered with the fake's ``warm_up`` call instead (a short ``sleep`` through the
+CLI's shell tool), which neither advances the script nor shows in the outcomes.
+
 The server records every request and what it answered, so tests assert on exactly what the model
 saw. It answers in the streaming (SSE) form the CLI asks for.
 """
@@ -28,6 +34,11 @@ from typing import Any
 
 _AGENT_PATH = re.compile(r"^/agent/(?P<agent>[A-Za-z0-9_.-]+)(?P<rest>/.*)$")
 _POLL_SECONDS = 0.02
+WARM_UP = "warmup_"
+"""Marks a warm-up call's id, so its result is left out of the outcomes."""
+_WARM_UP_PAUSE_SECONDS = 0.5
+"""Paces warm-up turns: a CLI whose warm-up fails at once (its guard hook not up yet) would
+otherwise ask again as fast as it can, taking the CPU its own MCP server needs to start."""
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 """The CLI appends these to tool results: in a block of their own, or inside an error's text."""
 
@@ -155,8 +166,9 @@ class _AgentScript:
 class FakeMessagesApi:
     """A threaded HTTP server on 127.0.0.1 that plays the model for several scripted agents."""
 
-    def __init__(self, *, gate_timeout: float = 30.0) -> None:
+    def __init__(self, *, gate_timeout: float = 30.0, warm_up: ToolUse | None = None) -> None:
         self.gate_timeout = gate_timeout
+        self.warm_up = warm_up
         self._scripts: dict[str, _AgentScript] = {}
         self._exchanges: list[Exchange] = []
         self._errors: list[str] = []
@@ -285,9 +297,20 @@ class FakeMessagesApi:
             else:
                 handler._send_json(200, message)
 
+    def _offers(self, body: Mapping[str, Any], tool: str) -> bool:
+        """Whether the request offers the model ``tool``."""
+        if tool in {t.get("name") for t in body.get("tools", []) if isinstance(t, dict)}:
+            return True
+        # Claude Code defers MCP tools: once connected, they are named in a reminder of the
+        # conversation ("deferred tools are now available"), not in the tools list.
+        return tool in json.dumps(body.get("messages", []))
+
     def _answer(self, agent: str | None, path: str, body: Mapping[str, Any]) -> Action | None:
         if agent is None or not self._is_model_turn(path):
             return None
+        if self.warm_up is not None and self._lacks_next_tool(agent, body):
+            time.sleep(_WARM_UP_PAUSE_SECONDS)
+            return ToolUse(WARM_UP + self.warm_up.name, self.warm_up.input)
         with self._lock:
             script = self._scripts.get(agent)
         if script is None:
@@ -311,6 +334,18 @@ class FakeMessagesApi:
         with self._lock:
             script.answered[key] = action
         return action
+
+    def _lacks_next_tool(self, agent: str, body: Mapping[str, Any]) -> bool:
+        """Whether the step this request will get calls a tool the request does not offer."""
+        with self._lock:
+            script = self._scripts.get(agent)
+            if script is None:
+                return False
+            index = script.cursor + (1 if script.answered else 0)  # as `_next_step` moves
+            step = script.steps[index] if index < len(script.steps) else None
+        if step is None or not isinstance(step.action, ToolUse):
+            return False
+        return not self._offers(body, step.action.name)
 
     def _run_step(self, agent: str, step: Step, turn: Turn) -> Action:
         label = step.label or str(step.action)
@@ -423,6 +458,8 @@ def _outcomes(body: Mapping[str, Any]) -> tuple[ToolOutcome, ...]:
             if block.get("type") == "tool_use":
                 calls[block["id"]] = (block.get("name", ""), block.get("input") or {})
             elif block.get("type") == "tool_result":
+                if WARM_UP in block.get("tool_use_id", ""):
+                    continue
                 name, tool_input = calls.get(block.get("tool_use_id", ""), ("", {}))
                 text = "\n".join(_result_texts(block.get("content")))
                 found.append(
@@ -455,10 +492,11 @@ def _result_texts(content: Any) -> list[str]:
 
 def _message(action: Action, model: str) -> dict[str, Any]:
     if isinstance(action, ToolUse):
+        warm_up = action.name.startswith(WARM_UP)
         block: dict[str, Any] = {
             "type": "tool_use",
-            "id": f"toolu_{uuid.uuid4().hex[:24]}",
-            "name": action.name,
+            "id": f"toolu_{WARM_UP if warm_up else ''}{uuid.uuid4().hex[:24]}",
+            "name": action.name.removeprefix(WARM_UP),
             "input": dict(action.input),
         }
         stop_reason = "tool_use"

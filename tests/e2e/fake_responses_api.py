@@ -22,9 +22,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from fake_messages_api import Action, FakeMessagesApi, Reply, ToolOutcome, ToolUse
+from fake_messages_api import WARM_UP, Action, FakeMessagesApi, Reply, ToolOutcome, ToolUse
 
-_WARM_UP = "warmup_"
 _ERROR_PREFIXES = ("Command blocked by PreToolUse hook", "unsupported call", "Blocked by")
 
 
@@ -37,6 +36,11 @@ def _split(name: str) -> tuple[str | None, str]:
 
 
 class FakeResponsesApi(FakeMessagesApi):
+    def __init__(self, *, gate_timeout: float = 30.0) -> None:
+        super().__init__(
+            gate_timeout=gate_timeout, warm_up=ToolUse("exec_command", {"cmd": "sleep 1"})
+        )
+
     def cli_env(self, agent: str, home: str) -> dict[str, str]:
         return {"CODEX_HOME": home, "FAKE_OPENAI_KEY": f"fake-key-{agent}", "HOME": home}
 
@@ -46,23 +50,10 @@ class FakeResponsesApi(FakeMessagesApi):
     def _turn_key(self, body: Mapping[str, Any]) -> int:
         return len(body.get("input", []))
 
-    def _answer(self, agent: str | None, path: str, body: Mapping[str, Any]) -> Action | None:
-        if agent is not None and self._is_model_turn(path) and self._needs_warm_up(agent, body):
-            return ToolUse(_WARM_UP + "exec_command", {"cmd": "sleep 1"})
-        return super()._answer(agent, path, body)
-
-    def _needs_warm_up(self, agent: str, body: Mapping[str, Any]) -> bool:
-        with self._lock:
-            script = self._scripts.get(agent)
-            if script is None:
-                return False
-            index = script.cursor + (1 if script.answered else 0)  # as `_next_step` moves
-            step = script.steps[index] if index < len(script.steps) else None
-        if step is None or not isinstance(step.action, ToolUse):
-            return False
-        namespace, _ = _split(step.action.name)
-        offered = {tool.get("name") for tool in body.get("tools", []) if isinstance(tool, dict)}
-        return namespace is not None and namespace not in offered
+    def _offers(self, body: Mapping[str, Any], tool: str) -> bool:
+        # Codex offers an MCP server's tools as one namespace tool: only those come late.
+        namespace, _ = _split(tool)
+        return namespace is None or super()._offers(body, namespace)
 
     def _read_outcomes(self, body: Mapping[str, Any]) -> tuple[ToolOutcome, ...]:
         calls: dict[str, tuple[str, Mapping[str, Any]]] = {}
@@ -80,7 +71,7 @@ class FakeResponsesApi(FakeMessagesApi):
                 calls[str(item.get("call_id"))] = (name, arguments)
             elif item.get("type") == "function_call_output":
                 call_id = str(item.get("call_id"))
-                if call_id.startswith(_WARM_UP):
+                if call_id.startswith(WARM_UP):
                     continue
                 name, arguments = calls.get(call_id, ("", {}))
                 text = _output_text(item.get("output"))
@@ -101,8 +92,8 @@ class FakeResponsesApi(FakeMessagesApi):
         if isinstance(action, ToolUse):
             call_id = f"call_{turn}"
             name = action.name
-            if name.startswith(_WARM_UP):
-                name, call_id = name[len(_WARM_UP) :], f"{_WARM_UP}{turn}"
+            if name.startswith(WARM_UP):
+                name, call_id = name[len(WARM_UP) :], f"{WARM_UP}{turn}"
             namespace, tool = _split(name)
             item: dict[str, Any] = {
                 "type": "function_call", "id": f"fc_{turn}", "call_id": call_id, "name": tool,

@@ -182,6 +182,21 @@ def test_a_retried_request_gets_the_same_answer_and_does_not_skip_a_step() -> No
     assert api.errors == []
 
 
+def test_a_turn_that_lacks_the_next_tool_gets_the_warm_up_which_stays_out_of_the_outcomes() -> None:
+    with FakeMessagesApi(warm_up=ToolUse("sh", {"command": "sleep 1"})) as api:
+        api.script("w", [call("lock_tool", {"n": 1}), say("end")])
+        lacking = {**turn_body(USER), "tools": [{"name": "sh"}]}
+        warm = json.loads(post(api, "/agent/w/v1/messages", lacking)[2])["content"][0]
+        offered = {**turn_body(USER, *tool_round(warm["id"], "slept")),
+                   "tools": [{"name": "sh"}, {"name": "lock_tool"}]}  # fmt: skip
+        first = json.loads(post(api, "/agent/w/v1/messages", offered)[2])["content"][0]
+
+    assert (warm["name"], warm["input"]) == ("sh", {"command": "sleep 1"})
+    assert (first["name"], first["input"]) == ("lock_tool", {"n": 1})  # the script waited
+    assert api.outcomes("w") == ()  # the warm-up's result is not one of the script's
+    assert api.errors == []
+
+
 def test_stream_answers_are_server_sent_events_carrying_the_tool_input() -> None:
     with FakeMessagesApi() as api:
         api.script("s", [call("t", {"path": "a.py"})])
