@@ -81,6 +81,7 @@ def test_init_with_no_cli_named_sets_up_claude_code(repo: Path) -> None:
         "mcp__lockyard__lock_acquire",
         "mcp__lockyard__lock_release",
         "mcp__lockyard__lock_status",
+        "Bash(lockyard git-turn:*)",  # the prefix git turns ask for, never a prompt
     ]
     assert settings["enabledMcpjsonServers"] == ["lockyard"]
     assert "lock_acquire" in (repo / "CLAUDE.md").read_text()

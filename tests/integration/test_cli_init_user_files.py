@@ -271,6 +271,7 @@ def test_an_empty_container_of_the_users_stays(repo: Path) -> None:
         "mcp__lockyard__lock_acquire",
         "mcp__lockyard__lock_release",
         "mcp__lockyard__lock_status",
+        "Bash(lockyard git-turn:*)",  # the prefix git turns ask for, never a prompt
     ]
     assert run("uninstall")[0] == 0
     assert (repo / ".claude/settings.json").read_text() == text

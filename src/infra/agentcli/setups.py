@@ -349,6 +349,22 @@ def _is(expected: str) -> Callable[[object], bool]:
     return lambda item: isinstance(item, str) and item == expected
 
 
+_GIT_TURN_RULE_END: Final = " git-turn:*)"
+
+
+def git_turn_rules(command: str) -> tuple[str, ...]:
+    """Claude Code allow-list rules for the prefix the shell guard asks a git line to start
+    with. Without one, Claude Code asks a person before running it, and `claude -p` refuses
+    it; it only waits for git's turn. The guard names `lockyard` when that is the one on
+    PATH, else its full path: both forms."""
+    forms = dict.fromkeys(("lockyard", shlex.quote(command)))
+    return tuple(f"Bash({form}{_GIT_TURN_RULE_END}" for form in forms)
+
+
+def _is_git_turn_rule(item: object) -> bool:
+    return isinstance(item, str) and item.startswith("Bash(") and item.endswith(_GIT_TURN_RULE_END)
+
+
 class ClaudeCodeSetup(_HookListSetup):
     name = "claude-code"
     instructions_file = "CLAUDE.md"
@@ -389,10 +405,11 @@ class ClaudeCodeSetup(_HookListSetup):
 
     def install_guard(self, plan: Plan, how: Invocation) -> None:
         super().install_guard(plan, how)
-        # The lock tools are harmless: allow them (no prompt per call), and approve the
-        # project's lockyard server (a project .mcp.json server is otherwise held back).
+        # The lock tools and the git-turn prefix are harmless: allow them (no prompt per
+        # call), and approve the project's lockyard server (a project .mcp.json server is
+        # otherwise held back).
         with plan.json(self.hook_file) as document:
-            for tool in LOCK_TOOLS:
+            for tool in (*LOCK_TOOLS, *git_turn_rules(how.command)):
                 document.put_item(("permissions", "allow"), tool, _is(tool))
             document.put_item(("enabledMcpjsonServers",), SERVER_KEY, _is(SERVER_KEY))
 
@@ -401,6 +418,7 @@ class ClaudeCodeSetup(_HookListSetup):
         with plan.json(self.hook_file) as document:
             for tool in LOCK_TOOLS:
                 document.delete_items(("permissions", "allow"), _is(tool))
+            document.delete_items(("permissions", "allow"), _is_git_turn_rule)
             document.delete_items(("enabledMcpjsonServers",), _is(SERVER_KEY))
 
 
