@@ -6,8 +6,12 @@ baseline tree (before shared holds), measured turn by turn in the same run.
 Two figures per tree, each the median of a turn's samples (µs), and their ratio this/base:
 
 1. Uncontended cycle: `try_lock` + `release` of one file (the exclusive path now looks for
-   readers once per grant).
+   readers once per grant, and for directory locks over the file once one was ever taken).
 2. In-process hand-off: a task releases, the task waiting in line for the file gets it.
+
+Then, in this tree only, the uncontended cycle of a file with DIRECTORIES unrelated directory
+locks held in its lock directory (`--directories`, default 1,000) against the same cycle in a
+lock directory where no directory lock was ever taken, turn by turn.
 
 Each tree is set up by this file run with `--serve` by that tree's interpreter and answers one
 turn at a time on stdin, so the machine's load hits both trees alike.
@@ -76,8 +80,31 @@ def serve() -> None:
                 assert store.release("src/app.py", "bob")
             return statistics.median(times) * 1e6
 
+        scoped: list[LockStore] = []
+
+        def scoped_cycle(directories: int) -> float:
+            """The cycle of `src/app.py` in a lock directory where another agent holds
+            `directories` directory locks elsewhere in the checkout."""
+            if not scoped:
+                scoped.append(LockStore(repo, Path(tmp) / "scoped-locks"))
+                for number in range(directories):
+                    assert scoped[0].try_lock(f"other/d{number}/", "carol")
+            times = []
+            for _ in range(TURN_CYCLES):
+                start = time.perf_counter()
+                assert scoped[0].try_lock("src/app.py", "alice")
+                assert scoped[0].release("src/app.py", "alice")
+                times.append(time.perf_counter() - start)
+            return statistics.median(times) * 1e6
+
         for line in sys.stdin:
-            figure = cycle() if line.strip() == "cycle" else anyio.run(handoffs)
+            what, _, count = line.strip().partition(" ")
+            if what == "cycle":
+                figure = cycle()
+            elif what == "scoped":
+                figure = scoped_cycle(int(count))
+            else:
+                figure = anyio.run(handoffs)
             print(figure, flush=True)
 
 
@@ -86,6 +113,7 @@ def main() -> None:
     parser.add_argument("--base", help="a checkout before shared holds, synced (required)")
     parser.add_argument("--turns", type=int, default=7)
     parser.add_argument("--serve", action="store_true")
+    parser.add_argument("--directories", type=int, default=1000)
     args = parser.parse_args()
     if args.serve:
         serve()
@@ -106,6 +134,13 @@ def main() -> None:
             this = statistics.median(figures["this"])
             label = "uncontended cycle" if what == "cycle" else "in-process hand-off"
             print(f"{label:22} base {base:8.1f} µs   this {this:8.1f} µs   {this / base:.2f}x")
+        none, held = [], []
+        for _ in range(args.turns):
+            none.append(trees["this"].ask("cycle"))
+            held.append(trees["this"].ask(f"scoped {args.directories}"))
+        plain, scoped = statistics.median(none), statistics.median(held)
+        label = f"with {args.directories} dir locks"
+        print(f"{label:22} none {plain:8.1f} µs   held {scoped:8.1f} µs   {scoped / plain:.2f}x")
     finally:
         for tree in trees.values():
             tree.close()

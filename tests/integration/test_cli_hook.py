@@ -118,7 +118,7 @@ def test_writes_outside_the_repository_are_not_lockyards_business(
 
 def test_a_write_to_a_directory_is_denied_with_the_stores_reason(as_alice: Any, repo: Path) -> None:
     _, out = as_alice(payload("Write", {"file_path": "pkg"}, repo))
-    assert "lock files, not directories" in str(claude_reason(out))
+    assert "write it with a trailing slash" in str(claude_reason(out))
 
 
 @pytest.mark.parametrize(

@@ -220,7 +220,7 @@ def test_ctrl_c_while_waiting_ends_the_wait_and_gives_back_what_was_taken(
         (["src/a.py", "--", "no-such-program-here"], 127, "command not found on PATH"),
         (["src/a.py", "--", "./src/a.py"], 126, "not an executable file"),
         (["../outside.py", "--", "true"], 2, "outside the checkout"),
-        (["src", "--", "true"], 2, "lock files, not directories"),
+        (["src", "--", "true"], 2, "write it with a trailing slash"),
         (["--timeout", "-1", "src/a.py"], 2, "--timeout"),
     ],
 )

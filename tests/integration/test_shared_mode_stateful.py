@@ -240,3 +240,189 @@ class SharedModeModel(RuleBasedStateMachine):
 
 SharedModeModel.TestCase.settings = settings(max_examples=30, stateful_step_count=20, deadline=None)
 test_shared_and_exclusive_holds_behave_like_the_oracle = SharedModeModel.TestCase
+
+
+# -- directory keys ------------------------------------------------------------------------------
+#
+# With directories the order is FIFO per key, not across keys (a request under a directory
+# someone holds passes through the directory's line), so the oracle checks what holds for
+# any order: never two conflicting holders (after every step, from what the store granted),
+# a request nothing conflicts with is granted at once, a wait whose way is cleared ends
+# granted (in arrival order among conflicting requests for one key), and nothing is left.
+
+SCOPED_KEYS = ["d/a.py", "d/e/b.py", "d/e/", "d/", "x.py"]
+SCOPED_AGENTS = ["ann", "bob", "cid"]
+
+
+def overlap(one: str, other: str) -> bool:
+    return (
+        one == other
+        or (one.endswith("/") and other.startswith(one))
+        or (other.endswith("/") and one.startswith(other))
+    )
+
+
+@dataclass
+class Waiting:
+    key: str
+    request: Request
+    arrival: int
+
+
+class ScopedModel(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.base = tempfile.mkdtemp(prefix="lockyard-scoped-")
+        repo = f"{self.base}/repo"
+        os.makedirs(f"{repo}/d/e")
+        self.store = LockStore(repo, f"{self.base}/locks")
+        self.holds: dict[str, dict[str, str]] = {agent: {} for agent in SCOPED_AGENTS}
+        self.pending: dict[str, Waiting] = {}
+        self.arrivals = 0
+        self._portal_cm = start_blocking_portal()
+        self.portal: BlockingPortal = self._portal_cm.__enter__()
+
+    def teardown(self) -> None:
+        try:
+            for waiting in self.pending.values():
+                waiting.request.future.cancel()
+            for waiting in self.pending.values():
+                assert waiting.request.ended.wait(SETTLE_SECONDS), "a wait never ended"
+            for agent in SCOPED_AGENTS:
+                self.store.cleanup_agent_locks(agent)
+            assert [
+                e for e in lock_dir_entries(self.store.lock_dir) if not e.endswith(".card")
+            ] == []
+        finally:
+            self._portal_cm.__exit__(None, None, None)
+            self.store.close()
+            shutil.rmtree(self.base)
+
+    def conflicts(self, agent: str, key: str, mode: str) -> list[tuple[str, str]]:
+        """The granted holds of other agents that a hold of `key` in `mode` conflicts with."""
+        return [
+            (other, held)
+            for other, holds in self.holds.items()
+            if other != agent
+            for held, held_mode in holds.items()
+            if overlap(key, held) and "exclusive" in (mode, held_mode)
+        ]
+
+    def granted(self, agent: str, key: str, mode: str) -> None:
+        assert not self.conflicts(agent, key, mode), (agent, key, mode, self.holds)
+        if self.holds[agent].get(key) != "exclusive":
+            self.holds[agent][key] = mode
+
+    @rule(
+        agent=st.sampled_from(SCOPED_AGENTS),
+        mode=st.sampled_from(MODES),
+        key=st.sampled_from(SCOPED_KEYS),
+    )
+    def ask_and_wait(self, agent: str, mode: str, key: str) -> None:
+        if agent in self.pending:
+            return
+        call = functools.partial(
+            self.store.acquire_async,
+            key,
+            agent,
+            600,
+            10,
+            mode=mode,  # type: ignore[arg-type]
+        )
+        ended = threading.Event()
+        request = Request(
+            agent, mode, self.portal.start_task_soon(_until_ended, call, ended), ended
+        )
+        self.arrivals += 1
+        self.pending[agent] = Waiting(key, request, self.arrivals)
+        if not self.conflicts(agent, key, mode) and len(self.pending) == 1:
+            self._settle_one(agent)  # nothing in its way: granted at once
+
+    @rule(
+        agent=st.sampled_from(SCOPED_AGENTS),
+        mode=st.sampled_from(MODES),
+        key=st.sampled_from(SCOPED_KEYS),
+    )
+    def try_now(self, agent: str, mode: str, key: str) -> None:
+        if agent in self.pending:
+            return
+        free = not self.conflicts(agent, key, mode)
+        taken = self.store.try_lock(key, agent, mode=mode)  # type: ignore[arg-type]
+        if taken:
+            self.granted(agent, key, mode)
+        else:
+            assert not free or self.pending, (agent, key, mode, self.holds)
+
+    @rule(agent=st.sampled_from(SCOPED_AGENTS), key=st.sampled_from(SCOPED_KEYS))
+    def release(self, agent: str, key: str) -> None:
+        if agent in self.pending:
+            return
+        assert self.store.release(key, agent) is (key in self.holds[agent])
+        self.holds[agent].pop(key, None)
+
+    @precondition(lambda self: bool(self.pending))
+    @rule(data=st.data())
+    def give_up(self, data: st.DataObject) -> None:
+        agent = data.draw(st.sampled_from(sorted(self.pending)))
+        waiting = self.pending[agent]
+        if waiting.request.future.cancel():
+            assert waiting.request.ended.wait(SETTLE_SECONDS), "a cancelled wait never ended"
+            del self.pending[agent]
+        else:
+            self._settle_one(agent)
+
+    @precondition(lambda self: self.pending and not any(self.holds[a] for a in self.pending))
+    @rule()
+    def clear_the_way(self) -> None:
+        """When the waiting agents hold nothing (else they may be in a deadlock, the monitor's
+        business), every hold goes; then each wait ends granted (its holds are given back as
+        it ends), in arrival order per key."""
+        for agent, holds in self.holds.items():
+            if agent not in self.pending:
+                for key in list(holds):
+                    assert self.store.release(key, agent)
+                holds.clear()
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while self.pending:
+            done = [a for a, w in self.pending.items() if w.request.future.done()]
+            if not done:
+                assert time.monotonic() < deadline, f"waits left behind: {self.pending}"
+                time.sleep(0.01)
+                continue
+            for agent in sorted(done, key=lambda a: self.pending[a].arrival):
+                waiting = self.pending[agent]
+                earlier = [
+                    w
+                    for a, w in self.pending.items()
+                    if a != agent
+                    and w.key == waiting.key
+                    and w.arrival < waiting.arrival
+                    and "exclusive" in (w.request.mode, waiting.request.mode)
+                ]
+                assert not earlier, f"{agent} passed an earlier request for {waiting.key}"
+                self._settle_one(agent)
+                for key in list(self.holds[agent]):
+                    assert self.store.release(key, agent)
+                self.holds[agent].clear()
+
+    def _settle_one(self, agent: str) -> None:
+        waiting = self.pending.pop(agent)
+        assert waiting.request.future.result(timeout=SETTLE_SECONDS) is True
+        self.granted(agent, waiting.key, waiting.request.mode)
+
+    @invariant()
+    def holds_never_conflict_and_the_store_agrees(self) -> None:
+        for agent, waiting in list(self.pending.items()):
+            if waiting.request.future.done():
+                self._settle_one(agent)
+        for agent, holds in self.holds.items():
+            for key, mode in holds.items():
+                assert not self.conflicts(agent, key, mode), (agent, key, self.holds)
+                if mode == "exclusive":
+                    assert self.store.holder(key) == agent, (agent, key)
+                else:
+                    assert agent in self.store.readers(key) or self.store.holder(key) == agent
+
+
+ScopedModel.TestCase.settings = settings(max_examples=15, stateful_step_count=20, deadline=None)
+test_directory_and_file_holds_never_conflict_and_no_wait_is_left_behind = ScopedModel.TestCase

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..lockstore import CorruptRecordError, JournalRecord
+from ..lockstore import CorruptRecordError, JournalRecord, directory_ancestors
 from ..seen.stale import note_write, stale_reason, write_change
 from ..tools.holder_text import UNREADABLE_HOLDER
 
@@ -86,6 +86,32 @@ def holder_or_unreadable(store: GuardStore, key: str) -> str | None:
     except CorruptRecordError as exc:
         logger.warning("guard: lock record of %s: %s", key, exc)
         return UNREADABLE_HOLDER
+
+
+def holder_over(store: GuardStore, key: str, agent_id: str) -> tuple[str | None, str]:
+    """(who decides a write of `key` for `agent_id`, the key whose lock says so): the holder
+    of `key` itself, else of the outermost directory over it another agent holds or reads,
+    else of one `agent_id` holds (a directory lock covers the files under it); (None, key)
+    when nothing covers it. `UNREADABLE_HOLDER` for a record that cannot be read. The
+    agent's own lock of `key` answers at once: nobody else holds a directory over a file
+    someone holds (a directory lock waits for the holds under it)."""
+    holder = holder_or_unreadable(store, key)
+    return (holder, key) if holder is not None else directory_holder(store, key, agent_id)
+
+
+def directory_holder(store: GuardStore, key: str, agent_id: str) -> tuple[str | None, str]:
+    """`holder_over` for a `key` whose own lock nobody holds: the directories over it."""
+    own = None
+    for directory in directory_ancestors(key):
+        over = holder_or_unreadable(store, directory)
+        if over is not None and over != agent_id:
+            return over, directory
+        readers = other_readers(store, directory, agent_id)
+        if readers:
+            return readers[0], directory
+        if over == agent_id and own is None:
+            own = directory
+    return (None, key) if own is None else (agent_id, own)
 
 
 def other_readers(store: GuardStore, key: str, agent_id: str) -> tuple[str, ...]:

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from .errors import (
         BackendError,
         CorruptRecordError,
+        DirectoryLocksUnsupportedError,
         InvalidAgentIdError,
         InvalidNamespaceError,
         InvalidPathError,
@@ -147,6 +148,7 @@ if TYPE_CHECKING:
         encode_holder,
         shared_node,
     )
+    from .scope_keys import directory_ancestors, is_directory_key
     from .wakeup import Waker
 
 _HOMES = {
@@ -204,10 +206,13 @@ _HOMES = {
     "LockStoreError": "errors",
     "PathOutsideRepoError": "errors",
     "SharedModeUnsupportedError": "errors",
+    "DirectoryLocksUnsupportedError": "errors",
     "EXCLUSIVE": "modes",
     "SHARED": "modes",
     "LockMode": "modes",
     "validate_mode": "modes",
+    "directory_ancestors": "scope_keys",
+    "is_directory_key": "scope_keys",
     "shared_node": "records",
     "SHARED_SUFFIX": "lockdir.layout",
     "read_record": "lockdir.layout",
@@ -301,6 +306,7 @@ __all__ = [
     "Checkout",
     "CorruptRecordError",
     "CycleStep",
+    "DirectoryLocksUnsupportedError",
     "FileFigures",
     "FileJournal",
     "HolderRecord",
@@ -349,12 +355,14 @@ __all__ = [
     "default_lock_dir",
     "default_lock_dir_path",
     "describe_spec",
+    "directory_ancestors",
     "encode_holder",
     "ensure_private_dir",
     "get_lock_holder",
     "get_store",
     "in_worker",
     "inotify_available",
+    "is_directory_key",
     "is_locked",
     "is_postgres_spec",
     "journal_denied_writes",

@@ -94,6 +94,9 @@ class Checkout:
         # os.path.join, spelled out (it costs a fifth of the whole computation): an absolute
         # `text` replaces the root.
         joined = text if text.startswith("/") else self._root_slash + text
+        directory = text.endswith("/")  # a directory lock's key ends with a slash too
+        if directory:
+            joined = joined.rstrip("/") or "/"
         resolved, is_dir = resolve(unescape_dollars(joined))
         if resolved.startswith(self._root_slash):
             key = resolved[len(self._root_slash) :]
@@ -109,16 +112,38 @@ class Checkout:
                 "lock files inside the repository (or create the store with "
                 "allow_outside_repo=True)"
             )
-        if is_dir:
+        if directory:
+            key = self._directory_key(text, key, resolved, is_dir)
+        elif resolved == self.root:
             raise InvalidPathError(
-                f"lock files, not directories: {text!r} is the directory {resolved!r}; "
-                "name each file you will edit (a file that does not exist yet can be locked)"
+                f"{text!r} is the whole checkout: lock the files, or the directories (written "
+                "with a trailing slash: src/api/), you will change"
+            )
+        elif is_dir:
+            raise InvalidPathError(
+                f"{text!r} is the directory {resolved!r}: to lock it and everything under "
+                f"it, write it with a trailing slash ({text.rstrip('/')}/), or lock its files"
             )
         if len(key) > MAX_PATH_CHARS:
             raise InvalidPathError(f"{text!r} resolves to a path longer than {MAX_PATH_CHARS}")
         if not key.isascii():  # ASCII is UTF-8: the message is only built when needed
             refuse_non_utf8(key, f"{text!r} resolves to")
         return key
+
+    def _directory_key(self, text: str, key: str, resolved: str, is_dir: bool) -> str:
+        """The key of a directory lock (`text` ended with a slash): refused for a file and
+        for the checkout's root."""
+        if resolved == self.root or key in ("", "/"):
+            raise InvalidPathError(
+                f"{text!r} is the whole checkout: lock the directories you will change "
+                "(for example src/api/), not the repository's root"
+            )
+        if not is_dir and os.path.lexists(resolved):
+            raise InvalidPathError(
+                f"{text!r} ends with a slash but {resolved!r} is a file: drop the slash to "
+                "lock the file"
+            )
+        return key.rstrip("/") + "/"
 
     def path_of(self, key: str) -> str:
         """Where this checkout has the file of `key` (literal keys are no files: unchanged)."""

@@ -44,6 +44,10 @@ class SharedModeUnsupportedError(LockStoreError, ValueError):
     """The backend cannot hold files shared (a reader's lock) yet."""
 
 
+class DirectoryLocksUnsupportedError(LockStoreError, ValueError):
+    """The backend cannot lock directories (`src/api/`) yet."""
+
+
 class LockDirError(LockStoreError):
     """The lock directory is unusable or unsafe (a symlink, owned by someone else, not a
     directory), or an entry inside it is not what the store wrote there."""

@@ -136,7 +136,9 @@ ACQUIRE_SCHEMA: Final[dict[str, Any]] = {
             **_FILEPATHS_SCHEMA,
             "description": (
                 "Every file you are about to edit, all in this one call: paths relative to "
-                f"the repository root, or absolute inside it. 1 to {MAX_FILES_PER_CALL}."
+                f"the repository root, or absolute inside it. 1 to {MAX_FILES_PER_CALL}. "
+                "A directory written with a trailing slash (src/api/) locks everything "
+                "under it, files created later included."
             ),
         },
         "timeout_seconds": {
@@ -199,7 +201,9 @@ ACQUIRE_DESCRIPTION: Final = (
     "timeout_seconds until at least one of them is granted, then returns: call again for the "
     "files still missing. timeout_seconds=0 never waits. On timeout you keep what you got. "
     'If the result has a "deadlock" object, all your locks were released for you: follow its '
-    '"instruction". mode "shared" only reads, alongside other readers (no edits).'
+    '"instruction". mode "shared" only reads, alongside other readers (no edits). '
+    'Lock a directory ("src/api/", trailing slash) instead of listing its files when you '
+    "change many files under it or run a command over the whole tree."
 )
 
 RELEASE_DESCRIPTION: Final = (

@@ -27,7 +27,7 @@ from ...seen.stale import change_since_seen
 from ..git_query import cached, run_git
 from ..guard_common import (
     GuardStore,
-    holder_or_unreadable,
+    holder_over,
     inside_repo,
     lost_grant,
     other_readers,
@@ -298,14 +298,16 @@ def unseen_changes(store: GuardStore, agent_id: str, keys: list[str]) -> str | N
 def unlocked_files(
     store: GuardStore, agent_id: str, keys: list[str]
 ) -> list[tuple[str, str | None]]:
-    """(lock key, holder) of each key that `agent_id` does not hold."""
+    """(lock key, holder) of each key that `agent_id` does not hold (itself, or by a
+    directory lock over it)."""
     problems: list[tuple[str, str | None]] = []
     for key in keys:
-        holder = holder_or_unreadable(store, key)
+        holder, via = holder_over(store, key, agent_id)
         if (
             holder != agent_id
-            or lost_grant(store, key, agent_id) is not None
-            or other_readers(store, key, agent_id)
+            or lost_grant(store, via, agent_id) is not None
+            or other_readers(store, via, agent_id)
+            or (via != key and other_readers(store, key, agent_id))
         ):
             problems.append((key, holder))
     return problems

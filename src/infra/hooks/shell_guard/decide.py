@@ -21,7 +21,7 @@ from ...tools.holder_text import UNREADABLE_HOLDER
 from ..git_query import cached
 from ..guard_common import (
     GuardStore,
-    holder_or_unreadable,
+    holder_over,
     inside_repo,
     lost_grant,
     other_readers,
@@ -173,6 +173,7 @@ def judge(
 ) -> Decision:
     """The decision on write targets already found (see `decide_shell_command`)."""
     unlocked: dict[str, str | None] = {}
+    covered: dict[str, str] = {}  # unlocked key -> the directory lock over it that decides
     lost: dict[str, str | None] = {}
     locked: list[str] = []
     problems: list[str] = []
@@ -187,9 +188,12 @@ def judge(
             if said not in refused:
                 refused.append(said)
             continue
-        if target.kind == "tree":
-            continue  # its files are targets of their own
         if not inside_repo(target.path, store.root):
+            continue
+        if target.kind == "tree" or (target.kind == "directory" and os.path.isdir(target.path)):
+            # Its files are targets of their own; the directory itself is refused only
+            # under another agent's directory lock.
+            _judge_directory(store, agent_id, target.path, unlocked, covered, problems)
             continue
         if target.kind == "unlisted":
             said = f"`{_short(target.command)}`: {target.reason} ({target.path})"
@@ -200,10 +204,10 @@ def judge(
             continue  # an existing directory: its files were listed one by one where written
         try:
             key = store.canonicalize(target.path)
-            holder = holder_or_unreadable(store, key)
+            holder, via = holder_over(store, key, agent_id)
             # A file it does not hold may have been taken from it (revoked): say why.
             mine = holder == agent_id or (target.kind == "file" and holder != UNREADABLE_HOLDER)
-            stale = lost_grant(store, key, agent_id) if mine else None
+            stale = lost_grant(store, via, agent_id) if mine else None
         except ValueError as exc:
             problems.append(f"{target.path}: {exc}")
             continue
@@ -218,14 +222,16 @@ def judge(
                 f"overwrite another agent's; lock it again and re-read it"
             )
         elif holder == agent_id:
-            readers = other_readers(store, key, agent_id)
+            readers = other_readers(store, via, agent_id)
             if readers:  # granted, but still waiting for readers to leave
                 tool = acquire_tool if acquire_tool is not None else _acquire_tool_name(server_key)
-                held_by_readers.append(readers_reason(key, readers, tool))
+                held_by_readers.append(readers_reason(via, readers, tool))
             elif target.kind == "file":
                 locked.append(key)
         elif target.kind == "file" or holder is not None:
             unlocked.setdefault(key, holder)
+            if via != key:
+                covered[key] = via
     every_unknown = (*found.undetermined, *unlisted)
     undetermined = every_unknown if policy.undetermined == "deny" else ()
     tool = acquire_tool if acquire_tool is not None else _acquire_tool_name(server_key)
@@ -240,7 +246,7 @@ def judge(
             to_note=to_note,
             viewed=tuple(found.viewed),
         )
-    reason = _reason(unlocked, undetermined, problems, tool, refused)
+    reason = _reason(unlocked, undetermined, problems, tool, refused, covered)
     reason = " ".join([*held_by_readers, reason]) if reason else " ".join(held_by_readers)
     reason += shared_note(store, agent_id, unlocked, tool)
     return Decision(
@@ -251,6 +257,31 @@ def judge(
         locked=tuple(dict.fromkeys(locked)),
         refused=tuple(refused),
     )
+
+
+def _judge_directory(
+    store: GuardStore,
+    agent_id: str,
+    path: str,
+    unlocked: dict[str, str | None],
+    covered: dict[str, str],
+    problems: list[str],
+) -> None:
+    """A whole directory written (removed, formatted, checked out): refused while another
+    agent holds a directory lock on it or over it."""
+    try:
+        key = store.canonicalize(path.rstrip("/") + "/")
+        holder, via = holder_over(store, key, agent_id)
+    except ValueError:
+        return  # not a directory after all (a file, or the root): its files decide
+    except Exception as exc:  # fail closed: an unreadable lock is not a granted lock
+        logger.exception("shell guard could not read the lock of %s", path)
+        problems.append(f"cannot check the lock of {path} ({exc}); retry shortly")
+        return
+    if holder is not None and holder != agent_id:
+        unlocked.setdefault(key, holder)
+        if via != key:
+            covered[key] = via
 
 
 def _touches(target: Target, records: str) -> bool:
@@ -280,6 +311,7 @@ def _reason(
     problems: list[str],
     acquire: str,
     refused: list[str],
+    covered: dict[str, str],
 ) -> str:
     parts: list[str] = []
     unreadable = UNREADABLE_HOLDER
@@ -292,7 +324,8 @@ def _reason(
         )
     if unlocked:
         listed = ", ".join(
-            f"{key} ({_holder_text(holder, unreadable)})" for key, holder in unlocked.items()
+            f"{key} ({_under(covered.get(key))}{_holder_text(holder, unreadable)})"
+            for key, holder in unlocked.items()
         )
         keys = json.dumps(list(unlocked))
         others = sorted({h for h in unlocked.values() if h is not None and h != unreadable})
@@ -312,6 +345,10 @@ def _reason(
     if problems:
         parts.append("Cannot check: " + "; ".join(problems) + ".")
     return " ".join(parts)
+
+
+def _under(directory: str | None) -> str:
+    return "" if directory is None else f"under the directory {directory}, "
 
 
 def _holder_text(holder: str | None, unreadable: str) -> str:

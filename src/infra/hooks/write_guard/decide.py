@@ -12,6 +12,7 @@ import os
 from ...tools.holder_text import UNREADABLE_HOLDER
 from ..guard_common import (
     GuardStore,
+    directory_holder,
     holder_or_unreadable,
     lost_grant,
     other_readers,
@@ -75,35 +76,44 @@ def judge_write(
 def _held(store: GuardStore, agent_id: str, key: str, acquire: str) -> str | None:
     """Why `agent_id` does not hold the lock of `key` (or holds it by a lost grant), or None."""
     try:
-        holder = holder_or_unreadable(store, key)
+        holder, via = holder_or_unreadable(store, key), key
+        if holder is None:  # a directory lock over it may decide
+            holder, via = directory_holder(store, key, agent_id)
     except Exception as exc:  # fail closed: an unreadable lock is not a granted lock
         logger.exception("write guard could not read the lock of %s", key)
         return f"Cannot check the lock of {key} ({exc}); retry the edit shortly."
     if holder == UNREADABLE_HOLDER:
         return (
-            f"The lock of {key} is unreadable, so nobody may edit it: ask the operator to "
+            f"The lock of {via} is unreadable, so nobody may edit it: ask the operator to "
             "run `lockyard status`, and work on other files meanwhile."
         )
-    stale = lost_grant(store, key, agent_id)
+    stale = lost_grant(store, via, agent_id)
     if stale is not None:
         return (
             f"{stale}: the lock you were granted was lost, so your edit could overwrite "
-            f'another agent\'s. Call {acquire} with {{"filepaths": ["{key}"]}}, re-read '
+            f'another agent\'s. Call {acquire} with {{"filepaths": ["{via}"]}}, re-read '
             "the file, then edit."
         )
     if holder == agent_id:
-        readers = other_readers(store, key, agent_id)
-        return readers_reason(key, readers, acquire) if readers else None
-    return not_locked_reason(key, holder, acquire) + shared_note(store, agent_id, [key], acquire)
+        readers = other_readers(store, via, agent_id)
+        if not readers and via != key:
+            readers = other_readers(store, key, agent_id)
+        return readers_reason(via, readers, acquire) if readers else None
+    return not_locked_reason(key, holder, acquire, via) + shared_note(
+        store, agent_id, [key], acquire
+    )
 
 
-def not_locked_reason(key: str, holder: str | None, acquire: str) -> str:
+def not_locked_reason(key: str, holder: str | None, acquire: str, via: str | None = None) -> str:
+    """Why a write of `key` is refused: nobody holds it for the writer, or `holder` holds
+    it (or the directory `via` over it)."""
     call = f'{acquire} with {{"filepaths": ["{key}"]}}'
     if holder is None:
         return f"{key} is not locked by you. Call {call} first, then retry this edit."
+    where = key if via in (None, key) else f"{key} is under the directory {via}, which"
     return (
-        f"{key} is locked by agent {holder}. Call {call} (it waits for {holder} to release it), "
-        "or work on other files first; then retry this edit."
+        f"{where} is locked by agent {holder}. Call {call} (it waits for {holder} to release "
+        "it), or work on other files first; then retry this edit."
     )
 
 

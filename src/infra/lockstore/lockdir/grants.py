@@ -84,14 +84,19 @@ class Grants:
     def take(self, name: str, key: str, agent: str) -> bool:
         """Take lock `name` (`key`) for `agent` now, if it is free and nobody alive queues
         for it (or `agent` holds it)."""
+        return self.take_fresh(name, key, agent) is not None
+
+    def take_fresh(self, name: str, key: str, agent: str) -> bool | None:
+        """`take`, saying whether the grant is new (True) or `agent` held it already
+        (False); None when not taken."""
         taken = run(line.take(self._operations, name, agent, self._records.maker(agent, key)))
         if taken is None:
-            return False
+            return None
         token, new = taken
         self.remember(name, agent, token, key)
         if new and self._journal is not None:
             self._journal.granted(token, agent, key)
-        return True
+        return new
 
     def release(self, filepath: str, agent_id: str) -> bool:
         """Give back `agent_id`'s lock of `filepath`; False, touching nothing, when it does

@@ -12,6 +12,7 @@ import time
 from ..errors import CorruptRecordError, LockDirError
 from ..liveness import Liveness
 from ..records import HolderRecord, LockInfo, StoreSnapshot, WaiterRecord, shared_node
+from ..scope_keys import is_directory_key
 from .disk import LockDir
 from .layout import LOCK_SUFFIX, QUEUE_SUFFIX, SHARED_SUFFIX
 from .shared_holds import read_members
@@ -91,7 +92,37 @@ def snapshot(directory: LockDir, turn_timeout: float) -> StoreSnapshot:
             holds[node] = member.agent_id
             if info.holder is not None and info.holder.agent_id != member.agent_id:
                 waits.append((info.holder.agent_id, node))
+    waits.extend(_waits_below(locks, {agent for agent, _node in waits}))
     return StoreSnapshot(holds=holds, waits=tuple(waits), locks=tuple(locks))
+
+
+def _waits_below(locks: list[LockInfo], queued: set[str]) -> list[tuple[str, str]]:
+    """A directory lock's holder waits on every other agent's hold under the directory: it
+    holds the directory's line and waits for them to go (`scopes.py`). A holder queued
+    elsewhere holds the directory's line only as a turnstile (it waits in that queue)."""
+    directories = [
+        info.holder
+        for info in locks
+        if info.holder is not None
+        and is_directory_key(info.holder.lock_path)
+        and info.holder.agent_id not in queued
+    ]
+    if not directories:
+        return []
+    waits = []
+    for info in locks:
+        held = [] if info.holder is None else [(info.holder, info.holder.lock_path)]
+        held += [(m, shared_node(m.lock_path, m.agent_id)) for m in info.shared_holders]
+        for record, node in held:
+            for directory in directories:
+                if (
+                    record.agent_id != directory.agent_id
+                    and record.namespace == directory.namespace
+                    and record.lock_path != directory.lock_path
+                    and record.lock_path.startswith(directory.lock_path)
+                ):
+                    waits.append((directory.agent_id, node))
+    return waits
 
 
 def _shared_only(

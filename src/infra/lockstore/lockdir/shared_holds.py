@@ -24,10 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Callable
-
-import anyio
 
 from ..errors import CorruptRecordError
 from ..liveness import Liveness, ProcessIdentity, current_process
@@ -206,27 +203,6 @@ class SharedHolds:
         """`agent` holds lock `name` exclusively and no other member is left: its own shared
         hold, if any (an upgrade), is now part of the exclusive one."""
         self.remove(name, agent)
-
-    def drain(self, name: str, agent: str, deadline: float, poll: float) -> bool:
-        """Wait, holding lock `name`, until it has no live member but `agent`'s, or until
-        `deadline` (time.monotonic): True when drained."""
-        while self.others_alive(name, agent):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(poll, left))
-        self.settle(name, agent)
-        return True
-
-    async def drain_async(self, name: str, agent: str, deadline: float, poll: float) -> bool:
-        """`drain` on the event loop."""
-        while self.others_alive(name, agent):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            await anyio.sleep(min(poll, left))
-        self.settle(name, agent)
-        return True
 
     def release_all(self, agent: str, namespace: str | None) -> list[HolderRecord]:
         """Remove every member of `agent` (in `namespace`, or in all: None); those removed."""

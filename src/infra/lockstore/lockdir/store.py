@@ -10,10 +10,8 @@ breaking; docs/lock-store.md walks through the interleavings.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -21,7 +19,7 @@ from ..checkout import Checkout, open_checkout
 from ..errors import CorruptRecordError, LockDirError
 from ..journal.files import JournalFiles, journal_files
 from ..journal.record import JournalRecord, process_session
-from ..limits import validate_timeout
+from ..limits import validate_poll_interval, validate_timeout
 from ..liveness import ProcessIdentity, current_process
 from ..modes import EXCLUSIVE, LockMode, validate_mode
 from ..paths import validate_agent_id
@@ -33,16 +31,18 @@ from ..records import (
     StoreSnapshot,
     WaiterRecord,
 )
-from . import reclamation, reporting
+from ..scope_keys import is_directory_key
+from . import line, reclamation, reporting
 from .activity import last_active, stamp_activity
 from .disk import LockDir, default_lock_dir
 from .grant_records import GrantRecords
 from .grants import Grants
 from .lock_journal import LockJournal
 from .lock_keys import LockKeys
-from .operations import DiskOperations, OnReclaim
+from .operations import DiskOperations, OnReclaim, run
 from .policy import read_idle_limit, write_idle_limit
 from .revocations import pending_reason, post_revocation, take_revocations
+from .scopes import Scopes, run_steps, run_steps_async
 from .shared_holds import SharedHolds
 from .waits import Waits
 
@@ -142,6 +142,8 @@ class LockStore:
             root=self.root,
         )
         """Shared holds, and the exclusive grant's wait for them (`shared_holds.py`)."""
+        self.scopes = Scopes(self.directory, self.shared, self.grants, self.namespace)
+        """Directory locks: who blocks a grant over it or under it (`scopes.py`)."""
 
     def __repr__(self) -> str:
         return (
@@ -243,22 +245,62 @@ class LockStore:
     def try_lock(self, filepath: str, agent_id: str, *, mode: LockMode = EXCLUSIVE) -> bool:
         """Take the lock now if it is free and nobody alive queues for it (or you hold it).
         `mode="shared"`: hold it with other readers (`shared_holds.py`); an exclusive lock
-        is then granted only once no other reader holds it."""
+        is then granted only once no other reader holds it. A directory (`src/api/`) is
+        granted only when nobody else holds anything under it nor a directory over it
+        (`scopes.py`)."""
         agent = validate_agent_id(agent_id)
         key, name = self.keys.locate(filepath)
-        if mode is not EXCLUSIVE and validate_mode(mode) != EXCLUSIVE:
-            return self.shared.try_share(name, key, agent, self.grant_records.maker(agent, key))
+        exclusive = mode is EXCLUSIVE or validate_mode(mode) == EXCLUSIVE
+        if is_directory_key(key):
+            self.scopes.mark()  # before taking the line: Dekker's order (scopes.py)
+        if not exclusive:
+            return self._try_share(name, key, agent)
+        new = self._take_now(name, key, agent)
+        if not new:
+            return new is not None  # False: held already
+        if self._scope_conflict(key, agent, exclusive=True):
+            self.grants.release(key, agent)
+            return False
+        return self.scopes.made(name, key, agent, exclusive=True)
+
+    def _take_now(self, name: str, key: str, agent: str) -> bool | None:
+        """Take lock `name` exclusively now, once no other live reader holds it: True for a
+        new grant (not made yet: see `Scopes.made`), False when `agent` held it already,
+        None when refused."""
         shared = self.shared
         if shared.present(name) and shared.others_alive(name, agent):
+            return None
+        new = self.grants.take_fresh(name, key, agent)
+        # A reader may have joined between the look and the take.
+        if new and shared.present(name) and shared.others_alive(name, agent):
+            self.grants.release(key, agent)
+            return None
+        return new
+
+    def _try_share(self, name: str, key: str, agent: str) -> bool:
+        """`try_lock` in shared mode (a member already, or the exclusive holder: held)."""
+        if self.shared.holds_shared(name, agent):
+            return True
+        maker = self.grant_records.maker(agent, key)
+        taken = run(line.take(self.operations, name, agent, maker))
+        if taken is None:
             return False
-        if not self.grants.take(name, key, agent):
+        token, new = taken
+        if not new:
+            return True  # it holds the lock exclusively: that covers reading
+        if self._scope_conflict(key, agent, exclusive=False):
+            run(line.release(self.operations, name, token, None))
             return False
-        if shared.present(name):  # a reader may have joined between the look and the take
-            if shared.others_alive(name, agent):
-                self.grants.release(key, agent)
-                return False
-            shared.settle(name, agent)
+        self.shared.join(name, key, agent, token)
         return True
+
+    def _scope_conflict(self, key: str, agent: str, *, exclusive: bool) -> bool:
+        """Whether `agent`, holding the line of `key`, must give it back for a directory:
+        one over it held by another, or (a directory itself) holds under it. One
+        `faccessat` while no directory lock was ever taken here."""
+        if self.scopes.blocker(key, agent, exclusive) is not None:
+            return True
+        return is_directory_key(key) and bool(self.scopes.holders_below(key, agent, exclusive))
 
     def release(self, filepath: str, agent_id: str) -> bool:
         """Give back your lock; False, touching nothing, when `agent_id` does not hold it."""
@@ -269,6 +311,10 @@ class LockStore:
         return self.shared.present(name) and self.shared.leave(name, validate_agent_id(agent_id))
 
     # -- waiting ---------------------------------------------------------------------------
+    #
+    # A wait's decisions (its turn in the key's line, readers to outwait, a directory over it
+    # to pass through, holds under a directory) are one generator, `Scopes.acquisition`;
+    # `run_steps` and `run_steps_async` only do the sleeping it asks for.
 
     async def acquire_async(
         self,
@@ -280,23 +326,21 @@ class LockStore:
         mode: LockMode = EXCLUSIVE,
     ) -> bool:
         """Wait (in arrival order) until the lock is yours: True, or False on timeout.
-        `mode="shared"`: see `try_lock`.
+        `mode="shared"`: see `try_lock`; a directory: see `try_lock`.
 
         Cancel-safe: a cancelled wait leaves no lock and no queue entry behind.
         """
         deadline = time.monotonic() + validate_timeout(timeout_seconds)
+        poll = validate_poll_interval(poll_interval_ms)
         agent, key, name, held = self._before_wait(filepath, agent_id, mode)
         if held:
             return True
-        begun = self.waits.begin_at((key, name), agent, timeout_seconds, poll_interval_ms)
-        if not (begun if isinstance(begun, bool) else await self.waits.run_async(*begun)):
-            return False
-        granted = self._granted(name, key, agent, mode)
-        if granted is not None:
-            return granted
-        with self._released_if_interrupted(key, agent):
-            drained = await self.shared.drain_async(name, agent, deadline, poll_interval_ms / 1000)
-        return self._kept_if_drained(key, agent, drained)
+        exclusive = mode == EXCLUSIVE
+        quick = self._quick(key, name, agent, exclusive)
+        if quick is not None:
+            return quick
+        steps = self.scopes.acquisition(key, name, agent, exclusive, deadline, poll)
+        return await run_steps_async(steps, self.waits, agent, poll_interval_ms)
 
     def acquire(
         self,
@@ -309,18 +353,35 @@ class LockStore:
     ) -> bool:
         """The blocking twin of `acquire_async`, for threads and scripts."""
         deadline = time.monotonic() + validate_timeout(timeout_seconds)
+        poll = validate_poll_interval(poll_interval_ms)
         agent, key, name, held = self._before_wait(filepath, agent_id, mode)
         if held:
             return True
-        begun = self.waits.begin_at((key, name), agent, timeout_seconds, poll_interval_ms)
-        if not (begun if isinstance(begun, bool) else self.waits.run(*begun)):
-            return False
-        granted = self._granted(name, key, agent, mode)
-        if granted is not None:
-            return granted
-        with self._released_if_interrupted(key, agent):
-            drained = self.shared.drain(name, agent, deadline, poll_interval_ms / 1000)
-        return self._kept_if_drained(key, agent, drained)
+        exclusive = mode == EXCLUSIVE
+        quick = self._quick(key, name, agent, exclusive)
+        if quick is not None:
+            return quick
+        steps = self.scopes.acquisition(key, name, agent, exclusive, deadline, poll)
+        return run_steps(steps, self.waits, agent, poll_interval_ms)
+
+    def _quick(self, key: str, name: str, agent: str, exclusive: bool) -> bool | None:
+        """A file's exclusive lock taken at once (True, also when held already), or None:
+        the wait decides (`Scopes.acquisition`). A directory marks the lock directory
+        first (Dekker's order, `scopes.py`)."""
+        if is_directory_key(key):
+            self.scopes.mark()
+            return None
+        if not exclusive:
+            return None
+        new = self._take_now(name, key, agent)
+        if new is False:
+            return True
+        if new is None:
+            return None
+        if self._scope_conflict(key, agent, exclusive=True):
+            self.grants.release(key, agent)
+            return None
+        return self.scopes.made(name, key, agent, exclusive=True)
 
     def _before_wait(
         self, filepath: str, agent_id: str, mode: LockMode
@@ -335,38 +396,6 @@ class LockStore:
             return agent, key, name, True
         holder = self.directory.read_holder(name)
         return agent, key, name, holder is not None and holder.agent_id == agent
-
-    def _granted(self, name: str, key: str, agent: str, mode: LockMode) -> bool | None:
-        """What a grant from the line comes to, the same for both waits: a shared hold joins
-        the members (True); an exclusive grant is the lock when no reader is present (True),
-        and None when it must first outwait the readers (the only part that sleeps)."""
-        if mode != EXCLUSIVE:
-            return self._join(name, key, agent)
-        return None if self.shared.present(name) else True
-
-    @contextlib.contextmanager
-    def _released_if_interrupted(self, key: str, agent: str) -> Iterator[None]:
-        """Around an exclusive grant's wait for readers: a cancelled or failed wait releases
-        the grant (the next waiter gets its turn)."""
-        try:
-            yield
-        except BaseException:
-            self.grants.release(key, agent)
-            raise
-
-    def _kept_if_drained(self, key: str, agent: str, drained: bool) -> bool:
-        """The grant is the caller's once the readers left in time; else it is released."""
-        if not drained:
-            self.grants.release(key, agent)
-        return drained
-
-    def _join(self, name: str, key: str, agent: str) -> bool:
-        """`agent` got lock `name` in line for a shared hold: it joins the members and lets
-        the lock go (`shared_holds.py`)."""
-        token = self.grants.take_token(name, agent)
-        if token is not None:
-            self.shared.join(name, key, agent, token)
-        return True
 
     # -- reading (never writes) ------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from typing import Any, Final, NamedTuple
 import psycopg
 
 from ..checkout import Checkout, open_checkout
-from ..errors import BackendError, SharedModeUnsupportedError
+from ..errors import BackendError, DirectoryLocksUnsupportedError, SharedModeUnsupportedError
 from ..journal.causes import abandoned_wait_outcome, operator_cause
 from ..journal.files import journal_enabled
 from ..journal.record import TIMED_OUT, JournalRecord
@@ -255,6 +255,7 @@ END"""
 
     def try_lock(self, filepath: str, agent_id: str, *, mode: LockMode = EXCLUSIVE) -> bool:
         _refuse_shared(mode)
+        _refuse_directory(filepath)
         agent = validate_agent_id(agent_id)
         return self._take(self.canonicalize(filepath), agent)
 
@@ -371,6 +372,7 @@ END"""
         shielded, so the event loop serves others meanwhile; a pushed grant needs none.
         """
         _refuse_shared(mode)
+        _refuse_directory(filepath)
         # In the store's lane: waits begun in one order reach the server's queue in that order.
         wait = await store_call(
             self, self._begin_wait, filepath, agent_id, timeout_seconds, poll_interval_ms
@@ -406,6 +408,7 @@ END"""
     ) -> bool:
         """The blocking twin of `acquire_async`."""
         _refuse_shared(mode)
+        _refuse_directory(filepath)
         wait = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
         if isinstance(wait, bool):
             return wait
@@ -899,6 +902,16 @@ def _waiter(row: tuple[Any, ...]) -> WaiterRecord:
         pid_ns=pid_ns, lock_path=key, namespace=namespace, ticket=ticket, since=since,
         checkout=checkout,
     )  # fmt: skip
+
+
+def _refuse_directory(filepath: str) -> None:
+    """Directory locks are the lock directory's only (so far): a path written as a directory
+    (a trailing slash) is refused, never locked as a file of that name."""
+    if isinstance(filepath, str) and filepath.endswith("/"):
+        raise DirectoryLocksUnsupportedError(
+            f"{filepath!r} is a directory lock, not supported on the PostgreSQL backend yet; "
+            "lock the files under it instead, or use the lock directory backend"
+        )
 
 
 def _refuse_shared(mode: LockMode) -> None:

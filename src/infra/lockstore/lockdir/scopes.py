@@ -1,0 +1,271 @@
+"""Directory locks: a lock on `src/api/` covers every file and directory under it, those
+created later included, and conflicts with every hold it covers and every hold covering it.
+
+Each directory key has the line of any key (`line.py`: FIFO, hand-over, push wake-ups,
+liveness); what a directory adds is a look in two directions, ordered so that of two agents
+taking overlapping keys at once at least one sees the other (Dekker's order):
+
+- a directory lock first leaves the marker `scoped` in the lock directory (it stays: from then
+  on file grants look for directories), then takes its line, then waits holding it until no
+  other agent holds anything below (`Scopes.drain_below`): it never backs off;
+- any grant, once it holds its own line, looks for its ancestors' locks when the marker is
+  there (`Scopes.blocker`): one held by another agent (a directory lock, or one still
+  draining) or, for an exclusive grant, readers of an ancestor, and it backs off: it gives
+  its line back and passes through that ancestor's line (the ancestor's turnstile, held until
+  the grant is made, so FIFO order holds there) before taking its own again.
+
+Without a directory lock ever taken in the lock directory, a file grant pays one `faccessat`
+(the marker); with it, two per ancestor directory, whatever the number of directory locks.
+A shared directory hold is a member of the directory's key, as any reader (`shared_holds.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Final
+
+import anyio
+
+from ..errors import CorruptRecordError
+from ..liveness import Liveness
+from ..paths import lock_name
+from ..scope_keys import directory_ancestors, is_directory_key
+from .disk import LockDir
+from .grants import Grants
+from .layout import LOCK_SUFFIX, SHARED_SUFFIX
+from .shared_holds import SharedHolds, read_members
+from .waits import Waits
+
+MARKER: Final = "scoped"
+"""The lock directory's entry that says a directory lock was taken there (a plain file)."""
+
+
+class Scopes:
+    """Directory locks among the locks of `namespace` in `directory`."""
+
+    def __init__(
+        self, directory: LockDir, shared: SharedHolds, grants: Grants, namespace: str
+    ) -> None:
+        self._directory, self._shared, self._grants = directory, shared, grants
+        self._namespace = namespace
+
+    def mark(self) -> None:
+        """Say that directory locks are taken here, before taking one (see the module doc)."""
+        if not self.marked():
+            fd = os.open(
+                MARKER, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600, dir_fd=self._directory.fd
+            )
+            os.close(fd)
+
+    def marked(self) -> bool:
+        """Whether a directory lock was ever taken in this lock directory (one `faccessat`)."""
+        return os.access(MARKER, os.F_OK, dir_fd=self._directory.fd, follow_symlinks=False)
+
+    def blocker(self, key: str, agent: str, exclusive: bool) -> tuple[str, str] | None:
+        """(key, lock name) of the outermost ancestor directory whose lock another agent
+        holds (or, for an `exclusive` grant, that another agent reads); None when none.
+        One `faccessat` while no directory lock was ever taken here."""
+        if not self.marked():
+            return None
+        directory, shared = self._directory, self._shared
+        for ancestor in directory_ancestors(key):
+            name = lock_name(self._namespace, ancestor)
+            if directory.lock_exists(name):
+                with contextlib.suppress(CorruptRecordError):
+                    holder = directory.read_holder(name)
+                    if holder is not None and holder.agent_id != agent:
+                        return ancestor, name
+            if exclusive and shared.present(name) and shared.others_alive(name, agent):
+                return ancestor, name
+        return None
+
+    def holders_below(self, key: str, agent: str, exclusive: bool) -> list[str]:
+        """The other agents, not provably dead, holding something under the directory `key`
+        (for a shared request, only exclusive holds count)."""
+        found = []
+        directory = self._directory
+        for name in directory.names_with(LOCK_SUFFIX):
+            try:
+                holder = directory.read_holder(name)
+            except CorruptRecordError:
+                continue
+            if holder is None or holder.agent_id == agent:
+                continue
+            if (
+                holder.namespace == self._namespace
+                and _below(holder.lock_path, key)
+                and holder.liveness()[0] is not Liveness.DEAD
+            ):
+                found.append(holder.agent_id)
+        if exclusive:
+            for name in directory.names_with(SHARED_SUFFIX):
+                with contextlib.suppress(CorruptRecordError):
+                    for member in read_members(directory, name):
+                        if (
+                            member.agent_id != agent
+                            and member.namespace == self._namespace
+                            and _below(member.lock_path, key)
+                            and member.liveness()[0] is not Liveness.DEAD
+                        ):
+                            found.append(member.agent_id)
+        return found
+
+    # -- a wait's decisions, once for both ways of sleeping ----------------------------------
+
+    def acquisition(
+        self, key: str, name: str, agent: str, exclusive: bool, deadline: float, poll: float
+    ) -> Steps:
+        """The decisions of `agent`'s wait for lock `name` (`key`) until `deadline`
+        (time.monotonic), as steps a runner carries out (`run_steps`, `run_steps_async`):
+        its turn in the key's line; for an exclusive grant, the key's other readers gone;
+        with a directory over it held by another, back off and pass through that
+        directory's line (held until the grant is made); for a directory, the holds under
+        it gone. Returns whether the lock is `agent`'s; a timeout or an exception (a
+        cancellation thrown in) leaves nothing of the wait behind."""
+        turnstiles: list[str] = []
+        try:
+            while True:
+                if not (yield InLine((key, name), _left(deadline))):
+                    return False
+                try:
+                    blocker = None
+                    if exclusive:
+                        cleared = yield from self._outwait_readers(name, agent, deadline, poll)
+                    else:
+                        cleared = True
+                    if cleared:
+                        blocker = self.blocker(key, agent, exclusive)
+                    if cleared and blocker is None and is_directory_key(key):
+                        cleared = yield from self._outwait_below(
+                            key, agent, exclusive, deadline, poll
+                        )
+                except BaseException:
+                    self._grants.release(key, agent)
+                    raise
+                if cleared and blocker is None:
+                    return self.made(name, key, agent, exclusive=exclusive)
+                self._grants.release(key, agent)
+                if blocker is None:
+                    return False  # out of time
+                if not (yield InLine(blocker, _left(deadline))):
+                    return False
+                turnstiles.append(blocker[0])
+                if exclusive and not (
+                    yield from self._outwait_readers(blocker[1], agent, deadline, poll)
+                ):
+                    return False
+        finally:
+            for ancestor in turnstiles:
+                self._grants.release(ancestor, agent)
+
+    def made(self, name: str, key: str, agent: str, *, exclusive: bool) -> bool:
+        """`agent`, holding the line of `name`, is granted it: an exclusive grant absorbs
+        its own read (an upgrade: only now, so a refused upgrade keeps its read); a shared
+        one joins the readers and lets the line go (`shared_holds.py`)."""
+        shared = self._shared
+        if exclusive:
+            if shared.present(name):
+                shared.settle(name, agent)
+            return True
+        token = self._grants.take_token(name, agent)
+        if token is not None:
+            shared.join(name, key, agent, token)
+        return True
+
+    def _outwait_readers(
+        self, name: str, agent: str, deadline: float, poll: float
+    ) -> Generator[Step, object, bool]:
+        """Until lock `name` has no live reader but `agent` (True), or `deadline` (False)."""
+        shared = self._shared
+        while shared.present(name) and shared.others_alive(name, agent):
+            left = _left(deadline)
+            if left <= 0:
+                return False
+            yield Pause(min(poll, left))
+        return True
+
+    def _outwait_below(
+        self, key: str, agent: str, exclusive: bool, deadline: float, poll: float
+    ) -> Generator[Step, object, bool]:
+        """Until nobody else holds anything under the directory `key` (True), or `deadline`
+        (False). A re-check every poll interval: holds under a directory are many locks
+        whose releases no one place announces, and a directory lock is rare."""
+        while self.holders_below(key, agent, exclusive):
+            left = _left(deadline)
+            if left <= 0:
+                return False
+            yield Pause(min(poll, left))
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class InLine:
+    """Wait in the line of `located` ((key, lock name)) for at most `seconds`: the runner
+    sends back whether the lock is the waiter's."""
+
+    located: tuple[str, str]
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Sleep `seconds` before looking again."""
+
+    seconds: float
+
+
+Step = InLine | Pause
+Steps = Generator[Step, object, bool]
+
+
+def run_steps(steps: Steps, waits: Waits, agent: str, poll_ms: float) -> bool:
+    """Carry out a wait's steps blocking the thread (`Scopes.acquisition`)."""
+    try:
+        step = next(steps)
+        while True:
+            try:
+                if isinstance(step, Pause):
+                    time.sleep(step.seconds)
+                    outcome: object = None
+                else:
+                    begun = waits.begin_at(step.located, agent, step.seconds, poll_ms)
+                    outcome = begun if isinstance(begun, bool) else waits.run(*begun)
+            except BaseException as error:
+                step = steps.throw(error)  # it cleans up and raises again
+                continue
+            step = steps.send(outcome)
+    except StopIteration as done:
+        return bool(done.value)
+
+
+async def run_steps_async(steps: Steps, waits: Waits, agent: str, poll_ms: float) -> bool:
+    """`run_steps` on the event loop (cancel-safe: the cancellation is thrown into the
+    steps, which leave nothing behind)."""
+    try:
+        step = next(steps)
+        while True:
+            try:
+                if isinstance(step, Pause):
+                    await anyio.sleep(step.seconds)
+                    outcome: object = None
+                else:
+                    begun = waits.begin_at(step.located, agent, step.seconds, poll_ms)
+                    outcome = begun if isinstance(begun, bool) else await waits.run_async(*begun)
+            except BaseException as error:
+                step = steps.throw(error)
+                continue
+            step = steps.send(outcome)
+    except StopIteration as done:
+        return bool(done.value)
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+def _below(key: str, directory_key: str) -> bool:
+    return key != directory_key and key.startswith(directory_key)

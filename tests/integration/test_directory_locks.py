@@ -1,0 +1,228 @@
+"""Directory locks on a real lock directory: `src/api/` covers every file and directory under
+it (created later too) in both directions, through symlinks and `..`; waits keep their turn,
+time out and cancel leaving nothing; a SIGKILLed holder is taken back by proof of death; a
+deadlock through a directory is found and named."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+from lockstore_support import expect_line, kill, spawn
+
+from lock_dir_listing import lock_dir_entries
+from lockyard.domain.monitor import DeadlockMonitor
+from lockyard.infra.crossproc.state import WaitForSnapshot
+from lockyard.infra.hooks.shell_guard.decide import decide_shell_command
+from lockyard.infra.hooks.write_guard.decide import judge_write
+from lockyard.infra.lockstore import DirectoryLocksUnsupportedError, InvalidPathError, LockStore
+from lockyard.infra.lockstore.postgres.store import _refuse_directory as refuse_directory
+from lockyard.infra.tools.lock_tools import LockTools
+from polling_support import wait_until_async
+
+ACQUIRE = "lock_acquire"
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def tree(repo: Path) -> Path:
+    (repo / "src" / "api" / "deep").mkdir(parents=True)
+    (repo / "src" / "api" / "a.py").write_text("")
+    (repo / "docs").mkdir()
+    (repo / "api-link").symlink_to(repo / "src" / "api")
+    return repo
+
+
+@pytest.fixture
+def store(tree: Path, lock_dir: Path) -> LockStore:
+    return LockStore(tree, lock_dir)
+
+
+def leftovers(lock_dir: Path) -> list[str]:
+    return [entry for entry in lock_dir_entries(lock_dir) if not entry.endswith(".card")]
+
+
+def test_a_directory_key_ends_with_a_slash_whatever_the_spelling(store: LockStore) -> None:
+    for spelling in ("src/api/", "src/api//", "./src/../src/api/", "api-link/", "src/api/deep/../"):
+        assert store.canonicalize(spelling) == "src/api/"
+    assert store.canonicalize("src/not-yet/") == "src/not-yet/"  # may be created later
+    with pytest.raises(InvalidPathError, match="drop the slash"):
+        store.canonicalize("src/api/a.py/")
+
+
+def test_a_directory_lock_covers_every_file_and_directory_under_it_both_ways(
+    store: LockStore, lock_dir: Path
+) -> None:
+    assert store.try_lock("src/api/", "ann")
+    for under in ("src/api/a.py", "src/api/later/new.py", "api-link/a.py", "src/api/deep/"):
+        assert not store.try_lock(under, "bob"), under
+        assert not store.try_lock(under, "bob", mode="shared"), under
+    for over in ("src/", "src/api/"):
+        assert not store.try_lock(over, "bob"), over
+    assert store.try_lock("src/other.py", "bob")  # beside it: free
+    assert store.try_lock("src/api-2/x.py", "bob")  # a sibling sharing a name prefix
+    assert store.try_lock("src/api/a.py", "ann")  # under one's own directory lock
+    assert store.release("src/api/", "ann")
+    assert store.release("src/api/a.py", "ann")
+    assert store.try_lock("src/api/deep/b.py", "bob")  # now bob holds something under it
+    assert not store.try_lock("src/api/", "ann")
+    assert not store.try_lock("src/", "ann")
+    assert not store.try_lock("src/", "ann", mode="shared")
+    assert store.try_lock("docs/", "ann")
+    for agent in ("ann", "bob"):
+        store.cleanup_agent_locks(agent)
+    assert leftovers(lock_dir) == []
+
+
+def test_shared_directory_holds_admit_readers_and_exclude_writers(store: LockStore) -> None:
+    assert store.try_lock("src/api/", "ann", mode="shared")
+    assert store.try_lock("src/", "bob", mode="shared")  # readers over readers
+    assert store.try_lock("src/api/a.py", "cid", mode="shared")
+    assert sorted(store.readers("src/api/")) == ["ann"]
+    assert not store.try_lock("src/api/a.py", "dan")  # a write under readers
+    assert not store.try_lock("src/api/deep/", "dan")
+    assert not store.try_lock("src/api/", "dan")
+    assert store.release("src/", "bob")
+    assert store.release("src/api/a.py", "cid")
+    assert store.try_lock("src/api/a.py", "ann")  # ann reads the directory alone: she may write
+    assert not store.try_lock("src/", "bob", mode="shared")  # ann's write under it now
+
+
+async def test_waits_under_a_directory_keep_their_turn_and_a_wait_for_a_directory_waits_for_holds(
+    store: LockStore, lock_dir: Path
+) -> None:
+    assert store.try_lock("src/api/", "ann")
+    order: list[str] = []
+
+    async def wait(path: str, agent: str) -> None:
+        assert await store.acquire_async(path, agent, 60, 10)
+        order.append(agent)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(wait, "src/api/a.py", "bob")
+        await wait_until_async(lambda: [w.agent_id for w in store.waiters("src/api/")] == ["bob"])
+        group.start_soon(wait, "src/api/", "cid")
+        await wait_until_async(lambda: len(store.waiters("src/api/")) == 2)
+        assert store.release("src/api/", "ann")
+        await wait_until_async(lambda: order == ["bob"])
+        await wait_until_async(lambda: store.holder("src/api/") == "cid")  # waits for bob's file
+        assert order == ["bob"]
+        assert store.release("src/api/a.py", "bob")
+    assert order == ["bob", "cid"]
+    assert store.release("src/api/", "cid")
+    assert leftovers(lock_dir) == []
+
+
+async def test_a_cancelled_or_timed_out_wait_for_a_directory_leaves_nothing(
+    store: LockStore, lock_dir: Path
+) -> None:
+    assert store.try_lock("src/api/a.py", "ann")
+    assert not store.acquire("src/", "bob", timeout_seconds=0.05, poll_interval_ms=10)
+    assert not store.acquire("src/api/", "bob", timeout_seconds=0.05, mode="shared")
+    async with anyio.create_task_group() as group:
+        group.start_soon(store.acquire_async, "src/", "bob", 60, 10)
+        await wait_until_async(lambda: store.holder("src/") == "bob")  # waiting for ann's file
+        group.cancel_scope.cancel()
+    assert store.holder("src/") is None
+    assert store.try_lock("src/api/b.py", "cid")  # nothing of bob's is left in the way
+    for agent in ("ann", "cid"):
+        store.cleanup_agent_locks(agent)
+    assert leftovers(lock_dir) == []
+
+
+def test_a_sigkilled_holder_of_a_directory_or_of_a_file_under_it_is_taken_back(
+    tree: Path, lock_dir: Path
+) -> None:
+    store = LockStore(tree, lock_dir)
+    holder = spawn(tree, lock_dir, "src/api/", "ann", "hold")
+    expect_line(holder, "locked")
+    assert not store.try_lock("src/api/a.py", "bob")
+    kill(holder)
+    assert store.acquire("src/api/a.py", "bob", timeout_seconds=30)
+    assert store.release("src/api/a.py", "bob")
+    holder = spawn(tree, lock_dir, "src/api/deep/x.py", "ann", "hold")
+    expect_line(holder, "locked")
+    assert not store.try_lock("src/", "bob")
+    kill(holder)
+    assert store.acquire("src/", "bob", timeout_seconds=30)
+    assert store.holder("src/") == "bob"
+
+
+async def test_a_deadlock_through_a_directory_lock_is_found_and_names_the_directory(
+    store: LockStore,
+) -> None:
+    assert store.try_lock("src/api/", "ann")
+    assert store.try_lock("docs/guide.md", "bob")
+    async with anyio.create_task_group() as group:
+        group.start_soon(store.acquire_async, "src/api/a.py", "bob", 60, 10)
+        await wait_until_async(lambda: len(store.waiters("src/api/")) == 1)
+        group.start_soon(store.acquire_async, "docs/guide.md", "ann", 60, 10)
+        await wait_until_async(lambda: len(store.waiters("docs/guide.md")) == 1)
+        snapshot = WaitForSnapshot.from_store_snapshot(store.snapshot())
+        monitor = DeadlockMonitor(verify_cycle=snapshot.has_cycle)
+        monitor.rebuild(snapshot.holders(), snapshot.wait_pairs())
+        [deadlock] = await monitor.check_all()
+        named = {step.lock_path.rpartition("::")[2] for step in deadlock.cycle}
+        assert named == {"src/api/", "docs/guide.md"}
+        group.cancel_scope.cancel()
+
+
+async def test_a_directory_waiting_for_a_hold_under_it_is_an_edge_of_the_wait_for_graph(
+    store: LockStore,
+) -> None:
+    assert store.try_lock("src/api/a.py", "ann")
+    async with anyio.create_task_group() as group:
+        group.start_soon(store.acquire_async, "src/", "bob", 60, 10)
+        await wait_until_async(lambda: store.holder("src/") == "bob")
+        assert ("bob", "src/api/a.py") in store.snapshot().waits
+        group.cancel_scope.cancel()
+
+
+def test_the_marker_makes_file_locks_look_only_once_a_directory_was_locked(
+    store: LockStore, lock_dir: Path
+) -> None:
+    assert store.try_lock("src/api/a.py", "ann")
+    assert "scoped" not in os.listdir(lock_dir)
+    assert not store.try_lock("src/", "bob")
+    assert "scoped" in os.listdir(lock_dir)
+
+
+def test_the_write_and_shell_guards_honour_directory_locks_both_ways(
+    store: LockStore, tree: Path
+) -> None:
+    path = str(tree / "src" / "api" / "new.py")
+    assert store.try_lock("src/api/", "ann")
+    assert judge_write(store, "ann", path, str(tree), ACQUIRE)[0] is None  # created later too
+    reason = judge_write(store, "bob", path, str(tree), ACQUIRE)[0]
+    assert reason is not None
+    assert "under the directory src/api/, which is locked by agent ann" in reason
+    for command in ("ruff format src/api", "mkdir -p src/api/x", "rm -r src/api/deep"):
+        assert decide_shell_command(command, tree, "ann", store).allowed, command
+        refused = decide_shell_command(command, tree, "bob", store)
+        assert not refused.allowed, command
+    (tree / "src" / "other.py").write_text("")
+    assert not decide_shell_command("ruff format src", tree, "ann", store).allowed  # src/ is more
+    assert store.release("src/api/", "ann")
+    assert store.try_lock("src/api/", "bob", mode="shared")  # a reader's directory: no writes
+    assert store.try_lock("src/api/", "ann", mode="shared")
+    assert judge_write(store, "ann", path, str(tree), ACQUIRE)[0] is not None
+
+
+async def test_lock_acquire_takes_a_directory_and_the_postgresql_backend_refuses_one_clearly(
+    store: LockStore, lock_dir: Path
+) -> None:
+    ann = LockTools(store, "ann")
+    outcome = await ann.acquire({"filepaths": ["src/api/", "docs/x.md"], "timeout_seconds": 0})
+    assert outcome.data is not None, outcome.text
+    assert outcome.data["all_acquired"] is True
+    refused = await LockTools(store, "bob").acquire(
+        {"filepaths": ["api-link/a.py"], "timeout_seconds": 0}
+    )
+    assert refused.data is not None
+    assert refused.data["all_acquired"] is False
+    await ann.release({"all": True})
+    assert leftovers(lock_dir) == []
+    with pytest.raises(DirectoryLocksUnsupportedError, match="not supported on the PostgreSQL"):
+        refuse_directory("src/api/")
