@@ -221,6 +221,17 @@ def lock_payload(info: LockInfo, active: Mapping[str, float]) -> dict[str, Any]:
             }
             for waiter in info.waiters
         ],
+        # Readers (mode "shared"); a holder beside them waits, with the lock, for them to leave.
+        "shared_holders": [
+            {
+                "agent_id": member.agent_id,
+                "pid": member.pid,
+                "host": member.host,
+                "acquired_at": member.acquired_at,
+                "liveness": member.liveness()[0].value,
+            }
+            for member in info.shared_holders
+        ],
         "problem": info.problem,
     }
 
@@ -376,7 +387,7 @@ def render_status(
     for info in snapshot.locks:
         if info.problem:
             console.print(f"unreadable: {info.lock_path}: {info.problem}", style="yellow")
-        elif info.holder is None:  # why a free lock is not free for everyone
+        elif info.holder is None and not info.shared_holders:  # why a free lock is not free
             console.print(f"{_name(info, single)}: {info.liveness_reason}", style="cyan")
     for deadlock in deadlocks:
         shown = deadlock.within(single) if single is not None else deadlock
@@ -392,6 +403,15 @@ def _row(
     name = _name(info, namespace)
     holder = info.holder
     waiters = ", ".join(_waiter(waiter, now) for waiter in info.waiters)
+    readers = ", ".join(  # an upgrading reader holds the lock: it waits for the others
+        member.agent_id
+        for member in info.shared_holders
+        if holder is None or member.agent_id != holder.agent_id
+    )
+    if holder is None and readers:  # held by readers only
+        held_for = "-" if info.age_seconds is None else format_age(info.age_seconds)
+        shown = Text(info.liveness, style=LIVENESS_STYLES.get(info.liveness, ""))
+        return (name, f"shared by {readers}", "-", "-", held_for, shown, waiters or "-")
     if holder is None and info.problem is None:  # free, but a live waiter has the next turn
         live = [w.agent_id for w in info.waiters if w.liveness()[0].value != "dead"]
         agent = Text(f"free, reserved for {live[0] if live else 'its first waiter'}", style="cyan")
@@ -406,6 +426,8 @@ def _row(
     last = active.get(holder.agent_id)
     if last is not None:  # how long since the holder last did anything
         who += f", idle {format_age(now - last)}"
+    if readers:  # granted, it waits for the readers to leave before it may write
+        who += f", waits for readers {readers}"
     return (name, who, process, _checkout(info), format_age(age), liveness, waiters or "-")
 
 

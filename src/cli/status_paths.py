@@ -102,6 +102,7 @@ def path_payload(found: Look, now: float) -> dict[str, Any]:
             holding_entry(found, holder, now) | _process(holder) for holder in found.holders
         ],
         "waiting": [waiting_entry(waiter, now) | _process(waiter) for waiter in found.queue],
+        "shared_by": list(found.readers),
         "would_be_granted": found.would_be_granted(""),
     }
 
@@ -123,7 +124,10 @@ def describe(found: Look, now: float) -> Iterator[str]:
         idle = found.idle_seconds(holder, now)
         if idle is not None:
             yield f"  {holder.agent_id} last did anything {format_age(idle)} ago"
-    if not found.holders:
+    if found.readers:
+        waiting = " (the holder waits for them to leave)" if found.holders else ""
+        yield f"  held shared by {', '.join(found.readers)}{waiting}"
+    if not found.holders and not found.readers:
         yield "  free" if not found.queue else "  free, kept for the first in line"
     if found.queue:
         yield "  waiting, first come first served:"
@@ -138,6 +142,8 @@ def _verdict(found: Look) -> str:
         gone = found.holders or found.queue  # only dead processes hold or wait
         return "granted at once" + (" (taking over from dead processes)" if gone else "")
     ahead = len(found.queue)
+    if found.readers and not found.holders and not ahead:
+        return 'waits for the readers to leave (mode "shared" joins them)'
     return f"waits ({ahead} already waiting)" if ahead else "waits (nobody else waiting)"
 
 

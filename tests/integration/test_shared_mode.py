@@ -3,14 +3,17 @@ monitor resolves, the guards' answers to readers, and `lock_acquire`'s mode."""
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
 import anyio
 import pytest
 from lockstore_support import expect_line, kill, spawn
+from rich.console import Console
 
 from lock_dir_listing import lock_dir_entries
+from lockyard.cli.status import render_status, status_payload
 from lockyard.domain.monitor import DeadlockMonitor
 from lockyard.infra.crossproc.state import WaitForSnapshot
 from lockyard.infra.hooks.write_guard.decide import judge_write
@@ -151,3 +154,47 @@ def test_the_journal_records_a_shared_grant_as_such(repo: Path, lock_dir: Path, 
     assert ("grant", "ann", "shared") in kinds
     assert any(kind == "release" and agent == "ann" for kind, agent, _ in kinds)
     assert os.path.isdir(lock_dir)
+
+
+async def test_status_and_lock_status_list_the_readers_at_80_columns(
+    repo: Path, lock_dir: Path
+) -> None:
+    store = LockStore(repo, lock_dir)
+    for agent in ("ann", "bob"):
+        assert store.try_lock("b.py", agent, mode="shared")  # b.py: readers only
+    assert store.try_lock("a.py", "bob", mode="shared")
+    async with anyio.create_task_group() as group:  # a.py: ann holds it, waits for bob
+        group.start_soon(store.acquire_async, "a.py", "ann", 60, 10)
+        await wait_until_async(lambda: store.holder("a.py") == "ann")
+        snapshot = store.snapshot()
+        looks = (await LockTools(store, "carl").status({"filepaths": ["a.py", "b.py"]})).data
+        group.cancel_scope.cancel()
+    console = Console(width=80, record=True, file=io.StringIO())
+    render_status(console, lock_dir, snapshot, [], [], {})
+    shown = console.export_text()
+    print(shown)
+    text = " ".join(shown.split())  # the table folds cells at 80 columns
+    assert "waiters (in order)" in text  # the column stays at 80 columns
+    assert max(map(len, shown.splitlines())) <= 80
+    assert "shared by ann, bob" in text
+    assert "waits for readers bob" in text
+    assert "free, reserved" not in text  # a lock held by readers is not free
+    payload = status_payload(lock_dir, snapshot, [], [], {})
+    locks = {info["lock_path"]: info for info in payload["locks"]}
+    assert [m["agent_id"] for m in locks["b.py"]["shared_holders"]] == ["ann", "bob"]
+    assert locks["b.py"]["holder"] is None
+    assert locks["a.py"]["holder"]["agent_id"] == "ann"
+    assert [m["liveness"] for m in locks["a.py"]["shared_holders"]] == ["alive"]
+    assert looks is not None
+    found = {entry["filepath"]: entry for entry in looks["locks"]}
+    assert found["b.py"]["shared_by"] == ["ann", "bob"]
+    assert found["b.py"]["would_be_granted"] is False  # an exclusive grant waits for them
+    assert "held shared by ann, bob" in found["b.py"]["summary"]
+    assert found["a.py"]["shared_by"] == ["bob"]
+    assert [holder["agent"] for holder in found["a.py"]["held_by"]] == ["ann"]
+    ann_looks = (await LockTools(store, "ann").status({"filepaths": ["b.py"]})).data
+    assert ann_looks is not None
+    [own] = ann_looks["locks"]
+    assert own["you_hold_shared"] is True
+    assert own["you_hold"] is False
+    assert own["would_be_granted"] is False  # bob reads it too: ann's upgrade would wait

@@ -5,7 +5,8 @@ asking agent holds or waits for it, and whether a `lock_acquire` now would be gr
 once. It reads the store (holder records, queue entries) and writes nothing: no queue entry,
 no event, no journal record. `lockyard status PATH...` shows a person the same `Look`.
 
-Holders are a list, never one name: shared holds (many readers) report several.
+Holders are a list, never one name. Readers (agents holding the file in mode "shared") are
+listed apart, by name: an exclusive `lock_acquire` waits for every one of them to leave.
 """
 
 from __future__ import annotations
@@ -13,10 +14,16 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..lockstore import HolderRecord, Liveness, WaiterRecord
 from .wait_view import LineReader
+
+
+class LookReader(LineReader, Protocol):
+    """The reads a look needs: a line's, and the file's readers (every `LockBackend`)."""
+
+    def readers(self, filepath: str) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +35,8 @@ class Look:
     queue: tuple[WaiterRecord, ...]
     active: Mapping[str, float] = field(default_factory=dict)
     """Each holder's last heartbeat (any tool call or hook event), where the store has one."""
+    readers: tuple[str, ...] = ()
+    """The agents holding the file shared, not provably dead."""
 
     def idle_seconds(self, holder: HolderRecord, now: float) -> float | None:
         """How long since `holder` last did anything (None: the store keeps no heartbeats)."""
@@ -41,13 +50,16 @@ class Look:
         return any(waiter.agent_id == agent_id for waiter in self.queue)
 
     def would_be_granted(self, agent_id: str) -> bool:
-        """Whether `agent_id`'s acquire now gets it at once: it holds it already, or nobody
-        holds it and nobody else waits (first come, first served). A holder or waiter whose
-        process is provably dead is no obstacle: the next acquire takes its place over."""
+        """Whether `agent_id`'s exclusive acquire now gets it at once: it holds it already,
+        or nobody else holds it, reads it or waits (first come, first served). A holder or
+        waiter whose process is provably dead is no obstacle: the next acquire takes its
+        place over. Its own shared hold is none either (an upgrade alone is granted)."""
         if self.holds(agent_id):
             return True
-        return not any(map(_alive, self.holders)) and not any(
-            _alive(waiter) for waiter in self.queue if waiter.agent_id != agent_id
+        return (
+            not any(map(_alive, self.holders))
+            and all(reader == agent_id for reader in self.readers)
+            and not any(_alive(waiter) for waiter in self.queue if waiter.agent_id != agent_id)
         )
 
 
@@ -56,12 +68,12 @@ def _alive(record: HolderRecord | WaiterRecord) -> bool:
     return record.liveness()[0] is not Liveness.DEAD
 
 
-def look(reader: LineReader, key: str) -> Look:
-    """`key` now (two reads of the store; a record gone between them is simply not shown)."""
+def look(reader: LookReader, key: str) -> Look:
+    """`key` now (three reads of the store; a record gone between them is simply not shown)."""
     record = reader.holder_record(key)
     holders = () if record is None else (record,)
     active = {h.agent_id: stamp for h in holders if (stamp := reader.last_active(h.agent_id))}
-    return Look(key, holders, tuple(reader.waiters(key)), active)
+    return Look(key, holders, tuple(reader.waiters(key)), active, reader.readers(key))
 
 
 def holding_entry(found: Look, holder: HolderRecord, now: float) -> dict[str, Any]:
@@ -87,7 +99,7 @@ def waiting_entry(waiter: WaiterRecord, now: float) -> dict[str, Any]:
 
 
 def lock_look(
-    reader: LineReader, agent_id: str, key: str, now: float | None = None
+    reader: LookReader, agent_id: str, key: str, now: float | None = None
 ) -> dict[str, Any]:
     """`key` as `agent_id` would find it if it asked now."""
     moment = time.time() if now is None else now
@@ -97,7 +109,9 @@ def lock_look(
         "filepath": key,
         "held_by": [holding_entry(found, holder, moment) for holder in found.holders],
         "waiting": [waiting_entry(waiter, moment) for waiter in found.queue],
+        "shared_by": list(found.readers),
         "you_hold": found.holds(agent_id),
+        "you_hold_shared": agent_id in found.readers,
         "you_wait": found.waits(agent_id),
         "would_be_granted": granted_now,
         "summary": _summary(found, agent_id, granted_now, moment),
@@ -115,8 +129,13 @@ def _summary(found: Look, agent_id: str, granted_now: bool, now: float) -> str:
         held = "you hold it"
     elif found.holders:
         held = "held by " + ", ".join(_holding(found, h, now) for h in found.holders)
-    else:
+    elif not found.readers:
         held = "free"
+    else:
+        held = ""
+    if found.readers:  # beside a holder: it is waiting, with the lock, for them to leave
+        shared = "held shared by " + ", ".join(found.readers)
+        held = f"{held} ({shared})" if held else shared
     waiting = f"{len(found.queue)} waiting" if found.queue else "nobody waiting"
     verdict = (
         "lock_acquire now would get it"

@@ -120,6 +120,9 @@ class SessionLedger:
     def waiters(self, filepath: str) -> list[WaiterRecord]:
         return self.store.waiters(filepath)
 
+    def readers(self, filepath: str) -> tuple[str, ...]:
+        return self.store.readers(filepath)
+
     def stamp_activity(self, agent_id: str) -> None:
         self.store.stamp_activity(agent_id)
 
