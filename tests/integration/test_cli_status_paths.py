@@ -99,6 +99,7 @@ def test_status_of_paths_names_holders_waiters_in_order_and_whether_taking_now_i
         assert looks["src/b.py"] == {
             "filepath": "src/b.py",
             "held_by": [],
+            "shared_by": [],
             "waiting": [],
             "would_be_granted": True,
         }
@@ -162,7 +163,7 @@ def test_status_of_bad_paths_names_each_in_one_line_and_looks_at_nothing(
     assert done.stdout == ""
     first = done.stderr.splitlines()[0]
     assert first.startswith("lockyard: error: nothing was looked at: ")
-    assert "directories" in first
+    assert "write it with a trailing slash" in first  # a directory is looked at as src/
     assert "/etc/passwd" in first
 
 
