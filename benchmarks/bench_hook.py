@@ -120,9 +120,10 @@ class Session:
         self.no_guard = [*self.hook[:-1], str(free_port())]
         self.http = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         self.floor = http.client.HTTPConnection("127.0.0.1", floor_port, timeout=60)
+        self._wait_until_served()
+        # Connected now, not lazily as http.client does: only once the guard listens.
         self.raw = RawConnection(port)
         self.raw_floor = RawConnection(floor_port)
-        self._wait_until_served()
 
     def _wait_until_served(self) -> None:
         from lockyard.infra.lockstore import LockStore
