@@ -21,11 +21,13 @@ Figures (lower is better):
 
 Switches (`--off NAME` in a measuring process): `topics` (no in-process notification: every
 waiter follows others of its process as it follows other processes), `accept` (a release
-does not accept for a head asleep in its process), `doorbells`, `inotify`
-(LOCKYARD_NO_INOTIFY=1: no inotify, no pidfds: polling), `pidfds`, `deep-backstops` (every
-pushed waiter re-checks at the backstop). Two mechanisms went after this bench judged them
-under 20% on the drain (issue 34): watches on single queue entries, and the turn stamp's
-shortcut past the entries ahead; the drain figure stays, judged with `--every-figure`.
+does not accept for a head asleep in its process), `doorbells`, `entry-watches` (waiters watch
+the queue directory, not their predecessor's entry), `inotify` (LOCKYARD_NO_INOTIFY=1: no
+inotify, no pidfds: polling), `pidfds`, `deep-backstops` (every pushed waiter re-checks at the
+backstop), `stamp-shortcut` (a stamped turn does not tell a waiter that everyone ahead left).
+The last two were once judged on short queues (24 waiters), where they bought under 20%, and
+removed; `bench_peers --only queues` (1,000 waiters) then regressed 10-19x. What they buy
+grows with the queue's length: `inqueue` is measured with 1,000 waiters for that.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -63,6 +66,8 @@ JUDGED = {
     "doorbells": ("crossproc",),
     "inotify": ("crossproc",),
     "pidfds": ("reclaim",),
+    "entry-watches": ("drain",),
+    "stamp-shortcut": ("drain", "inqueue"),
     "deep-backstops": ("idle",),
 }
 """Each mechanism's figures: what it was built for (see docs/lock-store.md)."""
@@ -76,7 +81,7 @@ WORTH = 1.20
 
 def switch_off(name: str) -> None:
     """Switch mechanism `name` off in this process (and in the processes it forks)."""
-    from lockyard.infra.lockstore.lockdir import operations, sleep
+    from lockyard.infra.lockstore.lockdir import line, operations, sleep
 
     hub = sleep.WakeHub
     if name == "topics":
@@ -88,14 +93,27 @@ def switch_off(name: str) -> None:
         sleep.AsleepHeads.claim = lambda self, token: None  # type: ignore[method-assign]
     elif name == "doorbells":
         sleep.open_doorbell = lambda directory, name, token: None  # type: ignore[assignment]
+    elif name == "entry-watches":
+        hub.watch_entry = lambda self, path: False  # type: ignore[method-assign]
     elif name == "inotify":
         assert os.environ.get("LOCKYARD_NO_INOTIFY") == "1", "set before lockyard is imported"
     elif name == "pidfds":
         hub.watch_process = lambda self, pid: False  # type: ignore[method-assign]
     elif name == "deep-backstops":
         sleep.DEEP_BACKSTOP_FACTOR = 1  # type: ignore[misc]
+    elif name == "stamp-shortcut":
+        line._in_line = _in_line_without_shortcut  # type: ignore[assignment]
     elif name != "none":
         raise SystemExit(f"bench_wakeups: unknown switch {name!r}; one of {', '.join(JUDGED)}")
+
+
+def _in_line_without_shortcut(ops: Any, place: Any) -> Any:
+    """line._in_line without `ahead.clear()` on a changed turn stamp: the entries ahead are
+    then found gone one read at a time."""
+    if not place.entry:
+        return False
+    token = yield ops.entry_token, place.name, place.entry
+    return token == place.token
 
 
 def mp_context() -> multiprocessing.context.ForkServerContext:
@@ -267,7 +285,7 @@ MEASURES: dict[str, Callable[[Place, int], float]] = {
     "drain": drain,
     "idle": idle,
 }
-SIZES = {"inproc": 200, "inqueue": 100, "crossproc": 60, "reclaim": 9, "drain": 24, "idle": 200}
+SIZES = {"inproc": 200, "inqueue": 1000, "crossproc": 60, "reclaim": 9, "drain": 24, "idle": 200}
 QUICK = {"inproc": 60, "inqueue": 20, "crossproc": 20, "reclaim": 3, "drain": 16, "idle": 40}
 
 

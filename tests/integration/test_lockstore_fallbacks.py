@@ -65,19 +65,25 @@ def agents_waiting(store: LockStore, path: str) -> list[str]:
 
 
 class WatchLog:
-    """The directories this process's hub is asked to watch through inotify from now on
-    (each still watched for real)."""
+    """What this process's hub is asked to watch through inotify from now on: directories
+    and single entries (each still watched for real)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.directories: list[str] = []
+        self.entries: list[str] = []
         hub = process_hub()
-        watch = hub.watch
+        watch, watch_entry = hub.watch, hub.watch_entry
 
         def directory(path: str) -> bool:
             self.directories.append(path)
             return watch(path)
 
+        def entry(path: str) -> bool | None:
+            self.entries.append(path)
+            return watch_entry(path)
+
         monkeypatch.setattr(hub, "watch", directory)
+        monkeypatch.setattr(hub, "watch_entry", entry)
 
 
 def test_a_waiter_whose_directory_cannot_be_watched_falls_back_to_polling(
@@ -128,7 +134,7 @@ def test_a_head_is_woken_by_its_doorbell_without_watching_the_lock_directory(
     kill(holder)
 
 
-def test_a_waiter_behind_another_process_is_woken_through_the_queue_directory(
+def test_a_waiter_behind_another_process_is_woken_by_its_predecessors_entry_alone(
     store: LockStore, repo: Path, lock_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     holder = spawn(repo, lock_dir, "a.py", "holder", "hold")
@@ -140,7 +146,7 @@ def test_a_waiter_behind_another_process_is_woken_through_the_queue_directory(
     waiter = Waiter(store, "a.py", "w", poll_interval_ms=BACKSTOP_SECONDS * 1000)
     name = lock_name(store.namespace, store.canonicalize("a.py"))
     queue = os.path.join(os.path.realpath(lock_dir), f"{name}.q")
-    wait_until(lambda: agents_waiting(store, "a.py") == ["first", "w"] and watches.directories)
+    wait_until(lambda: agents_waiting(store, "a.py") == ["first", "w"] and watches.entries)
     # The lock goes to `first` (released by a third process); its entry's end wakes `w`,
     # which becomes the head; `first`'s release then hands the lock over to it.
     releaser = spawn(repo, lock_dir, "a.py", "holder", "release")
@@ -153,8 +159,8 @@ def test_a_waiter_behind_another_process_is_woken_through_the_queue_directory(
     expect_line(first, "released")
     assert waiter.join() == [True]
     assert store.holder("a.py") == "w"
-    # Woken by push, not polling (its poll interval is the backstop's): the queue's events.
-    assert set(watches.directories) == {queue}
+    assert f"{queue}/00000000000000000001" in watches.entries  # first's, watched by itself
+    assert queue not in watches.directories  # no process hears of every change in the queue
     assert store.release("a.py", "w")
     kill(first)
     kill(holder)
@@ -177,6 +183,7 @@ def test_waiters_of_one_process_queued_behind_each_other_need_no_inotify_for_the
     assert store.release("a.py", "first")  # its entry went here: `second` is told directly
     assert second.join() == [True]
     assert store.holder("a.py") == "second"
+    assert watches.entries == []
     assert watches.directories == []
     assert store.release("a.py", "second")
     kill(holder)

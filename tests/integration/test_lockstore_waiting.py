@@ -302,6 +302,42 @@ def test_a_hub_watches_and_reports_directory_events(tmp_path: Path) -> None:
     hub.close()
 
 
+def test_a_hub_watching_one_entry_hears_of_its_end_and_of_nothing_else_in_its_directory(
+    tmp_path: Path,
+) -> None:
+    hub = WakeHub()
+    assert hub.push_available
+    entry, other, sibling = (tmp_path / name for name in ("0001", "0002", "0003"))
+    os.symlink("a waiter's record", entry)
+    os.symlink("another record", other)
+    woken = {path: Waker() for path in (entry, other, sibling)}
+    for path, waker in woken.items():
+        hub.subscribe(str(path), waker)
+    assert hub.watch_entry(str(entry))
+    assert hub.watch_entry(str(other))
+    os.symlink("a newcomer", sibling)  # the directory changes: nobody watches it
+    sibling.unlink()
+    os.utime(entry, ns=(1, 1), follow_symlinks=False)  # a stamp of its turn is no end
+    other.unlink()
+    assert woken[other].wait(10)
+    # One inotify instance reports in order: whatever came before `other`'s end is in.
+    assert not woken[entry].wait(0)
+    assert not woken[sibling].wait(0)
+    entry.unlink()
+    assert woken[entry].wait(10)
+    assert hub.watch_entry(str(entry)) is None  # gone: the caller's next look sees it
+    os.symlink("the ticket taken again", entry)  # the same name, a new entry
+    woken[entry].clear()
+    assert hub.watch_entry(str(entry))
+    entry.unlink()
+    assert woken[entry].wait(10)
+    for path, waker in woken.items():
+        hub.unwatch(str(path))
+        hub.unsubscribe(str(path), waker)
+        waker.close()
+    hub.close()
+
+
 @pytest.mark.anyio
 async def test_a_waiter_whose_entry_vanished_queues_again(repo: Path, lock_dir: Path) -> None:
     store = LockStore(repo, lock_dir, liveness_interval=0.02)

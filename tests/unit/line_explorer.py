@@ -127,6 +127,8 @@ class Places:
         self._pid, self._name, self._script = pid, name, script
         self.op: list[tuple[Any, ...]] = []
         self.fingerprint: list[Any] = []
+        self.stamp_read: list[tuple[str, str, int | None] | None] = []
+        """(lock, entry, stamp) of the turn stamp the agent's wait read when it queued."""
         self._parent: list[int] = []
         self._result: list[Any] = []
         self._children: list[dict[Any, int]] = []
@@ -138,6 +140,7 @@ class Places:
         node = len(self.op)
         self.op.append(op)
         self.fingerprint.append(("done",) if op is _DONE else fingerprint(generator))
+        self.stamp_read.append(None if op is _DONE else _stamp_read(generator))
         self._parent.append(parent)
         self._result.append(result)
         self._children.append({})
@@ -187,9 +190,23 @@ def fingerprint(generator: Any) -> tuple[Any, ...]:
     return tuple(parts)
 
 
+def _stamp_read(generator: Any) -> tuple[str, str, int | None] | None:
+    """(lock, entry, stamp) of the wait in the chain of recipes, when there is one."""
+    while generator is not None and generator.gi_frame is not None:
+        for value in generator.gi_frame.f_locals.values():
+            if isinstance(value, line.Place):
+                return (value.name, value.entry, value.created) if value.entry else None
+        generator = generator.gi_yieldfrom
+    return None
+
+
 def _frozen(value: Any) -> Any:
     if value is None or isinstance(value, str | int | float | bool | Rec | Await):
         return value
+    if isinstance(value, line.Place):
+        # Not the stamp read when it queued: a serial of the model's; what the wait will do
+        # depends only on whether its entry still bears it (the state's key says that).
+        return ("Place", tuple(_frozen(getattr(value, f)) for f in _PLACE_FIELDS))
     if isinstance(value, tuple | list | deque | set | frozenset):
         return (type(value).__name__, tuple(_frozen(item) for item in value))
     if isinstance(value, AgentOps):
@@ -199,6 +216,9 @@ def _frozen(value: Any) -> Any:
     if callable(value):
         return "callable"  # the agent's own record makers: the same all along
     raise TypeError(f"cannot tell states apart by a {type(value).__name__}")
+
+
+_PLACE_FIELDS = tuple(f.name for f in fields(line.Place) if f.name != "created")
 
 
 # -- states ----------------------------------------------------------------------------------
@@ -314,15 +334,28 @@ class Explorer:
         held locks...); where that order leaves a tie, the key of least hash among the
         tied orders. Any renaming gives a key of an equivalent state (so the choice is never
         unsound); choosing alike for a state and its renamings is what merges them."""
-        renamings = self._canonical_renamings(state.agents)
+        unchanged = tuple(
+            self._stamp_unchanged(n, agent, state.world) for n, agent in enumerate(state.agents)
+        )
+        renamings = self._canonical_renamings(state.agents, unchanged)
         if len(renamings) == 1:
-            return self._renamed_key(state, renamings[0])
-        return min((self._renamed_key(state, r) for r in renamings), key=hash)
+            return self._renamed_key(state, renamings[0], unchanged)
+        return min((self._renamed_key(state, r, unchanged) for r in renamings), key=hash)
 
-    def _canonical_renamings(self, agents: tuple[Agent, ...]) -> list[Renaming | None]:
+    def _stamp_unchanged(self, n: int, agent: Agent, world: World) -> bool:
+        """The agent's entry still bears the turn stamp its wait read when it queued: all
+        that the stamp's value tells the wait (`line._in_line`)."""
+        read = None if agent.dead else self._places[n].stamp_read[agent.node]
+        return read is None or world.bears_stamp(*read)
+
+    def _canonical_renamings(
+        self, agents: tuple[Agent, ...], unchanged: tuple[bool, ...]
+    ) -> list[Renaming | None]:
         if not self._groups:
             return [None]
-        shapes = tuple(self._shape(agent) for agent in agents)
+        shapes = tuple(
+            self._shape(agent, same) for agent, same in zip(agents, unchanged, strict=True)
+        )
         known = self._renamings_of.get(shapes)
         if known is None:
             known = self._renamings_of[shapes] = self._orders(shapes)
@@ -359,12 +392,12 @@ class Explorer:
             known = self._renaming_of[to] = Renaming(to)
         return known
 
-    def _shape(self, agent: Agent) -> tuple[Any, ...]:
+    def _shape(self, agent: Agent, unchanged: bool) -> tuple[Any, ...]:
         """What an agent does, without who it is: the same for an agent and its renaming
         (its code positions, whether it lives, what it waits for and holds)."""
         where = self._where(agent.place)
         held = tuple(sorted(name for name, _ in agent.holds)) if agent.holds else ()
-        return (where, agent.dead, agent.waiting_on, held)
+        return (where, agent.dead, agent.waiting_on, held, unchanged)
 
     def _where(self, place: Any) -> tuple[tuple[str, int], ...]:
         """The code positions of a place (its recipes' names and offsets), computed once."""
@@ -380,7 +413,9 @@ class Explorer:
         `line._leave_line`, taking its entry away."""
         return any(code == "_leave_line" for code, _ in self._where(agent.place))
 
-    def _renamed_key(self, state: State, renaming: Renaming | None) -> tuple[Any, ...]:
+    def _renamed_key(
+        self, state: State, renaming: Renaming | None, unchanged: tuple[bool, ...]
+    ) -> tuple[Any, ...]:
         agents: list[Any] = [None] * len(state.agents)
         for n, agent in enumerate(state.agents):
             if renaming is None:
@@ -390,6 +425,7 @@ class Explorer:
                     agent.waiting_on,
                     agent.holds,
                     agent.before_me,
+                    unchanged[n],
                 )
             else:
                 text = renaming.text
@@ -399,6 +435,7 @@ class Explorer:
                     agent.waiting_on,
                     frozenset((name, text(token)) for name, token in agent.holds),
                     frozenset((name, text(token)) for name, token in agent.before_me),
+                    unchanged[n],
                 )
         return (
             state.world.key(renaming),

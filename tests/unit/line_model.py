@@ -10,7 +10,10 @@ wakes whoever follows that process's exit. Every agent is a process of its own, 
 travels by in-process topics here.
 
 Time is coarse: `World.epoch` counts the moments a turn's length passed (the explorer's
-"tick"); an entry's turn is over when it was stamped before the last tick.
+"tick"); an entry's turn is over when it was stamped before the last tick. A turn stamp is a
+serial number, new at each stamp: the line only asks whether an entry's stamp changed since
+it read it (`line._in_line`), so a world's key leaves the serials out and the explorer keeps,
+for each waiter, only whether its entry still bears the stamp it read.
 """
 
 from __future__ import annotations
@@ -59,11 +62,12 @@ class Sub:
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """A queue entry: its waiter's record and its turn stamp (the epoch of the stamp;
+    """A queue entry: its waiter's record and its turn stamp (epoch of the stamp, serial;
     `turned`: stamped since it was queued, not only queued)."""
 
     rec: Rec
     epoch: int
+    stamp: int
     turned: bool = False
 
 
@@ -81,6 +85,7 @@ class World:
     dead: frozenset[int] = frozenset()
     """The pids of the processes that died."""
     epoch: int = 0
+    stamps: int = 0
     woken: set[int] = field(default_factory=set)
     """Agents woken since they last looked (filled by the operations)."""
     watchers: dict[int, Sub] = field(default_factory=dict)
@@ -105,6 +110,7 @@ class World:
             dict(self.bells),
             self.dead,
             self.epoch,
+            self.stamps,
             set(self.woken),
             dict(self.watchers),
             dict(self.turns),
@@ -113,8 +119,9 @@ class World:
         )
 
     def key(self, as_: Renaming | None = None) -> tuple[Any, ...]:
-        """Everything that makes two worlds the same world, with the agents renamed `as_`
-        (see `Renaming`). A lock's grant and its holder's record are one item."""
+        """Everything that makes two worlds the same world (not the turn stamps' serials: see
+        the module's docstring), with the agents renamed `as_` (see `Renaming`). A lock's
+        grant and its holder's record are one item."""
         text = _same if as_ is None else as_.text
         pid = _same if as_ is None else as_.pid
         rec = _same if as_ is None else as_.rec
@@ -187,6 +194,11 @@ class World:
         first = queue[min(queue)]
         if self.turns.get(name, ("",))[0] != first.rec.token:
             self.turns[name] = (first.rec.token, first.epoch if first.turned else self.epoch)
+
+    def bears_stamp(self, name: str, entry: str, stamp: int | None) -> bool:
+        """Entry `entry` of lock `name` is there and bears turn stamp `stamp`."""
+        found = self.queues.get(name, {}).get(entry)
+        return found is not None and found.stamp == stamp
 
 
 def _same(value: Any) -> Any:
@@ -349,7 +361,8 @@ class AgentOps:
         entries = self.world.queues.setdefault(name, {})
         ticket = max((int(entry) for entry in entries), default=0) + 1
         entry = f"{ticket:0{TICKET_DIGITS}d}"
-        entries[entry] = Entry(record_for(ticket), self.world.epoch)
+        self.world.stamps += 1
+        entries[entry] = Entry(record_for(ticket), self.world.epoch, self.world.stamps)
         self.world.first_changed(name)
         return entry
 
@@ -377,7 +390,7 @@ class AgentOps:
         del entries[entry]
         if not entries:
             del self.world.queues[name]
-        # inotify on the queue directory wakes whoever waits behind that entry
+        # inotify on that entry wakes whoever waits behind it
         self.world.wake_watchers(lambda sub: sub.name == name and sub.ahead == entry)
         self.world.first_changed(name)
         return True
@@ -400,8 +413,13 @@ class AgentOps:
         entries = self.world.queues.get(name, {})
         if entry not in entries:
             return False
-        entries[entry] = Entry(entries[entry].rec, self.world.epoch, True)
+        self.world.stamps += 1
+        entries[entry] = Entry(entries[entry].rec, self.world.epoch, self.world.stamps, True)
         return True
+
+    def turn_stamp(self, name: str, entry: str) -> int | None:
+        found = self.world.queues.get(name, {}).get(entry)
+        return None if found is None else found.stamp
 
     def turn_over(self, name: str, entry: str) -> bool:
         found = self.world.queues.get(name, {}).get(entry)

@@ -11,9 +11,10 @@ symmetry reduction), and of three agents, on one lock and on two, their first mo
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
-from line_explorer import BrokenInvariantError, Explorer, locks
+from line_explorer import BrokenInvariantError, Explorer, Places, State, locks
 from planted_bug import swapped
 
 from lockyard.infra.lockstore.lockdir import line
@@ -54,3 +55,53 @@ def test_a_bug_planted_in_a_decision_is_found(monkeypatch: pytest.MonkeyPatch) -
         Explorer((locks("L"), locks("L")), deaths=1, ticks=1, timeouts=1).run()
     print(f"planted bug found:\n{found.value}")
     assert "left behind" in str(found.value)
+
+
+def test_states_are_told_apart_by_whether_a_waiter_would_see_its_turn_stamp_changed() -> None:
+    # A waiter learns it is first from a changed turn stamp (`line._in_line`); the explorer
+    # keeps no stamp's value, so two states that differ only there must have two keys.
+    # Checked here against each waiter's own generator, not the explorer's bookkeeping.
+    class Checked(Explorer):
+        stamp_seen: dict[Any, tuple[bool | None, ...]]
+
+        def _key(self, state: State) -> tuple[Any, ...]:
+            key = super()._key(state)
+            seen = tuple(_sees_stamp_unchanged(self, n, state) for n in range(len(state.agents)))
+            assert self.stamp_seen.setdefault(key, seen) == seen
+            return key
+
+    explorer = Checked((locks("L"), locks("L")), deaths=0, ticks=0, timeouts=1, symmetry=False)
+    explorer.stamp_seen = {}
+    _read_stamps.clear()
+    explore(explorer, "two agents, stamps checked")
+    assert {False, True} <= {flag for flags in explorer.stamp_seen.values() for flag in flags}
+
+
+def _sees_stamp_unchanged(explorer: Explorer, n: int, state: State) -> bool | None:
+    agent = state.agents[n]
+    places = explorer._places[n]
+    if agent.dead or places.op[agent.node] == ("done",):
+        return None
+    read = _read_stamps.get((id(places), agent.node), ())
+    if read == ():
+        read = _read_stamps[(id(places), agent.node)] = _stamp_in_locals(places, agent.node)
+    if read is None:
+        return None
+    name, entry, created = read
+    found = state.world.queues.get(name, {}).get(entry)
+    return found is not None and found.stamp == created
+
+
+_read_stamps: dict[tuple[int, int], Any] = {}
+
+
+def _stamp_in_locals(places: Places, node: int) -> tuple[str, str, int | None] | None:
+    """(lock, entry, stamp read) of the wait in the recipes' local variables at `node`."""
+    outermost = places.generator_at(node)  # held: dropped, it would close the whole chain
+    generator: Any = outermost
+    while generator is not None and generator.gi_frame is not None:
+        for value in generator.gi_frame.f_locals.values():
+            if isinstance(value, line.Place) and value.entry:
+                return value.name, value.entry, value.created
+        generator = generator.gi_yieldfrom
+    return None

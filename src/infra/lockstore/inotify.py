@@ -58,6 +58,10 @@ CHANGES: Final = (
 ENTRIES: Final = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
 """Entries appearing and going: what ends a wait for a lock or a queue entry."""
 
+ITSELF: Final = IN_DELETE_SELF | IN_MOVE_SELF
+"""One entry watched by itself: its going (reported at its unlink, on tmpfs and ext4 alike)
+or its moving. What ends a wait behind that entry, without the rest of its directory's
+events; not IN_ATTRIB, which a stamp of the entry's times would raise too."""
 
 SWITCH: Final = "LOCKYARD_NO_INOTIFY"
 """The environment variable that turns inotify off (waiters and watchers poll)."""
@@ -154,6 +158,12 @@ class Inotify:
         """Watch `directory` (never through a symlink); its watch descriptor. OSError when
         it cannot be watched (gone, not a directory, out of watches: ENOSPC)."""
         return self._add(directory, mask | IN_ONLYDIR | IN_DONT_FOLLOW)
+
+    def add_entry_watch(self, path: str | os.PathLike[str], mask: int = ITSELF) -> int:
+        """Watch the directory entry at `path` itself, whatever it is (a symlink is watched,
+        not followed); its watch descriptor, the same one for the same inode. OSError when it
+        cannot be watched (gone: ENOENT; out of watches: ENOSPC)."""
+        return self._add(path, mask | IN_DONT_FOLLOW)
 
     def _add(self, path: str | os.PathLike[str], flags: int) -> int:
         assert _LIBC is not None

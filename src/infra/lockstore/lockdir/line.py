@@ -173,6 +173,9 @@ class Operations(Protocol):
     def stamp_turn(self, name: str, entry: str) -> bool:
         """Record now as the moment the entry's turn began; False when it is gone."""
 
+    def turn_stamp(self, name: str, entry: str) -> int | None:
+        """The entry's turn stamp (changed by every `stamp_turn`); None when it is gone."""
+
     def turn_over(self, name: str, entry: str) -> bool:
         """The entry's turn began longer ago than a turn lasts."""
 
@@ -467,6 +470,8 @@ class Place:
     """Our entry, named by its ticket."""
     token: str = ""
     """The wait's token: in our entry's record, and the token of the grant we stage."""
+    created: int | None = None
+    """Our entry's turn stamp when it was created: a changed stamp means we are first."""
     ahead: deque[str] | None = None
     staged: str = ""
     """The token of the grant we staged ("": none)."""
@@ -511,6 +516,7 @@ def _join(ops: Operations, place: Place) -> Recipe[None]:
     token = ops.new_token()
     place.token = token
     place.entry = yield ops.enqueue, place.name, lambda ticket: place.record_for(ticket, token)
+    place.created = yield ops.turn_stamp, place.name, place.entry
     order = yield ops.queue_order, place.name
     place.ahead = deque(entry for entry in order if entry < place.entry)
 
@@ -577,9 +583,15 @@ def _await_lock(ops: Operations, place: Place) -> Recipe[Await]:
 
 
 def _in_line(ops: Operations, place: Place) -> Recipe[bool]:
-    """Our entry is still there and still ours."""
+    """Our entry is still there and still ours. A changed turn stamp means someone stamped
+    our turn, which happens only to the first entry: then every entry ahead is gone, known
+    without looking at each of them."""
     if not place.entry:
         return False
+    # The stamp read is compared at once, never kept: a local would make each stamp a
+    # point of its own for the explorer, where only "changed or not" matters.
+    if place.ahead and (yield ops.turn_stamp, place.name, place.entry) not in (None, place.created):
+        place.ahead.clear()
     token: str | None = yield ops.entry_token, place.name, place.entry
     return token == place.token
 

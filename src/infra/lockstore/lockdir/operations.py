@@ -76,6 +76,7 @@ class DiskOperations:
         self.waiter = queues.waiter
         self.dequeue = queues.dequeue
         self.stamp_turn = queues.stamp_turn
+        self.turn_stamp = queues.turn_stamp
         self.new_token = new_token
 
     def turn_over(self, name: str, entry: str) -> bool:

@@ -147,8 +147,9 @@ class QueueEntries:
     def stamp_turn(self, name: str, entry: str) -> bool:
         """Record now as the moment queue entry `entry` got its turn (the entry's mtime);
         False when there is no such entry (it left meanwhile: it needs no turn)."""
-        # An explicit time: the clock a turn's age is judged by (`time.time()`); the kernel's
-        # own "now" lags it by up to a clock tick.
+        # An explicit time: the kernel's own "now" is only as fine as a clock tick, so a stamp
+        # soon after the entry was created could leave its mtime unchanged, and a waiter
+        # learns from a changed mtime that it is first (see `line._in_line`).
         now = time.time_ns()
         try:
             os.utime(
@@ -160,6 +161,13 @@ class QueueEntries:
         except OSError:
             return False
         return True
+
+    def turn_stamp(self, name: str, entry: str) -> int | None:
+        """The mtime of queue entry `entry` in nanoseconds, or None when it is gone."""
+        try:
+            return os.lstat(f"{name}{QUEUE_SUFFIX}/{entry}", dir_fd=self._dir.fd).st_mtime_ns
+        except (FileNotFoundError, NotADirectoryError):
+            return None
 
     def turn_started(self, name: str, entry: str) -> float | None:
         """When queue entry `entry` got its turn (or was queued), or None when it is gone."""

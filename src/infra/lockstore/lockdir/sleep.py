@@ -9,9 +9,10 @@ wakes it, cheapest first:
 - **doorbells**: a head whose holder is in another process listens on a FIFO beside the lock
   (`<name>.bell-<token>`), which a release rings with one byte: that wakes the waiting thread
   or task itself, with no reader thread in between;
-- **inotify**: a waiter whose predecessor is in another process watches the lock's queue
-  directory (the topic of each entry is its path); the lock directory itself is watched only
-  by a head that could make no doorbell;
+- **inotify on entries**: a waiter whose predecessor is in another process watches that one
+  entry (its removal), not the queue directory, so a handoff wakes one process, not every
+  process with a waiter in the queue; the lock directory itself is watched only by a head
+  that could make no doorbell;
 - **pidfds**: the exit of the holder's or the predecessor's process, so a crash is noticed at
   once and its lock reclaimed;
 - **re-checks**: without any of these (inotify switched off, a file system without events)
@@ -140,8 +141,32 @@ class WakeHub:
             self._path_of_wd[wd] = directory
             return True
 
+    def watch_entry(self, path: str) -> bool | None:
+        """Deliver the end of the entry at `path` (its removal or move) to the topic `path`,
+        without the rest of its directory's events: True when watched; None when the entry
+        is gone already (the caller's next look sees that); False when push cannot follow it
+        (no inotify here, out of watches: watch its directory instead).
+
+        A directory watch wakes every process that watches the directory at every change in
+        it; a waiter needs only its predecessor's entry and its own. Undo with `unwatch`."""
+        with self._guard:
+            inotify = self._ensure_inotify()
+            if inotify is None:
+                return False
+            try:
+                # Asked every time, even when watched already: the same path may name a new
+                # entry (a ticket taken again after its queue emptied), which is a new inode
+                # and gets a new descriptor; the old one ends by itself (IN_IGNORED).
+                wd = inotify.add_entry_watch(path)
+            except OSError as error:
+                return None if error.errno in (errno.ENOENT, errno.ENOTDIR) else False
+            known = self._watch_of_path.get(path)
+            self._watch_of_path[path] = (wd, 1 if known is None else known[1] + 1)
+            self._path_of_wd[wd] = path
+            return True
+
     def unwatch(self, path: str) -> None:
-        """Undo one `watch` of `path`."""
+        """Undo one `watch` or `watch_entry` of `path`."""
         with self._guard:
             known = self._watch_of_path.get(path)
             if known is None or self._inotify is None:
@@ -292,15 +317,16 @@ class WakeHub:
         with self._guard:
             path = self._path_of_wd.get(wd)
             if mask & IN_MOVE_SELF:
-                self.watches_moved += 1  # its path may name another directory from now on
-                return
+                # Its path may name another directory from now on; an entry watched by
+                # itself that moved is gone from its queue: its subscribers look again.
+                self.watches_moved += 1
             if mask & IN_IGNORED:
                 self._path_of_wd.pop(wd, None)
                 if path is not None and self._watch_of_path.get(path, (None,))[0] == wd:
                     del self._watch_of_path[path]
                 return
         if path is not None:
-            # A directory's events name the entry; those of the directory itself name none.
+            # A directory's events name the entry; an entry watched by itself names none.
             self.notify(f"{path}/{name}" if name else path)
 
     def drop_inherited(self) -> None:  # pragma: no cover - runs in forked children only
@@ -404,6 +430,8 @@ class _Subscription:
     """The wake-ups one `Await` asks for, in this process's terms."""
 
     topics: frozenset[str] = frozenset()
+    entries: frozenset[str] = frozenset()
+    """Entries of other processes' waiters, watched by themselves (inotify)."""
     directories: frozenset[str] = frozenset()
     pid: int | None = None
     bell: str | None = None
@@ -416,6 +444,7 @@ class _Held:
     """What a `Sleeper` holds of the hub, to give back."""
 
     topics: set[str] = field(default_factory=set)
+    entries: set[str] = field(default_factory=set)
     directories: set[str] = field(default_factory=set)
     pid: int | None = None
     bell: tuple[str, int] | None = None
@@ -531,12 +560,12 @@ class Sleeper:
         mine = f"{self._queue_dir}/{awaited.mine}"
         if awaited.ahead is not None:
             # Our predecessor: its removal here notifies the topic; done by another process,
-            # inotify on the queue directory tells (a removal of an entry of this process by
+            # inotify on that entry alone tells (a removal of an entry of this process by
             # another process is seen at the next re-check, as is our own entry's).
             ahead = f"{self._queue_dir}/{awaited.ahead}"
             return _Subscription(
                 topics=frozenset({ahead, mine}),
-                directories=frozenset() if here else frozenset({self._queue_dir}),
+                entries=frozenset() if here else frozenset({ahead}),
                 pid=pid,
                 here=here,
             )
@@ -580,13 +609,24 @@ class Sleeper:
         directories = set(wanted.directories)
         if held.bell is None and wanted.bell is not None:
             directories.add(self._dir.path)  # no doorbell could be made: watch the lock
-        self._follow(directories)
+        self._follow(wanted.entries if self._pushed else frozenset(), directories)
         self._wanted = wanted
         return True
 
-    def _follow(self, directories: set[str]) -> None:
-        """Watch exactly `directories` (none once push has failed: the re-checks poll)."""
+    def _follow(self, entries: frozenset[str], directories: set[str]) -> None:
+        """Watch exactly `entries` by themselves, and `directories` (plus the directory of
+        each entry that cannot be watched by itself: out of inotify watches). An entry gone
+        already is left out: the look that follows a change of subscription sees it gone."""
         hub, held = self._hub, self._held
+        for path in held.entries - entries:
+            held.entries.discard(path)
+            hub.unwatch(path)
+        for path in entries - held.entries:
+            watched = hub.watch_entry(path)
+            if watched:
+                held.entries.add(path)
+            elif watched is False:
+                directories.add(os.path.dirname(path))
         if not self._pushed:
             directories.clear()
         # Every directory is asked for again (then the old hold given back): one that was
@@ -620,8 +660,8 @@ class Sleeper:
             hub.unsubscribe(topic, waker)
         if held.pid is not None:
             hub.unwatch_process(held.pid)
-        for directory in held.directories:
-            hub.unwatch(directory)
+        for path in held.entries | held.directories:
+            hub.unwatch(path)
         self._held = _Held(bell=held.bell)
         self._close_bell()
         self._wanted = _Subscription()
