@@ -226,23 +226,10 @@ def encode_waiter(
     namespace: str,
     checkout: str,
 ) -> str:
-    return json.dumps(
-        {
-            "agent_id": agent_id,
-            "token": token,
-            "pid": me.pid,
-            "start_time": me.start_time,
-            "host": me.host,
-            "boot_id": me.boot_id,
-            "pid_ns": me.pid_ns,
-            "lock_path": key,
-            "namespace": namespace,
-            "checkout": checkout,
-            "ticket": ticket,
-            "since": time.time(),
-        },
-        separators=(",", ":"),
-    )
+    """A queue entry's record: the holder's fields, its wait's token, ticket and start."""
+    fields = _holder_fields(me, agent_id, key, namespace, checkout)
+    fields.update(token=token, ticket=ticket, since=time.time())
+    return json.dumps(fields, separators=(",", ":"))
 
 
 # A record is written once under its grant token or ticket and never changes, and every
