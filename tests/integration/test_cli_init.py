@@ -308,6 +308,35 @@ def test_droid_gets_its_server_and_hook_beside_its_own_settings_and_loses_exactl
     assert snapshot(repo) == before
 
 
+def test_auggie_and_crush_get_the_lock_tools_only_beside_their_own_entries_and_lose_them(
+    repo: Path,
+) -> None:
+    auggie = install_command(repo, "auggie")
+    theirs = {"mcp": {"docs": {"type": "http", "url": "http://x"}}, "options": {"debug": True}}
+    (repo / "crush.json").write_text(json.dumps(theirs))
+    before = snapshot(repo)
+    code, out = run("init", "--command", "lockyard")
+    assert code == 0, out
+    assert f"found Auggie: auggie on PATH ({auggie})" in out.splitlines()
+    assert "found Crush: crush.json in the repository" in out.splitlines()
+    assert "set up for Auggie, Crush" in out
+    assert "Auggie gets the lock tools only: no hook of it refuses a write" in out
+    assert "guarded from their first tool call" not in out
+    entry = {"type": "stdio", "command": "lockyard", "args": ["serve", "--cli", "auggie"]}
+    augment = json.loads((repo / ".augment/settings.json").read_text())
+    assert augment == {"mcpServers": {"lockyard": entry}}
+    crush = json.loads((repo / "crush.json").read_text())
+    assert crush["mcp"] == {**theirs["mcp"], "lockyard": {**entry, "args": [
+        "serve", "--cli", "crush"]}}  # fmt: skip
+    assert crush["options"] == theirs["options"]
+    assert "lock them first (lockyard)" in (repo / "AGENTS.md").read_text()
+    assert "nothing to change" in run("init", "auggie", "crush", "--command", "lockyard")[1]
+    code, out = run("uninstall")
+    assert code == 0, out
+    assert "lockyard removed for Auggie, Crush" in out
+    assert snapshot(repo) == before
+
+
 def test_every_command_hook_init_writes_has_a_timeout_the_hook_answers_well_within(
     repo: Path,
 ) -> None:
