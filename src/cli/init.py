@@ -27,8 +27,8 @@ from ._options import flag, lock_dir_option
 
 INIT_HELP = """Set this repository up for agent CLI sessions side by side: each session gets
 the lock tools (an MCP server, `lockyard serve`, with an agent id of its own) and a hook that
-refuses its edits and commits of files it has not locked (auggie and crush: the lock tools
-only, no hook).
+refuses its edits and commits of files it has not locked (crush: the lock tools only, no
+hook).
 
 CLIs: claude-code, codex, opencode, gemini, copilot, qwen, pi, kilo, droid, auggie, crush. None
 named: the ones installed on this machine (their command on PATH) and the ones this repository

@@ -308,7 +308,7 @@ def test_droid_gets_its_server_and_hook_beside_its_own_settings_and_loses_exactl
     assert snapshot(repo) == before
 
 
-def test_auggie_and_crush_get_the_lock_tools_only_beside_their_own_entries_and_lose_them(
+def test_auggie_gets_its_server_and_hook_and_crush_the_lock_tools_only_and_both_lose_them(
     repo: Path,
 ) -> None:
     auggie = install_command(repo, "auggie")
@@ -320,11 +320,16 @@ def test_auggie_and_crush_get_the_lock_tools_only_beside_their_own_entries_and_l
     assert f"found Auggie: auggie on PATH ({auggie})" in out.splitlines()
     assert "found Crush: crush.json in the repository" in out.splitlines()
     assert "set up for Auggie, Crush" in out
-    assert "Auggie gets the lock tools only: no hook of it refuses a write" in out
-    assert "guarded from their first tool call" not in out
+    assert "Crush gets the lock tools only: no hook of it refuses a write" in out
+    assert "New sessions of Auggie are guarded" in " ".join(out.split())
     entry = {"type": "stdio", "command": "lockyard", "args": ["serve", "--cli", "auggie"]}
     augment = json.loads((repo / ".augment/settings.json").read_text())
-    assert augment == {"mcpServers": {"lockyard": entry}}
+    assert augment["mcpServers"] == {"lockyard": entry}
+    assert augment["hooks"]["PreToolUse"] == [{
+        "matcher": "^(view|save-file|str-replace-editor|remove-files|launch-process)$",
+        "hooks": [{"type": "command", "timeout": 60_000,
+                   "command": "lockyard hook pre-tool-use --cli auggie"}],
+    }]  # fmt: skip
     crush = json.loads((repo / "crush.json").read_text())
     assert crush["mcp"] == {**theirs["mcp"], "lockyard": {**entry, "args": [
         "serve", "--cli", "crush"]}}  # fmt: skip

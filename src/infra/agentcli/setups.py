@@ -16,8 +16,10 @@
   PreToolUse hook), `AGENTS.md`.
 - pi: `.pi/extensions/lockyard.ts` (starts `lockyard serve` and offers its lock tools, and
   guards writes and shell calls: pi has neither MCP nor command hooks), `AGENTS.md`.
-- Auggie: `.augment/settings.json` (`mcpServers.lockyard`), `AGENTS.md`. Crush: `crush.json`
-  (`mcp.lockyard`), `AGENTS.md`. The lock tools only: no guard (docs/clis/auggie.md, crush.md).
+- Auggie: `.augment/settings.json` (`mcpServers.lockyard` and the PreToolUse hook; unproven:
+  no Auggie ran here), `AGENTS.md`.
+- Crush: `crush.json` (`mcp.lockyard`), `AGENTS.md`: the lock tools only, no guard
+  (docs/clis/crush.md).
 
 Each setup edits a `Plan` (the planned text of every file it touches), so several CLIs can
 share a file (AGENTS.md) and nothing is written until every file has been read and checked.
@@ -747,16 +749,24 @@ class _LockToolsOnlySetup(_JsonServerSetup):
         pass
 
 
-class AuggieSetup(_LockToolsOnlySetup):
-    """Augment's Auggie reads `mcpServers` from a workspace's `.augment/settings.json` (what
-    `auggie mcp add --project` writes, in the 0.36.0 bundle)."""
+class AuggieSetup(_HookListSetup):
+    """Augment's Auggie reads `mcpServers` and Claude-Code-style `hooks` from a workspace's
+    `.augment/settings.json` (what `auggie mcp add --project` writes; read in its 0.36.0
+    bundle, not run: docs/clis/auggie.md says what is unproven)."""
 
     name = "auggie"
-    title = "Auggie"
+    instructions_file = "AGENTS.md"
     markers = (".augment",)
     executables = ("auggie",)
     server_file = ".augment/settings.json"
     server_path = ("mcpServers",)
+    hook_file = ".augment/settings.json"
+    # Auggie tests this regular expression against the tool's name.
+    matcher = "^(view|save-file|str-replace-editor|remove-files|launch-process)$"
+    hook_timeout = CLI_HOOK_TIMEOUT_SECONDS * 1000  # Auggie counts milliseconds
+
+    def server_entry(self, how: Invocation) -> dict[str, Any]:
+        return {"type": "stdio", "command": how.command, "args": how.serve_args(self.name)}
 
 
 class CrushSetup(_LockToolsOnlySetup):
