@@ -141,6 +141,22 @@ async def test_waits_keep_their_turn_through_a_glob_and_a_glob_waits_for_what_it
     assert leftovers(lock_dir) == []
 
 
+async def test_asking_again_for_a_held_glob_or_directory_keeps_it_whatever_else_waits(
+    store: LockStore,
+) -> None:
+    """A second acquire of what one holds answers at once (it waited in its own line, and
+    its timeout or cancellation gave the first grant back)."""
+    for key in (GLOB, "src/api/"):
+        assert store.try_lock(key, "ann")
+        async with anyio.create_task_group() as group:
+            group.start_soon(store.acquire_async, "src/api/a.py", "bob", 60, 10)
+            await wait_until_async(lambda: len(store.waiters(key)) == 1)  # noqa: B023
+            assert await store.acquire_async(key, "ann", 0.05)
+            assert store.holder(key) == "ann"
+            group.cancel_scope.cancel()
+        assert store.release(key, "ann")
+
+
 async def test_a_cancelled_or_timed_out_wait_for_a_glob_leaves_nothing(
     store: LockStore, lock_dir: Path
 ) -> None:

@@ -10,6 +10,7 @@ breaking; docs/lock-store.md walks through the interleavings.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -385,6 +386,11 @@ class LockStore:
         first (Dekker's order, `scopes.py`)."""
         if is_scoped(key):
             self.scopes.mark(key)
+            if exclusive:  # held already: never a wait, whose end would give the hold back
+                with contextlib.suppress(CorruptRecordError):
+                    holder = self.directory.read_holder(name)
+                    if holder is not None and holder.agent_id == agent:
+                        return True
             return None
         if not exclusive:
             return None
