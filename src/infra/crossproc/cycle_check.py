@@ -19,7 +19,7 @@ def cycle_stands(store: LockBackend, info: DeadlockInfo) -> bool:
     """Every hold of the cycle is still real in the store (an unreadable record proves
     nothing: no). Wait edges are the tools' own and trusted as reported."""
     try:
-        holds = store.snapshot().holds
+        holds = _holds_of(store)
     except CorruptRecordError:
         return False
     return all(_holds(holds, step.lock_path, step.held_by) for step in info.cycle)
@@ -29,7 +29,7 @@ def holder_in_store(store: LockBackend, lock_path: str) -> str | None:
     """The store's holder of `lock_path` (a file, a directory or a reader's node); for a lock
     that only readers hold, the first of them by name. LookupError when unreadable."""
     try:
-        holds = store.snapshot().holds
+        holds = _holds_of(store)
     except CorruptRecordError as exc:
         raise LookupError(str(exc)) from None
     holder = holds.get(lock_path)
@@ -39,6 +39,20 @@ def holder_in_store(store: LockBackend, lock_path: str) -> str | None:
         agent for node, agent in holds.items() if node == shared_node(lock_path, agent)
     )
     return readers[0] if readers else None
+
+
+def _holds_of(store: LockBackend) -> dict[str, str]:
+    """Lock key (or a reader's node) -> its holder, in the store's own namespace only (a lock
+    directory may serve several repositories, each with its own `src/app.py`)."""
+    holds: dict[str, str] = {}
+    for info in store.list_locks():
+        if info.namespace != store.namespace:
+            continue
+        if info.holder is not None:
+            holds[info.lock_path] = info.holder.agent_id
+        for member in info.shared_holders:
+            holds[shared_node(info.lock_path, member.agent_id)] = member.agent_id
+    return holds
 
 
 def _holds(holds: Mapping[str, str], lock_path: str, agent_id: str) -> bool:
