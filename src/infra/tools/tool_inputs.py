@@ -231,7 +231,8 @@ class ToolSpec:
 STATUS_DESCRIPTION: Final = (
     "Look at files' locks without taking them: for each file, who holds it and for how long "
     '("held_by"), who waits in line ("waiting", first come first served), whether you hold or '
-    'wait for it, and "would_be_granted" (a lock_acquire now would get it at once). It never '
+    'wait for it, "overlapping" (directory locks above a file; for a directory, the locks '
+    'below it), and "would_be_granted" (a lock_acquire now would get it at once). It never '
     "waits, queues or changes anything. Use it to plan which files to work on first; to "
     "edit a file you still need lock_acquire."
 )
