@@ -12,10 +12,10 @@ from typing import Any
 
 import anyio
 import pytest
+from cli_support import LOCKYARD
 
 from lockyard.infra.lockstore import LockStore
 from lockyard.infra.tools.lock_tools import LockTools
-from cli_support import LOCKYARD
 
 
 @pytest.fixture
