@@ -16,6 +16,7 @@ from cli_support import LOCKYARD
 
 from lockyard.infra.lockstore import LockStore
 from lockyard.infra.tools.lock_tools import LockTools
+from lockyard.infra.tools.wait_view import line_view
 
 
 @pytest.fixture
@@ -85,3 +86,12 @@ def test_status_of_a_directory_shows_what_lies_below_at_80_columns(
     assert "below it: src/api/routes.py held by alice" in text
     assert "covered by directory lock src/db/ held by carol" in text
     assert "taking it now: waits for src/api/models.py, src/api/routes.py" in text
+
+
+def test_a_waiters_view_names_the_readers_it_waits_for(store: LockStore) -> None:
+    # `lockyard lock`'s and `lockyard serve`'s progress line: an exclusive request for a file
+    # that readers share waits for each of them.
+    view = line_view(store, "erin", "src/api/models.py")
+    assert [(h.agent_id, h.shared) for h in view.holders] == [("bob", True), ("dan", True)]
+    assert view.describe().startswith("src/api/models.py: held by bob (shared), dan (shared)")
+    assert "bob" not in {h.agent_id for h in line_view(store, "bob", "src/api/models.py").holders}

@@ -26,12 +26,10 @@ from .wait_view import LineReader
 
 
 class LookReader(LineReader, Protocol):
-    """The reads a look needs: a line's, and the file's readers (every `LockBackend`)."""
+    """The reads a look needs: a line's, and the store's namespace (every `LockBackend`)."""
 
     @property
     def namespace(self) -> str: ...
-
-    def readers(self, filepath: str) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
