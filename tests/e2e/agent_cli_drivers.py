@@ -222,6 +222,9 @@ class KiloDriver(OpenCodeDriver):
     less CPU."""
 
     config_env = "KILO_CONFIG_CONTENT"
+    # `kilo run` rejects a permission request (Kilo asks again for a shell command its hook
+    # refused before, such as a git line rerun in its turn) and ends the run, unless --auto.
+    extra: ClassVar[list[str]] = ["--auto"]
     config_extra: ClassVar[dict[str, object]] = {"snapshot": False}
     switches: ClassVar[dict[str, str]] = {
         "KILO_DISABLE_MODELS_FETCH": "1", "KILO_DISABLE_AUTOUPDATE": "1",
