@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -157,6 +158,10 @@ class Played:
     kill: dict[str, object] = field(default_factory=dict)
     reclaimed_after_exit: bool = True
     seconds: float = 0.0
+    made_tmp_git: bool = False
+    """Whether /tmp/.git appeared during the play (a sandbox's mount point for a protected
+    `<writable root>/.git`, Codex's in workspace-write: other tests then find a repository
+    above their temporary directories)."""
 
 
 def write_step(driver: CliDriver, path: Path, content: str, **gate: object) -> Step:
@@ -301,6 +306,8 @@ def played(driver: CliDriver, tmp_path_factory: pytest.TempPathFactory) -> Itera
     prepare_commits(repo)
     killed = threading.Event()
     began = time.monotonic()
+    tmp_git = Path(tempfile.gettempdir()) / ".git"
+    tmp_git_before = tmp_git.exists()
     with driver.api() as api, LockStore(repo, lock_dir) as store:
         clis = Sessions(driver, api, repo, tmp, lock_dir)
         # No monitor runs: the sessions' own servers elect the one that resolves deadlocks.
@@ -336,7 +343,7 @@ def played(driver: CliDriver, tmp_path_factory: pytest.TempPathFactory) -> Itera
             driver, repo, clis.ids,
             alice_script.results(api.outcomes("alice")), bob_script.results(api.outcomes("bob")),
             (repo / "shared.py").read_text(), commits, left, kill,
-            reclaimable, time.monotonic() - began,
+            reclaimable, time.monotonic() - began, not tmp_git_before and tmp_git.exists(),
         )  # fmt: skip
 
 
@@ -439,3 +446,7 @@ def test_what_a_session_held_is_given_back_when_its_cli_exits(played: Played) ->
     if not played.driver.kills_its_mcp_servers:
         assert played.left_at_exit == []
     assert played.reclaimed_after_exit, played.left_at_exit
+
+
+def test_the_play_leaves_no_git_directory_in_tmp(played: Played) -> None:
+    assert not played.made_tmp_git
