@@ -21,6 +21,7 @@ from ..infra.agentcli.config_files import OUTSIDE_FLAG, ConfigFileError, FileCha
 from ..infra.agentcli.guard_address import parse_port
 from ..infra.agentcli.setups import SETUPS, CliSetup, Invocation
 from ..infra.clone_state import checkout_root
+from ..infra.gitturn.switch import switch_path, switch_turns
 from ..infra.lockstore import default_lock_dir_path
 from ._errors import CliError, ExitCode, reports_errors
 from ._options import flag, lock_dir_option
@@ -40,8 +41,8 @@ that leads outside the repository (a symlinked .claude/) stops it before anythin
 """
 
 UNINSTALL_HELP = """Remove what `lockyard init` added for the named CLIs (none named: every CLI
-it finds set up). Other entries in the same files are kept; files lockyard created and that
-hold nothing else are deleted."""
+it finds set up, and the --git-turns switch). Other entries in the same files are kept; files
+lockyard created and that hold nothing else are deleted."""
 
 CliNames = Annotated[
     list[str] | None,
@@ -56,6 +57,16 @@ RepoOption = Annotated[
                  show_default=False),
 ]  # fmt: skip
 DryRun = Annotated[bool, flag("--dry-run", help="Show the changes as a diff; write nothing.")]
+GitTurns = Annotated[
+    bool,
+    flag(
+        "--git-turns",
+        help="Also make the agents of this clone (every worktree) take turns at git: a git "
+        "command line that takes git's locks is refused until it starts with `lockyard "
+        "git-turn --agent ID &&`, so no agent's git fails on another's .git/index.lock "
+        "(docs/no-lost-edits.md). `uninstall` switches it off.",
+    ),
+]
 OutsideOk = Annotated[
     bool,
     flag(
@@ -78,6 +89,7 @@ def init(
     repo: RepoOption = None,
     dry_run: DryRun = False,
     write_outside_repo: OutsideOk = False,
+    git_turns: GitTurns = False,
     lock_dir: Annotated[
         Path | None,
         lock_dir_option(
@@ -147,6 +159,8 @@ def init(
             setup.install(plan, how)
         changes = plan.changes()
         _report(root, changes, dry_run, f"set up for {', '.join(s.display for s in chosen)}")
+    if git_turns:
+        _switch_git_turns(root, True, dry_run)
     if not dry_run and ipc is None:
         typer.echo(next_steps(root, chosen))
 
@@ -168,6 +182,26 @@ def uninstall(
         changes = plan.changes()
         names = ", ".join(s.display for s in chosen) or "no agent CLI"
         _report(root, changes, dry_run, f"lockyard removed for {names}")
+    if not clis:  # everything lockyard set up here goes, the git-turn switch too
+        _switch_git_turns(root, False, dry_run)
+
+
+def _switch_git_turns(root: Path, on: bool, dry_run: bool) -> None:
+    path = switch_path(os.fspath(root))
+    if os.path.exists(path) == on:
+        return
+    if dry_run:
+        typer.echo(f"(dry run: would {'create' if on else 'remove'} {path})")
+        return
+    try:
+        switch_turns(os.fspath(root), on)
+    except OSError as exc:
+        raise CliError(
+            f"could not {'create' if on else 'remove'} {path}: {exc.strerror}",
+            ExitCode.USAGE,
+            "check that the repository's .git directory is writable",
+        ) from None
+    typer.echo(f"{'created' if on else 'removed'} {path} (git turns {'on' if on else 'off'})")
 
 
 def _detected(root: Path) -> list[CliSetup]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import claude_agent_sdk
-from cli_sessions import CliSession
+from cli_sessions import LOCKYARD, CliSession
 from fake_chat_completions_api import FakeChatCompletionsApi
 from fake_gemini_api import FakeGeminiApi
 from fake_messages_api import Action, FakeMessagesApi, ToolUse, Turn
@@ -41,6 +41,9 @@ class CliDriver:
     """A tool the CLI insists on before it overwrites an existing file (None: no such rule)."""
     kills_its_mcp_servers: ClassVar[bool] = False
     """Whether the CLI ends its MCP servers with SIGKILL at exit, without waiting for them."""
+    refuses_stale_writes: ClassVar[bool] = False
+    """Whether the CLI's own write tool refuses a file changed since its read, before any hook
+    (lockyard's refusal of a stale write is then seen through the shell tool)."""
 
     def api(self) -> FakeMessagesApi:
         return FakeMessagesApi(gate_timeout=GATE_SECONDS)
@@ -60,6 +63,10 @@ class CliDriver:
     def read(self, path: Path) -> tuple[str, dict[str, Any]] | None:
         return None if self.read_tool is None else (self.read_tool, {"file_path": str(path)})
 
+    def view(self, path: Path) -> tuple[str, dict[str, Any]]:
+        """A call that shows the agent the whole file: its read tool, else `cat`."""
+        return self.read(path) or self.run(f"cat {shlex.quote(str(path))}")
+
     def env(self, api: FakeMessagesApi, name: str, home: Path) -> dict[str, str]:
         return {"PATH": os.environ["PATH"], **api.cli_env(name, str(home))}
 
@@ -71,6 +78,7 @@ class ClaudeCodeDriver(CliDriver):
     """The CLI bundled in claude-agent-sdk, run as `claude -p` (print mode)."""
 
     npm = False
+    refuses_stale_writes = True  # "File has been modified since read"
 
     def api(self) -> FakeMessagesApi:
         # `claude -p` sends its first turn while its MCP servers still connect.
@@ -115,7 +123,9 @@ class GeminiDriver(CliDriver):
 class CodexDriver(CliDriver):
     """Codex CLI from npm, run as `codex exec` with a custom model provider (the fake
     Responses API) in a trusted project. Its writes go through its shell tool: with the
-    fake's model name Codex offers no `apply_patch` tool."""
+    fake's model name Codex offers no `apply_patch` tool. Its commands run outside Codex's
+    sandbox (`danger-full-access`): in `workspace-write` .git is read-only and each command
+    has a PID namespace of its own, where no git turn can be held (docs/clis/codex.md)."""
 
     # Traced (strace -f) with Codex 0.169.0: at exit it sends SIGTERM to an MCP server's process
     # group and SIGKILL to the server straight after, so `lockyard serve` may die before it
@@ -129,7 +139,9 @@ class CodexDriver(CliDriver):
         return self.run(f"printf %s {shlex.quote(content)} > {shlex.quote(str(path))}")
 
     def run(self, command: str) -> tuple[str, dict[str, Any]]:
-        return self.shell, {"cmd": command}
+        # Codex hands a command still running after `yield_time_ms` (10 s by default) back to
+        # the model as a session to poll: a commit waiting for git's turn must not be cut short.
+        return self.shell, {"cmd": command, "yield_time_ms": 120_000}
 
     def start(self, name: str, api: FakeMessagesApi, repo: Path, tmp: Path) -> CliSession:
         codex = installed_cli("codex")
@@ -145,11 +157,14 @@ class CodexDriver(CliDriver):
             'env_key = "FAKE_OPENAI_KEY"\nwire_api = "responses"\n\n'
             f'[projects."{repo}"]\ntrust_level = "trusted"\n'
         )
+        # Codex runs commands in a login shell, whose PATH is the profile's (the machine's
+        # /etc/profile sets one): a user's profile puts lockyard on it.
+        (home / ".profile").write_text(f'PATH="{Path(LOCKYARD).parent}:$PATH"\n')
         env = {"PATH": os.environ["PATH"], **api.cli_env(name, str(home))}
         # Codex asks a person to review a project's command hooks before they run; a test has
         # none to ask, so it takes Codex's switch for automation that vets hooks itself.
         argv = [str(codex), "exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust",
-                "-s", "workspace-write", "go"]  # fmt: skip
+                "-s", "danger-full-access", "go"]  # fmt: skip
         return CliSession(name, argv, repo, env, tmp / "logs")
 
 
@@ -161,6 +176,7 @@ class OpenCodeDriver(CliDriver):
     `@opencode-ai/plugin` into every config directory has ended: offline that install fails
     only after about a minute of retries, which `npm_config_offline=true` cuts short."""
 
+    refuses_stale_writes = True
     config_env = "OPENCODE_CONFIG_CONTENT"
     config_extra: ClassVar[dict[str, object]] = {}
     extra: ClassVar[list[str]] = []
@@ -206,6 +222,9 @@ class KiloDriver(OpenCodeDriver):
     less CPU."""
 
     config_env = "KILO_CONFIG_CONTENT"
+    # `kilo run` rejects a permission request (Kilo asks again for a shell command its hook
+    # refused before, such as a git line rerun in its turn) and ends the run, unless --auto.
+    extra: ClassVar[list[str]] = ["--auto"]
     config_extra: ClassVar[dict[str, object]] = {"snapshot": False}
     switches: ClassVar[dict[str, str]] = {
         "KILO_DISABLE_MODELS_FETCH": "1", "KILO_DISABLE_AUTOUPDATE": "1",

@@ -70,7 +70,11 @@ def free_port() -> int:
 
 
 def init_repo(
-    repo: Path, *clis: str, lock_dir: Path | None = None, guard_port: int | None = None
+    repo: Path,
+    *clis: str,
+    lock_dir: Path | None = None,
+    guard_port: int | None = None,
+    git_turns: bool = False,
 ) -> int:
     """A git repository set up by the real `lockyard init` command; the guard's port.
 
@@ -82,6 +86,7 @@ def init_repo(
     port = free_port() if guard_port is None else guard_port
     extra = ["--guard-port", str(port)]
     extra += [] if lock_dir is None else ["--lock-dir", str(lock_dir)]
+    extra += ["--git-turns"] if git_turns else []
     subprocess.run(
         [LOCKYARD, "init", *clis, "--command", LOCKYARD, *extra],
         cwd=repo, check=True, capture_output=True, timeout=120,

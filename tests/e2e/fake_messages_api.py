@@ -33,7 +33,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 _AGENT_PATH = re.compile(r"^/agent/(?P<agent>[A-Za-z0-9_.-]+)(?P<rest>/.*)$")
-_POLL_SECONDS = 0.02
+_FIRST_POLL_SECONDS = 0.02
+_LONGEST_POLL_SECONDS = 0.25
+"""A gate is re-checked after a pause that doubles up to this: most gates open within a few
+checks, and a gate that waits on a CLI still starting (a minute under load) must not take the
+CPU that CLI needs (each check reads the lock directory and the session registry)."""
 WARM_UP = "warmup_"
 """Marks a warm-up call's id, so its result is left out of the outcomes."""
 _WARM_UP_PAUSE_SECONDS = 0.5
@@ -104,8 +108,9 @@ class Step:
     """One model turn of a script.
 
     ``action`` is the answer, or a function of the turn that returns it. ``gate`` blocks the
-    answer until it returns true (checked every 20 ms, failing the run after the server's
-    ``gate_timeout``). ``until`` re-issues this step until its latest result satisfies it.
+    answer until it returns true (checked after pauses of 20 to 250 ms, failing the run after
+    the server's ``gate_timeout``). ``until`` re-issues this step until its latest result
+    satisfies it.
     """
 
     action: Action | Callable[[Turn], Action]
@@ -158,6 +163,9 @@ class _AgentScript:
     cursor: int = 0
     answered: dict[int, Action] = field(default_factory=dict)
     """Answers by conversation length, so a retried request gets the same answer again."""
+    pending: set[int] = field(default_factory=set)
+    """Turns being answered (waiting in a gate): a CLI that gives up on one and asks again
+    waits for the same answer instead of taking the next step."""
 
 
 # --- the server -------------------------------------------------------------------------------
@@ -318,9 +326,13 @@ class FakeMessagesApi:
             return Reply("unscripted agent")
         turn = Turn(agent, self._read_outcomes(body), body)
         key = self._turn_key(body)
-        with self._lock:
+        with self._changed:
+            if key in script.pending:
+                while key not in script.answered and not self._stopping.is_set():
+                    self._changed.wait(1.0)
             if key in script.answered:
                 return script.answered[key]
+            script.pending.add(key)
             try:
                 step = _next_step(script, turn)
             except Exception as exc:  # a broken `until` must fail the test, not hang the CLI
@@ -331,8 +343,10 @@ class FakeMessagesApi:
             action: Action = Reply(script.done_text)
         else:
             action = self._run_step(agent, step, turn)
-        with self._lock:
+        with self._changed:
             script.answered[key] = action
+            script.pending.discard(key)
+            self._changed.notify_all()
         return action
 
     def _lacks_next_tool(self, agent: str, body: Mapping[str, Any]) -> bool:
@@ -360,6 +374,7 @@ class FakeMessagesApi:
 
     def _wait_gate(self, gate: Callable[[], bool], where: str) -> bool:
         deadline = time.monotonic() + self.gate_timeout
+        pause = _FIRST_POLL_SECONDS
         while not self._stopping.is_set():
             try:
                 if gate():
@@ -369,7 +384,8 @@ class FakeMessagesApi:
                 return False
             if time.monotonic() >= deadline:
                 return False
-            time.sleep(_POLL_SECONDS)
+            self._stopping.wait(pause)
+            pause = min(pause * 2, _LONGEST_POLL_SECONDS)
         return False
 
     def _fail(self, message: str) -> None:

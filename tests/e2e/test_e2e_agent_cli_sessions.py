@@ -12,7 +12,13 @@ start; its checks share it). alice and bob, each its own CLI process:
 2. a deadlock: alice holds a.py and waits for b.py, bob holds b.py and waits for a.py; no
    `lockyard monitor` runs: the sessions' own servers elect the one that picks one victim,
    whose wait returns `deadlock`;
-3. a killed session: alice locks k.py and idles (nobody can take it from her while she lives);
+3. no lost edits (git turns are on: `lockyard init --git-turns`): alice locks shared.py again,
+   and her whole-file write from what she last saw ("alice", before bob's write) is refused
+   as stale, naming bob; she reads it and the same write goes through. Each session commits
+   its own file from a line refused for want of git's turn, then prefixed as the refusal
+   says: the first commit waits in the repository's pre-commit hook, holding the turn and
+   .git/index.lock, until the other session's line has queued behind it; both land;
+4. a killed session: alice locks k.py and idles (nobody can take it from her while she lives);
    the test SIGKILLs her whole process group, and bob's wait for k.py reclaims it.
 
 The module-scoped `played` fixture runs this once per CLI (the CLI's tests share an xdist
@@ -21,7 +27,10 @@ group, so one worker plays it); each test asserts on one part of what was record
 
 from __future__ import annotations
 
+import re
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -31,7 +40,7 @@ from pathlib import Path
 import pytest
 from agent_cli_drivers import DRIVERS, CliDriver
 from cli_sessions import CliSession, init_repo
-from fake_messages_api import FakeMessagesApi, Reply, Step, ToolOutcome, call, say
+from fake_messages_api import FakeMessagesApi, Reply, Step, ToolOutcome, ToolUse, Turn, call, say
 from npm_clis import install_all
 
 from lockyard.infra.lockstore import LockStore
@@ -143,11 +152,16 @@ class Played:
     alice: dict[str, ToolOutcome]
     bob: dict[str, ToolOutcome]
     shared_text: str
-    git_log_status: int
+    commits: list[list[str]]
+    """`git log` oldest first: each commit's subject, then the files it changed."""
     left_at_exit: list[LockInfo]
     kill: dict[str, object] = field(default_factory=dict)
     reclaimed_after_exit: bool = True
     seconds: float = 0.0
+    made_tmp_git: bool = False
+    """Whether /tmp/.git appeared during the play (a sandbox's mount point for a protected
+    `<writable root>/.git`, Codex's in workspace-write: other tests then find a repository
+    above their temporary directories)."""
 
 
 def write_step(driver: CliDriver, path: Path, content: str, **gate: object) -> Step:
@@ -158,17 +172,72 @@ def write_step(driver: CliDriver, path: Path, content: str, **gate: object) -> S
     return call(tool, tool_input, **gate)  # type: ignore[arg-type]
 
 
+def in_turn(driver: CliDriver, command: str) -> Step:
+    """A step that runs `command` behind the prefix git's turn refusal gave the agent (the
+    latest one it saw), as a model that read the refusal would."""
+
+    def prefixed(turn: Turn) -> ToolUse:
+        said = [o.text for o in turn.outcomes if "That is: " in o.text]
+        assert said, "no refusal gave the git-turn prefix"
+        found = re.search(r"That is: (\S+ git-turn --agent \S+ && )", said[-1])
+        assert found is not None, said[-1]
+        return ToolUse(*driver.run(found[1] + command))
+
+    return Step(prefixed, label=f"in turn: {command}")
+
+
+FIRST_COMMIT = "play-first-commit"
+"""Made in the git dir by the pre-commit hook of the play's first commit."""
+
+# No gate of the fake's holds either session back (a CLI gives up on a model request that
+# waits long): whichever commits first waits in its shell call instead.
+PRE_COMMIT = f"""#!{sys.executable}
+# The play's first commit (either session's) waits here, holding git's turn and
+# .git/index.lock, until the other session's line has taken its ticket behind it: the two
+# commits are at once.
+import os, select, sys, time
+from lockyard.infra.lockstore.inotify import Inotify
+
+GIT_DIR = os.environ.get("GIT_DIR", ".git")  # a hook runs at the top of the worktree
+try:
+    os.mkdir(os.path.join(GIT_DIR, "{FIRST_COMMIT}"))
+except FileExistsError:
+    sys.exit(0)  # not the first commit
+tickets = os.path.join(GIT_DIR, "lockyard", "git-turns", "tickets")
+deadline = time.monotonic() + 120
+with Inotify.open() as watch:
+    watch.add_watch(tickets)
+    while len([n for n in os.listdir(tickets) if n.isdigit()]) < 2:
+        if time.monotonic() > deadline:
+            sys.exit("pre-commit: the other session's git line never queued behind this one")
+        select.select([watch.fd], [], [], 1.0)
+        watch.read_pending()
+"""
+
+
+def prepare_commits(repo: Path) -> None:
+    """Who commits (a session's HOME is its own, without a git identity), and the hook that
+    holds the first commit until the second has queued."""
+    for key, value in (("user.name", "agent"), ("user.email", "agent@example.com")):
+        subprocess.run(["git", "-C", str(repo), "config", key, value], check=True)
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text(PRE_COMMIT)
+    hook.chmod(0o755)
+
+
 def scripts(driver: CliDriver, clis: Sessions, store: LockStore, repo: Path,
             killed: threading.Event) -> tuple[Script, Script]:  # fmt: skip
     shared = repo / "shared.py"
     alice, bob = Script(), Script()
+    wip = "git add -A && git commit -qm wip"
     # 1. contention and hand-over; a write, a shell write and a commit refused
     alice.add("acquire shared", call(driver.acquire, {"filepaths": ["shared.py"],
                                                       "timeout_seconds": 0}))  # fmt: skip
     alice.add("write shared", write_step(driver, shared, "alice\n"))
     alice.add("shell write", call(*driver.run("printf x > notes.txt"),
                                   gate=lambda: clis.waits(store, "bob", "shared.py")))  # fmt: skip
-    alice.add("commit", call(*driver.run("git add -A && git commit -qm wip")))
+    alice.add("commit", call(*driver.run(wip)))  # refused: git's turn first
+    alice.add("commit in turn", in_turn(driver, wip))  # refused: unlocked files
     alice.add("release shared", call(driver.release, {"all": True}))
     # (gated on bob's own server being up: a write before that is refused too, for want of
     # a session, which is not what this step is about)
@@ -198,7 +267,29 @@ def scripts(driver: CliDriver, clis: Sessions, store: LockStore, repo: Path,
     bob.add("wait for a", call(driver.acquire, {"filepaths": ["a.py"], "timeout_seconds": 120},
                                gate=lambda: clis.waits(store, "alice", "b.py")))  # fmt: skip
     bob.add("release a b", call(driver.release, {"all": True}))
-    # 3. alice idles holding k.py until she is killed; bob's wait reclaims it
+    # 3. a stale whole-file write refused, then allowed after a read; commits at once
+    stale = (
+        call(*driver.run(f"printf 'alice again\\n' > {shared}"))
+        if driver.refuses_stale_writes
+        else write_step(driver, shared, "alice again\n")
+    )
+    alice.add("acquire shared again", call(driver.acquire, {"filepaths": ["shared.py", "alice.txt"],
+                                                            "timeout_seconds": 60}))  # fmt: skip
+    alice.add("stale write", stale)
+    alice.add("read shared", call(*driver.view(shared)))
+    alice.add("write after read", stale)
+    alice.add("write own", write_step(driver, repo / "alice.txt", "alice\n"))
+    alice.add(
+        "commit own", in_turn(driver, "git add alice.txt && git commit -qm alice -- alice.txt")
+    )
+    alice.add("release own", call(driver.release, {"all": True}))
+    bob_commit = "git add bob.txt && git commit -qm bob -- bob.txt"
+    bob.add("acquire own", call(driver.acquire, {"filepaths": ["bob.txt"], "timeout_seconds": 0}))
+    bob.add("write own", write_step(driver, repo / "bob.txt", "bob\n"))
+    bob.add("commit own", call(*driver.run(bob_commit)))  # refused: git's turn first
+    bob.add("commit in turn", in_turn(driver, bob_commit))
+    bob.add("release own", call(driver.release, {"all": True}))
+    # 4. alice idles holding k.py until she is killed; bob's wait reclaims it
     alice.add("acquire k", call(driver.acquire, {"filepaths": ["k.py"], "timeout_seconds": 0}))
     alice.add("idle", say("never heard", gate=killed.is_set))
     bob.add("wait for k", call(driver.acquire, {"filepaths": ["k.py"], "timeout_seconds": 90},
@@ -211,9 +302,12 @@ def scripts(driver: CliDriver, clis: Sessions, store: LockStore, repo: Path,
 def played(driver: CliDriver, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Played]:
     tmp = tmp_path_factory.mktemp(f"play-{driver.cli}")
     lock_dir, repo = tmp / "locks", tmp / "repo"
-    init_repo(repo, driver.cli, lock_dir=lock_dir)
+    init_repo(repo, driver.cli, lock_dir=lock_dir, git_turns=True)
+    prepare_commits(repo)
     killed = threading.Event()
     began = time.monotonic()
+    tmp_git = Path(tempfile.gettempdir()) / ".git"
+    tmp_git_before = tmp_git.exists()
     with driver.api() as api, LockStore(repo, lock_dir) as store:
         clis = Sessions(driver, api, repo, tmp, lock_dir)
         # No monitor runs: the sessions' own servers elect the one that resolves deadlocks.
@@ -240,12 +334,16 @@ def played(driver: CliDriver, tmp_path_factory: pytest.TempPathFactory) -> Itera
             lock.liveness == "dead" and store.try_lock(lock.lock_path, "after-the-sessions")
             for lock in left
         )
-        log = subprocess.run(["git", "-C", str(repo), "log"], capture_output=True, check=False)
+        log = subprocess.run(
+            ["git", "-C", str(repo), "log", "--reverse", "--format=%x00%s", "--name-only"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        commits = [entry.split() for entry in log.stdout.split("\0") if entry.strip()]
         yield Played(
             driver, repo, clis.ids,
             alice_script.results(api.outcomes("alice")), bob_script.results(api.outcomes("bob")),
-            (repo / "shared.py").read_text(), log.returncode, left, kill,
-            reclaimable, time.monotonic() - began,
+            (repo / "shared.py").read_text(), commits, left, kill,
+            reclaimable, time.monotonic() - began, not tmp_git_before and tmp_git.exists(),
         )  # fmt: skip
 
 
@@ -276,7 +374,7 @@ def test_contention_hands_the_file_over_after_refusing_the_early_write(played: P
     assert waited["all_acquired"] is True
     assert waited["results"][0]["holder"] == ids["bob"]
     assert not bob["write shared"].is_error, bob["write shared"].text
-    assert played.shared_text == "bob\n", bob["write shared"].text
+    assert "bob" in played.alice["read shared"].text  # what alice read later: bob's write
 
 
 def test_a_shell_write_of_an_unlocked_file_is_refused(played: Played) -> None:
@@ -288,10 +386,35 @@ def test_a_shell_write_of_an_unlocked_file_is_refused(played: Played) -> None:
 
 
 def test_a_commit_of_unlocked_files_is_refused(played: Played) -> None:
-    refused = played.alice["commit"]
+    refused = played.alice["commit in turn"]
     assert refused.is_error, refused.text
     assert "This git commit would include files you have not locked" in refused.text
-    assert played.git_log_status != 0  # the refused commit never happened
+    assert ["wip"] not in [commit[:1] for commit in played.commits]  # it never happened
+
+
+def test_a_stale_whole_file_write_is_refused_and_allowed_after_a_read(played: Played) -> None:
+    stale = played.alice["stale write"]
+    assert stale.is_error, stale.text
+    assert "shared.py changed since you" in stale.text  # read it / wrote it (her own write)
+    assert f"agent {played.ids['bob']} wrote it" in stale.text
+    assert "Read shared.py again" in stale.text
+    assert not played.alice["read shared"].is_error, played.alice["read shared"].text
+    after = played.alice["write after read"]
+    assert not after.is_error, after.text
+    assert played.shared_text == "alice again\n"
+
+
+def test_two_sessions_commits_at_once_both_land_in_turn(played: Played) -> None:
+    """One session's commit line queued while the other's commit held git's turn (the first
+    commit's pre-commit hook waited for it), and both landed, each with its own file."""
+    for name, said in (("alice", played.alice), ("bob", played.bob)):
+        assert not said["commit own" if name == "alice" else "commit in turn"].is_error, said
+    # (a refusal that names no lock tool is not told from a result by every CLI's fake)
+    refused = played.bob["commit own"].text
+    assert "takes git's repository locks" in refused
+    assert f"git-turn --agent {played.ids['bob']} && git add bob.txt" in refused
+    lines = played.alice["commit own"].text, played.bob["commit in turn"].text
+    assert sorted(played.commits) == [["alice", "alice.txt"], ["bob", "bob.txt"]], lines
 
 
 def test_a_deadlock_between_the_sessions_is_resolved(played: Played) -> None:
@@ -323,3 +446,7 @@ def test_what_a_session_held_is_given_back_when_its_cli_exits(played: Played) ->
     if not played.driver.kills_its_mcp_servers:
         assert played.left_at_exit == []
     assert played.reclaimed_after_exit, played.left_at_exit
+
+
+def test_the_play_leaves_no_git_directory_in_tmp(played: Played) -> None:
+    assert not played.made_tmp_git

@@ -4,6 +4,7 @@ exact removal, and every kind of bad existing file (nothing written)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -15,9 +16,11 @@ from typer.testing import CliRunner
 from lockyard.cli.app import app
 from lockyard.infra.agentcli.guard_address import guard_port, lock_dir_tag
 from lockyard.infra.agentcli.hook_timeouts import HOOK_DEADLINE_SECONDS
+from lockyard.infra.gitturn.switch import turns_switched_on
 from lockyard.infra.lockstore import default_lock_dir_path
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
+GIT = shutil.which("git") or "git"  # the tests' PATH holds only the CLIs they install
 
 
 @pytest.fixture
@@ -126,6 +129,28 @@ def test_uninstall_takes_back_exactly_what_init_added(repo: Path) -> None:
     assert after == before
     assert not (repo / ".claude").exists()
     assert not (repo / ".opencode").exists()
+
+
+def test_git_turns_are_switched_on_for_the_whole_clone_and_off_by_a_full_uninstall(
+    repo: Path,
+) -> None:
+    switch = repo / ".git" / "lockyard" / "git-turns.on"
+    code, out = run("init", "codex", "--git-turns", "--dry-run", "--command", "lockyard")
+    assert (code, switch.exists()) == (0, False), out
+    assert "would create" in out
+    code, out = run("init", "codex", "--git-turns", "--command", "lockyard")
+    assert (code, switch.exists()) == (0, True), out
+    assert "git turns on" in out
+    # a linked worktree of the clone finds the same switch
+    git = [GIT, "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "c"], check=True)
+    linked = repo.parent / "linked"
+    subprocess.run([*git, "worktree", "add", "-q", str(linked)], check=True)
+    assert turns_switched_on(str(linked))
+    assert run("uninstall", "codex")[0] == 0
+    assert switch.exists()  # one CLI less: the other sessions still take turns
+    code, out = run("uninstall")
+    assert (code, switch.exists()) == (0, False), out
 
 
 def test_clis_sharing_agents_md_keep_its_block_until_the_last_one_goes(repo: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from lockyard.cli import hook
+from lockyard.infra.gitturn.switch import switch_turns
 from lockyard.infra.hooks.shell_guard.decide import (
     Decision,
     ShellGuardPolicy,
@@ -120,8 +121,11 @@ async def test_the_sdk_hook_refuses_a_commit_without_a_turn_when_turns_are_on(
     assert "git-turn --agent alice" in specific["permissionDecisionReason"]
 
 
-@pytest.mark.parametrize("setting", ["1", ""], ids=["LOCKYARD_GIT_TURNS=1", "unset"])
-def test_an_agent_cli_hook_asks_for_the_turn_when_its_environment_turns_them_on(
+@pytest.mark.parametrize(
+    "setting", ["1", "init --git-turns", ""],
+    ids=["LOCKYARD_GIT_TURNS=1", "the clone's switch", "neither"],
+)  # fmt: skip
+def test_an_agent_cli_hook_asks_for_the_turn_when_its_environment_or_the_clone_turns_them_on(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     store: LockStore,
@@ -129,7 +133,10 @@ def test_an_agent_cli_hook_asks_for_the_turn_when_its_environment_turns_them_on(
     lock_dir: Path,
     setting: str,
 ) -> None:
-    monkeypatch.setenv(TURNS_VARIABLE, setting)
+    """The clone's switch reaches a hook whose CLI passes it no environment (Codex)."""
+    monkeypatch.setenv(TURNS_VARIABLE, "1" if setting == "1" else "")
+    if setting == "init --git-turns":
+        assert switch_turns(str(repo), True)
     assert store.try_lock("a.py", "alice")
     call = {"tool_name": "Bash", "tool_input": {"command": "git add a.py"}, "cwd": str(repo)}
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(call).encode())))

@@ -17,6 +17,7 @@ mcp or SDK), for the command hook's own process.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -70,7 +71,9 @@ def run_pre_tool_use(fmt: CliFormat, raw: bytes, settings: HookSettings) -> Hook
         try:
             from .ipc_guard_store import judge_in_sandbox
 
-            return judge_in_sandbox(fmt, read, settings.ipc, settings.repo, _denial)
+            # The clone's git-turn switch is the host's: a sandbox's agents are not asked.
+            denial = functools.partial(_denial, clone_switch=False)
+            return judge_in_sandbox(fmt, read, settings.ipc, settings.repo, denial)
         except Exception as exc:  # the guard must answer, and a guard that cannot judge refuses
             return _failed(fmt, exc, read)
     try:
@@ -168,12 +171,14 @@ def _load(raw: bytes) -> object:
         raise PayloadError(f"the hook input is not JSON: {str(exc)[:120]}") from None
 
 
-def _denial(fmt: CliFormat, call: ToolCall, reader: GuardStore, agent_id: str) -> str | None:
+def _denial(
+    fmt: CliFormat, call: ToolCall, reader: GuardStore, agent_id: str, clone_switch: bool = True
+) -> str | None:
     """Why the call is refused (journalled: the guard, the files, the reason), or None. Once
     the whole call is allowed, and only then, what it reads and writes is noted in the
     clone's book (`lockyard.infra.seen`), so the guards can refuse a write made from a stale
     read: the decision itself writes nothing. A read is never refused."""
-    reason, written, viewed = _decision(fmt, call, reader, agent_id)
+    reason, written, viewed = _decision(fmt, call, reader, agent_id, clone_switch)
     if reason is not None:
         return reason
     note_writes(reader, agent_id, written)
@@ -185,7 +190,7 @@ def _denial(fmt: CliFormat, call: ToolCall, reader: GuardStore, agent_id: str) -
 
 
 def _decision(
-    fmt: CliFormat, call: ToolCall, reader: GuardStore, agent_id: str
+    fmt: CliFormat, call: ToolCall, reader: GuardStore, agent_id: str, clone_switch: bool
 ) -> tuple[str | None, tuple[str, ...], tuple[str, ...]]:
     """Why the call is refused (journalled), or None, the keys of the writes to note and the
     files a shell command shows (its reads to note)."""
@@ -203,10 +208,14 @@ def _decision(
     assert call.command is not None
     # The shell guard parses the command (tree-sitter): loaded for shell calls only, so a
     # write's hook does not pay for it.
+    from ..gitturn.switch import turns_switched_on
     from ..hooks.shell_guard.decide import ShellGuardPolicy, decide_shell_command
     from ..hooks.shell_guard.git_turn import turns_from_environment
 
-    policy = ShellGuardPolicy(git_turns=turns_from_environment())
+    # The clone's switch (`init --git-turns`) or the CLI's environment: some CLIs (Codex)
+    # pass their hooks only a few variables of their own.
+    turns = turns_from_environment() or (clone_switch and turns_switched_on(reader.root))
+    policy = ShellGuardPolicy(git_turns=turns)
     decision = decide_shell_command(
         call.command, call.cwd, agent_id, reader, policy=policy, acquire_tool=fmt.acquire_tool
     )
