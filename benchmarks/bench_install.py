@@ -1,15 +1,22 @@
-"""Size and cold install time of lockyard's installs, plain and with each extra.
+"""Size and install time of lockyard's installs: the plain one, and with each extra.
 
-    python3 scripts/uv run python benchmarks/bench_install.py [--baseline /work/base]
+    python3 scripts/uv run python benchmarks/bench_install.py [--variants '' sdk] \
+        [--baseline CHECKOUT]
 
-Builds a wheel of this checkout, then installs it as a person would, with `uv tool install`,
-once per variant (plain, [postgres], [sdk], [sdk,postgres]), each into a tool directory and
-an EMPTY uv cache of its own, so every install downloads and unpacks everything it needs from
-PyPI: the time is a cold install (it includes the network, so compare ratios, not seconds).
-Prints each environment's size on disk and install time, both as a ratio to the install with
-every extra (what every install was before the extras: `--baseline CHECKOUT` adds the plain
-install of another checkout, e.g. the commit before this work, built and installed in this
-same run). Start-up per command is benchmarks/bench_startup.py's.
+Builds a wheel of this checkout, then installs it as a person would, with `uv tool install`
+(uv's defaults: cache links, no bytecode), once per variant: plain (agent CLI sessions),
+`[postgres]`, `[sdk]` (an orchestrator's), each into a temporary UV_TOOL_DIR:
+
+- cold: from an EMPTY uv cache of its own, so the install downloads and unpacks everything it
+  needs from PyPI (a first install on a new machine; it includes the network, so its seconds
+  are rough: compare ratios);
+- warm: the same install again into a fresh tool directory, from the cache the cold one
+  filled (a reinstall, or a second tool with the same packages): no network, the local cost.
+
+Prints each environment's size on disk and both times, with ratios to `lockyard[sdk]` (what
+every install was before the extras, when it carried the SDK and its bundled Claude CLI).
+`--baseline CHECKOUT` adds the plain install of another checkout (e.g. the commit before a
+change), built and installed in this same run. Start-up per command is bench_startup.py's.
 """
 
 from __future__ import annotations
@@ -26,24 +33,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 UV = [sys.executable, str(ROOT / "scripts" / "uv")]
-VARIANTS = ("", "postgres", "sdk", "sdk,postgres")
-EVERYTHING = "sdk,postgres"
+VARIANTS = ("", "postgres", "sdk")
+REFERENCE = "sdk"
 
 
 @dataclass(frozen=True)
 class Installed:
     label: str
     size_bytes: int
-    install_seconds: float
+    cold_seconds: float
+    warm_seconds: float
 
 
-def uv_env(scratch: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "UV_PROJECT"}}
+def uv_env(scratch: Path, tools: str) -> dict[str, str]:
+    dropped = {"VIRTUAL_ENV", "UV_PROJECT", "UV_COMPILE_BYTECODE", "UV_LINK_MODE"}
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(
         UV_NO_PROGRESS="1",
-        UV_CACHE_DIR=str(scratch / "cache"),  # empty: a cold install
-        UV_TOOL_DIR=str(scratch / "tools"),
-        UV_TOOL_BIN_DIR=str(scratch / "bin"),
+        UV_CACHE_DIR=str(scratch / "cache"),
+        UV_TOOL_DIR=str(scratch / tools),
+        UV_TOOL_BIN_DIR=str(scratch / f"{tools}-bin"),
         UV_PYTHON=sys.executable,
     )
     return env
@@ -70,45 +79,62 @@ def tree_size(root: Path) -> int:
     return total
 
 
+def timed_install(requirement: str, scratch: Path, tools: str) -> float:
+    started = time.perf_counter()
+    subprocess.run(
+        [*UV, "tool", "install", requirement],
+        check=True, capture_output=True, env=uv_env(scratch, tools),
+    )  # fmt: skip
+    return time.perf_counter() - started
+
+
 def install(label: str, wheel: Path, extras: str) -> Installed:
     scratch = Path(tempfile.mkdtemp(prefix="lockyard-bench-install-"))
     try:
         requirement = f"lockyard[{extras}] @ {wheel.as_uri()}" if extras else str(wheel)
-        started = time.perf_counter()
-        subprocess.run(
-            [*UV, "tool", "install", "--link-mode", "copy", requirement],
-            check=True, capture_output=True, env=uv_env(scratch),
-        )  # fmt: skip
-        seconds = time.perf_counter() - started
-        size = tree_size(scratch / "tools" / "lockyard")
-        return Installed(label, size, seconds)
+        cold = timed_install(requirement, scratch, "cold")
+        warm = timed_install(requirement, scratch, "warm")
+        return Installed(label, tree_size(scratch / "cold" / "lockyard"), cold, warm)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def label_of(extras: str) -> str:
+    return f"lockyard[{extras}]" if extras else "lockyard"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=list(VARIANTS),
+        help="extras of each install ('' for plain; 'sdk,postgres' for both)",
+    )
     parser.add_argument("--baseline", type=Path, help="another checkout, installed plain")
     options = parser.parse_args()
+    variants = list(dict.fromkeys([*options.variants, REFERENCE]))
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="lockyard-bench-wheels-") as out:
         wheel = build_wheel(ROOT, Path(out) / "this")
-        results = [
-            install(f"lockyard[{extras}]" if extras else "lockyard", wheel, extras)
-            for extras in VARIANTS
-        ]
+        results = [install(label_of(extras), wheel, extras) for extras in variants]
         if options.baseline is not None:
             base_wheel = build_wheel(options.baseline, Path(out) / "baseline")
             results.append(install(f"{options.baseline} (plain)", base_wheel, ""))
-    everything = next(r for r in results if r.label == f"lockyard[{EVERYTHING}]")
-    print(f"every install: uv tool install, empty cache, Python {sys.version.split()[0]}")
+    reference = next(r for r in results if r.label == label_of(REFERENCE))
+    print(
+        f"uv tool install of a wheel, Python {sys.version.split()[0]}, uv's defaults; "
+        f"load {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
+    )
     print()
-    print("| install | size | vs everything | cold install | vs everything |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| install | size | vs [sdk] | empty cache | vs [sdk] | cached | vs [sdk] |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
         print(
             f"| `{r.label}` | {r.size_bytes / 1e6:.0f} MB "
-            f"| {r.size_bytes / everything.size_bytes:.2f}x "
-            f"| {r.install_seconds:.1f} s | {r.install_seconds / everything.install_seconds:.2f}x |"
+            f"| {r.size_bytes / reference.size_bytes:.2f}x "
+            f"| {r.cold_seconds:.1f} s | {r.cold_seconds / reference.cold_seconds:.2f}x "
+            f"| {r.warm_seconds:.1f} s | {r.warm_seconds / reference.warm_seconds:.2f}x |"
         )
 
 

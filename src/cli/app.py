@@ -31,8 +31,8 @@ class _LockyardApp(typer.Typer):
 
 
 # Each command's module, imported only when that command runs (or for the full --help): a
-# command's start-up must not pay for the imports of the others (mcp for serve, the SDK and
-# the demo's scenario for demo, psycopg for the PostgreSQL backend).
+# command's start-up must not pay for the imports of the others (the lock store for serve,
+# the demo's scenario and the live view for demo, psycopg for the PostgreSQL backend).
 COMMAND_MODULES: dict[str, str] = {
     "demo": "lockyard.cli.demo.command",
     "status": "lockyard.cli.status",

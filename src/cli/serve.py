@@ -239,11 +239,11 @@ def _serve_claimed(
     logging.basicConfig(
         level=level, stream=sys.stderr, format="lockyard serve [%(name)s] %(levelname)s %(message)s"
     )
-    # Listening before anything slow (the MCP library's import): a hook the CLI posts while
+    # Listening before anything slow (the lock tools' imports): a hook the CLI posts while
     # this server starts waits in the socket's backlog instead of being refused.
     guard_socket = None if guard_port is None else _listen(guard_port)
     from ..infra.crossproc.election import DeadlockDuty
-    from ..infra.transports.stdio.server import ServeSession  # imports mcp: only when serving
+    from ..infra.transports.stdio.server import ServeSession  # only when serving
 
     serving = ServeSession(store, agent_id, progress_interval=progress_interval)
     # Every server stands in the election of the process that resolves the deadlocks of its

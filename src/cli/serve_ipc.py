@@ -51,7 +51,7 @@ def serve_ipc(
     logging.basicConfig(
         level=level, stream=sys.stderr, format="lockyard serve [%(name)s] %(levelname)s %(message)s"
     )
-    from ..infra.transports.ipc.client import run_ipc_serve  # imports mcp: only when serving
+    from ..infra.transports.ipc.client import run_ipc_serve  # only when serving
 
     logging.getLogger("lockyard.ipc.client").info(
         "serving through IPC folder %s (checkout %s)", folder, checkout

@@ -2,9 +2,10 @@
 
 The plain install carries what agent CLI sessions need (`serve`, `hook`, `init`, `status`,
 `monitor`, `top`, `web`, `demo`); an orchestrator that hands options to the Claude Agent SDK
-installs `lockyard[sdk]` (the SDK bundles a ~370 MB Claude CLI), and agents on many hosts
-`lockyard[postgres]` (PostgreSQL's driver). A use that needs a missing part says, in one
-line, which extra to install, instead of a ModuleNotFoundError from deep inside lockyard.
+installs `lockyard[sdk]` (the SDK bundles a ~370 MB Claude CLI, and its in-process MCP server
+needs the mcp library), and agents on many hosts `lockyard[postgres]` (PostgreSQL's driver).
+A use that needs a missing part says, in one line, which extra to install, instead of a
+ModuleNotFoundError from deep inside lockyard.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class Extra:
 
 
 SDK = Extra("sdk", "claude_agent_sdk", "the Claude Agent SDK (claude-agent-sdk)")
+MCP = Extra("sdk", "mcp", "the MCP library (mcp)")
+"""The SDK's in-process server is an mcp `Server`; `lockyard serve` speaks MCP without it."""
 POSTGRES = Extra("postgres", "psycopg", "PostgreSQL's driver (psycopg)")
 
 

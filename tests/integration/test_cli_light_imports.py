@@ -78,6 +78,32 @@ def test_a_command_imports_no_library_it_does_not_use(
     assert set(heavy_imports(*args, *lock_dir)) <= allowed
 
 
+SDK_EXTRA_LIBRARIES = ("claude_agent_sdk", "mcp", "mcp_types")
+"""What only `lockyard[sdk]` installs: the plain install's command must run without them."""
+
+EVERY_CLI_MODULE = r"""
+import importlib, json, pkgutil, sys
+import lockyard.cli
+from lockyard.cli.entry import main  # the console script's entry point
+names = [m.name for m in pkgutil.walk_packages(lockyard.cli.__path__, "lockyard.cli.")]
+for name in names:
+    importlib.import_module(name)
+print(json.dumps({"modules": names, "loaded": sorted({m.partition(".")[0] for m in sys.modules})}))
+"""
+
+
+def test_no_module_of_the_lockyard_command_imports_the_sdk_extras_libraries() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", EVERY_CLI_MODULE], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout)
+    assert {"lockyard.cli.demo.runner", "lockyard.cli.serve", "lockyard.cli.web.server"} <= set(
+        found["modules"]
+    )
+    assert set(found["loaded"]) & set(SDK_EXTRA_LIBRARIES) == set()
+
+
 @pytest.mark.parametrize("command", ["log", "stats"])
 def test_the_postgresql_journal_is_read_without_the_lock_directorys(command: str) -> None:
     # No server listens there: the command fails to connect, after its imports are done.

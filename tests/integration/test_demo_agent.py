@@ -1,5 +1,6 @@
-"""The scripted agent's unhappy paths, on a real store, monitor and MCP server: every one
-of them must end up in the report, never pass silently."""
+"""The scripted agent's unhappy paths, on a real store, monitor and MCP connection (the demo's
+own: `lockyard serve`'s protocol over pipes): every one of them must end up in the report,
+never pass silently."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
 
 from lockyard.cli.demo.agent import (
     Pacing,
@@ -23,7 +23,9 @@ from lockyard.cli.demo.recorder import Phase, SessionRecorder
 from lockyard.cli.demo.scenario import AgentScript, Task, edit_line
 from lockyard.domain.monitor import DeadlockMonitor
 from lockyard.infra.lockstore import LockStore
-from lockyard.infra.transports.sdk.server import create_locking_mcp_server
+from lockyard.infra.tools.lock_tools import LockTools
+from lockyard.infra.transports.stdio.mcp_client import connected
+from lockyard.infra.transports.stdio.server import StdioToolSession
 
 FAST = Pacing(
     edit=(0.0, 0.001),
@@ -52,10 +54,8 @@ class Bench:
 
     @asynccontextmanager
     async def session(self, agent_id: str) -> AsyncIterator[Any]:
-        server = create_locking_mcp_server(
-            agent_id, self.repo, self.emit, store=self.store, victim_notices=self.monitor
-        )
-        async with Client(server["instance"], mode="legacy") as client:
+        tools = LockTools(self.store, agent_id, self.emit, victim_notices=self.monitor)
+        async with connected(StdioToolSession(tools)) as client:
             yield client
 
     async def holder(self, key: str) -> str | None:

@@ -57,15 +57,15 @@ def repo(tmp_path: Path) -> Path:
     return repo
 
 
-def test_the_plain_install_has_neither_the_sdk_nor_the_postgres_driver(
+def test_the_plain_install_has_neither_the_sdk_nor_mcp_nor_the_postgres_driver(
     light: LightInstall, repo: Path
 ) -> None:
     probe = (
         "import importlib.util as u; "
-        "print([u.find_spec(m) is None for m in ('claude_agent_sdk', 'psycopg')])"
+        "print([u.find_spec(m) is None for m in ('claude_agent_sdk', 'mcp', 'psycopg')])"
     )
     done = light.run(str(light.bin / "python"), "-c", probe, cwd=repo)
-    assert done.stdout.strip() == "[True, True]", done.stderr
+    assert done.stdout.strip() == "[True, True, True]", done.stderr
 
 
 def test_the_plain_install_runs_the_demo(light: LightInstall, repo: Path, tmp_path: Path) -> None:
@@ -113,16 +113,24 @@ def test_an_orchestrator_without_the_sdk_extra_is_told_to_install_it(
 ) -> None:
     program = (
         "from lockyard.infra.agent_runtime import AgentRuntimeBuilder\n"
+        "from lockyard.infra.tools.locking_mcp import create_locking_mcp_server\n"
         "from lockyard.core.extras import MissingExtraError\n"
-        "try:\n"
-        f"    AgentRuntimeBuilder({str(repo)!r}).build()\n"
-        "except MissingExtraError as error:\n"
-        "    print(error)\n"
+        "for use in (\n"
+        f"    lambda: AgentRuntimeBuilder({str(repo)!r}).build(),\n"
+        f"    lambda: create_locking_mcp_server('agent-1', {str(repo)!r}),\n"
+        "):\n"
+        "    try:\n"
+        "        use()\n"
+        "    except MissingExtraError as error:\n"
+        "        print(error)\n"
     )
     done = light.run(str(light.bin / "python"), "-c", program, cwd=repo)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "AgentRuntimeBuilder" in done.stdout
-    assert "lockyard[sdk]" in done.stdout
+    builder, server = done.stdout.splitlines()
+    assert "AgentRuntimeBuilder" in builder
+    assert "create_locking_mcp_server" in server
+    assert "lockyard[sdk]" in builder
+    assert "lockyard[sdk]" in server
 
 
 def test_the_installed_package_ships_its_mit_licence(light: LightInstall, repo: Path) -> None:

@@ -9,12 +9,14 @@ import pytest
 import typer
 
 from lockyard.cli._errors import ExitCode, reports_errors
-from lockyard.core.extras import POSTGRES, SDK, Extra, MissingExtraError, installed, require
+from lockyard.core.extras import MCP, POSTGRES, SDK, Extra, MissingExtraError, installed, require
 
 
 def test_require_returns_the_module_an_installed_extra_brings() -> None:
     assert require(SDK, "this test").__name__ == "claude_agent_sdk"
     assert require(POSTGRES, "this test").__name__ == "psycopg"
+    assert require(MCP, "this test").__name__ == "mcp"
+    assert MCP.name == SDK.name  # mcp comes with lockyard[sdk]
     assert installed(SDK)
     assert installed(POSTGRES)
 

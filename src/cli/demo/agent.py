@@ -32,16 +32,16 @@ class ToolCallError(RuntimeError):
 
 
 class ToolSession(Protocol):
-    """The slice of `mcp.Client` an agent uses."""
+    """An MCP client (`McpLineClient`): `call_tool` returns the `tools/call` result."""
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any: ...
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]: ...
 
 
 async def call_tool(session: ToolSession, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """One tool call through MCP; the JSON result, or ToolCallError for an error result."""
     result = await session.call_tool(name, arguments)
-    text = "".join(getattr(block, "text", "") for block in result.content)
-    if result.is_error:
+    text = "".join(block.get("text", "") for block in result["content"])
+    if result.get("isError"):
         raise ToolCallError(f"{name} failed: {text}")
     payload: dict[str, Any] = json.loads(text)
     return payload

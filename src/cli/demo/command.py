@@ -85,7 +85,7 @@ def demo(
         ),
     ] = None,
 ) -> None:
-    from .runner import DemoOptions, run_demo  # mcp and the SDK load only when needed
+    from .runner import DemoOptions, run_demo  # the store, monitor and scenario: only for demo
 
     quiet_library_logs()
     console = Console()

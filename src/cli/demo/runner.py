@@ -1,9 +1,10 @@
 """Run the demo session: a generated repo, one lock store, one monitor, N agents over MCP.
 
 Everything is real except the agents' brains: the lock store on a real lock directory, the
-deadlock monitor, and each agent's own in-process MCP server from
-`create_locking_mcp_server`, reached through the MCP protocol (`mcp.Client`, legacy JSON-RPC
-mode, the path the Claude CLI takes). Nothing here needs a network or an API key.
+deadlock monitor, and each agent's own lock tools, reached through the MCP protocol: the JSON
+lines an agent CLI exchanges with `lockyard serve`, over pipes, answered by the same code
+(`transports/stdio/mcp_client.py`). Nothing here needs a network, an API key, or the mcp
+package (which only `lockyard[sdk]` installs).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
-from mcp import Client
 from rich.console import Console
 from rich.live import Live
 
@@ -35,7 +35,9 @@ from ...infra.lockstore import (
     replay_lines,
     store_call,
 )
-from ...infra.transports.sdk.server import create_locking_mcp_server
+from ...infra.tools.lock_tools import LockTools
+from ...infra.transports.stdio.mcp_client import McpLineClient, connected
+from ...infra.transports.stdio.server import StdioToolSession
 from .._errors import CliError, ExitCode
 from .agent import Pacing, Rendezvous, ScriptedAgent
 from .backend import NOTIFY_FLOOR, demo_backend, measure_notify
@@ -183,19 +185,14 @@ class DemoSession:
             live.refresh()
         return self._report(seconds=time.perf_counter() - started)
 
-    async def _connect(self, script: AgentScript, stack: AsyncExitStack) -> Client:
-        """Register the agent and open an MCP session to its own lock-tool server."""
+    async def _connect(self, script: AgentScript, stack: AsyncExitStack) -> McpLineClient:
+        """Register the agent and open an MCP session to its own lock tools."""
         self.recorder.add_agent(script.agent_id, sum(len(task.files) for task in script.tasks))
         self.monitor.register_agent(script.agent_id)
-        server = create_locking_mcp_server(
-            script.agent_id,
-            self.workspace.repo,
-            self.emit,
-            store=self.store,
-            victim_notices=self.monitor,
+        tools = LockTools(
+            self.store, script.agent_id, emit_lock_event=self.emit, victim_notices=self.monitor
         )
-        client: Client = await stack.enter_async_context(Client(server["instance"], mode="legacy"))
-        return client
+        return await stack.enter_async_context(connected(StdioToolSession(tools)))
 
     def _report(self, seconds: float) -> DemoReport:
         if self.backend is None:

@@ -3,6 +3,8 @@
 The behaviour lives in `lock_tools.LockTools`; this module only wraps the shared MCP server
 in the `McpSdkServerConfig` that `ClaudeAgentOptions.mcp_servers` takes. The model sees the
 tools as `mcp__<key in mcp_servers>__lock_acquire`: the dict key, not the server name.
+The server is an mcp `Server`: mcp comes with `lockyard[sdk]`, and is imported only when a
+server is made (the coordinator's store and monitor, which the demo uses, work without it).
 """
 
 from __future__ import annotations
@@ -11,15 +13,17 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ....core.extras import MCP, require
 from ....core.ports import EmitLockEvent, VictimNotices
 from ...lockstore import open_backend
 from ...tools.lock_tools import LockTools, ToolStore
-from ...tools.mcp_server import build_lock_tools_server
 from ...tools.naming import DEFAULT_SERVER_KEY, check_server_key
 
 if TYPE_CHECKING:
-    # A TypedDict: the config is a plain dict, so serving the tools needs no SDK installed.
+    # A TypedDict: the config is a plain dict, so the server needs mcp but not the SDK.
     from claude_agent_sdk import McpSdkServerConfig
+
+USE = "create_locking_mcp_server (the lock tools' in-process MCP server)"
 
 
 def create_locking_mcp_server(
@@ -45,6 +49,7 @@ def create_locking_mcp_server(
     `victim_notices` (usually the monitor) lets a waiting call return the deadlock result
     when this agent is chosen as a victim.
     """
+    require(MCP, USE)  # before a store is opened for nothing
     tools = LockTools(
         _resolve_store(store, repo_namespace, lock_dir, backend, namespace),
         agent_id,
@@ -59,6 +64,9 @@ def lock_tools_server_config(
 ) -> McpSdkServerConfig:
     """Wrap ready `LockTools` as an SDK MCP server config."""
     check_server_key(server_name)
+    require(MCP, USE)
+    from ...tools.mcp_server import build_lock_tools_server  # imports mcp
+
     config: McpSdkServerConfig = {
         "type": "sdk",
         "name": server_name,

@@ -62,7 +62,8 @@ class StdoutLines:
     """Messages out as JSON lines on a file descriptor, one writer at a time.
 
     The event loop waits until the pipe takes data, so a client that is slow to read holds
-    up only the writer, not the signal handlers or the calls in progress.
+    up only the writer, not the signal handlers or the calls in progress. The descriptor may
+    be non-blocking (the in-process pipes of `mcp_client.connected`).
     """
 
     def __init__(self, fd: int = 1) -> None:
@@ -76,7 +77,10 @@ class StdoutLines:
             try:
                 while pending:
                     await self._wait_writable()
-                    pending = pending[os.write(self._fd, pending) :]
+                    try:
+                        pending = pending[os.write(self._fd, pending) :]
+                    except BlockingIOError:  # a non-blocking pipe filled up meanwhile
+                        continue
             except BrokenPipeError:  # the client is gone; stdin's end will end the session
                 log.debug("the client closed its end of stdout")
 
