@@ -313,6 +313,10 @@ def _intact(setup: CliSetup, root: Path, how: Invocation | None) -> Finding:
             "(another tool may have rewritten it): that part is not enforced",
             f"lockyard init {setup.name} (add --dry-run to see what it puts back)",
         )
+    if not setup.guarded:
+        return Finding(
+            check, "ok", "the lock tools are configured as init wrote them (no guard: MCP only)"
+        )
     return Finding(check, "ok", "the lock tools and the guard are configured as init wrote them")
 
 

@@ -27,10 +27,10 @@ HOOK_USAGE: Final = """usage: lockyard hook pre-tool-use --cli NAME [--lock-dir 
 Judge one tool call of an agent CLI session (JSON on stdin), answering in that CLI's hook
 format: a write to a file the session has not locked, or a `git commit` of such files, is
 denied with a reason that tells the agent what to do. NAME: claude-code, codex, gemini,
-opencode, copilot, qwen, pi, kilo, droid. Without --agent-id the session is found from the process
-tree: the agent CLI process above this hook that runs `lockyard serve`, whose guard (on the
-lock directory's guard port) judges the call; with no guard answering, this process judges it
-itself. In a sandbox, --ipc names its IPC folder: the host (`lockyard ipc-host`) answers
+opencode, copilot, qwen, pi, kilo, droid, auggie. Without --agent-id the session is found from
+the process tree: the agent CLI process above this hook that runs `lockyard serve`, whose guard
+(on the lock directory's guard port) judges the call; with no guard answering, this process
+judges it itself. In a sandbox, --ipc names its IPC folder: the host (`lockyard ipc-host`) answers
 for the folder's agent. `lockyard init` writes these hooks.
 """
 

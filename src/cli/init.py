@@ -27,16 +27,16 @@ from ._options import flag, lock_dir_option
 
 INIT_HELP = """Set this repository up for agent CLI sessions side by side: each session gets
 the lock tools (an MCP server, `lockyard serve`, with an agent id of its own) and a hook that
-refuses its edits and commits of files it has not locked.
+refuses its edits and commits of files it has not locked (crush: the lock tools only, no
+hook).
 
-CLIs: claude-code, codex, opencode, gemini, copilot, qwen, pi, kilo, droid. None named: the ones
-installed on this machine (their command on PATH) and the ones this repository already has
-configuration for, else claude-code; it says which it found and where. Existing files are
-merged into: every byte outside
-lockyard's own entries stays as it was; running it again changes nothing; `lockyard
-uninstall` takes back exactly what it added. An existing file that is not valid JSON/TOML, an
-entry named `lockyard` that lockyard did not write, or a name that leads outside the repository
-(a symlinked .claude/) stops it before anything is written.
+CLIs: claude-code, codex, opencode, gemini, copilot, qwen, pi, kilo, droid, auggie, crush. None
+named: the ones installed on this machine (their command on PATH) and the ones this repository
+already has configuration for, else claude-code; it says which it found and where. Existing
+files are merged into: every byte outside lockyard's own entries stays as it was; running it
+again changes nothing; `lockyard uninstall` takes back exactly what it added. An existing file
+that is not valid JSON/TOML, an entry named `lockyard` that lockyard did not write, or a name
+that leads outside the repository (a symlinked .claude/) stops it before anything is written.
 """
 
 UNINSTALL_HELP = """Remove what `lockyard init` added for the named CLIs (none named: every CLI
@@ -46,7 +46,7 @@ hold nothing else are deleted."""
 CliNames = Annotated[
     list[str] | None,
     typer.Argument(
-        help="claude-code, codex, opencode, gemini, copilot, qwen, pi, kilo, droid",
+        help="claude-code, codex, opencode, gemini, copilot, qwen, pi, kilo, droid, auggie, crush",
         show_default=False,
     ),
 ]
@@ -270,15 +270,29 @@ WHAT_EACH_CLI_ASKS_FIRST = {
 }
 
 
+def _guarded_from_start(guarded: list[CliSetup], unguarded: list[CliSetup]) -> str:
+    if not guarded:
+        return ""
+    which = f" of {', '.join(s.display for s in guarded)}" if unguarded else ""
+    return f" New sessions{which} are guarded from their first tool call."
+
+
 def next_steps(root: Path, chosen: list[CliSetup]) -> str:
     """What a person does after `init`: the sessions pick the set-up up when they start."""
     names = ", ".join(setup.display for setup in chosen)
+    unguarded = [setup for setup in chosen if not setup.guarded]
     steps = [
         f"Restart the {names} sessions already running in {root}: a session reads its "
-        "configuration when it starts. New sessions are guarded from their first tool call.",
+        "configuration when it starts."
+        + _guarded_from_start([setup for setup in chosen if setup.guarded], unguarded),
         "Nothing else to start or remember: the sessions' own lockyard servers find and break "
         "deadlocks between them (lockyard monitor only prints them, for whoever wants the log).",
         *(WHAT_EACH_CLI_ASKS_FIRST[s.name] for s in chosen if s.name in WHAT_EACH_CLI_ASKS_FIRST),
+        *(
+            f"{s.display} gets the lock tools only: no hook of it refuses a write of an unlocked "
+            f"file (docs/clis/{s.name}.md says why)."
+            for s in unguarded
+        ),
         "lockyard doctor checks the set-up and says what to fix; lockyard status shows who "
         "holds what.",
     ]

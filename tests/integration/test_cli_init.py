@@ -308,6 +308,40 @@ def test_droid_gets_its_server_and_hook_beside_its_own_settings_and_loses_exactl
     assert snapshot(repo) == before
 
 
+def test_auggie_gets_its_server_and_hook_and_crush_the_lock_tools_only_and_both_lose_them(
+    repo: Path,
+) -> None:
+    auggie = install_command(repo, "auggie")
+    theirs = {"mcp": {"docs": {"type": "http", "url": "http://x"}}, "options": {"debug": True}}
+    (repo / "crush.json").write_text(json.dumps(theirs))
+    before = snapshot(repo)
+    code, out = run("init", "--command", "lockyard")
+    assert code == 0, out
+    assert f"found Auggie: auggie on PATH ({auggie})" in out.splitlines()
+    assert "found Crush: crush.json in the repository" in out.splitlines()
+    assert "set up for Auggie, Crush" in out
+    assert "Crush gets the lock tools only: no hook of it refuses a write" in out
+    assert "New sessions of Auggie are guarded" in " ".join(out.split())
+    entry = {"type": "stdio", "command": "lockyard", "args": ["serve", "--cli", "auggie"]}
+    augment = json.loads((repo / ".augment/settings.json").read_text())
+    assert augment["mcpServers"] == {"lockyard": entry}
+    assert augment["hooks"]["PreToolUse"] == [{
+        "matcher": "^(view|save-file|str-replace-editor|remove-files|launch-process)$",
+        "hooks": [{"type": "command", "timeout": 60_000,
+                   "command": "lockyard hook pre-tool-use --cli auggie"}],
+    }]  # fmt: skip
+    crush = json.loads((repo / "crush.json").read_text())
+    assert crush["mcp"] == {**theirs["mcp"], "lockyard": {**entry, "args": [
+        "serve", "--cli", "crush"]}}  # fmt: skip
+    assert crush["options"] == theirs["options"]
+    assert "lock them first (lockyard)" in (repo / "AGENTS.md").read_text()
+    assert "nothing to change" in run("init", "auggie", "crush", "--command", "lockyard")[1]
+    code, out = run("uninstall")
+    assert code == 0, out
+    assert "lockyard removed for Auggie, Crush" in out
+    assert snapshot(repo) == before
+
+
 def test_every_command_hook_init_writes_has_a_timeout_the_hook_answers_well_within(
     repo: Path,
 ) -> None:

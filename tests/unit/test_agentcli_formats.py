@@ -58,6 +58,15 @@ def test_a_patch_writes_every_file_it_adds_updates_moves_or_deletes_once() -> No
         ("droid", "Create", {"file_path": "/r/new.py", "content": "new\n"}, ["/r/new.py"]),
         ("droid", "Edit", {"file_path": "/r/a.py", "old_str": "a", "new_str": "b"}, ["/r/a.py"]),
         ("droid", "ApplyPatch", {"input": PATCH}, patch_targets(PATCH)),
+        # Auggie 0.36.0's tool input schemas (its bundle; no Auggie ran here)
+        ("auggie", "save-file", {"path": "new.py", "file_content": "x"}, ["new.py"]),
+        (
+            "auggie",
+            "str-replace-editor",
+            {"command": "str_replace", "path": "a.py", "old_str_1": "a", "new_str_1": "b"},
+            ["a.py"],
+        ),
+        ("auggie", "remove-files", {"file_paths": ["a.py", "b/c.py"]}, ["a.py", "b/c.py"]),
     ],
 )
 def test_write_tools_are_read_with_the_paths_they_write(
@@ -78,6 +87,7 @@ def test_write_tools_are_read_with_the_paths_they_write(
         ("qwen", "run_shell_command"),
         ("pi", "bash"),
         ("droid", "Execute"),
+        ("auggie", "launch-process"),
     ],
 )
 def test_shell_tools_are_read_with_their_command(cli: str, tool: str) -> None:
@@ -111,6 +121,7 @@ def test_other_tools_are_not_judged() -> None:
         ("gemini", "read_file", {"absolute_path": "a.py"}),
         ("opencode", "read", {"filePath": "a.py"}),
         ("droid", "Read", {"file_path": "a.py"}),
+        ("auggie", "view", {"path": "a.py", "type": "file"}),
     ],
 )
 def test_each_cli_s_read_tool_is_a_read_of_its_file(
@@ -143,7 +154,7 @@ def test_payloads_missing_what_a_guard_needs_are_refused_with_the_reason(
 
 
 def test_a_deny_is_written_in_each_clis_own_format() -> None:
-    for cli in ("claude-code", "codex", "qwen", "droid"):
+    for cli in ("claude-code", "codex", "qwen", "droid", "auggie"):
         output = json.loads(FORMATS[cli].deny("locked").stdout)
         assert output == {
             "hookSpecificOutput": {

@@ -25,6 +25,9 @@ anything else (allowed: the hook is matched to the first three, anything else is
 - Factory's droid: Claude Code's payload and answer; reads are Read; writes are Create, Edit,
   MultiEdit (`file_path`) and ApplyPatch (the patch in `tool_input.input`); the shell is
   Execute.
+- Auggie (read in its 0.36.0 bundle, not run): Claude Code's payload (no `cwd`: its hooks run
+  in the workspace root) and answer; reads are view; writes are save-file and
+  str-replace-editor (`path`) and remove-files (`file_paths`); the shell is launch-process.
 """
 
 from __future__ import annotations
@@ -230,6 +233,25 @@ class Droid(ClaudeCode):
     patch_fields = ("input",)
 
 
+class Auggie(ClaudeCode):
+    """Augment's Auggie: Claude Code's hook answer under Auggie's own tool names (from the
+    tools' input schemas in its 0.36.0 bundle; never seen from a running Auggie)."""
+
+    name = "auggie"
+    display = "Auggie"
+    read_tools = frozenset({"view"})
+    write_tools = frozenset({"save-file", "str-replace-editor", "remove-files"})
+    shell_tools = frozenset({"launch-process"})
+    acquire_tool = ACQUIRE_TOOL
+
+    def write_paths(self, tool: str, tool_input: dict[str, Any]) -> list[str]:
+        if tool == "remove-files":
+            paths = tool_input.get("file_paths")
+            if isinstance(paths, list):
+                return [path for path in paths if isinstance(path, str) and path]
+        return super().write_paths(tool, tool_input)
+
+
 class Pi(CliFormat):
     """Fed by lockyard's pi extension: `{"tool_name", "tool_input", "cwd"}`."""
 
@@ -243,6 +265,7 @@ class Pi(CliFormat):
 
 _ALL: Final = (
     ClaudeCode(), Codex(), Gemini(), OpenCode(), KiloCode(), Copilot(), QwenCode(), Pi(), Droid(),
+    Auggie(),
 )  # fmt: skip
 FORMATS: Final[dict[str, CliFormat]] = {fmt.name: fmt for fmt in _ALL}
 """Every CLI lockyard knows, by the name `--cli` takes."""

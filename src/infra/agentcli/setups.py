@@ -16,6 +16,10 @@
   PreToolUse hook), `AGENTS.md`.
 - pi: `.pi/extensions/lockyard.ts` (starts `lockyard serve` and offers its lock tools, and
   guards writes and shell calls: pi has neither MCP nor command hooks), `AGENTS.md`.
+- Auggie: `.augment/settings.json` (`mcpServers.lockyard` and the PreToolUse hook; unproven:
+  no Auggie ran here), `AGENTS.md`.
+- Crush: `crush.json` (`mcp.lockyard`), `AGENTS.md`: the lock tools only, no guard
+  (docs/clis/crush.md).
 
 Each setup edits a `Plan` (the planned text of every file it touches), so several CLIs can
 share a file (AGENTS.md) and nothing is written until every file has been read and checked.
@@ -191,6 +195,8 @@ class CliSetup:
     """Files or directories whose presence means the CLI is used in this repository."""
     executables: tuple[str, ...] = ()
     """Command names the CLI installs (found on PATH: the CLI is installed on this machine)."""
+    guarded: bool = True
+    """init writes a guard that refuses unlocked writes (False: the lock tools only)."""
 
     @property
     def display(self) -> str:
@@ -721,11 +727,65 @@ class DroidSetup(_HookListSetup):
         return {"type": "stdio", "command": how.command, "args": how.serve_args(self.name)}
 
 
+class _LockToolsOnlySetup(_JsonServerSetup):
+    """A CLI given the lock tools (its MCP server) and no guard: its hooks could not be run
+    here, so nothing refuses its writes of unlocked files."""
+
+    instructions_file = "AGENTS.md"
+    guarded = False
+    title: str = ""
+
+    @property
+    def display(self) -> str:
+        return self.title
+
+    def server_entry(self, how: Invocation) -> dict[str, Any]:
+        return {"type": "stdio", "command": how.command, "args": how.serve_args(self.name)}
+
+    def install_guard(self, plan: Plan, how: Invocation) -> None:
+        pass
+
+    def uninstall_guard(self, plan: Plan) -> None:
+        pass
+
+
+class AuggieSetup(_HookListSetup):
+    """Augment's Auggie reads `mcpServers` and Claude-Code-style `hooks` from a workspace's
+    `.augment/settings.json` (what `auggie mcp add --project` writes; read in its 0.36.0
+    bundle, not run: docs/clis/auggie.md says what is unproven)."""
+
+    name = "auggie"
+    instructions_file = "AGENTS.md"
+    markers = (".augment",)
+    executables = ("auggie",)
+    server_file = ".augment/settings.json"
+    server_path = ("mcpServers",)
+    hook_file = ".augment/settings.json"
+    # Auggie tests this regular expression against the tool's name.
+    matcher = "^(view|save-file|str-replace-editor|remove-files|launch-process)$"
+    hook_timeout = CLI_HOOK_TIMEOUT_SECONDS * 1000  # Auggie counts milliseconds
+
+    def server_entry(self, how: Invocation) -> dict[str, Any]:
+        return {"type": "stdio", "command": how.command, "args": how.serve_args(self.name)}
+
+
+class CrushSetup(_LockToolsOnlySetup):
+    """Charm's Crush merges `mcp` from the project's `crush.json` and `.crush.json` (plain
+    JSON; its `internal/config` source)."""
+
+    name = "crush"
+    title = "Crush"
+    markers = ("crush.json", ".crush.json", ".crush")
+    executables = ("crush",)
+    server_file = "crush.json"
+    server_path = ("mcp",)
+
+
 SETUPS: Final[dict[str, CliSetup]] = {
     setup.name: setup
     for setup in (
         ClaudeCodeSetup(), CodexSetup(), OpenCodeSetup(), GeminiSetup(), CopilotSetup(),
-        QwenSetup(), PiSetup(), KiloSetup(), DroidSetup(),
+        QwenSetup(), PiSetup(), KiloSetup(), DroidSetup(), AuggieSetup(), CrushSetup(),
     )
 }  # fmt: skip
 """Every CLI `lockyard init` can set up, in the order it sets them up."""
