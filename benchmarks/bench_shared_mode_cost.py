@@ -10,8 +10,9 @@ Two figures per tree, each the median of a turn's samples (µs), and their ratio
 2. In-process hand-off: a task releases, the task waiting in line for the file gets it.
 
 Then, in this tree only, the uncontended cycle of a file with DIRECTORIES unrelated directory
-locks held in its lock directory (`--directories`, default 1,000) against the same cycle in a
-lock directory where no directory lock was ever taken, turn by turn.
+locks held in its lock directory (`--directories`, default 1,000), and with GLOBS unrelated
+glob locks (`--globs`, default 100: `other/g7/**/*.py`), each against the same cycle in a
+lock directory where no directory or glob lock was ever taken, turn by turn.
 
 Each tree is set up by this file run with `--serve` by that tree's interpreter and answers one
 turn at a time on stdin, so the machine's load hits both trees alike.
@@ -80,20 +81,23 @@ def serve() -> None:
                 assert store.release("src/app.py", "bob")
             return statistics.median(times) * 1e6
 
-        scoped: list[LockStore] = []
+        scoped: dict[str, LockStore] = {}
 
-        def scoped_cycle(directories: int) -> float:
-            """The cycle of `src/app.py` in a lock directory where another agent holds
-            `directories` directory locks elsewhere in the checkout."""
-            if not scoped:
-                scoped.append(LockStore(repo, Path(tmp) / "scoped-locks"))
-                for number in range(directories):
-                    assert scoped[0].try_lock(f"other/d{number}/", "carol")
+        def scoped_cycle(kind: str, count: int) -> float:
+            """The cycle of `src/app.py` in a lock directory where another agent holds `count`
+            directory locks (`other/d7/`) or glob locks (`other/g7/**/*.py`) elsewhere in the
+            checkout."""
+            if kind not in scoped:
+                scoped[kind] = LockStore(repo, Path(tmp) / f"{kind}-locks")
+                for number in range(count):
+                    key = f"other/d{number}/" if kind == "scoped" else f"other/g{number}/**/*.py"
+                    assert scoped[kind].try_lock(key, "carol")
+            store = scoped[kind]
             times = []
             for _ in range(TURN_CYCLES):
                 start = time.perf_counter()
-                assert scoped[0].try_lock("src/app.py", "alice")
-                assert scoped[0].release("src/app.py", "alice")
+                assert store.try_lock("src/app.py", "alice")
+                assert store.release("src/app.py", "alice")
                 times.append(time.perf_counter() - start)
             return statistics.median(times) * 1e6
 
@@ -101,8 +105,8 @@ def serve() -> None:
             what, _, count = line.strip().partition(" ")
             if what == "cycle":
                 figure = cycle()
-            elif what == "scoped":
-                figure = scoped_cycle(int(count))
+            elif what in ("scoped", "globbed"):
+                figure = scoped_cycle(what, int(count))
             else:
                 figure = anyio.run(handoffs)
             print(figure, flush=True)
@@ -114,6 +118,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=7)
     parser.add_argument("--serve", action="store_true")
     parser.add_argument("--directories", type=int, default=1000)
+    parser.add_argument("--globs", type=int, default=100)
     args = parser.parse_args()
     if args.serve:
         serve()
@@ -134,13 +139,20 @@ def main() -> None:
             this = statistics.median(figures["this"])
             label = "uncontended cycle" if what == "cycle" else "in-process hand-off"
             print(f"{label:22} base {base:8.1f} µs   this {this:8.1f} µs   {this / base:.2f}x")
-        none, held = [], []
+        none, held, globbed = [], [], []
         for _ in range(args.turns):
             none.append(trees["this"].ask("cycle"))
             held.append(trees["this"].ask(f"scoped {args.directories}"))
-        plain, scoped = statistics.median(none), statistics.median(held)
-        label = f"with {args.directories} dir locks"
-        print(f"{label:22} none {plain:8.1f} µs   held {scoped:8.1f} µs   {scoped / plain:.2f}x")
+            globbed.append(trees["this"].ask(f"globbed {args.globs}"))
+        plain = statistics.median(none)
+        for label, figures in (
+            (f"with {args.directories} dir locks", held),
+            (f"with {args.globs} glob locks", globbed),
+        ):
+            scoped = statistics.median(figures)
+            print(
+                f"{label:22} none {plain:8.1f} µs   held {scoped:8.1f} µs   {scoped / plain:.2f}x"
+            )
     finally:
         for tree in trees.values():
             tree.close()

@@ -55,6 +55,15 @@ async def _until_ended(call: Callable[[], Awaitable[bool]], ended: threading.Eve
         ended.set()
 
 
+def start_wait(
+    portal: BlockingPortal, store: LockStore, key: str, agent: str, mode: str
+) -> Request:
+    """`agent`'s `acquire_async` of `key` in `mode`, begun on the portal's event loop."""
+    call = functools.partial(store.acquire_async, key, agent, 600, 10, mode=mode)  # type: ignore[arg-type]
+    ended = threading.Event()
+    return Request(agent, mode, portal.start_task_soon(_until_ended, call, ended), ended)
+
+
 @dataclass
 class FileModel:
     exclusive: str | None = None
@@ -134,18 +143,7 @@ class SharedModeModel(RuleBasedStateMachine):
         if agent in self.pending:
             return  # an agent waits for one call at a time
         model = self.files[name]
-        call = functools.partial(
-            self.store.acquire_async,
-            name,
-            agent,
-            600,
-            10,
-            mode=mode,  # type: ignore[arg-type]
-        )
-        ended = threading.Event()
-        request = Request(
-            agent, mode, self.portal.start_task_soon(_until_ended, call, ended), ended
-        )
+        request = start_wait(self.portal, self.store, name, agent, mode)
         if model.holds(agent, mode) or (not model.line and model.compatible(agent, mode)):
             model.grant(agent, mode)
             self.granted.append(request)
@@ -242,23 +240,34 @@ SharedModeModel.TestCase.settings = settings(max_examples=30, stateful_step_coun
 test_shared_and_exclusive_holds_behave_like_the_oracle = SharedModeModel.TestCase
 
 
-# -- directory keys ------------------------------------------------------------------------------
+# -- directory and glob keys ---------------------------------------------------------------------
 #
-# With directories the order is FIFO per key, not across keys (a request under a directory
-# someone holds passes through the directory's line), so the oracle checks what holds for
-# any order: never two conflicting holders (after every step, from what the store granted),
-# a request nothing conflicts with is granted at once, a wait whose way is cleared ends
-# granted (in arrival order among conflicting requests for one key), and nothing is left.
+# With directories and globs the order is FIFO per key, not across keys (a request under a
+# directory or glob someone holds passes through that key's line), so the oracle checks what
+# holds for any order: never two conflicting holders (after every step, from what the store
+# granted), a request nothing conflicts with is granted at once, a wait whose way is cleared
+# ends granted (in arrival order among conflicting requests for one key), and nothing is left.
 
-SCOPED_KEYS = ["d/a.py", "d/e/b.py", "d/e/", "d/", "x.py"]
+SCOPED_KEYS = ["d/a.py", "d/e/b.py", "d/e/", "d/", "x.py", "d/*.py", "d/**/*.md", "*.py"]
 SCOPED_AGENTS = ["ann", "bob", "cid"]
+GLOB_MATCHES = {"d/*.py": {"d/a.py"}, "d/**/*.md": set(), "*.py": {"x.py"}}
+"""The files of SCOPED_KEYS each glob matches, by hand."""
+GLOB_DIRECTORIES = {"d/*.py": "d/", "d/**/*.md": "d/", "*.py": ""}
+"""Each glob's literal directory: globs and directories overlap when theirs nest
+(docs/lock-store.md's conservative rule)."""
 
 
 def overlap(one: str, other: str) -> bool:
-    return (
-        one == other
-        or (one.endswith("/") and other.startswith(one))
-        or (other.endswith("/") and one.startswith(other))
+    if one == other:
+        return True
+    if one in GLOB_MATCHES or other in GLOB_MATCHES:
+        glob, key = (one, other) if one in GLOB_MATCHES else (other, one)
+        if not key.endswith("/") and key not in GLOB_MATCHES:
+            return key in GLOB_MATCHES[glob]
+        one, other = GLOB_DIRECTORIES[glob], GLOB_DIRECTORIES.get(key, key)
+        return one.startswith(other) or other.startswith(one)
+    return (one.endswith("/") and other.startswith(one)) or (
+        other.endswith("/") and one.startswith(other)
     )
 
 
@@ -321,18 +330,7 @@ class ScopedModel(RuleBasedStateMachine):
     def ask_and_wait(self, agent: str, mode: str, key: str) -> None:
         if agent in self.pending:
             return
-        call = functools.partial(
-            self.store.acquire_async,
-            key,
-            agent,
-            600,
-            10,
-            mode=mode,  # type: ignore[arg-type]
-        )
-        ended = threading.Event()
-        request = Request(
-            agent, mode, self.portal.start_task_soon(_until_ended, call, ended), ended
-        )
+        request = start_wait(self.portal, self.store, key, agent, mode)
         self.arrivals += 1
         self.pending[agent] = Waiting(key, request, self.arrivals)
         if not self.conflicts(agent, key, mode) and len(self.pending) == 1:
@@ -425,4 +423,4 @@ class ScopedModel(RuleBasedStateMachine):
 
 
 ScopedModel.TestCase.settings = settings(max_examples=15, stateful_step_count=20, deadline=None)
-test_directory_and_file_holds_never_conflict_and_no_wait_is_left_behind = ScopedModel.TestCase
+test_directory_glob_and_file_holds_never_conflict_and_no_wait_is_left_behind = ScopedModel.TestCase

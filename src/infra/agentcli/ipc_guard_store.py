@@ -107,6 +107,11 @@ class IpcGuardStore:
             return ()
         return tuple(reader for reader in readers if isinstance(reader, str))
 
+    def globs_over(self, key: str) -> tuple[str, ...]:
+        """(): the host's answer names no globs yet (a glob over a sandbox's file is not seen
+        by its guards)."""
+        return ()
+
     def grant_fence(self, filepath: str, agent_id: str) -> int | None:
         """None: the host's answer carries no grant number (only the reason texts use one)."""
         return None

@@ -26,6 +26,7 @@ from ..lockstore import (
     LockDir,
     append_once,
     current_process,
+    globs_over,
     journal_files,
     liveness_of,
     lock_name,
@@ -125,6 +126,11 @@ class LockDirReader:
         finally:
             os.close(entry_fd)
         return tuple(found)
+
+    def globs_over(self, key: str) -> tuple[str, ...]:
+        """The globs locked in this lock directory that cover `key`: one `faccessat` when no
+        glob was ever locked there."""
+        return globs_over(self._dir.fd, self.namespace, key)
 
     def grant_fence(self, filepath: str, agent_id: str) -> int | None:
         """None: a lock directory numbers no grants."""

@@ -36,6 +36,7 @@ class GuardStore(Protocol):
     def holder(self, filepath: str) -> str | None: ...
     def stale_grant(self, filepath: str, agent_id: str) -> str | None: ...
     def readers(self, filepath: str) -> tuple[str, ...]: ...
+    def globs_over(self, key: str) -> tuple[str, ...]: ...
     def grant_fence(self, filepath: str, agent_id: str) -> int | None: ...
     def journal_write(self, record: JournalRecord) -> None: ...
 
@@ -90,8 +91,9 @@ def holder_or_unreadable(store: GuardStore, key: str) -> str | None:
 
 def holder_over(store: GuardStore, key: str, agent_id: str) -> tuple[str | None, str]:
     """(who decides a write of `key` for `agent_id`, the key whose lock says so): the holder
-    of `key` itself, else of the outermost directory over it another agent holds or reads,
-    else of one `agent_id` holds (a directory lock covers the files under it); (None, key)
+    of `key` itself, else of the outermost directory (or glob matching it) another agent
+    holds or reads, else of one `agent_id` holds (a directory or glob lock covers its files);
+    (None, key)
     when nothing covers it. `UNREADABLE_HOLDER` for a record that cannot be read. The
     agent's own lock of `key` answers at once: nobody else holds a directory over a file
     someone holds (a directory lock waits for the holds under it)."""
@@ -100,9 +102,10 @@ def holder_over(store: GuardStore, key: str, agent_id: str) -> tuple[str | None,
 
 
 def directory_holder(store: GuardStore, key: str, agent_id: str) -> tuple[str | None, str]:
-    """`holder_over` for a `key` whose own lock nobody holds: the directories over it."""
+    """`holder_over` for a `key` whose own lock nobody holds: the directories over it, then
+    the globs that match it."""
     own = None
-    for directory in directory_ancestors(key):
+    for directory in (*directory_ancestors(key), *store.globs_over(key)):
         over = holder_or_unreadable(store, directory)
         if over is not None and over != agent_id:
             return over, directory

@@ -70,6 +70,7 @@ if TYPE_CHECKING:
         BackendError,
         CorruptRecordError,
         DirectoryLocksUnsupportedError,
+        GlobLocksUnsupportedError,
         InvalidAgentIdError,
         InvalidNamespaceError,
         InvalidPathError,
@@ -128,6 +129,7 @@ if TYPE_CHECKING:
     )
     from .lockdir.activity import stamp_activity
     from .lockdir.disk import LockDir, default_lock_dir
+    from .lockdir.glob_index import globs_over
     from .lockdir.layout import CARD_SUFFIX, LOCK_SUFFIX, QUEUE_SUFFIX, SHARED_SUFFIX, read_record
     from .lockdir.location import default_lock_dir_path
     from .lockdir.revocations import pending_reason
@@ -148,7 +150,7 @@ if TYPE_CHECKING:
         encode_holder,
         shared_node,
     )
-    from .scope_keys import directory_ancestors, is_directory_key
+    from .scope_keys import directory_ancestors, is_directory_key, is_glob_key, places_above
     from .wakeup import Waker
 
 _HOMES = {
@@ -207,12 +209,16 @@ _HOMES = {
     "PathOutsideRepoError": "errors",
     "SharedModeUnsupportedError": "errors",
     "DirectoryLocksUnsupportedError": "errors",
+    "GlobLocksUnsupportedError": "errors",
     "EXCLUSIVE": "modes",
     "SHARED": "modes",
     "LockMode": "modes",
     "validate_mode": "modes",
     "directory_ancestors": "scope_keys",
     "is_directory_key": "scope_keys",
+    "is_glob_key": "scope_keys",
+    "globs_over": "lockdir.glob_index",
+    "places_above": "scope_keys",
     "shared_node": "records",
     "SHARED_SUFFIX": "lockdir.layout",
     "read_record": "lockdir.layout",
@@ -309,6 +315,7 @@ __all__ = [
     "DirectoryLocksUnsupportedError",
     "FileFigures",
     "FileJournal",
+    "GlobLocksUnsupportedError",
     "HolderRecord",
     "Inotify",
     "InotifyEvent",
@@ -360,9 +367,11 @@ __all__ = [
     "ensure_private_dir",
     "get_lock_holder",
     "get_store",
+    "globs_over",
     "in_worker",
     "inotify_available",
     "is_directory_key",
+    "is_glob_key",
     "is_locked",
     "is_postgres_spec",
     "journal_denied_writes",
@@ -380,6 +389,7 @@ __all__ = [
     "open_journal",
     "operator_release",
     "pending_reason",
+    "places_above",
     "process_hub",
     "read_own_file",
     "read_record",

@@ -100,6 +100,11 @@ class LockBackend(Protocol):
         dead. While any other is left, the lock's holder waits for them and may not write."""
         ...
 
+    def globs_over(self, key: str) -> tuple[str, ...]:
+        """The glob locks that cover the file `key` (held or not; the guards ask who holds
+        them), outermost first: () where no glob was ever locked."""
+        ...
+
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
         """Locks the agent lost without releasing them, each reported once."""
         ...

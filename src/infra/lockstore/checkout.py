@@ -43,6 +43,7 @@ from .paths import (
     unescape_dollars,
     validate_path_text,
 )
+from .scope_keys import glob_problem, is_glob_key, split_glob
 
 NAMESPACE_ENV: Final = "LOCKYARD_NAMESPACE"
 MAX_NAMESPACE_CHARS: Final = 128
@@ -91,6 +92,9 @@ class Checkout:
         text = validate_path_text(filepath)
         if text.startswith("__") and is_literal_key(text):
             return text
+        glob = split_glob(text)
+        if glob is not None:
+            return self._glob_key(text, *glob, resolve)
         # os.path.join, spelled out (it costs a fifth of the whole computation): an absolute
         # `text` replaces the root.
         joined = text if text.startswith("/") else self._root_slash + text
@@ -144,6 +148,39 @@ class Checkout:
                 "lock the file"
             )
         return key.rstrip("/") + "/"
+
+    def _glob_key(
+        self, text: str, literal: str, pattern: str, resolve: Callable[[str], tuple[str, bool]]
+    ) -> str:
+        """The key of a glob lock: its literal directory resolved like any path (symlinks and
+        `..` name the directory they reach), then its pattern as written."""
+        problem = glob_problem(text, pattern)
+        if problem is not None:
+            raise InvalidPathError(f"{text!r}: {problem}")
+        prefix = ""
+        if literal:
+            joined = literal if literal.startswith("/") else self._root_slash + literal
+            resolved, is_dir = resolve(unescape_dollars(joined.rstrip("/") or "/"))
+            if resolved.startswith(self._root_slash):
+                prefix = resolved[len(self._root_slash) :] + "/"
+            elif resolved != self.root:
+                raise PathOutsideRepoError(
+                    f"{text!r} starts at {resolved!r}, outside the checkout {self.root!r}: "
+                    "a glob covers files inside the repository only"
+                )
+            if not is_dir and os.path.lexists(resolved):
+                raise InvalidPathError(f"{text!r}: {resolved!r} is a file, not a directory")
+            if is_glob_key(prefix):
+                raise InvalidPathError(
+                    f"{text!r}: its directory {prefix!r} has * or ? in its name; lock a "
+                    "glob from a directory above it, with ? for those characters"
+                )
+        key = prefix + pattern
+        if len(key) > MAX_PATH_CHARS:
+            raise InvalidPathError(f"{text!r} resolves to a path longer than {MAX_PATH_CHARS}")
+        if not key.isascii():
+            refuse_non_utf8(key, f"{text!r} resolves to")
+        return key
 
     def path_of(self, key: str) -> str:
         """Where this checkout has the file of `key` (literal keys are no files: unchanged)."""

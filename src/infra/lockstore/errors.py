@@ -48,6 +48,10 @@ class DirectoryLocksUnsupportedError(LockStoreError, ValueError):
     """The backend cannot lock directories (`src/api/`) yet."""
 
 
+class GlobLocksUnsupportedError(LockStoreError, ValueError):
+    """The backend cannot lock globs (`src/api/**/*.py`) yet."""
+
+
 class LockDirError(LockStoreError):
     """The lock directory is unusable or unsafe (a symlink, owned by someone else, not a
     directory), or an entry inside it is not what the store wrote there."""

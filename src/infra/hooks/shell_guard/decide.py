@@ -348,7 +348,13 @@ def _reason(
 
 
 def _under(directory: str | None) -> str:
-    return "" if directory is None else f"under the directory {directory}, "
+    if directory is None:
+        return ""
+    return (
+        f"under the directory {directory}, "
+        if directory.endswith("/")
+        else f"matching the glob {directory}, "
+    )
 
 
 def _holder_text(holder: str | None, unreadable: str) -> str:

@@ -110,7 +110,12 @@ def not_locked_reason(key: str, holder: str | None, acquire: str, via: str | Non
     call = f'{acquire} with {{"filepaths": ["{key}"]}}'
     if holder is None:
         return f"{key} is not locked by you. Call {call} first, then retry this edit."
-    where = key if via in (None, key) else f"{key} is under the directory {via}, which"
+    if via in (None, key):
+        where = key
+    elif via.endswith("/"):
+        where = f"{key} is under the directory {via}, which"
+    else:
+        where = f"{key} matches the glob {via}, which"
     return (
         f"{where} is locked by agent {holder}. Call {call} (it waits for {holder} to release "
         "it), or work on other files first; then retry this edit."

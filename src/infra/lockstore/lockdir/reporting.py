@@ -12,7 +12,7 @@ import time
 from ..errors import CorruptRecordError, LockDirError
 from ..liveness import Liveness
 from ..records import HolderRecord, LockInfo, StoreSnapshot, WaiterRecord, shared_node
-from ..scope_keys import is_directory_key
+from ..scope_keys import is_above, is_scoped
 from .disk import LockDir
 from .layout import LOCK_SUFFIX, QUEUE_SUFFIX, SHARED_SUFFIX
 from .shared_holds import read_members
@@ -97,14 +97,14 @@ def snapshot(directory: LockDir, turn_timeout: float) -> StoreSnapshot:
 
 
 def _waits_below(locks: list[LockInfo], queued: set[str]) -> list[tuple[str, str]]:
-    """A directory lock's holder waits on every other agent's hold under the directory: it
-    holds the directory's line and waits for them to go (`scopes.py`). A holder queued
-    elsewhere holds the directory's line only as a turnstile (it waits in that queue)."""
+    """A directory or glob lock's holder waits on every other agent's hold below it
+    (`scope_keys.is_above`): it holds its line and waits for them to go (`scopes.py`). A
+    holder queued elsewhere holds that line only as a turnstile (it waits in that queue)."""
     directories = [
         info.holder
         for info in locks
         if info.holder is not None
-        and is_directory_key(info.holder.lock_path)
+        and is_scoped(info.holder.lock_path)
         and info.holder.agent_id not in queued
     ]
     if not directories:
@@ -118,8 +118,7 @@ def _waits_below(locks: list[LockInfo], queued: set[str]) -> list[tuple[str, str
                 if (
                     record.agent_id != directory.agent_id
                     and record.namespace == directory.namespace
-                    and record.lock_path != directory.lock_path
-                    and record.lock_path.startswith(directory.lock_path)
+                    and is_above(directory.lock_path, record.lock_path)
                 ):
                     waits.append((directory.agent_id, node))
     return waits

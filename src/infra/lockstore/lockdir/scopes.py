@@ -33,15 +33,17 @@ import anyio
 from ..errors import CorruptRecordError
 from ..liveness import Liveness
 from ..paths import lock_name
-from ..scope_keys import directory_ancestors, is_directory_key
+from ..scope_keys import is_above, is_glob_key, is_scoped, places_above
 from .disk import LockDir
+from .glob_index import add_glob, any_globs, globs_at
 from .grants import Grants
 from .layout import LOCK_SUFFIX, SHARED_SUFFIX
 from .shared_holds import SharedHolds, read_members
 from .waits import Waits
 
 MARKER: Final = "scoped"
-"""The lock directory's entry that says a directory lock was taken there (a plain file)."""
+"""The lock directory's entry that says a directory or glob lock was taken there (a plain
+file)."""
 
 
 class Scopes:
@@ -53,39 +55,55 @@ class Scopes:
         self._directory, self._shared, self._grants = directory, shared, grants
         self._namespace = namespace
 
-    def mark(self) -> None:
-        """Say that directory locks are taken here, before taking one (see the module doc)."""
+    def mark(self, key: str) -> None:
+        """Say that a directory or glob lock of `key` is taken here, before taking one (see
+        the module doc): the marker, and for a glob its entry in the index of its prefix."""
         if not self.marked():
             fd = os.open(
                 MARKER, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600, dir_fd=self._directory.fd
             )
             os.close(fd)
+        if is_glob_key(key) and not key.endswith("/"):
+            add_glob(self._directory.fd, self._namespace, key)
 
     def marked(self) -> bool:
-        """Whether a directory lock was ever taken in this lock directory (one `faccessat`)."""
+        """Whether a directory or glob lock was ever taken in this lock directory (one
+        `faccessat`)."""
         return os.access(MARKER, os.F_OK, dir_fd=self._directory.fd, follow_symlinks=False)
 
     def blocker(self, key: str, agent: str, exclusive: bool) -> tuple[str, str] | None:
-        """(key, lock name) of the outermost ancestor directory whose lock another agent
-        holds (or, for an `exclusive` grant, that another agent reads); None when none.
-        One `faccessat` while no directory lock was ever taken here."""
+        """(key, lock name) of the outermost directory or glob above `key` (`is_above`) whose
+        lock another agent holds (or, for an `exclusive` grant, that another agent reads);
+        None when none. One `faccessat` while no directory or glob lock was ever taken here;
+        then two per directory over it, and one more per directory once a glob was."""
         if not self.marked():
             return None
-        directory, shared = self._directory, self._shared
-        for ancestor in directory_ancestors(key):
-            name = lock_name(self._namespace, ancestor)
-            if directory.lock_exists(name):
-                with contextlib.suppress(CorruptRecordError):
-                    holder = directory.read_holder(name)
-                    if holder is not None and holder.agent_id != agent:
-                        return ancestor, name
-            if exclusive and shared.present(name) and shared.others_alive(name, agent):
-                return ancestor, name
+        globbed = any_globs(self._directory.fd)
+        for place in places_above(key):
+            if place:
+                name = lock_name(self._namespace, place)
+                if (place != key and is_above(place, key)) and self._blocks(name, agent, exclusive):
+                    return place, name
+            if globbed:
+                for glob, name in globs_at(self._directory.fd, self._namespace, place):
+                    if is_above(glob, key) and self._blocks(name, agent, exclusive):
+                        return glob, name
         return None
 
+    def _blocks(self, name: str, agent: str, exclusive: bool) -> bool:
+        """Whether lock `name` is held by another agent, or (for an `exclusive` request)
+        read by another live one."""
+        directory, shared = self._directory, self._shared
+        if directory.lock_exists(name):
+            with contextlib.suppress(CorruptRecordError):
+                holder = directory.read_holder(name)
+                if holder is not None and holder.agent_id != agent:
+                    return True
+        return exclusive and shared.present(name) and shared.others_alive(name, agent)
+
     def holders_below(self, key: str, agent: str, exclusive: bool) -> list[str]:
-        """The other agents, not provably dead, holding something under the directory `key`
-        (for a shared request, only exclusive holds count)."""
+        """The other agents, not provably dead, holding something below the directory or
+        glob `key` (`is_above`; for a shared request, only exclusive holds count)."""
         found = []
         directory = self._directory
         for name in directory.names_with(LOCK_SUFFIX):
@@ -97,7 +115,7 @@ class Scopes:
                 continue
             if (
                 holder.namespace == self._namespace
-                and _below(holder.lock_path, key)
+                and is_above(key, holder.lock_path)
                 and holder.liveness()[0] is not Liveness.DEAD
             ):
                 found.append(holder.agent_id)
@@ -108,7 +126,7 @@ class Scopes:
                         if (
                             member.agent_id != agent
                             and member.namespace == self._namespace
-                            and _below(member.lock_path, key)
+                            and is_above(key, member.lock_path)
                             and member.liveness()[0] is not Liveness.DEAD
                         ):
                             found.append(member.agent_id)
@@ -139,7 +157,7 @@ class Scopes:
                         cleared = True
                     if cleared:
                         blocker = self.blocker(key, agent, exclusive)
-                    if cleared and blocker is None and is_directory_key(key):
+                    if cleared and blocker is None and is_scoped(key):
                         cleared = yield from self._outwait_below(
                             key, agent, exclusive, deadline, poll
                         )
@@ -151,6 +169,12 @@ class Scopes:
                 self._grants.release(key, agent)
                 if blocker is None:
                     return False  # out of time
+                # Lines are waited for in one order, from above down (`is_above`): the
+                # turnstiles below this blocker go back first (its holder may be waiting,
+                # holding its line, for the holds below it).
+                for turnstile in [t for t in turnstiles if not is_above(t, blocker[0])]:
+                    turnstiles.remove(turnstile)
+                    self._grants.release(turnstile, agent)
                 if not (yield InLine(blocker, _left(deadline))):
                     return False
                 turnstiles.append(blocker[0])
@@ -265,7 +289,3 @@ async def run_steps_async(steps: Steps, waits: Waits, agent: str, poll_ms: float
 
 def _left(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())
-
-
-def _below(key: str, directory_key: str) -> bool:
-    return key != directory_key and key.startswith(directory_key)

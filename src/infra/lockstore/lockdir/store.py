@@ -10,6 +10,7 @@ breaking; docs/lock-store.md walks through the interleavings.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -31,10 +32,11 @@ from ..records import (
     StoreSnapshot,
     WaiterRecord,
 )
-from ..scope_keys import is_directory_key
+from ..scope_keys import is_scoped
 from . import line, reclamation, reporting
 from .activity import last_active, stamp_activity
 from .disk import LockDir, default_lock_dir
+from .glob_index import globs_over
 from .grant_records import GrantRecords
 from .grants import Grants
 from .lock_journal import LockJournal
@@ -42,7 +44,7 @@ from .lock_keys import LockKeys
 from .operations import DiskOperations, OnReclaim, run
 from .policy import read_idle_limit, write_idle_limit
 from .revocations import pending_reason, post_revocation, take_revocations
-from .scopes import Scopes, run_steps, run_steps_async
+from .scopes import Scopes, Steps, run_steps, run_steps_async
 from .shared_holds import SharedHolds
 from .waits import Waits
 
@@ -189,6 +191,11 @@ class LockStore:
         """The agents holding the file shared, not provably dead (one `faccessat` when none)."""
         return self.shared.readers(self.keys.locate(filepath)[1])
 
+    def globs_over(self, key: str) -> tuple[str, ...]:
+        """The globs locked here that cover `key` (`glob_index.py`): one `faccessat` when no
+        glob was ever locked here."""
+        return globs_over(self.directory.fd, self.namespace, key)
+
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
         """The locks an operator revoked from `agent_id` since it last asked, with why
         (revocations.py); one failed `rename` when there are none."""
@@ -251,8 +258,8 @@ class LockStore:
         agent = validate_agent_id(agent_id)
         key, name = self.keys.locate(filepath)
         exclusive = mode is EXCLUSIVE or validate_mode(mode) == EXCLUSIVE
-        if is_directory_key(key):
-            self.scopes.mark()  # before taking the line: Dekker's order (scopes.py)
+        if is_scoped(key):
+            self.scopes.mark(key)  # before taking the line: Dekker's order (scopes.py)
         if not exclusive:
             return self._try_share(name, key, agent)
         new = self._take_now(name, key, agent)
@@ -300,7 +307,7 @@ class LockStore:
         `faccessat` while no directory lock was ever taken here."""
         if self.scopes.blocker(key, agent, exclusive) is not None:
             return True
-        return is_directory_key(key) and bool(self.scopes.holders_below(key, agent, exclusive))
+        return is_scoped(key) and bool(self.scopes.holders_below(key, agent, exclusive))
 
     def release(self, filepath: str, agent_id: str) -> bool:
         """Give back your lock; False, touching nothing, when `agent_id` does not hold it."""
@@ -330,17 +337,12 @@ class LockStore:
 
         Cancel-safe: a cancelled wait leaves no lock and no queue entry behind.
         """
-        deadline = time.monotonic() + validate_timeout(timeout_seconds)
-        poll = validate_poll_interval(poll_interval_ms)
-        agent, key, name, held = self._before_wait(filepath, agent_id, mode)
-        if held:
-            return True
-        exclusive = mode == EXCLUSIVE
-        quick = self._quick(key, name, agent, exclusive)
-        if quick is not None:
-            return quick
-        steps = self.scopes.acquisition(key, name, agent, exclusive, deadline, poll)
-        return await run_steps_async(steps, self.waits, agent, poll_interval_ms)
+        steps = self._acquisition(filepath, agent_id, timeout_seconds, poll_interval_ms, mode)
+        if isinstance(steps, bool):
+            return steps
+        return await run_steps_async(
+            steps, self.waits, validate_agent_id(agent_id), poll_interval_ms
+        )
 
     def acquire(
         self,
@@ -352,6 +354,21 @@ class LockStore:
         mode: LockMode = EXCLUSIVE,
     ) -> bool:
         """The blocking twin of `acquire_async`, for threads and scripts."""
+        steps = self._acquisition(filepath, agent_id, timeout_seconds, poll_interval_ms, mode)
+        if isinstance(steps, bool):
+            return steps
+        return run_steps(steps, self.waits, validate_agent_id(agent_id), poll_interval_ms)
+
+    def _acquisition(
+        self,
+        filepath: str,
+        agent_id: str,
+        timeout_seconds: float,
+        poll_interval_ms: float,
+        mode: LockMode,
+    ) -> bool | Steps:
+        """What an acquire does before it sleeps: the answer at once (held already, or taken
+        without a wait), or the steps of its wait (`Scopes.acquisition`)."""
         deadline = time.monotonic() + validate_timeout(timeout_seconds)
         poll = validate_poll_interval(poll_interval_ms)
         agent, key, name, held = self._before_wait(filepath, agent_id, mode)
@@ -361,15 +378,19 @@ class LockStore:
         quick = self._quick(key, name, agent, exclusive)
         if quick is not None:
             return quick
-        steps = self.scopes.acquisition(key, name, agent, exclusive, deadline, poll)
-        return run_steps(steps, self.waits, agent, poll_interval_ms)
+        return self.scopes.acquisition(key, name, agent, exclusive, deadline, poll)
 
     def _quick(self, key: str, name: str, agent: str, exclusive: bool) -> bool | None:
         """A file's exclusive lock taken at once (True, also when held already), or None:
         the wait decides (`Scopes.acquisition`). A directory marks the lock directory
         first (Dekker's order, `scopes.py`)."""
-        if is_directory_key(key):
-            self.scopes.mark()
+        if is_scoped(key):
+            self.scopes.mark(key)
+            if exclusive:  # held already: never a wait, whose end would give the hold back
+                with contextlib.suppress(CorruptRecordError):
+                    holder = self.directory.read_holder(name)
+                    if holder is not None and holder.agent_id == agent:
+                        return True
             return None
         if not exclusive:
             return None

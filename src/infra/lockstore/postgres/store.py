@@ -32,7 +32,12 @@ from typing import Any, Final, NamedTuple
 import psycopg
 
 from ..checkout import Checkout, open_checkout
-from ..errors import BackendError, DirectoryLocksUnsupportedError, SharedModeUnsupportedError
+from ..errors import (
+    BackendError,
+    DirectoryLocksUnsupportedError,
+    GlobLocksUnsupportedError,
+    SharedModeUnsupportedError,
+)
 from ..journal.causes import abandoned_wait_outcome, operator_cause
 from ..journal.files import journal_enabled
 from ..journal.record import TIMED_OUT, JournalRecord
@@ -42,6 +47,7 @@ from ..modes import EXCLUSIVE, LockMode, validate_mode
 from ..off_loop import store_call
 from ..paths import validate_agent_id
 from ..records import HolderRecord, LockInfo, LostLock, Reclamation, StoreSnapshot, WaiterRecord
+from ..scope_keys import is_glob_key
 from ..wakeup import Waker
 from .dsn import KeepaliveBound, PgSpec, parse_spec
 from .journal import insert_params, insert_statement
@@ -559,6 +565,10 @@ END"""
         """None: this backend holds no file shared (yet)."""
         return ()
 
+    def globs_over(self, key: str) -> tuple[str, ...]:
+        """None: PostgreSQL refuses glob locks (so far)."""
+        return ()
+
     def stale_grant(self, filepath: str, agent_id: str) -> str | None:
         """Why this process's grant of the lock to `agent_id` is no longer valid, or None
         (also None when this process was never granted it: nothing here to be stale)."""
@@ -905,12 +915,17 @@ def _waiter(row: tuple[Any, ...]) -> WaiterRecord:
 
 
 def _refuse_directory(filepath: str) -> None:
-    """Directory locks are the lock directory's only (so far): a path written as a directory
-    (a trailing slash) is refused, never locked as a file of that name."""
+    """Directory and glob locks are the lock directory's only (so far): a path written as a
+    directory (a trailing slash) or a glob is refused, never locked as a file of that name."""
     if isinstance(filepath, str) and filepath.endswith("/"):
         raise DirectoryLocksUnsupportedError(
             f"{filepath!r} is a directory lock, not supported on the PostgreSQL backend yet; "
             "lock the files under it instead, or use the lock directory backend"
+        )
+    if isinstance(filepath, str) and is_glob_key(filepath):
+        raise GlobLocksUnsupportedError(
+            f"{filepath!r} is a glob lock, not supported on the PostgreSQL backend yet; "
+            "lock the files it matches instead, or use the lock directory backend"
         )
 
 
