@@ -20,9 +20,16 @@ def lock_keys(canonicalize: Callable[[str], str], paths: list[str], refused: str
     for path in paths:
         literal = path.startswith("__") and path.endswith("__")
         try:
-            keys.append(canonicalize(path if literal else os.path.abspath(path)))
+            keys.append(canonicalize(path if literal else _absolute(path)))
         except (LockStoreError, ValueError) as exc:
             problems.append(str(exc))
     if problems:
         raise CliError(f"{refused}: {'; '.join(problems)}", ExitCode.USAGE)
     return sorted(set(keys))
+
+
+def _absolute(path: str) -> str:
+    """`path` from the working directory, keeping a trailing slash: `src/api/` names a
+    directory lock, which abspath alone would turn into the file key `src/api`."""
+    absolute = os.path.abspath(path)
+    return f"{absolute}/" if path.endswith("/") and not absolute.endswith("/") else absolute

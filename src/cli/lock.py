@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import anyio
 import typer
@@ -32,6 +32,9 @@ import typer
 from ._errors import CliError, ExitCode, reports_errors
 from ._keys import lock_keys
 from ._options import LockyardCommand, backend_option, flag, lock_dir_option, namespace_option
+
+if TYPE_CHECKING:
+    from ..infra.lockstore import LockMode
 
 LOCK_HELP = (
     "Take the agents' locks on PATHs for a person, a script or a CI job, like flock(1): wait "
@@ -115,10 +118,21 @@ def lock_command(
         namespace_option("The repository's name for locks, if the agents use one (as `serve`)."),
     ] = None,
     backend: Annotated[str | None, backend_option()] = None,
+    shared: Annotated[
+        bool,
+        flag(
+            "--shared",
+            help="Hold them shared, beside others who only read them (say, a test run that "
+            "needs the files unchanged): nobody can lock them to write meanwhile.",
+        ),
+    ] = False,
     quiet: Annotated[bool, flag("--quiet", "-q", help="Say nothing on stderr but errors.")] = False,
 ) -> None:
     command: list[str] | None = ctx.meta.get("lockyard.lock.command")
-    code = _lock(paths or [], command, timeout, agent_id, repo, lock_dir, namespace, backend, quiet)
+    mode: LockMode = "shared" if shared else "exclusive"
+    code = _lock(
+        paths or [], command, timeout, agent_id, repo, lock_dir, namespace, backend, quiet, mode
+    )
     raise typer.Exit(code)
 
 
@@ -133,6 +147,7 @@ def _lock(
     namespace: str | None,
     backend: str | None,
     quiet: bool,
+    mode: LockMode = "exclusive",
 ) -> int:
     if not paths:
         raise _usage("name at least one file to lock: lockyard lock PATH... [-- COMMAND]")
@@ -161,13 +176,14 @@ def _lock(
         keys = lock_keys(store.canonicalize, paths, "nothing was locked")
         say = _Say(quiet)
         try:
-            fences = anyio.run(_hold, store, who, keys, timeout, say)
+            fences = anyio.run(_hold, store, who, keys, timeout, say, mode)
         except _InterruptedError as stop:
             say("interrupted before every lock was held; nothing is held")
             return 128 + stop.signum
         if fences is None:
             return ExitCode.LOCK_TIMED_OUT
         fenced = ", ".join(k if f is None else f"{k} (#{f})" for k, f in fences.items())
+        fenced += " shared" if mode == "shared" else ""
         try:
             if command is None:
                 _hold_until_signal(lambda: say(f"holding {fenced} as {who}; Ctrl-C releases them"))
@@ -203,7 +219,7 @@ class _Say:
 
 
 async def _hold(
-    store: Any, who: str, keys: list[str], wait_limit: float | None, say: _Say
+    store: Any, who: str, keys: list[str], wait_limit: float | None, say: _Say, mode: LockMode
 ) -> dict[str, int | None] | None:
     from ..infra.crossproc.sources import victim_notices_for
     from ..infra.tools.hold_all import HoldError, HoldTimedOutError, WaitNote, hold_all
@@ -231,7 +247,7 @@ async def _hold(
         group.start_soon(on_signals)
         await anyio.lowlevel.checkpoint()
         try:
-            result = await hold_all(tools, store, keys, wait_limit, on_wait)
+            result = await hold_all(tools, store, keys, wait_limit, on_wait, mode)
         except HoldTimedOutError as exc:
             say(f"timed out after {wait_limit:g} s; still held by others: {', '.join(exc.missing)}")
         except HoldError as exc:

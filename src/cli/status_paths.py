@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from ..infra.lockstore import HolderRecord, LockBackend, WaiterRecord, open_checkout
-from ..infra.tools.lock_look import Look, holding_entry, look, waiting_entry
+from ..infra.tools.lock_look import (
+    Look,
+    Overlap,
+    holding_entry,
+    look,
+    overlap_entry,
+    overlaps,
+    waiting_entry,
+)
 from ._errors import CliError, ExitCode
 from ._format import format_age, print_json
 from ._keys import lock_keys
@@ -47,7 +55,13 @@ def show_paths(
         keys = _keys(store, paths, repo, namespace)
         with store_errors():
             now = time.time()
-            looks = [Look(key, (), ()) if store is None else look(store, key) for key in keys]
+            locks = [] if store is None else store.list_locks()  # what lies above or below
+            looks = [
+                Look(key, (), ())
+                if store is None
+                else look(store, key, overlaps(key, store.namespace, locks))
+                for key in keys
+            ]
     finally:
         if store is not None:
             store.close()
@@ -104,6 +118,7 @@ def path_payload(found: Look, now: float) -> dict[str, Any]:
         "waiting": [waiting_entry(waiter, now) | _process(waiter) for waiter in found.queue],
         "shared_by": list(found.readers),
         "would_be_granted": found.would_be_granted(""),
+        "overlapping": [overlap_entry(overlap, now) for overlap in found.overlapping],
     }
 
 
@@ -134,10 +149,26 @@ def describe(found: Look, now: float) -> Iterator[str]:
     for place, waiter in enumerate(found.queue, start=1):
         waited = format_age(now - waiter.since)
         yield f"    {place}. {waiter.agent_id} for {waited} ({_who(waiter)})"
+    for overlap in found.overlapping:
+        where = "covered by directory lock" if overlap.above else "below it:"
+        yield f"  {where} {_overlap_text(overlap, now)}"
     yield f"  taking it now: {_verdict(found)}"
 
 
+def _overlap_text(overlap: Overlap, now: float) -> str:
+    """`src/api/x.py held by bob for 3 s; shared by carol; 2 waiting`."""
+    parts = [f"held by {h.agent_id} for {format_age(now - h.acquired_at)}" for h in overlap.holders]
+    if overlap.readers:
+        parts.append("shared by " + ", ".join(r.agent_id for r in overlap.readers))
+    if overlap.queue:
+        parts.append(f"{len(overlap.queue)} waiting")
+    return f"{overlap.key} {'; '.join(parts)}" if parts else overlap.key
+
+
 def _verdict(found: Look) -> str:
+    blocking = [o.key for o in found.overlapping if o.blocks("")]
+    if blocking:
+        return "waits for " + ", ".join(blocking) + " (their scopes overlap)"
     if found.would_be_granted(""):
         gone = found.holders or found.queue  # only dead processes hold or wait
         return "granted at once" + (" (taking over from dead processes)" if gone else "")

@@ -39,6 +39,7 @@ from ..core.ports import EmitLockEvent, VictimNotices, deliver
 from ..domain.monitor import DeadlockMonitor, OnDeadlock
 from ..domain.victim import VictimPolicy
 from ..prompts.loader import render_implementer_prompt
+from .crossproc.cycle_check import cycle_stands, holder_in_store
 from .crossproc.election import DeadlockDuty
 from .crossproc.idle_policy import Revocation, revoke_stalls
 from .crossproc.notices import AnyVictimNotices
@@ -50,7 +51,7 @@ from .hooks.read_note.hook import READ_NOTE_MATCHER, make_read_note_hook
 from .hooks.shell_guard.decide import DEFAULT_POLICY, ShellGuardPolicy
 from .hooks.shell_guard.hook import make_shell_guard_hook
 from .hooks.write_guard.hook import WRITE_TOOLS_MATCHER, make_write_guard_hook
-from .lockstore import CorruptRecordError, LockBackend, LockStore, open_backend
+from .lockstore import LockBackend, LockStore, open_backend
 from .seen.stale import forget
 from .tools.lock_tools import LockTools
 from .tools.naming import (
@@ -422,19 +423,14 @@ class LockCoordinator:
         self._runtimes: list[AgentRuntime] = []
 
     def verify_cycle(self, info: DeadlockInfo) -> bool:
-        """Whether every hold of the cycle is still real in the lock store (an unreadable
-        record proves nothing: no)."""
-        try:
-            return all(self.store.holder(step.lock_path) == step.held_by for step in info.cycle)
-        except CorruptRecordError:
-            return False
+        """Whether every hold of the cycle is still real in the lock store, readers' shared
+        holds and directories' included (`crossproc/cycle_check.py`)."""
+        return cycle_stands(self.store, info)
 
     def holder_in_store(self, lock_path: str) -> str | None:
-        """The store's holder of `lock_path`; LookupError when its record is unreadable."""
-        try:
-            return self.store.holder(lock_path)
-        except CorruptRecordError as exc:
-            raise LookupError(str(exc)) from None
+        """The store's holder of `lock_path` (or of a reader's node); LookupError when its
+        record is unreadable."""
+        return holder_in_store(self.store, lock_path)
 
     async def resync(self) -> list[DeadlockInfo]:
         """Rebuild the monitor from the store (every hold; the queued waits of the agents it

@@ -197,6 +197,25 @@ def test_a_timeout_gives_up_with_exit_8_holding_nothing_and_leaving_no_queue_ent
     assert in_line(store, "src/b.py") == []
 
 
+def test_shared_holds_beside_readers_and_keeps_writers_out_while_the_command_runs(
+    repo: Path, lock_dir: Path, person: Person
+) -> None:
+    store = LockStore(str(repo), lock_dir)
+    assert store.try_lock("src/a.py", "reader", mode="shared")
+    assert finished(person.start("--timeout", "0", "src/a.py", "--", "true"))[0] == TIMED_OUT
+    started, go = repo / "started", repo / "go"
+    script = f"touch {started}; while [ ! -e {go} ]; do sleep 0.02; done"
+    process = person.start("--shared", "--timeout", "0", "src/", "--", "sh", "-c", script)
+    wait_until(started.exists, "the command to start", within=STARTS)
+    assert not store.try_lock("src/b.py", "writer")  # under the shared directory lock
+    go.touch()
+    code, err = finished(process)
+    assert code == 0, err
+    assert "holding src/ shared as " in err
+    assert store.readers("src/a.py") == ("reader",)  # the agent's read is untouched
+    assert store.try_lock("src/b.py", "writer")
+
+
 def test_ctrl_c_while_waiting_ends_the_wait_and_gives_back_what_was_taken(
     repo: Path, lock_dir: Path, person: Person
 ) -> None:

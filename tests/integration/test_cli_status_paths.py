@@ -102,6 +102,7 @@ def test_status_of_paths_names_holders_waiters_in_order_and_whether_taking_now_i
             "shared_by": [],
             "waiting": [],
             "would_be_granted": True,
+            "overlapping": [],
         }
         dead = looks["src/c.py"]
         assert [(h["agent"], h["liveness"]) for h in dead["held_by"]] == [("dave", "dead")]

@@ -414,6 +414,11 @@ async def test_the_mcp_session_lists_the_hosts_tools_and_releases_on_exit(
         released = await session.end_session()
         assert released == [store.canonicalize("a.py"), store.canonicalize("b.py")]
         assert all(message.startswith("waiting for locks") for message in progress)
+        # The host's look names the file still waited for, its holder and the queue.
+        assert any(
+            "b.py: held by holder for" in message and "(you among them)" in message
+            for message in progress
+        ), progress
     assert tools == [
         "lock_acquire",
         "lock_release",

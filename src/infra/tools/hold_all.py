@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..lockstore import MAX_TIMEOUT_SECONDS, store_call
+from ..lockstore import MAX_TIMEOUT_SECONDS, LockMode, store_call
 from .holder_text import UNREADABLE_HOLDER
 from .lock_tools import ACQUIRE_TOOL, LockTools
 from .wait_view import LineReader, LineView, line_view
@@ -51,14 +51,16 @@ async def hold_all(
     keys: list[str],
     timeout_seconds: float | None,
     on_wait: OnWait,
+    mode: LockMode = "exclusive",
 ) -> dict[str, int | None]:
     """Hold every lock of `keys` (lock keys), waiting at most `timeout_seconds` (None: as
     long as it takes); returns each key's fencing number. On timeout, failure or cancellation
-    every lock taken here is released before the exception propagates."""
+    every lock taken here is released before the exception propagates. `mode` "shared"
+    holds them beside other readers."""
     deadline = math.inf if timeout_seconds is None else time.monotonic() + timeout_seconds
     try:
         while True:
-            payload = await _acquire(tools, keys, 0)
+            payload = await _acquire(tools, keys, 0, mode)
             if payload["all_acquired"]:
                 return _fences(payload)
             missing = _missing(payload)
@@ -66,7 +68,7 @@ async def hold_all(
             if left <= 0:
                 raise HoldTimedOutError(missing)
             on_wait(WaitNote(await _views(tools, reader, missing)))
-            payload = await _acquire(tools, keys, min(left, MAX_TIMEOUT_SECONDS))
+            payload = await _acquire(tools, keys, min(left, MAX_TIMEOUT_SECONDS), mode)
             if payload["all_acquired"]:
                 return _fences(payload)
             deadlock = payload.get("deadlock")
@@ -77,9 +79,11 @@ async def hold_all(
         raise
 
 
-async def _acquire(tools: LockTools, keys: list[str], timeout_seconds: float) -> dict[str, Any]:
+async def _acquire(
+    tools: LockTools, keys: list[str], timeout_seconds: float, mode: LockMode
+) -> dict[str, Any]:
     outcome = await tools.call(
-        ACQUIRE_TOOL, {"filepaths": keys, "timeout_seconds": timeout_seconds}
+        ACQUIRE_TOOL, {"filepaths": keys, "timeout_seconds": timeout_seconds, "mode": mode}
     )
     if outcome.is_error or outcome.data is None:
         raise HoldError(outcome.text)

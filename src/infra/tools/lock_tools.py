@@ -38,6 +38,7 @@ from ..lockstore import (
     HolderRecord,
     JournalRecord,
     JournalStep,
+    LockInfo,
     LockMode,
     LockStoreError,
     LostLock,
@@ -137,6 +138,7 @@ class ToolStore(Protocol):
     def take_lost_locks(self, agent_id: str) -> list[LostLock]: ...
     def waiters(self, filepath: str) -> list[WaiterRecord]: ...
     def readers(self, filepath: str) -> tuple[str, ...]: ...
+    def list_locks(self) -> list[LockInfo]: ...
     def journal_write(self, record: JournalRecord) -> None: ...
     def stamp_activity(self, agent_id: str) -> None: ...
     def last_active(self, agent_id: str) -> float | None: ...
@@ -233,7 +235,8 @@ class LockTools:
 
         def look() -> list[dict[str, Any]]:
             now = time.time()
-            return [lock_look(self.store, self.agent_id, key, now) for key in keys]
+            locks = self.store.list_locks()  # once: the locks above or below each key
+            return [lock_look(self.store, self.agent_id, key, now, locks) for key in keys]
 
         try:
             looks = await store_call(self.store, look)

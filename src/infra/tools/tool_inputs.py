@@ -157,8 +157,9 @@ ACQUIRE_SCHEMA: Final[dict[str, Any]] = {
             "enum": ["exclusive", "shared"],
             "default": "exclusive",
             "description": (
-                '"shared" to only read the files alongside other readers (no edits; lock '
-                'again with "exclusive" to edit). Default "exclusive".'
+                '"shared" when you only need the files not to change while you read or '
+                "test them: other readers hold them with you, nobody edits them, you cannot "
+                'either (lock again with "exclusive" to edit). Default "exclusive".'
             ),
         },
     },
@@ -186,7 +187,10 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
     "properties": {
         "filepaths": {
             **_FILEPATHS_SCHEMA,
-            "description": "The files to look at (repository-relative, or absolute inside it).",
+            "description": (
+                "The files or directories (src/api/) to look at: repository-relative, or "
+                "absolute inside it."
+            ),
         },
     },
     "required": ["filepaths"],
@@ -201,9 +205,10 @@ ACQUIRE_DESCRIPTION: Final = (
     "timeout_seconds until at least one of them is granted, then returns: call again for the "
     "files still missing. timeout_seconds=0 never waits. On timeout you keep what you got. "
     'If the result has a "deadlock" object, all your locks were released for you: follow its '
-    '"instruction". mode "shared" only reads, alongside other readers (no edits). '
-    'Lock a directory ("src/api/", trailing slash) instead of listing its files when you '
-    "change many files under it or run a command over the whole tree."
+    '"instruction". Lock a directory ("src/api/", trailing slash) instead of listing its '
+    "files when you change many files under it, create files there, or run a command over "
+    'the whole tree (a formatter, a rename). mode "shared" keeps files from changing while '
+    "you read or test them, alongside other readers; it allows no edits."
 )
 
 RELEASE_DESCRIPTION: Final = (
@@ -226,7 +231,8 @@ class ToolSpec:
 STATUS_DESCRIPTION: Final = (
     "Look at files' locks without taking them: for each file, who holds it and for how long "
     '("held_by"), who waits in line ("waiting", first come first served), whether you hold or '
-    'wait for it, and "would_be_granted" (a lock_acquire now would get it at once). It never '
+    'wait for it, "overlapping" (directory locks above a file; for a directory, the locks '
+    'below it), and "would_be_granted" (a lock_acquire now would get it at once). It never '
     "waits, queues or changes anything. Use it to plan which files to work on first; to "
     "edit a file you still need lock_acquire."
 )

@@ -9,8 +9,9 @@ cases instead of assuming one exclusive holder.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..lockstore import HolderRecord, WaiterRecord
 
@@ -20,6 +21,7 @@ class LineReader(Protocol):
 
     def holder_record(self, filepath: str) -> HolderRecord | None: ...
     def waiters(self, filepath: str) -> list[WaiterRecord]: ...
+    def readers(self, filepath: str) -> tuple[str, ...]: ...
     def last_active(self, agent_id: str) -> float | None: ...
 
 
@@ -29,6 +31,8 @@ class Holding:
 
     agent_id: str
     since: float | None
+    shared: bool = False
+    """A reader's hold (mode "shared")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +51,8 @@ class LineView:
         moment = time.time() if now is None else now
         if self.holders:
             who = ", ".join(
-                h.agent_id if h.since is None else f"{h.agent_id} for {_span(moment - h.since)}"
+                (h.agent_id if h.since is None else f"{h.agent_id} for {_span(moment - h.since)}")
+                + (" (shared)" if h.shared else "")
                 for h in self.holders
             )
             held = f"held by {who}"
@@ -77,10 +82,16 @@ class LineView:
 
 
 def line_view(store: LineReader, agent_id: str, key: str) -> LineView:
-    """`key` as `agent_id` sees it now (two reads; a record that vanished between them is
-    simply not shown)."""
+    """`key` as `agent_id` sees it now (three reads; a record that vanished between them is
+    simply not shown). Its readers (shared holds) are holders too: an exclusive request
+    waits for them, and the line's own holder may be waiting for them as well."""
     record = store.holder_record(key)
-    holders = () if record is None else (Holding(record.agent_id, record.acquired_at),)
+    holders: tuple[Holding, ...] = ()
+    if record is not None:
+        holders = (Holding(record.agent_id, record.acquired_at),)
+    holders += tuple(
+        Holding(reader, None, shared=True) for reader in store.readers(key) if reader != agent_id
+    )
     queue = store.waiters(key)
     mine = [index for index, waiter in enumerate(queue) if waiter.agent_id == agent_id]
     ahead = mine[0] if mine else len(queue)
@@ -90,6 +101,22 @@ def line_view(store: LineReader, agent_id: str, key: str) -> LineView:
 def describe_waits(views: list[LineView], now: float | None = None) -> str:
     """Every view in one line: `a.py: held by bob for 3 s, you are next; b.py: ...`."""
     return "; ".join(view.describe(now) for view in views)
+
+
+def describe_look(entry: Mapping[str, Any]) -> str | None:
+    """A `lock_status` entry as the same clause (`a.py: held by bob for 3 s, 2 waiting (you
+    among them)`), for a transport that sees only the tools' results; None when the asker
+    holds it already."""
+    if entry.get("you_hold"):
+        return None
+    who = [f"{h['agent']} for {_span(h['for_seconds'])}" for h in entry.get("held_by", [])]
+    who += [f"{reader} (shared)" for reader in entry.get("shared_by", [])]
+    for overlap in entry.get("overlapping", []):
+        who += [f"{h['agent']} ({overlap['filepath']})" for h in overlap.get("held_by", [])]
+    held = f"held by {', '.join(who)}" if who else "being handed over"
+    queued = len(entry.get("waiting", []))
+    place = f"{queued} waiting" + (" (you among them)" if entry.get("you_wait") else "")
+    return f"{entry.get('filepath')}: {held}, {place if queued else 'nobody else waiting'}"
 
 
 def _span(seconds: float) -> str:

@@ -27,7 +27,9 @@ from typing import Any, Final
 import anyio
 
 from ...lockstore import IN_MOVED_TO, Inotify
-from ...tools.lock_tools import ToolOutcome
+from ...tools.lock_tools import ACQUIRE_TOOL, STATUS_TOOL, ToolOutcome
+from ...tools.wait_view import describe_look
+from ..stdio.mcp_connection import Progress
 from ..stdio.server import PROGRESS_INTERVAL_SECONDS, StdioToolSession
 from .folder import (
     HEARTBEAT,
@@ -301,6 +303,8 @@ class IpcServeSession(StdioToolSession):
     ) -> None:
         super().__init__(client, progress_interval=progress_interval)
         self.client = client
+        self._acquiring: list[str] = []
+        """The paths of the `lock_acquire` call waiting now, for its progress messages."""
 
     async def list_tools(self) -> list[dict[str, Any]]:
         try:
@@ -316,6 +320,36 @@ class IpcServeSession(StdioToolSession):
             }
             for tool in tools
         ]
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None, progress: Progress | None
+    ) -> dict[str, Any]:
+        paths = (arguments or {}).get("filepaths") if name == ACQUIRE_TOOL else None
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            return await super().call_tool(name, arguments, progress)
+        self._acquiring = paths
+        try:
+            return await super().call_tool(name, arguments, progress)
+        finally:
+            self._acquiring = []
+
+    async def progress_text(self, waited: float) -> str:
+        """`waiting for locks (12 s): src/a.py: held by bob for 40 s, 1 waiting (you among
+        them)`: the host's `lock_status` of the waited-for paths (bounded; the plain message
+        when the host does not answer in time)."""
+        plain = await super().progress_text(waited)
+        paths = self._acquiring
+        if not paths:
+            return plain
+        with anyio.move_on_after(2):
+            outcome = await self.client.call(STATUS_TOOL, {"filepaths": paths})
+            if outcome.is_error:
+                return plain
+            with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+                clauses = [describe_look(entry) for entry in json.loads(outcome.text)["locks"]]
+                waits = [clause for clause in clauses if clause is not None]
+                return f"{plain}: {'; '.join(waits)}" if waits else plain
+        return plain
 
     async def end_session(self) -> list[str]:
         """Release the sandbox's locks on the host (bounded: the host may be gone)."""

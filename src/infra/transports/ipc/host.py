@@ -40,6 +40,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from ....core.deadlock_info import DeadlockInfo
 from ....core.events import LockEvent, LockEventType
 from ....domain.monitor import DeadlockMonitor
+from ...crossproc.cycle_check import cycle_stands
 from ...crossproc.notices import AnyVictimNotices, FileVictimNotices
 from ...crossproc.state import WaitForReader
 from ...lockstore import (
@@ -51,7 +52,6 @@ from ...lockstore import (
     IN_MOVED_FROM,
     IN_MOVED_TO,
     IN_Q_OVERFLOW,
-    CorruptRecordError,
     Inotify,
     InvalidAgentIdError,
     LockBackend,
@@ -776,10 +776,7 @@ class IpcHost:
         return await store_call(self.store, self._cycle_stands, info)
 
     def _cycle_stands(self, info: DeadlockInfo) -> bool:
-        try:
-            return all(self.store.holder(step.lock_path) == step.held_by for step in info.cycle)
-        except CorruptRecordError:
-            return False
+        return cycle_stands(self.store, info)
 
     def _on_deadlock(self, info: DeadlockInfo) -> None:
         log.warning("deadlock between sandboxes: %s", info.describe())

@@ -37,6 +37,7 @@ from ...lockstore import (
     HolderRecord,
     JournalRecord,
     LockBackend,
+    LockInfo,
     LockMode,
     LostLock,
     WaiterRecord,
@@ -122,6 +123,9 @@ class SessionLedger:
 
     def readers(self, filepath: str) -> tuple[str, ...]:
         return self.store.readers(filepath)
+
+    def list_locks(self) -> list[LockInfo]:
+        return self.store.list_locks()
 
     def stamp_activity(self, agent_id: str) -> None:
         self.store.stamp_activity(agent_id)

@@ -1,0 +1,97 @@
+"""A look without taking (`lock_status`, `lockyard status PATH`) at a directory shows who
+holds or waits for anything below it, and at a file the directory locks above it: what an
+acquire would conflict with, counted in "would be granted"."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from cli_support import LOCKYARD
+
+from lockyard.infra.lockstore import LockStore
+from lockyard.infra.tools.lock_tools import LockTools
+from lockyard.infra.tools.wait_view import line_view
+
+
+@pytest.fixture
+def tree(repo: Path) -> Path:
+    for name in ("src/api/routes.py", "src/db/schema.py"):
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text("")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    return repo.resolve()
+
+
+@pytest.fixture
+def store(tree: Path, lock_dir: Path) -> LockStore:
+    """Alice holds src/api/routes.py, readers Bob and Dan share src/api/models.py, Carol holds
+    the directory src/db/."""
+    store = LockStore(str(tree), lock_dir)
+    assert store.try_lock("src/api/routes.py", "alice")
+    assert store.try_lock("src/api/models.py", "bob", mode="shared")
+    assert store.try_lock("src/api/models.py", "dan", mode="shared")
+    assert store.try_lock("src/db/", "carol")
+    return store
+
+
+def looks(store: LockStore, agent: str, *paths: str) -> dict[str, dict[str, Any]]:
+    outcome = anyio.run(LockTools(store, agent).status, {"filepaths": list(paths)})
+    assert not outcome.is_error, outcome.text
+    return {entry["filepath"]: entry for entry in json.loads(outcome.text)["locks"]}
+
+
+def test_a_directory_look_names_the_holds_and_readers_below_it(store: LockStore) -> None:
+    seen = looks(store, "erin", "src/api/")["src/api/"]
+    assert seen["held_by"] == []
+    assert seen["would_be_granted"] is False
+    below = {o["filepath"]: o for o in seen["overlapping"]}
+    assert below.keys() == {"src/api/models.py", "src/api/routes.py"}
+    assert [h["agent"] for h in below["src/api/routes.py"]["held_by"]] == ["alice"]
+    assert below["src/api/models.py"]["shared_by"] == ["bob", "dan"]
+    assert {o["where"] for o in below.values()} == {"below"}
+    assert "src/api/routes.py (below) held by alice" in seen["summary"]
+
+
+def test_a_file_look_names_the_directory_lock_above_it_unless_it_is_yours(
+    store: LockStore,
+) -> None:
+    for_erin = looks(store, "erin", "src/db/schema.py", "src/db/")
+    file = for_erin["src/db/schema.py"]
+    assert file["held_by"] == []  # the file's own lock is free, yet it is covered
+    assert file["would_be_granted"] is False
+    assert [(o["filepath"], o["where"]) for o in file["overlapping"]] == [("src/db/", "above")]
+    assert "overlapping" not in for_erin["src/db/"]  # nothing above or below it
+    assert looks(store, "carol", "src/db/schema.py")["src/db/schema.py"]["would_be_granted"]
+
+
+def test_status_of_a_directory_shows_what_lies_below_at_80_columns(
+    store: LockStore, tree: Path, lock_dir: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "LOCKYARD_LOCK_DIR"} | {"COLUMNS": "80"}
+    done = subprocess.run(
+        [LOCKYARD, "status", "--lock-dir", str(lock_dir), "src/api/", "src/db/schema.py"],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tree, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(map(len, lines)) <= 80, done.stdout
+    text = "\n".join(lines)
+    assert "below it: src/api/models.py shared by bob, dan" in text
+    assert "below it: src/api/routes.py held by alice" in text
+    assert "covered by directory lock src/db/ held by carol" in text
+    assert "taking it now: waits for src/api/models.py, src/api/routes.py" in text
+
+
+def test_a_waiters_view_names_the_readers_it_waits_for(store: LockStore) -> None:
+    # `lockyard lock`'s and `lockyard serve`'s progress line: an exclusive request for a file
+    # that readers share waits for each of them.
+    view = line_view(store, "erin", "src/api/models.py")
+    assert [(h.agent_id, h.shared) for h in view.holders] == [("bob", True), ("dan", True)]
+    assert view.describe().startswith("src/api/models.py: held by bob (shared), dan (shared)")
+    assert "bob" not in {h.agent_id for h in line_view(store, "bob", "src/api/models.py").holders}
