@@ -146,7 +146,9 @@ def test_the_page_loads_nothing_from_elsewhere_and_forbids_inline_script(
     requested: list[str] = []
     page.on("request", lambda request: requested.append(request.url))
     response = page.goto(scene.web.address)
-    page.wait_for_function("window.lockyardView.boards() > 0", timeout=PAGE_WAIT_MS)
+    # A selector, not a predicate: without bypass_csp the page's policy forbids the eval that
+    # Playwright's predicate polling uses (Chromium 156.0.8078.108 enforces it there).
+    page.wait_for_selector("body[data-boards]", state="attached", timeout=PAGE_WAIT_MS)
     policy = response.headers["content-security-policy"]
     assert "script-src 'self'" in policy
     assert "unsafe-inline" not in policy
