@@ -192,11 +192,17 @@ def test_a_bad_guard_port_is_a_usage_error_and_writes_nothing(repo: Path, port: 
 def test_init_finds_the_clis_a_repository_is_configured_for(repo: Path) -> None:
     (repo / ".gemini").mkdir()
     (repo / "opencode.json").write_text("{}")
+    (repo / ".pi").mkdir()
+    (repo / ".github" / "hooks").mkdir(parents=True)
     code, out = run("init", "--command", "lockyard")
     assert code == 0, out
     assert "found OpenCode: opencode.json in the repository" in out
     assert "found Gemini CLI: .gemini in the repository" in out
-    assert "set up for OpenCode, Gemini CLI" in out
+    assert "found GitHub Copilot CLI: .github/hooks in the repository" in out
+    assert "found pi: .pi in the repository" in out
+    assert "set up for OpenCode, Gemini CLI, GitHub Copilot CLI, pi." in out
+    assert (repo / ".github/hooks/lockyard.json").exists()
+    assert any((repo / ".pi/extensions").iterdir())
     assert not (repo / ".mcp.json").exists()
 
 

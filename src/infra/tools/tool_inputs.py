@@ -207,8 +207,9 @@ ACQUIRE_DESCRIPTION: Final = (
     'If the result has a "deadlock" object, all your locks were released for you: follow its '
     '"instruction". Lock a directory ("src/api/", trailing slash) instead of listing its '
     "files when you change many files under it, create files there, or run a command over "
-    'the whole tree (a formatter, a rename). mode "shared" keeps files from changing while '
-    "you read or test them, alongside other readers; it allows no edits."
+    'the whole tree (a formatter, a rename). A glob ("src/**/*.py") locks the files it '
+    'matches, later ones too. mode "shared" keeps files from changing while you read or test '
+    "them, alongside other readers; it allows no edits."
 )
 
 RELEASE_DESCRIPTION: Final = (
