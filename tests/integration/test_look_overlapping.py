@@ -80,7 +80,9 @@ def test_status_of_a_directory_shows_what_lies_below_at_80_columns(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert max(map(len, lines)) <= 80, done.stdout
+    # Every line fits, but for one that is a single word: the lock directory's path is
+    # printed whole, so it can be copied (pytest's temporary paths run past 80 columns).
+    assert all(len(line) <= 80 or " " not in line.strip() for line in lines), done.stdout
     text = "\n".join(lines)
     assert "below it: src/api/models.py shared by bob, dan" in text
     assert "below it: src/api/routes.py held by alice" in text
