@@ -61,7 +61,7 @@ import fasteners
 import filelock
 
 from lockyard.infra.lockstore import LockStore, default_lock_dir
-from lockyard.infra.lockstore.lockdir.plain_paths import is_plain_file
+from lockyard.infra.lockstore.lockdir.keys import is_plain_file
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.tools import locking
 

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from lockyard.infra.lockstore import LockStore
-from lockyard.infra.lockstore.lockdir import layout, line
+from lockyard.infra.lockstore.lockdir import disk, line
 from lockyard.infra.lockstore.lockdir.line import SLEEP
 from lockyard.infra.lockstore.paths import lock_name
 
@@ -130,5 +130,5 @@ def leftovers(store: LockStore) -> list[str]:
     return [
         entry
         for entry in os.listdir(store.lock_dir)
-        if layout.STAGING_MARK in entry or layout.BELL_MARK in entry
+        if disk.STAGING_MARK in entry or disk.BELL_MARK in entry
     ]

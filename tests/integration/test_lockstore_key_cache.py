@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from lockyard.infra.lockstore import InvalidPathError, LockStore, PathOutsideRepoError
-from lockyard.infra.lockstore.lockdir.plain_paths import resolve_plain
+from lockyard.infra.lockstore.lockdir.keys import resolve_plain
 
 if resolve_plain("/") is None:  # pragma: no cover - a kernel or sandbox without openat2
     pytest.skip("openat2 is not available here", allow_module_level=True)

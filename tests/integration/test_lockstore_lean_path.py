@@ -27,7 +27,7 @@ from lock_dir_listing import lock_dir_entries
 from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.liveness import ProcessIdentity, current_process, new_token
 from lockyard.infra.lockstore.lockdir import line
-from lockyard.infra.lockstore.lockdir.layout import LOCK_SUFFIX
+from lockyard.infra.lockstore.lockdir.disk import LOCK_SUFFIX
 from lockyard.infra.lockstore.lockdir.operations import run
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import encode_waiter

@@ -25,7 +25,7 @@ from lockyard.infra.lockstore.liveness import (
     read_proc_stat,
 )
 from lockyard.infra.lockstore.lockdir import line
-from lockyard.infra.lockstore.lockdir.layout import TICKET_DIGITS
+from lockyard.infra.lockstore.lockdir.disk import TICKET_DIGITS
 from lockyard.infra.lockstore.lockdir.operations import run
 from lockyard.infra.lockstore.paths import lock_name
 from lockyard.infra.lockstore.records import encode_waiter

@@ -17,7 +17,7 @@ import pytest
 
 from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.liveness import current_process
-from lockyard.infra.lockstore.lockdir import layout, line, sleep, stagings
+from lockyard.infra.lockstore.lockdir import disk, line, sleep
 from lockyard.infra.lockstore.lockdir.operations import run
 from lockyard.infra.lockstore.records import encode_waiter
 from stepped_waits import FILE, SteppedWait, looked_once, name_of, queued, waiting_agents
@@ -38,7 +38,7 @@ def _staged(store: LockStore) -> list[str]:
     return [
         agents.get(token, token)
         for entry in os.listdir(store.lock_dir)
-        for _name_part, mark, token in [entry.partition(layout.STAGING_MARK)]
+        for _name_part, mark, token in [entry.partition(disk.STAGING_MARK)]
         if mark
     ]
 
@@ -149,11 +149,11 @@ def test_a_newcomer_cannot_take_the_lock_in_the_middle_of_a_handover(
     tried: list[bool] = []
 
     def newcomer_first(source: str, target: str, **options: int) -> None:
-        if not tried and layout.STAGING_MARK in str(source):
+        if not tried and disk.STAGING_MARK in str(source):
             tried.append(store.try_lock(FILE, "newcomer"))
         rename(source, target, **options)
 
-    monkeypatch.setattr(stagings.os, "rename", newcomer_first)  # the staging renamed onto the lock
+    monkeypatch.setattr(disk.os, "rename", newcomer_first)  # the staging renamed onto the lock
     assert store.release(FILE, "holder")
     assert tried == [False]
     assert store.holder(FILE) == "b"
@@ -268,14 +268,14 @@ def apart(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _bells(store: LockStore) -> list[str]:
-    return [entry for entry in os.listdir(store.lock_dir) if layout.BELL_MARK in entry]
+    return [entry for entry in os.listdir(store.lock_dir) if disk.BELL_MARK in entry]
 
 
 @pytest.mark.usefixtures("apart")
 def test_a_head_is_rung_at_its_doorbell_and_accepts_its_grant(store: LockStore) -> None:
     assert store.try_lock(FILE, "holder")
     head = _head(store, "b")
-    assert _bells(store) == [f"{name_of(store)}{layout.BELL_MARK}{head.place.token}"]
+    assert _bells(store) == [f"{name_of(store)}{disk.BELL_MARK}{head.place.token}"]
     assert not head.rung()
     assert store.release(FILE, "holder")
     assert head.rung()
@@ -313,7 +313,7 @@ def test_a_head_that_looks_as_soon_as_it_is_rung_takes_the_emptied_lock_itself(
     head.stop()
     assert store.holder(FILE) == "b"
     assert waiting_agents(store) == []
-    assert not [entry for entry in os.listdir(store.lock_dir) if layout.STAGING_MARK in entry]
+    assert not [entry for entry in os.listdir(store.lock_dir) if disk.STAGING_MARK in entry]
     assert waiting_agents(store) == []
 
 
@@ -407,11 +407,11 @@ def test_a_head_that_queued_again_is_rung_at_the_doorbell_of_its_new_wait(
     name = name_of(store)
     [(entry, _record)] = store.directory.queues.read_queue(name)
     first_token = head.place.token
-    assert _bells(store) == [f"{name}{layout.BELL_MARK}{first_token}"]
+    assert _bells(store) == [f"{name}{disk.BELL_MARK}{first_token}"]
     assert store.operations.dequeue(name, entry)  # `lockyard clean` ends b's wait
     assert not head.look()  # queues again, first again, with a new token
     assert head.place.token != first_token
-    assert _bells(store) == [f"{name}{layout.BELL_MARK}{head.place.token}"]  # the old one went
+    assert _bells(store) == [f"{name}{disk.BELL_MARK}{head.place.token}"]  # the old one went
     assert store.release(FILE, "holder")
     assert head.rung()
     assert head.look()

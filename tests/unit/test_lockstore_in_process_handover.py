@@ -18,7 +18,7 @@ import anyio.lowlevel
 import pytest
 
 from lockyard.infra.lockstore import LockStore
-from lockyard.infra.lockstore.lockdir import layout
+from lockyard.infra.lockstore.lockdir import disk
 from lockyard.infra.lockstore.lockdir.sleep import process_hub
 from lockyard.infra.lockstore.wakeup import Waker
 from stepped_waits import FILE, SteppedWait, leftovers, looked_once, name_of, waiting_agents
@@ -162,9 +162,7 @@ def _claimed_head(
     store.operations.claim_asleep = claim_then  # type: ignore[method-assign]
     waiter.start()
     hub = process_hub()
-    while not any(
-        hub.heads.is_asleep(e.partition(layout.STAGING_MARK)[2]) for e in leftovers(store)
-    ):
+    while not any(hub.heads.is_asleep(e.partition(disk.STAGING_MARK)[2]) for e in leftovers(store)):
         threading.Event().wait(0.001)  # until b sleeps, its grant staged
     released: bool | None = None
     with contextlib.suppress(_Interrupted):

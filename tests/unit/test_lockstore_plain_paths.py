@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lockyard.infra.lockstore import LockStore
-from lockyard.infra.lockstore.lockdir.plain_paths import is_plain_file, resolve_plain
+from lockyard.infra.lockstore.lockdir.keys import is_plain_file, resolve_plain
 from lockyard.infra.lockstore.paths import resolve_entry
 
 if resolve_plain("/") is None:  # pragma: no cover - a kernel or sandbox without openat2

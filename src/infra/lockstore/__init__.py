@@ -128,9 +128,16 @@ if TYPE_CHECKING:
         new_token,
     )
     from .lockdir.activity import stamp_activity
-    from .lockdir.disk import LockDir, default_lock_dir
+    from .lockdir.disk import (
+        CARD_SUFFIX,
+        LOCK_SUFFIX,
+        QUEUE_SUFFIX,
+        SHARED_SUFFIX,
+        LockDir,
+        default_lock_dir,
+        read_record,
+    )
     from .lockdir.glob_index import globs_over
-    from .lockdir.layout import CARD_SUFFIX, LOCK_SUFFIX, QUEUE_SUFFIX, SHARED_SUFFIX, read_record
     from .lockdir.location import default_lock_dir_path
     from .lockdir.revocations import pending_reason
     from .lockdir.sleep import process_hub
@@ -220,8 +227,8 @@ _HOMES = {
     "globs_over": "lockdir.glob_index",
     "places_above": "scope_keys",
     "shared_node": "records",
-    "SHARED_SUFFIX": "lockdir.layout",
-    "read_record": "lockdir.layout",
+    "SHARED_SUFFIX": "lockdir.disk",
+    "read_record": "lockdir.disk",
     "NAMESPACE_ENV": "checkout",
     "Checkout": "checkout",
     "canonical_repo_path": "checkout",
@@ -251,9 +258,9 @@ _HOMES = {
     "stamp_activity": "lockdir.activity",
     "pending_reason": "lockdir.revocations",
     "LockDir": "lockdir.disk",
-    "CARD_SUFFIX": "lockdir.layout",
-    "LOCK_SUFFIX": "lockdir.layout",
-    "QUEUE_SUFFIX": "lockdir.layout",
+    "CARD_SUFFIX": "lockdir.disk",
+    "LOCK_SUFFIX": "lockdir.disk",
+    "QUEUE_SUFFIX": "lockdir.disk",
     "default_lock_dir": "lockdir.disk",
     "default_lock_dir_path": "lockdir.location",
     "in_worker": "off_loop",

@@ -1,5 +1,31 @@
-"""The lock directory held open, and its locks: the atomic operations the line takes and
-gives back a lock with (`layout.py` says how the entries are named and written).
+"""The lock directory on disk: how its entries are named, how a record is written in one, and
+the atomic operations the line (`line.py`) takes and gives back a lock with. Nothing here
+decides anything: the line does, through these operations.
+
+Layout (all names relative to one private directory, opened once and used through its fd):
+
+    <name>.lock/<token>        a lock: a directory holding exactly one entry, named by the
+                               grant token, whose content is the holder record
+    <name>.tmp-<token>/<token> a grant being published, or staged by a queue's head for a
+                               release to hand over (same file system)
+    <name>.q/<ticket>          the wait queue of a lock, entries numbered in arrival order;
+                               exists only while it has entries; an entry's mtime is the
+                               moment its turn began
+    <name>.bell-<token>        the doorbell of a waiting head (a FIFO, `sleep.py`)
+    <name>.shared/<agent hash> a shared hold of lock `name`: the member's full holder record
+                               (`"mode":"shared"`); the directory exists only while it has
+                               members (`shared_holds.py`)
+    <card>.card                a holder card: the part of holder records that stays the same
+                               from grant to grant (agent, process, key, checkout), named by
+                               a hash of its text, written once and shared by every grant
+                               that names it
+
+Records are the target of a symlink (one atomic syscall, read with readlink, never followed),
+or a small file when too long for a symlink target. A grant's record is short,
+`@<card>:<acquired at>`: under the length a file system keeps inside the symlink's inode
+(60 bytes on ext4, 128 on tmpfs), so a grant allocates no data block or page; readers see
+it spelled out in full, the card's text with the token and the time added (`LockDir.read_lock`).
+Full records (an agent's claim on its id, `crossproc/agent_claims.py`) read as they are.
 
 Publishing a lock: build the staging directory with the record inside, then `rename` it onto
 `<name>.lock`. The rename is atomic and fails (ENOTEMPTY/EEXIST) while the lock directory holds
@@ -13,43 +39,131 @@ that grant is the current one, so neither a double release nor a release racing 
 remove somebody else's fresh lock; the rmdir fails harmlessly if a new holder already renamed
 its lock in.
 
-The other kinds of entries have a class each, reached from `LockDir`: `stagings.Stagings`,
-`queues.QueueEntries`, `cards.HolderCards`. None decides anything: the line (`line.py`) does,
-through these operations.
+One class per kind of entry, each reached from `LockDir` (the directory itself and its
+locks): `Stagings` (`LockDir.stagings`), `QueueEntries` (`LockDir.queues`) and `HolderCards`
+(`LockDir.cards`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
+import json
+import math
 import os
 import stat
+import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ..errors import CorruptRecordError, LockDirError, LockDirFullError
-from .cards import HolderCards
-from .layout import (
-    BUSY,
-    CARD_MARK,
-    DIR_FLAGS,
-    LOCK_SUFFIX,
-    NO_SPACE,
-    PARTIAL_SUFFIX,
-    STAGING_MARK,
-    entry_error,
-    read_record,
-    write_record,
-)
+from ..own_files import NotOwnFileError, read_own_file
 from .location import default_lock_dir_path
-from .queues import QueueEntries
-from .stagings import Stagings
 
 if TYPE_CHECKING:
-    from ..records import HolderRecord
+    from ..records import HolderRecord, WaiterRecord
 
-__all__ = ["LockDir", "default_lock_dir"]
+LOCK_SUFFIX: Final = ".lock"
+QUEUE_SUFFIX: Final = ".q"
+STAGING_MARK: Final = ".tmp-"
+BELL_MARK: Final = ".bell-"
+PARTIAL_SUFFIX: Final = ".part"
+"""A record file being written, before it is linked into place (`write_record`)."""
+CARD_SUFFIX: Final = ".card"
+SHARED_SUFFIX: Final = ".shared"
+_AGENT_HASH_CHARS: Final = 24
+CARD_MARK: Final = "@"
+"""The first character of a grant record that names its holder card."""
+TICKET_DIGITS: Final = 20
+DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+"""How an entry of ours that is a directory is opened: never through a symlink."""
+BUSY: Final = (errno.ENOTEMPTY, errno.EEXIST)
+"""A rename onto a lock that holds a grant fails with one of these."""
+NO_SPACE: Final = (errno.ENOSPC, errno.EDQUOT)
+"""The file system (or the user's quota) is full: LockDirFullError."""
+_SYMLINK_RECORD_MAX: Final = 4000
+_SMALL_FILE_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+def read_small_file(path: str | os.PathLike[str], max_bytes: int) -> bytes | None:
+    """The first `max_bytes` of a small file the store keeps beside its locks (the policy, an
+    agent's revocation notices); None when it is absent or cannot be read. Never follows a
+    symlink, and never blocks on a FIFO planted at its name."""
+    try:
+        descriptor = os.open(path, _SMALL_FILE_FLAGS)
+    except OSError:
+        return None
+    try:
+        return os.read(descriptor, max_bytes)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+
+
+def entry_error(name: str, error: OSError) -> LockDirError:
+    return LockDirError(
+        f"{name} in the lock directory is not a directory the store wrote "
+        f"({error.strerror}); something else put it there. Remove it to unblock that lock"
+    )
+
+
+def write_record(dir_fd: int, entry: str, record: str) -> None:
+    """Make `entry` (in the directory `dir_fd`) hold `record`, complete before it is visible
+    under that name; FileExistsError when the name is taken (creation is exclusive)."""
+    if len(record) <= _SYMLINK_RECORD_MAX:
+        os.symlink(record, entry, dir_fd=dir_fd)
+        return
+    # Too long for a symlink target: write a file under a hidden name, then link it into
+    # place (a link, unlike a rename, never replaces an existing entry).
+    partial = entry + PARTIAL_SUFFIX
+    record_fd = os.open(
+        partial,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
+        dir_fd=dir_fd,
+    )
+    try:
+        try:
+            unwritten = memoryview(record.encode())
+            while unwritten:  # a short write (a file system filling up) is written on
+                unwritten = unwritten[os.write(record_fd, unwritten) :]
+        finally:
+            os.close(record_fd)
+        os.link(partial, entry, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(partial, dir_fd=dir_fd)
+
+
+def read_record(dir_fd: int, entry: str) -> str:
+    try:
+        return os.readlink(entry, dir_fd=dir_fd)
+    except OSError as error:
+        if error.errno != errno.EINVAL:  # EINVAL: not a symlink, a record file
+            raise
+    try:
+        return read_own_file(entry, dir_fd=dir_fd).decode(errors="replace")
+    except NotOwnFileError as error:
+        raise CorruptRecordError(f"{entry} {error}; remove it to unblock that lock") from None
+
+
+def member_entry(agent: str) -> str:
+    """The entry naming `agent`'s shared hold: a hash of the id (ids may hold '/')."""
+    return hashlib.sha256(agent.encode()).hexdigest()[:_AGENT_HASH_CHARS]
+
+
+def shared_member_exists(dir_fd: int, name: str, agent: str) -> bool:
+    """Whether `agent` holds lock `name` shared (one `faccessat` in the directory `dir_fd`)."""
+    return os.access(
+        f"{name}{SHARED_SUFFIX}/{member_entry(agent)}",
+        os.F_OK,
+        dir_fd=dir_fd,
+        follow_symlinks=False,
+    )
 
 
 def default_lock_dir() -> Path:
@@ -92,7 +206,7 @@ class LockDir:
     """One private lock directory, held open; every operation is relative to its fd.
 
     Its locks are handled here; its stagings by `stagings`, its queues by `queues`, its
-    holder cards by `cards`."""
+    holder cards by `cards` (the classes below)."""
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         """`read_only`: for inspecting (`lockyard status`): the directory must exist and is
@@ -346,3 +460,412 @@ class LockDir:
                 "remove the lock (lockyard clean) to unblock it"
             )
         return None
+
+
+class Stagings:
+    """The grants staged in a lock directory, each under its token."""
+
+    def __init__(self, directory: LockDir) -> None:
+        self._dir = directory
+
+    def make_staging(self, name: str, token: str) -> bool:
+        """Create the staging of grant `token` of lock `name`; False when it exists."""
+        return self._dir.make_dir(f"{name}{STAGING_MARK}{token}")
+
+    def write_staging(self, name: str, token: str, record: str) -> bool:
+        """Put `record` in the staging of grant `token`; False when the staging is gone (a
+        release renamed it, still empty, onto the lock). On any other failure the staging
+        is discarded (a full file system: LockDirFullError)."""
+        staging = f"{name}{STAGING_MARK}{token}"
+        try:
+            write_record(self._dir.fd, f"{staging}/{token}", record)
+        except FileNotFoundError:
+            return False
+        except OSError as error:
+            self.discard_staging(staging, token)
+            if error.errno in NO_SPACE:
+                raise self._dir.full() from None
+            raise
+        return True
+
+    def rename_staging(self, name: str, token: str) -> bool | None:
+        """Rename the staging of grant `token` onto lock `name`: True when done (the lock
+        holds what the staging held), False while the lock holds a grant, None when there is
+        no such staging."""
+        try:
+            os.rename(
+                f"{name}{STAGING_MARK}{token}",
+                name + LOCK_SUFFIX,
+                src_dir_fd=self._dir.fd,
+                dst_dir_fd=self._dir.fd,
+            )
+        except OSError as error:
+            if error.errno in BUSY:
+                return False
+            if error.errno == errno.ENOENT:
+                return None
+            if error.errno in (errno.ENOTDIR, errno.EISDIR):
+                raise entry_error(name + LOCK_SUFFIX, error) from None
+            raise
+        return True
+
+    def unstage(self, name: str, token: str) -> bool:
+        """Take back the record staged under `token` and remove its staging: False when
+        there was none (never staged, or renamed onto the lock by a release: whichever of
+        our unlink and that rename comes first decides)."""
+        staging = f"{name}{STAGING_MARK}{token}"
+        try:
+            os.unlink(f"{staging}/{token}", dir_fd=self._dir.fd)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        self.discard_staging(staging, token)
+        return True
+
+    def discard_staging(self, staging: str, token: str) -> None:
+        record = f"{staging}/{token}"
+        for remove, entry in (
+            (os.unlink, record),
+            (os.unlink, record + PARTIAL_SUFFIX),
+            (os.rmdir, staging),
+        ):
+            with contextlib.suppress(OSError):
+                remove(entry, dir_fd=self._dir.fd)
+
+    def staging_record(self, staging: str) -> tuple[str, str] | None:
+        return self._dir.read_grant_entry(staging)
+
+
+class QueueEntries:
+    """The wait queues of a lock directory: `<name>.q/<ticket>`, one entry per waiter."""
+
+    def __init__(self, directory: LockDir) -> None:
+        self._dir = directory
+
+    def queue_exists(self, name: str) -> bool:
+        return os.access(name + QUEUE_SUFFIX, os.F_OK, dir_fd=self._dir.fd, follow_symlinks=False)
+
+    def enqueue(self, name: str, record_for: Callable[[int], str]) -> str:
+        """Add an entry to the queue of `name` and return its name (its ticket).
+
+        The ticket is one more than the highest ticket in the queue, claimed by creating the
+        entry under that name (creation fails if the name exists: then the next one is
+        tried). So entries are numbered in the order they were created, whatever any
+        process's clock says. `record_for(ticket)` gives the record to store.
+        """
+        queue = name + QUEUE_SUFFIX
+        while True:
+            self._dir.make_dir(queue)
+            queue_fd = self._dir.open_own_dir(queue)
+            if queue_fd is None:
+                continue  # the last waiter removed the empty queue meanwhile: recreate it
+            try:
+                entry = _claim_ticket(queue_fd, record_for)
+            except OSError as error:
+                if error.errno not in NO_SPACE:
+                    raise
+                # Leave no empty queue behind (fails harmlessly if others queue there).
+                with contextlib.suppress(OSError):
+                    os.rmdir(queue, dir_fd=self._dir.fd)
+                raise self._dir.full() from None
+            finally:
+                os.close(queue_fd)
+            if entry is not None:
+                return entry
+
+    def dequeue(self, name: str, entry: str) -> bool:
+        """Remove one queue entry (by its unique name) and the queue when it became empty."""
+        queue = name + QUEUE_SUFFIX
+        try:
+            os.unlink(f"{queue}/{entry}", dir_fd=self._dir.fd)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        try:  # noqa: SIM105 (contextlib.suppress costs more, at every handoff)
+            os.rmdir(queue, dir_fd=self._dir.fd)  # fails while others queue
+        except OSError:
+            pass
+        return True
+
+    def queued(self, name: str, entry: str) -> bool:
+        """Whether queue entry `entry` of `name` exists (one `faccessat`)."""
+        return os.access(
+            f"{name}{QUEUE_SUFFIX}/{entry}", os.F_OK, dir_fd=self._dir.fd, follow_symlinks=False
+        )
+
+    def queue_record(self, name: str, entry: str) -> str | None:
+        """The record of one queue entry, or None when there is no such entry (or what is
+        there is not a record the store wrote)."""
+        try:
+            return read_record(self._dir.fd, f"{name}{QUEUE_SUFFIX}/{entry}")
+        except (FileNotFoundError, NotADirectoryError, CorruptRecordError):
+            return None
+
+    def entry_token(self, name: str, entry: str) -> str | None:
+        """The wait token in the record of queue entry `entry`; None when the entry is gone
+        or holds no waiter's record.
+
+        Read from the text as the store writes it (compact JSON) without decoding the whole
+        record: this runs on every handoff. A quote inside a JSON string is escaped, so a
+        `"token":"` found in the text is the key, not part of a value. Other spellings fall
+        back to decoding the JSON. A record that names a token without being a whole
+        waiter's record is harmless: a grant is handed over only to a staging of that token,
+        which only a queued wait makes."""
+        text = self.queue_record(name, entry)
+        if text is None:
+            return None
+        at = text.find('"token":"')
+        if at >= 0:
+            at += 9
+            until = text.find('"', at)
+            token: object = text[at:until] if until >= 0 else None
+        else:
+            try:
+                fields = json.loads(text)
+            except ValueError:
+                return None
+            token = fields.get("token") if type(fields) is dict else None
+        if type(token) is not str or not token or "/" in token or "\0" in token or "\\" in token:
+            return None  # it names files of the lock directory (and a plain token has no escapes)
+        return token
+
+    def waiter(self, name: str, entry: str) -> WaiterRecord | None:
+        """The record of queue entry `entry`, None when it is gone or no waiter's record."""
+        text = self.queue_record(name, entry)
+        if text is None:
+            return None
+        try:
+            from ..records import decode_waiter  # pydantic: loaded when first needed
+
+            return decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}")
+        except CorruptRecordError:
+            return None  # not a waiter's record: never obeyed
+
+    def queue_order(self, name: str) -> list[str]:
+        """The entry names of the queue of `name`, in arrival order (no records read)."""
+        try:
+            queue_fd = os.open(name + QUEUE_SUFFIX, DIR_FLAGS, dir_fd=self._dir.fd)
+        except OSError:
+            return []  # no queue; one that is not a directory is reported by queue_entries
+        return _sorted_tickets(queue_fd)
+
+    def checked_queue_order(self, name: str) -> list[str]:
+        """`queue_order`; a queue that is not a directory of ours raises LockDirError (as
+        `queue_entries` does) instead of reading as empty."""
+        queue_fd = self._dir.open_own_dir(name + QUEUE_SUFFIX)
+        return [] if queue_fd is None else _sorted_tickets(queue_fd)
+
+    def stamp_turn(self, name: str, entry: str) -> bool:
+        """Record now as the moment queue entry `entry` got its turn (the entry's mtime);
+        False when there is no such entry (it left meanwhile: it needs no turn)."""
+        # An explicit time: the kernel's own "now" is only as fine as a clock tick, so a stamp
+        # soon after the entry was created could leave its mtime unchanged, and a waiter
+        # learns from a changed mtime that it is first (see `line._in_line`).
+        now = time.time_ns()
+        try:
+            os.utime(
+                f"{name}{QUEUE_SUFFIX}/{entry}",
+                ns=(now, now),
+                dir_fd=self._dir.fd,
+                follow_symlinks=False,
+            )
+        except OSError:
+            return False
+        return True
+
+    def turn_stamp(self, name: str, entry: str) -> int | None:
+        """The mtime of queue entry `entry` in nanoseconds, or None when it is gone."""
+        try:
+            return os.lstat(f"{name}{QUEUE_SUFFIX}/{entry}", dir_fd=self._dir.fd).st_mtime_ns
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def turn_started(self, name: str, entry: str) -> float | None:
+        """When queue entry `entry` got its turn (or was queued), or None when it is gone."""
+        try:
+            return os.lstat(f"{name}{QUEUE_SUFFIX}/{entry}", dir_fd=self._dir.fd).st_mtime
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def queue_entries(self, name: str) -> list[tuple[str, str]]:
+        """(entry name, record text) of the queue of `name`, in arrival order."""
+        queue_fd = self._dir.open_own_dir(name + QUEUE_SUFFIX)
+        if queue_fd is None:
+            return []
+        try:
+            try:
+                listed = os.listdir(queue_fd)
+            except FileNotFoundError:
+                return []  # the last waiter removed the queue after we opened it (FUSE)
+            entries = []
+            for entry in sorted(listed):
+                if not _is_ticket(entry):
+                    continue  # a partial record, or not the store's
+                try:
+                    entries.append((entry, read_record(queue_fd, entry)))
+                except FileNotFoundError:
+                    continue  # that waiter left while we were reading
+                except CorruptRecordError:
+                    continue  # a FIFO or another user's file: no waiter, never obeyed
+            return entries
+        finally:
+            os.close(queue_fd)
+
+    def read_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
+        """(entry, record) of every waiter of lock `name`, in arrival order."""
+        from ..records import decode_waiter  # pydantic: loaded when first needed
+
+        entries = []
+        for entry, text in self.queue_entries(name):
+            try:
+                entries.append((entry, decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}")))
+            except CorruptRecordError:
+                continue  # not written by a store: ignored, never obeyed
+        return entries
+
+    def scan_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
+        """`read_queue` for whole-directory scans: an unsafe entry is skipped, not fatal."""
+        try:
+            return self.read_queue(name)
+        except LockDirError:
+            return []
+
+
+def _claim_ticket(queue_fd: int, record_for: Callable[[int], str]) -> str | None:
+    """Create the next ticket's entry in the open queue; None when the queue was removed."""
+    while True:
+        try:
+            listed = os.listdir(queue_fd)
+        except FileNotFoundError:
+            return None  # removed after we opened it (FUSE says so): make it again
+        tickets = [int(entry[:TICKET_DIGITS]) for entry in listed if _is_ticket(entry)]
+        ticket = max(tickets, default=0) + 1
+        entry = f"{ticket:0{TICKET_DIGITS}d}"
+        try:
+            write_record(queue_fd, entry, record_for(ticket))
+        except FileExistsError:
+            continue  # somebody took that ticket first: read the queue again
+        except FileNotFoundError:
+            return None  # the directory was removed (it was empty): make it again
+        return entry
+
+
+def _is_ticket(entry: str) -> bool:
+    return entry[:TICKET_DIGITS].isdigit() and not entry.endswith(PARTIAL_SUFFIX)
+
+
+def _sorted_tickets(queue_fd: int) -> list[str]:
+    """The ticket entries of an open queue, sorted (the queue closed after)."""
+    try:
+        names = os.listdir(queue_fd)
+    except FileNotFoundError:
+        return []  # removed after we opened it (FUSE says so; local file systems: empty)
+    finally:
+        os.close(queue_fd)
+    return sorted(entry for entry in names if _is_ticket(entry))
+
+
+_CARD_HASH_CHARS: Final = 24
+_CARDS_REMEMBERED: Final = 4096
+
+
+class HolderCards:
+    """The holder cards of a lock directory: `<card>.card`, the unchanging part of the holder
+    records of the grants that name it."""
+
+    def __init__(self, directory: LockDir) -> None:
+        self._dir = directory
+        self._known: dict[str, str] = {}
+        """card name -> its text, as read or written here (a card's name is a hash of its
+        text, and a card never changes: remembering it is never stale)."""
+
+    def write(self, text: str) -> str:
+        """The name of the holder card holding `text` (a JSON object), written if missing."""
+        card = hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()[:_CARD_HASH_CHARS]
+        try:
+            write_record(self._dir.fd, card + CARD_SUFFIX, text)
+        except FileExistsError:
+            try:
+                there = self.read(card)
+            except CorruptRecordError:
+                there = None
+            if there != text:  # a card is only ever written whole: this is something else
+                raise LockDirError(
+                    f"{card}{CARD_SUFFIX} in the lock directory is not the card the store "
+                    "wrote; something else put it there. Remove it"
+                ) from None
+        except FileNotFoundError:
+            raise self._dir.removed() from None
+        except OSError as error:
+            if error.errno in NO_SPACE:
+                raise self._dir.full() from None
+            raise
+        self._remember(card, text)
+        return card
+
+    def read(self, card: str) -> str | None:
+        """The text of holder card `card`, or None when there is no such card; a card
+        whose text does not hash to its name is not one the store wrote (CorruptRecordError)."""
+        known = self._known.get(card)
+        if known is not None:
+            return known
+        try:
+            text = read_record(self._dir.fd, card + CARD_SUFFIX)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        digest = hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()
+        if digest[:_CARD_HASH_CHARS] != card:
+            raise CorruptRecordError(f"{card}{CARD_SUFFIX} holds a text of another card")
+        self._remember(card, text)
+        return text
+
+    def _remember(self, card: str, text: str) -> None:
+        if len(self._known) >= _CARDS_REMEMBERED:
+            self._known.clear()
+        self._known[card] = text
+
+    def spelled_out(self, entry: str, token: str, text: str) -> str | None:
+        """Grant record `@<card>:<acquired at>` as the full holder record; None when the
+        card is gone."""
+        card, colon, acquired_at = text[1:].partition(":")
+        try:
+            moment = float(acquired_at)
+        except ValueError:
+            moment = math.nan
+        if not colon or not math.isfinite(moment) or not card.isalnum():
+            raise CorruptRecordError(f"{entry}/{token} holds {text!r}, not a grant record")
+        card_text = self.read(card)
+        if card_text is None:
+            return None
+        if not card_text.endswith("}"):
+            raise CorruptRecordError(f"{card}{CARD_SUFFIX} is not a JSON object")
+        return f'{card_text[:-1]},"token":{json.dumps(token)},"acquired_at":{moment!r}}}'
+
+    def names(self) -> list[str]:
+        """The names of the holder cards in the directory."""
+        return self._dir.names_with(CARD_SUFFIX)
+
+    def named_in(self, entry: str) -> set[str]:
+        """The holder cards that the grant records in directory `entry` (a lock, or a
+        staging) name; empty when it is no directory of ours."""
+        try:
+            entry_fd = self._dir.open_own_dir(entry)
+        except LockDirError:
+            return set()
+        if entry_fd is None:
+            return set()
+        named = set()
+        try:
+            for token in os.listdir(entry_fd):
+                with contextlib.suppress(OSError):
+                    text = os.readlink(token, dir_fd=entry_fd)
+                    if text.startswith(CARD_MARK):
+                        named.add(text[1:].partition(":")[0])
+        except OSError:
+            pass
+        finally:
+            os.close(entry_fd)
+        return named
+
+    def remove(self, card: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(card + CARD_SUFFIX, dir_fd=self._dir.fd)
+        self._known.pop(card, None)

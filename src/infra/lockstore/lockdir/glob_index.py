@@ -16,7 +16,7 @@ from typing import Final
 
 from ..paths import lock_name
 from ..scope_keys import glob_prefix, is_above, places_above
-from .layout import DIR_FLAGS
+from .disk import DIR_FLAGS
 
 GLOBS: Final = "globs"
 """The index's entry in the lock directory (a directory)."""

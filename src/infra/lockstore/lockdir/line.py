@@ -6,7 +6,7 @@ The invariant (the recipe of etcd's `concurrency.Mutex` and of ZooKeeper's lock)
     The oldest live entry of a lock's queue owns the right to take the lock.
 
 A lock is free, or held by one grant; the directory makes each step below atomic (the lock
-and its grants in `disk.py`, staged grants in `stagings.py`, queue entries in `queues.py`).
+and its grants, staged grants and queue entries in `disk.py`).
 Everything else follows from the invariant:
 
 - **Taking.** A newcomer takes a free lock only when no live entry has the turn (it never

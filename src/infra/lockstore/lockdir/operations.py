@@ -1,7 +1,7 @@
 """The line's operations carried out on one lock directory, and the loops that run its recipes.
 
 `DiskOperations` is `line.Operations` on disk: most operations are the directory's own
-(`disk.py`, `stagings.py`, `queues.py`), bound as they are (a recipe's operation is one
+(`disk.py`: its locks, stagings and queues), bound as they are (a recipe's operation is one
 call, no wrapper in between); the rest look at processes (`liveness.py`), wake waiters
 (`sleep.py`) or report.
 
@@ -24,8 +24,7 @@ from typing import TypeVar
 from ..errors import LockDirFullError
 from ..liveness import Liveness, is_this_process, new_token
 from ..records import HolderRecord, Reclamation, WaiterRecord
-from .disk import LockDir
-from .layout import LOCK_SUFFIX, QUEUE_SUFFIX
+from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
 from .line import SLEEP, Accepted, Recipe, Record
 from .lock_journal import LockJournal
 from .sleep import Sleeper, process_hub, ring

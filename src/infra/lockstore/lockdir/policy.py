@@ -19,7 +19,7 @@ import os
 from typing import Final
 
 from ..atomic_files import open_dir, write_atomic
-from .layout import read_small_file
+from .disk import read_small_file
 
 POLICY_FILE: Final = "policy"
 _MAX_BYTES: Final = 64 * 1024

@@ -26,8 +26,7 @@ from ..records import (
     decode_holder,
 )
 from . import line
-from .disk import LockDir
-from .layout import BELL_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK
+from .disk import BELL_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK, LockDir
 from .operations import DiskOperations, run
 from .sleep import stale_doorbell
 

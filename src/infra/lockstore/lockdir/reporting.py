@@ -13,8 +13,7 @@ from ..errors import CorruptRecordError, LockDirError
 from ..liveness import Liveness
 from ..records import HolderRecord, LockInfo, StoreSnapshot, WaiterRecord, shared_node
 from ..scope_keys import is_above, is_scoped
-from .disk import LockDir
-from .layout import LOCK_SUFFIX, QUEUE_SUFFIX, SHARED_SUFFIX
+from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, SHARED_SUFFIX, LockDir
 from .shared_holds import read_members
 
 

@@ -26,7 +26,7 @@ import secrets
 import time
 from typing import Final
 
-from .layout import read_small_file
+from .disk import read_small_file
 
 REVOKED_DIR: Final = "revoked"
 _NAME_CHARS: Final = 24

@@ -34,10 +34,9 @@ from ..errors import CorruptRecordError
 from ..liveness import Liveness
 from ..paths import lock_name
 from ..scope_keys import is_above, is_glob_key, is_scoped, places_above
-from .disk import LockDir
+from .disk import LOCK_SUFFIX, SHARED_SUFFIX, LockDir
 from .glob_index import add_glob, any_globs, globs_at
 from .grants import Grants
-from .layout import LOCK_SUFFIX, SHARED_SUFFIX
 from .shared_holds import SharedHolds, read_members
 from .waits import Waits
 

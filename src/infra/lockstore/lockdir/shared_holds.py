@@ -31,9 +31,9 @@ from ..liveness import Liveness, ProcessIdentity, current_process
 from ..modes import SHARED
 from ..records import HolderRecord, decode_holder, encode_holder
 from . import line
-from .disk import LockDir
-from .layout import (
+from .disk import (
     SHARED_SUFFIX,
+    LockDir,
     member_entry,
     read_record,
     shared_member_exists,

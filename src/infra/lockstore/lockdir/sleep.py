@@ -42,8 +42,7 @@ from typing import Final
 from ..inotify import ENTRIES, IN_IGNORED, IN_MOVE_SELF, IN_Q_OVERFLOW, Inotify, switched_off
 from ..liveness import is_this_process, pids_are_local
 from ..wakeup import Waker
-from .disk import LockDir
-from .layout import BELL_MARK, LOCK_SUFFIX, QUEUE_SUFFIX
+from .disk import BELL_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
 from .line import Accepted, Await
 
 logger = logging.getLogger(__name__)

@@ -37,10 +37,9 @@ from . import line, reclamation, reporting
 from .activity import last_active, stamp_activity
 from .disk import LockDir, default_lock_dir
 from .glob_index import globs_over
-from .grant_records import GrantRecords
-from .grants import Grants
+from .grants import GrantRecords, Grants
+from .keys import LockKeys
 from .lock_journal import LockJournal
-from .lock_keys import LockKeys
 from .operations import DiskOperations, OnReclaim, run
 from .policy import read_idle_limit, write_idle_limit
 from .revocations import pending_reason, post_revocation, take_revocations
@@ -93,7 +92,7 @@ class LockStore:
         self.root: str = self.checkout.root
         """This checkout's root: lock keys are relative to it."""
         self.keys = LockKeys(self.checkout, allow_outside_repo=allow_outside_repo)
-        """File paths to their keys and lock names (`lock_keys.py`)."""
+        """File paths to their keys and lock names (`keys.py`)."""
         self.directory = LockDir(
             lock_dir if lock_dir is not None else default_lock_dir(), read_only=read_only
         )
@@ -117,7 +116,7 @@ class LockStore:
         )
         """The line's operations on that directory (`operations.py`)."""
         self.grant_records = GrantRecords(self.directory.cards, owner, self.namespace, self.root)
-        """The records its grants are published with (`grant_records.py`)."""
+        """The records its grants are published with (`grants.py`)."""
         self.grants = Grants(
             self.keys, self.directory, self.operations, self.grant_records, self._lock_journal
         )

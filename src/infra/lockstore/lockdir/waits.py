@@ -13,10 +13,9 @@ from ..paths import validate_agent_id
 from ..records import encode_waiter
 from . import line
 from .disk import LockDir
-from .grant_records import GrantRecords
-from .grants import Grants
+from .grants import GrantRecords, Grants
+from .keys import LockKeys
 from .lock_journal import LockJournal
-from .lock_keys import LockKeys
 from .operations import DiskOperations, wait, wait_async
 from .sleep import Sleeper
 
