@@ -116,6 +116,23 @@ NESTINGS = [
     "f() {{ local x=$({}); }}; f",
     "export X=$({})",
     "(( y = $({}; echo 2) ))",
+    "cat <<< $({}) > /dev/null",
+    'cat <<< "$({})" > /dev/null',
+    "case x in $({}) | *) ;; esac",
+    "a=($({}))",
+    "declare -a a=(1 $({}))",
+    "echo $[ $({}; echo 1) + 1 ]",
+    "[[ $({}) == x ]] || true",
+    ": ${{x/$({})/y}}",
+    'echo "${{x:-"$({})"}}"',
+    "let 'y = $({}; echo 1)'",
+    "if $({}; echo true); then :; fi",
+    ": > >({})",
+    "echo $( ( {} ) )",
+    "cat <<-B > /dev/null\n\t$({})\n\tB",
+    "x=$(cat <<A\n$({})\nA\n)",
+    "cat <<'EOF' > /dev/null\n$({0})\nEOF\n{0}",
+    "cat <<EOF > /dev/null\n$({})",
 ]
 
 
@@ -130,6 +147,17 @@ def nested(draw: st.DrawFn) -> str:
 @SETTINGS
 @given(command=nested(), held=held_files)
 @example(command=": ${x:=$(echo x > notes.txt)}", held=set())
+@example(
+    command="(( y = $(cat <<EOF > /dev/null\n$(cat <<EOF > /dev/null\n$(echo x > notes.txt)\n"
+    "EOF)\nEOF; echo 2) ))",
+    held=set(),
+)
+@example(command="cat <<-B > /dev/null\n\t$(echo x > notes.txt)\n\tB", held=set())
+@example(  # bash 5.2 runs `touch notes.txt echo 1`: the `;` after a here-doc in `$(` is lost
+    command="echo $[ $(cat <<'EOF' > /dev/null\n$(touch notes.txt)\nEOF\n"
+    "touch notes.txt; echo 1) + 1 ]",
+    held={"notes.txt"},
+)
 def test_nested_substitutions(template: Path, command: str, held: set[str]) -> None:
     check(template, command, held)
 

@@ -128,6 +128,8 @@ class ForLoop:
 @dataclass
 class Unparsed:
     text: str
+    why: str = ""
+    """What the guard could not read in it, when more is known than "a syntax error"."""
 
 
 Statement = Simple | Block | Pipeline | Function | ForLoop | Unparsed
@@ -265,7 +267,20 @@ class _Reader:
 
     def substitution(self, node: Node) -> Script:
         self.visited.add(node.id)
-        return [Block(self.statements(node), subshell=True)]
+        return [Block(self.substituted(node), subshell=True)]
+
+    def substituted(self, node: Node) -> Script:
+        """The statements of `$(...)` or `<(...)`. Bash 5.2 runs such a substitution from its
+        own reprint of the text, which drops the first `;` after a here-document inside
+        (`$(cat <<EOF ... EOF\ncp a; b)` runs `cp a b`): the guard cannot tell what runs."""
+        statements = self.statements(node)
+        if not _separator_after_heredoc(node):
+            return statements
+        why = (
+            "bash joins the commands around a `;` or `&` after a here-document inside `$(...)`; "
+            "put each command after the here-document on its own line"
+        )
+        return [Unparsed(_text(node), why), *statements]
 
     def _statement(self, node: Node) -> Script:
         kind = node.type
@@ -462,35 +477,55 @@ class _Reader:
         newline = self.source.find(b"\n", origin)
         begin = newline + 1 if newline >= 0 else len(self.source)
         finish = end.start_byte if end is not None else (body.end_byte if body else begin)
-        if end is not None:
-            self.heredoc_cursor = end.end_byte
         finish = max(begin, finish)
         nested: Script = []
         if any(c in delimiter for c in "'\"\\"):
             text: Word = (Lit(self.source[begin:finish].decode(errors="surrogateescape"), True),)
+            if body is not None:
+                self.mark_visited(body)  # a quoted here-doc's `$(...)` is text, never run
         else:
-            segments: list[Segment] = []
-            position = begin
-            for child in body.named_children if body is not None else []:
-                if child.type == "heredoc_content" or child.start_byte < position:
-                    continue
-                gap = self.source[position : child.start_byte].decode(errors="surrogateescape")
-                segments.append(Lit(_unescape_heredoc(gap), True))
-                word = self.word(child, quoted=True)
-                segments.extend(word)
-                inner = _word_scripts(word)
-                # `${x:-$(cmd)}`, `$(( $(cmd) ))` in the body: opaque, but their commands run.
-                nested.extend(inner if inner else self.substitutions_in(child))
-                position = child.end_byte
-            tail = self.source[position:finish].decode(errors="surrogateescape")
-            segments.append(Lit(_unescape_heredoc(tail), True))
-            text = tuple(segments)
-        if body is not None:
-            self.mark_visited(body)  # judged here (or, quoted, never run)
+            text, nested = self.unquoted_body(body, begin, finish)
+        if end is not None:
+            # Set after the body: a here-doc inside it (`$(cat <<A ...)`) starts before this end.
+            # A substitution of the body read above is judged; one the loop skipped is found by
+            # `missed` (nothing here marks it visited), so a misread body cannot hide a command.
+            self.heredoc_cursor = max(self.heredoc_cursor, end.end_byte)
         return Redirect("<<", fd, None, nested, text=text, strip_tabs=strip_tabs)
 
+    def unquoted_body(self, body: Node | None, begin: int, finish: int) -> tuple[Word, Script]:
+        """An unquoted here-doc's text and the commands its substitutions run. The grammar
+        misses a `$(...)` at the start of an indented line (`  $(cmd)`) and after an escaped
+        one; when a gap between what it found still holds a substitution, the body is read
+        again as the double-quoted string it expands like, and if that fails too, the guard
+        says it cannot parse it."""
+        segments: list[Segment] = []
+        nested: Script = []
+        gaps: list[bytes] = []
+        position = begin
+        for child in body.named_children if body is not None else []:
+            if child.type == "heredoc_content" or child.start_byte < position:
+                continue
+            gaps.append(self.source[position : child.start_byte])
+            segments.append(Lit(_unescape_heredoc(_decoded(gaps[-1])), True))
+            word = self.word(child, quoted=True)
+            segments.extend(word)
+            inner = _word_scripts(word)
+            # `${x:-$(cmd)}`, `$(( $(cmd) ))` in the body: opaque, but their commands run.
+            nested.extend(inner if inner else self.substitutions_in(child))
+            position = child.end_byte
+        gaps.append(self.source[position:finish])
+        segments.append(Lit(_unescape_heredoc(_decoded(gaps[-1])), True))
+        if not any(_runs_in_heredoc(gap) for gap in gaps):
+            return tuple(segments), nested
+        raw = self.source[begin:finish]
+        again = _body_as_double_quoted(raw)
+        if again is not None:
+            return again
+        why = "a here-document whose `$(...)` or backquotes the parser cannot place"
+        return (Opaque(_decoded(raw)),), [Unparsed(_decoded(raw), why), *nested]
+
     def mark_visited(self, node: Node) -> None:
-        """Substitutions under `node` were judged through the here-doc's own statements."""
+        """Substitutions under `node` never run (the body of a quoted here-doc)."""
         stack = [node]
         while stack:
             child = stack.pop()
@@ -569,7 +604,7 @@ class _Reader:
             return (Opaque(_text(node)),)
         if kind in _SUBSTITUTIONS:
             self.visited.add(node.id)
-            return (Subst(self.statements(node), _text(node)),)
+            return (Subst(self.substituted(node), _text(node)),)
         return (Opaque(_text(node)),)
 
     def double_quoted(self, node: Node) -> Word:
@@ -620,6 +655,59 @@ def _descriptor_from_last_word(
         return
     command.words.pop()
     redirects[0].fd = int(_text(last))
+
+
+def _separator_after_heredoc(node: Node) -> bool:
+    """Whether a `$(...)` or `<(...)` (not backquotes, which bash runs as written) holds a
+    here-document and, after its operator, a `;` or `&` separator."""
+    if not node.children or node.children[0].type == "`" or b"<<" not in (node.text or b""):
+        return False
+    heredoc_at: int | None = None
+    stack = list(reversed(node.children[1:]))
+    while stack:
+        child = stack.pop()
+        if child.type == "heredoc_redirect" and heredoc_at is None:
+            heredoc_at = child.start_byte
+        elif child.type in (";", "&") and heredoc_at is not None and child.start_byte > heredoc_at:
+            return True
+        stack.extend(reversed(child.children))
+    return False
+
+
+def _runs_in_heredoc(raw: bytes) -> bool:
+    """Whether unquoted here-doc text holds a `$(...)` or backquote that bash would run
+    (`\\$(` and `` \\` `` are literal there)."""
+    if b"$(" not in raw and b"`" not in raw:
+        return False
+    index = 0
+    while index < len(raw):
+        char = raw[index : index + 1]
+        if char == b"\\":
+            index += 2
+            continue
+        if char == b"`" or raw[index : index + 2] == b"$(":
+            return True
+        index += 1
+    return False
+
+
+def _body_as_double_quoted(raw: bytes) -> tuple[Word, Script] | None:
+    """Here-doc text read as the double-quoted string it expands like (`: "TEXT"`): its
+    words and the commands its substitutions run. None when that reading is not the same:
+    a `\\"` (kept in a here-doc, unescaped in quotes), or a `"` outside any substitution
+    (the string would end there)."""
+    if b'\\"' in raw:
+        return None
+    source = b': "' + raw + b'"'
+    root = _PARSER.parse(source).root_node
+    command = root.named_children[0] if len(root.named_children) == 1 else None
+    if root.has_error or command is None or command.type != "command":
+        return None
+    operands = command.named_children[1:]
+    if len(operands) != 1 or operands[0].type != "string" or operands[0].end_byte != len(source):
+        return None
+    nested = _Reader(source).missed(operands[0])
+    return _Reader(source).double_quoted(operands[0]), nested
 
 
 def _reparsed_substitutions(text: str) -> Script:
@@ -767,6 +855,10 @@ def _ansi_c(text: str) -> str:
         out.append(char)
         index += 1
     return "".join(out)
+
+
+def _decoded(raw: bytes) -> str:
+    return raw.decode(errors="surrogateescape")
 
 
 def _text(node: Node | None) -> str:

@@ -262,7 +262,8 @@ class _Walker:
             self.loop(statement, scope, depth)
         else:
             assert isinstance(statement, Unparsed)
-            self.unknown(f"the guard cannot parse `{_short(statement.text)}`", "")
+            why = f" ({statement.why})" if statement.why else ""
+            self.unknown(f"the guard cannot parse `{_short(statement.text)}`{why}", "")
 
     def block(self, block: Block, scope: _Scope, depth: int) -> None:
         inner = scope.child() if block.subshell else scope
