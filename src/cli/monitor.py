@@ -13,6 +13,7 @@ from typing import Annotated
 import anyio
 import typer
 
+from ..infra.crossproc.deadlock_text import readable
 from ..infra.crossproc.monitor_loop import CrossProcessMonitor, PassReport
 from ..infra.crossproc.sources import monitor_source
 from ..infra.crossproc.state import LockDirUnreadableError, resolve_lock_dir
@@ -213,7 +214,7 @@ def _print(
             if not report.resolving
             else f"resolved by {report.resolved_by or 'the process that leads'}"
         )
-        write(f"deadlock: {info.describe()}")
+        write(f"deadlock: {readable(info)}")
         write(f"  victim: {info.victim} ({action})")
         if info.victim_reason:
             write(f"  why: {info.victim_reason}")

@@ -14,6 +14,7 @@ import typer
 
 from ..infra.agentcli.guard_address import GuardPortError
 from ..infra.agentcli.guard_address import guard_port as chosen_guard_port
+from ..infra.agentcli.names import CLI_NAMES
 from ..infra.clone_state import checkout_root
 from ..infra.crossproc.agent_claims import AgentClaim, AgentIdInUseError
 from ..infra.lockstore import LockBackend, LockStore, LockStoreError, chosen_spec, is_postgres_spec
@@ -89,8 +90,9 @@ def serve_command(
         str,
         typer.Option(
             "--cli",
-            help="The agent CLI this server runs under (claude-code, codex, opencode, gemini): "
-            "names the session in derived agent ids and in `lockyard status`.",
+            help=f"The agent CLI this server runs under (as `lockyard init` writes it: "
+            f"{', '.join(CLI_NAMES)}; any name of a-z, 0-9 and '-' otherwise): names the "
+            "session in derived agent ids and in `lockyard status`.",
         ),
     ] = "agent",
     progress_interval: Annotated[

@@ -3,9 +3,9 @@ through a directory lock waiting for the holds below it, as the cross-process mo
 
 Both cycles are real: two agents of one `LockCoordinator` on a real lock directory, each
 waiting in `lock_acquire`; one is chosen, told through its call's `deadlock` result, and the
-other then gets what it waited for. The tools' events carry a reader's grant, so that cycle is
-found at the wait; a directory's wait for the holds below it is in the store only, so that
-one is found by the coordinator's resync with the store (every `resync_interval` seconds).
+other then gets what it waited for. The tools' events carry a reader's grant and a
+directory's wait for the holds below it, so both are found at the wait
+(test_coordinator_scope_waits.py shows it with no resync); here a resync runs as well.
 """
 
 from __future__ import annotations

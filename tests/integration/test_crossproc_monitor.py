@@ -163,7 +163,10 @@ async def test_once_finds_resolves_and_does_not_repeat(store: LockStore, lock_di
         [found] = report["deadlocks"]
         assert found["victim"] == "b"
         assert found["notice_posted"] is True
-        assert found["summary"].startswith("b waits for ")
+        # Keys as a person reads them (not `namespace::f1`), the repository once.
+        assert found["summary"] == (
+            f"b waits for f1 (held by a) -> a waits for f2 (held by b) (in {store.namespace})"
+        )
         assert DeadlockInfo.model_validate(found["deadlock"]).victim_waits_on == node(store, "f1")
         notice = VictimNoticeBoard(lock_dir).read("b")
         assert notice is not None
@@ -172,6 +175,7 @@ async def test_once_finds_resolves_and_does_not_repeat(store: LockStore, lock_di
         again = await anyio.to_thread.run_sync(run_monitor, lock_dir, "--once")
         assert again.returncode == 6
         assert "victim: b (already noticed)" in again.stdout
+        assert "deadlock: b waits for f1 (held by a) -> a waits for f2" in again.stdout
         assert VictimNoticeBoard(lock_dir).read("b") == notice  # not replaced
 
     # The waits are over: the notice is stale, and the next pass removes it.

@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from cli_support import LOCKYARD
+from lockstore_support import until_waiting
 
 from lockyard.infra.lockstore import LockStore
 from lockyard.infra.tools.lock_tools import LockTools
@@ -97,3 +98,29 @@ def test_a_waiters_view_names_the_readers_it_waits_for(store: LockStore) -> None
     assert [(h.agent_id, h.shared) for h in view.holders] == [("bob", True), ("dan", True)]
     assert view.describe().startswith("src/api/models.py: held by bob (shared), dan (shared)")
     assert "bob" not in {h.agent_id for h in line_view(store, "bob", "src/api/models.py").holders}
+
+
+def test_a_waiters_view_of_a_file_under_a_directory_lock_names_its_holder_and_line(
+    store: LockStore,
+) -> None:
+    # Erin's file is free itself: Carol holds the directory above it, and Erin stands in
+    # that directory's line. Her progress said "being handed over, nobody else waiting".
+    views = []
+
+    async def erin_waits_while_we_look() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(store.acquire_async, "src/db/schema.py", "erin", 30.0)
+            await until_waiting(store, "src/db/", "erin")
+            views.append(line_view(store, "erin", "src/db/schema.py"))
+            views.append(line_view(store, "frank", "src/db/schema.py"))
+            group.cancel_scope.cancel()
+
+    anyio.run(erin_waits_while_we_look)
+    erin, frank = views
+    assert [(h.agent_id, h.through) for h in erin.holders] == [("carol", "src/db/")]
+    assert (erin.in_line, erin.ahead) == (True, 0)
+    assert erin.describe().startswith("src/db/schema.py: held by carol for ")
+    assert erin.describe().endswith(" (src/db/), you are next")
+    assert frank.describe().endswith(" (src/db/), 1 waiting")
+    assert erin.to_dict()["held_by"][0]["through"] == "src/db/"
+    assert store.holder("src/db/schema.py") is None  # nothing was taken by the looks

@@ -98,6 +98,12 @@ def test_every_offline_readme_command_works_as_written_on_a_fresh_copy(tmp_path:
     for said in ("all invariants held", "no edit lost", "no two holders overlapped",
                  "8 scripted agents", "deadlock 1: victim "):  # fmt: skip
         assert said in demo, demo
+    # The act on tests/: readers sharing it, the directory lock, the person's own process.
+    flowing = " ".join(" ".join(line.strip("│ ").split()) for line in demo.splitlines())
+    for said in ("agent-7 and agent-8 read tests/ together (mode shared)",
+                 "agent-6 locked all of tests/ (its 2 files) in one lock_acquire",
+                 "lockyard lock tests/test_models.py -- sh -c", "exit 0"):  # fmt: skip
+        assert said in flowing, demo
     assert "lockyard status" in ran
 
 

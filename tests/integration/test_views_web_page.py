@@ -35,6 +35,8 @@ class Scene:
         self.three = self.agents.start("agent-3", holds="__c__", waits="__a__")
         hostile = LockStore(None, lock_dir)  # held by this test's own (live) process
         assert hostile.try_lock(HOSTILE_FILE, HOSTILE_AGENT)
+        for reader in ("reader-1", "reader-2"):  # two readers share one file
+            assert hostile.try_lock("__shared__", reader, mode="shared")
         self.agents.go(self.three)
         self.web = WebServer("--lock-dir", str(lock_dir))
 
@@ -117,6 +119,22 @@ def test_the_page_shows_holders_a_queue_and_a_cycle_with_its_victim_and_follows_
     assert "gave way (victim)" in text_of(page, "#deadlocks")
     assert "DEADLOCK" not in text_of(page, "#counts")
     page.screenshot(path=str(shots / "web-after-kill.png"))
+    assert page.problems == []
+
+
+def test_readers_of_a_shared_lock_show_in_the_table_and_the_graph(page: Any) -> None:
+    page.wait_for_function(
+        "[...document.querySelectorAll('#locks td.shared')].length > 0", timeout=PAGE_WAIT_MS
+    )
+    assert "shared: reader-1, reader-2" in text_of(page, "#locks")
+    page.wait_for_function(
+        "window.lockyardView.graph().some(e => e.classes.includes('shared'))",
+        timeout=PAGE_WAIT_MS,
+    )
+    shared = [
+        e["id"] for e in page.evaluate("window.lockyardView.graph()") if "shared" in e["classes"]
+    ]
+    assert sorted(shared) == ["h|__shared__|reader-1", "h|__shared__|reader-2"]
     assert page.problems == []
 
 

@@ -45,3 +45,22 @@ def test_live_view_shows_holds_waits_progress_and_deadlocks() -> None:
     assert "3/4" in text
     assert "3/6 edits" in text
     assert "deadlock: agent-2 waits a.py → agent-1 waits c.py; victim agent-2" in text
+
+
+def test_live_view_shows_readers_together_and_what_the_person_said_it_waits_for() -> None:
+    recorder = SessionRecorder()
+    for agent in ("agent-7", "agent-8", "person"):
+        recorder.add_agent(agent, edits_total=1)
+    recorder.reading("agent-7", ["tests/"])
+    recorder.reading("agent-8", ["tests/"])
+    for reader in ("agent-7", "agent-8"):
+        recorder.on_event(
+            LockEvent(event_type=LockEventType.ACQUIRED, agent_id=reader, lock_path="tests/")
+        )
+    said = "tests/test_models.py: held by agent-6 for 1 s (tests/), nobody else waiting"
+    recorder.set_phase("person", Phase.WAITING, said)
+    console = Console(record=True, width=200)
+    console.print(LiveView(recorder, Path("/repo"), "demo title"))
+    text = console.export_text()
+    assert text.count("tests/ (shared)") == 2
+    assert said in text

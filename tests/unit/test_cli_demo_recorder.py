@@ -1,3 +1,7 @@
+import anyio
+import anyio.lowlevel
+import pytest
+
 from lockyard.cli.demo.recorder import Phase, SessionRecorder
 from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
@@ -26,7 +30,7 @@ def test_handoff_is_timed_from_release_to_the_waiters_grant() -> None:
     clock.now = 1.25
     recorder.on_event(event(LockEventType.ACQUIRED, "b", "/r/f"))
     assert recorder.handoffs == [0.25]
-    assert recorder.holds == {"/r/f": "b"}
+    assert recorder.holds == {"/r/f": ["b"]}
     assert recorder.waits_for() == []
     assert recorder.wait_events == 1
 
@@ -42,7 +46,7 @@ def test_grants_without_a_wait_are_not_handoffs_and_duplicates_are_ignored() -> 
     recorder.on_event(event(LockEventType.WAIT_ENDED, "c", "/r/f"))
     recorder.on_event(event(LockEventType.RELEASED, "c", "/r/f"))  # not the holder: ignored
     assert recorder.handoffs == []
-    assert recorder.holds == {"/r/f": "b"}
+    assert recorder.holds == {"/r/f": ["b"]}
     assert recorder.waits_for() == []
     assert recorder.wait_events == 1
     assert recorder.events == 8
@@ -117,7 +121,7 @@ def test_a_handoff_reported_before_its_release_is_timed_from_the_release_call() 
     recorder.on_event(event(LockEventType.RELEASED, "a", "/r/f"))  # late: ignored
     assert recorder.handoffs == [0.25]
     assert recorder.handoffs_in_order == 1
-    assert recorder.holds == {"/r/f": "b"}
+    assert recorder.holds == {"/r/f": ["b"]}
 
 
 def test_a_stale_release_is_never_the_start_of_a_later_handoff() -> None:
@@ -130,3 +134,29 @@ def test_a_stale_release_is_never_the_start_of_a_later_handoff() -> None:
     clock.now = 9.0
     recorder.on_event(event(LockEventType.ACQUIRED, "c", "/r/f"))  # before b's RELEASED
     assert recorder.handoffs == []  # not 9 s since a's release
+
+
+def test_readers_hold_a_key_together_and_a_writer_holds_it_alone() -> None:
+    recorder = SessionRecorder(clock=FakeClock())
+    recorder.reading("r1", ["tests/"])
+    recorder.reading("r2", ["tests/"])
+    recorder.on_event(event(LockEventType.ACQUIRED, "r1", "tests/"))
+    recorder.on_event(event(LockEventType.ACQUIRED, "r2", "tests/"))
+    recorder.on_event(event(LockEventType.WAITING, "w", "tests/"))
+    assert recorder.holds == {"tests/": ["r1", "r2"]}
+    assert recorder.waits_for() == [("w", "tests/", "r1, r2")]
+    recorder.on_event(event(LockEventType.RELEASED, "r1", "tests/"))
+    recorder.on_event(event(LockEventType.ACQUIRED, "w", "tests/"))  # before r2's RELEASED
+    recorder.on_event(event(LockEventType.RELEASED, "r2", "tests/"))
+    assert recorder.holds == {"tests/": ["w"]}
+
+
+@pytest.mark.anyio
+async def test_until_waiting_returns_when_the_agent_waits_for_the_key() -> None:
+    recorder = SessionRecorder(clock=FakeClock())
+    recorder.on_event(event(LockEventType.WAITING, "w", "a"))
+    await recorder.until_waiting("w", "a")  # already waiting: at once
+    async with anyio.create_task_group() as group:
+        group.start_soon(recorder.until_waiting, "w", "tests/")
+        await anyio.lowlevel.checkpoint()
+        recorder.on_event(event(LockEventType.WAITING, "w", "tests/"))

@@ -9,7 +9,11 @@ from lockyard.cli.demo.scenario import (
     MAX_FILES,
     MIN_AGENTS,
     MIN_FILES,
+    PERSON,
+    PERSON_WAITS,
+    READERS,
     TASKS_PER_AGENT,
+    WRITER_WAITS,
     build_scenario,
     edit_line,
     file_names,
@@ -65,9 +69,10 @@ def test_every_plan_is_well_formed(agents: int, files: int, seed: int) -> None:
         for task in agent.tasks:
             assert len(task.files) == len(set(task.files)) >= 1
             assert set(task.files) <= set(scenario.files)
-            for name in task.files:
+            for name in () if task.shared else task.files:
                 assert edit_line(agent.agent_id, task.number) in expected[name]
-            total += len(task.files)
+            total += task.edits
+    total += scenario.act is not None  # the person's line
     assert total == scenario.total_edits == sum(len(lines) for lines in expected.values())
     for lines in expected.values():
         assert not [line for line, n in Counter(lines).items() if n > 1]
@@ -77,6 +82,46 @@ def test_every_plan_is_well_formed(agents: int, files: int, seed: int) -> None:
     for agent in scenario.agents:
         for task in agent.tasks:
             assert task.incremental or not set(task.files) & reserved
+    # The act's files are its own as well: a reader holding them waits for no one unseen.
+    if scenario.act is not None:
+        assert not set(scenario.act.files) & reserved
+        for agent in scenario.agents:
+            for task in agent.tasks[1:]:
+                assert not set(task.files) & set(scenario.act.files)
+
+
+def test_the_default_plan_has_the_act_on_tests_a_writer_two_readers_and_a_person() -> None:
+    scenario = build_scenario()
+    act = scenario.act
+    assert act is not None
+    assert act.directory == "tests/"
+    assert act.files == ("tests/test_models.py", "tests/test_views.py")
+    first = {agent.agent_id: agent.tasks[0] for agent in scenario.agents}
+    writer = first[act.writer]
+    assert (writer.directory, writer.shared, writer.lock_paths) == ("tests/", False, ("tests/",))
+    assert writer.after == READERS
+    assert writer.hold_until == PERSON_WAITS
+    assert writer.edits == 2
+    for reader in act.readers:
+        task = first[reader]
+        assert (task.shared, task.lock_paths, task.edits) == (True, ("tests/",), 0)
+        assert task.rendezvous == READERS
+        assert task.hold_until == WRITER_WAITS
+    assert act.writer not in act.readers
+    # The person appends one line to its file, and no reader's task counts as an edit.
+    assert scenario.expected_lines()[act.person_file][-1] == edit_line(PERSON, 1)
+    assert not any(line.startswith(act.readers) for line in scenario.expected_lines()[act.files[1]])
+
+
+@pytest.mark.parametrize(("agents", "files"), [(7, 12), (8, 11), (8, 9)])
+def test_no_act_without_three_spare_agents_or_two_test_files(agents: int, files: int) -> None:
+    assert build_scenario(agents=agents, files=files).act is None
+
+
+def test_no_act_where_the_backend_has_no_directory_or_shared_locks() -> None:
+    plain = build_scenario(scopes=False)
+    assert plain.act is None
+    assert not any(task.directory or task.shared for a in plain.agents for task in a.tasks)
 
 
 def test_hot_files_are_picked_more_often() -> None:

@@ -1,11 +1,13 @@
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
+from lockyard.cli.demo.act_report import ActReport
 from lockyard.cli.demo.recorder import SessionRecorder
-from lockyard.cli.demo.scenario import Scenario, build_scenario, file_header
+from lockyard.cli.demo.scenario import PERSON, Scenario, build_scenario, file_header
 from lockyard.cli.demo.summary import (
     DemoReport,
     build_report,
@@ -55,9 +57,12 @@ def test_percentile_is_nearest_rank(
 def perfect_run(scenario: Scenario) -> tuple[SessionRecorder, dict[str, str]]:
     recorder = SessionRecorder()
     for agent in scenario.agents:
-        edits = sum(len(task.files) for task in agent.tasks)
+        edits = sum(task.edits for task in agent.tasks)
         recorder.add_agent(agent.agent_id, edits)
         recorder.agents[agent.agent_id].edits_done = edits
+    if scenario.act is not None:  # the person's one line
+        recorder.add_agent(PERSON, 1)
+        recorder.agents[PERSON].edits_done = 1
     for group in scenario.deadlock_groups:
         steps = tuple(
             CycleStep(
@@ -186,3 +191,28 @@ def test_the_servers_order_is_shown_and_a_grant_past_the_head_breaks_the_run() -
     console = Console(record=True, width=200)
     render_report(broken, console)
     assert "1 of 2 granted waits went to the head of the line" in console.export_text()
+
+
+def test_the_act_is_told_in_three_rows_within_80_columns() -> None:
+    scenario = build_scenario()
+    recorder, contents = perfect_run(scenario)
+    act = ActReport(
+        directory="tests/", files=2, writer="agent-6", writer_held_s=1.25,
+        readers=("agent-7", "agent-8"), readers_together_s=0.052,
+        person_command="lockyard lock tests/test_models.py -- sh -c 'echo person edit 1 >> x'",
+        person_pid=4242, person_exit=0, person_waited_s=0.0213, person_held_s=0.04,
+        person_in_own_process=True,
+        person_said=("waiting for tests/test_models.py: held by agent-6 for 1 s (tests/)", "x"),
+    )  # fmt: skip
+    report = replace(report_for(scenario, recorder, contents), act=act)
+    console = Console(record=True, width=80)
+    render_report(report, console)
+    lines = console.export_text().splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    text = " ".join(" ".join(line.strip("│ ").split()) for line in lines)
+    assert "shared agent-7 and agent-8 read tests/ together (mode shared) for 52.0 ms" in text
+    assert "directory agent-6 locked all of tests/ (its 2 files) in one lock_acquire" in text
+    assert "held 1.25 s" in text
+    assert "(pid 4242): waited 21.3 ms in line behind agent-6" in text
+    assert "it said: waiting for tests/test_models.py: held by agent-6 for 1 s (tests/)" in text
+    assert json.loads(json.dumps(report.to_dict()))["act"]["person_exit"] == 0

@@ -1,11 +1,13 @@
 """A scripted coding agent: an MCP client that locks, edits and releases like a real one.
 
 It follows the implementer prompt's protocol: ask for every file of a task in one
-`lock_acquire` with `timeout_seconds` 0, then wait (blocking calls) for what is still
-missing, edit only what it holds, release when done. A `deadlock` result means its locks
+`lock_acquire` with `timeout_seconds` 0 (or for their directory, or shared when it only reads
+them), then wait (blocking calls) for what is still missing, edit only what it holds, release
+when done. A `deadlock` result means its locks
 were released for it: it backs off and asks again for the whole task at once.
 Edits are read-modify-write with a pause in the middle, so two holders at once, or a lost
-lock, would show as a lost line in the file.
+lock, would show as a lost line in the file; a reader reads its files twice, a pause apart,
+so a write under its shared lock would show as a change.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ class Pacing:
     wait_timeout: float = 10.0
     rendezvous_patience: float = 10.0
     max_attempts: int = 20
+    act_hold: float = 0.0
+    """How long at least the act's readers and writer keep `tests/` (a watchable page)."""
 
 
 class Rendezvous:
@@ -72,8 +76,16 @@ class Rendezvous:
         self._missing -= 1
         if self._missing <= 0:
             self._all_here.set()
+        await self.wait()
+
+    async def wait(self) -> None:
+        """Wait, without joining, until every member is here (at most `patience` seconds)."""
         with anyio.move_on_after(self._patience):
             await self._all_here.wait()
+
+
+Cue = Callable[[], Awaitable[None]]
+"""Something a scripted agent waits for (a task's `hold_until`), bounded by its own patience."""
 
 
 class Outcome(Enum):
@@ -95,6 +107,7 @@ class ScriptedAgent:
         rendezvous: Mapping[str, Rendezvous],
         pacing: Pacing,
         rng: random.Random,
+        cues: Mapping[str, Cue] | None = None,
     ) -> None:
         self.script = script
         self.agent_id = script.agent_id
@@ -107,6 +120,7 @@ class ScriptedAgent:
         self._rendezvous = rendezvous
         self._pacing = pacing
         self._rng = rng
+        self._cues = cues or {}
 
     async def run(self) -> None:
         """Do every task; whatever happens, end holding nothing."""
@@ -123,6 +137,9 @@ class ScriptedAgent:
                 await self._release_everything()
 
     async def _perform(self, task: Task) -> None:
+        if task.after is not None:
+            self._recorder.set_phase(self.agent_id, Phase.LOCKING, f"after the {task.after}")
+            await self._rendezvous[task.after].wait()
         outcome = await self._first_attempt(task)
         attempts = 1
         while outcome is not Outcome.LOCKED:
@@ -130,21 +147,33 @@ class ScriptedAgent:
                 raise RuntimeError(f"gave up task {task.number} after {attempts} attempts")
             self._recorder.set_phase(self.agent_id, Phase.BACKING_OFF, outcome.value)
             await self._pause(self._pacing.back_off)
-            outcome = await self._lock(task.files)
+            outcome = await self._lock(task.lock_paths, shared=task.shared)
             attempts += 1
-        await self._edit(task)
-        self._recorder.releasing(self.agent_id, [self._keys[name] for name in task.files])
-        released = await call_tool(self._session, RELEASE, {"filepaths": list(task.files)})
+        await (self._read(task) if task.shared else self._edit(task))
+        if task.hold_until is not None:
+            self._recorder.set_phase(self.agent_id, Phase.HOLDING, f"until the {task.hold_until}")
+            await anyio.sleep(self._pacing.act_hold)
+            with anyio.move_on_after(self._pacing.rendezvous_patience):
+                await self._cues[task.hold_until]()
+        paths = list(task.lock_paths)
+        self._recorder.releasing(self.agent_id, [self._keys[path] for path in paths])
+        released = await call_tool(self._session, RELEASE, {"filepaths": paths})
         self._recorder.set_phase(self.agent_id, Phase.IDLE)
-        if released["count"] != len(task.files):
+        if released["count"] != len(paths):
             self._recorder.anomalies.append(
-                f"{self.agent_id} released {released['count']} of {len(task.files)} locks "
+                f"{self.agent_id} released {released['count']} of {len(paths)} locks "
                 f"after task {task.number}: a lock it held was taken from it"
             )
 
     async def _first_attempt(self, task: Task) -> Outcome:
         if not task.incremental:
-            return await self._lock(task.files)
+            outcome = await self._lock(task.lock_paths, shared=task.shared)
+            if task.rendezvous is not None and outcome is Outcome.LOCKED:
+                # Holding what the others of the group hold too (readers: shared).
+                note = f"at rendezvous {task.rendezvous}"
+                self._recorder.set_phase(self.agent_id, Phase.LOCKING, note)
+                await self._rendezvous[task.rendezvous].arrive()
+            return outcome
         # Scripted into an opposite lock order: hold the first file, meet the others of the
         # ring (each then holds what the next one wants), then ask for the next file.
         outcome = await self._lock(task.files[:1])
@@ -156,11 +185,16 @@ class ScriptedAgent:
             return outcome
         return await self._lock(task.files[1:])
 
-    async def _lock(self, files: Sequence[str]) -> Outcome:
+    async def _lock(self, files: Sequence[str], *, shared: bool = False) -> Outcome:
         """Timeout 0 first, then blocking waits for whatever is still missing."""
-        self._recorder.set_phase(self.agent_id, Phase.LOCKING, ", ".join(files))
+        mode = {"mode": "shared"} if shared else {}
+        if shared:
+            self._recorder.reading(self.agent_id, [self._keys.get(path, path) for path in files])
+        self._recorder.set_phase(
+            self.agent_id, Phase.LOCKING, ", ".join(files) + (" (shared)" if shared else "")
+        )
         result = await call_tool(
-            self._session, ACQUIRE, {"filepaths": list(files), "timeout_seconds": 0}
+            self._session, ACQUIRE, {"filepaths": list(files), "timeout_seconds": 0, **mode}
         )
         missing = self._missing(result)
         while missing:
@@ -169,7 +203,7 @@ class ScriptedAgent:
             result = await call_tool(
                 self._session,
                 ACQUIRE,
-                {"filepaths": missing, "timeout_seconds": self._pacing.wait_timeout},
+                {"filepaths": missing, "timeout_seconds": self._pacing.wait_timeout, **mode},
             )
             if "deadlock" in result:
                 self._recorder.count_deadlock_result(self.agent_id)
@@ -193,7 +227,8 @@ class ScriptedAgent:
         for name in task.files:
             key = self._keys[name]
             self._recorder.enter(self.agent_id, key)
-            holder = await self._holder_of(key)
+            locked = key if task.directory is None else self._keys[task.directory]
+            holder = await self._holder_of(locked)
             if holder != self.agent_id:
                 self._recorder.anomalies.append(
                     f"{self.agent_id} was about to edit {name} held by {holder or 'nobody'}"
@@ -203,6 +238,18 @@ class ScriptedAgent:
             await self._pause(self._pacing.edit)  # a lost update would show if locks failed
             path.write_text(text + line, encoding="utf-8")
             self._recorder.leave(self.agent_id, key)
+
+    async def _read(self, task: Task) -> None:
+        """Read every file twice, a pause apart (as a test run would): under a shared lock
+        nobody may change them meanwhile."""
+        self._recorder.set_phase(self.agent_id, Phase.READING, ", ".join(task.files))
+        before = {name: (self._repo / name).read_text(encoding="utf-8") for name in task.files}
+        await self._pause(self._pacing.edit)
+        for name, text in before.items():
+            if (self._repo / name).read_text(encoding="utf-8") != text:
+                self._recorder.anomalies.append(
+                    f"{name} changed while {self.agent_id} read it under a shared lock"
+                )
 
     async def _release_everything(self) -> None:
         try:

@@ -22,11 +22,14 @@ HELP = """Run a multi-agent session on a throwaway repo and check that no edit w
 
 Eight scripted agents (by default) lock, edit and release overlapping files of a small
 generated repository through the real lock tools over MCP, with contention, fair handoffs
-and scripted deadlocks that the monitor detects and resolves softly. Nothing to configure:
-no network, no API key; everything lives in a temporary directory unless --keep is given.
+and scripted deadlocks that the monitor detects and resolves softly. Two of them read tests/
+together under a shared lock, one locks the whole directory tests/ to edit it, and a person's
+`lockyard lock` (a process of its own) waits its turn behind that. Nothing to configure: no
+network, no API key; everything lives in a temporary directory unless --keep is given.
 
-At the end a summary shows the edits, waits, handoff latencies and deadlocks, and checks
-that every edit is in its file exactly once and no two agents held a file at once.
+At the end a summary shows the edits, waits, handoff latencies, deadlocks and what the
+journal recorded of tests/, and checks that every edit is in its file exactly once and no two
+agents held a file at once.
 """
 
 

@@ -16,13 +16,15 @@ from rich.table import Table
 from rich.text import Text
 
 from .._format import display_key
-from .recorder import Phase, SessionRecorder
+from .recorder import AgentProgress, Phase, SessionRecorder
 
 PHASE_STYLES = {
     Phase.STARTING: "dim",
     Phase.LOCKING: "cyan",
     Phase.WAITING: "yellow",
     Phase.EDITING: "green",
+    Phase.READING: "green",
+    Phase.HOLDING: "cyan",
     Phase.IDLE: "dim",
     Phase.BACKING_OFF: "magenta",
     Phase.DONE: "bold green",
@@ -46,8 +48,10 @@ class LiveView:
     def _agents_table(self) -> Table:
         recorder = self._recorder
         holds: dict[str, list[str]] = defaultdict(list)
-        for key, agent in recorder.holds.items():
-            holds[agent].append(self._name(key))
+        for key, holders in recorder.holds.items():
+            for agent in holders:
+                shared = " (shared)" if len(holders) > 1 else ""
+                holds[agent].append(self._name(key) + shared)
         waits: dict[str, list[str]] = defaultdict(list)
         for agent, key, holder in recorder.waits_for():
             waits[agent].append(f"{self._name(key)} ({holder or 'free'})")
@@ -63,7 +67,7 @@ class LiveView:
                 agent_id,
                 Text(progress.phase.value, style=PHASE_STYLES[progress.phase]),
                 ", ".join(sorted(holds[agent_id])) or "-",
-                Text(", ".join(waits[agent_id]) or "-", style="yellow"),
+                Text(", ".join(waits[agent_id]) or _said_wait(progress) or "-", style="yellow"),
                 f"{progress.edits_done}/{progress.edits_total}",
             )
         return table
@@ -94,3 +98,9 @@ class LiveView:
 
     def _name(self, key: str) -> str:
         return display_key(key, self._repo)
+
+
+def _said_wait(progress: AgentProgress) -> str:
+    """What an agent outside this process (the person's `lockyard lock`) said it waits for:
+    its waits reach the store, not this recorder."""
+    return progress.note if progress.phase is Phase.WAITING else ""

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+import anyio
+
 from ...core.deadlock_info import DeadlockInfo
 from ...core.events import LockEvent, LockEventType
 
@@ -23,6 +25,8 @@ class Phase(StrEnum):
     LOCKING = "locking"
     WAITING = "waiting"
     EDITING = "editing"
+    READING = "reading"
+    HOLDING = "holding"
     IDLE = "between tasks"
     BACKING_OFF = "backing off"
     DONE = "done"
@@ -52,7 +56,8 @@ class Overlap:
 @dataclass
 class SessionRecorder:
     clock: Callable[[], float] = time.perf_counter
-    holds: dict[str, str] = field(default_factory=dict)
+    holds: dict[str, list[str]] = field(default_factory=dict)
+    """key -> its holders: one, or the readers holding it together (mode shared)."""
     waits: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     agents: dict[str, AgentProgress] = field(default_factory=dict)
     handoffs: list[float] = field(default_factory=list)
@@ -71,6 +76,9 @@ class SessionRecorder:
     RELEASED event when that came first (a victim's locks, released for it)."""
     _inside: dict[str, str] = field(default_factory=dict)
     _queues: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    _awaited_waits: dict[tuple[str, str], anyio.Event] = field(default_factory=dict)
+    _shared: set[tuple[str, str]] = field(default_factory=set)
+    """(agent, key) the agent asks for in mode shared (`reading`)."""
 
     def add_agent(self, agent_id: str, edits_total: int) -> None:
         self.agents[agent_id] = AgentProgress(agent_id=agent_id, edits_total=edits_total)
@@ -87,11 +95,15 @@ class SessionRecorder:
                 waiting_on.append(key)
                 queue.append(agent)
                 self.wait_events += 1
+            awaited = self._awaited_waits.pop((agent, key), None)
+            if awaited is not None:
+                awaited.set()
         elif event.event_type is LockEventType.WAIT_ENDED:
             _discard(waiting_on, key)
             _discard(queue, agent)
         elif event.event_type is LockEventType.ACQUIRED:
-            if self.holds.get(key) == agent:
+            holders = self.holds.setdefault(key, [])
+            if agent in holders:
                 return  # a duplicate (the hook re-emits what the tool emitted)
             # A hand-off may be reported before the release that caused it: on PostgreSQL
             # the server pushes the grant to the waiter while the holder's release call is
@@ -104,26 +116,42 @@ class SessionRecorder:
                     self.handoffs_in_order += 1
             _discard(waiting_on, key)
             _discard(queue, agent)
-            self.holds[key] = agent
-        elif self.holds.get(key) == agent:  # RELEASED by the holder
-            del self.holds[key]
+            if (agent, key) in self._shared:
+                holders.append(agent)  # beside the other readers
+            else:  # alone (a former holder's RELEASED may still be on its way)
+                self.holds[key] = [agent]
+        elif agent in self.holds.get(key, ()):  # RELEASED by a holder
+            self.holds[key].remove(agent)
+            if not self.holds[key]:
+                del self.holds[key]
             if self._release_started.get(key, ("", 0.0))[0] != agent:
                 self._release_started[key] = (agent, now)
+
+    def reading(self, agent_id: str, keys: list[str]) -> None:
+        """`agent_id` asks for `keys` in mode shared: its holds go beside the others'."""
+        self._shared.update((agent_id, key) for key in keys)
 
     def releasing(self, agent_id: str, keys: list[str]) -> None:
         """`agent_id` is about to call lock_release for `keys` (the hand-offs start now)."""
         now = self.clock()
         for key in keys:
-            if self.holds.get(key) == agent_id:
+            if self.holds.get(key) == [agent_id]:
                 self._release_started[key] = (agent_id, now)
 
     def waits_for(self) -> list[tuple[str, str, str | None]]:
-        """(waiting agent, lock key, current holder) for every wait edge, agents in order."""
+        """(waiting agent, lock key, its holders or None) for every wait edge, agents in
+        order."""
         return [
-            (agent, key, self.holds.get(key))
+            (agent, key, ", ".join(self.holds.get(key, ())) or None)
             for agent in sorted(self.waits)
             for key in self.waits[agent]
         ]
+
+    async def until_waiting(self, agent_id: str, lock_key: str) -> None:
+        """Until `agent_id` waits for `lock_key` (at once if it does now)."""
+        if lock_key in self.waits[agent_id]:
+            return
+        await self._awaited_waits.setdefault((agent_id, lock_key), anyio.Event()).wait()
 
     def on_deadlock(self, info: DeadlockInfo) -> None:
         self.deadlocks.append(info)

@@ -30,6 +30,7 @@ from ...core.events import LockEvent
 from ...infra.agent_runtime import LockCoordinator
 from ...infra.lockstore import (
     JournalQuery,
+    JournalRecord,
     default_lock_dir,
     open_journal,
     replay_lines,
@@ -39,11 +40,22 @@ from ...infra.tools.lock_tools import LockTools
 from ...infra.transports.stdio.mcp_client import McpLineClient, connected
 from ...infra.transports.stdio.server import StdioToolSession
 from .._errors import CliError, ExitCode
-from .agent import Pacing, Rendezvous, ScriptedAgent
-from .backend import NOTIFY_FLOOR, demo_backend, measure_notify
+from .act_report import act_report
+from .agent import Cue, Pacing, Rendezvous, ScriptedAgent
+from .backend import FILE_CHOICES, NOTIFY_FLOOR, demo_backend, measure_notify
 from .live import LiveView
+from .person import PersonLock
 from .recorder import SessionRecorder
-from .scenario import AgentScript, Scenario, build_scenario, file_header
+from .scenario import (
+    PERSON_WAITS,
+    READERS,
+    WRITER_WAITS,
+    AgentScript,
+    Scenario,
+    TestsAct,
+    build_scenario,
+    file_header,
+)
 from .summary import DemoReport, build_report, with_server_order
 
 logger = logging.getLogger(__name__)
@@ -141,6 +153,7 @@ class DemoSession:
         self.monitor = coordinator.monitor
         self.backend = backend
         self.lock_keys: frozenset[str] = frozenset()
+        self.person: PersonLock | None = None
 
     async def emit(self, event: LockEvent) -> None:
         """Every agent's tool server reports here: the recorder sees it, then the monitor."""
@@ -150,12 +163,26 @@ class DemoSession:
     async def run(self, live: Live | None = None) -> DemoReport:
         """Connect every agent to its own tool server, run them all, then judge the result."""
         write_repo(self.scenario, self.workspace.repo)
-        lock_keys = {name: self.store.canonicalize(name) for name in self.scenario.files}
+        act = self.scenario.act
+        paths = self.scenario.files + (() if act is None else (act.directory,))
+        lock_keys = {name: self.store.canonicalize(name) for name in paths}
         self.lock_keys = frozenset(lock_keys.values())
+        patience = self.pacing.rendezvous_patience
         rendezvous = {
-            group.name: Rendezvous(len(group.members), self.pacing.rendezvous_patience)
+            group.name: Rendezvous(len(group.members), patience)
             for group in self.scenario.deadlock_groups
         }
+        cues: dict[str, Cue] = {}
+        if act is not None:
+            rendezvous[READERS] = Rendezvous(len(act.readers), patience)
+            self.person = PersonLock(
+                act, self.workspace.repo, self.workspace.lock_dir, self.recorder,
+                functools.partial(store_call, self.store, self._in_line, act),
+            )  # fmt: skip
+            cues[PERSON_WAITS] = self.person.in_line
+            cues[WRITER_WAITS] = functools.partial(
+                self.recorder.until_waiting, act.writer, lock_keys[act.directory]
+            )
         started = time.perf_counter()
         self.started_at = time.time()
         async with AsyncExitStack() as stack:
@@ -170,6 +197,7 @@ class DemoSession:
                     rendezvous=rendezvous,
                     pacing=self.pacing,
                     rng=random.Random(f"{self.scenario.seed}:{script.agent_id}"),
+                    cues=cues,
                 )
                 for script in self.scenario.agents
             ]
@@ -178,6 +206,8 @@ class DemoSession:
                     screen.start_soon(_redraw, live)
                 screen.start_soon(_probe_loop_turns, self.recorder)
                 async with anyio.create_task_group() as group:
+                    if self.person is not None:  # first: its process takes longest to start
+                        group.start_soon(self.person.run)
                     for agent in agents:
                         group.start_soon(agent.run)
                 screen.cancel_scope.cancel()
@@ -185,9 +215,15 @@ class DemoSession:
             live.refresh()
         return self._report(seconds=time.perf_counter() - started)
 
+    def _in_line(self, act: TestsAct) -> set[str]:
+        """Who stands in line for the act's person file now (a file under a held directory
+        queues in the directory's line)."""
+        keys = (self.store.canonicalize(act.person_file), self.store.canonicalize(act.directory))
+        return {waiter.agent_id for key in keys for waiter in self.store.waiters(key)}
+
     async def _connect(self, script: AgentScript, stack: AsyncExitStack) -> McpLineClient:
         """Register the agent and open an MCP session to its own lock tools."""
-        self.recorder.add_agent(script.agent_id, sum(len(task.files) for task in script.tasks))
+        self.recorder.add_agent(script.agent_id, sum(task.edits for task in script.tasks))
         self.monitor.register_agent(script.agent_id)
         tools = LockTools(
             self.store, script.agent_id, emit_lock_event=self.emit, victim_notices=self.monitor
@@ -225,13 +261,23 @@ class DemoSession:
                 report = replace(
                     report, journal_stats=journal.stats(run), journal_location=journal.location
                 )
+                ours = [record for record in journal.records(run) if record.file in self.lock_keys]
+                report = self._with_act(report, ours)
                 if self.backend is None:
                     return report
-                ours = (record for record in journal.records(run) if record.file in self.lock_keys)
                 return with_server_order(report, replay_lines(ours), self.workspace.repo)
         except Exception:  # the figures are extra: a demo never fails on them
             logger.exception("could not read the demo's journal")
             return report
+
+    def _with_act(self, report: DemoReport, records: list[JournalRecord]) -> DemoReport:
+        """The act on `tests/` as the journal recorded it; each part missing is a problem."""
+        act = self.scenario.act
+        if act is None or self.person is None:
+            return report
+        keys = {name: self.store.canonicalize(name) for name in (act.directory, act.person_file)}
+        seen = act_report(act, records, keys, self.person.run_record, os.getpid())
+        return replace(report, act=seen, problems=report.problems + tuple(seen.problems()))
 
 
 def measure_mkdir_rmdir(where: Path, rounds: int = FLOOR_ROUNDS) -> list[float]:
@@ -276,7 +322,9 @@ def run_demo(
     With a `page` (`demo --web`), the page is served from before the first agent starts;
     after the run `after_run` gets the report, and the page stays up until Ctrl-C."""
     try:
-        scenario = build_scenario(options.agents, options.files, options.seed)
+        # Directory and shared locks: the lock directory's only, so far.
+        scopes = options.backend is None or options.backend.strip().lower() in FILE_CHOICES
+        scenario = build_scenario(options.agents, options.files, options.seed, scopes=scopes)
     except ValueError as error:
         raise CliError(str(error), ExitCode.USAGE) from None
     with open_workspace(options.keep) as workspace, demo_backend(options.backend) as backend:

@@ -39,6 +39,16 @@ MAX_FILES = 200
 TASKS_PER_AGENT = 4
 RING_MIN_AGENTS = 5
 RING_MIN_FILES = 6  # the pair's 2 files, the ring's 3, and at least one shared file
+ACT_DIRECTORY = "tests/"
+ACT_MIN_AGENTS = 8  # the pair, the ring, and the act's writer and two readers
+PERSON = "person"
+"""The agent id of the person's `lockyard lock` in the act."""
+READERS = "readers"
+"""The act's rendezvous: both readers hold the directory shared (the writer waits for it)."""
+WRITER_WAITS = "writer waits"
+"""The act's cue: the writer waits for the directory (the readers hold it until then)."""
+PERSON_WAITS = "person waits"
+"""The act's cue: the person's `lockyard lock` waits in line (or is done)."""
 
 
 @dataclass(frozen=True)
@@ -48,12 +58,30 @@ class Task:
     `incremental` tasks lock one file at a time in the given order, holding what they
     have (this is how opposite lock orders deadlock); `rendezvous` names the deadlock
     group whose members all hold their first file before any asks for the next one.
+    A `directory` task locks that directory instead of its files (all under it); a
+    `shared` task only reads its files, under a shared lock, and edits nothing.
     """
 
     number: int
     files: tuple[str, ...]
     incremental: bool = False
     rendezvous: str | None = None
+    directory: str | None = None
+    shared: bool = False
+    after: str | None = None
+    """A rendezvous to wait for (not join) before locking anything."""
+    hold_until: str | None = None
+    """A cue the agent waits for, holding its locks, before it releases them."""
+
+    @property
+    def edits(self) -> int:
+        """The file edits this task makes (a reader makes none)."""
+        return 0 if self.shared else len(self.files)
+
+    @property
+    def lock_paths(self) -> tuple[str, ...]:
+        """What its lock_acquire asks for: the directory, or the files themselves."""
+        return self.files if self.directory is None else (self.directory,)
 
 
 @dataclass(frozen=True)
@@ -72,24 +100,50 @@ class DeadlockGroup:
 
 
 @dataclass(frozen=True)
+class TestsAct:
+    """The locks the size of the work, on `directory`: the `readers` hold it shared together
+    (their first task) until the `writer` waits for it, to lock the whole directory and edit
+    every file under it (its first task, begun once both readers hold); the person's
+    `lockyard lock` of `person_file` (a process started with the run) queues behind the
+    writer, who keeps the directory until the person waits."""
+
+    __test__ = False  # not a pytest class, whatever its name
+
+    directory: str
+    files: tuple[str, ...]
+    writer: str
+    readers: tuple[str, str]
+    person_file: str
+
+    @property
+    def person_line(self) -> str:
+        """The line the person's command appends to `person_file`."""
+        return edit_line(PERSON, 1)
+
+
+@dataclass(frozen=True)
 class Scenario:
     seed: int
     files: tuple[str, ...]
     agents: tuple[AgentScript, ...]
     deadlock_groups: tuple[DeadlockGroup, ...] = field(default=())
+    act: TestsAct | None = None
 
     @property
     def total_edits(self) -> int:
-        """File edits in the whole run: one per (task, file)."""
-        return sum(len(task.files) for agent in self.agents for task in agent.tasks)
+        """File edits in the whole run: one per (task, file), and the person's."""
+        agents = sum(task.edits for agent in self.agents for task in agent.tasks)
+        return agents + (self.act is not None)
 
     def expected_lines(self) -> dict[str, list[str]]:
         """Per file, every line the run must leave in it exactly once."""
         expected: dict[str, list[str]] = {name: [] for name in self.files}
         for agent in self.agents:
             for task in agent.tasks:
-                for name in task.files:
+                for name in () if task.shared else task.files:
                     expected[name].append(edit_line(agent.agent_id, task.number))
+        if self.act is not None:
+            expected[self.act.person_file].append(self.act.person_line)
         return expected
 
 
@@ -120,16 +174,24 @@ def validate_size(agents: int, files: int) -> None:
         raise ValueError(f"--files must be between {MIN_FILES} and {MAX_FILES}, got {files}")
 
 
-def build_scenario(agents: int = 8, files: int = 12, seed: int = 7) -> Scenario:
+def build_scenario(
+    agents: int = 8, files: int = 12, seed: int = 7, *, scopes: bool = True
+) -> Scenario:
+    """The plan; `scopes` False (a backend without directory and shared locks) leaves the
+    act out."""
     validate_size(agents, files)
     rng = random.Random(seed)
     names = file_names(files)
     agent_ids = [agent_name(index) for index in range(agents)]
 
+    act = _tests_act(names, agent_ids) if scopes else None
     rings = [("pair", agent_ids[:2])]
     if agents >= RING_MIN_AGENTS and files >= RING_MIN_FILES:
         rings.append(("ring", agent_ids[2:5]))
-    groups, shared = _deadlock_groups(rings, names, rng)
+    # The act's files are its own too: a reader holding `tests/` while it waits for the
+    # other reader must not block anyone the monitor cannot see waiting.
+    outside = names if act is None else tuple(n for n in names if n not in act.files)
+    groups, pool = _deadlock_groups(rings, outside, rng)
     opening = {
         member: Task(
             number=1,
@@ -141,16 +203,52 @@ def build_scenario(agents: int = 8, files: int = 12, seed: int = 7) -> Scenario:
         for index, member in enumerate(group.members)
     }
 
+    if act is not None:
+        opening[act.writer] = Task(
+            number=1,
+            files=act.files,
+            directory=act.directory,
+            after=READERS,
+            hold_until=PERSON_WAITS,
+        )
+        for reader in act.readers:
+            opening[reader] = Task(
+                number=1,
+                files=act.files,
+                directory=act.directory,
+                shared=True,
+                rendezvous=READERS,
+                hold_until=WRITER_WAITS,
+            )
+
     scripts = []
     for agent_id in agent_ids:
         tasks: list[Task] = []
         if agent_id in opening:
             tasks.append(opening[agent_id])
         while len(tasks) < TASKS_PER_AGENT:
-            size = min(rng.choices((1, 2, 3), weights=(4, 4, 2))[0], len(shared))
-            tasks.append(Task(number=len(tasks) + 1, files=_pick_hot(rng, shared, size)))
+            size = min(rng.choices((1, 2, 3), weights=(4, 4, 2))[0], len(pool))
+            tasks.append(Task(number=len(tasks) + 1, files=_pick_hot(rng, pool, size)))
         scripts.append(AgentScript(agent_id=agent_id, tasks=tuple(tasks)))
-    return Scenario(seed=seed, files=names, agents=tuple(scripts), deadlock_groups=tuple(groups))
+    return Scenario(
+        seed=seed, files=names, agents=tuple(scripts), deadlock_groups=tuple(groups), act=act
+    )
+
+
+def _tests_act(names: tuple[str, ...], agent_ids: list[str]) -> TestsAct | None:
+    """The act on `tests/` when the team has agents to spare beyond the pair and the ring,
+    and the repository has at least two files under `tests/` and six outside it."""
+    files = tuple(name for name in names if name.startswith(ACT_DIRECTORY))
+    if len(agent_ids) < ACT_MIN_AGENTS or len(files) < 2 or len(names) - len(files) < 6:
+        return None
+    writer, *readers = agent_ids[5:8]
+    return TestsAct(
+        directory=ACT_DIRECTORY,
+        files=files,
+        writer=writer,
+        readers=(readers[0], readers[1]),
+        person_file=files[0],
+    )
 
 
 def _deadlock_groups(

@@ -22,6 +22,7 @@ from ...core.deadlock_info import DeadlockInfo
 from ...infra.lockstore import JournalQuery, LineReplay, Stats
 from .._format import display_key, format_ms
 from ..stats import render_stats, stats_payload
+from .act_report import ActReport
 from .recorder import Overlap, SessionRecorder
 from .scenario import DeadlockGroup, Scenario
 
@@ -121,6 +122,8 @@ class DemoReport:
     """PostgreSQL: the waits the server granted, replayed from its journal (None elsewhere)."""
     server_grants_to_head: int | None = None
     """How many of them went to the head of the server's own line (FIFO: all of them)."""
+    act: ActReport | None = None
+    """The directory lock, the shared readers and the person's lock, as the journal shows them."""
 
     @property
     def ok(self) -> bool:
@@ -287,6 +290,8 @@ def render_report(report: DemoReport, console: Console) -> None:
         shown = ", ".join(agents[:3]) + (f" and {len(agents) - 3} more" if len(agents) > 3 else "")
         times = "once" if most == 1 else f"{most} times"
         figures.add_row("", f"the most one agent gave way: {times} ({shown})")
+    if report.act is not None:
+        _act_rows(figures, report.act)
     parts: list[Any] = [figures]
     for number, record in enumerate(report.deadlocks, start=1):
         line = Text(f" deadlock {number}: ", style="bold")
@@ -304,6 +309,42 @@ def render_report(report: DemoReport, console: Console) -> None:
             "\nWhat the journal recorded of this run (`lockyard stats` shows the same, any time):"
         )
         render_stats(console, report.journal_stats, report.journal_location, top=5)
+
+
+def _act_rows(figures: Table, act: ActReport) -> None:
+    """The act on `tests/`, as its journal shows it (a part it lacks is a problem too)."""
+    if act.readers_together_s is not None:
+        readers = " and ".join(act.readers)
+        figures.add_row(
+            "shared",
+            f"{readers} read {act.directory} together (mode shared) for "
+            f"{_span(act.readers_together_s)}, while {act.writer} waited to write",
+        )
+    if act.writer_held_s is not None:
+        figures.add_row(
+            "directory",
+            f"{act.writer} locked all of {act.directory} (its {act.files} files) in one "
+            f"lock_acquire and edited them; held {_span(act.writer_held_s)}",
+        )
+    if act.person_held_s is not None:
+        waited = (
+            "took it at once"
+            if act.person_waited_s is None
+            else f"waited {_span(act.person_waited_s)} in line behind {act.writer}"
+        )
+        pid = "" if act.person_pid is None else f" (pid {act.person_pid})"
+        figures.add_row(
+            "a person",
+            f"{act.person_command}{pid}: {waited}, ran it holding the lock, exit {act.person_exit}",
+        )
+        said = [line for line in act.person_said if line.startswith("waiting for ")]
+        if said:
+            figures.add_row("", f"it said: {said[0]}")
+
+
+def _span(seconds: float) -> str:
+    """A hold's length: milliseconds below a second, else seconds."""
+    return format_ms(seconds) if seconds < 1 else f"{seconds:.2f} s"
 
 
 def _server_order(grants: int, to_head: int | None) -> str:

@@ -26,8 +26,10 @@ WATCHABLE = Pacing(
     back_off=(0.2, 0.6),
     wait_timeout=60.0,
     rendezvous_patience=60.0,
+    act_hold=8.0,
 )
-"""A pace to watch: edits take about a second, so holds and queues stay on screen."""
+"""A pace to watch: edits take about a second, so holds and queues stay on screen; the
+readers of `tests/`, then its writer with the person in line, keep it 8 s each."""
 
 
 class DemoPage:

@@ -30,7 +30,8 @@ class QueuedAgent:
 
 @dataclass(frozen=True, slots=True)
 class LockRow:
-    """One lock: its holder (None when free or unreadable) and its queue in order."""
+    """One lock: its holder (None when free or unreadable), its readers, and its queue in
+    order. With readers, the holder is the next writer, waiting with the lock for them."""
 
     node: str
     """`namespace::key`: the lock's node in the wait-for graph."""
@@ -44,11 +45,14 @@ class LockRow:
     liveness: str
     queue: tuple[QueuedAgent, ...]
     problem: str | None
+    readers: tuple[str, ...] = ()
+    """The agents holding it shared."""
 
     def matches(self, text: str) -> bool:
-        """Does this lock, its holder or a waiter contain `text` (case-insensitive)?"""
+        """Does this lock, its holder, a reader or a waiter contain `text` (case-insensitive)?"""
         needle = text.casefold()
-        names = [self.name, self.holder or "", *(entry.agent_id for entry in self.queue)]
+        names = [self.name, self.holder or "", *self.readers]
+        names += [entry.agent_id for entry in self.queue]
         return any(needle in name.casefold() for name in names)
 
 
@@ -98,6 +102,7 @@ class Board:
     def agents(self) -> list[str]:
         """Every agent that holds or waits, sorted."""
         names = {row.holder for row in self.locks if row.holder is not None}
+        names.update(reader for row in self.locks for reader in row.readers)
         names.update(entry.agent_id for row in self.locks for entry in row.queue)
         return sorted(names)
 
@@ -110,7 +115,7 @@ class Board:
     def counts(self) -> dict[str, int]:
         return {
             "locks": len(self.locks),
-            "held": sum(1 for row in self.locks if row.holder is not None),
+            "held": sum(1 for row in self.locks if row.holder is not None or row.readers),
             "waiting": sum(len(row.queue) for row in self.locks),
             "agents": len(self.agents),
             "deadlocks": len(self.cycles),
@@ -134,6 +139,7 @@ class Board:
                     "host": row.host,
                     "liveness": row.liveness,
                     "problem": row.problem,
+                    "readers": list(row.readers),
                     "queue": [
                         {"agent": entry.agent_id, "since": entry.since, "dead": entry.dead}
                         for entry in row.queue
@@ -173,6 +179,12 @@ def build_board(location: str, snapshot: StoreSnapshot, deadlocks: list[Deadlock
         if row.holder is not None
         for entry in row.queue
         if not entry.dead
+    ) + tuple(  # the next writer waits, with the lock, for every reader to leave
+        WaitEdge(row.holder, row.name, reader, row.held_since or snapshot.taken_at)
+        for row in rows
+        if row.holder is not None
+        for reader in row.readers
+        if reader != row.holder
     )
     since = {(edge.agent, edge.lock): edge.since for edge in edges}
     cycles = tuple(_cycle(deadlock, single, since) for deadlock in deadlocks)
@@ -204,6 +216,7 @@ def _row(info: LockInfo, namespace: str | None) -> LockRow:
         liveness=info.liveness,
         queue=queue,
         problem=info.problem,
+        readers=tuple(sorted(reader.agent_id for reader in info.shared_holders)),
     )
 
 

@@ -26,6 +26,7 @@ from typing import Final
 import anyio
 
 from ..lockstore import LockBackend, Waker
+from .deadlock_text import readable
 from .monitor_loop import CrossProcessMonitor, PassReport
 from .sources import MonitorSource, monitor_source
 
@@ -154,7 +155,7 @@ def _log_report(report: PassReport) -> None:
         posted = "notice posted" if resolution.notice is not None else "already noticed"
         log.info(
             "deadlock: %s; victim %s (%s)",
-            resolution.deadlock.describe(),
+            readable(resolution.deadlock),
             resolution.deadlock.victim,
             posted,
         )

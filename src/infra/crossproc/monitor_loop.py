@@ -25,6 +25,7 @@ import anyio
 from ...core.deadlock_info import DeadlockInfo
 from ...domain.monitor import DeadlockMonitor
 from ...domain.victim import VictimPolicy
+from .deadlock_text import readable
 from .idle_policy import Revocation, revoke_stalls
 from .notices import VictimNotice
 from .sources import MonitorSource
@@ -47,7 +48,7 @@ class Resolution:
     def to_dict(self) -> dict[str, object]:
         return {
             "deadlock": self.deadlock.to_dict(),
-            "summary": self.deadlock.describe(),
+            "summary": readable(self.deadlock),
             "victim": self.deadlock.victim,
             "notice_posted": self.notice is not None,
         }
@@ -195,7 +196,7 @@ class CrossProcessMonitor:
         if self._reported.get(info.victim) == wait:
             return None
         self._reported[info.victim] = wait
-        log.info("deadlock: %s; victim %s", info.describe(), info.victim)
+        log.info("deadlock: %s; victim %s", readable(info), info.victim)
         if not self.resolve or not self._leading:
             return Resolution(info, None)
         current = self.board.read(info.victim)

@@ -38,6 +38,7 @@ from ..lockstore import (
     read_own_file,
     write_atomic,
 )
+from .deadlock_text import readable
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +259,7 @@ class FileVictimNotices:
         if notice.agent_id != agent_id or not self._still_waiting(notice):
             log.info("dropped a stale victim notice for %s (its wait is over)", agent_id)
             return None
-        log.info("deadlock victim notice for %s: %s", agent_id, notice.deadlock.describe())
+        log.info("deadlock victim notice for %s: %s", agent_id, readable(notice.deadlock))
         return notice.deadlock
 
 

@@ -29,6 +29,7 @@ from ..lockstore import (
     default_lock_dir,
     shared_node,
 )
+from .deadlock_text import NODE_SEPARATOR
 from .notices import VictimNotice
 
 
@@ -112,9 +113,6 @@ class WaitForSnapshot:
             if not self.has_wait(step.agent_id, step.lock_path, None):
                 return False
         return True
-
-
-NODE_SEPARATOR = "::"
 
 
 def node_key(namespace: str, lock_key: str) -> str:

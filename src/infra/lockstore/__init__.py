@@ -157,7 +157,13 @@ if TYPE_CHECKING:
         encode_holder,
         shared_node,
     )
-    from .scope_keys import directory_ancestors, is_directory_key, is_glob_key, places_above
+    from .scope_keys import (
+        directory_ancestors,
+        is_directory_key,
+        is_glob_key,
+        overlaps,
+        places_above,
+    )
     from .wakeup import Waker
 
 _HOMES = {
@@ -226,6 +232,7 @@ _HOMES = {
     "is_glob_key": "scope_keys",
     "globs_over": "lockdir.glob_index",
     "places_above": "scope_keys",
+    "overlaps": "scope_keys",
     "shared_node": "records",
     "SHARED_SUFFIX": "lockdir.disk",
     "read_record": "lockdir.disk",
@@ -395,6 +402,7 @@ __all__ = [
     "open_dir",
     "open_journal",
     "operator_release",
+    "overlaps",
     "pending_reason",
     "places_above",
     "process_hub",

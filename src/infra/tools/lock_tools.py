@@ -52,6 +52,7 @@ from ..lockstore import (
 from ..seen.stale import seen_state
 from .holder_text import UNREADABLE_HOLDER
 from .lock_look import lock_look
+from .scope_waits import scope_blockers
 from .tool_inputs import (
     ACQUIRE_SPEC,
     ACQUIRE_TOOL,
@@ -138,6 +139,7 @@ class ToolStore(Protocol):
     def take_lost_locks(self, agent_id: str) -> list[LostLock]: ...
     def waiters(self, filepath: str) -> list[WaiterRecord]: ...
     def readers(self, filepath: str) -> tuple[str, ...]: ...
+    def globs_over(self, key: str) -> tuple[str, ...]: ...
     def list_locks(self) -> list[LockInfo]: ...
     def journal_write(self, record: JournalRecord) -> None: ...
     def stamp_activity(self, agent_id: str) -> None: ...
@@ -427,6 +429,7 @@ class _AcquireCall:
         try:
             for key in blocked:
                 await self.tools.emit(LockEventType.WAITING, key)
+            await self._wait_through_scopes(blocked)
             with anyio.move_on_after(timeout_seconds):
                 async with anyio.create_task_group() as group:
                     if self.tools.victim_notices is not None:
@@ -453,6 +456,25 @@ class _AcquireCall:
                 for key in sorted(self.waiting):
                     await self.tools.emit(LockEventType.WAIT_ENDED, key)
                 self.waiting.clear()
+
+    async def _wait_through_scopes(self, blocked: list[str]) -> None:
+        """A WAITING edge to each directory or glob lock over a blocked file, and to each
+        lock below a blocked directory or glob, whose holder blocks it (`scope_waits.py`):
+        the monitor sees a cycle through them at the wait, not at its next resync. They end
+        with the call, like the waits themselves."""
+        store = self.tools.store
+        try:
+            extra = await store_call(
+                store, scope_blockers, store, self.agent_id, blocked, self.mode
+            )
+        except STORE_ERRORS as exc:  # the waits go on; the resync still finds such a cycle
+            logger.warning(
+                "agent %s: could not read the locks over %s: %s", self.agent_id, blocked, exc
+            )
+            return
+        for key in extra:
+            self.waiting.add(key)
+            await self.tools.emit(LockEventType.WAITING, key)
 
     async def _wait_one(self, key: str, timeout_seconds: float, group: anyio.CancelScope) -> None:
         # The store's acquire_async is cancel-safe: when another grant cancels this wait, it

@@ -3,17 +3,19 @@
 Read from the store alone (holder records and queue entries), so it is the same for an agent's
 `lock_acquire`, a person's `lockyard lock` and `lock_status`, on either backend. A lock may
 have several holders (shared holds) and a waiter may not be in line yet: the view keeps both
-cases instead of assuming one exclusive holder.
+cases instead of assuming one exclusive holder. A file may be held through a directory lock
+above it or a glob lock over it (its own lock is free meanwhile, and its waiter stands in
+that lock's line): the view names those holders, with the lock they hold.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from ..lockstore import HolderRecord, WaiterRecord
+from ..lockstore import HolderRecord, WaiterRecord, directory_ancestors, is_directory_key
 
 
 class LineReader(Protocol):
@@ -22,6 +24,7 @@ class LineReader(Protocol):
     def holder_record(self, filepath: str) -> HolderRecord | None: ...
     def waiters(self, filepath: str) -> list[WaiterRecord]: ...
     def readers(self, filepath: str) -> tuple[str, ...]: ...
+    def globs_over(self, key: str) -> tuple[str, ...]: ...
     def last_active(self, agent_id: str) -> float | None: ...
 
 
@@ -33,6 +36,18 @@ class Holding:
     since: float | None
     shared: bool = False
     """A reader's hold (mode "shared")."""
+    through: str | None = None
+    """The directory or glob lock it holds over the file, when not the file's own lock."""
+
+    def describe(self, now: float) -> str:
+        """`bob for 3 s (shared)`, `ann for 1 s (src/api/)`."""
+        text = (
+            self.agent_id
+            if self.since is None
+            else f"{self.agent_id} for {_span(now - self.since)}"
+        )
+        notes = [note for note in ("shared" if self.shared else "", self.through or "") if note]
+        return text + (f" ({', '.join(notes)})" if notes else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +65,7 @@ class LineView:
         """`src/a.py: held by bob for 12 s, 1 ahead of you in line` (one short clause)."""
         moment = time.time() if now is None else now
         if self.holders:
-            who = ", ".join(
-                (h.agent_id if h.since is None else f"{h.agent_id} for {_span(moment - h.since)}")
-                + (" (shared)" if h.shared else "")
-                for h in self.holders
-            )
-            held = f"held by {who}"
+            held = "held by " + ", ".join(h.describe(moment) for h in self.holders)
         else:
             held = "being handed over"
         if self.in_line:
@@ -73,6 +83,8 @@ class LineView:
                 {
                     "agent": h.agent_id,
                     "for_seconds": None if h.since is None else round(max(0.0, moment - h.since)),
+                    **({"shared": True} if h.shared else {}),
+                    **({} if h.through is None else {"through": h.through}),
                 }
                 for h in self.holders
             ],
@@ -82,20 +94,42 @@ class LineView:
 
 
 def line_view(store: LineReader, agent_id: str, key: str) -> LineView:
-    """`key` as `agent_id` sees it now (three reads; a record that vanished between them is
-    simply not shown). Its readers (shared holds) are holders too: an exclusive request
-    waits for them, and the line's own holder may be waiting for them as well."""
+    """`key` as `agent_id` sees it now (three reads, and three per directory or glob lock
+    over a file; a record that vanished between them is simply not shown). Its readers
+    (shared holds) are holders too: an exclusive request waits for them, and the line's own
+    holder may be waiting for them as well."""
+    holders = _holders(store, agent_id, key)
+    queue = store.waiters(key)
+    mine = [index for index, waiter in enumerate(queue) if waiter.agent_id == agent_id]
+    ahead = mine[0] if mine else len(queue)
+    if holders or mine:
+        return LineView(key, holders, ahead, bool(mine))
+    # Free itself: a file under a directory or glob lock waits in that lock's line.
+    for scope in _scopes_over(store, key):
+        held = tuple(replace(h, through=scope) for h in _holders(store, agent_id, scope))
+        line = store.waiters(scope)
+        places = [index for index, waiter in enumerate(line) if waiter.agent_id == agent_id]
+        if held or places:
+            return LineView(key, held, places[0] if places else len(line), bool(places))
+    return LineView(key, holders, ahead, False)
+
+
+def _holders(store: LineReader, agent_id: str, key: str) -> tuple[Holding, ...]:
     record = store.holder_record(key)
     holders: tuple[Holding, ...] = ()
     if record is not None:
         holders = (Holding(record.agent_id, record.acquired_at),)
-    holders += tuple(
+    return holders + tuple(
         Holding(reader, None, shared=True) for reader in store.readers(key) if reader != agent_id
     )
-    queue = store.waiters(key)
-    mine = [index for index, waiter in enumerate(queue) if waiter.agent_id == agent_id]
-    ahead = mine[0] if mine else len(queue)
-    return LineView(key, holders, ahead, bool(mine))
+
+
+def _scopes_over(store: LineReader, key: str) -> list[str]:
+    """The directory keys above `key` (outermost first), then the globs over a file key."""
+    if key.startswith("/"):
+        return []  # a key outside the checkout: no directory lock covers it
+    globs = () if is_directory_key(key) else store.globs_over(key)
+    return directory_ancestors(key) + list(globs)
 
 
 def describe_waits(views: list[LineView], now: float | None = None) -> str:

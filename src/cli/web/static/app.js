@@ -96,6 +96,7 @@
     const f = state.filter;
     if (lock.name.toLowerCase().includes(f)) return true;
     if (lock.holder && lock.holder.toLowerCase().includes(f)) return true;
+    if ((lock.readers || []).some((r) => r.toLowerCase().includes(f))) return true;
     return lock.queue.some((q) => q.agent.toLowerCase().includes(f));
   }
 
@@ -133,16 +134,26 @@
       const name = el("td", lock.name, cycleLocks.has(lock.name) ? "in-cycle" : "");
       name.title = lock.name;
       let holder;
-      if (lock.holder === null) holder = el("td", lock.problem ? "unreadable" : "free", "free");
+      const readers = lock.readers || [];
+      if (readers.length) {
+        // Readers hold it together; a holder beside them is the next writer, waiting for them.
+        holder = el("td", "shared: " + readers.join(", "), "shared");
+        holder.title = readers.join(", ") + " hold it shared" + (lock.holder ? "; " + lock.holder + " waits for them to leave" : "");
+      } else if (lock.holder === null) holder = el("td", lock.problem ? "unreadable" : "free", "free");
       else {
         holder = el("td", lock.holder, lock.liveness === "dead" ? "deadholder" : (cycleAgents.has(lock.holder) ? "in-cycle" : ""));
         holder.title = lock.holder + (lock.pid ? "  pid " + lock.pid + "@" + lock.host : "") + (lock.liveness === "dead" ? " (dead)" : "");
       }
-      const held = el("td", lock.held_since === null ? "-" : age(t - lock.held_since), "num");
-      held.dataset.since = lock.held_since === null ? "" : lock.held_since;
+      const since = readers.length ? null : lock.held_since;  // a writer waiting for readers holds nothing yet
+      const held = el("td", since === null ? "-" : age(t - since), "num");
+      held.dataset.since = since === null ? "" : since;
       const fence = el("td", lock.fence === null ? "-" : lock.fence, "num");
       const queue = el("td", null, "queue");
-      if (!lock.queue.length) queue.append(el("span", "-", "dim"));
+      if (readers.length && lock.holder !== null) {
+        const next = el("span", lock.holder, cycleAgents.has(lock.holder) ? "in-cycle" : "");
+        next.append(el("span", "next", "next-tag"));
+        queue.append(next);
+      } else if (!lock.queue.length) queue.append(el("span", "-", "dim"));
       for (const w of lock.queue) {
         const span = el("span", w.agent, w.dead ? "dead" : (cycleAgents.has(w.agent) ? "in-cycle" : ""));
         if (victims.has(w.agent) && cycleAgents.has(w.agent) && cycleLocks.has(lock.name)) span.append(el("span", "victim", "victim-tag"));
@@ -184,6 +195,7 @@
       { selector: "node.file", style: { "shape": "round-rectangle", "width": 16, "height": 12, "background-color": "#dfe7ef", "border-width": 1, "border-color": "#4f6b86" } },
       { selector: "edge", style: { "width": 1.6, "curve-style": "bezier", "target-arrow-shape": "triangle", "arrow-scale": 0.8 } },
       { selector: "edge.hold", style: { "line-color": "#3b82c4", "target-arrow-color": "#3b82c4" } },
+      { selector: "edge.shared", style: { "line-style": "dotted", "width": 2.4 } },
       { selector: "edge.wait", style: { "line-color": "#e59a1c", "target-arrow-color": "#e59a1c", "line-style": "dashed" } },
       { selector: "edge.cycle", style: { "line-color": "#d62f2f", "target-arrow-color": "#d62f2f", "width": 3.5, "z-index": 10 } },
       { selector: "node.cycle", style: { "border-width": 3, "border-color": "#d62f2f", "color": "#d62f2f", "font-weight": "bold" } },
@@ -193,7 +205,7 @@
   }
 
   function graphElements(board) {
-    const small = board.locks.filter((l) => l.holder !== null).length + board.counts.agents <= BIG_GRAPH;
+    const small = board.locks.filter((l) => l.holder !== null || (l.readers || []).length).length + board.counts.agents <= BIG_GRAPH;
     const all = state.allFiles === null ? small : state.allFiles;
     const cycleEdges = new Set(), cycleAgents = new Set(), cycleLocks = new Set(), victims = new Set();
     for (const cycle of board.cycles) {
@@ -216,13 +228,22 @@
     };
     let files = 0, hidden = 0;
     for (const lock of board.locks) {
-      if (lock.holder === null && !lock.queue.length) continue;
-      if (!all && !lock.queue.length) { hidden++; continue; }
+      const readers = lock.readers || [];
+      if (lock.holder === null && !lock.queue.length && !readers.length) continue;
+      if (!all && !lock.queue.length && !(readers.length && lock.holder !== null)) { hidden++; continue; }
       if (!keep(lock)) continue;
       const id = "f|" + lock.name;
       files++;
       nodes.set(id, { group: "nodes", data: { id, label: lock.name }, classes: "file" + (cycleLocks.has(lock.name) ? " cycle" : "") });
-      if (lock.holder !== null) {
+      for (const reader of readers) {
+        const key = "h|" + lock.name + "|" + reader;
+        edges.push({ group: "edges", data: { id: key, source: id, target: agent(reader) }, classes: "hold shared" + (cycleEdges.has(key) ? " cycle" : "") });
+      }
+      if (lock.holder !== null && readers.length) {
+        // The next writer has the lock's line and waits for the readers: a wait, not a hold.
+        const key = "w|" + lock.holder + "|" + lock.name;
+        edges.push({ group: "edges", data: { id: key, source: agent(lock.holder), target: id }, classes: "wait" + (cycleEdges.has(key) ? " cycle" : "") });
+      } else if (lock.holder !== null) {
         const key = "h|" + lock.name + "|" + lock.holder;
         edges.push({ group: "edges", data: { id: key, source: id, target: agent(lock.holder) }, classes: "hold" + (cycleEdges.has(key) ? " cycle" : "") });
       }

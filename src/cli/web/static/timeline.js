@@ -47,7 +47,8 @@
     if (!board) return out;
     const t = now();
     for (const lock of board.locks) {
-      if (lock.holder !== null && lock.held_since !== null) out.push({ k: "hold", a: lock.holder, f: lock.name, s: lock.held_since, e: t, open: true });
+      const readers = lock.readers || [];
+      if (lock.holder !== null && lock.held_since !== null) out.push({ k: readers.length ? "wait" : "hold", a: lock.holder, f: lock.name, s: lock.held_since, e: t, open: true });
       for (const w of lock.queue) if (!w.dead) out.push({ k: "wait", a: w.agent, f: lock.name, s: w.since, e: t, open: true });
     }
     return out;

@@ -124,6 +124,9 @@ class SessionLedger:
     def readers(self, filepath: str) -> tuple[str, ...]:
         return self.store.readers(filepath)
 
+    def globs_over(self, key: str) -> tuple[str, ...]:
+        return self.store.globs_over(key)
+
     def list_locks(self) -> list[LockInfo]:
         return self.store.list_locks()
 
