@@ -79,7 +79,6 @@ if TYPE_CHECKING:
         LockDirFullError,
         LockStoreError,
         PathOutsideRepoError,
-        SharedModeUnsupportedError,
     )
     from .inotify import (
         CHANGES,
@@ -214,7 +213,6 @@ _HOMES = {
     "LockDirFullError": "errors",
     "LockStoreError": "errors",
     "PathOutsideRepoError": "errors",
-    "SharedModeUnsupportedError": "errors",
     "DirectoryLocksUnsupportedError": "errors",
     "GlobLocksUnsupportedError": "errors",
     "EXCLUSIVE": "modes",
@@ -352,7 +350,6 @@ __all__ = [
     "PathOutsideRepoError",
     "ProcessIdentity",
     "Reclamation",
-    "SharedModeUnsupportedError",
     "Stats",
     "StoreSnapshot",
     "WaiterRecord",
