@@ -270,7 +270,7 @@ def test_shared_and_exclusive_holds_behave_like_the_oracle_on_postgres(
         backend = pg_server.spec(pg_schema)
 
     run_state_machine_as_test(
-        OnPostgres, settings=settings(max_examples=15, stateful_step_count=20, deadline=None)
+        OnPostgres, settings=settings(max_examples=10, stateful_step_count=20, deadline=None)
     )
 
 
