@@ -268,12 +268,24 @@ BEGIN
     SELECT fence INTO f FROM {s}.readers
     WHERE namespace = p_ns AND key = p_key AND agent_id = p_agent;
     IF FOUND THEN RETURN f; END IF;  -- a reader already (two stores of one agent)
-    INSERT INTO {s}.holds AS l (namespace, key, fence, readers)
-    VALUES (p_ns, p_key, nextval('{s}.fence_seq'), 1)
-    ON CONFLICT (namespace, key) DO UPDATE SET readers = l.readers + 1,
-        fence = greatest(nextval('{s}.fence_seq'), l.fence + 1)
-    WHERE l.agent_id IS NULL
-    RETURNING fence INTO f;
+    -- An update that waits for the row only when it may pass (no holder in its snapshot),
+    -- never an upsert, which would wait for any lock on the row: a hand-off run by `leave`
+    -- would then wait for a release that waits for `leave`'s queue entry.
+    FOR attempt IN 1..2 LOOP
+        UPDATE {s}.holds SET readers = readers + 1,
+            fence = greatest(nextval('{s}.fence_seq'), fence + 1)
+        WHERE namespace = p_ns AND key = p_key AND agent_id IS NULL
+        RETURNING fence INTO f;
+        EXIT WHEN FOUND;
+        IF EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = p_key) THEN
+            RETURN NULL;  -- held
+        END IF;
+        INSERT INTO {s}.holds (namespace, key, fence, readers)
+        VALUES (p_ns, p_key, nextval('{s}.fence_seq'), 1)
+        ON CONFLICT (namespace, key) DO NOTHING
+        RETURNING fence INTO f;
+        EXIT WHEN FOUND;  -- else made meanwhile: look again
+    END LOOP;
     IF f IS NULL THEN RETURN NULL; END IF;
     INSERT INTO {s}.readers (namespace, key, agent_id, session, token, fence, pid,
         start_time, host, boot_id, pid_ns, acquired_at, checkout)
