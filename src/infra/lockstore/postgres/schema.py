@@ -474,6 +474,14 @@ BEGIN
             RETURN;
         END IF;
     END IF;
+    IF NOT p_queue THEN  -- a try of a held lock needs no row lock (and waits for none)
+        SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
+        IF FOUND AND h.agent_id IS NOT NULL AND {s}.alive(h.session, p_me) THEN
+            o_fence := h.fence; o_agent := h.agent_id;
+            outcome := CASE WHEN h.agent_id = p_agent THEN 'held' ELSE 'busy' END;
+            RETURN;
+        END IF;
+    END IF;
     FOR attempt IN 1..8 LOOP
         SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key
         FOR NO KEY UPDATE;
@@ -608,6 +616,13 @@ BEGIN
         END IF;
         DELETE FROM {s}.waiters WHERE ticket = a.ticket;
     END LOOP;
+    -- A live holder is the common answer, read without a row lock (every waiter asks this
+    -- at each liveness re-check); a free lock, or a dead holder's, is then read locked.
+    SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
+    IF FOUND AND h.agent_id IS NOT NULL AND {s}.alive(h.session, p_me) THEN
+        outcome := 'waiting'; o_agent := h.agent_id;
+        RETURN;
+    END IF;
     SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key FOR NO KEY UPDATE;
     IF FOUND AND h.agent_id IS NOT NULL THEN
         IF {s}.alive(h.session, p_me) THEN
