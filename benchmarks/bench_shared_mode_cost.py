@@ -1,18 +1,23 @@
-"""What shared holds cost the plain exclusive file lock (lock directory): this tree against a
-baseline tree (before shared holds), measured turn by turn in the same run.
+"""What shared holds cost the plain exclusive file lock: this tree against a baseline tree
+(before shared holds), measured turn by turn in the same run, on the lock directory or, with
+`--postgres`, on PostgreSQL (`LOCKYARD_TEST_PG_DSN`, else a throwaway local cluster; each
+tree in a schema of its own on the one server).
 
     python3 scripts/uv run python benchmarks/bench_shared_mode_cost.py --base /work/wt/scopes-base
+    python3 scripts/uv run python benchmarks/bench_shared_mode_cost.py --base ... --postgres
 
 Two figures per tree, each the median of a turn's samples (µs), and their ratio this/base:
 
 1. Uncontended cycle: `try_lock` + `release` of one file (the exclusive path now looks for
    readers once per grant, and for directory locks over the file once one was ever taken).
-2. In-process hand-off: a task releases, the task waiting in line for the file gets it.
+2. In-process hand-off: a task releases, the task waiting in line for the file gets it (on
+   PostgreSQL the waiter has a store, so a database session, of its own: the grant is a push).
 
-Then, in this tree only, the uncontended cycle of a file with DIRECTORIES unrelated directory
-locks held in its lock directory (`--directories`, default 1,000), and with GLOBS unrelated
-glob locks (`--globs`, default 100: `other/g7/**/*.py`), each against the same cycle in a
-lock directory where no directory or glob lock was ever taken, turn by turn.
+Then, in this tree only and on the lock directory only, the uncontended cycle of a file with
+DIRECTORIES unrelated directory locks held in its lock directory (`--directories`, default
+1,000), and with GLOBS unrelated glob locks (`--globs`, default 100: `other/g7/**/*.py`),
+each against the same cycle in a lock directory where no directory or glob lock was ever
+taken, turn by turn.
 
 Each tree is set up by this file run with `--serve` by that tree's interpreter and answers one
 turn at a time on stdin, so the machine's load hits both trees alike.
@@ -21,11 +26,14 @@ turn at a time on stdin, so the machine's load hits both trees alike.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from processes import FigureServer
@@ -34,17 +42,23 @@ TURN_CYCLES = 500
 TURN_HANDOFFS = 50
 
 
-def serve() -> None:
+def load() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def serve(postgres: str | None) -> None:
     import anyio
 
-    from lockyard.infra.lockstore import LockStore
+    from lockyard.infra.lockstore import LockStore, open_backend
 
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
         (repo / "src").mkdir(parents=True)
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
         (repo / "src" / "app.py").write_text("x = 1\n")
-        store = LockStore(repo, Path(tmp) / "locks")
+        store = LockStore(repo, Path(tmp) / "locks") if postgres is None else None
+        store = store or open_backend(repo, postgres)
+        waiter = store if postgres is None else open_backend(repo, postgres)
 
         def cycle() -> float:
             times = []
@@ -56,7 +70,7 @@ def serve() -> None:
             return statistics.median(times) * 1e6
 
         async def wait(got: anyio.Event) -> None:
-            assert await store.acquire_async("src/app.py", "bob", 30)
+            assert await waiter.acquire_async("src/app.py", "bob", 30)
             got.set()
 
         async def handoffs() -> float:
@@ -78,7 +92,7 @@ def serve() -> None:
                     assert store.release("src/app.py", "alice")
                     await got.wait()
                     times.append(time.perf_counter() - start)
-                assert store.release("src/app.py", "bob")
+                assert waiter.release("src/app.py", "bob")
             return statistics.median(times) * 1e6
 
         scoped: dict[str, LockStore] = {}
@@ -119,15 +133,52 @@ def main() -> None:
     parser.add_argument("--serve", action="store_true")
     parser.add_argument("--directories", type=int, default=1000)
     parser.add_argument("--globs", type=int, default=100)
+    parser.add_argument(
+        "--postgres",
+        nargs="?",
+        const="",
+        help="on PostgreSQL (a server's spec when serving; alone: the test server or a cluster)",
+    )
     args = parser.parse_args()
     if args.serve:
-        serve()
+        serve(args.postgres)
         return
     if not args.base:
         parser.error("--base CHECKOUT is required (a checkout before shared holds, synced)")
+    with ExitStack() as stack:
+        server = None if args.postgres is None else stack.enter_context(pg_server())
+        compare(args, server)
+
+
+@contextmanager
+def pg_server() -> Iterator[str]:
+    """A server's libpq URI: `LOCKYARD_TEST_PG_DSN`, else a throwaway local cluster's."""
+    dsn = os.environ.get("LOCKYARD_TEST_PG_DSN", "").strip()
+    if dsn:
+        yield dsn
+        return
+    from lockyard.infra.lockstore.postgres.cluster import ThrowawayCluster
+
+    cluster = ThrowawayCluster().start()
+    try:
+        yield cluster.dsn
+    finally:
+        cluster.destroy()
+
+
+def compare(args: argparse.Namespace, server: str | None) -> None:
+    def serving(name: str) -> list[str]:
+        if server is None:
+            return []
+        separator = "&" if "?" in server else "?"
+        return ["--postgres", f"{server}{separator}lockyard_schema=bench_{name}_{os.getpid()}"]
+
+    print(f"on {'the lock directory' if server is None else 'PostgreSQL'}, load {load()}")
     trees = {
-        "base": FigureServer(str(Path(args.base) / ".venv" / "bin" / "python"), __file__),
-        "this": FigureServer(sys.executable, __file__),
+        "base": FigureServer(
+            str(Path(args.base) / ".venv" / "bin" / "python"), __file__, *serving("base")
+        ),
+        "this": FigureServer(sys.executable, __file__, *serving("this")),
     }
     try:
         for what in ("cycle", "handoff"):
@@ -139,19 +190,21 @@ def main() -> None:
             this = statistics.median(figures["this"])
             label = "uncontended cycle" if what == "cycle" else "in-process hand-off"
             print(f"{label:22} base {base:8.1f} µs   this {this:8.1f} µs   {this / base:.2f}x")
+        if server is not None:
+            return  # PostgreSQL takes no directory or glob locks (yet)
         none, held, globbed = [], [], []
         for _ in range(args.turns):
             none.append(trees["this"].ask("cycle"))
             held.append(trees["this"].ask(f"scoped {args.directories}"))
             globbed.append(trees["this"].ask(f"globbed {args.globs}"))
         plain = statistics.median(none)
-        for label, figures in (
+        for title, samples in (
             (f"with {args.directories} dir locks", held),
             (f"with {args.globs} glob locks", globbed),
         ):
-            scoped = statistics.median(figures)
+            scoped = statistics.median(samples)
             print(
-                f"{label:22} none {plain:8.1f} µs   held {scoped:8.1f} µs   {scoped / plain:.2f}x"
+                f"{title:22} none {plain:8.1f} µs   held {scoped:8.1f} µs   {scoped / plain:.2f}x"
             )
     finally:
         for tree in trees.values():

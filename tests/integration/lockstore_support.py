@@ -17,9 +17,12 @@ from polling_support import wait_until_async
 
 CHILD = r"""
 import sys, time, anyio
-from lockyard.infra.lockstore import LockStore
+from lockyard.infra.lockstore import LockStore, open_backend
 repo, lock_dir, path, agent, mode = sys.argv[1:6]
-store = LockStore(repo, lock_dir, liveness_interval=0.05)
+if lock_dir.startswith("postgresql:"):  # a PostgreSQL backend's spec (mode "share" only)
+    store = open_backend(repo, lock_dir)
+else:
+    store = LockStore(repo, lock_dir, liveness_interval=0.05)
 if mode == "hold":
     assert store.try_lock(path, agent)
     print("locked", flush=True)
@@ -59,8 +62,10 @@ elif mode == "grab":
 
 
 def spawn(
-    repo: Path, lock_dir: Path, path: str, agent: str, mode: str, *extra: str
+    repo: Path, lock_dir: Path | str, path: str, agent: str, mode: str, *extra: str
 ) -> subprocess.Popen[str]:
+    """A child holding or waiting for `path`; `lock_dir` may be a PostgreSQL backend's spec
+    for mode "share"."""
     return subprocess.Popen(
         [sys.executable, "-c", CHILD, str(repo), str(lock_dir), path, agent, mode, *extra],
         stdin=subprocess.PIPE,

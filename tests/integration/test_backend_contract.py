@@ -192,6 +192,47 @@ def test_threads_on_two_stores_never_hold_one_lock_together(make_store: MakeStor
     assert stores[0].holder("hot.py") is None
 
 
+def test_readers_and_writers_racing_on_three_stores_never_overlap_a_writer(
+    make_store: MakeStore,
+) -> None:
+    """Six agents on three stores (three processes, or database sessions) ask for one file,
+    each round shared or exclusive: a writer is never inside with anyone, readers are inside
+    together, and every request is granted in the end (no writer starved by the readers)."""
+    stores = [make_store() for _ in range(3)]
+    inside: dict[str, str] = {}
+    overlaps: list[dict[str, str]] = []
+    together: list[int] = []
+    guard = threading.Lock()
+
+    def worker(n: int) -> None:
+        agent, store = f"agent-{n}", stores[n % 3]
+        for round_ in range(8):
+            mode = "exclusive" if (n + round_) % 3 == 0 else "shared"
+            assert store.acquire("hot.py", agent, 60, mode=mode)  # type: ignore[arg-type]
+            with guard:
+                inside[agent] = mode
+                if len(inside) > 1 and "exclusive" in inside.values():
+                    overlaps.append(dict(inside))
+                together.append(len(inside))
+            # Inside for a round trip, and the store agrees on who reads.
+            readers = store.readers("hot.py")
+            assert agent in readers if mode == "shared" else readers == ()
+            with guard:
+                del inside[agent]
+            assert store.release("hot.py", agent)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert overlaps == []
+    assert len(together) == 6 * 8
+    assert stores[0].holder("hot.py") is None
+    assert stores[0].readers("hot.py") == ()
+    assert stores[0].waiters("hot.py") == []
+
+
 FILES = ["a.py", "src/b.py", "__schema__"]
 AGENTS = ["alice", "bob", "carol"]
 

@@ -1,7 +1,8 @@
 """The in-process coordinator resolves deadlocks that run through a reader's shared hold or
 through a directory lock waiting for the holds below it, as the cross-process monitor does.
 
-Both cycles are real: two agents of one `LockCoordinator` on a real lock directory, each
+Both cycles are real: two agents of one `LockCoordinator` on a real lock directory (and the
+reader's on PostgreSQL too), each
 waiting in `lock_acquire`; one is chosen, told through its call's `deadlock` result, and the
 other then gets what it waited for. The tools' events carry a reader's grant and a
 directory's wait for the holds below it, so both are found at the wait
@@ -66,11 +67,13 @@ async def _deadlock(
     return results
 
 
+@pytest.mark.parametrize("backend", ["file", "postgres"])
 async def test_a_cycle_through_a_readers_shared_hold_is_resolved_in_process(
-    tree: Path, lock_dir: Path
+    tree: Path, lock_dir: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
+    spec = str(lock_dir) if backend == "file" else str(request.getfixturevalue("pg_backend"))
     with anyio.fail_after(30):
-        async with LockCoordinator(tree, lock_dir, victim_policy=bob_gives_way) as coordinator:
+        async with LockCoordinator(tree, backend=spec, victim_policy=bob_gives_way) as coordinator:
             results = await _deadlock(
                 coordinator,
                 {"filepaths": ["src/api/routes.py"], "mode": "shared"},

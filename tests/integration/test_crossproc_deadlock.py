@@ -183,3 +183,35 @@ async def test_when_the_leader_is_killed_mid_deadlock_another_serve_takes_over(
                 assert now is not None
                 assert now.pid != first.pid
                 assert "lockyard serve (agent " in now.role
+
+
+async def test_two_upgrading_serves_deadlock_on_postgresql_and_one_gives_way(
+    repo: Path, pg_backend: str
+) -> None:
+    """Both read f1.py, then both ask for it exclusively: the first holds the lock waiting
+    for the other's read, the other queues behind it. The elected serve sees the cycle
+    through a read (`holds_graph.py`) and the victim's call returns the deadlock, giving its
+    read back; the other's upgrade is then granted by push."""
+    async with serve("alice", repo, pg_backend) as alice, serve("bob", repo, pg_backend) as bob:
+        for client in (alice, bob):
+            shared = {"filepaths": ["f1.py"], "mode": "shared"}
+            assert (await call(client, "lock_acquire", shared))["all_acquired"]
+        results: dict[str, dict[str, Any]] = {}
+
+        async def upgrade(name: str, client: Client) -> None:
+            results[name] = await call(
+                client, "lock_acquire", {"filepaths": ["f1.py"], "timeout_seconds": 240}
+            )
+
+        with anyio.fail_after(STARTS):
+            async with anyio.create_task_group() as group:
+                group.start_soon(upgrade, "alice", alice)
+                group.start_soon(upgrade, "bob", bob)
+    [victim] = [name for name, result in results.items() if "deadlock" in result]
+    [winner] = {"alice", "bob"} - {victim}
+    deadlock = results[victim]["deadlock"]
+    assert deadlock["victim"] == victim
+    assert sorted(deadlock["agents"]) == ["alice", "bob"]
+    assert deadlock["released"] == ["f1.py"]  # its read
+    assert results[victim]["all_acquired"] is False
+    assert results[winner]["all_acquired"] is True

@@ -445,17 +445,17 @@ async def test_the_coordinator_closes_the_database_store_it_opened(
 
 
 @pytest.mark.anyio
-async def test_shared_mode_and_directory_locks_are_refused_saying_what_to_do_and_lock_nothing(
+async def test_directory_locks_are_refused_saying_what_to_do_and_lock_nothing(
     stores: list[PgLockStore],
 ) -> None:
-    """Not built on PostgreSQL yet (docs/postgres.md): a request for either is refused whole,
+    """Not built on PostgreSQL yet (docs/postgres.md): a request for one is refused whole,
     never taken as an exclusive lock on a file of that name, and nobody's lock moves."""
     mine, others = stores
     assert others.try_lock("b.py", "carol")
     tools = LockTools(mine, "bob")
     for request, said in (
         ({"filepaths": ["a.py", "src/api/"]}, "'src/api/' is a directory lock"),
-        ({"filepaths": ["a.py", "b.py"], "mode": "shared"}, 'mode "shared" is not supported'),
+        ({"filepaths": ["b.py", "src/api/"], "mode": "shared"}, "'src/api/' is a directory"),
     ):
         refused = await tools.acquire({**request, "timeout_seconds": 0})
         assert refused.data is None
@@ -469,7 +469,7 @@ async def test_shared_mode_and_directory_locks_are_refused_saying_what_to_do_and
     with pytest.raises(ValueError, match="not supported on the PostgreSQL backend"):
         mine.acquire("src/api/", "bob", timeout_seconds=0)
     with pytest.raises(ValueError, match="not supported on the PostgreSQL backend"):
-        mine.try_lock("a.py", "bob", mode="shared")
+        mine.try_lock("src/api/", "bob", mode="shared")
     assert [(i.lock_path, i.holder and i.holder.agent_id) for i in mine.list_locks()] == [
         ("b.py", "carol")
     ]

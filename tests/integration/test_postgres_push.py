@@ -153,3 +153,52 @@ def test_a_hand_off_tells_the_monitor_that_the_other_waiters_now_wait_on_the_new
         waits[1].join(60)
         assert granted == {"bob": True, "carol": True}
         assert len(list(monitor.notifies(timeout=5, stop_after=1))) == 1, "the last hand-off"
+
+
+def test_readers_and_the_writer_between_them_are_each_granted_by_push(
+    repo: Path, pg_backend: str
+) -> None:
+    """A writer waiting for two readers is granted by the last one's release; the readers
+    queued behind it (FIFO: it stopped them) are all granted by its release."""
+    stores = {
+        agent: PgLockStore(repo, pg_backend, liveness_interval=NO_RECHECK)
+        for agent in ("r1", "r2", "writer", "r3", "r4")
+    }
+    granted: dict[str, threading.Event] = {agent: threading.Event() for agent in stores}
+
+    def wait(agent: str, mode: str) -> None:
+        if stores[agent].acquire("a.py", agent, 60, mode=mode):  # type: ignore[arg-type]
+            granted[agent].set()
+
+    try:
+        look = stores["r1"]
+        for agent in ("r1", "r2"):
+            assert stores[agent].try_lock("a.py", agent, mode="shared")
+        threads = [threading.Thread(target=wait, args=("writer", "exclusive"))]
+        threads[0].start()
+        wait_until(lambda: look.holder("a.py") == "writer")  # it holds the lock, waiting
+        for agent in ("r3", "r4"):
+            threads.append(threading.Thread(target=wait, args=(agent, "shared")))
+            threads[-1].start()
+            wait_until(lambda: agent in [w.agent_id for w in look.waiters("a.py")])  # noqa: B023
+        assert not look.try_lock("a.py", "r5", mode="shared"), "the writer stops new readers"
+        assert stores["r1"].release("a.py", "r1")
+        assert not granted["writer"].is_set()
+        assert look.readers("a.py") == ("r2",)
+        assert stores["r2"].release("a.py", "r2")
+        assert granted["writer"].wait(60), "the last reader's release pushed the grant"
+        assert look.readers("a.py") == ()
+        assert stores["writer"].release("a.py", "writer")
+        assert granted["r3"].wait(60), "both readers, by push"
+        assert granted["r4"].wait(60)
+        assert sorted(look.readers("a.py")) == ["r3", "r4"]
+        assert look.holder("a.py") is None
+        assert look.waiters("a.py") == []
+        for thread in threads:
+            thread.join(60)
+        for agent in ("r3", "r4"):
+            assert stores[agent].release("a.py", agent)
+        assert look.list_locks() == []
+    finally:
+        for store in stores.values():
+            store.close()

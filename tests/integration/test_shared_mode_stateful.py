@@ -1,6 +1,7 @@
-"""Shared and exclusive holds on the lock directory against a brute-force oracle, driven by
-hypothesis: several agents ask for files shared or exclusively (waiting in line, or only
-trying), upgrade, release, give up a wait (cancelled, or timed out), in any order.
+"""Shared and exclusive holds against a brute-force oracle, driven by hypothesis, on both
+backends (the lock directory, PostgreSQL): several agents ask for files shared or
+exclusively (waiting in line, or only trying), upgrade, release, give up a wait (cancelled,
+or timed out), in any order.
 
 The oracle keeps, per file, the exclusive holder, the readers and the line of waiting
 requests, and grants from the head of the line while the head is compatible (strict FIFO: a
@@ -25,10 +26,18 @@ from dataclasses import dataclass, field
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from lock_dir_listing import lock_dir_entries
-from lockyard.infra.lockstore import LockStore
+from lockyard.infra.lockstore import LockStore, open_backend
+from lockyard.infra.lockstore.backend import LockBackend
+from pg_support import PgServer
 
 FILES = ["a.py", "b.py"]
 AGENTS = ["ann", "bob", "cid", "dan"]
@@ -56,7 +65,7 @@ async def _until_ended(call: Callable[[], Awaitable[bool]], ended: threading.Eve
 
 
 def start_wait(
-    portal: BlockingPortal, store: LockStore, key: str, agent: str, mode: str
+    portal: BlockingPortal, store: LockBackend, key: str, agent: str, mode: str
 ) -> Request:
     """`agent`'s `acquire_async` of `key` in `mode`, begun on the portal's event loop."""
     call = functools.partial(store.acquire_async, key, agent, 600, 10, mode=mode)  # type: ignore[arg-type]
@@ -106,13 +115,21 @@ class FileModel:
 
 
 class SharedModeModel(RuleBasedStateMachine):
+    backend: str | None = None
+    """A PostgreSQL backend spec (the machine's stores share its schema), or None: a lock
+    directory of the example's own."""
+
     def __init__(self) -> None:
         super().__init__()
         self.base = tempfile.mkdtemp(prefix="lockyard-shared-")
         repo = f"{self.base}/repo"
         os.mkdir(repo)
         subprocess.run(["git", "init", "-q", repo], check=True)
-        self.store = LockStore(repo, f"{self.base}/locks")
+        self.store: LockBackend = (
+            LockStore(repo, f"{self.base}/locks")
+            if self.backend is None
+            else open_backend(repo, self.backend)
+        )
         self.files = {name: FileModel() for name in FILES}
         self.pending: dict[str, tuple[str, Request]] = {}  # agent -> (file, its waiting request)
         self.granted: list[Request] = []  # waits the oracle granted, not yet seen to end
@@ -128,9 +145,12 @@ class SharedModeModel(RuleBasedStateMachine):
             for agent in AGENTS:
                 self.store.cleanup_agent_locks(agent)
             self._settle_grants()
-            assert [
-                e for e in lock_dir_entries(self.store.lock_dir) if not e.endswith(".card")
-            ] == []
+            if isinstance(self.store, LockStore):
+                assert [
+                    e for e in lock_dir_entries(self.store.lock_dir) if not e.endswith(".card")
+                ] == []
+            else:
+                assert self.store.list_locks() == []
         finally:
             self._portal_cm.__exit__(None, None, None)
             self.store.close()
@@ -238,6 +258,20 @@ class SharedModeModel(RuleBasedStateMachine):
 
 SharedModeModel.TestCase.settings = settings(max_examples=30, stateful_step_count=20, deadline=None)
 test_shared_and_exclusive_holds_behave_like_the_oracle = SharedModeModel.TestCase
+
+
+def test_shared_and_exclusive_holds_behave_like_the_oracle_on_postgres(
+    pg_server: PgServer, pg_schema: str
+) -> None:
+    """The same machine on PostgreSQL (fewer examples: every rule is a round trip or more);
+    the examples share one schema (each repository is a namespace of its own)."""
+
+    class OnPostgres(SharedModeModel):
+        backend = pg_server.spec(pg_schema)
+
+    run_state_machine_as_test(
+        OnPostgres, settings=settings(max_examples=10, stateful_step_count=20, deadline=None)
+    )
 
 
 # -- directory and glob keys ---------------------------------------------------------------------

@@ -79,7 +79,6 @@ if TYPE_CHECKING:
         LockDirFullError,
         LockStoreError,
         PathOutsideRepoError,
-        SharedModeUnsupportedError,
     )
     from .inotify import (
         CHANGES,
@@ -220,7 +219,6 @@ _HOMES = {
     "LockDirFullError": "errors",
     "LockStoreError": "errors",
     "PathOutsideRepoError": "errors",
-    "SharedModeUnsupportedError": "errors",
     "DirectoryLocksUnsupportedError": "errors",
     "GlobLocksUnsupportedError": "errors",
     "EXCLUSIVE": "modes",
@@ -359,7 +357,6 @@ __all__ = [
     "PathOutsideRepoError",
     "ProcessIdentity",
     "Reclamation",
-    "SharedModeUnsupportedError",
     "Stats",
     "StoreSnapshot",
     "WaiterRecord",

@@ -40,10 +40,6 @@ class InvalidTimeoutError(LockStoreError, ValueError):
     """A timeout or poll interval is not a finite number within the allowed range."""
 
 
-class SharedModeUnsupportedError(LockStoreError, ValueError):
-    """The backend cannot hold files shared (a reader's lock) yet."""
-
-
 class DirectoryLocksUnsupportedError(LockStoreError, ValueError):
     """The backend cannot lock directories (`src/api/`) yet."""
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 
 from ..errors import CorruptRecordError, LockDirError
+from ..holds_graph import snapshot_of
 from ..liveness import Liveness
-from ..records import HolderRecord, LockInfo, StoreSnapshot, WaiterRecord, shared_node
-from ..scope_keys import is_above, is_scoped
+from ..records import HolderRecord, LockInfo, StoreSnapshot, WaiterRecord
 from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, SHARED_SUFFIX, LockDir
 from .shared_holds import read_members
 
@@ -73,54 +73,15 @@ def list_locks(directory: LockDir, turn_timeout: float) -> list[LockInfo]:
 
 
 def snapshot(directory: LockDir, turn_timeout: float) -> StoreSnapshot:
-    """Holds and live waits of the whole lock directory, for a wait-for graph.
+    """Holds and live waits of the whole lock directory, for a wait-for graph
+    (`holds_graph.py`).
 
     One pass over the directory: the waits are those `list_locks` read with each lock (a
     queue whose every waiter is dead is not listed, and has no live wait anyway)."""
-    locks = list_locks(directory, turn_timeout)
-    holds = {info.lock_path: info.holder.agent_id for info in locks if info.holder is not None}
-    waits = [
-        (waiter.agent_id, waiter.lock_path)
-        for info in locks
-        for waiter in info.waiters
-        if waiter.liveness()[0] is not Liveness.DEAD
-    ]
-    for info in locks:  # a holder waiting for the readers waits on each reader's hold
-        for member in info.shared_holders:
-            node = shared_node(member.lock_path, member.agent_id)
-            holds[node] = member.agent_id
-            if info.holder is not None and info.holder.agent_id != member.agent_id:
-                waits.append((info.holder.agent_id, node))
-    waits.extend(_waits_below(locks, {agent for agent, _node in waits}))
-    return StoreSnapshot(holds=holds, waits=tuple(waits), locks=tuple(locks))
-
-
-def _waits_below(locks: list[LockInfo], queued: set[str]) -> list[tuple[str, str]]:
-    """A directory or glob lock's holder waits on every other agent's hold below it
-    (`scope_keys.is_above`): it holds its line and waits for them to go (`scopes.py`). A
-    holder queued elsewhere holds that line only as a turnstile (it waits in that queue)."""
-    directories = [
-        info.holder
-        for info in locks
-        if info.holder is not None
-        and is_scoped(info.holder.lock_path)
-        and info.holder.agent_id not in queued
-    ]
-    if not directories:
-        return []
-    waits = []
-    for info in locks:
-        held = [] if info.holder is None else [(info.holder, info.holder.lock_path)]
-        held += [(m, shared_node(m.lock_path, m.agent_id)) for m in info.shared_holders]
-        for record, node in held:
-            for directory in directories:
-                if (
-                    record.agent_id != directory.agent_id
-                    and record.namespace == directory.namespace
-                    and is_above(directory.lock_path, record.lock_path)
-                ):
-                    waits.append((directory.agent_id, node))
-    return waits
+    return snapshot_of(
+        list_locks(directory, turn_timeout),
+        lambda waiter: waiter.liveness()[0] is not Liveness.DEAD,
+    )
 
 
 def _shared_only(

@@ -1,6 +1,6 @@
 """The journal on PostgreSQL: a table written in the same transaction as each change.
 
-Triggers on `holds` and `waiters` write the records, so a grant and its record commit
+Triggers on `holds`, `readers` and `waiters` write the records, so a grant and its record commit
 together (or neither does), whichever statement or function made the change: the two hot
 statements of the store, `take_slow`, `hand_off`, `advance`, `leave`, `cleanup`,
 `reclaim`, or an operator's `DELETE`. A row change alone does not say everything, so the
@@ -248,7 +248,8 @@ BEGIN
 END $$;
 
 -- A holds row changed holder: the holder it had lost it (release, reclaim, operator
--- release), the holder it has now got it (grant, hand-over). The whole body is one
+-- release), the holder it has now got it (grant, hand-over). A readers row, made or
+-- removed, is a shared hold's grant or release the same way. The whole body is one
 -- subtransaction: a record that cannot be written (a full disk, a revoked privilege) never
 -- fails the change it records, which commits without it while the server logs why.
 CREATE FUNCTION {s}.journal_holds() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -290,9 +291,10 @@ BEGIN
             kind := 'grant';
         END IF;
         INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host, fence,
-            other)
+            other, outcome)
         VALUES (now, kind, NEW.namespace, NEW.agent_id, NEW.key, NEW.session::text,
-            coalesce(NEW.pid, 0), coalesce(NEW.host, ''), NEW.fence, giver)
+            coalesce(NEW.pid, 0), coalesce(NEW.host, ''), NEW.fence, giver,
+            CASE TG_TABLE_NAME WHEN 'readers' THEN 'shared' END)
         RETURNING id INTO n;
         IF n % 1024 = 0 THEN
             PERFORM {s}.journal_housekeeping(n, now);
@@ -325,6 +327,8 @@ BEGIN
         VALUES (now, 'wait-end', OLD.namespace, OLD.agent_id, OLD.key, OLD.session::text,
             OLD.pid, OLD.host, now - OLD.since,
             CASE WHEN EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = OLD.namespace
+                              AND key = OLD.key AND token = OLD.token)
+                      OR EXISTS (SELECT 1 FROM {s}.readers WHERE namespace = OLD.namespace
                               AND key = OLD.key AND token = OLD.token) THEN 'granted'
                 ELSE coalesce(nullif(current_setting('lockyard.why', true), ''), 'cancelled')
             END)
@@ -353,6 +357,10 @@ CREATE TRIGGER holds_journal_update AFTER UPDATE ON {s}.holds FOR EACH ROW
 CREATE TRIGGER holds_journal_delete AFTER DELETE ON {s}.holds FOR EACH ROW
     WHEN (OLD.agent_id IS NOT NULL
           AND current_setting('lockyard.journal', true) IS DISTINCT FROM 'off')
+    EXECUTE FUNCTION {s}.journal_holds();
+-- A reader's row: its shared grant (outcome "shared") and its release, as for a holder.
+CREATE TRIGGER readers_journal AFTER INSERT OR DELETE ON {s}.readers FOR EACH ROW
+    WHEN (current_setting('lockyard.journal', true) IS DISTINCT FROM 'off')
     EXECUTE FUNCTION {s}.journal_holds();
 CREATE TRIGGER waiters_journal AFTER INSERT OR DELETE ON {s}.waiters FOR EACH ROW
     WHEN (current_setting('lockyard.journal', true) IS DISTINCT FROM 'off')

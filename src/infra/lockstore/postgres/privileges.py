@@ -22,9 +22,9 @@ import psycopg
 from ..errors import BackendError
 
 GUIDE: Final = "docs/postgres.md, Least-privilege setup"
-READ_TABLES: Final = ("holds", "waiters", "notices", "activity", "meta")
-"""The tables a read-only command reads (`lockyard status`: locks, queues, victim notices,
-heartbeats, the policy)."""
+READ_TABLES: Final = ("holds", "readers", "waiters", "notices", "activity", "meta")
+"""The tables a read-only command reads (`lockyard status`: locks, reads, queues, victim
+notices, heartbeats, the policy)."""
 
 
 class PrivilegeError(BackendError):

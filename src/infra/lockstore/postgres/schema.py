@@ -2,9 +2,10 @@
 
 Tables (UNLOGGED: a lock outlives no server crash, since every session dies with it; skipping
 the WAL makes a grant cost no disk write):
-  holds     one row per lock ever taken (namespace, key): its holder (agent, owning
-            session, grant token; all empty while the lock is free) and its last fencing
-            number, which the row keeps across releases
+  holds     one row per lock ever taken (namespace, key): its exclusive holder (agent,
+            owning session, grant token; all empty while the lock is free), its last
+            fencing number, which the row keeps across releases, and its count of readers
+  readers   one row per shared hold (a reader), changed only under its lock's row lock
   waiters   one row per queued wait, ordered by `ticket` (arrival order)
   notices   one victim notice per agent, posted by `lockyard monitor`
   activity  each agent's last heartbeat (a lock tool call)
@@ -123,7 +124,30 @@ CREATE UNLOGGED TABLE {s}.holds (
     acquired_at double precision,
     checkout text,
     queued boolean NOT NULL DEFAULT false,
+    readers integer NOT NULL DEFAULT 0,
     PRIMARY KEY (namespace, key)
+);
+-- Shared holds. A reader is written in, counted in its lock's `readers` and given a number
+-- above the lock's last one, all under the lock's row lock, and only while the lock has no
+-- exclusive holder; so an exclusive grant that finds `readers = 0` under that lock excludes
+-- every reader, and the hot take of a free lock needs no look at this table. An exclusive
+-- holder written in while other readers remain waits for them (it is "pending": the guards
+-- see the readers and refuse its writes); the last reader's release pushes it the grant.
+CREATE UNLOGGED TABLE {s}.readers (
+    namespace text NOT NULL,
+    key text NOT NULL,
+    agent_id text NOT NULL,
+    session integer NOT NULL,
+    token text NOT NULL,
+    fence bigint NOT NULL,
+    pid integer,
+    start_time bigint,
+    host text,
+    boot_id text,
+    pid_ns text,
+    acquired_at double precision NOT NULL,
+    checkout text,
+    PRIMARY KEY (namespace, key, agent_id)
 );
 CREATE UNLOGGED TABLE {s}.waiters (
     ticket bigint PRIMARY KEY,
@@ -138,7 +162,8 @@ CREATE UNLOGGED TABLE {s}.waiters (
     boot_id text,
     pid_ns text,
     since double precision NOT NULL,
-    checkout text
+    checkout text,
+    shared boolean NOT NULL DEFAULT false
 );
 CREATE INDEX waiters_lock ON {s}.waiters (namespace, key, ticket);
 CREATE INDEX waiters_token ON {s}.waiters (token);
@@ -204,12 +229,13 @@ LANGUAGE sql AS $$
     RETURNING true
 $$;
 
--- Take the lock for the caller when it is free: its row made (the lock's first grant, whose
+-- Take the lock for the caller when it is free (and has no readers, unless `p_pending`: the
+-- caller then waits for them, holding it): its row made (the lock's first grant, whose
 -- number no other grant of it can have drawn after), or its free row filled in under the
 -- row's lock with a number drawn there. The fencing number, or NULL when it is held.
 CREATE FUNCTION {s}.claim(p_ns text, p_key text, p_agent text, p_token text,
     p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
-    p_me integer, p_queued boolean) RETURNS bigint
+    p_me integer, p_queued boolean, p_pending boolean DEFAULT false) RETURNS bigint
 LANGUAGE sql AS $$
     INSERT INTO {s}.holds AS l (namespace, key, agent_id, session, token, fence, pid,
         start_time, host, boot_id, pid_ns, acquired_at, checkout, queued)
@@ -222,25 +248,130 @@ LANGUAGE sql AS $$
         boot_id = EXCLUDED.boot_id, pid_ns = EXCLUDED.pid_ns,
         acquired_at = EXCLUDED.acquired_at, checkout = EXCLUDED.checkout,
         queued = EXCLUDED.queued
-    WHERE l.agent_id IS NULL
+    WHERE l.agent_id IS NULL AND (l.readers = 0 OR p_pending)
     RETURNING fence
 $$;
+"""
+
+# Shared holds (readers): joining, leaving, and the exclusive holder that waits for them.
+# Every function here runs with the lock's row locked by its caller (or makes the row).
+_READERS: Final = """
+-- A reader joins a lock that has no exclusive holder: its row, the lock's count, and a
+-- number drawn under the lock's row lock (so it is above every earlier grant's, and every
+-- later exclusive grant's is above it). NULL when the lock has an exclusive holder.
+CREATE FUNCTION {s}.join_readers(p_ns text, p_key text, p_agent text, p_token text,
+    p_session integer, p_pid integer, p_start bigint, p_host text, p_boot text,
+    p_pidns text, p_checkout text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE f bigint;
+BEGIN
+    SELECT fence INTO f FROM {s}.readers
+    WHERE namespace = p_ns AND key = p_key AND agent_id = p_agent;
+    IF FOUND THEN RETURN f; END IF;  -- a reader already (two stores of one agent)
+    -- An update that waits for the row only when it may pass (no holder in its snapshot),
+    -- never an upsert, which would wait for any lock on the row: a hand-off run by `leave`
+    -- would then wait for a release that waits for `leave`'s queue entry.
+    FOR attempt IN 1..2 LOOP
+        UPDATE {s}.holds SET readers = readers + 1,
+            fence = greatest(nextval('{s}.fence_seq'), fence + 1)
+        WHERE namespace = p_ns AND key = p_key AND agent_id IS NULL
+        RETURNING fence INTO f;
+        EXIT WHEN FOUND;
+        IF EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = p_key) THEN
+            RETURN NULL;  -- held
+        END IF;
+        INSERT INTO {s}.holds (namespace, key, fence, readers)
+        VALUES (p_ns, p_key, nextval('{s}.fence_seq'), 1)
+        ON CONFLICT (namespace, key) DO NOTHING
+        RETURNING fence INTO f;
+        EXIT WHEN FOUND;  -- else made meanwhile: look again
+    END LOOP;
+    IF f IS NULL THEN RETURN NULL; END IF;
+    INSERT INTO {s}.readers (namespace, key, agent_id, session, token, fence, pid,
+        start_time, host, boot_id, pid_ns, acquired_at, checkout)
+    VALUES (p_ns, p_key, p_agent, p_session, p_token, f, p_pid, p_start, p_host, p_boot,
+        p_pidns, {s}.now_epoch(), p_checkout);
+    RETURN f;
+END $$;
+
+-- A reader of a lock other than p_agent whose session lives (the first to have come), or
+-- NULL; the readers whose session ended are dropped on the way (proof of death).
+CREATE FUNCTION {s}.other_reader(p_ns text, p_key text, p_agent text, p_me integer)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE gone integer; who text;
+BEGIN
+    DELETE FROM {s}.readers
+    WHERE namespace = p_ns AND key = p_key AND NOT {s}.alive(session, p_me);
+    GET DIAGNOSTICS gone = ROW_COUNT;
+    IF gone > 0 THEN
+        UPDATE {s}.holds SET readers = readers - gone WHERE namespace = p_ns AND key = p_key;
+    END IF;
+    SELECT agent_id INTO who FROM {s}.readers
+    WHERE namespace = p_ns AND key = p_key AND agent_id <> p_agent
+    ORDER BY acquired_at LIMIT 1;
+    RETURN who;
+END $$;
+
+-- p_agent's read of a lock ends (gone into its exclusive hold, or given back): whether it
+-- had one.
+CREATE FUNCTION {s}.drop_read(p_ns text, p_key text, p_agent text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM {s}.readers WHERE namespace = p_ns AND key = p_key AND agent_id = p_agent;
+    IF NOT FOUND THEN RETURN false; END IF;
+    UPDATE {s}.holds SET readers = readers - 1 WHERE namespace = p_ns AND key = p_key;
+    RETURN true;
+END $$;
+
+-- Readers left: an exclusive holder that waited for them and now has none but its own read
+-- is granted, its read absorbed, and told by a push (as a hand-off tells a waiter).
+CREATE FUNCTION {s}.readers_left(p_ns text, p_key text, p_me integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE h {s}.holds;
+BEGIN
+    SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
+    IF NOT FOUND THEN RETURN; END IF;
+    IF {s}.other_reader(p_ns, p_key, coalesce(h.agent_id, ''), p_me) IS NOT NULL
+       OR h.agent_id IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM {s}.drop_read(p_ns, p_key, h.agent_id);
+    PERFORM pg_notify({s}.channel(p_ns), 'g' || h.token || ':' || h.fence),
+        pg_notify('{graph}', '');
+END $$;
+
+-- A reader gives its read back: false when it had none. An exclusive holder waiting for the
+-- readers is granted when it was the last.
+CREATE FUNCTION {s}.release_read(p_ns text, p_key text, p_agent text, p_me integer)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM {s}.holds WHERE namespace = p_ns AND key = p_key FOR NO KEY UPDATE;
+    IF NOT FOUND OR NOT {s}.drop_read(p_ns, p_key, p_agent) THEN
+        RETURN false;
+    END IF;
+    PERFORM {s}.readers_left(p_ns, p_key, p_me);
+    RETURN true;
+END $$;
 """
 
 # Handing a freed lock on. Every path that frees a lock someone queues for calls it in the
 # same transaction, so a free lock never has a live waiter left asleep.
 _HAND_OFF: Final = """
--- Give a free lock to its first live waiter (dropping dead ones), and push it the grant.
+-- Give a free lock to its first live waiter (dropping dead ones), and push it the grant; a
+-- run of shared requests at the head of the line are all granted (each becomes a reader),
+-- up to the first exclusive one, which is written in as the holder and, while other readers
+-- remain, waits for them holding the lock (so nobody passes it: FIFO with no starvation).
 -- On the hand-off path of every contended release: as few statements as it can be.
 CREATE FUNCTION {s}.hand_off(p_ns text, p_key text, p_me integer) RETURNS void
 LANGUAGE plpgsql AS $$
-DECLARE w {s}.waiters; f bigint; more boolean; pushed text;
+DECLARE w {s}.waiters; f bigint; more boolean; pushed text; who text;
 BEGIN
     -- For the journal (journal_schema.py): a holder written in from now on in this
     -- transaction was handed the lock (nothing after a hand-off in a transaction takes one).
     PERFORM set_config('lockyard.handing', 'on', true);
-    -- The common case in one statement: the lock is free and its first waiter alive, so the
-    -- waiter's grant is written into the lock's row, with a number drawn under its row lock.
+    -- The common case in one statement: the lock is free, has no readers, and its first
+    -- waiter is alive and exclusive, so the waiter's grant is written into the lock's row,
+    -- with a number drawn under its row lock.
     WITH head AS (
         SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
         ORDER BY ticket LIMIT 1 FOR UPDATE
@@ -255,7 +386,7 @@ BEGIN
                              AND o.key = p_key AND o.ticket <> head.ticket)
         FROM head
         WHERE h.namespace = p_ns AND h.key = p_key AND h.agent_id IS NULL
-            AND {s}.alive(head.session, p_me)
+            AND h.readers = 0 AND NOT head.shared AND {s}.alive(head.session, p_me)
         RETURNING h.token, h.fence, h.queued
     ), served AS (
         DELETE FROM {s}.waiters WHERE ticket = (SELECT ticket FROM head)
@@ -267,15 +398,27 @@ BEGIN
     IF f IS NOT NULL THEN
         RETURN;
     END IF;
-    -- Otherwise the first waiter's session ended (or the lock is held): one by one.
+    -- Otherwise (a dead first waiter, readers, a shared head, or a held lock): one by one.
     FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
              ORDER BY ticket FOR UPDATE LOOP
         IF NOT {s}.alive(w.session, p_me) THEN
             DELETE FROM {s}.waiters WHERE ticket = w.ticket;
             CONTINUE;
         END IF;
+        IF w.shared THEN
+            f := {s}.join_readers(p_ns, p_key, w.agent_id, w.token, w.session, w.pid,
+                w.start_time, w.host, w.boot_id, w.pid_ns, w.checkout);
+            IF f IS NULL THEN
+                RETURN;  -- held: its release hands on
+            END IF;
+            DELETE FROM {s}.waiters WHERE ticket = w.ticket;
+            PERFORM pg_notify({s}.channel(p_ns), 'g' || w.token || ':' || f),
+                pg_notify('{graph}', '');
+            CONTINUE;
+        END IF;
         more := EXISTS (SELECT 1 FROM {s}.waiters
                         WHERE namespace = p_ns AND key = p_key AND ticket <> w.ticket);
+        who := {s}.other_reader(p_ns, p_key, w.agent_id, p_me);
         UPDATE {s}.holds SET agent_id = w.agent_id, session = w.session, token = w.token,
             fence = greatest(nextval('{s}.fence_seq'), fence + 1), pid = w.pid,
             start_time = w.start_time,
@@ -285,10 +428,17 @@ BEGIN
         RETURNING fence INTO f;
         IF f IS NOT NULL THEN
             DELETE FROM {s}.waiters WHERE ticket = w.ticket;
-            -- By token: the waiter subscribed to it before its queue entry existed. The
-            -- monitor hears of it when others still wait (their edges now lead elsewhere).
-            PERFORM pg_notify({s}.channel(p_ns), 'g' || w.token || ':' || f),
-                CASE WHEN more THEN pg_notify('{graph}', '') END;
+            IF who IS NULL THEN
+                PERFORM {s}.drop_read(p_ns, p_key, w.agent_id);  -- an upgrade's own read
+                -- By token: the waiter subscribed to it before its queue entry existed. The
+                -- monitor hears of it when others still wait (their edges now lead elsewhere).
+                PERFORM pg_notify({s}.channel(p_ns), 'g' || w.token || ':' || f),
+                    CASE WHEN more THEN pg_notify('{graph}', '') END;
+            ELSE
+                -- It holds the lock and waits for the readers (a new edge for the monitor);
+                -- the last reader's release pushes its grant (readers_left).
+                PERFORM pg_notify('{graph}', '');
+            END IF;
         END IF;
         RETURN;
     END LOOP;
@@ -300,25 +450,41 @@ END $$;
 
 # Taking a lock, where the store's one-statement take of a free lock did not do.
 _TAKE: Final = """
--- The slow part of an attempt, when the lock is held or queued for: 'granted', 'held'
--- (already this agent's), 'busy', or 'queued' (free but reserved for a live waiter).
--- p_share keeps the lock's row locked until the caller's transaction ends, so that a
--- release cannot slip between "held" and the caller's queue entry (it waits, then sees it).
--- An update lock, not a share lock: the caller then marks the row `queued`, and two callers
--- holding share locks would deadlock on that.
+-- The slow part of an attempt, when the lock is held, queued for or read: 'granted',
+-- 'held' (already this agent's in a mode that covers the request), 'busy', 'queued' (free
+-- but reserved for a live waiter), or, for a caller that will queue (p_queue), 'pending':
+-- an exclusive request that found only readers is written in as the holder and waits for
+-- them (readers_left pushes its grant). p_shared: a shared request (a reader).
+-- The lock's row stays locked until the caller's transaction ends, so that a release cannot
+-- slip between "held" and the caller's queue entry (it waits, then sees it). An update
+-- lock, not a share lock: the caller then marks the row `queued`, and two callers holding
+-- share locks would deadlock on that.
 CREATE FUNCTION {s}.take_slow(p_ns text, p_key text, p_agent text, p_token text,
     p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
-    p_me integer, p_share boolean, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
+    p_shared boolean, p_me integer, p_queue boolean,
+    OUT outcome text, OUT o_fence bigint, OUT o_agent text)
 LANGUAGE plpgsql AS $$
 DECLARE h {s}.holds; w {s}.waiters;
 BEGIN
-    FOR attempt IN 1..8 LOOP
-        IF p_share THEN
-            SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key
-            FOR NO KEY UPDATE;
-        ELSE
-            SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
+    IF p_shared THEN
+        SELECT fence INTO o_fence FROM {s}.readers
+        WHERE namespace = p_ns AND key = p_key AND agent_id = p_agent;
+        IF FOUND THEN
+            outcome := 'held'; o_agent := p_agent;
+            RETURN;
         END IF;
+    END IF;
+    IF NOT p_queue THEN  -- a try of a held lock needs no row lock (and waits for none)
+        SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
+        IF FOUND AND h.agent_id IS NOT NULL AND {s}.alive(h.session, p_me) THEN
+            o_fence := h.fence; o_agent := h.agent_id;
+            outcome := CASE WHEN h.agent_id = p_agent THEN 'held' ELSE 'busy' END;
+            RETURN;
+        END IF;
+    END IF;
+    FOR attempt IN 1..8 LOOP
+        SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key
+        FOR NO KEY UPDATE;
         IF FOUND AND h.agent_id IS NOT NULL THEN
             IF {s}.alive(h.session, p_me) THEN
                 o_fence := h.fence; o_agent := h.agent_id;
@@ -336,12 +502,32 @@ BEGIN
             END IF;
             DELETE FROM {s}.waiters WHERE ticket = w.ticket;
         END LOOP;
-        o_fence := {s}.claim(p_ns, p_key, p_agent, p_token, p_pid, p_start, p_host, p_boot,
-            p_pidns, p_checkout, p_me, false);
+        IF p_shared THEN
+            o_fence := {s}.join_readers(p_ns, p_key, p_agent, p_token, p_me, p_pid, p_start,
+                p_host, p_boot, p_pidns, p_checkout);
+        ELSE
+            IF h.readers > 0 THEN  -- (NULL when the row was not there)
+                o_agent := {s}.other_reader(p_ns, p_key, p_agent, p_me);
+                IF o_agent IS NOT NULL AND NOT p_queue THEN
+                    outcome := 'busy';
+                    RETURN;
+                END IF;
+                IF o_agent IS NULL THEN
+                    PERFORM {s}.drop_read(p_ns, p_key, p_agent);  -- an upgrade, in place
+                END IF;
+            END IF;
+            o_fence := {s}.claim(p_ns, p_key, p_agent, p_token, p_pid, p_start, p_host,
+                p_boot, p_pidns, p_checkout, p_me, false, o_agent IS NOT NULL);
+            IF o_fence IS NOT NULL AND o_agent IS NOT NULL THEN
+                outcome := 'pending';  -- it holds the lock and waits for o_agent's read
+                RETURN;
+            END IF;
+        END IF;
         IF o_fence IS NOT NULL THEN
             outcome := 'granted'; o_agent := p_agent;
             RETURN;
         END IF;
+        o_agent := NULL;  -- the row was made meanwhile: look again
     END LOOP;
     outcome := 'busy';
 END $$;
@@ -349,32 +535,35 @@ END $$;
 -- One attempt at a lock, never queueing (the store tried the free-lock statement first).
 CREATE FUNCTION {s}.take(p_ns text, p_key text, p_agent text, p_token text,
     p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
-    p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
+    p_shared boolean, p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
 LANGUAGE plpgsql AS $$
 BEGIN
     SELECT * INTO outcome, o_fence, o_agent FROM {s}.take_slow(p_ns, p_key, p_agent,
-        p_token, p_pid, p_start, p_host, p_boot, p_pidns, p_checkout, p_me, false);
+        p_token, p_pid, p_start, p_host, p_boot, p_pidns, p_checkout, p_shared, p_me, false);
 END $$;
 
--- An attempt that queues when it cannot take: 'granted', 'held', or 'waiting' with the
--- queue entry's ticket (o_agent: who holds it or is ahead). One transaction, so a release
--- either comes before it (and the lock is taken here) or sees the queue entry and hands the
--- lock over with a push.
+-- An attempt that queues when it cannot take: 'granted', 'held', 'pending' (see
+-- take_slow), or 'waiting' with the queue entry's ticket (o_agent: who holds it or is
+-- ahead). One transaction, so a release either comes before it (and the lock is taken
+-- here) or sees the queue entry and hands the lock over with a push.
 CREATE FUNCTION {s}.take_or_enqueue(p_ns text, p_key text, p_agent text, p_token text,
     p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
-    p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text,
+    p_shared boolean, p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text,
     OUT o_ticket bigint)
 LANGUAGE plpgsql AS $$
 BEGIN
     SELECT * INTO outcome, o_fence, o_agent FROM {s}.take_slow(p_ns, p_key, p_agent,
-        p_token, p_pid, p_start, p_host, p_boot, p_pidns, p_checkout, p_me, true);
-    IF outcome IN ('granted', 'held') THEN
+        p_token, p_pid, p_start, p_host, p_boot, p_pidns, p_checkout, p_shared, p_me, true);
+    IF outcome = 'pending' THEN
+        PERFORM pg_notify('{graph}', '');  -- a wait began: on the readers
+    END IF;
+    IF outcome IN ('granted', 'held', 'pending') THEN
         RETURN;
     END IF;
     INSERT INTO {s}.waiters (ticket, namespace, key, agent_id, session, token, pid,
-        start_time, host, boot_id, pid_ns, since, checkout)
+        start_time, host, boot_id, pid_ns, since, checkout, shared)
     VALUES (nextval('{s}.ticket_seq'), p_ns, p_key, p_agent, p_me, p_token, p_pid, p_start,
-        p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout)
+        p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout, p_shared)
     RETURNING ticket INTO o_ticket;
     -- The hold we queue behind (the one seen busy, or the one just handed to the head).
     UPDATE {s}.holds SET queued = true WHERE namespace = p_ns AND key = p_key AND NOT queued;
@@ -385,8 +574,10 @@ END $$;
 
 # A queued waiter: its attempts, and its leaving.
 _WAIT: Final = """
--- A queued waiter's attempt: 'granted', 'waiting' (o_agent: who is ahead or holds it), or
--- 'gone' (its queue entry is no more, or belongs to a session of ours that ended).
+-- A waiter's attempt: 'granted', 'waiting' (o_agent: who is ahead, holds it, or still reads
+-- it), or 'gone' (its queue entry is no more, or belongs to a session of ours that ended).
+-- A waiter may have been handed the lock already: as a reader, or as the exclusive holder
+-- that waits for the readers (granted once none but its own read is left).
 CREATE FUNCTION {s}.advance(p_ns text, p_key text, p_ticket bigint,
     p_token text, p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
 LANGUAGE plpgsql AS $$
@@ -395,9 +586,22 @@ BEGIN
     SELECT * INTO w FROM {s}.waiters WHERE ticket = p_ticket;
     IF NOT FOUND OR w.session <> p_me THEN
         SELECT * INTO h FROM {s}.holds
+        WHERE namespace = p_ns AND key = p_key AND token = p_token AND session = p_me
+        FOR NO KEY UPDATE;
+        IF FOUND THEN
+            o_agent := {s}.other_reader(p_ns, p_key, h.agent_id, p_me);
+            IF o_agent IS NOT NULL THEN
+                outcome := 'waiting';
+                RETURN;
+            END IF;
+            PERFORM {s}.drop_read(p_ns, p_key, h.agent_id);
+            outcome := 'granted'; o_fence := h.fence; o_agent := h.agent_id;
+            RETURN;
+        END IF;
+        SELECT fence, agent_id INTO o_fence, o_agent FROM {s}.readers
         WHERE namespace = p_ns AND key = p_key AND token = p_token AND session = p_me;
         IF FOUND THEN
-            outcome := 'granted'; o_fence := h.fence; o_agent := h.agent_id;
+            outcome := 'granted';
         ELSE
             DELETE FROM {s}.waiters WHERE ticket = p_ticket;
             outcome := 'gone';
@@ -412,7 +616,14 @@ BEGIN
         END IF;
         DELETE FROM {s}.waiters WHERE ticket = a.ticket;
     END LOOP;
+    -- A live holder is the common answer, read without a row lock (every waiter asks this
+    -- at each liveness re-check); a free lock, or a dead holder's, is then read locked.
     SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
+    IF FOUND AND h.agent_id IS NOT NULL AND {s}.alive(h.session, p_me) THEN
+        outcome := 'waiting'; o_agent := h.agent_id;
+        RETURN;
+    END IF;
+    SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key FOR NO KEY UPDATE;
     IF FOUND AND h.agent_id IS NOT NULL THEN
         IF {s}.alive(h.session, p_me) THEN
             outcome := 'waiting'; o_agent := h.agent_id;
@@ -420,28 +631,61 @@ BEGIN
         END IF;
         PERFORM {s}.free(p_ns, p_key, h.token);
     END IF;
+    IF w.shared THEN
+        o_fence := {s}.join_readers(p_ns, p_key, w.agent_id, p_token, p_me, w.pid,
+            w.start_time, w.host, w.boot_id, w.pid_ns, w.checkout);
+        IF o_fence IS NULL THEN
+            outcome := 'waiting';
+            RETURN;
+        END IF;
+        DELETE FROM {s}.waiters WHERE ticket = p_ticket;
+        PERFORM {s}.hand_off(p_ns, p_key, p_me);  -- the readers behind it come along
+        outcome := 'granted'; o_agent := w.agent_id;
+        RETURN;
+    END IF;
+    o_agent := {s}.other_reader(p_ns, p_key, w.agent_id, p_me);
     o_fence := {s}.claim(p_ns, p_key, w.agent_id, p_token, w.pid, w.start_time, w.host,
         w.boot_id, w.pid_ns, w.checkout, p_me,
         EXISTS (SELECT 1 FROM {s}.waiters
-                WHERE namespace = p_ns AND key = p_key AND ticket <> p_ticket));
-    IF o_fence IS NOT NULL THEN
-        DELETE FROM {s}.waiters WHERE ticket = p_ticket;
-        outcome := 'granted'; o_agent := w.agent_id;
-    ELSE
+                WHERE namespace = p_ns AND key = p_key AND ticket <> p_ticket), true);
+    IF o_fence IS NULL THEN
         outcome := 'waiting';
+        RETURN;
     END IF;
+    DELETE FROM {s}.waiters WHERE ticket = p_ticket;
+    IF o_agent IS NOT NULL THEN
+        outcome := 'waiting';  -- it holds the lock now, and waits for the readers
+        PERFORM pg_notify('{graph}', '');
+        RETURN;
+    END IF;
+    PERFORM {s}.drop_read(p_ns, p_key, w.agent_id);
+    outcome := 'granted'; o_agent := w.agent_id;
 END $$;
 
--- A waiter gives up: 'left', or 'granted' when the lock was handed to it meanwhile.
+-- A waiter gives up: 'left', or 'granted' when the lock was handed to it meanwhile. An
+-- exclusive holder still waiting for readers gives the lock back (and keeps its own read,
+-- if it was upgrading one).
 CREATE FUNCTION {s}.leave(p_ns text, p_key text, p_ticket bigint, p_token text, p_me integer)
 RETURNS text LANGUAGE plpgsql AS $$
+DECLARE h {s}.holds;
 BEGIN
     DELETE FROM {s}.waiters WHERE ticket = p_ticket;
     IF FOUND THEN
         PERFORM {s}.hand_off(p_ns, p_key, p_me);
         RETURN 'left';
     END IF;
-    IF EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = p_key
+    SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key
+        AND token = p_token AND session = p_me FOR NO KEY UPDATE;
+    IF FOUND THEN
+        IF {s}.other_reader(p_ns, p_key, h.agent_id, p_me) IS NULL THEN
+            PERFORM {s}.drop_read(p_ns, p_key, h.agent_id);
+            RETURN 'granted';
+        END IF;
+        PERFORM {s}.free(p_ns, p_key, p_token);
+        PERFORM {s}.hand_off(p_ns, p_key, p_me);
+        RETURN 'left';
+    END IF;
+    IF EXISTS (SELECT 1 FROM {s}.readers WHERE namespace = p_ns AND key = p_key
                AND token = p_token AND session = p_me) THEN
         RETURN 'granted';
     END IF;
@@ -451,23 +695,25 @@ END $$;
 
 # Letting go: a holder's release, an agent's cleanup, the reclaim of dead sessions' locks.
 _RELEASE: Final = """
--- A holder lets go: false when it held no such lock. A queue behind it gets the lock.
+-- A holder lets go: false when it held no such lock. A queue behind it gets the lock. Not
+-- the holder: a reader gives its read back.
 CREATE FUNCTION {s}.release(p_ns text, p_key text, p_agent text, p_me integer)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE h {s}.holds;
 BEGIN
     SELECT * INTO h FROM {s}.holds
     WHERE namespace = p_ns AND key = p_key AND agent_id = p_agent FOR UPDATE;
-    IF NOT FOUND THEN RETURN false; END IF;
+    IF NOT FOUND THEN RETURN {s}.release_read(p_ns, p_key, p_agent, p_me); END IF;
     PERFORM {s}.free(p_ns, p_key, h.token);
-    IF h.queued THEN PERFORM {s}.hand_off(p_ns, p_key, p_me); END IF;
+    IF h.queued OR h.readers > 0 THEN PERFORM {s}.hand_off(p_ns, p_key, p_me); END IF;
     RETURN true;
 END $$;
 
--- Every lock of an agent (in one namespace, or all), freed and handed on: their keys.
+-- Every lock of an agent (in one namespace, or all), freed and handed on, and every read of
+-- it given back: their keys.
 CREATE FUNCTION {s}.cleanup(p_agent text, p_ns text, p_me integer)
 RETURNS SETOF text LANGUAGE plpgsql AS $$
-DECLARE h {s}.holds;
+DECLARE h {s}.holds; r {s}.readers;
 BEGIN
     FOR h IN SELECT * FROM {s}.holds WHERE agent_id = p_agent
              AND (p_ns IS NULL OR namespace = p_ns) ORDER BY namespace, key FOR UPDATE LOOP
@@ -475,12 +721,19 @@ BEGIN
         PERFORM {s}.hand_off(h.namespace, h.key, p_me);
         RETURN NEXT h.key;
     END LOOP;
+    FOR r IN SELECT * FROM {s}.readers WHERE agent_id = p_agent
+             AND (p_ns IS NULL OR namespace = p_ns) ORDER BY namespace, key LOOP
+        IF {s}.release_read(r.namespace, r.key, p_agent, p_me) THEN
+            RETURN NEXT r.key;
+        END IF;
+    END LOOP;
 END $$;
 
--- Every hold and queue entry whose session has ended: removed, locks handed on.
+-- Every hold, read and queue entry whose session has ended: removed, locks handed on (an
+-- exclusive holder waiting for dead readers is granted).
 CREATE FUNCTION {s}.reclaim(p_me integer)
 RETURNS SETOF {s}.holds LANGUAGE plpgsql AS $$
-DECLARE h {s}.holds;
+DECLARE h {s}.holds; r record;
 BEGIN
     DELETE FROM {s}.waiters w WHERE NOT {s}.alive(w.session, p_me);
     FOR h IN SELECT * FROM {s}.holds WHERE agent_id IS NOT NULL LOOP
@@ -490,6 +743,12 @@ BEGIN
                 RETURN NEXT h;
             END IF;
         END IF;
+    END LOOP;
+    FOR r IN SELECT DISTINCT namespace, key FROM {s}.readers
+             WHERE NOT {s}.alive(session, p_me) ORDER BY namespace, key LOOP
+        PERFORM 1 FROM {s}.holds WHERE namespace = r.namespace AND key = r.key
+            FOR NO KEY UPDATE;
+        PERFORM {s}.readers_left(r.namespace, r.key, p_me);  -- drops the dead ones
     END LOOP;
 END $$;
 """
@@ -510,7 +769,7 @@ END $$;
 
 # Tables first: the SQL functions' bodies are checked against them when they are created.
 _CREATE: Final = "\n".join(
-    (_TABLES, _BASICS, _HAND_OFF, _TAKE, _WAIT, _RELEASE, _NOTICES, JOURNAL_DDL)
+    (_TABLES, _BASICS, _READERS, _HAND_OFF, _TAKE, _WAIT, _RELEASE, _NOTICES, JOURNAL_DDL)
 )
 
 

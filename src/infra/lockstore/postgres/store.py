@@ -36,14 +36,14 @@ from ..errors import (
     BackendError,
     DirectoryLocksUnsupportedError,
     GlobLocksUnsupportedError,
-    SharedModeUnsupportedError,
 )
+from ..holds_graph import snapshot_of
 from ..journal.causes import abandoned_wait_outcome, operator_cause
 from ..journal.files import journal_enabled
 from ..journal.record import TIMED_OUT, JournalRecord
 from ..limits import validate_poll_interval, validate_timeout
 from ..liveness import current_process, new_token
-from ..modes import EXCLUSIVE, LockMode, validate_mode
+from ..modes import EXCLUSIVE, SHARED, LockMode, validate_mode
 from ..off_loop import store_call
 from ..paths import validate_agent_id
 from ..records import HolderRecord, LockInfo, LostLock, Reclamation, StoreSnapshot, WaiterRecord
@@ -121,7 +121,7 @@ class PgLockStore:
         # the path from a pushed grant to the waiter's return.
         self._spare_wakers: list[Waker] = []
         self._channel = namespace_channel(self.schema, self.namespace)
-        args = "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s"
+        args = "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s"
         self._sql_take = f"SELECT * FROM {self._s}.take({args})"
         self._sql_take_or_enqueue = f"SELECT * FROM {self._s}.take_or_enqueue({args})"
         # The two hot paths are plain statements, not function calls (half the server time),
@@ -131,9 +131,11 @@ class PgLockStore:
         # in the same transaction. A free lock has no live waiters: every path that frees a
         # lock someone queues for hands it over in the same transaction (schema.py), so the
         # take needs no look at the queue; a lock held by a dead session is not free, and
-        # `take` (the function) sorts that out. The fencing number of a lock that has a row
-        # is drawn in the update, under the row's lock, so it is above every earlier grant's
-        # (schema.py's holds); the row's first grant draws it in the insert.
+        # `take` (the function) sorts that out, as it does a lock that readers hold (its
+        # row counts them: `readers = 0` is the only cost of shared mode here). The fencing
+        # number of a lock that has a row is drawn in the update, under the row's lock, so
+        # it is above every earlier grant's (schema.py's holds); the row's first grant draws
+        # it in the insert.
         self._take_free_statement = DirectStatement.of(
             "take_free",
             f"INSERT INTO {self._s}.holds AS l (namespace, key, agent_id, token, pid, "
@@ -147,7 +149,7 @@ class PgLockStore:
             "checkout = EXCLUDED.checkout, session = EXCLUDED.session, "
             f"fence = greatest(nextval('{self._s}.fence_seq'), l.fence + 1), "
             "acquired_at = EXCLUDED.acquired_at, "
-            "queued = false WHERE l.agent_id IS NULL RETURNING fence",
+            "queued = false WHERE l.agent_id IS NULL AND l.readers = 0 RETURNING fence",
         )
         self._release_statement = DirectStatement.of("release", self._release_sql())
 
@@ -162,7 +164,9 @@ class PgLockStore:
         `queued`, so that its release looks at the queue (someone may have queued while this
         statement ran, unseen by its snapshot). Anything else that was queued for (a first
         waiter whose session ended, or one that queued while the release waited for the row)
-        goes to `hand_off`, run after the update from its RETURNING clause.
+        goes to `hand_off`, run after the update from its RETURNING clause, as does a first
+        waiter that asks to read, or a lock that readers hold too (an exclusive holder
+        giving up its wait for them).
 
         The namespace's channel is written into the statement (a store serves one namespace):
         the server does not hash it again at every hand-off. A hand-off always tells the
@@ -173,9 +177,9 @@ class PgLockStore:
     DELETE FROM {s}.waiters WHERE ticket = (
         SELECT ticket FROM {s}.waiters WHERE namespace = $1 AND key = $2
         ORDER BY ticket LIMIT 1)
-    AND {s}.alive(session, $4)
+    AND NOT shared AND {s}.alive(session, $4)
     AND EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = $1 AND key = $2
-                AND agent_id = $3 AND queued FOR UPDATE)
+                AND agent_id = $3 AND queued AND readers = 0 FOR UPDATE)
     RETURNING ticket, agent_id, session, token, pid, start_time, host, boot_id, pid_ns,
         checkout
 )
@@ -193,7 +197,7 @@ RETURNING CASE
     WHEN head.ticket IS NOT NULL THEN
         pg_notify('{self._channel}', 'g' || head.token || ':' || h.fence)::text
         || pg_notify('{graph_channel(self.schema)}', '')::text
-    WHEN h.queued THEN {s}.hand_off($1, $2, $4)::text
+    WHEN h.queued OR h.readers > 0 THEN {s}.hand_off($1, $2, $4)::text
 END"""
 
     # -- the checkout ---------------------------------------------------------------------------
@@ -260,34 +264,41 @@ END"""
     # -- taking and giving back ---------------------------------------------------------------
 
     def try_lock(self, filepath: str, agent_id: str, *, mode: LockMode = EXCLUSIVE) -> bool:
-        _refuse_shared(mode)
+        """Take the lock now if it is free and nobody alive queues for it (or you hold it).
+        `mode="shared"`: hold it with other readers (schema.py's `readers`); an exclusive
+        lock is then granted only once no other reader holds it."""
+        shared = _is_shared(mode)
         _refuse_directory(filepath)
         agent = validate_agent_id(agent_id)
-        return self._take(self.canonicalize(filepath), agent)
+        return self._take(self.canonicalize(filepath), agent, shared)
 
-    def _take(self, key: str, agent: str) -> bool:
-        if self._take_free(key, agent):
+    def _take(self, key: str, agent: str, shared: bool) -> bool:
+        if not shared and self._take_free(key, agent):
             return True
         token = new_token()
-        outcome, fence, _holder = self._call(self._sql_take, self._take_params(key, agent, token))
+        outcome, fence, _holder = self._call(
+            self._sql_take, self._take_params(key, agent, token, shared)
+        )
         return self._note_take(key, agent, token, outcome, fence)
 
     def _take_free(self, key: str, agent: str) -> bool:
         """Take the lock if it is free and nobody queues for it (the common case)."""
         token = new_token()
         row = self.session.run_direct(
-            self._take_free_statement, self._take_params(key, agent, token)
+            self._take_free_statement, self._take_params(key, agent, token)[:-1]
         )
         if row is None:
             return False
         self._remember(key, agent, token, int(row[0] or 0))
         return True
 
-    def _take_params(self, key: str, agent: str, token: str) -> tuple[Any, ...]:
+    def _take_params(
+        self, key: str, agent: str, token: str, shared: bool = False
+    ) -> tuple[Any, ...]:
         me = current_process()
         return (
             self.namespace, key, agent, token, me.pid, me.start_time, me.host, me.boot_id,
-            me.pid_ns, self.root,
+            me.pid_ns, self.root, shared,
         )  # fmt: skip
 
     def _note_take(self, key: str, agent: str, token: str, outcome: str, fence: int) -> bool:
@@ -325,7 +336,14 @@ END"""
             )
             return bool(rows and rows[0][0])
         row = self.session.run_direct(self._release_statement, (self.namespace, key, agent))
-        return row is not None
+        if row is not None:
+            return True
+        # Not the lock's holder: a reader giving its read back (a second round trip, only
+        # for reads and for releases of what one does not hold).
+        (released,) = self._call(
+            f"SELECT {self._s}.release_read(%s, %s, %s, %s)", (self.namespace, key, agent)
+        )
+        return bool(released)
 
     def _as_operator(self, operator: str, sql: str, params: tuple[Any, ...]) -> list[Any]:
         """Run `sql` (its last parameter: the session number) in a transaction whose
@@ -377,11 +395,11 @@ END"""
         meantime is given back (to the next waiter). Its round trips run in a worker thread,
         shielded, so the event loop serves others meanwhile; a pushed grant needs none.
         """
-        _refuse_shared(mode)
+        shared = _is_shared(mode)
         _refuse_directory(filepath)
         # In the store's lane: waits begun in one order reach the server's queue in that order.
         wait = await store_call(
-            self, self._begin_wait, filepath, agent_id, timeout_seconds, poll_interval_ms
+            self, self._begin_wait, filepath, agent_id, timeout_seconds, poll_interval_ms, shared
         )
         if isinstance(wait, bool):
             return wait
@@ -413,9 +431,9 @@ END"""
         mode: LockMode = EXCLUSIVE,
     ) -> bool:
         """The blocking twin of `acquire_async`."""
-        _refuse_shared(mode)
+        shared = _is_shared(mode)
         _refuse_directory(filepath)
-        wait = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms)
+        wait = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms, shared)
         if isinstance(wait, bool):
             return wait
         try:
@@ -435,19 +453,24 @@ END"""
             wait.close()
 
     def _begin_wait(
-        self, filepath: str, agent_id: str, timeout_seconds: float, poll_interval_ms: float
+        self,
+        filepath: str,
+        agent_id: str,
+        timeout_seconds: float,
+        poll_interval_ms: float,
+        shared: bool,
     ) -> _Wait | bool:
         agent = validate_agent_id(agent_id)
         timeout = validate_timeout(timeout_seconds)
         validate_poll_interval(poll_interval_ms)  # push, always: kept for the contract
         key = self.canonicalize(filepath)
         if timeout == 0:
-            return self._take(key, agent)
-        if self._take_free(key, agent):
+            return self._take(key, agent, shared)
+        if not shared and self._take_free(key, agent):
             return True
         listener = self.listener()
         pushing = listener.listen(self._channel)  # until the wait's close
-        wait = _Wait(self, key, agent, time.monotonic() + timeout, listener, pushing)
+        wait = _Wait(self, key, agent, shared, time.monotonic() + timeout, listener, pushing)
         try:
             granted = wait.enqueue()
         except BaseException:
@@ -492,13 +515,17 @@ END"""
     def list_locks(self) -> list[LockInfo]:
         """Every live lock of the database (all namespaces), with its live waiters; a free
         lock that live waiters queue for is listed too, reserved for the first."""
-        holds, waits = self._read_all()
+        holds, reads, waits = self._read_all()
         now = time.time()
         queues: dict[tuple[str, str], list[WaiterRecord]] = {}
         for waiter in waits:
             queues.setdefault((waiter.namespace, waiter.lock_path), []).append(waiter)
+        readers: dict[tuple[str, str], list[HolderRecord]] = {}
+        for read in reads:
+            readers.setdefault((read.namespace, read.lock_path), []).append(read)
         infos = []
         for hold in holds:
+            place = (hold.namespace, hold.lock_path)
             infos.append(
                 LockInfo(
                     lock_path=hold.lock_path,
@@ -507,7 +534,23 @@ END"""
                     age_seconds=max(0.0, now - hold.acquired_at),
                     liveness="alive",
                     liveness_reason=f"its database session is open (fence {hold.fence})",
-                    waiters=tuple(queues.pop((hold.namespace, hold.lock_path), ())),
+                    waiters=tuple(queues.pop(place, ())),
+                    shared_holders=tuple(readers.pop(place, ())),
+                )
+            )
+        for (namespace, key), members in readers.items():
+            first = min(members, key=lambda member: member.acquired_at)
+            names = ", ".join(sorted(member.agent_id for member in members))
+            infos.append(
+                LockInfo(
+                    lock_path=key,
+                    namespace=namespace,
+                    holder=None,
+                    age_seconds=max(0.0, now - first.acquired_at),
+                    liveness="alive",
+                    liveness_reason=f"held shared by {names}",
+                    waiters=tuple(queues.pop((namespace, key), ())),
+                    shared_holders=tuple(members),
                 )
             )
         for (namespace, key), queue in queues.items():
@@ -525,18 +568,17 @@ END"""
         return sorted(infos, key=lambda info: (info.namespace or "", info.lock_path))
 
     def snapshot(self) -> StoreSnapshot:
-        locks = self.list_locks()
-        holds = {info.lock_path: info.holder.agent_id for info in locks if info.holder is not None}
-        waits = tuple((w.agent_id, w.lock_path) for info in locks for w in info.waiters)
-        return StoreSnapshot(holds=holds, waits=waits, locks=tuple(locks))
+        """Holds, reads and live waits, for a wait-for graph (`holds_graph.py`)."""
+        return snapshot_of(self.list_locks())
 
-    def _read_all(self) -> tuple[list[HolderRecord], list[WaiterRecord]]:
-        """Live holds and waits, liveness judged once per session (not once per row)."""
+    def _read_all(self) -> tuple[list[HolderRecord], list[HolderRecord], list[WaiterRecord]]:
+        """Live holds, reads and waits, liveness judged once per session (not per row)."""
 
-        def read(conn: psycopg.Connection[Any], me: int) -> tuple[list[Any], list[Any]]:
+        def read(conn: psycopg.Connection[Any], me: int) -> tuple[list[Any], list[Any], list[Any]]:
             with conn.transaction():
                 live = f"""WITH sessions AS (
                     SELECT session FROM {self._s}.holds WHERE agent_id IS NOT NULL
+                    UNION SELECT session FROM {self._s}.readers
                     UNION SELECT session FROM {self._s}.waiters
                 ), live AS (SELECT session FROM sessions WHERE {self._s}.alive(session, %s))"""
                 holds = conn.execute(
@@ -544,15 +586,24 @@ END"""
                     "WHERE session IN (SELECT session FROM live)",
                     (me,),
                 ).fetchall()
+                reads = conn.execute(
+                    f"{live} SELECT {_HOLD_COLUMNS} FROM {self._s}.readers "
+                    "WHERE session IN (SELECT session FROM live) ORDER BY acquired_at",
+                    (me,),
+                ).fetchall()
                 waits = conn.execute(
                     f"{live} SELECT {_WAIT_COLUMNS} FROM {self._s}.waiters "
                     "WHERE session IN (SELECT session FROM live) ORDER BY ticket",
                     (me,),
                 ).fetchall()
-            return holds, waits
+            return holds, reads, waits
 
-        holds, waits = self.session.run(read)
-        return [_holder(row) for row in holds], [_waiter(row) for row in waits]
+        holds, reads, waits = self.session.run(read)
+        return (
+            [_holder(row) for row in holds],
+            [_holder(row, mode=SHARED) for row in reads],
+            [_waiter(row) for row in waits],
+        )
 
     # -- fencing and lost locks -----------------------------------------------------------
 
@@ -562,8 +613,16 @@ END"""
         return None if grant is None else grant.fence
 
     def readers(self, filepath: str) -> tuple[str, ...]:
-        """None: this backend holds no file shared (yet)."""
-        return ()
+        """The agents holding this file shared whose session lives, first come first."""
+        key = self.canonicalize(filepath)
+        rows = self.session.run(
+            lambda conn, me: conn.execute(
+                f"SELECT agent_id FROM {self._s}.readers WHERE namespace = %s AND key = %s "
+                f"AND {self._s}.alive(session, %s) ORDER BY acquired_at",
+                (self.namespace, key, me),
+            ).fetchall()
+        )
+        return tuple(str(row[0]) for row in rows)
 
     def globs_over(self, key: str) -> tuple[str, ...]:
         """None: PostgreSQL refuses glob locks (so far)."""
@@ -579,11 +638,24 @@ END"""
         current = self.holder_record(key)
         if current is not None and current.agent_id == agent_id and current.fence == grant.fence:
             return None
+        if current is None and self._reads_with(key, agent_id, grant.fence):
+            return None
         revoked = self._pending_reason(agent_id, key)
         if revoked is not None:
             return f"revoked: {revoked}"
         now = "free" if current is None else f"fence {current.fence}, held by {current.agent_id}"
         return f"your grant of {key} (fence {grant.fence}) is no longer valid (now {now})"
+
+    def _reads_with(self, key: str, agent_id: str, fence: int) -> bool:
+        """Whether `agent_id` still reads `key` under the grant numbered `fence`."""
+        rows = self.session.run(
+            lambda conn, me: conn.execute(
+                f"SELECT 1 FROM {self._s}.readers WHERE namespace = %s AND key = %s "
+                f"AND agent_id = %s AND fence = %s AND {self._s}.alive(session, %s)",
+                (self.namespace, key, agent_id, fence, me),
+            ).fetchall()
+        )
+        return bool(rows)
 
     def revoke(self, agent_id: str, reason: str) -> list[str]:
         """Release every lock of `agent_id` (all namespaces; waiters get them in turn) and keep
@@ -677,8 +749,10 @@ END"""
         rows = self.session.run(
             lambda conn, me: conn.execute(
                 f"SELECT key, fence FROM {self._s}.holds WHERE namespace = %s "
+                f"AND key = ANY(%s) AND agent_id = %s AND {self._s}.alive(session, %s) "
+                f"UNION ALL SELECT key, fence FROM {self._s}.readers WHERE namespace = %s "
                 f"AND key = ANY(%s) AND agent_id = %s AND {self._s}.alive(session, %s)",
-                (self.namespace, keys, agent_id, me),
+                (self.namespace, keys, agent_id, me, self.namespace, keys, agent_id, me),
             ).fetchall()
         )
         current = {str(key): int(fence) for key, fence in rows}
@@ -784,6 +858,7 @@ class _Wait:
         store: PgLockStore,
         key: str,
         agent: str,
+        shared: bool,
         deadline: float,
         listener: Listener,
         pushing: bool,
@@ -791,6 +866,7 @@ class _Wait:
         self.store = store
         self.key = key
         self.agent = agent
+        self.shared = shared
         self.deadline = deadline
         self.listener = listener
         self.interval = store.liveness_interval if pushing else min(store.liveness_interval, 0.1)
@@ -810,11 +886,13 @@ class _Wait:
         # Subscribed before the queue entry exists: its grant may be pushed before the reply.
         self._subscribe(token)
         outcome, fence, _who, ticket = store._call(
-            store._sql_take_or_enqueue, store._take_params(self.key, self.agent, token)
+            store._sql_take_or_enqueue,
+            store._take_params(self.key, self.agent, token, self.shared),
         )
         if store._note_take(self.key, self.agent, token, outcome, fence):
             return True
-        self.ticket = int(ticket)
+        # 'pending': no queue entry, the lock's row is ours while we wait for its readers.
+        self.ticket = int(ticket or 0)
         return False
 
     def _subscribe(self, token: str) -> None:
@@ -896,12 +974,12 @@ class _Wait:
         self.store._take_back_waker(self.waker)  # a late wake-up of it is only spurious
 
 
-def _holder(row: tuple[Any, ...]) -> HolderRecord:
+def _holder(row: tuple[Any, ...], mode: LockMode = EXCLUSIVE) -> HolderRecord:
     namespace, key, agent, token, fence, pid, start, host, boot, pid_ns, acquired, checkout = row
     return HolderRecord(
         agent_id=agent, token=token, pid=pid, start_time=start, host=host, boot_id=boot,
         pid_ns=pid_ns, lock_path=key, namespace=namespace, acquired_at=acquired, fence=fence,
-        checkout=checkout,
+        checkout=checkout, mode=mode,
     )  # fmt: skip
 
 
@@ -929,10 +1007,5 @@ def _refuse_directory(filepath: str) -> None:
         )
 
 
-def _refuse_shared(mode: LockMode) -> None:
-    """Shared holds are the lock directory's only (so far): never granted as exclusive."""
-    if mode is not EXCLUSIVE and validate_mode(mode) != EXCLUSIVE:
-        raise SharedModeUnsupportedError(
-            'mode "shared" is not supported on the PostgreSQL backend yet; lock the file '
-            'exclusively (mode "exclusive") or use the lock directory backend'
-        )
+def _is_shared(mode: LockMode) -> bool:
+    return mode is not EXCLUSIVE and validate_mode(mode) != EXCLUSIVE

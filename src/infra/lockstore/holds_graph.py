@@ -1,0 +1,68 @@
+"""The wait-for graph's input from what a backend lists: holds, reads and waits.
+
+Both backends list their locks as `LockInfo`s (`list_locks`); this turns them into the
+holds and waits a wait-for graph is built from, the same way for both, so that a cycle
+through a shared hold or a directory lock looks the same whichever backend it is on:
+
+- a reader's shared hold is a node of its own (`shared_node`), held by the reader;
+- a lock's holder that waits for its readers to leave (an exclusive grant or an upgrade)
+  waits on each other reader's node;
+- a directory or glob lock's holder waits on every other agent's hold below it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from .records import LockInfo, StoreSnapshot, WaiterRecord, shared_node
+from .scope_keys import is_above, is_scoped
+
+
+def snapshot_of(
+    locks: Iterable[LockInfo], live: Callable[[WaiterRecord], bool] = lambda waiter: True
+) -> StoreSnapshot:
+    """Holds and waits of `locks` (waiters for which `live` says False left out)."""
+    locks = list(locks)
+    holds = {info.lock_path: info.holder.agent_id for info in locks if info.holder is not None}
+    waits = [
+        (waiter.agent_id, waiter.lock_path)
+        for info in locks
+        for waiter in info.waiters
+        if live(waiter)
+    ]
+    for info in locks:  # a holder waiting for the readers waits on each reader's hold
+        for member in info.shared_holders:
+            node = shared_node(member.lock_path, member.agent_id)
+            holds[node] = member.agent_id
+            if info.holder is not None and info.holder.agent_id != member.agent_id:
+                waits.append((info.holder.agent_id, node))
+    waits.extend(_waits_below(locks, {agent for agent, _node in waits}))
+    return StoreSnapshot(holds=holds, waits=tuple(waits), locks=tuple(locks))
+
+
+def _waits_below(locks: list[LockInfo], queued: set[str]) -> list[tuple[str, str]]:
+    """A directory or glob lock's holder waits on every other agent's hold below it
+    (`scope_keys.is_above`): it holds its line and waits for them to go. A holder queued
+    elsewhere holds that line only as a turnstile (it waits in that queue)."""
+    directories = [
+        info.holder
+        for info in locks
+        if info.holder is not None
+        and is_scoped(info.holder.lock_path)
+        and info.holder.agent_id not in queued
+    ]
+    if not directories:
+        return []
+    waits = []
+    for info in locks:
+        held = [] if info.holder is None else [(info.holder, info.holder.lock_path)]
+        held += [(m, shared_node(m.lock_path, m.agent_id)) for m in info.shared_holders]
+        for record, node in held:
+            for directory in directories:
+                if (
+                    record.agent_id != directory.agent_id
+                    and record.namespace == directory.namespace
+                    and is_above(directory.lock_path, record.lock_path)
+                ):
+                    waits.append((directory.agent_id, node))
+    return waits
