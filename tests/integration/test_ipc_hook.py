@@ -147,6 +147,40 @@ def test_a_shell_command_is_judged_in_the_sandbox_with_the_hosts_answers(
     assert "src/b.py" in denied["permissionDecisionReason"]
 
 
+def test_the_sandbox_hook_honours_glob_locks_as_the_direct_store_does(
+    root: Path, workspace: Path, host: HostProcess
+) -> None:
+    alice, bob = sandbox(root, "alice"), sandbox(root, "bob")
+
+    def bash(folder: Path, command: str) -> dict[str, Any] | None:
+        payload = json.dumps({"hook_event_name": "PreToolUse", "tool_name": "Bash",
+                              "cwd": str(workspace),
+                              "tool_input": {"command": command}}).encode()  # fmt: skip
+        return guard(folder, workspace, payload)
+
+    with heartbeat(alice), heartbeat(bob):
+        assert lock(alice, "alice-takes-a-glob", "src/**/*.py")["all_acquired"] is True
+        mine = guard(alice, workspace, write_payload("src/a.py", workspace))
+        created = bash(alice, "mkdir -p src/new && echo x > src/new/later.py")
+        unmatched = guard(alice, workspace, write_payload("src/notes.md", workspace))
+        theirs = guard(bob, workspace, write_payload("src/new/later.py", workspace))
+        shell = bash(bob, "rm src/b.py")
+    assert mine is None
+    assert created is None, "a file created later under the glob is covered"
+    assert unmatched is not None
+    assert "src/notes.md is not locked by you" in unmatched["permissionDecisionReason"]
+    assert theirs is not None
+    assert (
+        "matches the glob src/**/*.py, which is locked by agent alice"
+        in (theirs["permissionDecisionReason"])
+    )
+    assert shell is not None
+    assert (
+        "src/b.py (matching the glob src/**/*.py, locked by alice)"
+        in (shell["permissionDecisionReason"])
+    )
+
+
 def test_without_a_host_the_sandbox_hook_refuses_and_says_why(root: Path, workspace: Path) -> None:
     folder = sandbox(root, "alice")
     denied = guard(folder, workspace, write_payload("src/a.py", workspace))

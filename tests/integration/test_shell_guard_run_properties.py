@@ -27,6 +27,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from lockyard.infra.lockstore.scope_keys import glob_matches, is_glob_key
 from shell_run_support import (
     FILES,
     Outcome,
@@ -291,3 +292,106 @@ def spelled(draw: st.DrawFn) -> str:
 @example(command="exec 3<notes.txt; echo x > /dev/fd/3", held=set())
 def test_paths_as_the_process_resolves_them(template: Path, command: str, held: set[str]) -> None:
     check(template, command, held)
+
+
+# -- issue 28: whole-tree commands under directory and glob locks --------------------------
+
+SCOPES = [
+    "src/", "src/**", "src/**/*", "src/**/*.py", "src/pkg/", "src/pkg/**", "src/pkg/**/*.py",
+    "src/pkg/*.py", "src/app.py", "src/pkg/core.py", "src/pkg/data.json",
+    "src/pkg/deep/more.py", "src/pkg/deep/empty/",
+]  # fmt: skip
+TREE_WRITERS = [
+    "rm -r src/pkg",
+    "rm -r src/pkg/deep",
+    "rm -rf src",
+    "chmod -R g+w src/pkg",
+    "ruff format src",
+    "ruff format src/pkg",
+    "mkdir -p src/new/deep",
+    "mkdir -p src/pkg/sub",
+    "rmdir src/pkg/empty",
+    "git checkout -- src/",
+    "git checkout -- src/pkg",
+    "cp -r src/pkg src/copy",
+    "sed -i s/1/2/ src/pkg/*.py",
+    "touch src/pkg/new.md",
+]
+BOB = "bob"
+
+
+@pytest.fixture(scope="module")
+def tree_template(scratch: Path) -> Path:
+    """The corpus repository with a non-Python file, a deeper package and empty directories
+    under `src/pkg/`, and two Python files changed since the commit (unformatted, so `ruff
+    format` and `git checkout` both rewrite them)."""
+    files = {**FILES, "src/pkg/data.json": "{}\n", "src/pkg/deep/more.py": "more = 1\n"}
+    repo = make_template(scratch / "trees", files)
+    (repo / "src" / "pkg" / "empty").mkdir()
+    (repo / "src" / "pkg" / "deep" / "empty").mkdir()
+    (repo / "src" / "app.py").write_text("value=2\n")
+    (repo / "src" / "pkg" / "core.py").write_text("core=False\n")
+    return repo
+
+
+def covered(name: str, keys: set[str]) -> bool:
+    """Whether a lock of one of `keys` covers the repository path `name` (a file, or a
+    directory)."""
+    return any(
+        key == name
+        or (key.endswith("/") and f"{name}/".startswith(key))
+        or (is_glob_key(key) and glob_matches(key, name))
+        for key in keys
+    )
+
+
+def directories(root: Path) -> set[str]:
+    return {
+        os.path.relpath(os.path.join(top, d), root)
+        for top, dirs, _ in os.walk(root)
+        for d in dirs
+        if ".git" not in os.path.join(top, d).split(os.sep)
+    }
+
+
+@SETTINGS
+@given(
+    mine=st.sets(st.sampled_from(SCOPES), max_size=2),
+    theirs=st.sets(st.sampled_from(SCOPES), max_size=1),
+    command=st.sampled_from(TREE_WRITERS),
+)
+@example(mine={"src/**/*.py"}, theirs=set(), command="rm -r src/pkg")
+@example(mine={"src/**"}, theirs=set(), command="rm -rf src")
+@example(mine=set(), theirs={"src/pkg/"}, command="rmdir src/pkg/empty")
+@example(  # the directory bob holds has no file in it to refuse for
+    mine={"src/pkg/deep/more.py"}, theirs={"src/pkg/deep/empty/"}, command="rm -r src/pkg/deep"
+)
+def test_whole_tree_commands_under_directory_and_glob_locks(
+    tree_template: Path, mine: set[str], theirs: set[str], command: str
+) -> None:
+    """Judged by the hook with alice holding `mine` and bob what he could take of `theirs`,
+    run by bash whatever the decision: an allowed command changed only files alice's locks
+    cover and bob's do not, and created or removed no directory bob's locks cover; unless
+    the guard said it cannot tell, every file that changed is covered by alice's locks or
+    named in the denial."""
+    root = Path(tempfile.mkdtemp(dir=tree_template.parent))
+    try:
+        sandbox = Sandbox.copy_of(tree_template, root / "case")
+        store = sandbox.lock(mine)
+        granted = {key for key in sorted(theirs) if store.try_lock(key, BOB)}
+        outcome = judge_and_run(sandbox, command, set(), run=False)
+        before, folders = snapshot(sandbox.repo), directories(sandbox.repo)
+        outcome.exit_code, outcome.output = sandbox.run(command)
+        files = changed(before, snapshot(sandbox.repo))
+        moved = folders ^ directories(sandbox.repo)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    said = f"{outcome.explain()}\nalice holds {sorted(mine)}, bob {sorted(granted)}"
+    assert not outcome.changed_by_judging, said
+    if outcome.verdict.allowed:
+        assert all(covered(f, mine) and not covered(f, granted) for f in files), said
+        assert not any(covered(d, granted) for d in moved), said
+    if not outcome.verdict.undetermined and not outcome.verdict.refused:
+        named = mine | {name.rstrip("/") + "/" for name in outcome.verdict.unlocked}
+        named |= set(outcome.verdict.unlocked)
+        assert all(covered(f, named) for f in files), said

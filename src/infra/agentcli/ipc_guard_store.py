@@ -108,9 +108,12 @@ class IpcGuardStore:
         return tuple(reader for reader in readers if isinstance(reader, str))
 
     def globs_over(self, key: str) -> tuple[str, ...]:
-        """(): the host's answer names no globs yet (a glob over a sandbox's file is not seen
-        by its guards)."""
-        return ()
+        """The glob locks the host says cover `key`, outermost first; their holders came in
+        the same answer."""
+        globs = self._entry(self.checkout.key(key)).get("globs")
+        if not isinstance(globs, list):
+            return ()
+        return tuple(glob for glob in globs if isinstance(glob, str))
 
     def grant_fence(self, filepath: str, agent_id: str) -> int | None:
         """None: the host's answer carries no grant number (only the reason texts use one)."""

@@ -711,10 +711,12 @@ class _Walker:
             self.add(path, "file", view, text)  # reports why it is unknown
             return
         self.found.targets.append(Target(top, "tree", text))
-        listed = _files_under(top)
+        listed, empty = _tree_entries(top)
         self.step(len(listed) // 64)
         for file in listed:
             self.add(file, "file", view, text)
+        for directory in empty:  # no file under it to refuse for another agent's lock on it
+            self.add(directory, "directory", view, text)
 
     def change_directory(self, args: list[Arg], scope: _Scope) -> None:
         physical = "-P" in args
@@ -1029,20 +1031,29 @@ def _temporary(value: Word) -> str | None:
 
 def _files_under(directory: str | None) -> list[str]:
     """Every file (and symlink) under `directory`; the path itself if it is not a directory."""
+    return _tree_entries(directory)[0]
+
+
+def _tree_entries(directory: str | None) -> tuple[list[str], list[str]]:
+    """(every file and symlink under `directory`, or the path itself if it is not a
+    directory; the empty directories under it)."""
     if directory is None:
-        return []
+        return [], []
     if not os.path.isdir(directory) or os.path.islink(directory):
-        return [directory] if os.path.lexists(directory) else []
+        return ([directory] if os.path.lexists(directory) else []), []
     found: list[str] = []
+    empty: list[str] = []
     for root, dirs, files in os.walk(directory):
         dirs[:] = [d for d in dirs if d != ".git"]
+        if not dirs and not files and root != directory:
+            empty.append(root)
         found.extend(os.path.join(root, name) for name in files)
         found.extend(
             os.path.join(root, name) for name in dirs if os.path.islink(os.path.join(root, name))
         )
-        if len(found) > MAX_FIELDS:
+        if len(found) + len(empty) > MAX_FIELDS:
             break
-    return found
+    return found, empty
 
 
 def _short(text: str, limit: int = 80) -> str:

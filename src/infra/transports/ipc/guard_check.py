@@ -21,17 +21,29 @@ log = logging.getLogger(__name__)
 
 def check_locks(store: LockBackend, agent: str, paths: Sequence[str]) -> list[dict[str, Any]]:
     """Per path: `path` as asked, then its lock key (`filepath`), `holder` (None: free),
-    `unreadable` when the lock's record cannot be read, and `lost`: why `agent`'s grant of it
-    is no longer valid (None: valid, or never granted here). A path the store refuses, or a
-    store that cannot answer (PostgreSQL unreachable), gets `error` instead: the guard then
-    refuses the write. Store calls in place (from an event loop: in a worker thread)."""
+    `unreadable` when the lock's record cannot be read, `lost`: why `agent`'s grant of it
+    is no longer valid (None: valid, or never granted here), `readers`, and `globs`: the glob
+    locks that cover it (`LockBackend.globs_over`). A path the store refuses, or a store that
+    cannot answer (PostgreSQL unreachable), gets `error` instead: the guard then refuses the
+    write. Each glob named is answered too, after the paths (its `path` is its key), so the
+    guard learns who holds it in the same round trip. Store calls in place (from an event
+    loop: in a worker thread)."""
     answers: list[dict[str, Any]] = []
+    globs: dict[str, None] = {}
     for path in paths:
         try:
             key = store.canonicalize(path)
-            answers.append({"path": path, "filepath": key, **_lock_state(store, key, agent)})
+            over = store.globs_over(key)
+            state = _lock_state(store, key, agent)
+            answers.append({"path": path, "filepath": key, **state, "globs": list(over)})
+            globs.update(dict.fromkeys(over))
         except (LockStoreError, ValueError) as exc:
             answers.append({"path": path, "error": str(exc)})
+    for glob in globs:
+        try:
+            answers.append({"path": glob, "filepath": glob, **_lock_state(store, glob, agent)})
+        except LockStoreError as exc:
+            answers.append({"path": glob, "error": str(exc)})
     return answers
 
 
