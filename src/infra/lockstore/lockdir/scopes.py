@@ -36,9 +36,8 @@ from ..paths import lock_name
 from ..scope_keys import is_above, is_glob_key, is_scoped, places_above
 from .disk import LOCK_SUFFIX, SHARED_SUFFIX, LockDir
 from .glob_index import add_glob, any_globs, globs_at
-from .grants import Grants
+from .operations import Grants, Waits
 from .shared_holds import SharedHolds, read_members
-from .waits import Waits
 
 MARKER: Final = "scoped"
 """The lock directory's entry that says a directory or glob lock was taken there (a plain
