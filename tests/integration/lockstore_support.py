@@ -20,13 +20,12 @@ import sys, time, anyio
 from lockyard.infra.lockstore import LockStore
 repo, lock_dir, path, agent, mode = sys.argv[1:6]
 store = LockStore(repo, lock_dir, liveness_interval=0.05)
-if mode == "hold":
-    assert store.try_lock(path, agent)
+if mode in ("hold", "share"):  # until told "release", or killed
+    assert store.try_lock(path, agent, mode="shared" if mode == "share" else "exclusive")
     print("locked", flush=True)
-    time.sleep(600)
-elif mode == "share":
-    assert store.try_lock(path, agent, mode="shared")
-    print("locked", flush=True)
+    if sys.stdin.readline() == "release\n":
+        assert store.release(path, agent)
+        print("released", flush=True)
     time.sleep(600)
 elif mode == "wait":
     print("waiting", flush=True)
@@ -74,6 +73,12 @@ def expect_line(child: subprocess.Popen[str], expected: str) -> str:
     line = child.stdout.readline().strip()
     assert line.startswith(expected), f"child said {line!r}, expected {expected!r}"
     return line
+
+
+def tell(child: subprocess.Popen[str], line: str) -> None:
+    assert child.stdin is not None
+    child.stdin.write(line + "\n")
+    child.stdin.flush()
 
 
 def kill(child: subprocess.Popen[str]) -> None:

@@ -43,11 +43,11 @@ from ..liveness import Liveness, ProcessIdentity, current_process, is_this_proce
 from ..paths import validate_agent_id
 from ..records import HolderRecord, Reclamation, WaiterRecord, encode_waiter, holder_card
 from . import line
-from .disk import CARD_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, HolderCards, LockDir
+from .disk import CARD_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, SHARED_SUFFIX, HolderCards, LockDir
 from .keys import LockKeys
 from .line import SLEEP, Accepted, Recipe, Record
 from .lock_journal import LockJournal
-from .sleep import Sleeper, process_hub, ring
+from .sleep import Drain, Sleeper, process_hub, ring
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +122,14 @@ class DiskOperations:
 
     def entry_gone(self, name: str, entry: str) -> None:
         process_hub().notify(f"{self._path}/{name}{QUEUE_SUFFIX}/{entry}")
+
+    def member_gone(self, name: str, member: str, *, last: bool) -> None:
+        """A reader's member record of lock `name` went (the `last` one: its directory too):
+        wake the drains of this process that wait for it (`sleep.Drain`)."""
+        hub = process_hub()
+        hub.notify(f"{self._path}/{name}{SHARED_SUFFIX}/{member}")
+        if last:  # what a drain of the holds under a directory follows
+            hub.notify(f"{self._path}/{name}{SHARED_SUFFIX}")
 
     def _drop_and_record(self, name: str, token: str) -> bool:
         """`drop_grant`, and the journal's release record as soon as it dropped: before the
@@ -407,6 +415,10 @@ class Waits:
         self._grants, self._grant_records, self._journal = grants, grant_records, journal
         self._namespace, self._root = namespace, root
         self._push, self._backstop = push, backstop
+
+    def drain(self) -> Drain:
+        """How a wait of this store sleeps while it outwaits others' holds (`scopes.py`)."""
+        return Drain(push=self._push)
 
     def begin(
         self, filepath: str, agent_id: str, timeout_seconds: float, poll_interval_ms: float
