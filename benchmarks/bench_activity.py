@@ -1,7 +1,7 @@
 """What a heartbeat costs: the stamp every tool call and every judged hook call now makes.
 
 An agent's activity is the mtime of one file per agent in the lock directory
-(`lockdir/activity.py`), set by one `utimensat`. Measured in one run, turn by turn so the
+(`lockdir/agents.py`), set by one `utimensat`. Measured in one run, turn by turn so the
 machine's load hits every case alike, on a lock directory on tmpfs (/dev/shm, the default):
 
 - floor: `os.stat` of a file in the lock directory (one bare system call on a path);
@@ -34,7 +34,7 @@ from lockyard.infra.agentcli.formats import FORMATS, ToolCall
 from lockyard.infra.agentcli.hook_runner import JudgedAgent, judge_read_call, read_tool_call
 from lockyard.infra.agentcli.lockdir_reader import ReaderCache
 from lockyard.infra.lockstore import LockStore
-from lockyard.infra.lockstore.lockdir.activity import activity_path, stamp_activity
+from lockyard.infra.lockstore.lockdir.agents import activity_path, stamp_activity
 from lockyard.infra.tools.lock_tools import LockTools
 
 

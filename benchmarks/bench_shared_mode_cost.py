@@ -12,6 +12,10 @@ Two figures per tree, each the median of a turn's samples (µs), and their ratio
    readers once per grant, and for directory locks over the file once one was ever taken).
 2. In-process hand-off: a task releases, the task waiting in line for the file gets it (on
    PostgreSQL the waiter has a store, so a database session, of its own: the grant is a push).
+3. Reader drain: the last reader of the file releases, the task holding the file's line
+   while it waits for the readers (an exclusive request) gets it.
+4. Drain under a directory: the last hold under `src/` is released, the task holding the
+   directory's line while it waits for the holds under it gets the directory.
 
 Then, in this tree only and on the lock directory only, the uncontended cycle of a file with
 DIRECTORIES unrelated directory locks held in its lock directory (`--directories`, default
@@ -40,6 +44,9 @@ from processes import FigureServer
 
 TURN_CYCLES = 500
 TURN_HANDOFFS = 50
+TURN_DRAINS = 20
+DRAINS = {"readers": ("src/app.py", "shared"), "below": ("src/", "exclusive")}
+"""What waits for what: (the waiter's key, the mode in which `src/app.py` is held)."""
 
 
 def load() -> str:
@@ -95,6 +102,33 @@ def serve(postgres: str | None) -> None:
                 assert waiter.release("src/app.py", "bob")
             return statistics.median(times) * 1e6
 
+        async def drained(key: str, got: anyio.Event) -> None:
+            assert await store.acquire_async(key, "bob", 30)
+            got.set()
+
+        async def drains(kind: str) -> float:
+            key, mode = DRAINS[kind]
+            times: list[float] = []
+            for turn in range(TURN_DRAINS):
+                assert store.try_lock("src/app.py", "alice", mode=mode)
+                got = anyio.Event()
+                async with anyio.create_task_group() as group:
+                    group.start_soon(drained, key, got)
+                    # Until the waiter holds its line and waits for alice's hold (polling:
+                    # no event says so), then at a different moment of its poll interval
+                    # (100 ms) each turn.
+                    for _ in range(1000):
+                        if store.holder(key) == "bob":
+                            break
+                        await anyio.sleep(0.0005)
+                    await anyio.sleep(0.002 + (turn % 10) * 0.011)
+                    start = time.perf_counter()
+                    assert store.release("src/app.py", "alice")
+                    await got.wait()
+                    times.append(time.perf_counter() - start)
+                assert store.release(key, "bob")
+            return statistics.median(times) * 1e6
+
         scoped: dict[str, LockStore] = {}
 
         def scoped_cycle(kind: str, count: int) -> float:
@@ -121,6 +155,8 @@ def serve(postgres: str | None) -> None:
                 figure = cycle()
             elif what in ("scoped", "globbed"):
                 figure = scoped_cycle(what, int(count))
+            elif what == "drain":
+                figure = anyio.run(drains, count)
             else:
                 figure = anyio.run(handoffs)
             print(figure, flush=True)
@@ -181,14 +217,21 @@ def compare(args: argparse.Namespace, server: str | None) -> None:
         "this": FigureServer(sys.executable, __file__, *serving("this")),
     }
     try:
-        for what in ("cycle", "handoff"):
+        labels = {
+            "cycle": "uncontended cycle",
+            "handoff": "in-process hand-off",
+            "drain readers": "reader drain",
+            "drain below": "drain under a dir",
+        }
+        if server is not None:
+            del labels["drain below"]  # PostgreSQL takes no directory locks (yet)
+        for what, label in labels.items():
             figures: dict[str, list[float]] = {name: [] for name in trees}
             for _ in range(args.turns):
                 for name, tree in trees.items():
                     figures[name].append(tree.ask(what))
             base = statistics.median(figures["base"])
             this = statistics.median(figures["this"])
-            label = "uncontended cycle" if what == "cycle" else "in-process hand-off"
             print(f"{label:22} base {base:8.1f} µs   this {this:8.1f} µs   {this / base:.2f}x")
         if server is not None:
             return  # PostgreSQL takes no directory or glob locks (yet)

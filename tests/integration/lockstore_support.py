@@ -23,13 +23,12 @@ if lock_dir.startswith("postgresql:"):  # a PostgreSQL backend's spec (mode "sha
     store = open_backend(repo, lock_dir)
 else:
     store = LockStore(repo, lock_dir, liveness_interval=0.05)
-if mode == "hold":
-    assert store.try_lock(path, agent)
+if mode in ("hold", "share"):  # until told "release", or killed
+    assert store.try_lock(path, agent, mode="shared" if mode == "share" else "exclusive")
     print("locked", flush=True)
-    time.sleep(600)
-elif mode == "share":
-    assert store.try_lock(path, agent, mode="shared")
-    print("locked", flush=True)
+    if sys.stdin.readline() == "release\n":
+        assert store.release(path, agent)
+        print("released", flush=True)
     time.sleep(600)
 elif mode == "wait":
     print("waiting", flush=True)
@@ -79,6 +78,12 @@ def expect_line(child: subprocess.Popen[str], expected: str) -> str:
     line = child.stdout.readline().strip()
     assert line.startswith(expected), f"child said {line!r}, expected {expected!r}"
     return line
+
+
+def tell(child: subprocess.Popen[str], line: str) -> None:
+    assert child.stdin is not None
+    child.stdin.write(line + "\n")
+    child.stdin.flush()
 
 
 def kill(child: subprocess.Popen[str]) -> None:

@@ -16,7 +16,7 @@ from cli_support import git_repo_with_a_py
 
 from lockyard.cli import hook
 from lockyard.infra.lockstore import LockStore
-from lockyard.infra.lockstore.lockdir.activity import ACTIVE_DIR, activity_path
+from lockyard.infra.lockstore.lockdir.agents import ACTIVE_DIR, activity_path
 from lockyard.infra.tools.lock_tools import LockTools
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ import pytest
 from cli_support import LOCKYARD, Agents, lockyard
 
 from lockyard.infra.lockstore import LockBackend, LockStore, open_backend
-from lockyard.infra.lockstore.lockdir.activity import activity_path
+from lockyard.infra.lockstore.lockdir.agents import activity_path
 from pg_support import PgServer
 from polling_support import wait_until
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from lockstore_support import expect_line, kill, spawn
+from lockstore_support import expect_line, kill, spawn, tell
 
 from lock_dir_listing import lock_dir_entries
 from lockyard.domain.monitor import DeadlockMonitor
@@ -112,6 +112,31 @@ async def test_waits_under_a_directory_keep_their_turn_and_a_wait_for_a_director
         assert store.release("src/api/a.py", "bob")
     assert order == ["bob", "cid"]
     assert store.release("src/api/", "cid")
+    assert leftovers(lock_dir) == []
+
+
+async def test_a_directory_waiting_for_holds_under_it_is_woken_when_the_last_one_goes(
+    tree: Path, store: LockStore, lock_dir: Path
+) -> None:
+    holder = spawn(tree, lock_dir, "src/api/a.py", "bob", "hold")
+    expect_line(holder, "locked")
+    granted = anyio.Event()
+
+    async def take_directory() -> None:  # a poll interval no test waits out: woken by push
+        assert await store.acquire_async("src/api/", "ann", 60, 30_000)
+        granted.set()
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(take_directory)
+            await wait_until_async(lambda: store.holder("src/api/") == "ann")  # bob's turn
+            tell(holder, "release")
+            expect_line(holder, "released")
+            with anyio.fail_after(10):  # by inotify on the lock directory
+                await granted.wait()
+    finally:
+        kill(holder)
+    assert store.release("src/api/", "ann")
     assert leftovers(lock_dir) == []
 
 

@@ -1,5 +1,6 @@
 """The lock tools through IPC folders: an `IpcHost` in this process, `IpcClient`s as sandboxes,
-a real lock directory. Identity, matching by id, liveness, limits and the operator tools."""
+a real lock directory. The agent id from the folder, matching by id, liveness, limits and the
+operator tools."""
 
 from __future__ import annotations
 

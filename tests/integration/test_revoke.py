@@ -24,7 +24,7 @@ from test_journal_lockdir import journalled
 from test_serve_stdio import serve_params
 
 from lockyard.infra.lockstore import LockStore
-from lockyard.infra.lockstore.lockdir.activity import activity_path
+from lockyard.infra.lockstore.lockdir.agents import activity_path
 from pg_support import PgServer
 
 pytestmark = pytest.mark.anyio

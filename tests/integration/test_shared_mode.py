@@ -5,12 +5,13 @@ reader, two upgraders in a deadlock the monitor resolves, the guards' answers to
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
-from lockstore_support import expect_line, kill, spawn
+from lockstore_support import expect_line, kill, spawn, tell
 from rich.console import Console
 
 from lock_dir_listing import lock_dir_entries
@@ -21,7 +22,7 @@ from lockyard.infra.hooks.write_guard.decide import judge_write
 from lockyard.infra.lockstore import JournalQuery, LockStore, open_backend, open_journal
 from lockyard.infra.lockstore.backend import LockBackend
 from lockyard.infra.tools.lock_tools import LockTools
-from polling_support import wait_until_async
+from polling_support import wait_until, wait_until_async
 
 ACQUIRE = "lock_acquire"
 pytestmark = pytest.mark.anyio
@@ -66,6 +67,61 @@ def test_a_sigkilled_readers_hold_is_taken_back_by_proof_of_death(
     assert store.acquire("a.py", "writer", timeout_seconds=30)
     assert store.readers("a.py") == ()  # a dead reader reads nothing
     assert store.holder("a.py") == "writer"
+    assert store.release("a.py", "writer")
+    assert leftovers(store) == []
+
+
+# A poll interval no test waits out: a writer granted well before it was woken by a push.
+SLOW_POLL_MS = 30_000
+WOKEN_WITHIN = 10.0
+
+
+async def test_a_writer_outwaiting_readers_is_woken_when_the_last_one_in_another_process_leaves(
+    repo: Path, lock_dir: Path
+) -> None:
+    reader = spawn(repo, lock_dir, "a.py", "reader", "share")
+    expect_line(reader, "locked")
+    store = LockStore(repo, lock_dir)
+    granted = anyio.Event()
+
+    async def write() -> None:
+        assert await store.acquire_async("a.py", "writer", 60, SLOW_POLL_MS)
+        granted.set()
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(write)
+            await wait_until_async(lambda: store.holder("a.py") == "writer")  # the readers' turn
+            tell(reader, "release")
+            expect_line(reader, "released")
+            with anyio.fail_after(WOKEN_WITHIN):  # by inotify on the readers' directory
+                await granted.wait()
+    finally:
+        kill(reader)
+    assert store.readers("a.py") == ()
+    assert store.release("a.py", "writer")
+    assert leftovers(store) == []
+
+
+def test_a_writer_outwaiting_a_reader_of_its_own_process_is_woken_without_inotify(
+    repo: Path, lock_dir: Path
+) -> None:
+    store = LockStore(repo, lock_dir, use_inotify=False)  # this process's topics alone
+    assert store.try_lock("a.py", "fox", mode="shared")
+    granted = threading.Event()
+
+    def write() -> None:
+        assert store.acquire("a.py", "writer", 60, SLOW_POLL_MS)
+        granted.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        wait_until(lambda: store.holder("a.py") == "writer")
+        assert store.release("a.py", "fox")
+        assert granted.wait(WOKEN_WITHIN)
+    finally:
+        writer.join()
     assert store.release("a.py", "writer")
     assert leftovers(store) == []
 

@@ -139,7 +139,7 @@ def test_a_worktree_whose_git_dir_is_not_there_is_a_directory_namespace(
     assert open_checkout(seen, "proj").namespace == "proj"
 
 
-def test_the_identity_is_read_from_the_files_not_from_git_variables(
+def test_the_namespace_and_root_are_read_from_the_files_not_from_git_variables(
     clone: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     other = make_repo(tmp_path / "other")

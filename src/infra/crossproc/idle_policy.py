@@ -7,7 +7,7 @@ policy --idle-limit`, per `LockCoordinator` with `idle_limit=`), a holder idle p
 someone waits for one of its locks has every lock revoked through `LockBackend.revoke`: the
 waiters get them in turn, the guards deny its writes, and its next lock call tells it why.
 
-Idle means: no heartbeat (any lock tool call or hook event, `lockdir/activity.py`) for longer
+Idle means: no heartbeat (any lock tool call or hook event, `lockdir/agents.py`) for longer
 than the limit. A holder that never stamped counts from its newest grant, never as idle
 forever. A holder nobody waits for is never revoked, nor one that waits itself: a waiting
 holder is blocked, not stalled (the waits' own holder is the one to revoke, and a cycle is

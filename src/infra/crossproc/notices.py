@@ -2,8 +2,8 @@
 that it was chosen to give way in a deadlock.
 
 A notice is one JSON file `<lock_dir>/victims/<agent>.json`, published atomically
-(temp file + rename), holding the `DeadlockInfo` and the identity of the wait it is about
-(the victim's queue entry for `victim_waits_on`). The victim's pending `lock_acquire`
+(temp file + rename), holding the `DeadlockInfo` and which wait it is about (the victim's
+queue entry for `victim_waits_on`). The victim's pending `lock_acquire`
 (through `FileVictimNotices`) claims the notice by renaming it away, so exactly one reader
 gets it, and accepts it only while that very wait still exists: a notice that outlived its
 wait (the victim was granted the lock, timed out, or retried with a new queue entry) is
@@ -59,7 +59,7 @@ class VictimNotice(BaseModel):
     waits_on: str
     """The lock key of the victim's wait that closes the cycle."""
     wait_id: str | None = None
-    """Identity of that wait's queue entry when the store exposes one; a notice only ends the
+    """Which queue entry that wait is, when the store exposes one; a notice only ends the
     wait it was written about, never a later wait on the same lock."""
     posted_at: float = Field(default_factory=time.time)
     deadlock: DeadlockInfo

@@ -126,7 +126,7 @@ if TYPE_CHECKING:
         liveness_of,
         new_token,
     )
-    from .lockdir.activity import stamp_activity
+    from .lockdir.agents import pending_reason, stamp_activity
     from .lockdir.disk import (
         CARD_SUFFIX,
         LOCK_SUFFIX,
@@ -138,7 +138,6 @@ if TYPE_CHECKING:
     )
     from .lockdir.glob_index import globs_over
     from .lockdir.location import default_lock_dir_path
-    from .lockdir.revocations import pending_reason
     from .lockdir.sleep import process_hub
     from .lockdir.store import LockStore
     from .modes import EXCLUSIVE, SHARED, LockMode, validate_mode
@@ -260,8 +259,8 @@ _HOMES = {
     "current_process": "liveness",
     "liveness_of": "liveness",
     "new_token": "liveness",
-    "stamp_activity": "lockdir.activity",
-    "pending_reason": "lockdir.revocations",
+    "stamp_activity": "lockdir.agents",
+    "pending_reason": "lockdir.agents",
     "LockDir": "lockdir.disk",
     "CARD_SUFFIX": "lockdir.disk",
     "LOCK_SUFFIX": "lockdir.disk",

@@ -1,6 +1,6 @@
 """The building blocks of lock keys: input checks, path resolution, lock names.
 
-`identity.py` turns a file path into its repository-relative key with these; a literal key
+`checkout.py` turns a file path into its repository-relative key with these; a literal key
 `__name__` (a lock that is not a file, e.g. `__schema__`) is passed through unchanged.
 """
 

@@ -1,6 +1,6 @@
 """What the lock directory records, and what the store reports. All JSON-dumpable.
 
-Records are written once, complete, before they become visible (see lockdir.py), so a
+Records are written once, complete, before they become visible (see lockdir/disk.py), so a
 reader sees a whole record or none.
 """
 
@@ -175,7 +175,7 @@ def holder_card(
     checkout: str,
     writer: ProcessIdentity,
 ) -> str:
-    """The text of a holder card (see lockdir.py): a holder record without its token and
+    """The text of a holder card (see lockdir/disk.py): a holder record without its token and
     time. `writer` is the process that publishes the grants (when it is not `me`, the
     holder named): a card is removed only once both are provably dead, so no grant that
     names it can still appear."""

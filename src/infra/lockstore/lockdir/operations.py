@@ -1,4 +1,5 @@
-"""The line's operations carried out on one lock directory, and the loops that run its recipes.
+"""The line carried out for one store on its lock directory: the line's operations on disk,
+the loops that run its recipes, and the store's grants and waits made with them.
 
 `DiskOperations` is `line.Operations` on disk: most operations are the directory's own
 (`disk.py`: its locks, stagings and queues), bound as they are (a recipe's operation is one
@@ -11,23 +12,42 @@ call, no wrapper in between); the rest look at processes (`liveness.py`), wake w
 inside the recipe, at its `yield`, so the recipe catches what it expects; a wait interrupted
 while asleep (cancelled, KeyboardInterrupt) is interrupted inside the recipe too, which leaves
 the line (synchronously) before the interruption goes on.
+
+`Grants`: a store's grants, taken now (`line.take`) and given back (`line.release`), and what
+the store remembers of the grants it made for their release: each grant's token, the key
+spelling it was asked by, and the waiter that was next when a wait took the lock. Only the
+tokens are needed (a release removes its grant by token); the rest are hints that save a
+canonicalisation or a listing, dropped when there are too many. A grant is published with a
+short record, `@<card>:<acquired at>` (`GrantRecords`), naming a holder card that holds the
+rest (the agent, the processes, the key, the checkout) and is written once per agent and key,
+so that a grant's record lives in its symlink's inode (`disk.py`).
+
+`Waits`: a store's waits, from their place in line to what they leave behind: each waiter's
+`line.Place` and `Sleeper`, the run of the line's `wait` recipe (blocking or async: only the
+sleeping differs), and at its end the grant kept for its release and the journal's record of
+how it ended (`lock_journal.py`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Final, TypeVar
 
-from ..errors import LockDirFullError
-from ..liveness import Liveness, is_this_process, new_token
-from ..records import HolderRecord, Reclamation, WaiterRecord
-from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
+from ..errors import CorruptRecordError, LockDirFullError
+from ..limits import validate_poll_interval, validate_timeout
+from ..liveness import Liveness, ProcessIdentity, current_process, is_this_process, new_token
+from ..paths import validate_agent_id
+from ..records import HolderRecord, Reclamation, WaiterRecord, encode_waiter, holder_card
+from . import line
+from .disk import CARD_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, SHARED_SUFFIX, HolderCards, LockDir
+from .keys import LockKeys
 from .line import SLEEP, Accepted, Recipe, Record
 from .lock_journal import LockJournal
-from .sleep import Sleeper, process_hub, ring
+from .sleep import Drain, Sleeper, process_hub, ring
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +122,14 @@ class DiskOperations:
 
     def entry_gone(self, name: str, entry: str) -> None:
         process_hub().notify(f"{self._path}/{name}{QUEUE_SUFFIX}/{entry}")
+
+    def member_gone(self, name: str, member: str, *, last: bool) -> None:
+        """A reader's member record of lock `name` went (the `last` one: its directory too):
+        wake the drains of this process that wait for it (`sleep.Drain`)."""
+        hub = process_hub()
+        hub.notify(f"{self._path}/{name}{SHARED_SUFFIX}/{member}")
+        if last:  # what a drain of the holds under a directory follows
+            hub.notify(f"{self._path}/{name}{SHARED_SUFFIX}")
 
     def _drop_and_record(self, name: str, token: str) -> bool:
         """`drop_grant`, and the journal's release record as soon as it dropped: before the
@@ -210,3 +238,265 @@ async def wait_async(recipe: Recipe[bool], sleeper: Sleeper, seconds: float) -> 
         return got
     finally:
         sleeper.close()
+
+
+_MAX_HINTS: Final = 4096
+
+
+class Grants:
+    """The grants of one store (shared by its threads): its locks found by `keys` in
+    `directory`, taken and given back by the line's recipes run with `operations`, published
+    with `records`, journalled in `journal` (None: off)."""
+
+    def __init__(
+        self,
+        keys: LockKeys,
+        directory: LockDir,
+        operations: DiskOperations,
+        records: GrantRecords,
+        journal: LockJournal | None,
+    ) -> None:
+        self._keys, self._directory, self._operations = keys, directory, operations
+        self._records, self._journal = records, journal
+        self._tokens: dict[tuple[str, str], str] = {}  # (lock name, agent) -> grant token
+        self._by_key: dict[tuple[str, str], tuple[str, str]] = {}
+        """(lock key as the caller spelled it, agent) -> (lock name, agent)."""
+        self._successors: dict[str, tuple[str, str]] = {}
+        """lock name -> (entry, wait token) of the waiter that was next when a wait here took
+        the lock from the queue: where its release looks for the first waiter first."""
+        self._guard = threading.Lock()
+
+    def remember(self, name: str, agent: str, token: str, key: str) -> None:
+        """`agent` holds grant `token` of lock `name`, asked for by `key`."""
+        with self._guard:
+            self._tokens[(name, agent)] = token
+            if len(self._by_key) >= _MAX_HINTS:
+                self._by_key.clear()  # a hint only: dropping it costs a canonicalisation
+            self._by_key[(key, agent)] = (name, agent)
+
+    def forget(self, name: str, agent: str) -> None:
+        """Forget `agent`'s grant of lock `name` (released elsewhere)."""
+        with self._guard:
+            self._tokens.pop((name, agent), None)
+
+    def take_by_key(self, key: str, agent: str) -> tuple[str, str] | None:
+        """(lock name, token) of the grant made here to `agent` for this very spelling of
+        the key, forgotten; None when none is known."""
+        with self._guard:
+            granted = self._by_key.pop((key, agent), None)
+            token = None if granted is None else self._tokens.pop(granted, None)
+        return None if granted is None or token is None else (granted[0], token)
+
+    def take_token(self, name: str, agent: str) -> str | None:
+        """The token of `agent`'s grant of lock `name`, forgotten; None when none is known."""
+        with self._guard:
+            return self._tokens.pop((name, agent), None)
+
+    def note_successor(self, name: str, successor: tuple[str, str]) -> None:
+        if len(self._successors) >= _MAX_HINTS:
+            self._successors.clear()  # a hint only: dropping it costs a listing
+        self._successors[name] = successor
+
+    def take_successor(self, name: str) -> tuple[str, str] | None:
+        """(entry, wait token) of the waiter that was next at lock `name`, forgotten."""
+        return self._successors.pop(name, None) if self._successors else None
+
+    # -- taking and giving back --------------------------------------------------------------
+
+    def take(self, name: str, key: str, agent: str) -> bool:
+        """Take lock `name` (`key`) for `agent` now, if it is free and nobody alive queues
+        for it (or `agent` holds it)."""
+        return self.take_fresh(name, key, agent) is not None
+
+    def take_fresh(self, name: str, key: str, agent: str) -> bool | None:
+        """`take`, saying whether the grant is new (True) or `agent` held it already
+        (False); None when not taken."""
+        taken = run(line.take(self._operations, name, agent, self._records.maker(agent, key)))
+        if taken is None:
+            return None
+        token, new = taken
+        self.remember(name, agent, token, key)
+        if new and self._journal is not None:
+            self._journal.granted(token, agent, key)
+        return new
+
+    def release(self, filepath: str, agent_id: str) -> bool:
+        """Give back `agent_id`'s lock of `filepath`; False, touching nothing, when it does
+        not hold it."""
+        if type(filepath) is str and type(agent_id) is str:
+            # A lock this store granted under this very key needs no canonicalising: the
+            # grant's token names the lock, and removal by token succeeds only while that
+            # grant is current (else the full path below decides, as for any other path).
+            granted = self.take_by_key(filepath, agent_id)
+            if granted is not None and self._release(*granted, agent_id, filepath):
+                return True
+        agent = validate_agent_id(agent_id)
+        key, name = self._keys.locate(filepath)
+        token = self.take_token(name, agent)
+        if token is not None and self._release(name, token, agent, key):
+            return True
+        try:
+            holder = self._directory.read_holder(name)
+        except CorruptRecordError:
+            return False
+        if holder is None or holder.agent_id != agent:
+            return False
+        return self._release(name, holder.token, agent, key, holder.acquired_at)
+
+    def _release(
+        self, name: str, token: str, agent: str, key: str, acquired_at: float | None = None
+    ) -> bool:
+        # Hands the lock over to the queue's head when it staged its grant (`line.release`).
+        hint = self.take_successor(name)
+        if self._journal is None:
+            return run(line.release(self._operations, name, token, hint))
+        # Journalled when the grant is dropped, before the hand-over (operations.py).
+        releases = self._operations.releases
+        releases[token] = (agent, key, acquired_at)
+        try:
+            return run(line.release(self._operations, name, token, hint))
+        finally:
+            releases.pop(token, None)
+
+
+_MAX_CARDS_KNOWN: Final = 4096
+
+
+class GrantRecords:
+    """The grant records of one store: its holder is `owner` (None: the process that makes
+    the grant), its locks are of `namespace`, keyed in the checkout at `root`."""
+
+    def __init__(
+        self, cards: HolderCards, owner: ProcessIdentity | None, namespace: str, root: str
+    ) -> None:
+        self._cards = cards
+        self._owner, self._namespace, self._root = owner, namespace, root
+        self._known: dict[tuple[str, str], tuple[ProcessIdentity, str]] = {}
+        """(agent, key) -> (this process, the holder card its grants name)."""
+
+    def maker(self, agent: str, key: str) -> Callable[[], str]:
+        """The record of `agent`'s grants of `key`, made when a grant is."""
+        return lambda: f"{CARD_MARK}{self.card(agent, key)}:{time.time()!r}"
+
+    def card(self, agent: str, key: str) -> str:
+        """The holder card of `agent`'s grants of `key` made by this process."""
+        me = current_process()
+        known = self._known.get((agent, key))
+        if known is not None and known[0] is me:  # a forked child is another writer
+            return known[1]
+        text = holder_card(self._owner or me, agent, key, self._namespace, self._root, me)
+        card = self._cards.write(text)
+        if len(self._known) >= _MAX_CARDS_KNOWN:
+            self._known.clear()
+        self._known[(agent, key)] = (me, card)
+        return card
+
+
+class Waits:
+    """The waits of one store on `directory`, its locks found by `keys` (locks of
+    `namespace`, keyed in the checkout at `root`). `push`: sleep on push wake-ups across
+    processes (else poll); `backstop`: how often a pushed waiter still re-checks on its own."""
+
+    def __init__(
+        self,
+        keys: LockKeys,
+        directory: LockDir,
+        operations: DiskOperations,
+        grants: Grants,
+        grant_records: GrantRecords,
+        journal: LockJournal | None,
+        *,
+        namespace: str,
+        root: str,
+        push: bool,
+        backstop: float,
+    ) -> None:
+        self._keys, self._directory, self._operations = keys, directory, operations
+        self._grants, self._grant_records, self._journal = grants, grant_records, journal
+        self._namespace, self._root = namespace, root
+        self._push, self._backstop = push, backstop
+
+    def drain(self) -> Drain:
+        """How a wait of this store sleeps while it outwaits others' holds (`scopes.py`)."""
+        return Drain(push=self._push)
+
+    def begin(
+        self, filepath: str, agent_id: str, timeout_seconds: float, poll_interval_ms: float
+    ) -> bool | tuple[line.Place, Sleeper, float, float]:
+        """What a wait does first: check the arguments and try the lock. True: taken;
+        False: not, and no time to wait; else the place in line, how it sleeps, for how long
+        at most, and when the wait began (journalled)."""
+        agent = validate_agent_id(agent_id)
+        return self.begin_at(self._keys.locate(filepath), agent, timeout_seconds, poll_interval_ms)
+
+    def begin_at(
+        self, located: tuple[str, str], agent: str, timeout_seconds: float, poll_interval_ms: float
+    ) -> bool | tuple[line.Place, Sleeper, float, float]:
+        """`begin` for the lock `located` ((key, name), `LockKeys.locate`) by a valid `agent`."""
+        timeout = validate_timeout(timeout_seconds)
+        poll = validate_poll_interval(poll_interval_ms)
+        key, name = located
+        if self._grants.take(name, key, agent):
+            return True
+        if timeout == 0:
+            return False
+        began = self.began(agent, key)
+        return (*self.line_up(name, key, agent, poll), timeout, began)
+
+    def line_up(self, name: str, key: str, agent: str, poll: float) -> tuple[line.Place, Sleeper]:
+        """A wait for lock `name` (`key`) by `agent`, not begun: its place in line (the line's
+        `wait` recipe queues it) and how it sleeps (polling every `poll` seconds without
+        push wake-ups). The tests drive one look at a time with these."""
+        me = current_process()  # the waiting is done here, whoever the store's owner is
+        namespace, root = self._namespace, self._root
+
+        def record_for(ticket: int, token: str) -> str:
+            return encode_waiter(me, agent, token, ticket, key, namespace, root)
+
+        place = line.Place(name, key, agent, record_for, self._grant_records.maker(agent, key))
+        sleeper = Sleeper(
+            self._directory, name, push=self._push, poll_interval=poll, backstop=self._backstop
+        )
+        return place, sleeper
+
+    def began(self, agent: str, key: str) -> float:
+        """Now, when `agent` begins to wait for `key` (journalled)."""
+        return time.time() if self._journal is None else self._journal.wait_began(agent, key)
+
+    def run(self, place: line.Place, sleeper: Sleeper, timeout: float, began: float) -> bool:
+        """Wait in line, sleeping with `sleeper` for at most `timeout` seconds: True when the
+        lock is ours."""
+        try:
+            got = wait(line.wait(self._operations, place), sleeper, timeout)
+        except BaseException:
+            self._interrupted(place, began)
+            raise
+        return self.record_wait(place, got, began)
+
+    async def run_async(
+        self, place: line.Place, sleeper: Sleeper, seconds: float, began: float
+    ) -> bool:
+        """`run` on the event loop (cancel-safe: a cancelled wait leaves nothing behind)."""
+        try:
+            got = await wait_async(line.wait(self._operations, place), sleeper, seconds)
+        except BaseException:
+            self._interrupted(place, began)
+            raise
+        return self.record_wait(place, got, began)
+
+    def record_wait(self, place: line.Place, got: bool, began: float | None = None) -> bool:
+        """Keep what a wait that ended with the lock (`got`) leaves for the release: its
+        grant's token, and the waiter that was next; journal how a wait begun at `began`
+        ended. Returns `got`."""
+        if began is not None and self._journal is not None:
+            self._journal.wait_ended(place.agent, place.key, began, got, place.held)
+        if got:
+            self._grants.remember(place.name, place.agent, place.held, place.key)
+            if place.successor is not None:
+                self._grants.note_successor(place.name, place.successor)
+        return got
+
+    def _interrupted(self, place: line.Place, began: float) -> None:
+        """Journal a wait that ended by an interruption (cancelled, given way)."""
+        if self._journal is not None:
+            self._journal.wait_ended(place.agent, place.key, began, None)

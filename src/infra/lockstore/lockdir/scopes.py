@@ -28,17 +28,15 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Final
 
-import anyio
-
 from ..errors import CorruptRecordError
 from ..liveness import Liveness
 from ..paths import lock_name
 from ..scope_keys import is_above, is_glob_key, is_scoped, places_above
 from .disk import LOCK_SUFFIX, SHARED_SUFFIX, LockDir
 from .glob_index import add_glob, any_globs, globs_at
-from .grants import Grants
+from .operations import Grants, Waits
 from .shared_holds import SharedHolds, read_members
-from .waits import Waits
+from .sleep import Drain
 
 MARKER: Final = "scoped"
 """The lock directory's entry that says a directory or glob lock was taken there (a plain
@@ -202,26 +200,28 @@ class Scopes:
     def _outwait_readers(
         self, name: str, agent: str, deadline: float, poll: float
     ) -> Generator[Step, object, bool]:
-        """Until lock `name` has no live reader but `agent` (True), or `deadline` (False)."""
-        shared = self._shared
+        """Until lock `name` has no live reader but `agent` (True), or `deadline` (False).
+        Woken when a member goes; a re-check every poll interval sees a dead one."""
+        shared, members = self._shared, f"{self._directory.path}/{name}{SHARED_SUFFIX}"
         while shared.present(name) and shared.others_alive(name, agent):
             left = _left(deadline)
             if left <= 0:
                 return False
-            yield Pause(min(poll, left))
+            yield Pause(min(poll, left), members)
         return True
 
     def _outwait_below(
         self, key: str, agent: str, exclusive: bool, deadline: float, poll: float
     ) -> Generator[Step, object, bool]:
         """Until nobody else holds anything under the directory `key` (True), or `deadline`
-        (False). A re-check every poll interval: holds under a directory are many locks
-        whose releases no one place announces, and a directory lock is rare."""
+        (False). Woken by any change of the lock directory's entries (holds under a
+        directory are many locks, whose releases no one entry announces; a directory lock is
+        rare); a re-check every poll interval sees a dead holder."""
         while self.holders_below(key, agent, exclusive):
             left = _left(deadline)
             if left <= 0:
                 return False
-            yield Pause(min(poll, left))
+            yield Pause(min(poll, left), self._directory.path)
         return True
 
 
@@ -236,9 +236,11 @@ class InLine:
 
 @dataclass(frozen=True, slots=True)
 class Pause:
-    """Sleep `seconds` before looking again."""
+    """Sleep `seconds` before looking again, or less when an entry of the directory `watched`
+    changes (`sleep.Drain`)."""
 
     seconds: float
+    watched: str
 
 
 Step = InLine | Pause
@@ -247,12 +249,15 @@ Steps = Generator[Step, object, bool]
 
 def run_steps(steps: Steps, waits: Waits, agent: str, poll_ms: float) -> bool:
     """Carry out a wait's steps blocking the thread (`Scopes.acquisition`)."""
+    drain: Drain | None = None
     try:
         step = next(steps)
         while True:
             try:
                 if isinstance(step, Pause):
-                    time.sleep(step.seconds)
+                    drain = drain or waits.drain()
+                    if not drain.follow(step.watched):  # newly followed: look again first
+                        drain.sleep(step.seconds)
                     outcome: object = None
                 else:
                     begun = waits.begin_at(step.located, agent, step.seconds, poll_ms)
@@ -263,17 +268,23 @@ def run_steps(steps: Steps, waits: Waits, agent: str, poll_ms: float) -> bool:
             step = steps.send(outcome)
     except StopIteration as done:
         return bool(done.value)
+    finally:
+        if drain is not None:
+            drain.close()
 
 
 async def run_steps_async(steps: Steps, waits: Waits, agent: str, poll_ms: float) -> bool:
     """`run_steps` on the event loop (cancel-safe: the cancellation is thrown into the
     steps, which leave nothing behind)."""
+    drain: Drain | None = None
     try:
         step = next(steps)
         while True:
             try:
                 if isinstance(step, Pause):
-                    await anyio.sleep(step.seconds)
+                    drain = drain or waits.drain()
+                    if not drain.follow(step.watched):
+                        await drain.sleep_async(step.seconds)
                     outcome: object = None
                 else:
                     begun = waits.begin_at(step.located, agent, step.seconds, poll_ms)
@@ -284,6 +295,9 @@ async def run_steps_async(steps: Steps, waits: Waits, agent: str, poll_ms: float
             step = steps.send(outcome)
     except StopIteration as done:
         return bool(done.value)
+    finally:
+        if drain is not None:
+            drain.close()
 
 
 def _left(deadline: float) -> float:

@@ -129,8 +129,11 @@ class SharedHolds:
             os.unlink(entry, dir_fd=fd)
         except FileNotFoundError:
             return False
+        last = False
         with contextlib.suppress(OSError):  # not empty: other members stay
             os.rmdir(name + SHARED_SUFFIX, dir_fd=fd)
+            last = True
+        self._operations.member_gone(name, entry.rpartition("/")[2], last=last)
         return True
 
     def readers(self, name: str) -> tuple[str, ...]:

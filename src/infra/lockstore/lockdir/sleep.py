@@ -667,6 +667,52 @@ class Sleeper:
         waker.close()
 
 
+class Drain:
+    """How a wait that outwaits other agents' holds sleeps (`scopes.py`: the readers of a lock,
+    the holds under a directory): woken when an entry of the directory it follows changes,
+    in this process (its topics) or in another (inotify on that directory), else at its next
+    re-check. `push`: follow other processes' changes by inotify (else only this process's)."""
+
+    def __init__(self, *, push: bool) -> None:
+        self._hub = process_hub()
+        self._push = push
+        self._waker = Waker()
+        self._followed: str | None = None
+        self._watched = False
+
+    def follow(self, directory: str) -> bool:
+        """Be woken by changes of `directory`'s entries from now on; True when it was not
+        followed yet: the caller looks again before it sleeps (a change made before this
+        call woke nobody)."""
+        if directory == self._followed:
+            return False
+        self._drop()
+        self._waker.clear()
+        self._hub.subscribe(directory + "/", self._waker)
+        self._followed = directory
+        self._watched = self._push and self._hub.watch(directory)
+        return True
+
+    def sleep(self, seconds: float) -> None:
+        self._waker.wait(seconds)
+        self._waker.clear()
+
+    async def sleep_async(self, seconds: float) -> None:
+        await self._waker.wait_async(seconds)
+        self._waker.clear()
+
+    def _drop(self) -> None:
+        if self._followed is not None:
+            self._hub.unsubscribe(self._followed + "/", self._waker)
+            if self._watched:
+                self._hub.unwatch(self._followed)
+        self._followed, self._watched = None, False
+
+    def close(self) -> None:
+        self._drop()
+        self._waker.close()
+
+
 # -- doorbells -------------------------------------------------------------------------------
 
 

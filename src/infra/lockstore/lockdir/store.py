@@ -34,18 +34,15 @@ from ..records import (
 )
 from ..scope_keys import is_scoped
 from . import line, reclamation, reporting
-from .activity import last_active, stamp_activity
+from .agents import last_active, pending_reason, post_revocation, stamp_activity, take_revocations
 from .disk import LockDir, default_lock_dir
 from .glob_index import globs_over
-from .grants import GrantRecords, Grants
 from .keys import LockKeys
 from .lock_journal import LockJournal
-from .operations import DiskOperations, OnReclaim, run
+from .operations import DiskOperations, GrantRecords, Grants, OnReclaim, Waits, run
 from .policy import read_idle_limit, write_idle_limit
-from .revocations import pending_reason, post_revocation, take_revocations
 from .scopes import Scopes, Steps, run_steps, run_steps_async
 from .shared_holds import SharedHolds
-from .waits import Waits
 
 TURN_TIMEOUT_SECONDS: Final = 5.0
 """How long the first waiter may leave a free lock untaken before others pass it over. A
@@ -116,11 +113,11 @@ class LockStore:
         )
         """The line's operations on that directory (`operations.py`)."""
         self.grant_records = GrantRecords(self.directory.cards, owner, self.namespace, self.root)
-        """The records its grants are published with (`grants.py`)."""
+        """The records its grants are published with (`operations.py`)."""
         self.grants = Grants(
             self.keys, self.directory, self.operations, self.grant_records, self._lock_journal
         )
-        """Taking and giving back, and what it granted (`grants.py`)."""
+        """Taking and giving back, and what it granted (`operations.py`)."""
         self.waits = Waits(
             self.keys,
             self.directory,
@@ -133,7 +130,7 @@ class LockStore:
             push=use_inotify,
             backstop=liveness_interval,
         )
-        """How its waits begin and end (`waits.py`)."""
+        """How its waits begin and end (`operations.py`)."""
         self.shared = SharedHolds(
             self.directory,
             self.operations,
@@ -197,7 +194,7 @@ class LockStore:
 
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
         """The locks an operator revoked from `agent_id` since it last asked, with why
-        (revocations.py); one failed `rename` when there are none."""
+        (agents.py); one failed `rename` when there are none."""
         if self._read_only:
             return []
         return [
@@ -213,7 +210,7 @@ class LockStore:
         post_revocation(self.lock_dir, agent_id, released, reason)
         return released
 
-    # -- activity: when each agent last did anything (activity.py) ----------------------------
+    # -- activity: when each agent last did anything (agents.py) ------------------------------
 
     def stamp_activity(self, agent_id: str) -> None:
         """`agent_id` did something now: a heartbeat (one system call; never raises)."""

@@ -1,7 +1,7 @@
 """A sandbox's IPC folder: its layout, and file operations that are safe on hostile content.
 
 ```
-<root>/<sandbox>/            created by the operator; its name is the sandbox's identity
+<root>/<sandbox>/            created by the operator; its name is the sandbox's agent id
     requests/<id>.json       written by the sandbox (temp name starting with ".", then rename)
     responses/<id>.json      written by the host the same way; the sandbox deletes it once read
     heartbeat                rewritten by the sandbox every few seconds while it runs

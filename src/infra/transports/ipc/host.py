@@ -1,8 +1,8 @@
 """`lockyard ipc-host`: the lock tools for every sandbox folder under one root.
 
 Each folder `<root>/<name>/` is one sandbox, and `name` is its agent id: a request is run as
-the agent of the folder it was found in, whatever it says (identity comes from the folder,
-never from the payload). All sandboxes share one lock store and one in-process deadlock
+the agent of the folder it was found in, whatever it says (the agent id comes from the
+folder, never from the payload). All sandboxes share one lock store and one in-process deadlock
 monitor, so contention, FIFO handoff and soft deadlock resolution between sandboxes work as
 between agents of one orchestrator.
 
