@@ -12,6 +12,8 @@ of each run's ratio against the all-on run next to it. A ratio of 1.30x means th
 Figures (lower is better):
 - inproc: release -> grant median, two anyio tasks of one process (bench_peers' handoff);
 - inqueue: wall time per handoff while N tasks of one process drain one lock (bench_peers);
+- queues: wall time per handoff while N waiters in 50 processes drain one lock (bench_peers'
+  long queue across processes, the figure entry watches were built for);
 - crossproc: release -> grant median, two processes (bench_peers' handoff, `lockyard async`);
 - reclaim: SIGKILL of a holder in another process -> grant to the waiter (head) here, median;
 - drain: CPU (user + system) the waiting processes spend per handoff while N waiters, two a
@@ -27,7 +29,7 @@ inotify, no pidfds: polling), `pidfds`, `deep-backstops` (every pushed waiter re
 backstop), `stamp-shortcut` (a stamped turn does not tell a waiter that everyone ahead left).
 The last two were once judged on short queues (24 waiters), where they bought under 20%, and
 removed; `bench_peers --only queues` (1,000 waiters) then regressed 10-19x. What they buy
-grows with the queue's length: `inqueue` is measured with 1,000 waiters for that.
+grows with the queue's length: `inqueue` and `queues` are measured with 1,000 waiters for that.
 """
 
 from __future__ import annotations
@@ -66,12 +68,12 @@ JUDGED = {
     "doorbells": ("crossproc",),
     "inotify": ("crossproc",),
     "pidfds": ("reclaim",),
-    "entry-watches": ("drain",),
-    "stamp-shortcut": ("drain", "inqueue"),
+    "entry-watches": ("drain", "queues"),
+    "stamp-shortcut": ("drain", "inqueue", "queues"),
     "deep-backstops": ("idle",),
 }
 """Each mechanism's figures: what it was built for (see docs/lock-store.md)."""
-FIGURES = ("inproc", "inqueue", "crossproc", "reclaim", "drain", "idle")
+FIGURES = ("inproc", "inqueue", "queues", "crossproc", "reclaim", "drain", "idle")
 WORTH = 1.20
 """A mechanism earns its place when its figure is at least 20% worse without it."""
 
@@ -136,6 +138,14 @@ def inqueue(place: Place, size: int) -> float:
     per_handoff = bench_peers.drain_in_process(place, size, 600.0)
     if per_handoff is None:
         raise SystemExit("bench_wakeups: the in-process drain did not finish in 10 minutes")
+    return per_handoff
+
+
+def queues(place: Place, size: int) -> float:
+    """Wall time per hand-off, `size` waiters in 50 processes (bench_peers' long queue)."""
+    per_handoff = bench_peers.drain_processes(place, size, 50, 600.0)
+    if per_handoff is None:
+        raise SystemExit("bench_wakeups: the drain across processes did not finish in 10 minutes")
     return per_handoff
 
 
@@ -280,13 +290,30 @@ def idle(place: Place, size: int) -> float:
 MEASURES: dict[str, Callable[[Place, int], float]] = {
     "inproc": inproc,
     "inqueue": inqueue,
+    "queues": queues,
     "crossproc": crossproc,
     "reclaim": reclaim,
     "drain": drain,
     "idle": idle,
 }
-SIZES = {"inproc": 200, "inqueue": 1000, "crossproc": 60, "reclaim": 9, "drain": 24, "idle": 200}
-QUICK = {"inproc": 60, "inqueue": 20, "crossproc": 20, "reclaim": 3, "drain": 16, "idle": 40}
+SIZES = {
+    "inproc": 200,
+    "inqueue": 1000,
+    "queues": 1000,
+    "crossproc": 60,
+    "reclaim": 9,
+    "drain": 24,
+    "idle": 200,
+}
+QUICK = {
+    "inproc": 60,
+    "inqueue": 20,
+    "queues": 100,
+    "crossproc": 20,
+    "reclaim": 3,
+    "drain": 16,
+    "idle": 40,
+}
 
 
 def measure(figure: str, size: int, directory: str | None) -> float:
