@@ -10,6 +10,15 @@ import pytest
 from cli_support import Agents
 
 
+@pytest.fixture(params=["file", "postgres"])
+def backend_spec(request: pytest.FixtureRequest, lock_dir: Path) -> str:
+    """Each backend in turn, as `open_backend` takes it: the lock directory's path, then a
+    fresh schema's URI on the PostgreSQL test server."""
+    if request.param == "file":
+        return str(lock_dir)
+    return str(request.getfixturevalue("pg_backend"))
+
+
 @pytest.fixture
 def agents(repo: Path, lock_dir: Path) -> Iterator[Agents]:
     """Lock-holding agent processes in `repo` on `lock_dir` (made private, as a store makes

@@ -24,13 +24,6 @@ from lockyard.infra.tools.lock_tools import LockTools
 MakeStore = Callable[[], LockBackend]
 
 
-@pytest.fixture(params=["file", "postgres"])
-def backend_spec(request: pytest.FixtureRequest, lock_dir: Path) -> str:
-    if request.param == "file":
-        return str(lock_dir)
-    return str(request.getfixturevalue("pg_backend"))
-
-
 @pytest.fixture
 def make_store(repo: Path, backend_spec: str) -> Iterator[MakeStore]:
     opened: list[LockBackend] = []

@@ -3,7 +3,6 @@ tool calls, and the re-sync of its monitor with the lock store."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,13 +11,13 @@ from typing import Any
 import anyio
 import pytest
 from lockstore_support import until_waiting
+from tool_support import data
 
 from lockyard.core.deadlock_info import DeadlockInfo
 from lockyard.core.events import LockEvent, LockEventType
 from lockyard.domain.graph import Cycle
 from lockyard.domain.victim import AgentInfo
 from lockyard.infra.agent_runtime import CoordinatorNotOpenError, LockCoordinator
-from lockyard.infra.tools.lock_tools import ToolOutcome
 from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio
@@ -26,11 +25,6 @@ pytestmark = pytest.mark.anyio
 
 def bob_gives_way(cycle: Cycle, agents: Mapping[str, AgentInfo]) -> str:
     return "bob"
-
-
-def data(outcome: ToolOutcome) -> dict[str, Any]:
-    assert not outcome.is_error, outcome.text
-    return json.loads(outcome.text)  # type: ignore[no-any-return]
 
 
 async def test_a_slow_on_deadlock_never_holds_up_the_call_that_closed_the_cycle(

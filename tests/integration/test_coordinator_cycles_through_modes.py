@@ -11,7 +11,6 @@ directory's wait for the holds below it, so both are found at the wait
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,22 +18,17 @@ from typing import Any
 import anyio
 import pytest
 from lockstore_support import until_waiting
+from tool_support import data
 
 from lockyard.domain.graph import Cycle
 from lockyard.domain.victim import AgentInfo
 from lockyard.infra.agent_runtime import LockCoordinator
-from lockyard.infra.tools.lock_tools import ToolOutcome
 
 pytestmark = pytest.mark.anyio
 
 
 def bob_gives_way(cycle: Cycle, agents: Mapping[str, AgentInfo]) -> str:
     return "bob"
-
-
-def data(outcome: ToolOutcome) -> dict[str, Any]:
-    assert not outcome.is_error, outcome.text
-    return json.loads(outcome.text)  # type: ignore[no-any-return]
 
 
 @pytest.fixture

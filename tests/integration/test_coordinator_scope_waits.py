@@ -8,26 +8,20 @@ cycle is resolved in seconds, so by the edges of the wait itself.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from lockstore_support import until_waiting
+from tool_support import data
 
 from lockyard.infra.agent_runtime import LockCoordinator
-from lockyard.infra.tools.lock_tools import ToolOutcome
 from lockyard.infra.tools.scope_waits import scope_blockers
 
 pytestmark = pytest.mark.anyio
 
 NO_RESYNC = 3600.0
-
-
-def data(outcome: ToolOutcome) -> dict[str, Any]:
-    assert not outcome.is_error, outcome.text
-    return json.loads(outcome.text)  # type: ignore[no-any-return]
 
 
 @pytest.fixture

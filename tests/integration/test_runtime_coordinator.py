@@ -11,12 +11,12 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from tool_support import data
 
 from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
 from lockyard.infra.agent_runtime import AgentAlreadyOpenError, LockCoordinator
 from lockyard.infra.crossproc.notices import AnyVictimNotices
 from lockyard.infra.lockstore.paths import lock_name
-from lockyard.infra.tools.lock_tools import ToolOutcome
 from polling_support import wait_until_async
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
@@ -34,12 +34,6 @@ def lock_dir(tmp_path: Path) -> Path:
     directory = tmp_path / "locks"
     directory.mkdir(mode=0o700)
     return directory
-
-
-def data(outcome: ToolOutcome) -> dict[str, Any]:
-    assert not outcome.is_error, outcome.text
-    parsed: dict[str, Any] = json.loads(outcome.text)
-    return parsed
 
 
 # -- one open runtime per agent id -----------------------------------------------------------

@@ -28,16 +28,9 @@ ACQUIRE = "lock_acquire"
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["file", "postgres"])
-def backend(request: pytest.FixtureRequest, lock_dir: Path) -> str:
-    if request.param == "file":
-        return str(lock_dir)
-    return str(request.getfixturevalue("pg_backend"))
-
-
 @pytest.fixture
-def store(repo: Path, backend: str) -> Iterator[LockBackend]:
-    opened = open_backend(repo, backend)
+def store(repo: Path, backend_spec: str) -> Iterator[LockBackend]:
+    opened = open_backend(repo, backend_spec)
     yield opened
     opened.close()
 
@@ -51,11 +44,11 @@ def leftovers(store: LockBackend) -> list[str]:
 
 
 def test_a_sigkilled_readers_hold_is_taken_back_by_proof_of_death(
-    repo: Path, backend: str, store: LockBackend
+    repo: Path, backend_spec: str, store: LockBackend
 ) -> None:
     """On the lock directory by proof of the process's death; on PostgreSQL with its
     database session, which ends with the process."""
-    reader = spawn(repo, backend, "a.py", "reader", "share")
+    reader = spawn(repo, backend_spec, "a.py", "reader", "share")
     expect_line(reader, "locked")
     assert store.try_lock("a.py", "fox", mode="shared")  # readers hold it together
     assert not store.try_lock("a.py", "writer")  # an exclusive hold waits for them
