@@ -251,3 +251,74 @@ async def test_the_coordinator_rejects_a_cycle_whose_holds_are_gone(
 def test_a_monitor_can_be_built_without_a_coordinator() -> None:
     monitor = DeadlockMonitor()
     assert monitor.snapshot().holds == {}
+
+
+@pytest.mark.anyio
+async def test_a_victim_whose_call_ends_by_another_grant_before_it_hears_still_gives_way(
+    repo: Path, tmp_path: Path
+) -> None:
+    """The monitor marks alice as the victim; before her call's watcher runs, another of the
+    files she waits for is granted, which ends the call. She must give way all the same: else
+    she keeps f1, asks for f2 again, and the same cycle is reported a second time."""
+    coordinator = LockCoordinator(
+        repo, tmp_path / "locks", victim_policy=lambda cycle, agents: "alice"
+    )
+    store, monitor = coordinator.store, coordinator.monitor
+    marked = anyio.Event()
+    reported: list[DeadlockInfo] = []
+    handle = monitor.handle_event
+
+    async def spy(event: Any) -> DeadlockInfo | None:
+        info = await handle(event)
+        if info is not None:
+            reported.append(info)
+        return info
+
+    class LateWatcher:
+        """The monitor's notices, heard only after the call has ended (a busy loop)."""
+
+        async def wait_for_victim(self, agent_id: str) -> DeadlockInfo:
+            await monitor.wait_for_victim(agent_id)
+            marked.set()
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        def victim_mark(self, agent_id: str) -> DeadlockInfo | None:
+            return monitor.victim_mark(agent_id)
+
+    def agent(agent_id: str, notices: object) -> Any:
+        monitor.register_agent(agent_id)
+        config = create_locking_mcp_server(
+            agent_id, store.namespace, spy, store=store, victim_notices=notices
+        )
+        return Client(config["instance"], mode="legacy")
+
+    results: dict[str, dict[str, Any]] = {}
+    with anyio.fail_after(20):
+        async with agent("alice", LateWatcher()) as alice, agent("bob", monitor) as bob:
+            assert (await call(alice, "lock_acquire", {"filepaths": ["f1"]}))["all_acquired"]
+            assert (await call(bob, "lock_acquire", {"filepaths": ["f2"]}))["all_acquired"]
+            assert store.try_lock("f3", "carol")
+
+            async def wants(name: str, client: Client, paths: list[str]) -> None:
+                results[name] = await call(
+                    client, "lock_acquire", {"filepaths": paths, "timeout_seconds": 10}
+                )
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(wants, "alice", alice, ["f2", "f3"])
+                await until_waiting(store, "f2", "alice")
+                await until_waiting(store, "f3", "alice")
+                group.start_soon(wants, "bob", bob, ["f1"])
+                await marked.wait()
+                assert store.release("f3", "carol")  # ends alice's call by a grant
+
+    assert [info.victim for info in reported] == ["alice"]
+    assert results["alice"]["deadlock"]["victim"] == "alice"
+    assert sorted(results["alice"]["deadlock"]["released"]) == [
+        store.canonicalize("f1"),
+        store.canonicalize("f3"),
+    ]
+    assert results["bob"]["all_acquired"] is True
+    assert store.holder("f1") == "bob"
+    assert store.holder("f3") is None

@@ -425,7 +425,6 @@ class _AcquireCall:
         self.waiting = set(blocked)
         self.wait_started = time.time()
         self._pending_waits = len(blocked)
-        ended_normally = False
         try:
             for key in blocked:
                 await self.tools.emit(LockEventType.WAITING, key)
@@ -439,7 +438,6 @@ class _AcquireCall:
                         await anyio.lowlevel.checkpoint()
                     for key in blocked:
                         group.start_soon(self._wait_one, key, timeout_seconds, group.cancel_scope)
-            ended_normally = True
         except ExceptionGroup as failed:
             # One failing wait fails the call; surface the store's own error, not a group.
             store_errors = failed.subgroup(STORE_ERRORS)
@@ -447,10 +445,13 @@ class _AcquireCall:
                 raise
             raise store_errors.exceptions[0] from failed
         finally:
-            # Read the victim mark before the waits end (ending them clears it): a call
-            # cancelled before its watcher heard of the deadlock must still give way.
-            if not ended_normally:
-                self.deadlock = self.deadlock or self._victim_mark()
+            # Read the victim mark before the waits end (ending them clears it). A call that
+            # ended before its watcher heard of the deadlock (cancelled, timed out, or another
+            # of its files granted first) must still give way: the monitor has reported the
+            # cycle with this agent as its victim, and an agent that kept its locks and asked
+            # again would close the same cycle, reported twice and costing another agent.
+            if self.deadlock is None:
+                self.deadlock = self._unheeded_victim_mark()
             unmark_victim(self.agent_id)
             with anyio.CancelScope(shield=True):
                 for key in sorted(self.waiting):
@@ -509,14 +510,19 @@ class _AcquireCall:
             # Broken notices must not break the wait itself; the timeout still bounds it.
             logger.exception("victim notices failed for agent %s", self.agent_id)
             return
-        namespace = getattr(self.tools.store, "namespace", None)
-        # A cross-process monitor names locks `namespace::key`; the agent knows them as keys.
-        self.deadlock = deadlock.within(namespace) if isinstance(namespace, str) else deadlock
+        self.deadlock = self._in_our_names(deadlock)
         mark_victim(self.agent_id)  # the journal records the waits cancelled now as `victim`
         group.cancel()
 
-    def _victim_mark(self) -> DeadlockInfo | None:
-        """The deadlock this agent is marked the victim of, if its notices can tell at once."""
+    def _in_our_names(self, deadlock: DeadlockInfo) -> DeadlockInfo:
+        """A cross-process monitor names locks `namespace::key`; the agent knows them as keys."""
+        namespace = getattr(self.tools.store, "namespace", None)
+        return deadlock.within(namespace) if isinstance(namespace, str) else deadlock
+
+    def _unheeded_victim_mark(self) -> DeadlockInfo | None:
+        """The deadlock this agent is marked the victim of, if its notices can tell at once,
+        unless this call was granted the very lock it was chosen on (that grant broke the
+        cycle already: nothing to give way for)."""
         peek = getattr(self.tools.victim_notices, "victim_mark", None)
         if not callable(peek):
             return None
@@ -525,7 +531,10 @@ class _AcquireCall:
         except Exception:
             logger.exception("victim notices failed for agent %s", self.agent_id)
             return None
-        return mark if isinstance(mark, DeadlockInfo) else None
+        if not isinstance(mark, DeadlockInfo):
+            return None
+        mark = self._in_our_names(mark)
+        return None if mark.victim_waits_on in self.held else mark
 
     async def _give_way(self) -> None:
         """Deadlock victim: release every lock this agent holds, so the others can proceed,
