@@ -28,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
 
-from line_explorer import BrokenInvariantError, Explorer, locks
-from planted_bug import swapped
+from line_explorer import BrokenInvariantError, Explorer, Locks, locks
+from planted_bug import every_swap, swapped
 
 from lockyard.infra.lockstore.lockdir import line
 
@@ -46,6 +46,8 @@ def main() -> int:
     parser.add_argument("--again", action="store_true")
     parser.add_argument("--plant", metavar="FUNCTION:N")
     parser.add_argument("--depth", type=int, metavar="N")
+    parser.add_argument("--plants", action="store_true")
+    parser.add_argument("--unfused", action="store_true")
     args = parser.parse_args()
     rounds = 2 if args.again else 1
     scripts = (
@@ -53,6 +55,8 @@ def main() -> int:
         if args.locks == 1
         else (locks("L", "M", rounds=rounds), locks("M", "L"), locks("L"))
     )[: args.agents]
+    if args.plants:
+        return compare_plants(scripts, args)
     if args.plant:
         function, _, first = args.plant.partition(":")
         if not hasattr(line, function) or not first.isdigit():
@@ -66,6 +70,7 @@ def main() -> int:
         backstops=args.backstops,
         symmetry=not args.no_symmetry,
         depth=args.depth,
+        fused=not args.unfused,
     )
     what = (
         f"{args.agents} agents{' (one comes back)' if args.again else ''}, {args.locks} lock(s), "
@@ -87,6 +92,45 @@ def main() -> int:
         f"({time.process_time() - started:.1f} s CPU)"
     )
     return 1 if args.plant else 0
+
+
+def compare_plants(scripts: tuple[Locks, ...], args: argparse.Namespace) -> int:
+    """Plant each bug of `every_swap` in turn and explore with the marks fused and not: one
+    line each, the verdicts side by side; 1 when any two differ."""
+    differ = 0
+    for function, first in every_swap():
+        original = getattr(line, function)
+        setattr(line, function, swapped(function, first))
+        verdicts = []
+        for fused in (True, False):
+            explorer = Explorer(
+                scripts,
+                deaths=args.deaths,
+                ticks=args.ticks,
+                timeouts=args.timeouts,
+                backstops=args.backstops,
+                symmetry=not args.no_symmetry,
+                fused=fused,
+            )
+            try:
+                explorer.run()
+                verdicts.append(("passes", explorer.states))
+            except BrokenInvariantError as broken:
+                verdicts.append((str(broken).splitlines()[0], explorer.states))
+            except Exception as error:  # a swap that breaks the recipe itself
+                verdicts.append((f"raises {type(error).__name__}", explorer.states))
+        setattr(line, function, original)
+        (fused_verdict, fused_states), (unfused_verdict, unfused_states) = verdicts
+        same = fused_verdict == unfused_verdict
+        differ += not same
+        print(
+            f"{function}:{first}: {'same' if same else 'DIFFERENT'}, fused {fused_states} "
+            f"states, unfused {unfused_states}: {fused_verdict}"
+            + ("" if same else f" / unfused: {unfused_verdict}"),
+            flush=True,
+        )
+    print(f"{len(every_swap())} plants, {differ} verdicts differ")
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":

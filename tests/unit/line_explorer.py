@@ -17,6 +17,38 @@ replaying the results when another step needs it. Two places are the same state 
 generators are: the same code positions down the chain of recipes, with the same local
 variables (`fingerprint`), so a wait that looks again and again is one state, not many.
 
+Coarser atomicity (Lipton's reduction, as TLA+ users pick their grain; `Explorer.fused`).
+A step of an agent that no other agent's step can observe, and that observes nothing another
+agent's step changes, commutes with every step of the others: run in the same move as the
+agent's step next to it, it loses no state the others can reach, only the intermediate ones.
+Measured first: alone, an agent's acquire and release is 8 moves unfused, and a waiter's is
+about 30; of all the operations of `line.py` none is private (every one reads or writes the
+lock, the queue, an entry or a staging another agent's step writes or reads: even a head's
+own staging is renamed onto the lock by a releaser), so the steps fused are the explorer's own
+marks, whose every effect is on the agent's bookkeeping (`Agent`) that only the invariants read:
+
+- "ask" (the entries there are when it asks, `Agent.before_me`) runs with the take's first
+  operation. The FIFO check at a grant then compares against the entries there are at that
+  operation, a superset of those that were there at any earlier moment and are still queued
+  at the grant (an entry that goes never comes back: each wait has its own token), so the
+  check is at least as strict.
+- "held" (the FIFO check, and `Agent.holds`) runs with the acquire's last operation (the
+  publish, or the dequeue that accepts a grant). Checked at the moment of the grant, FIFO is at
+  least as strict as checked later (a waiter dead or leaving then was so at the grant, or
+  not yet); holding from that moment on makes "never two holders" at least as strict.
+- "releases" (out of `Agent.holds`) runs with the dropping of the grant: until then the lock
+  holds that grant (nobody drops a live agent's grant), so holding until then is at least
+  as strict.
+- "woke" (the wait's sleeper closes: its subscription and doorbell go, its woken mark is
+  cleared) runs with the wait's last operation. Another agent's step (a ring, a removal, a
+  death, a tick) uses a subscription only to mark its agent woken or overdue, which "woke"
+  clears, so either order reaches the same state.
+
+A death between a mark and its operation is the same state as a death before the mark (a
+dead agent's bookkeeping is forgotten). `test_the_fused_and_the_unfused_search_find_the_same_
+violations` runs both on planted bugs; `scripts/explore_line.py --plants` on every swap of
+two statements of every recipe.
+
 Checked in every state: never two holders (and a holder holds its grant); at every grant,
 FIFO among the living (no live waiter that queued before the taker asked still waits, unless
 its wait is over and it is leaving); in every state where nothing can move but the clock and
@@ -43,13 +75,23 @@ Script = Callable[[AgentOps], Generator[tuple[Any, ...], Any, None]]
 _DONE = ("done",)
 _FAULTS = ("tick", "dies", "times out", "re-checks")
 """The moves that are no agent's own progress: the clock, and the faults."""
-_UNSEEN = frozenset({"wait", "lock_changed", "entry_gone", "passed_over", "reclaimed"})
+_UNSEEN = frozenset(
+    {"wait", "lock_changed", "entry_gone", "passed_over", "reclaimed", "claim_asleep"}
+)
 """Operations that read nothing another agent changes and change nothing another agent (or
-an invariant) reads: the in-process notices and reports (no-ops here, every agent being a
-process of its own) and the explorer's mark of a wait's beginning. One runs in the same
+an invariant) reads: the in-process notices, claims and reports (no-ops here, every agent
+being a process of its own) and the explorer's mark of a wait's beginning. One runs in the same
 move as the operation before it: every interleaving around it reaches the same states
 (dying just before it or just after is one state, a dead agent's place being forgotten).
 So does a look at a process once nobody can die any more."""
+_NOTED_AFTER = frozenset({"held", "woke"})
+"""The explorer's marks that run in the same move as the operation before them (with
+`Explorer.fused`): "held" right after the operation that got the lock, "woke" right after the
+last operation of a wait. See the module's docstring (coarser atomicity)."""
+_NOTED_BEFORE = frozenset({"ask", "releases"})
+"""The explorer's marks that run in the same move as the operation after them (with
+`Explorer.fused`): "ask" with the first operation of a take, "releases" with the dropping of
+the grant. See the module's docstring (coarser atomicity)."""
 
 
 class BrokenInvariantError(AssertionError):
@@ -263,6 +305,9 @@ class Explorer:
     follows no pidfd of; its own entry removed by another process; a lock it has no
     doorbell to hear); "none" never. Elsewhere a re-check looks at what a wake-up already
     reports, and those interleavings are explored through the wake-up."""
+    fused: bool = True
+    """Run each of the explorer's own marks in the same move as the operation it belongs to
+    (`_NOTED_AFTER`, `_NOTED_BEFORE`); False: each mark is a move of its own."""
     symmetry: bool = True
     """Explore one of each set of states that differ only by a renaming of identical
     agents."""
@@ -337,10 +382,14 @@ class Explorer:
         unchanged = tuple(
             self._stamp_unchanged(n, agent, state.world) for n, agent in enumerate(state.agents)
         )
+        # Of the entries there were when an agent asked, only those still queued can matter
+        # (at its grant): an entry that goes never comes back, each wait having its token.
+        queued = _queued(state.world)
+        before = tuple(agent.before_me & queued for agent in state.agents)
         renamings = self._canonical_renamings(state.agents, unchanged)
         if len(renamings) == 1:
-            return self._renamed_key(state, renamings[0], unchanged)
-        return min((self._renamed_key(state, r, unchanged) for r in renamings), key=hash)
+            return self._renamed_key(state, renamings[0], unchanged, before)
+        return min((self._renamed_key(state, r, unchanged, before) for r in renamings), key=hash)
 
     def _stamp_unchanged(self, n: int, agent: Agent, world: World) -> bool:
         """The agent's entry still bears the turn stamp its wait read when it queued: all
@@ -414,7 +463,11 @@ class Explorer:
         return any(code == "_leave_line" for code, _ in self._where(agent.place))
 
     def _renamed_key(
-        self, state: State, renaming: Renaming | None, unchanged: tuple[bool, ...]
+        self,
+        state: State,
+        renaming: Renaming | None,
+        unchanged: tuple[bool, ...],
+        before: tuple[frozenset[tuple[str, str]], ...],
     ) -> tuple[Any, ...]:
         agents: list[Any] = [None] * len(state.agents)
         for n, agent in enumerate(state.agents):
@@ -424,7 +477,7 @@ class Explorer:
                     agent.dead,
                     agent.waiting_on,
                     agent.holds,
-                    agent.before_me,
+                    before[n],
                     unchanged[n],
                 )
             else:
@@ -434,7 +487,7 @@ class Explorer:
                     agent.dead,
                     agent.waiting_on,
                     frozenset((name, text(token)) for name, token in agent.holds),
-                    frozenset((name, text(token)) for name, token in agent.before_me),
+                    frozenset((name, text(token)) for name, token in before[n]),
                     unchanged[n],
                 )
         return (
@@ -494,9 +547,20 @@ class Explorer:
             yield from self._sleeps(state, n, agent, op[1])
             return
         world = state.world.copy()
+        agent, done = self._carried_out(world, n, agent, op, state)
+        yield (
+            f"{_who(n)} {'; '.join(done)}",
+            State(world, _with(state.agents, n, agent), state.deaths, state.ticks, state.timeouts),
+        )
+
+    def _carried_out(
+        self, world: World, n: int, agent: Agent, op: tuple[Any, ...], state: State
+    ) -> tuple[Agent, list[str]]:
+        """Agent `n` does `op` on `world`, and the operations fused with it (`_fuses`): the
+        agent after them, and what each did."""
         done = []
         while True:
-            kind = op[0] if isinstance(op[0], str) else op[0].__name__
+            kind = _name(op)
             if isinstance(op[0], str):
                 agent, result = self._note(world, n, agent, op, state.agents), None
             else:
@@ -508,14 +572,18 @@ class Explorer:
             agent = self._moved(n, agent, result)
             done.append(f"{kind}{_args(op)} -> {result!r}")
             op = self._places[n].op[agent.node]
-            if op is _DONE or not (
-                _name(op) in _UNSEEN or (_name(op) == "liveness" and not state.deaths)
-            ):
-                break
-        yield (
-            f"{_who(n)} {'; '.join(done)}",
-            State(world, _with(state.agents, n, agent), state.deaths, state.ticks, state.timeouts),
-        )
+            if not self._fuses(kind, op, state.deaths):
+                return agent, done
+
+    def _fuses(self, before: str, op: tuple[Any, ...], deaths: int) -> bool:
+        """Operation `op` runs in the same move as `before`, the operation before it of the
+        same agent ("": a wake-up): see `_UNSEEN`, `_NOTED_AFTER`, `_NOTED_BEFORE`."""
+        if op is _DONE or op[0] == SLEEP:
+            return False
+        kind = _name(op)
+        if kind in _UNSEEN or (kind == "liveness" and not deaths):
+            return True
+        return self.fused and (kind in _NOTED_AFTER or before in _NOTED_BEFORE)
 
     def _sleeps(
         self, state: State, n: int, agent: Agent, awaited: Await
@@ -550,6 +618,10 @@ class Explorer:
         change(world)
         world.woken.discard(n + 1)
         agent = self._moved(n, agent, result)
+        op = self._places[n].op[agent.node]
+        if self._fuses("", op, state.deaths):
+            agent, done = self._carried_out(world, n, agent, op, state)
+            what = f"{what}; {'; '.join(done)}"
         timeouts = state.timeouts - 1 if timeout else state.timeouts
         return f"{_who(n)} {what}", State(
             world, _with(state.agents, n, agent), state.deaths, state.ticks, timeouts
@@ -690,6 +762,13 @@ def _wake_could_be_lost(world: World, pid: int, awaited: Await, sub: Sub) -> boo
 
 def _entries(world: World, name: str) -> frozenset[tuple[str, str]]:
     return frozenset((name, entry.rec.token) for entry in world.queues.get(name, {}).values())
+
+
+def _queued(world: World) -> frozenset[tuple[str, str]]:
+    """(lock, wait token) of every queue entry."""
+    return frozenset(
+        (name, entry.rec.token) for name, queue in world.queues.items() for entry in queue.values()
+    )
 
 
 def _with(agents: tuple[Agent, ...], n: int, agent: Agent) -> tuple[Agent, ...]:
