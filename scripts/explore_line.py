@@ -3,7 +3,8 @@ the test suite does, and print how many states it visited.
 
     python3 scripts/uv run scripts/explore_line.py [--locks 1|2] [--deaths 1] [--ticks 1]
         [--timeouts 1] [--backstops all|lost|none] [--no-symmetry] [--agents 3]
-        [--again] [--plant FUNCTION:N] [--depth N]
+        [--again] [--plant FUNCTION:N | --plants] [--depth N] [--order breadth|depth]
+        [--unfused]
 
 Three agents: on one lock each takes and releases it; on two locks, the first takes L then
 M, the second M then L (each may time out, so no wait lasts for ever), the third L. Every
@@ -16,7 +17,11 @@ a newcomer). --plant drop:2 swaps statements 2 and 3 of `line.drop` (statement 0
 docstring) before exploring, to show that the explorer finds that bug; it prints the states
 visited until the first broken invariant, or "MISSED". --depth N explores only the states at
 most N moves from the start (every interleaving of the first N moves; the suite's three-agent
-tests are bounded so).
+tests are bounded so). --order depth explores the newest state first: the same states, fewer
+of them kept waiting, and the end of an agent's script (where a planted bug that leaves
+something behind shows) reached within a few moves. --unfused makes each of the explorer's
+own marks a move of its own; --plants plants every swap of two statements of a recipe in
+turn and explores with and without them, one line each, and says whether the verdicts agree.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ def main() -> int:
     parser.add_argument("--plant", metavar="FUNCTION:N")
     parser.add_argument("--depth", type=int, metavar="N")
     parser.add_argument("--plants", action="store_true")
+    parser.add_argument("--order", choices=("breadth", "depth"), default="breadth")
     parser.add_argument("--unfused", action="store_true")
     args = parser.parse_args()
     rounds = 2 if args.again else 1
@@ -55,6 +61,8 @@ def main() -> int:
         if args.locks == 1
         else (locks("L", "M", rounds=rounds), locks("M", "L"), locks("L"))
     )[: args.agents]
+    if args.order == "depth" and args.depth is not None:
+        parser.error("--depth bounds a breadth-first search: leave out --order depth")
     if args.plants:
         return compare_plants(scripts, args)
     if args.plant:
@@ -71,6 +79,7 @@ def main() -> int:
         symmetry=not args.no_symmetry,
         depth=args.depth,
         fused=not args.unfused,
+        order=args.order,
     )
     what = (
         f"{args.agents} agents{' (one comes back)' if args.again else ''}, {args.locks} lock(s), "

@@ -53,8 +53,9 @@ Checked in every state: never two holders (and a holder holds its grant); at eve
 FIFO among the living (no live waiter that queued before the taker asked still waits, unless
 its wait is over and it is leaving); in every state where nothing can move but the clock and
 the faults, no waiter sleeps while the lock is free (or holds its unaccepted grant, or is
-held by a dead process) and its turn has come; when every agent is done or dead, nothing of
-a live agent is left behind.
+held by a dead process) and its turn has come; as soon as an agent is done, nothing of it
+is left behind (no entry, staging, grant or doorbell), and when every agent is done or dead,
+no empty lock either (but where a release died half way).
 """
 
 from __future__ import annotations
@@ -315,6 +316,11 @@ class Explorer:
     """Explore only the states at most this many moves from the start: every interleaving
     of the first `depth` moves, checked, and nothing beyond (None: every state). A bounded
     run's states at the bound are counted in `unexpanded`, never judged quiet."""
+    order: str = "breadth"
+    """"breadth": each state reached by the fewest moves first (the trace of a broken
+    invariant is a shortest one); "depth": the newest state first, which reaches the ends of
+    the agents' scripts (and a bug seen only there) sooner, and keeps fewer states waiting.
+    Both visit every state once; a depth bound needs "breadth"."""
     states: int = 0
     transitions: int = 0
     unexpanded: int = 0
@@ -322,6 +328,12 @@ class Explorer:
     def run(self) -> int:
         """Explore; the number of states visited (BrokenInvariantError at the first invariant
         broken)."""
+        if self.order not in ("breadth", "depth"):
+            raise ValueError(f"order is 'breadth' or 'depth', not {self.order!r}")
+        if self.order == "depth" and self.depth is not None:
+            # Depth first, a state first met by a long path would be cut at the bound though
+            # a shorter path reaches it: the bounded search would miss states.
+            raise ValueError("a depth bound needs order='breadth'")
         self._places = [
             Places(n + 1, AGENT_NAMES[n], script) for n, script in enumerate(self.scripts)
         ]
@@ -341,8 +353,9 @@ class Explorer:
         start = self._key(first)
         seen: dict[tuple[Any, ...], tuple[tuple[Any, ...] | None, str]] = {start: (None, "start")}
         frontier = deque([(first, start, 0)])  # each state with its key, and its depth
+        take = frontier.pop if self.order == "depth" else frontier.popleft
         while frontier:
-            state, here, depth = frontier.popleft()
+            state, here, depth = take()
             self.states += 1
             if depth == self.depth:
                 self.unexpanded += 1
@@ -694,16 +707,21 @@ class Explorer:
                     raise BrokenInvariantError(
                         f"{_who(n)} believes it holds {name}, which holds {world.locks.get(name)!r}"
                     )
-            if all(
-                a.dead or self._places[n].op[a.node] is _DONE for n, a in enumerate(state.agents)
-            ):
-                self._check_nothing_left(state)
+            finished = {
+                n + 1
+                for n, a in enumerate(state.agents)
+                if not a.dead and self._places[n].op[a.node] is _DONE
+            }
+            if finished:
+                everyone = all(a.dead or n + 1 in finished for n, a in enumerate(state.agents))
+                self._check_nothing_left(state, finished, everyone)
         except BrokenInvariantError as broken:
             raise BrokenInvariantError(f"{broken}\n{_trace(key, seen)}") from None
 
-    def _check_nothing_left(self, state: State) -> None:
+    def _check_nothing_left(self, state: State, alive: set[int], everyone: bool) -> None:
+        """Nothing of the agents `alive` (each done, alive) is left behind; nor, when
+        `everyone` is done or dead, an empty lock."""
         world = state.world
-        alive = {n + 1 for n, agent in enumerate(state.agents) if not agent.dead}
         for name, entries in world.queues.items():
             for ticket, entry in entries.items():
                 if entry.rec.pid in alive:
@@ -715,7 +733,7 @@ class Explorer:
                 raise BrokenInvariantError(f"a staging {token} of {name} left behind ({rec})")
         for name, token in world.locks.items():
             if token is None:
-                if not world.dead:  # a release that died half way leaves one, harmless
+                if everyone and not world.dead:  # a release that died half way leaves one, harmless
                     raise BrokenInvariantError(f"an empty lock {name} left behind")
                 continue
             if world.holders[token].pid in alive:
