@@ -351,7 +351,9 @@ class Explorer:
         agents = tuple(Agent(0, places.fingerprint[0]) for places in self._places)
         first = State(World(), agents, self.deaths, self.ticks, self.timeouts)
         start = self._key(first)
-        seen: dict[tuple[Any, ...], tuple[tuple[Any, ...] | None, str]] = {start: (None, "start")}
+        seen: dict[tuple[Any, ...], tuple[tuple[Any, ...] | None, Move]] = {
+            start: (None, ("start", ()))
+        }
         frontier = deque([(first, start, 0)])  # each state with its key, and its depth
         take = frontier.pop if self.order == "depth" else frontier.popleft
         while frontier:
@@ -368,14 +370,14 @@ class Explorer:
                     seen[key] = (here, move)
                     self._check(after, key, seen)
                     frontier.append((after, key, depth + 1))
-                moved = moved or not move.endswith(_FAULTS)
+                moved = moved or not move[0].endswith(_FAULTS)
             if not moved:
                 self._check_quiet(state, here, seen)
         return self.states
 
     def _traced(
-        self, moves: Iterator[tuple[str, State]], here: tuple[Any, ...], seen: dict[Any, Any]
-    ) -> Iterator[tuple[str, State]]:
+        self, moves: Iterator[tuple[Move, State]], here: tuple[Any, ...], seen: dict[Any, Any]
+    ) -> Iterator[tuple[Move, State]]:
         """`moves`, with the steps to `here` added to an invariant broken while making one
         (the FIFO check at a grant runs inside a move)."""
         try:
@@ -531,7 +533,7 @@ class Explorer:
 
     # -- moves -------------------------------------------------------------------------------
 
-    def _successors(self, state: State) -> Iterator[tuple[str, State]]:
+    def _successors(self, state: State) -> Iterator[tuple[Move, State]]:
         for n, agent in enumerate(state.agents):
             if agent.dead:
                 continue
@@ -545,32 +547,35 @@ class Explorer:
                 # Where it died, what it waited for or believed it held: all forgotten.
                 agents = _with(state.agents, n, Agent(agent.node, _DONE, dead=True))
                 yield (
-                    f"{_who(n)} dies",
+                    (f"{_who(n)} dies", ()),
                     State(world, agents, state.deaths - 1, state.ticks, state.timeouts),
                 )
         if state.ticks:
             world = state.world.copy()
             world.tick()
-            yield "tick", State(world, state.agents, state.deaths, state.ticks - 1, state.timeouts)
+            yield (
+                ("tick", ()),
+                State(world, state.agents, state.deaths, state.ticks - 1, state.timeouts),
+            )
 
     def _steps(
         self, state: State, n: int, agent: Agent, op: tuple[Any, ...]
-    ) -> Iterator[tuple[str, State]]:
+    ) -> Iterator[tuple[Move, State]]:
         if op[0] == SLEEP:
             yield from self._sleeps(state, n, agent, op[1])
             return
         world = state.world.copy()
         agent, done = self._carried_out(world, n, agent, op, state)
         yield (
-            f"{_who(n)} {'; '.join(done)}",
+            (_who(n), done),
             State(world, _with(state.agents, n, agent), state.deaths, state.ticks, state.timeouts),
         )
 
     def _carried_out(
         self, world: World, n: int, agent: Agent, op: tuple[Any, ...], state: State
-    ) -> tuple[Agent, list[str]]:
+    ) -> tuple[Agent, list[tuple[tuple[Any, ...], Any]]]:
         """Agent `n` does `op` on `world`, and the operations fused with it (`_fuses`): the
-        agent after them, and what each did."""
+        agent after them, and each operation with its result."""
         done = []
         while True:
             kind = _name(op)
@@ -583,7 +588,7 @@ class Explorer:
                     agent = replace(agent, before_me=_entries(world, op[1]))
                 result = op[0](*op[1:])
             agent = self._moved(n, agent, result)
-            done.append(f"{kind}{_args(op)} -> {result!r}")
+            done.append((op, result))
             op = self._places[n].op[agent.node]
             if not self._fuses(kind, op, state.deaths):
                 return agent, done
@@ -600,7 +605,7 @@ class Explorer:
 
     def _sleeps(
         self, state: State, n: int, agent: Agent, awaited: Await
-    ) -> Iterator[tuple[str, State]]:
+    ) -> Iterator[tuple[Move, State]]:
         sub = Sub.of(agent.waiting_on, awaited)
         pid = n + 1
         world = state.world
@@ -626,17 +631,17 @@ class Explorer:
         change: Callable[[World], None],
         *,
         timeout: bool = False,
-    ) -> tuple[str, State]:
+    ) -> tuple[Move, State]:
         world = state.world.copy()
         change(world)
         world.woken.discard(n + 1)
         agent = self._moved(n, agent, result)
         op = self._places[n].op[agent.node]
+        done: list[tuple[tuple[Any, ...], Any]] = []
         if self._fuses("", op, state.deaths):
             agent, done = self._carried_out(world, n, agent, op, state)
-            what = f"{what}; {'; '.join(done)}"
         timeouts = state.timeouts - 1 if timeout else state.timeouts
-        return f"{_who(n)} {what}", State(
+        return (f"{_who(n)} {what}", tuple(done)), State(
             world, _with(state.agents, n, agent), state.deaths, state.ticks, timeouts
         )
 
@@ -806,11 +811,24 @@ def _args(op: tuple[Any, ...]) -> str:
     return "(" + ", ".join(map(str, shown)) + ")"
 
 
+Move = tuple[str, tuple[tuple[tuple[Any, ...], Any], ...]]
+"""A move: who moves and how ("b", "b times out", "tick"), and the operations it carried out
+with their results (its text is made only for a trace)."""
+
+
+def _move_text(move: Move) -> str:
+    head, done = move
+    if not done:
+        return head
+    operations = "; ".join(f"{_name(op)}{_args(op)} -> {result!r}" for op, result in done)
+    return f"{head} {operations}" if " " not in head else f"{head}; {operations}"
+
+
 def _trace(key: tuple[Any, ...], seen: dict[Any, Any]) -> str:
     steps = []
     while key is not None:
         parent, move = seen[key]
-        steps.append(move)
+        steps.append(_move_text(move))
         key = parent
     return "\n".join(f"  {n:3d}. {move}" for n, move in enumerate(reversed(steps)))
 
