@@ -31,7 +31,7 @@ from ..infra.agentcli.setups import (
     CliSetup,
     CodexSetup,
     Invocation,
-    _JsonServerSetup,
+    JsonServerSetup,
 )
 from ..infra.crossproc.leader_file import current_leader
 from ..infra.lockstore import LockBackend, StoreSnapshot, default_lock_dir_path
@@ -280,7 +280,7 @@ def configured_invocation(setup: CliSetup, plan: Plan) -> Invocation | None:
         if not isinstance(command, str) or not isinstance(args, list):
             return None
         found = Invocation.from_serve_argv([command, *map(str, args)], setup.name)
-    elif isinstance(setup, _JsonServerSetup):
+    elif isinstance(setup, JsonServerSetup):
         servers = plan.read_json(setup.server_file, comments=setup.comments)
         found = setup.invocation_of(servers.get((*setup.server_path, SERVER_KEY)))
     else:

@@ -248,7 +248,7 @@ class CliSetup:
         raise NotImplementedError
 
 
-class _JsonServerSetup(CliSetup):
+class JsonServerSetup(CliSetup):
     """A CLI whose MCP servers are a JSON object of `{name: entry}` at `server_path`."""
 
     server_file: str = ""
@@ -303,7 +303,7 @@ def _short(value: object) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-class _HookListSetup(_JsonServerSetup):
+class _HookListSetup(JsonServerSetup):
     """A CLI whose hooks are `{"hooks": {EVENT: [{"matcher", "hooks": [{"type": "command",
     "command"}]}]}}` in `hook_file` (Claude Code, Codex CLI, Gemini CLI)."""
 
@@ -490,7 +490,7 @@ class CodexSetup(_HookListSetup):
         plan.set(self.server_file, toml_without_block(path, plan.text(self.server_file)))
 
 
-class OpenCodeSetup(_JsonServerSetup):
+class OpenCodeSetup(JsonServerSetup):
     name = "opencode"
     instructions_file = "AGENTS.md"
     markers: tuple[str, ...] = ("opencode.json", ".opencode")
@@ -635,7 +635,7 @@ class PiSetup(_OwnedFileSetup):
         pass
 
 
-class CopilotSetup(_JsonServerSetup):
+class CopilotSetup(JsonServerSetup):
     """GitHub Copilot CLI: the server in `.github/mcp.json`; the guard a `preToolUse` hook in
     a hook file of lockyard's own (Copilot reads every `.github/hooks/*.json`)."""
 
@@ -727,7 +727,7 @@ class DroidSetup(_HookListSetup):
         return {"type": "stdio", "command": how.command, "args": how.serve_args(self.name)}
 
 
-class _LockToolsOnlySetup(_JsonServerSetup):
+class _LockToolsOnlySetup(JsonServerSetup):
     """A CLI given the lock tools (its MCP server) and no guard: its hooks could not be run
     here, so nothing refuses its writes of unlocked files."""
 

@@ -18,7 +18,7 @@ from typing import Final
 from ..patch_paths import patch_targets
 from .effects import Arg, Effects, Feed, read_options
 from .python_code import read_python
-from .utilities import Place, _backups, _operand_files, program_input, unreadable_program
+from .utilities import Place, add_backups, add_operand_files, program_input, unreadable_program
 
 
 def python(args: list[Arg], place: Place) -> Effects:
@@ -197,8 +197,8 @@ def ruby(args: list[Arg], place: Place) -> Effects:
     suffixes = options.values("-i")
     if suffixes:  # ruby -i -pe: in place, like perl -i
         files = options.operands if options.has("-e") else options.operands[1:]
-        _operand_files("ruby -i", files, effects)
-        _backups(files, suffixes, effects)
+        add_operand_files("ruby -i", files, effects)
+        add_backups(files, suffixes, effects)
     return _whole_directories(effects, place)
 
 
@@ -211,8 +211,8 @@ def perl(args: list[Arg], place: Place) -> Effects:
     suffixes = options.values("-i")
     if suffixes:
         files = options.operands if codes else options.operands[1:]
-        _operand_files("perl -i", files, effects)
-        _backups(files, suffixes, effects)
+        add_operand_files("perl -i", files, effects)
+        add_backups(files, suffixes, effects)
     for code in codes:
         effects.merge(_search("perl", code, _PERL_WRITES))
     if not codes:

@@ -70,9 +70,10 @@ def _unknown(reason: str) -> Effects:
     return Effects(unknown=[reason])
 
 
-def _operand_files(
+def add_operand_files(
     name: str, operands: list[Arg], effects: Effects, *, trees: bool = False
 ) -> None:
+    """Record the files (or, with `trees`, the whole trees) that command `name` writes."""
     for operand in operands:
         if operand is None:
             effects.unknown.append(f"`{name}` is given a file name that is only known when it runs")
@@ -100,7 +101,7 @@ def _writes_named_files(
     def rule(args: list[Arg], place: Place) -> Effects:
         options = read_options(args, short_values=short_values, long_values=long_values)
         effects = Effects()
-        _operand_files(name, files(options), effects)
+        add_operand_files(name, files(options), effects)
         return effects
 
     return rule
@@ -202,7 +203,7 @@ def ln(args: list[Arg], place: Place) -> Effects:
         directory, sources = operands[-1], operands[:-1]
     elif len(operands) == 2:
         source, link = operands
-        _operand_files("ln", [link], effects)
+        add_operand_files("ln", [link], effects)
         if source is not None and link is not None:
             effects.links.append((link, _link_target(source, link, symbolic), symbolic))
         return effects
@@ -233,7 +234,7 @@ def rm(args: list[Arg], place: Place) -> Effects:
     options = read_options(args)
     effects = Effects()
     recursive = options.has("-r", "-R", "--recursive")
-    _operand_files("rm", options.operands, effects, trees=recursive)
+    add_operand_files("rm", options.operands, effects, trees=recursive)
     return effects
 
 
@@ -278,7 +279,7 @@ def _mode_changer(name: str, *, first_is_setting: bool = True) -> Rule:
         if first_is_setting and not options.has("--reference"):
             operands = operands[1:]
         effects = Effects()
-        _operand_files(name, operands, effects, trees=options.has("-R", "--recursive"))
+        add_operand_files(name, operands, effects, trees=options.has("-R", "--recursive"))
         return effects
 
     return rule
@@ -305,7 +306,7 @@ def curl(args: list[Arg], place: Place) -> Effects:
         if arg is None:
             continue
         if arg == "--output":
-            _operand_files("curl -o", [following], effects)
+            add_operand_files("curl -o", [following], effects)
         elif arg.startswith("--output="):
             effects.files.append(arg.partition("=")[2])
         elif arg in ("--remote-name", "--remote-name-all"):
@@ -314,7 +315,7 @@ def curl(args: list[Arg], place: Place) -> Effects:
             letters = arg[1:]
             if "o" in letters:  # -o FILE, -sSo FILE, -oFILE
                 value = letters[letters.index("o") + 1 :]
-                _operand_files("curl -o", [value or following], effects)
+                add_operand_files("curl -o", [value or following], effects)
             elif "O" in letters:
                 effects.unknown.append("`curl -O` names its output file after the URL: use -o FILE")
     return effects
@@ -329,7 +330,7 @@ def wget(args: list[Arg], place: Place) -> Effects:
     effects = Effects()
     documents = options.values("-O", "--output-document")
     if documents:
-        _operand_files("wget -O", [d for d in documents if d != "-"], effects)
+        add_operand_files("wget -O", [d for d in documents if d != "-"], effects)
     elif options.operands:
         effects.unknown.append("`wget` names its output file after the URL: pass -O FILE")
     return effects
@@ -343,20 +344,20 @@ def patch(args: list[Arg], place: Place) -> Effects:
     )
     effects = Effects()
     if options.operands:
-        _operand_files("patch", options.operands[:1], effects)
+        add_operand_files("patch", options.operands[:1], effects)
     else:
         effects.unknown.append(
             "`patch` writes the files named inside the patch: apply it with `git apply` "
             "(which the guard can read) or name the file to patch"
         )
-    _operand_files("patch -o", options.values("-o", "--output"), effects)
+    add_operand_files("patch -o", options.values("-o", "--output"), effects)
     return effects
 
 
 def sponge(args: list[Arg], place: Place) -> Effects:
     """`... | sponge FILE`: soaks up the input, then writes FILE (`-a` appends)."""
     effects = Effects()
-    _operand_files("sponge", read_options(args).operands[:1], effects)
+    add_operand_files("sponge", read_options(args).operands[:1], effects)
     return effects
 
 
@@ -456,7 +457,7 @@ def sqlite3(args: list[Arg], place: Place) -> Effects:
             "`sqlite3` is given commands that may write other files or run programs"
         )
     if operands and not readonly and operands[0] != ":memory:":
-        _operand_files("sqlite3", operands[:1], effects)
+        add_operand_files("sqlite3", operands[:1], effects)
     return effects
 
 
@@ -486,7 +487,7 @@ def sd(args: list[Arg], place: Place) -> Effects:
     if options.has("-p", "--preview"):
         return Effects()
     effects = Effects()
-    _operand_files("sd", options.operands[2:], effects)
+    add_operand_files("sd", options.operands[2:], effects)
     return effects
 
 
@@ -502,7 +503,9 @@ def yq(args: list[Arg], place: Place) -> Effects:
         return Effects()
     effects = Effects()
     expression_given = options.has("--expression", "--from-file")
-    _operand_files("yq -i", options.operands if expression_given else options.operands[1:], effects)
+    add_operand_files(
+        "yq -i", options.operands if expression_given else options.operands[1:], effects
+    )
     return effects
 
 
@@ -512,7 +515,7 @@ def rename(args: list[Arg], place: Place) -> Effects:
     if options.has("-n", "--no-act", "-h", "--help", "-V", "--version"):
         return Effects()
     effects = Effects()
-    _operand_files("rename", options.operands[1:], effects)
+    add_operand_files("rename", options.operands[1:], effects)
     effects.unknown.append(
         "`rename` gives files new names the guard does not compute: use `mv OLD NEW`"
     )
@@ -542,7 +545,7 @@ def rsync(args: list[Arg], place: Place) -> Effects:
     if options.has("-e", "--rsh", "--rsync-path"):
         effects.unknown.append("`rsync -e` runs a program the guard does not follow")
     for log in options.values("--log-file", "--write-batch", "--only-write-batch"):
-        _operand_files("rsync --log-file", [log], effects)
+        add_operand_files("rsync --log-file", [log], effects)
     operands = options.operands
     if len(operands) < 2:
         return effects
@@ -598,8 +601,8 @@ def sed(args: list[Arg], place: Place) -> Effects:
     if not suffixes:
         return effects
     files = options.operands if given else options.operands[1:]
-    _operand_files("sed -i", files, effects)
-    _backups(files, suffixes, effects)
+    add_operand_files("sed -i", files, effects)
+    add_backups(files, suffixes, effects)
     return effects
 
 
@@ -617,7 +620,7 @@ def _script_effects(
         effects.unknown.extend(found.unknown)
 
 
-def _backups(files: list[Arg], suffixes: list[Arg], effects: Effects) -> None:
+def add_backups(files: list[Arg], suffixes: list[Arg], effects: Effects) -> None:
     """`sed -i.bak` / `perl -i.orig` also write a backup beside each file."""
     suffix = suffixes[-1]
     if not suffix:
@@ -647,7 +650,7 @@ def gawk(args: list[Arg], place: Place) -> Effects:
     if "inplace" not in options.values("-i", "--include"):
         return effects
     files = options.operands if given else options.operands[1:]
-    _operand_files("gawk -i inplace", [f for f in files if f is None or "=" not in f], effects)
+    add_operand_files("gawk -i inplace", [f for f in files if f is None or "=" not in f], effects)
     return effects
 
 
@@ -807,7 +810,7 @@ def find(args: list[Arg], place: Place) -> Effects:
                 "first and `rm` them by name"
             )
         elif arg in ("-fprint", "-fprint0", "-fls", "-fprintf") and index < len(args):
-            _operand_files("find " + arg, [args[index]], effects)
+            add_operand_files("find " + arg, [args[index]], effects)
             index += 2 if arg == "-fprintf" else 1
     return effects
 
