@@ -225,6 +225,38 @@ def test_the_journal_records_a_shared_grant_as_such(store: LockBackend) -> None:
     assert any(kind == "release" and agent == "ann" for kind, agent, _ in kinds)
 
 
+def test_an_upgrades_read_goes_into_its_hold_unjournalled(
+    repo: Path, backend_spec: str, store: LockBackend
+) -> None:
+    """The lock directory journals an upgrade as the read's grant, the exclusive grant and
+    one release; PostgreSQL the same, however the upgrade is completed (by the upgrader, or
+    by the last other reader's release, in another session)."""
+    assert store.try_lock("alone.py", "ann", mode="shared")
+    assert store.try_lock("alone.py", "ann")  # a lone reader upgrades in place
+    assert store.release("alone.py", "ann")
+    other = open_backend(repo, backend_spec)
+    try:
+        assert store.try_lock("shared.py", "ann", mode="shared")
+        assert other.try_lock("shared.py", "bob", mode="shared")
+        upgrade = threading.Thread(target=store.acquire, args=("shared.py", "ann", 60, 10))
+        upgrade.start()
+        wait_until(lambda: store.holder("shared.py") == "ann")
+        assert other.release("shared.py", "bob")  # ann's upgrade is complete now
+        upgrade.join()
+    finally:
+        other.close()
+    assert store.release("shared.py", "ann")
+    journal = open_journal(store)
+    try:
+        records = list(journal.records(JournalQuery.of(agents=["ann"])))
+    finally:
+        journal.close()
+    for name in ("alone.py", "shared.py"):
+        ends = [r.kind for r in records if r.file == name and r.kind in ("release", "reclaim")]
+        grants = [(r.kind, r.outcome) for r in records if r.file == name and r.kind == "grant"]
+        assert (ends, grants[0]) == (["release"], ("grant", "shared")), name
+
+
 async def test_status_and_lock_status_list_the_readers_at_80_columns(
     store: LockBackend,
 ) -> None:

@@ -277,6 +277,12 @@ BEGIN
        OR (TG_OP = 'INSERT' AND NEW.agent_id IS NULL) THEN
         RETURN NULL;
     END IF;
+    IF TG_TABLE_NAME = 'readers' AND TG_OP = 'DELETE' THEN
+        IF EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = OLD.namespace AND key = OLD.key
+                   AND agent_id = OLD.agent_id) THEN
+            RETURN NULL;  -- an upgrade's read, gone into its hold: no release (nor reclaim)
+        END IF;
+    END IF;
     BEGIN
         IF TG_OP <> 'INSERT' AND OLD.agent_id IS NOT NULL THEN
             kind := CASE

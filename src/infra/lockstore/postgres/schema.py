@@ -515,12 +515,14 @@ BEGIN
                     outcome := 'busy';
                     RETURN;
                 END IF;
-                IF o_agent IS NULL THEN
-                    PERFORM {s}.drop_read(p_ns, p_key, p_agent);  -- an upgrade, in place
-                END IF;
             END IF;
+            -- Past readers of its own (an upgrade: its read goes into the hold, after the
+            -- claim, so that the journal sees it absorbed and not given back).
             o_fence := {s}.claim(p_ns, p_key, p_agent, p_token, p_pid, p_start, p_host,
-                p_boot, p_pidns, p_checkout, p_me, false, o_agent IS NOT NULL);
+                p_boot, p_pidns, p_checkout, p_me, false, h.readers > 0);
+            IF o_fence IS NOT NULL AND o_agent IS NULL AND h.readers > 0 THEN
+                PERFORM {s}.drop_read(p_ns, p_key, p_agent);  -- an upgrade, in place
+            END IF;
             IF o_fence IS NOT NULL AND o_agent IS NOT NULL THEN
                 outcome := 'pending';  -- it holds the lock and waits for o_agent's read
                 RETURN;
