@@ -4,7 +4,7 @@ the test suite does, and print how many states it visited.
     python3 scripts/uv run scripts/explore_line.py [--locks 1|2] [--deaths 1] [--ticks 1]
         [--timeouts 1] [--backstops all|lost|none] [--no-symmetry] [--agents 3]
         [--again] [--plant FUNCTION:N | --plants] [--depth N] [--order breadth|depth]
-        [--unfused]
+        [--unfused] [--fingerprints]
 
 Three agents: on one lock each takes and releases it; on two locks, the first takes L then
 M, the second M then L (each may time out, so no wait lasts for ever), the third L. Every
@@ -22,6 +22,8 @@ of them kept waiting, and the end of an agent's script (where a planted bug that
 something behind shows) reached within a few moves. --unfused makes each of the explorer's
 own marks a move of its own; --plants plants every swap of two statements of a recipe in
 turn and explores with and without them, one line each, and says whether the verdicts agree.
+--fingerprints remembers each state by a 64-bit hash of its key (as TLC does), for runs
+whose keys do not fit in memory, and prints the chance that two states shared one.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def main() -> int:
     parser.add_argument("--plants", action="store_true")
     parser.add_argument("--order", choices=("breadth", "depth"), default="breadth")
     parser.add_argument("--unfused", action="store_true")
+    parser.add_argument("--fingerprints", action="store_true")
     args = parser.parse_args()
     rounds = 2 if args.again else 1
     scripts = (
@@ -80,6 +83,12 @@ def main() -> int:
         depth=args.depth,
         fused=not args.unfused,
         order=args.order,
+        fingerprints=args.fingerprints,
+        progress=lambda explorer: print(
+            f"  {explorer.states:,} states, {time.process_time() - started:.0f} s CPU",
+            file=sys.stderr,
+            flush=True,
+        ),
     )
     what = (
         f"{args.agents} agents{' (one comes back)' if args.again else ''}, {args.locks} lock(s), "
@@ -99,6 +108,11 @@ def main() -> int:
         f"{explorer.transitions} transitions, "
         f"{'MISSED, ' if args.plant else ''}no invariant broken "
         f"({time.process_time() - started:.1f} s CPU)"
+        + (
+            f", chance of a fingerprint collision {explorer.collision_chance():.0e}"
+            if args.fingerprints
+            else ""
+        )
     )
     return 1 if args.plant else 0
 

@@ -92,6 +92,26 @@ def test_a_planted_bug_is_found_among_three_agents_depth_first(
     )
 
 
+def test_fingerprints_visit_the_same_states_and_trace_a_broken_invariant_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The script's big runs keep a 64-bit hash per state and find a trace's moves again by
+    # replaying: the same count, and the same steps to a planted bug, as with whole keys.
+    agents = (locks("L"), locks("L"))
+    quiet = {"deaths": 0, "ticks": 0, "timeouts": 0}
+    counts = {Explorer(agents, **quiet, fingerprints=f).run() for f in (False, True)}
+    assert len(counts) == 1
+    monkeypatch.setattr(line, "_withdraw", swapped("_withdraw", 1))
+    traces = []
+    for fingerprints in (False, True):
+        explorer = Explorer((*agents, locks("L")), order="depth", fingerprints=fingerprints)
+        with pytest.raises(BrokenInvariantError) as broken:
+            explorer.run()
+        traces.append(str(broken.value))
+    assert traces[0] == traces[1]
+    assert "  3. " in traces[1]
+
+
 def test_states_are_told_apart_by_whether_a_waiter_would_see_its_turn_stamp_changed() -> None:
     # A waiter learns it is first from a changed turn stamp (`line._in_line`); the explorer
     # keeps no stamp's value, so two states that differ only there must have two keys.
