@@ -505,9 +505,10 @@ CREATE FUNCTION {s}.below_left(p_ns text, p_key text, p_me integer) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE h {s}.holds; r {s}.readers;
 BEGIN
-    FOR h IN SELECT * FROM {s}.holds WHERE namespace = p_ns
-             AND key = ANY({s}.dirs_above(p_key)) AND (agent_id IS NOT NULL OR readers > 0)
-             ORDER BY key LOOP
+    FOR h IN SELECT d.* FROM unnest({s}.dirs_above(p_key)) AS a(k)
+             JOIN LATERAL (SELECT * FROM {s}.holds WHERE namespace = p_ns AND key = a.k
+                           LIMIT 1) AS d
+             ON true WHERE d.agent_id IS NOT NULL OR d.readers > 0 ORDER BY d.key LOOP
         IF h.agent_id IS NOT NULL
            AND {s}.below_blocker(p_ns, h.key, h.agent_id, false, p_me, false) IS NULL
            AND NOT EXISTS (SELECT 1 FROM {s}.readers WHERE namespace = p_ns AND key = h.key
@@ -581,9 +582,10 @@ BEGIN
     -- The common case in one statement: the lock is a file's, no directory lock is held over
     -- it, it is free, has no readers, and its first waiter is alive and exclusive, so the
     -- waiter's grant is written into the lock's row, with a number drawn under its row lock.
-    IF right(p_key, 1) <> '/' AND NOT (nested AND EXISTS (SELECT 1 FROM {s}.holds
-            WHERE namespace = p_ns AND key = ANY({s}.dirs_above(p_key))
-            AND (agent_id IS NOT NULL OR readers > 0))) THEN
+    IF right(p_key, 1) <> '/' AND NOT (nested AND EXISTS (
+            SELECT 1 FROM unnest({s}.dirs_above(p_key)) AS a(k), LATERAL (
+                SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = a.k
+                AND (agent_id IS NOT NULL OR readers > 0) LIMIT 1) AS held)) THEN
     WITH head AS (
         SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
         ORDER BY ticket LIMIT 1 FOR UPDATE

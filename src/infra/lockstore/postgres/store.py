@@ -151,8 +151,11 @@ class PgLockStore:
             "SELECT $1, $2, $3, $4, $5::integer, $6::bigint, $7, $8, $9, $10, $12::integer, "
             f"nextval('{self._s}.fence_seq'), "
             "date_part('epoch', clock_timestamp()) "  # a float already: no numeric detour
-            f"WHERE NOT EXISTS (SELECT 1 FROM {self._s}.holds d WHERE d.namespace = $1 "
-            "AND d.key = ANY($11::text[]) AND (d.agent_id IS NOT NULL OR d.readers > 0)) "
+            # One primary key probe per directory (a LATERAL ... LIMIT is never flattened
+            # into a join over the namespace's rows, whatever the statistics say).
+            "WHERE NOT EXISTS (SELECT 1 FROM unnest($11::text[]) AS a(k), LATERAL ("
+            f"SELECT 1 FROM {self._s}.holds d WHERE d.namespace = $1 AND d.key = a.k "
+            "AND (d.agent_id IS NOT NULL OR d.readers > 0) LIMIT 1) AS held) "
             "ON CONFLICT (namespace, key) DO UPDATE SET agent_id = EXCLUDED.agent_id, "
             "token = EXCLUDED.token, pid = EXCLUDED.pid, start_time = EXCLUDED.start_time, "
             "host = EXCLUDED.host, boot_id = EXCLUDED.boot_id, pid_ns = EXCLUDED.pid_ns, "
@@ -192,8 +195,9 @@ class PgLockStore:
     AND NOT shared AND want IS NULL AND {s}.alive(session, $5) AND right($2, 1) <> '/'
     AND EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = $1 AND key = $2
                 AND agent_id = $3 AND queued AND readers = 0 FOR UPDATE)
-    AND NOT EXISTS (SELECT 1 FROM {s}.holds d WHERE d.namespace = $1
-                    AND d.key = ANY($4::text[]) AND (d.agent_id IS NOT NULL OR d.readers > 0))
+    AND NOT EXISTS (SELECT 1 FROM unnest($4::text[]) AS a(k), LATERAL (
+        SELECT 1 FROM {s}.holds d WHERE d.namespace = $1 AND d.key = a.k
+        AND (d.agent_id IS NOT NULL OR d.readers > 0) LIMIT 1) AS held)
     RETURNING ticket, agent_id, session, token, pid, start_time, host, boot_id, pid_ns,
         checkout
 )
