@@ -6,8 +6,10 @@ through a directory is found and named."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -22,7 +24,7 @@ from lockyard.infra.hooks.write_guard.decide import judge_write
 from lockyard.infra.lockstore import InvalidPathError, LockStore, open_backend
 from lockyard.infra.lockstore.backend import LockBackend
 from lockyard.infra.tools.lock_tools import LockTools
-from polling_support import wait_until_async
+from polling_support import wait_until, wait_until_async
 
 ACQUIRE = "lock_acquire"
 pytestmark = pytest.mark.anyio
@@ -166,21 +168,35 @@ async def test_a_cancelled_or_timed_out_wait_for_a_directory_leaves_nothing(
     assert leftovers(store) == []
 
 
+def waits_or_holds(store: LockBackend, agent: str, keys: tuple[str, ...]) -> bool:
+    """Whether `agent` stands in the line of one of `keys`, or holds the last one (a directory
+    holding its line while it waits for the holds under it)."""
+    lines = [waiter.agent_id for key in keys for waiter in store.waiters(key)]
+    return agent in lines or store.holder(keys[-1]) == agent
+
+
 def test_a_sigkilled_holder_of_a_directory_or_of_a_file_under_it_is_taken_back(
     tree: Path, store: LockBackend, backend_spec: str
 ) -> None:
-    holder = spawn(tree, backend_spec, "src/api/", "ann", "hold")
-    expect_line(holder, "locked")
-    assert not store.try_lock("src/api/a.py", "bob")
-    kill(holder)
-    assert store.acquire("src/api/a.py", "bob", timeout_seconds=30)
-    assert store.release("src/api/a.py", "bob")
-    holder = spawn(tree, backend_spec, "src/api/deep/x.py", "ann", "hold")
-    expect_line(holder, "locked")
-    assert not store.try_lock("src/", "bob")
-    kill(holder)
-    assert store.acquire("src/", "bob", timeout_seconds=30)
-    assert store.holder("src/") == "bob"
+    """Each wait is queued before its holder dies (so the waiter finds the death itself, at a
+    liveness re-check): in the directory's line, as a directory waiting for a file under it,
+    and in a file's own line under a directory."""
+    for held, wanted in (
+        ("src/api/", "src/api/a.py"),
+        ("src/api/deep/x.py", "src/"),
+        ("src/api/b.py", "src/api/b.py"),
+    ):
+        holder = spawn(tree, backend_spec, held, "ann", "hold")
+        expect_line(holder, "locked")
+        assert not store.try_lock(wanted, "bob")
+        with ThreadPoolExecutor(1) as pool:
+            waited = pool.submit(store.acquire, wanted, "bob", 30)
+            wait_until(functools.partial(waits_or_holds, store, "bob", (held, wanted)))
+            kill(holder)
+            assert waited.result(60), (held, wanted)
+        assert store.holder(wanted) == "bob"
+        assert store.release(wanted, "bob")
+    assert store.try_lock("src/", "cid")
 
 
 async def test_a_deadlock_through_a_directory_lock_is_found_and_names_the_directory(

@@ -524,15 +524,6 @@ BEGIN
     END LOOP;
 END $$;
 
--- Whether p_agent's hold of the directory p_key (by token: holder or reader) waits for the
--- holds under it; the dead ones freed first (the caller holds the scope lock).
-CREATE FUNCTION {s}.still_below(p_ns text, p_key text, p_agent text, p_shared boolean,
-    p_me integer) RETURNS boolean
-LANGUAGE sql AS $$
-    SELECT right(p_key, 1) = '/'
-        AND {s}.below_blocker(p_ns, p_key, p_agent, p_shared, p_me, true) IS NOT NULL
-$$;
-
 -- A queued waiter w, whose line no longer blocks it, placed anew: in the line of the
 -- outermost directory over the key it wants that blocks it, or else in that key's own line,
 -- which is handed on (granting it, when it is first and the lock is free). Its ticket stays:
@@ -629,8 +620,8 @@ BEGIN
             CONTINUE;
         END IF;
         IF nested THEN  -- a directory lock over it that blocks it: it passes through its line
-            SELECT o_line INTO line FROM {s}.blocker_above(p_ns, p_key, w.agent_id, w.shared,
-                p_me, false);
+            SELECT b.o_line INTO line FROM {s}.blocker_above(p_ns, p_key, w.agent_id,
+                w.shared, p_me, false) AS b;
             IF line IS NOT NULL THEN
                 PERFORM {s}.replace_waiter(w, p_me);
                 CONTINUE;
@@ -949,8 +940,8 @@ BEGIN
     END IF;
     -- Its turn in its own line: a directory lock over it that blocks it sends it through
     -- that directory's line.
-    SELECT o_line, o_agent INTO line, o_agent FROM {s}.blocker_above(p_ns, p_key,
-        w.agent_id, w.shared, p_me, true);
+    SELECT b.o_line, b.o_agent INTO line, o_agent FROM {s}.blocker_above(p_ns, p_key,
+        w.agent_id, w.shared, p_me, true) AS b;
     IF line IS NOT NULL THEN
         PERFORM {s}.replace_waiter(w, p_me);
         outcome := 'waiting';
