@@ -113,8 +113,10 @@ CREATE SEQUENCE {s}.ticket_seq AS bigint;
 -- the row's last one, and the numbers of one lock grow whatever the timing of the grants.
 -- `queued`: someone queued behind this hold, so its release must hand the lock on; without
 -- it (the common case) a release is a bare update. Set under the row's lock by whoever
--- queues. No index on agent_id: finding an agent's locks scans the locks of the one
--- repository set, which is cheap, while every grant would pay for the index.
+-- queues. `recorded`: flipped by a change that wrote its own journal record, so that the
+-- journal's triggers skip it (journal_schema.py). No index on agent_id: finding an agent's
+-- locks scans the locks of the one repository set, which is cheap, while every grant would
+-- pay for the index.
 CREATE UNLOGGED TABLE {s}.holds (
     namespace text NOT NULL,
     key text COLLATE "C" NOT NULL,
@@ -131,6 +133,7 @@ CREATE UNLOGGED TABLE {s}.holds (
     checkout text,
     queued boolean NOT NULL DEFAULT false,
     readers integer NOT NULL DEFAULT 0,
+    recorded boolean NOT NULL DEFAULT false,
     PRIMARY KEY (namespace, key)
 );
 -- Shared holds. A reader is written in, counted in its lock's `readers` and given a number

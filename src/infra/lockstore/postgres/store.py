@@ -47,11 +47,16 @@ from ..scope_keys import directory_ancestors, is_directory_key, is_glob_key
 from ..wakeup import Waker
 from .dsn import KeepaliveBound, PgSpec, parse_spec
 from .journal import insert_params, insert_statement
+from .journal_schema import grant_record
 from .listener import Listener, process_listener
+from .privileges import PrivilegeError
 from .schema import graph_channel, journal_channel, namespace_channel, scope_class
 from .session import BackendUnavailableError, DirectStatement, Session
 
 log = logging.getLogger(__name__)
+_RECORD_REFUSED: Final = (psycopg.Error, PrivilegeError)
+"""What the take of a free lock raises when its journal record is refused (a lost connection is a
+BackendUnavailableError: `Session.run` has reconnected or given up by then)."""
 
 STAMP_EVERY_SECONDS: Final = 1.0
 """A heartbeat is written at most this often per agent and process (one upsert)."""
@@ -133,38 +138,59 @@ class PgLockStore:
         # row counts them: `readers = 0` is the only cost of shared mode here). The fencing
         # number of a lock that has a row is drawn in the update, under the row's lock, so
         # it is above every earlier grant's (schema.py's holds); the row's first grant draws
-        # it in the insert.
+        # it in the insert. With the journal on, the take writes its grant's record itself
+        # (journal_schema.py); the release's is the triggers'.
         #
         # A file under a directory also needs no directory lock over it held (by anyone: the
         # function sorts out who may pass), looked at in a statement after the one that takes
         # the namespace's scope lock (schema.py's scope_guard), in one pipeline: a directory
         # lock's decision cannot run between that look and the insert. A file at the root,
         # which no directory lock covers, sends the take alone.
+        recorded = journal_enabled()
+        self._record_refusal_told = False
         self._scope_guard_statement = DirectStatement.of(
             "scope_guard",
             f"SELECT pg_advisory_xact_lock_shared({scope_class(self.schema)}, hashtext($1))",
         )
         self._take_free_statement = DirectStatement.of(
-            "take_free",
-            f"INSERT INTO {self._s}.holds AS l (namespace, key, agent_id, token, pid, "
-            "start_time, host, boot_id, pid_ns, checkout, session, fence, acquired_at) "
-            "SELECT $1, $2, $3, $4, $5::integer, $6::bigint, $7, $8, $9, $10, $12::integer, "
-            f"nextval('{self._s}.fence_seq'), "
-            "date_part('epoch', clock_timestamp()) "  # a float already: no numeric detour
+            "take_free", self._take_free_sql(recorded=recorded)
+        )
+        self._release_statement = DirectStatement.of("release", self._release_sql())
+
+    def _take_free_sql(self, *, recorded: bool) -> str:
+        """The take of a free lock: one insert of its row, or one update of its free row,
+        when no directory over it is held (`$11`, its directories; `$12` the session).
+
+        It flips the row's `recorded`, so that the journal's triggers skip the change
+        (journal_schema.py); `recorded`: the statement writes the grant's record itself (with
+        the journal off, the triggers would write none either)."""
+        s = self._s
+        take = (
+            f"INSERT INTO {s}.holds AS l (namespace, key, agent_id, token, pid, "
+            "start_time, host, boot_id, pid_ns, checkout, session, fence, acquired_at, "
+            "recorded) SELECT $1, $2, $3, $4, $5::integer, $6::bigint, $7, $8, $9, $10, "
+            f"$12::integer, nextval('{s}.fence_seq'), "
+            "date_part('epoch', clock_timestamp()), true "  # a float already: no numeric detour
             # One primary key probe per directory (a LATERAL ... LIMIT is never flattened
             # into a join over the namespace's rows, whatever the statistics say).
             "WHERE NOT EXISTS (SELECT 1 FROM unnest($11::text[]) AS a(k), LATERAL ("
-            f"SELECT 1 FROM {self._s}.holds d WHERE d.namespace = $1 AND d.key = a.k "
+            f"SELECT 1 FROM {s}.holds d WHERE d.namespace = $1 AND d.key = a.k "
             "AND (d.agent_id IS NOT NULL OR d.readers > 0) LIMIT 1) AS held) "
             "ON CONFLICT (namespace, key) DO UPDATE SET agent_id = EXCLUDED.agent_id, "
             "token = EXCLUDED.token, pid = EXCLUDED.pid, start_time = EXCLUDED.start_time, "
             "host = EXCLUDED.host, boot_id = EXCLUDED.boot_id, pid_ns = EXCLUDED.pid_ns, "
             "checkout = EXCLUDED.checkout, session = EXCLUDED.session, "
-            f"fence = greatest(nextval('{self._s}.fence_seq'), l.fence + 1), "
-            "acquired_at = EXCLUDED.acquired_at, "
-            "queued = false WHERE l.agent_id IS NULL AND l.readers = 0 RETURNING fence",
+            f"fence = greatest(nextval('{s}.fence_seq'), l.fence + 1), "
+            "acquired_at = EXCLUDED.acquired_at, queued = false, recorded = NOT l.recorded "
+            "WHERE l.agent_id IS NULL AND l.readers = 0 RETURNING fence"
         )
-        self._release_statement = DirectStatement.of("release", self._release_sql())
+        if not recorded:
+            return take
+        noted = grant_record(s, journal_channel(self.schema), "taken")
+        return (
+            f"WITH taken AS ({take}, agent_id, session, pid, host, acquired_at), "
+            f"noted AS ({noted}) SELECT fence FROM taken"
+        )
 
     def _release_sql(self) -> str:
         """The release: one update of the lock's row, which also hands the lock on.
@@ -300,15 +326,20 @@ END"""
         return self._note_take(key, agent, token, outcome, fence)
 
     def _take_free(self, key: str, agent: str) -> bool:
-        """Take the lock if it is free and nobody queues for it (the common case)."""
+        """Take the lock if it is free and nobody queues for it (the common case). False
+        also when its journal record could not be written: `take` then decides."""
         token = new_token()
         above = self._directories_above(key)
-        row = self.session.run_direct(
-            self._take_free_statement,
-            (*self._take_params(key, agent, token)[:-1], above),
-            after=None if above == "{}" else self._scope_guard_statement,
-            after_params=(self.namespace,),
-        )
+        try:
+            row = self.session.run_direct(
+                self._take_free_statement,
+                (*self._take_params(key, agent, token)[:-1], above),
+                after=None if above == "{}" else self._scope_guard_statement,
+                after_params=(self.namespace,),
+            )
+        except _RECORD_REFUSED as exc:
+            self._warn_record_refused(exc)
+            return False
         if row is None:
             return False
         self._remember(key, agent, token, int(row[0] or 0))
@@ -380,6 +411,18 @@ END"""
             f"SELECT {self._s}.release_read(%s, %s, %s, %s)", (self.namespace, key, agent)
         )
         return bool(released)
+
+    def _warn_record_refused(self, error: Exception) -> None:
+        """The take of a free lock failed, most likely on its journal record (a refused
+        constraint, a revoked privilege): `take`, run in its place, records through the
+        triggers, which never fail a change (journal_schema.py). Said once per store."""
+        if not self._record_refusal_told:
+            self._record_refusal_told = True
+            log.warning(
+                "journal on %s: a lock change ran its slower way, its fast statement failed "
+                "(%s); the server's log says whether its records are written",
+                self.location, error,
+            )  # fmt: skip
 
     def _as_operator(self, operator: str, sql: str, params: tuple[Any, ...]) -> list[Any]:
         """Run `sql` (its last parameter: the session number) in a transaction whose
