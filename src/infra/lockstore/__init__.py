@@ -69,7 +69,6 @@ if TYPE_CHECKING:
     from .errors import (
         BackendError,
         CorruptRecordError,
-        DirectoryLocksUnsupportedError,
         GlobLocksUnsupportedError,
         InvalidAgentIdError,
         InvalidNamespaceError,
@@ -218,7 +217,6 @@ _HOMES = {
     "LockDirFullError": "errors",
     "LockStoreError": "errors",
     "PathOutsideRepoError": "errors",
-    "DirectoryLocksUnsupportedError": "errors",
     "GlobLocksUnsupportedError": "errors",
     "EXCLUSIVE": "modes",
     "SHARED": "modes",
@@ -323,7 +321,6 @@ __all__ = [
     "Checkout",
     "CorruptRecordError",
     "CycleStep",
-    "DirectoryLocksUnsupportedError",
     "FileFigures",
     "FileJournal",
     "GlobLocksUnsupportedError",
