@@ -327,6 +327,10 @@ class Explorer:
     a tenth of the memory, and a chance that two states share a fingerprint (one then goes
     unexplored) of about n*n/2**65 for n states, if the hash spreads keys evenly
     (`collision_chance`)."""
+    limit: int | None = None
+    """Stop after visiting this many states (None: at the end). Depth first, a run so
+    bounded follows interleavings far from the start, deterministically: a regression check,
+    not the check of every interleaving."""
     progress: Callable[[Explorer], None] | None = None
     """Called every 100,000 states visited (the script prints how far it got)."""
     states: int = 0
@@ -379,6 +383,8 @@ class Explorer:
         while frontier:
             state, here, depth = take()
             self.states += 1
+            if self.states == self.limit:
+                break
             if self.progress is not None and not self.states % 100_000:
                 self.progress(self)
             if depth == self.depth:

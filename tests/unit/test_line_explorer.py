@@ -92,6 +92,25 @@ def test_a_planted_bug_is_found_among_three_agents_depth_first(
     )
 
 
+def test_a_waiter_whose_predecessor_dies_leaving_is_rung_when_the_lock_goes_free() -> None:
+    # Found by this explorer (depth first, three agents, a death and a timeout), in line.py
+    # as it was before this test: a head that times out stamps its successor's turn and dies
+    # before its entry goes; the successor took every entry ahead for gone and slept as the
+    # head, and the release rang the dead entry and freed the lock: nobody rang the live
+    # waiter ("c sleeps first in line at L, whose turn has come", after 15,412 states).
+    explorer = Explorer(
+        (locks("L"), locks("L"), locks("L")),
+        deaths=1,
+        ticks=0,
+        timeouts=1,
+        order="depth",
+        fingerprints=True,
+        limit=20_000,
+    )
+    explore(explorer, "three agents, one lock, a death and a timeout, depth first")
+    assert explorer.states == 20_000
+
+
 def test_fingerprints_visit_the_same_states_and_trace_a_broken_invariant_alike(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

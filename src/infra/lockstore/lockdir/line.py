@@ -373,6 +373,23 @@ def release(
         entry, head = first
         if (yield ops.entry_token, name, entry) != head:
             first = yield from first_waiter(ops, name)
+        while first is not None:
+            # A first entry leaving (it stamped its successor's turn: that successor may take
+            # itself for the head, and wait for this lock alone) is not the one to ring once
+            # it is gone, nor one that died leaving.
+            waiter = yield ops.waiter, name, first[0]
+            if waiter is not None and (yield ops.liveness, waiter) is not Liveness.DEAD:
+                break
+            if waiter is None:  # gone meanwhile: whoever is first now
+                first = yield from first_waiter(ops, name)
+                continue
+            # Dead: ring the next one too, which may take itself for the head. Not dropped
+            # here: its ticket may be a newcomer's by the time a drop by name would run.
+            yield ops.ring, name, first[1]
+            order: Sequence[str] = yield ops.queue_order, name
+            after = [other for other in order if other > first[0]]
+            behind: str | None = (yield ops.entry_token, name, after[0]) if after else None
+            first = None if behind is None else (after[0], behind)
         if first is not None:
             yield ops.ring, name, first[1]
     return True
@@ -584,14 +601,22 @@ def _await_lock(ops: Operations, place: Place) -> Recipe[Await]:
 
 def _in_line(ops: Operations, place: Place) -> Recipe[bool]:
     """Our entry is still there and still ours. A changed turn stamp means someone stamped
-    our turn, which happens only to the first entry: then every entry ahead is gone, known
-    without looking at each of them."""
+    our turn: a release, when we were first, or the first entry as it leaves (or whoever
+    drops it), before that entry goes. So every entry ahead is gone, known without looking
+    at each of them, but for that first one: when our predecessor is still there, it is
+    that one, and we keep watching it (its leaving may yet fail to end: its process may die
+    first). A predecessor gone before a first entry that stamped us is not told apart here:
+    the release that finds that entry first, gone or dead, rings us too (`release`)."""
     if not place.entry:
         return False
     # The stamp read is compared at once, never kept: a local would make each stamp a
     # point of its own for the explorer, where only "changed or not" matters.
     if place.ahead and (yield ops.turn_stamp, place.name, place.entry) not in (None, place.created):
-        place.ahead.clear()
+        if (yield ops.queued, place.name, place.ahead[-1]):
+            while len(place.ahead) > 1:
+                place.ahead.popleft()
+        else:
+            place.ahead.clear()
     token: str | None = yield ops.entry_token, place.name, place.entry
     return token == place.token
 
