@@ -80,6 +80,7 @@ if TYPE_CHECKING:
         LockStoreError,
         PathOutsideRepoError,
     )
+    from .holds_graph import snapshot_of_namespace
     from .inotify import (
         CHANGES,
         IN_CLOSE_WRITE,
@@ -224,6 +225,7 @@ _HOMES = {
     "SHARED": "modes",
     "LockMode": "modes",
     "validate_mode": "modes",
+    "snapshot_of_namespace": "holds_graph",
     "directory_ancestors": "scope_keys",
     "is_directory_key": "scope_keys",
     "is_glob_key": "scope_keys",
@@ -407,6 +409,7 @@ __all__ = [
     "release_lock",
     "replay_lines",
     "shared_node",
+    "snapshot_of_namespace",
     "stamp_activity",
     "store_call",
     "try_lock",
