@@ -6,7 +6,7 @@
 - `postgres/`: PostgreSQL, for agents on many hosts: locks owned by live database sessions,
   queues in tables, wake-ups by NOTIFY;
 - beside them, what both share: the seam (`backend.py`), errors, records, liveness, lock keys
-  (`checkout.py`, `paths.py`), the wait limits (`limits.py`) and wakers (`wakeup.py`).
+  and the wait limits (`checkout.py`, `paths.py`) and wakers (`wakeup.py`).
   `choice.py` opens the backend a setting names; `default_store.py` has the module-level
   functions (`try_lock`, ...) on the default lock directory;
 - beside them too, though of the backends only the lock directory uses them, because parts
@@ -118,7 +118,6 @@ if TYPE_CHECKING:
         deadlock_record,
     )
     from .journal.summary import AgentFigures, FileFigures, Stats
-    from .limits import MAX_TIMEOUT_SECONDS, validate_poll_interval, validate_timeout
     from .liveness import (
         Liveness,
         ProcessIdentity,
@@ -144,7 +143,13 @@ if TYPE_CHECKING:
     from .modes import EXCLUSIVE, SHARED, LockMode, validate_mode
     from .off_loop import in_worker, store_call, waits_on_server
     from .own_files import NotOwnFileError, read_own_file
-    from .paths import lock_name, validate_agent_id
+    from .paths import (
+        MAX_TIMEOUT_SECONDS,
+        lock_name,
+        validate_agent_id,
+        validate_poll_interval,
+        validate_timeout,
+    )
     from .records import (
         HolderRecord,
         LockInfo,
@@ -288,9 +293,9 @@ _HOMES = {
     "decode_holder": "records",
     "encode_holder": "records",
     "LockStore": "lockdir.store",
-    "MAX_TIMEOUT_SECONDS": "limits",
-    "validate_poll_interval": "limits",
-    "validate_timeout": "limits",
+    "MAX_TIMEOUT_SECONDS": "paths",
+    "validate_poll_interval": "paths",
+    "validate_timeout": "paths",
     "Waker": "wakeup",
     "process_hub": "lockdir.sleep",
 }

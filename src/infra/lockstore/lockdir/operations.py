@@ -39,10 +39,9 @@ from collections.abc import Callable
 from typing import Final, TypeVar
 
 from ..errors import CorruptRecordError, LockDirFullError
-from ..limits import validate_poll_interval, validate_timeout
 from ..liveness import Liveness, ProcessIdentity, current_process, is_this_process, new_token
 from ..modes import SHARED
-from ..paths import validate_agent_id
+from ..paths import validate_agent_id, validate_poll_interval, validate_timeout
 from ..records import HolderRecord, Reclamation, WaiterRecord, encode_waiter, holder_card
 from . import line
 from .disk import CARD_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, SHARED_SUFFIX, HolderCards, LockDir

@@ -20,10 +20,9 @@ from ..checkout import Checkout, open_checkout
 from ..errors import CorruptRecordError, LockDirError
 from ..journal.files import JournalFiles, journal_files
 from ..journal.record import JournalRecord, process_session
-from ..limits import validate_poll_interval, validate_timeout
 from ..liveness import ProcessIdentity, current_process
 from ..modes import EXCLUSIVE, SHARED, LockMode, validate_mode
-from ..paths import validate_agent_id
+from ..paths import validate_agent_id, validate_poll_interval, validate_timeout
 from ..records import (
     HolderRecord,
     LockInfo,
