@@ -17,11 +17,11 @@ Two figures per tree, each the median of a turn's samples (µs), and their ratio
 4. Drain under a directory: the last hold under `src/` is released, the task holding the
    directory's line while it waits for the holds under it gets the directory.
 
-Then, in this tree only and on the lock directory only, the uncontended cycle of a file with
-DIRECTORIES unrelated directory locks held in its lock directory (`--directories`, default
-1,000), and with GLOBS unrelated glob locks (`--globs`, default 100: `other/g7/**/*.py`),
-each against the same cycle in a lock directory where no directory or glob lock was ever
-taken, turn by turn.
+Then, in this tree only, the uncontended cycle of a file with DIRECTORIES unrelated directory
+locks held (`--directories`, default 1,000: `other/d7/`) in its lock directory, or in its
+namespace on PostgreSQL, and, on the lock directory only (PostgreSQL has no glob locks yet),
+with GLOBS unrelated glob locks (`--globs`, default 100: `other/g7/**/*.py`), each against
+the same cycle where no directory or glob lock was ever taken, turn by turn.
 
 Each tree is set up by this file run with `--serve` by that tree's interpreter and answers one
 turn at a time on stdin, so the machine's load hits both trees alike.
@@ -57,6 +57,7 @@ def serve(postgres: str | None) -> None:
     import anyio
 
     from lockyard.infra.lockstore import LockStore, open_backend
+    from lockyard.infra.lockstore.backend import LockBackend
 
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
@@ -129,14 +130,18 @@ def serve(postgres: str | None) -> None:
                 assert store.release(key, "bob")
             return statistics.median(times) * 1e6
 
-        scoped: dict[str, LockStore] = {}
+        scoped: dict[str, LockBackend] = {}
 
         def scoped_cycle(kind: str, count: int) -> float:
-            """The cycle of `src/app.py` in a lock directory where another agent holds `count`
-            directory locks (`other/d7/`) or glob locks (`other/g7/**/*.py`) elsewhere in the
-            checkout."""
+            """The cycle of `src/app.py` in a lock directory (on PostgreSQL: a namespace) where
+            another agent holds `count` directory locks (`other/d7/`) or glob locks
+            (`other/g7/**/*.py`) elsewhere in the checkout."""
             if kind not in scoped:
-                scoped[kind] = LockStore(repo, Path(tmp) / f"{kind}-locks")
+                scoped[kind] = (
+                    LockStore(repo, Path(tmp) / f"{kind}-locks")
+                    if postgres is None
+                    else open_backend(repo, postgres, namespace=f"bench-{kind}")
+                )
                 for number in range(count):
                     key = f"other/d{number}/" if kind == "scoped" else f"other/g{number}/**/*.py"
                     assert scoped[kind].try_lock(key, "carol")
@@ -233,18 +238,17 @@ def compare(args: argparse.Namespace, server: str | None) -> None:
             base = statistics.median(figures["base"])
             this = statistics.median(figures["this"])
             print(f"{label:22} base {base:8.1f} µs   this {this:8.1f} µs   {this / base:.2f}x")
-        if server is not None:
-            return  # PostgreSQL takes no directory or glob locks (yet)
         none, held, globbed = [], [], []
         for _ in range(args.turns):
             none.append(trees["this"].ask("cycle"))
             held.append(trees["this"].ask(f"scoped {args.directories}"))
-            globbed.append(trees["this"].ask(f"globbed {args.globs}"))
+            if server is None:  # PostgreSQL takes no glob locks (yet)
+                globbed.append(trees["this"].ask(f"globbed {args.globs}"))
         plain = statistics.median(none)
-        for title, samples in (
-            (f"with {args.directories} dir locks", held),
-            (f"with {args.globs} glob locks", globbed),
-        ):
+        rows = [(f"with {args.directories} dir locks", held)]
+        if globbed:
+            rows.append((f"with {args.globs} glob locks", globbed))
+        for title, samples in rows:
             scoped = statistics.median(samples)
             print(
                 f"{title:22} none {plain:8.1f} µs   held {scoped:8.1f} µs   {scoped / plain:.2f}x"

@@ -6,6 +6,7 @@ two processes (for PostgreSQL: two database sessions).
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from lockstore_support import until_queued
 
 from lockyard.infra.lockstore import open_backend
 from lockyard.infra.lockstore.backend import LockBackend
+from lockyard.infra.lockstore.scope_keys import overlaps as overlaps_key
 from lockyard.infra.tools.lock_tools import LockTools
 
 MakeStore = Callable[[], LockBackend]
@@ -224,6 +226,56 @@ def test_readers_and_writers_racing_on_three_stores_never_overlap_a_writer(
     assert stores[0].holder("hot.py") is None
     assert stores[0].readers("hot.py") == ()
     assert stores[0].waiters("hot.py") == []
+
+
+NESTED = ["src/", "src/api/", "src/api/deep/", "src/api/a.py", "src/api/b.py", "src/b.py"]
+
+
+def test_directory_and_file_requests_racing_on_many_stores_never_overlap_a_writer(
+    make_store: MakeStore,
+) -> None:
+    """Eight agents on eight stores (processes, or database sessions) ask for nested
+    directories and the files under them, shared or exclusive, one at a time: no two
+    overlapping holds are granted together unless both read, and every request is granted in
+    the end (no wake-up lost, no waiter starved). Writes the invariant of docs/postgres.md
+    ("Directory locks") as the test sees it: a grant is registered after it returns and
+    unregistered before its release, so an overlap seen here is one the store allowed."""
+    stores = [make_store() for _ in range(8)]
+    inside: dict[str, tuple[str, str]] = {}  # agent -> (key, mode)
+    overlaps: list[str] = []
+    granted: list[str] = []
+    guard = threading.Lock()
+
+    def worker(n: int) -> None:
+        agent, store, pick = f"agent-{n}", stores[n], random.Random(n)
+        for _round in range(10):
+            key, mode = pick.choice(NESTED), pick.choice(["exclusive", "shared"])
+            if pick.random() < 0.3:
+                if not store.try_lock(key, agent, mode=mode):  # type: ignore[arg-type]
+                    continue
+            else:
+                assert store.acquire(key, agent, 60, mode=mode)  # type: ignore[arg-type]
+            with guard:
+                for other, (their_key, their_mode) in inside.items():
+                    if overlaps_key(key, their_key) and "exclusive" in (mode, their_mode):
+                        overlaps.append(
+                            f"{agent} {mode} {key} with {other} {their_mode} {their_key}"
+                        )
+                inside[agent] = (key, mode)
+                granted.append(agent)
+            with guard:
+                del inside[agent]
+            assert store.release(key, agent)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert overlaps == []
+    assert not any(thread.is_alive() for thread in threads)
+    assert len(granted) > 8 * 10 // 2
+    assert [info.lock_path for info in stores[0].list_locks()] == []
 
 
 FILES = ["a.py", "src/b.py", "__schema__"]

@@ -215,3 +215,35 @@ async def test_two_upgrading_serves_deadlock_on_postgresql_and_one_gives_way(
     assert deadlock["released"] == ["f1.py"]  # its read
     assert results[victim]["all_acquired"] is False
     assert results[winner]["all_acquired"] is True
+
+
+async def test_two_serves_deadlock_through_a_directory_lock_on_postgresql_and_one_gives_way(
+    repo: Path, pg_backend: str
+) -> None:
+    """alice holds the directory src/, bob holds docs/x.md; alice then waits for docs/x.md
+    while bob waits for src/a.py, under alice's directory (in its line). The elected serve
+    sees the cycle through the directory and names it; the victim's call returns the
+    deadlock, giving its lock back, and the other is granted."""
+    async with serve("alice", repo, pg_backend) as alice, serve("bob", repo, pg_backend) as bob:
+        assert (await call(alice, "lock_acquire", {"filepaths": ["src/"]}))["all_acquired"]
+        assert (await call(bob, "lock_acquire", {"filepaths": ["docs/x.md"]}))["all_acquired"]
+        results: dict[str, dict[str, Any]] = {}
+
+        async def blocked(name: str, client: Client, path: str) -> None:
+            results[name] = await call(
+                client, "lock_acquire", {"filepaths": [path], "timeout_seconds": 240}
+            )
+
+        with anyio.fail_after(STARTS):
+            async with anyio.create_task_group() as group:
+                group.start_soon(blocked, "alice", alice, "docs/x.md")
+                group.start_soon(blocked, "bob", bob, "src/a.py")
+    [victim] = [name for name, result in results.items() if "deadlock" in result]
+    [winner] = {"alice", "bob"} - {victim}
+    deadlock = results[victim]["deadlock"]
+    assert deadlock["victim"] == victim
+    assert sorted(deadlock["agents"]) == ["alice", "bob"]
+    assert sorted(deadlock["files"]) == ["docs/x.md", "src/"]
+    assert deadlock["released"] == (["src/"] if victim == "alice" else ["docs/x.md"])
+    assert results[victim]["all_acquired"] is False
+    assert results[winner]["all_acquired"] is True

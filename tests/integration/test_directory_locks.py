@@ -1,11 +1,15 @@
-"""Directory locks on a real lock directory: `src/api/` covers every file and directory under
-it (created later too) in both directions, through symlinks and `..`; waits keep their turn,
-time out and cancel leaving nothing; a SIGKILLed holder is taken back by proof of death; a
-deadlock through a directory is found and named."""
+"""Directory locks on both backends (a real lock directory, a real PostgreSQL server):
+`src/api/` covers every file and directory under it (created later too) in both directions,
+through symlinks and `..`; waits keep their turn, time out and cancel leaving nothing; a
+SIGKILLed holder is taken back (by proof of death, or with its database session); a deadlock
+through a directory is found and named."""
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -17,10 +21,10 @@ from lockyard.domain.monitor import DeadlockMonitor
 from lockyard.infra.crossproc.state import WaitForSnapshot
 from lockyard.infra.hooks.shell_guard.decide import decide_shell_command
 from lockyard.infra.hooks.write_guard.decide import judge_write
-from lockyard.infra.lockstore import DirectoryLocksUnsupportedError, InvalidPathError, LockStore
-from lockyard.infra.lockstore.postgres.store import _refuse_directory as refuse_directory
+from lockyard.infra.lockstore import InvalidPathError, LockStore, open_backend
+from lockyard.infra.lockstore.backend import LockBackend
 from lockyard.infra.tools.lock_tools import LockTools
-from polling_support import wait_until_async
+from polling_support import wait_until, wait_until_async
 
 ACQUIRE = "lock_acquire"
 pytestmark = pytest.mark.anyio
@@ -36,15 +40,22 @@ def tree(repo: Path) -> Path:
 
 
 @pytest.fixture
-def store(tree: Path, lock_dir: Path) -> LockStore:
-    return LockStore(tree, lock_dir)
+def store(tree: Path, backend_spec: str) -> Iterator[LockBackend]:
+    """A store on each backend in turn."""
+    opened = open_backend(tree, backend_spec)
+    yield opened
+    opened.close()
 
 
-def leftovers(lock_dir: Path) -> list[str]:
-    return [entry for entry in lock_dir_entries(lock_dir) if not entry.endswith(".card")]
+def leftovers(store: LockBackend) -> list[str]:
+    """What a store keeps after every lock was given back: entries of the lock directory (its
+    holder cards aside), or PostgreSQL's listed locks."""
+    if isinstance(store, LockStore):
+        return [entry for entry in lock_dir_entries(store.lock_dir) if not entry.endswith(".card")]
+    return [info.lock_path for info in store.list_locks()]
 
 
-def test_a_directory_key_ends_with_a_slash_whatever_the_spelling(store: LockStore) -> None:
+def test_a_directory_key_ends_with_a_slash_whatever_the_spelling(store: LockBackend) -> None:
     for spelling in ("src/api/", "src/api//", "./src/../src/api/", "api-link/", "src/api/deep/../"):
         assert store.canonicalize(spelling) == "src/api/"
     assert store.canonicalize("src/not-yet/") == "src/not-yet/"  # may be created later
@@ -53,7 +64,7 @@ def test_a_directory_key_ends_with_a_slash_whatever_the_spelling(store: LockStor
 
 
 def test_a_directory_lock_covers_every_file_and_directory_under_it_both_ways(
-    store: LockStore, lock_dir: Path
+    store: LockBackend,
 ) -> None:
     assert store.try_lock("src/api/", "ann")
     for under in ("src/api/a.py", "src/api/later/new.py", "api-link/a.py", "src/api/deep/"):
@@ -73,10 +84,10 @@ def test_a_directory_lock_covers_every_file_and_directory_under_it_both_ways(
     assert store.try_lock("docs/", "ann")
     for agent in ("ann", "bob"):
         store.cleanup_agent_locks(agent)
-    assert leftovers(lock_dir) == []
+    assert leftovers(store) == []
 
 
-def test_shared_directory_holds_admit_readers_and_exclude_writers(store: LockStore) -> None:
+def test_shared_directory_holds_admit_readers_and_exclude_writers(store: LockBackend) -> None:
     assert store.try_lock("src/api/", "ann", mode="shared")
     assert store.try_lock("src/", "bob", mode="shared")  # readers over readers
     assert store.try_lock("src/api/a.py", "cid", mode="shared")
@@ -91,7 +102,7 @@ def test_shared_directory_holds_admit_readers_and_exclude_writers(store: LockSto
 
 
 async def test_waits_under_a_directory_keep_their_turn_and_a_wait_for_a_directory_waits_for_holds(
-    store: LockStore, lock_dir: Path
+    store: LockBackend,
 ) -> None:
     assert store.try_lock("src/api/", "ann")
     order: list[str] = []
@@ -112,13 +123,13 @@ async def test_waits_under_a_directory_keep_their_turn_and_a_wait_for_a_director
         assert store.release("src/api/a.py", "bob")
     assert order == ["bob", "cid"]
     assert store.release("src/api/", "cid")
-    assert leftovers(lock_dir) == []
+    assert leftovers(store) == []
 
 
 async def test_a_directory_waiting_for_holds_under_it_is_woken_when_the_last_one_goes(
-    tree: Path, store: LockStore, lock_dir: Path
+    tree: Path, store: LockBackend, backend_spec: str
 ) -> None:
-    holder = spawn(tree, lock_dir, "src/api/a.py", "bob", "hold")
+    holder = spawn(tree, backend_spec, "src/api/a.py", "bob", "hold")
     expect_line(holder, "locked")
     granted = anyio.Event()
 
@@ -132,16 +143,16 @@ async def test_a_directory_waiting_for_holds_under_it_is_woken_when_the_last_one
             await wait_until_async(lambda: store.holder("src/api/") == "ann")  # bob's turn
             tell(holder, "release")
             expect_line(holder, "released")
-            with anyio.fail_after(10):  # by inotify on the lock directory
+            with anyio.fail_after(10):  # by inotify on the lock directory, or by NOTIFY
                 await granted.wait()
     finally:
         kill(holder)
     assert store.release("src/api/", "ann")
-    assert leftovers(lock_dir) == []
+    assert leftovers(store) == []
 
 
 async def test_a_cancelled_or_timed_out_wait_for_a_directory_leaves_nothing(
-    store: LockStore, lock_dir: Path
+    store: LockBackend,
 ) -> None:
     assert store.try_lock("src/api/a.py", "ann")
     assert not store.acquire("src/", "bob", timeout_seconds=0.05, poll_interval_ms=10)
@@ -154,29 +165,42 @@ async def test_a_cancelled_or_timed_out_wait_for_a_directory_leaves_nothing(
     assert store.try_lock("src/api/b.py", "cid")  # nothing of bob's is left in the way
     for agent in ("ann", "cid"):
         store.cleanup_agent_locks(agent)
-    assert leftovers(lock_dir) == []
+    assert leftovers(store) == []
+
+
+def waits_or_holds(store: LockBackend, agent: str, keys: tuple[str, ...]) -> bool:
+    """Whether `agent` stands in the line of one of `keys`, or holds the last one (a directory
+    holding its line while it waits for the holds under it)."""
+    lines = [waiter.agent_id for key in keys for waiter in store.waiters(key)]
+    return agent in lines or store.holder(keys[-1]) == agent
 
 
 def test_a_sigkilled_holder_of_a_directory_or_of_a_file_under_it_is_taken_back(
-    tree: Path, lock_dir: Path
+    tree: Path, store: LockBackend, backend_spec: str
 ) -> None:
-    store = LockStore(tree, lock_dir)
-    holder = spawn(tree, lock_dir, "src/api/", "ann", "hold")
-    expect_line(holder, "locked")
-    assert not store.try_lock("src/api/a.py", "bob")
-    kill(holder)
-    assert store.acquire("src/api/a.py", "bob", timeout_seconds=30)
-    assert store.release("src/api/a.py", "bob")
-    holder = spawn(tree, lock_dir, "src/api/deep/x.py", "ann", "hold")
-    expect_line(holder, "locked")
-    assert not store.try_lock("src/", "bob")
-    kill(holder)
-    assert store.acquire("src/", "bob", timeout_seconds=30)
-    assert store.holder("src/") == "bob"
+    """Each wait is queued before its holder dies (so the waiter finds the death itself, at a
+    liveness re-check): in the directory's line, as a directory waiting for a file under it,
+    and in a file's own line under a directory."""
+    for held, wanted in (
+        ("src/api/", "src/api/a.py"),
+        ("src/api/deep/x.py", "src/"),
+        ("src/api/b.py", "src/api/b.py"),
+    ):
+        holder = spawn(tree, backend_spec, held, "ann", "hold")
+        expect_line(holder, "locked")
+        assert not store.try_lock(wanted, "bob")
+        with ThreadPoolExecutor(1) as pool:
+            waited = pool.submit(store.acquire, wanted, "bob", 30)
+            wait_until(functools.partial(waits_or_holds, store, "bob", (held, wanted)))
+            kill(holder)
+            assert waited.result(60), (held, wanted)
+        assert store.holder(wanted) == "bob"
+        assert store.release(wanted, "bob")
+    assert store.try_lock("src/", "cid")
 
 
 async def test_a_deadlock_through_a_directory_lock_is_found_and_names_the_directory(
-    store: LockStore,
+    store: LockBackend,
 ) -> None:
     assert store.try_lock("src/api/", "ann")
     assert store.try_lock("docs/guide.md", "bob")
@@ -195,7 +219,7 @@ async def test_a_deadlock_through_a_directory_lock_is_found_and_names_the_direct
 
 
 async def test_a_directory_waiting_for_a_hold_under_it_is_an_edge_of_the_wait_for_graph(
-    store: LockStore,
+    store: LockBackend,
 ) -> None:
     assert store.try_lock("src/api/a.py", "ann")
     async with anyio.create_task_group() as group:
@@ -206,8 +230,9 @@ async def test_a_directory_waiting_for_a_hold_under_it_is_an_edge_of_the_wait_fo
 
 
 def test_the_marker_makes_file_locks_look_only_once_a_directory_was_locked(
-    store: LockStore, lock_dir: Path
+    tree: Path, lock_dir: Path
 ) -> None:
+    store = LockStore(tree, lock_dir)
     assert store.try_lock("src/api/a.py", "ann")
     assert "scoped" not in os.listdir(lock_dir)
     assert not store.try_lock("src/", "bob")
@@ -215,7 +240,7 @@ def test_the_marker_makes_file_locks_look_only_once_a_directory_was_locked(
 
 
 def test_the_write_and_shell_guards_honour_directory_locks_both_ways(
-    store: LockStore, tree: Path
+    store: LockBackend, tree: Path
 ) -> None:
     path = str(tree / "src" / "api" / "new.py")
     assert store.try_lock("src/api/", "ann")
@@ -235,9 +260,7 @@ def test_the_write_and_shell_guards_honour_directory_locks_both_ways(
     assert judge_write(store, "ann", path, str(tree), ACQUIRE)[0] is not None
 
 
-async def test_lock_acquire_takes_a_directory_and_the_postgresql_backend_refuses_one_clearly(
-    store: LockStore, lock_dir: Path
-) -> None:
+async def test_lock_acquire_takes_a_directory(store: LockBackend) -> None:
     ann = LockTools(store, "ann")
     outcome = await ann.acquire({"filepaths": ["src/api/", "docs/x.md"], "timeout_seconds": 0})
     assert outcome.data is not None, outcome.text
@@ -248,6 +271,4 @@ async def test_lock_acquire_takes_a_directory_and_the_postgresql_backend_refuses
     assert refused.data is not None
     assert refused.data["all_acquired"] is False
     await ann.release({"all": True})
-    assert leftovers(lock_dir) == []
-    with pytest.raises(DirectoryLocksUnsupportedError, match="not supported on the PostgreSQL"):
-        refuse_directory("src/api/")
+    assert leftovers(store) == []

@@ -18,12 +18,10 @@ from lockyard.infra.crossproc.state import WaitForSnapshot
 from lockyard.infra.hooks.shell_guard.decide import decide_shell_command
 from lockyard.infra.hooks.write_guard.decide import judge_write
 from lockyard.infra.lockstore import (
-    GlobLocksUnsupportedError,
     InvalidPathError,
     LockStore,
     PathOutsideRepoError,
 )
-from lockyard.infra.lockstore.postgres.store import _refuse_directory as refuse_scoped
 from lockyard.infra.tools.lock_look import lock_look
 from lockyard.infra.tools.lock_tools import LockTools
 from polling_support import wait_until_async
@@ -267,9 +265,7 @@ def test_the_guards_honour_globs(store: LockStore, tree: Path) -> None:
     assert judge_write(store, "ann", path, str(tree), ACQUIRE)[0] is not None
 
 
-async def test_lock_acquire_and_lock_status_take_a_glob_and_postgresql_refuses_one(
-    store: LockStore, lock_dir: Path
-) -> None:
+async def test_lock_acquire_and_lock_status_take_a_glob(store: LockStore, lock_dir: Path) -> None:
     ann = LockTools(store, "ann")
     outcome = await ann.acquire({"filepaths": [GLOB, "docs/x.md"], "timeout_seconds": 0})
     assert outcome.data is not None, outcome.text
@@ -284,5 +280,3 @@ async def test_lock_acquire_and_lock_status_take_a_glob_and_postgresql_refuses_o
     assert looked["would_be_granted"] is False
     await ann.release({"all": True})
     assert leftovers(lock_dir) == []
-    with pytest.raises(GlobLocksUnsupportedError, match="not supported on the PostgreSQL"):
-        refuse_scoped(GLOB)

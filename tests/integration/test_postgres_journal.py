@@ -86,6 +86,26 @@ def test_a_grant_a_wait_a_hand_over_and_a_release_are_recorded(
     assert release.held > 0
 
 
+def test_a_grant_through_a_directory_line_is_recorded_as_a_hand_over(
+    stores: list[PgLockStore], journal: PgJournal
+) -> None:
+    """bob waits for src/a.py in the line of alice's directory lock src/: alice's release of
+    src/ hands src/a.py over to him, a lock that had no holder (the record names the last
+    one to release it)."""
+    one, two = stores
+    assert one.try_lock("src/a.py", "carol")
+    assert one.release("src/a.py", "carol")
+    assert one.try_lock("src/", "alice")
+    waiter = threading.Thread(target=lambda: two.acquire("src/a.py", "bob", timeout_seconds=60))
+    waiter.start()
+    wait_until(lambda: one.waiters("src/"))
+    assert one.release("src/", "alice")
+    waiter.join()
+    assert two.holder("src/a.py") == "bob"
+    [handed] = [r for r in journal.records() if r.agent == "bob" and r.kind == "hand-over"]
+    assert (handed.file, handed.other) == ("src/a.py", "carol")
+
+
 def test_a_wait_that_times_out_or_is_cancelled_or_gives_way_says_so(
     stores: list[PgLockStore], journal: PgJournal
 ) -> None:

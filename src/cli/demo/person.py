@@ -9,6 +9,7 @@ summary, and its phases go to the recorder, so the live view shows it as one mor
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -61,10 +62,13 @@ class PersonLock:
         lock_dir: Path,
         recorder: SessionRecorder,
         waiting_agents: Callable[[], Awaitable[set[str]]],
+        backend: str | None = None,
     ) -> None:
+        """`backend`: the PostgreSQL spec the demo runs on (None: its lock directory)."""
         self._act = act
         self._repo = repo
         self._lock_dir = lock_dir
+        self._backend = backend
         self._recorder = recorder
         self._waiting_agents = waiting_agents
         """Who waits in the lines of the act's file and directory now (read from the store)."""
@@ -83,14 +87,21 @@ class PersonLock:
         if program is None:
             self._end(problem="no `lockyard` command found to run the person's lock")
             return
+        # The database's spec goes by the environment, not the command line that `ps` shows.
+        where = ["--lock-dir", str(self._lock_dir)] if self._backend is None else []
+        env = None if self._backend is None else {**os.environ, "LOCKYARD_BACKEND": self._backend}
         arguments = [
-            *program, "lock", "--lock-dir", str(self._lock_dir), "--repo", str(self._repo),
+            *program, "lock", *where, "--repo", str(self._repo),
             "--agent-id", PERSON, self._act.person_file, "--", *self._command,
         ]  # fmt: skip
         recorder.set_phase(PERSON, Phase.LOCKING, self._act.person_file)
         try:
             async with await anyio.open_process(
-                arguments, cwd=self._repo, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+                arguments,
+                cwd=self._repo,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                env=env,
             ) as process:
                 self.run_record.pid = process.pid
                 await self._follow(process)

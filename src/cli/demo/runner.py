@@ -42,7 +42,7 @@ from ...infra.transports.stdio.server import StdioToolSession
 from .._errors import CliError, ExitCode
 from .act_report import act_report
 from .agent import Cue, Pacing, Rendezvous, ScriptedAgent
-from .backend import FILE_CHOICES, NOTIFY_FLOOR, demo_backend, measure_notify
+from .backend import NOTIFY_FLOOR, demo_backend, measure_notify
 from .live import LiveView
 from .person import PersonLock
 from .recorder import SessionRecorder
@@ -177,7 +177,7 @@ class DemoSession:
             rendezvous[READERS] = Rendezvous(len(act.readers), patience)
             self.person = PersonLock(
                 act, self.workspace.repo, self.workspace.lock_dir, self.recorder,
-                functools.partial(store_call, self.store, self._in_line, act),
+                functools.partial(store_call, self.store, self._in_line, act), self.backend,
             )  # fmt: skip
             cues[PERSON_WAITS] = self.person.in_line
             cues[WRITER_WAITS] = functools.partial(
@@ -322,9 +322,7 @@ def run_demo(
     With a `page` (`demo --web`), the page is served from before the first agent starts;
     after the run `after_run` gets the report, and the page stays up until Ctrl-C."""
     try:
-        # Directory and shared locks: the lock directory's only, so far.
-        scopes = options.backend is None or options.backend.strip().lower() in FILE_CHOICES
-        scenario = build_scenario(options.agents, options.files, options.seed, scopes=scopes)
+        scenario = build_scenario(options.agents, options.files, options.seed)
     except ValueError as error:
         raise CliError(str(error), ExitCode.USAGE) from None
     with open_workspace(options.keep) as workspace, demo_backend(options.backend) as backend:

@@ -69,7 +69,6 @@ if TYPE_CHECKING:
     from .errors import (
         BackendError,
         CorruptRecordError,
-        DirectoryLocksUnsupportedError,
         GlobLocksUnsupportedError,
         InvalidAgentIdError,
         InvalidNamespaceError,
@@ -224,7 +223,6 @@ _HOMES = {
     "LockDirFullError": "errors",
     "LockStoreError": "errors",
     "PathOutsideRepoError": "errors",
-    "DirectoryLocksUnsupportedError": "errors",
     "GlobLocksUnsupportedError": "errors",
     "EXCLUSIVE": "modes",
     "SHARED": "modes",
@@ -330,7 +328,6 @@ __all__ = [
     "Checkout",
     "CorruptRecordError",
     "CycleStep",
-    "DirectoryLocksUnsupportedError",
     "FileFigures",
     "FileJournal",
     "GlobLocksUnsupportedError",

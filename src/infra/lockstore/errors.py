@@ -40,10 +40,6 @@ class InvalidTimeoutError(LockStoreError, ValueError):
     """A timeout or poll interval is not a finite number within the allowed range."""
 
 
-class DirectoryLocksUnsupportedError(LockStoreError, ValueError):
-    """The backend cannot lock directories (`src/api/`) yet."""
-
-
 class GlobLocksUnsupportedError(LockStoreError, ValueError):
     """The backend cannot lock globs (`src/api/**/*.py`) yet."""
 

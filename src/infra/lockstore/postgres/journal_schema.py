@@ -309,9 +309,9 @@ BEGIN
                 giver := OLD.agent_id;
             ELSIF current_setting('lockyard.handing', true) = 'on' THEN
                 kind := 'hand-over';  -- freed earlier in this transaction: by whom, it says
-                SELECT agent INTO giver FROM {s}.journal WHERE namespace = NEW.namespace
-                    AND file = NEW.key AND kind IN ('release', 'reclaim', 'operator-release')
-                    ORDER BY id DESC LIMIT 1;
+                SELECT j.agent INTO giver FROM {s}.journal j WHERE j.namespace = NEW.namespace
+                    AND j.file = NEW.key AND j.kind IN ('release', 'reclaim', 'operator-release')
+                    ORDER BY j.id DESC LIMIT 1;
             ELSE
                 kind := 'grant';
             END IF;

@@ -64,6 +64,12 @@ def lock_class(schema: str) -> int:
     return zlib.crc32(f"lockyard:{schema}".encode()) - 2**31
 
 
+def scope_class(schema: str) -> int:
+    """The advisory-lock class of one schema's scope locks (`scope_guard`): a class of their
+    own, so that a namespace's key never meets a session number of `lock_class`."""
+    return zlib.crc32(f"lockyard-scopes:{schema}".encode()) - 2**31
+
+
 def channel_prefix(schema: str) -> str:
     return "ly_" + hashlib.sha256(schema.encode()).hexdigest()[:12]
 
@@ -113,7 +119,7 @@ CREATE SEQUENCE {s}.ticket_seq AS bigint;
 -- pay for the index.
 CREATE UNLOGGED TABLE {s}.holds (
     namespace text NOT NULL,
-    key text NOT NULL,
+    key text COLLATE "C" NOT NULL,
     agent_id text,
     session integer,
     token text,
@@ -138,7 +144,7 @@ CREATE UNLOGGED TABLE {s}.holds (
 -- see the readers and refuse its writes); the last reader's release pushes it the grant.
 CREATE UNLOGGED TABLE {s}.readers (
     namespace text NOT NULL,
-    key text NOT NULL,
+    key text COLLATE "C" NOT NULL,
     agent_id text NOT NULL,
     session integer NOT NULL,
     token text NOT NULL,
@@ -152,10 +158,12 @@ CREATE UNLOGGED TABLE {s}.readers (
     checkout text,
     PRIMARY KEY (namespace, key, agent_id)
 );
+-- `key` is the line a waiter stands in; `want`, when set, the key it asks for, under a
+-- directory lock (`key`) that another agent holds: it passes through that directory's line.
 CREATE UNLOGGED TABLE {s}.waiters (
     ticket bigint PRIMARY KEY,
     namespace text NOT NULL,
-    key text NOT NULL,
+    key text COLLATE "C" NOT NULL,
     agent_id text NOT NULL,
     session integer NOT NULL,
     token text NOT NULL,
@@ -166,7 +174,8 @@ CREATE UNLOGGED TABLE {s}.waiters (
     pid_ns text,
     since double precision NOT NULL,
     checkout text,
-    shared boolean NOT NULL DEFAULT false
+    shared boolean NOT NULL DEFAULT false,
+    want text COLLATE "C"
 );
 CREATE INDEX waiters_lock ON {s}.waiters (namespace, key, ticket);
 CREATE INDEX waiters_token ON {s}.waiters (token);
@@ -338,6 +347,10 @@ BEGIN
        OR h.agent_id IS NULL THEN
         RETURN;
     END IF;
+    IF right(p_key, 1) = '/'
+       AND {s}.below_blocker(p_ns, p_key, h.agent_id, false, p_me, false) IS NOT NULL THEN
+        RETURN;  -- the last hold under it pushes the grant (below_left)
+    END IF;
     PERFORM {s}.drop_read(p_ns, p_key, h.agent_id);
     PERFORM pg_notify({s}.channel(p_ns), 'g' || h.token || ':' || h.fence),
         pg_notify('{graph}', '');
@@ -353,7 +366,194 @@ BEGIN
         RETURN false;
     END IF;
     PERFORM {s}.readers_left(p_ns, p_key, p_me);
+    IF EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = p_key
+               AND agent_id IS NULL AND readers = 0) THEN
+        PERFORM {s}.hand_off(p_ns, p_key, p_me);  -- the directory's line, the locks over it
+    END IF;
     RETURN true;
+END $$;
+"""
+
+# Directory locks (a key ending in '/', docs/postgres.md "Directory locks"): where they meet
+# the locks under them. Every grant that may overlap a directory lock decides under the
+# namespace's scope lock (`scope_guard`), shared for a file, exclusive for a directory, taken
+# in an earlier statement than its look, so two overlapping decisions never run at once and
+# the later one sees the earlier one's rows.
+_SCOPES: Final = """
+-- The directory keys over a key, outermost first ('a/b/c.py' -> {a/, a/b/}), as
+-- scope_keys.directory_ancestors gives them.
+CREATE FUNCTION {s}.dirs_above(p_key text) RETURNS text[] LANGUAGE sql IMMUTABLE
+AS $$ SELECT coalesce(array_agg(left(p_key, i) ORDER BY i), '{}')
+    FROM generate_series(2, length(p_key) - 1) AS i
+    WHERE substr(p_key, i, 1) = '/' AND left(p_key, i) <> './' $$;
+
+-- The first key after every key under the directory p_dir ('src/api/' -> 'src/api0', '0'
+-- being the character after '/'): the keys under it are (p_dir, dir_end(p_dir)) in the "C"
+-- collation of the key columns, one index range.
+CREATE FUNCTION {s}.dir_end(p_dir text) RETURNS text LANGUAGE sql IMMUTABLE
+AS $$ SELECT left(p_dir, -1) || '0' $$;
+
+-- The scope lock: exclusive for a directory's decision, shared for a file's (a file with no
+-- directory over it meets no directory lock and takes none). Transaction-scoped: it ends
+-- with the decision's transaction.
+CREATE FUNCTION {s}.scope_guard(p_ns text, p_key text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF right(p_key, 1) = '/' THEN
+        PERFORM pg_advisory_xact_lock({scls}, hashtext(p_ns));
+    ELSIF cardinality({s}.dirs_above(p_key)) > 0 THEN
+        PERFORM pg_advisory_xact_lock_shared({scls}, hashtext(p_ns));
+    END IF;
+END $$;
+
+-- Who, holding the directory p_dir, blocks p_agent's request (shared or not) of a key under
+-- it: its exclusive holder (granted, or waiting for the holds under it), else, for an
+-- exclusive request, a reader; NULL when nobody. A holder whose session ended still blocks
+-- (so that nobody passes a directory lock that is being handed on), unless p_reap: then it
+-- is freed and handed on first, and the directory looked at again.
+CREATE FUNCTION {s}.dir_blocker(p_ns text, p_dir text, p_agent text, p_shared boolean,
+    p_me integer, p_reap boolean) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE h {s}.holds; who text;
+BEGIN
+    SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_dir;
+    IF NOT FOUND THEN RETURN NULL; END IF;
+    IF h.agent_id IS NOT NULL AND h.agent_id <> p_agent THEN
+        IF {s}.alive(h.session, p_me) OR NOT p_reap THEN RETURN h.agent_id; END IF;
+        SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_dir
+        FOR NO KEY UPDATE;
+        IF h.agent_id IS NOT NULL AND NOT {s}.alive(h.session, p_me) THEN
+            PERFORM {s}.free(p_ns, p_dir, h.token);
+            PERFORM {s}.hand_off(p_ns, p_dir, p_me);
+        END IF;
+        RETURN {s}.dir_blocker(p_ns, p_dir, p_agent, p_shared, p_me, false);
+    END IF;
+    IF p_shared OR h.readers = 0 THEN RETURN NULL; END IF;
+    IF p_reap THEN
+        PERFORM 1 FROM {s}.holds WHERE namespace = p_ns AND key = p_dir FOR NO KEY UPDATE;
+        RETURN {s}.other_reader(p_ns, p_dir, p_agent, p_me);  -- drops the dead ones
+    END IF;
+    SELECT agent_id INTO who FROM {s}.readers
+    WHERE namespace = p_ns AND key = p_dir AND agent_id <> p_agent LIMIT 1;
+    RETURN who;
+END $$;
+
+-- The outermost directory over p_key whose holders block p_agent's request (dir_blocker),
+-- and who blocks it there; NULLs when none.
+CREATE FUNCTION {s}.blocker_above(p_ns text, p_key text, p_agent text, p_shared boolean,
+    p_me integer, p_reap boolean, OUT o_line text, OUT o_agent text)
+LANGUAGE plpgsql AS $$
+DECLARE d text;
+BEGIN
+    FOREACH d IN ARRAY {s}.dirs_above(p_key) LOOP
+        o_agent := {s}.dir_blocker(p_ns, d, p_agent, p_shared, p_me, p_reap);
+        IF o_agent IS NOT NULL THEN
+            o_line := d;
+            RETURN;
+        END IF;
+    END LOOP;
+END $$;
+
+-- Who holds something under the directory p_dir that p_agent's hold of it must wait for:
+-- another agent's exclusive hold (of a file or a directory) or, for an exclusive hold of
+-- p_dir, another agent's read; NULL when nobody. A hold whose session ended counts until it
+-- is freed (so that a hand-off of it to a waiter is never missed), unless p_reap: then it is
+-- freed and handed on first, and the dead reads dropped.
+CREATE FUNCTION {s}.below_blocker(p_ns text, p_dir text, p_agent text, p_shared boolean,
+    p_me integer, p_reap boolean) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE h {s}.holds; who text; k text;
+BEGIN
+    IF p_reap THEN
+        FOR h IN SELECT * FROM {s}.holds WHERE namespace = p_ns AND key > p_dir
+                 AND key < {s}.dir_end(p_dir) AND agent_id IS NOT NULL
+                 AND NOT {s}.alive(session, p_me) ORDER BY key FOR NO KEY UPDATE LOOP
+            PERFORM {s}.free(p_ns, h.key, h.token);
+            PERFORM {s}.hand_off(p_ns, h.key, p_me);
+        END LOOP;
+        FOR k IN SELECT DISTINCT key FROM {s}.readers WHERE namespace = p_ns AND key > p_dir
+                 AND key < {s}.dir_end(p_dir) AND NOT {s}.alive(session, p_me) ORDER BY key LOOP
+            PERFORM 1 FROM {s}.holds WHERE namespace = p_ns AND key = k FOR NO KEY UPDATE;
+            PERFORM {s}.readers_left(p_ns, k, p_me);  -- drops the dead ones
+        END LOOP;
+    END IF;
+    SELECT agent_id INTO who FROM {s}.holds WHERE namespace = p_ns AND key > p_dir
+        AND key < {s}.dir_end(p_dir) AND agent_id IS NOT NULL AND agent_id <> p_agent
+    LIMIT 1;
+    IF who IS NOT NULL OR p_shared THEN RETURN who; END IF;
+    SELECT agent_id INTO who FROM {s}.readers WHERE namespace = p_ns AND key > p_dir
+        AND key < {s}.dir_end(p_dir) AND agent_id <> p_agent
+    LIMIT 1;
+    RETURN who;
+END $$;
+
+-- A directory lock granted to p_agent (holder or reader) whose holds under it are not all
+-- gone yet: mark the locks under it `queued`, so that each one's release looks above it
+-- (below_left) and the last one pushes the directory's grant. Whether it must wait.
+CREATE FUNCTION {s}.wait_below(p_ns text, p_dir text, p_agent text, p_shared boolean,
+    p_me integer) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF {s}.below_blocker(p_ns, p_dir, p_agent, p_shared, p_me, false) IS NULL THEN
+        RETURN false;
+    END IF;
+    UPDATE {s}.holds SET queued = true WHERE namespace = p_ns AND key > p_dir
+        AND key < {s}.dir_end(p_dir) AND (agent_id IS NOT NULL OR readers > 0) AND NOT queued;
+    PERFORM pg_notify('{graph}', '');  -- a wait began: on the holds under it
+    RETURN true;
+END $$;
+
+-- A hold of p_key ended: each directory lock over it that waited for the holds under it and
+-- waits no more is pushed its grant (its holder's, or each reader's, by token).
+CREATE FUNCTION {s}.below_left(p_ns text, p_key text, p_me integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE h {s}.holds; r {s}.readers;
+BEGIN
+    FOR h IN SELECT d.* FROM unnest({s}.dirs_above(p_key)) AS a(k)
+             JOIN LATERAL (SELECT * FROM {s}.holds WHERE namespace = p_ns AND key = a.k
+                           LIMIT 1) AS d
+             ON true WHERE d.agent_id IS NOT NULL OR d.readers > 0 ORDER BY d.key LOOP
+        IF h.agent_id IS NOT NULL
+           AND {s}.below_blocker(p_ns, h.key, h.agent_id, false, p_me, false) IS NULL
+           AND NOT EXISTS (SELECT 1 FROM {s}.readers WHERE namespace = p_ns AND key = h.key
+                           AND agent_id <> h.agent_id) THEN
+            PERFORM {s}.drop_read(p_ns, h.key, h.agent_id);  -- an upgrade's own read
+            PERFORM pg_notify({s}.channel(p_ns), 'g' || h.token || ':' || h.fence);
+        END IF;
+        FOR r IN SELECT * FROM {s}.readers WHERE namespace = p_ns AND key = h.key LOOP
+            IF {s}.below_blocker(p_ns, h.key, r.agent_id, true, p_me, false) IS NULL THEN
+                PERFORM pg_notify({s}.channel(p_ns), 'g' || r.token || ':' || r.fence);
+            END IF;
+        END LOOP;
+    END LOOP;
+END $$;
+
+-- A queued waiter w, whose line no longer blocks it, placed anew: in the line of the
+-- outermost directory over the key it wants that blocks it, or else in that key's own line,
+-- which is handed on (granting it, when it is first and the lock is free). Its ticket stays:
+-- its turn among the waiters of any line it joins is its arrival's.
+CREATE FUNCTION {s}.replace_waiter(w {s}.waiters, p_me integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE wanted text := coalesce(w.want, w.key); line text; who text;
+BEGIN
+    SELECT * INTO line, who FROM {s}.blocker_above(w.namespace, wanted, w.agent_id,
+        w.shared, p_me, false);
+    IF line IS NOT NULL THEN
+        IF line <> w.key THEN
+            UPDATE {s}.waiters SET key = line, want = wanted WHERE ticket = w.ticket;
+            UPDATE {s}.holds SET queued = true
+            WHERE namespace = w.namespace AND key = line AND NOT queued;
+            PERFORM pg_notify('{graph}', '');
+        END IF;
+        RETURN;
+    END IF;
+    IF w.want IS NULL THEN RETURN; END IF;  -- in its own line already
+    UPDATE {s}.waiters SET key = wanted, want = NULL WHERE ticket = w.ticket;
+    INSERT INTO {s}.holds (namespace, key, fence) VALUES (w.namespace, wanted,
+        nextval('{s}.fence_seq'))
+    ON CONFLICT (namespace, key) DO NOTHING;
+    UPDATE {s}.holds SET queued = true WHERE namespace = w.namespace AND key = wanted
+        AND agent_id IS NOT NULL AND NOT queued;
+    PERFORM {s}.hand_off(w.namespace, wanted, p_me);
 END $$;
 """
 
@@ -367,14 +567,19 @@ _HAND_OFF: Final = """
 -- On the hand-off path of every contended release: as few statements as it can be.
 CREATE FUNCTION {s}.hand_off(p_ns text, p_key text, p_me integer) RETURNS void
 LANGUAGE plpgsql AS $$
-DECLARE w {s}.waiters; f bigint; more boolean; pushed text; who text;
+DECLARE w {s}.waiters; f bigint; more boolean; pushed text; who text; line text;
+    nested boolean := cardinality({s}.dirs_above(p_key)) > 0;
 BEGIN
     -- For the journal (journal_schema.py): a holder written in from now on in this
     -- transaction was handed the lock (nothing after a hand-off in a transaction takes one).
     PERFORM set_config('lockyard.handing', 'on', true);
-    -- The common case in one statement: the lock is free, has no readers, and its first
-    -- waiter is alive and exclusive, so the waiter's grant is written into the lock's row,
-    -- with a number drawn under its row lock.
+    -- The common case in one statement: the lock is a file's, no directory lock is held over
+    -- it, it is free, has no readers, and its first waiter is alive and exclusive, so the
+    -- waiter's grant is written into the lock's row, with a number drawn under its row lock.
+    IF right(p_key, 1) <> '/' AND NOT (nested AND EXISTS (
+            SELECT 1 FROM unnest({s}.dirs_above(p_key)) AS a(k), LATERAL (
+                SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = a.k
+                AND (agent_id IS NOT NULL OR readers > 0) LIMIT 1) AS held)) THEN
     WITH head AS (
         SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
         ORDER BY ticket LIMIT 1 FOR UPDATE
@@ -385,11 +590,12 @@ BEGIN
             start_time = head.start_time, host = head.host, boot_id = head.boot_id,
             pid_ns = head.pid_ns, acquired_at = date_part('epoch', clock_timestamp()),
             checkout = head.checkout,
-            queued = EXISTS (SELECT 1 FROM {s}.waiters o WHERE o.namespace = p_ns
+            queued = h.queued OR EXISTS (SELECT 1 FROM {s}.waiters o WHERE o.namespace = p_ns
                              AND o.key = p_key AND o.ticket <> head.ticket)
         FROM head
         WHERE h.namespace = p_ns AND h.key = p_key AND h.agent_id IS NULL
-            AND h.readers = 0 AND NOT head.shared AND {s}.alive(head.session, p_me)
+            AND h.readers = 0 AND NOT head.shared AND head.want IS NULL
+            AND {s}.alive(head.session, p_me)
         RETURNING h.token, h.fence, h.queued
     ), served AS (
         DELETE FROM {s}.waiters WHERE ticket = (SELECT ticket FROM head)
@@ -401,12 +607,28 @@ BEGIN
     IF f IS NOT NULL THEN
         RETURN;
     END IF;
+    END IF;
     -- Otherwise (a dead first waiter, readers, a shared head, or a held lock): one by one.
     FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
              ORDER BY ticket FOR UPDATE LOOP
         IF NOT {s}.alive(w.session, p_me) THEN
             DELETE FROM {s}.waiters WHERE ticket = w.ticket;
             CONTINUE;
+        END IF;
+        IF w.want IS NOT NULL THEN  -- it passes through this directory's line
+            IF {s}.dir_blocker(p_ns, p_key, w.agent_id, w.shared, p_me, false) IS NOT NULL THEN
+                RETURN;  -- the line is held again: it waits on
+            END IF;
+            PERFORM {s}.replace_waiter(w, p_me);
+            CONTINUE;
+        END IF;
+        IF nested THEN  -- a directory lock over it that blocks it: it passes through its line
+            SELECT b.o_line INTO line FROM {s}.blocker_above(p_ns, p_key, w.agent_id,
+                w.shared, p_me, false) AS b;
+            IF line IS NOT NULL THEN
+                PERFORM {s}.replace_waiter(w, p_me);
+                CONTINUE;
+            END IF;
         END IF;
         IF w.shared THEN
             f := {s}.join_readers(p_ns, p_key, w.agent_id, w.token, w.session, w.pid,
@@ -415,6 +637,10 @@ BEGIN
                 RETURN;  -- held: its release hands on
             END IF;
             DELETE FROM {s}.waiters WHERE ticket = w.ticket;
+            IF right(p_key, 1) = '/'
+               AND {s}.wait_below(p_ns, p_key, w.agent_id, true, p_me) THEN
+                CONTINUE;  -- a reader that waits for the holds under it (below_left pushes)
+            END IF;
             PERFORM pg_notify({s}.channel(p_ns), 'g' || w.token || ':' || f),
                 pg_notify('{graph}', '');
             CONTINUE;
@@ -426,11 +652,15 @@ BEGIN
             fence = greatest(nextval('{s}.fence_seq'), fence + 1), pid = w.pid,
             start_time = w.start_time,
             host = w.host, boot_id = w.boot_id, pid_ns = w.pid_ns,
-            acquired_at = {s}.now_epoch(), checkout = w.checkout, queued = more
+            acquired_at = {s}.now_epoch(), checkout = w.checkout, queued = more OR queued
         WHERE namespace = p_ns AND key = p_key AND agent_id IS NULL
         RETURNING fence INTO f;
         IF f IS NOT NULL THEN
             DELETE FROM {s}.waiters WHERE ticket = w.ticket;
+            IF who IS NULL AND right(p_key, 1) = '/'
+               AND {s}.wait_below(p_ns, p_key, w.agent_id, false, p_me) THEN
+                RETURN;  -- it holds the directory and waits for the holds under it
+            END IF;
             IF who IS NULL THEN
                 PERFORM {s}.drop_read(p_ns, p_key, w.agent_id);  -- an upgrade's own read
                 -- By token: the waiter subscribed to it before its queue entry existed. The
@@ -448,6 +678,9 @@ BEGIN
     -- Nobody left to give it to: a free lock marks no queue.
     UPDATE {s}.holds SET queued = false
     WHERE namespace = p_ns AND key = p_key AND agent_id IS NULL AND queued;
+    IF nested THEN
+        PERFORM {s}.below_left(p_ns, p_key, p_me);  -- a directory lock waiting for it
+    END IF;
 END $$;
 """
 
@@ -465,10 +698,12 @@ _TAKE: Final = """
 CREATE FUNCTION {s}.take_slow(p_ns text, p_key text, p_agent text, p_token text,
     p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
     p_shared boolean, p_me integer, p_queue boolean,
-    OUT outcome text, OUT o_fence bigint, OUT o_agent text)
+    OUT outcome text, OUT o_fence bigint, OUT o_agent text, OUT o_line text)
 LANGUAGE plpgsql AS $$
-DECLARE h {s}.holds; w {s}.waiters;
+DECLARE h {s}.holds; w {s}.waiters; scoped boolean := right(p_key, 1) = '/';
 BEGIN
+    -- Before any look (each later query of this function sees what committed meanwhile).
+    PERFORM {s}.scope_guard(p_ns, p_key);
     IF p_shared THEN
         SELECT fence INTO o_fence FROM {s}.readers
         WHERE namespace = p_ns AND key = p_key AND agent_id = p_agent;
@@ -505,6 +740,34 @@ BEGIN
             END IF;
             DELETE FROM {s}.waiters WHERE ticket = w.ticket;
         END LOOP;
+        -- Free in its own line: a directory lock over it that blocks it sends it through
+        -- that directory's line ('via'), after a look again under that lock's row lock (its
+        -- release hands on to the queue, so none slips between this look and the queue entry).
+        SELECT * INTO o_line, o_agent FROM {s}.blocker_above(p_ns, p_key, p_agent, p_shared,
+            p_me, true);
+        IF o_line IS NOT NULL THEN
+            IF NOT p_queue THEN
+                outcome := 'busy'; o_line := NULL;
+                RETURN;
+            END IF;
+            PERFORM 1 FROM {s}.holds WHERE namespace = p_ns AND key = o_line FOR NO KEY UPDATE;
+            o_agent := {s}.dir_blocker(p_ns, o_line, p_agent, p_shared, p_me, false);
+            IF o_agent IS NOT NULL THEN
+                outcome := 'via';
+                RETURN;
+            END IF;
+            o_line := NULL;
+            CONTINUE;  -- handed on meanwhile: look again
+        END IF;
+        -- A directory: the holds under it (a try takes it only when there are none).
+        IF scoped THEN
+            o_agent := {s}.below_blocker(p_ns, p_key, p_agent, p_shared, p_me, true);
+            IF o_agent IS NOT NULL AND NOT p_queue THEN
+                outcome := 'busy';
+                RETURN;
+            END IF;
+            o_agent := NULL;
+        END IF;
         IF p_shared THEN
             o_fence := {s}.join_readers(p_ns, p_key, p_agent, p_token, p_me, p_pid, p_start,
                 p_host, p_boot, p_pidns, p_checkout);
@@ -528,6 +791,12 @@ BEGIN
                 RETURN;
             END IF;
         END IF;
+        IF o_fence IS NOT NULL AND scoped
+           AND {s}.wait_below(p_ns, p_key, p_agent, p_shared, p_me) THEN
+            outcome := 'pending';  -- it holds the directory and waits for the holds under it
+            o_agent := {s}.below_blocker(p_ns, p_key, p_agent, p_shared, p_me, false);
+            RETURN;
+        END IF;
         IF o_fence IS NOT NULL THEN
             outcome := 'granted'; o_agent := p_agent;
             RETURN;
@@ -543,8 +812,9 @@ CREATE FUNCTION {s}.take(p_ns text, p_key text, p_agent text, p_token text,
     p_shared boolean, p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
 LANGUAGE plpgsql AS $$
 BEGIN
-    SELECT * INTO outcome, o_fence, o_agent FROM {s}.take_slow(p_ns, p_key, p_agent,
-        p_token, p_pid, p_start, p_host, p_boot, p_pidns, p_checkout, p_shared, p_me, false);
+    SELECT t.outcome, t.o_fence, t.o_agent INTO outcome, o_fence, o_agent
+    FROM {s}.take_slow(p_ns, p_key, p_agent, p_token, p_pid, p_start, p_host, p_boot,
+        p_pidns, p_checkout, p_shared, p_me, false) AS t;
 END $$;
 
 -- An attempt that queues when it cannot take: 'granted', 'held', 'pending' (see
@@ -556,8 +826,9 @@ CREATE FUNCTION {s}.take_or_enqueue(p_ns text, p_key text, p_agent text, p_token
     p_shared boolean, p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text,
     OUT o_ticket bigint)
 LANGUAGE plpgsql AS $$
+DECLARE line text;
 BEGIN
-    SELECT * INTO outcome, o_fence, o_agent FROM {s}.take_slow(p_ns, p_key, p_agent,
+    SELECT * INTO outcome, o_fence, o_agent, line FROM {s}.take_slow(p_ns, p_key, p_agent,
         p_token, p_pid, p_start, p_host, p_boot, p_pidns, p_checkout, p_shared, p_me, true);
     IF outcome = 'pending' THEN
         PERFORM pg_notify('{graph}', '');  -- a wait began: on the readers
@@ -565,13 +836,16 @@ BEGIN
     IF outcome IN ('granted', 'held', 'pending') THEN
         RETURN;
     END IF;
+    -- In its own line, or ('via') in the line of the directory lock over it that blocks it.
     INSERT INTO {s}.waiters (ticket, namespace, key, agent_id, session, token, pid,
-        start_time, host, boot_id, pid_ns, since, checkout, shared)
-    VALUES (nextval('{s}.ticket_seq'), p_ns, p_key, p_agent, p_me, p_token, p_pid, p_start,
-        p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout, p_shared)
+        start_time, host, boot_id, pid_ns, since, checkout, shared, want)
+    VALUES (nextval('{s}.ticket_seq'), p_ns, coalesce(line, p_key), p_agent, p_me, p_token,
+        p_pid, p_start, p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout, p_shared,
+        CASE WHEN line IS NOT NULL THEN p_key END)
     RETURNING ticket INTO o_ticket;
     -- The hold we queue behind (the one seen busy, or the one just handed to the head).
-    UPDATE {s}.holds SET queued = true WHERE namespace = p_ns AND key = p_key AND NOT queued;
+    UPDATE {s}.holds SET queued = true
+    WHERE namespace = p_ns AND key = coalesce(line, p_key) AND NOT queued;
     PERFORM pg_notify('{graph}', '');
     outcome := 'waiting';
 END $$;
@@ -586,8 +860,10 @@ _WAIT: Final = """
 CREATE FUNCTION {s}.advance(p_ns text, p_key text, p_ticket bigint,
     p_token text, p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
 LANGUAGE plpgsql AS $$
-DECLARE w {s}.waiters; a {s}.waiters; h {s}.holds;
+DECLARE w {s}.waiters; a {s}.waiters; h {s}.holds; line text;
+    scoped boolean := right(p_key, 1) = '/';
 BEGIN
+    PERFORM {s}.scope_guard(p_ns, p_key);  -- before any look
     SELECT * INTO w FROM {s}.waiters WHERE ticket = p_ticket;
     IF NOT FOUND OR w.session <> p_me THEN
         SELECT * INTO h FROM {s}.holds
@@ -595,6 +871,9 @@ BEGIN
         FOR NO KEY UPDATE;
         IF FOUND THEN
             o_agent := {s}.other_reader(p_ns, p_key, h.agent_id, p_me);
+            IF o_agent IS NULL AND scoped THEN
+                o_agent := {s}.below_blocker(p_ns, p_key, h.agent_id, false, p_me, true);
+            END IF;
             IF o_agent IS NOT NULL THEN
                 outcome := 'waiting';
                 RETURN;
@@ -605,12 +884,40 @@ BEGIN
         END IF;
         SELECT fence, agent_id INTO o_fence, o_agent FROM {s}.readers
         WHERE namespace = p_ns AND key = p_key AND token = p_token AND session = p_me;
-        IF FOUND THEN
+        IF FOUND AND scoped
+           AND {s}.below_blocker(p_ns, p_key, o_agent, true, p_me, true) IS NOT NULL THEN
+            outcome := 'waiting';  -- a reader of the directory, waiting for writes under it
+            o_agent := {s}.below_blocker(p_ns, p_key, o_agent, true, p_me, false);
+            o_fence := NULL;
+        ELSIF FOUND THEN
             outcome := 'granted';
         ELSE
             DELETE FROM {s}.waiters WHERE ticket = p_ticket;
             outcome := 'gone';
         END IF;
+        RETURN;
+    END IF;
+    IF w.want IS NOT NULL THEN  -- in the line of a directory lock over its key
+        FOR a IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = w.key
+                 AND ticket < p_ticket ORDER BY ticket LOOP
+            IF {s}.alive(a.session, p_me) THEN
+                outcome := 'waiting'; o_agent := a.agent_id;
+                RETURN;
+            END IF;
+            DELETE FROM {s}.waiters WHERE ticket = a.ticket;
+        END LOOP;
+        PERFORM 1 FROM {s}.holds WHERE namespace = p_ns AND key = w.key FOR NO KEY UPDATE;
+        o_agent := {s}.dir_blocker(p_ns, w.key, w.agent_id, w.shared, p_me, true);
+        IF o_agent IS NOT NULL THEN
+            outcome := 'waiting';
+            RETURN;
+        END IF;
+        SELECT * INTO w FROM {s}.waiters WHERE ticket = p_ticket;  -- a hand-off moved it?
+        IF FOUND AND w.want IS NOT NULL THEN
+            PERFORM {s}.replace_waiter(w, p_me);
+        END IF;
+        SELECT * INTO outcome, o_fence, o_agent  -- where it went, or its grant
+        FROM {s}.advance(p_ns, p_key, p_ticket, p_token, p_me);
         RETURN;
     END IF;
     FOR a IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
@@ -636,6 +943,18 @@ BEGIN
         END IF;
         PERFORM {s}.free(p_ns, p_key, h.token);
     END IF;
+    -- Its turn in its own line: a directory lock over it that blocks it sends it through
+    -- that directory's line.
+    SELECT b.o_line, b.o_agent INTO line, o_agent FROM {s}.blocker_above(p_ns, p_key,
+        w.agent_id, w.shared, p_me, true) AS b;
+    IF line IS NOT NULL THEN
+        PERFORM {s}.replace_waiter(w, p_me);
+        outcome := 'waiting';
+        RETURN;
+    END IF;
+    IF scoped THEN
+        PERFORM {s}.below_blocker(p_ns, p_key, w.agent_id, w.shared, p_me, true);  -- reaped
+    END IF;
     IF w.shared THEN
         o_fence := {s}.join_readers(p_ns, p_key, w.agent_id, p_token, p_me, w.pid,
             w.start_time, w.host, w.boot_id, w.pid_ns, w.checkout);
@@ -645,6 +964,11 @@ BEGIN
         END IF;
         DELETE FROM {s}.waiters WHERE ticket = p_ticket;
         PERFORM {s}.hand_off(p_ns, p_key, p_me);  -- the readers behind it come along
+        IF scoped AND {s}.wait_below(p_ns, p_key, w.agent_id, true, p_me) THEN
+            outcome := 'waiting';  -- it reads the directory once the writes under it end
+            o_fence := NULL;
+            RETURN;
+        END IF;
         outcome := 'granted'; o_agent := w.agent_id;
         RETURN;
     END IF;
@@ -663,6 +987,11 @@ BEGIN
         PERFORM pg_notify('{graph}', '');
         RETURN;
     END IF;
+    IF scoped AND {s}.wait_below(p_ns, p_key, w.agent_id, false, p_me) THEN
+        outcome := 'waiting';  -- it holds the directory and waits for the holds under it
+        o_fence := NULL;
+        RETURN;
+    END IF;
     PERFORM {s}.drop_read(p_ns, p_key, w.agent_id);
     outcome := 'granted'; o_agent := w.agent_id;
 END $$;
@@ -672,17 +1001,19 @@ END $$;
 -- if it was upgrading one).
 CREATE FUNCTION {s}.leave(p_ns text, p_key text, p_ticket bigint, p_token text, p_me integer)
 RETURNS text LANGUAGE plpgsql AS $$
-DECLARE h {s}.holds;
+DECLARE h {s}.holds; line text; who text; scoped boolean := right(p_key, 1) = '/';
 BEGIN
-    DELETE FROM {s}.waiters WHERE ticket = p_ticket;
+    DELETE FROM {s}.waiters WHERE ticket = p_ticket RETURNING key INTO line;
     IF FOUND THEN
-        PERFORM {s}.hand_off(p_ns, p_key, p_me);
+        PERFORM {s}.hand_off(p_ns, line, p_me);  -- its own line, or a directory's
         RETURN 'left';
     END IF;
     SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key
         AND token = p_token AND session = p_me FOR NO KEY UPDATE;
     IF FOUND THEN
-        IF {s}.other_reader(p_ns, p_key, h.agent_id, p_me) IS NULL THEN
+        IF {s}.other_reader(p_ns, p_key, h.agent_id, p_me) IS NULL AND NOT (scoped
+           AND {s}.below_blocker(p_ns, p_key, h.agent_id, false, p_me, false) IS NOT NULL)
+        THEN
             PERFORM {s}.drop_read(p_ns, p_key, h.agent_id);
             RETURN 'granted';
         END IF;
@@ -690,8 +1021,13 @@ BEGIN
         PERFORM {s}.hand_off(p_ns, p_key, p_me);
         RETURN 'left';
     END IF;
-    IF EXISTS (SELECT 1 FROM {s}.readers WHERE namespace = p_ns AND key = p_key
-               AND token = p_token AND session = p_me) THEN
+    SELECT agent_id INTO who FROM {s}.readers WHERE namespace = p_ns AND key = p_key
+        AND token = p_token AND session = p_me;
+    IF FOUND THEN
+        IF scoped AND {s}.below_blocker(p_ns, p_key, who, true, p_me, false) IS NOT NULL THEN
+            PERFORM {s}.release_read(p_ns, p_key, who, p_me);  -- still waiting: given back
+            RETURN 'left';
+        END IF;
         RETURN 'granted';
     END IF;
     RETURN 'left';
@@ -774,7 +1110,7 @@ END $$;
 
 # Tables first: the SQL functions' bodies are checked against them when they are created.
 _CREATE: Final = "\n".join(
-    (_TABLES, _BASICS, _READERS, _HAND_OFF, _TAKE, _WAIT, _RELEASE, _NOTICES, JOURNAL_DDL)
+    (_TABLES, _BASICS, _READERS, _SCOPES, _HAND_OFF, _TAKE, _WAIT, _RELEASE, _NOTICES, JOURNAL_DDL)
 )
 
 
@@ -782,6 +1118,7 @@ def _fill(text: str, schema: str) -> str:
     return (
         text.replace("{s}", f'"{schema}"')
         .replace("{cls}", str(lock_class(schema)))
+        .replace("{scls}", str(scope_class(schema)))
         .replace("{prefix}", channel_prefix(schema))
         .replace("{schema}", schema)
         .replace("{graph}", graph_channel(schema))

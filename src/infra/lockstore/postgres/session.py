@@ -9,6 +9,7 @@ store reports them), and `generation` counts sessions so the store can tell.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -265,7 +266,12 @@ class Session:
         return self.run(operation)
 
     def run_direct(
-        self, statement: DirectStatement, params: Sequence[Param]
+        self,
+        statement: DirectStatement,
+        params: Sequence[Param],
+        *,
+        after: DirectStatement | None = None,
+        after_params: Sequence[Param] = (),
     ) -> list[bytes | None] | None:
         """The first row (as text, None for NULL) or None of `statement`, with the session
         number appended to `params`; retried like `run`.
@@ -274,16 +280,25 @@ class Session:
         as much client CPU per statement as the server spends on it, and client and server
         share the cores of one host. libpq does the same exchange (one Bind/Execute/Sync
         message, one reply) in a fraction of that.
+
+        `after`: a statement sent first with `after_params` (no session number), in one
+        pipeline with `statement` (one round trip, one implicit transaction): a
+        transaction-scoped lock it takes is held through `statement`, whose snapshot is taken
+        once it has it.
         """
         # Text that UTF-8 cannot encode raises UnicodeEncodeError here, as it does in psycopg.
-        values = [None if value is None else str(value).encode() for value in params]
-        return self.run(lambda conn, me: self._direct(conn, statement, [*values, str(me).encode()]))
+        values = [_text(value) for value in params]
+        first = [] if after is None else [(after, [_text(value) for value in after_params])]
+
+        def operation(conn: psycopg.Connection[Any], me: int) -> list[bytes | None] | None:
+            return self._direct(conn, [*first, (statement, [*values, str(me).encode()])])
+
+        return self.run(operation)
 
     def _direct(
         self,
         conn: psycopg.Connection[Any],
-        statement: DirectStatement,
-        values: list[bytes | None],
+        statements: list[tuple[DirectStatement, list[bytes | None]]],
     ) -> list[bytes | None] | None:
         pgconn = conn.pgconn
         if self._direct_conn is not conn:
@@ -291,9 +306,13 @@ class Session:
             self._direct_ready = set()
             self._direct_poll = select.poll()
             self._direct_poll.register(pgconn.socket, select.POLLIN)
-        if statement.name not in self._direct_ready:
-            _check(pgconn.prepare(statement.name, statement.sql), pgconn)
-            self._direct_ready.add(statement.name)
+        for statement, _values in statements:
+            if statement.name not in self._direct_ready:
+                _check(pgconn.prepare(statement.name, statement.sql), pgconn)
+                self._direct_ready.add(statement.name)
+        if len(statements) > 1:
+            return self._pipelined(pgconn, statements)
+        statement, values = statements[0]
         pgconn.send_query_prepared(statement.name, values)
         try:
             while pgconn.flush():
@@ -314,9 +333,46 @@ class Session:
             pass
         assert result is not None
         _check(result, pgconn)
-        if result.ntuples == 0:
-            return None
-        return [result.get_value(0, column) for column in range(result.nfields)]
+        return _first_row(result)
+
+    def _pipelined(
+        self,
+        pgconn: pq.abc.PGconn,
+        statements: list[tuple[DirectStatement, list[bytes | None]]],
+    ) -> list[bytes | None] | None:
+        """`statements` in one pipeline ending in one Sync: the last one's first row."""
+        results: list[pq.abc.PGresult] = []
+        pgconn.enter_pipeline_mode()
+        try:
+            for statement, values in statements:
+                pgconn.send_query_prepared(statement.name, values)
+            pgconn.pipeline_sync()
+            while pgconn.flush():
+                select.select([], [pgconn.socket], [])  # pragma: no cover - a tiny message
+            while True:
+                pgconn.consume_input()
+                while pgconn.is_busy():
+                    self._direct_poll.poll()
+                    pgconn.consume_input()
+                result = pgconn.get_result()
+                if result is None:
+                    continue  # between two statements' results
+                if result.status == pq.ExecStatus.PIPELINE_SYNC:
+                    break
+                results.append(result)
+        except psycopg.Error:
+            raise
+        except BaseException:
+            _finish_pipeline(pgconn)
+            raise
+        finally:
+            if pgconn.pipeline_status != pq.PipelineStatus.OFF and not pgconn.is_busy():
+                with contextlib.suppress(psycopg.Error):
+                    pgconn.exit_pipeline_mode()
+        for result in results:  # the first failure says why (the others were skipped)
+            if result.status != pq.ExecStatus.PIPELINE_ABORTED:
+                _check(result, pgconn)
+        return _first_row(results[-1])
 
     def _retrying_rollbacks(
         self,
@@ -375,6 +431,30 @@ def _check(result: pq.abc.PGresult, pgconn: pq.abc.PGconn) -> None:
     except KeyError:
         error_class = psycopg.DatabaseError
     raise error_class(message)
+
+
+def _text(value: Param) -> bytes | None:
+    return None if value is None else str(value).encode()
+
+
+def _first_row(result: pq.abc.PGresult) -> list[bytes | None] | None:
+    if result.ntuples == 0:
+        return None
+    return [result.get_value(0, column) for column in range(result.nfields)]
+
+
+def _finish_pipeline(pgconn: pq.abc.PGconn) -> None:
+    """Read a pipeline's replies up to its Sync, blocking (see `_finish`)."""
+    try:
+        while True:
+            while pgconn.is_busy():
+                select.select([pgconn.socket], [], [])
+                pgconn.consume_input()
+            result = pgconn.get_result()
+            if result is not None and result.status == pq.ExecStatus.PIPELINE_SYNC:
+                return
+    except psycopg.Error:
+        pass  # the connection is gone: the next use finds that out
 
 
 def _finish(pgconn: pq.abc.PGconn) -> None:

@@ -32,11 +32,7 @@ from typing import Any, Final, NamedTuple
 import psycopg
 
 from ..checkout import Checkout, open_checkout
-from ..errors import (
-    BackendError,
-    DirectoryLocksUnsupportedError,
-    GlobLocksUnsupportedError,
-)
+from ..errors import BackendError, GlobLocksUnsupportedError
 from ..holds_graph import snapshot_of
 from ..journal.causes import abandoned_wait_outcome, operator_cause
 from ..journal.files import journal_enabled
@@ -46,14 +42,14 @@ from ..modes import EXCLUSIVE, SHARED, LockMode, validate_mode
 from ..off_loop import store_call
 from ..paths import validate_agent_id, validate_poll_interval, validate_timeout
 from ..records import HolderRecord, LockInfo, LostLock, Reclamation, StoreSnapshot, WaiterRecord
-from ..scope_keys import is_glob_key
+from ..scope_keys import directory_ancestors, is_directory_key, is_glob_key
 from ..wakeup import Waker
 from .dsn import KeepaliveBound, PgSpec, parse_spec
 from .journal import insert_params, insert_statement
 from .journal_schema import grant_record
 from .listener import Listener, process_listener
 from .privileges import PrivilegeError
-from .schema import graph_channel, journal_channel, namespace_channel
+from .schema import graph_channel, journal_channel, namespace_channel, scope_class
 from .session import BackendUnavailableError, DirectStatement, Session
 
 log = logging.getLogger(__name__)
@@ -66,6 +62,7 @@ STAMP_EVERY_SECONDS: Final = 1.0
 
 DEFAULT_LIVENESS_INTERVAL: Final = 0.5
 _SPARE_WAKERS: Final = 8
+_ABOVE_REMEMBERED: Final = 4096
 
 _HOLD_COLUMNS: Final = (
     "namespace, key, agent_id, token, fence, pid, start_time, host, boot_id, pid_ns, "
@@ -124,6 +121,7 @@ class PgLockStore:
         # Wakers of ended waits, for the next: closing one (its eventfd) is a system call on
         # the path from a pushed grant to the waiter's return.
         self._spare_wakers: list[Waker] = []
+        self._above: dict[str, str] = {}  # key -> its directories, as an array's text
         self._channel = namespace_channel(self.schema, self.namespace)
         args = "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s"
         self._sql_take = f"SELECT * FROM {self._s}.take({args})"
@@ -141,15 +139,26 @@ class PgLockStore:
         # it is above every earlier grant's (schema.py's holds); the row's first grant draws
         # it in the insert. With the journal on, the take writes its grant's record itself
         # (journal_schema.py); the release's is the triggers'.
+        #
+        # A file under a directory also needs no directory lock over it held (by anyone: the
+        # function sorts out who may pass), looked at in a statement after the one that takes
+        # the namespace's scope lock (schema.py's scope_guard), in one pipeline: a directory
+        # lock's decision cannot run between that look and the insert. A file at the root,
+        # which no directory lock covers, sends the take alone.
         recorded = journal_enabled()
         self._record_refusal_told = False
+        self._scope_guard_statement = DirectStatement.of(
+            "scope_guard",
+            f"SELECT pg_advisory_xact_lock_shared({scope_class(self.schema)}, hashtext($1))",
+        )
         self._take_free_statement = DirectStatement.of(
             "take_free", self._take_free_sql(recorded=recorded)
         )
         self._release_statement = DirectStatement.of("release", self._release_sql())
 
     def _take_free_sql(self, *, recorded: bool) -> str:
-        """The take of a free lock: one insert of its row, or one update of its free row.
+        """The take of a free lock: one insert of its row, or one update of its free row,
+        when no directory over it is held (`$11`, its directories; `$12` the session).
 
         It flips the row's `recorded`, so that the journal's triggers skip the change
         (journal_schema.py); `recorded`: the statement writes the grant's record itself (with
@@ -158,9 +167,14 @@ class PgLockStore:
         take = (
             f"INSERT INTO {s}.holds AS l (namespace, key, agent_id, token, pid, "
             "start_time, host, boot_id, pid_ns, checkout, session, fence, acquired_at, "
-            "recorded) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
-            f"nextval('{s}.fence_seq'), "
-            "date_part('epoch', clock_timestamp()), true) "  # a float already: no numeric detour
+            "recorded) SELECT $1, $2, $3, $4, $5::integer, $6::bigint, $7, $8, $9, $10, "
+            f"$12::integer, nextval('{s}.fence_seq'), "
+            "date_part('epoch', clock_timestamp()), true "  # a float already: no numeric detour
+            # One primary key probe per directory (a LATERAL ... LIMIT is never flattened
+            # into a join over the namespace's rows, whatever the statistics say).
+            "WHERE NOT EXISTS (SELECT 1 FROM unnest($11::text[]) AS a(k), LATERAL ("
+            f"SELECT 1 FROM {s}.holds d WHERE d.namespace = $1 AND d.key = a.k "
+            "AND (d.agent_id IS NOT NULL OR d.readers > 0) LIMIT 1) AS held) "
             "ON CONFLICT (namespace, key) DO UPDATE SET agent_id = EXCLUDED.agent_id, "
             "token = EXCLUDED.token, pid = EXCLUDED.pid, start_time = EXCLUDED.start_time, "
             "host = EXCLUDED.host, boot_id = EXCLUDED.boot_id, pid_ns = EXCLUDED.pid_ns, "
@@ -184,7 +198,9 @@ class PgLockStore:
         same update writes that waiter in as the holder, with a number drawn under the row's
         lock, deletes its queue entry and pushes it the grant; the holder's row is locked
         (the `FOR UPDATE` in the head's condition) before the entry goes, so an entry is never
-        taken for a lock the release turns out not to hold. The new holder's row says
+        taken for a lock the release turns out not to hold. A lock under a directory lock that
+        is held (its directories are `$4`), and a directory lock, are handed on by `hand_off`,
+        which knows what may pass a directory lock. The new holder's row says
         `queued`, so that its release looks at the queue (someone may have queued while this
         statement ran, unseen by its snapshot). Anything else that was queued for (a first
         waiter whose session ended, or one that queued while the release waited for the row)
@@ -201,9 +217,12 @@ class PgLockStore:
     DELETE FROM {s}.waiters WHERE ticket = (
         SELECT ticket FROM {s}.waiters WHERE namespace = $1 AND key = $2
         ORDER BY ticket LIMIT 1)
-    AND NOT shared AND {s}.alive(session, $4)
+    AND NOT shared AND want IS NULL AND {s}.alive(session, $5) AND right($2, 1) <> '/'
     AND EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = $1 AND key = $2
                 AND agent_id = $3 AND queued AND readers = 0 FOR UPDATE)
+    AND NOT EXISTS (SELECT 1 FROM unnest($4::text[]) AS a(k), LATERAL (
+        SELECT 1 FROM {s}.holds d WHERE d.namespace = $1 AND d.key = a.k
+        AND (d.agent_id IS NOT NULL OR d.readers > 0) LIMIT 1) AS held)
     RETURNING ticket, agent_id, session, token, pid, start_time, host, boot_id, pid_ns,
         checkout
 )
@@ -221,7 +240,7 @@ RETURNING CASE
     WHEN head.ticket IS NOT NULL THEN
         pg_notify('{self._channel}', 'g' || head.token || ':' || h.fence)::text
         || pg_notify('{graph_channel(self.schema)}', '')::text
-    WHEN h.queued OR h.readers > 0 THEN {s}.hand_off($1, $2, $4)::text
+    WHEN h.queued OR h.readers > 0 THEN {s}.hand_off($1, $2, $5)::text
 END"""
 
     # -- the checkout ---------------------------------------------------------------------------
@@ -292,12 +311,12 @@ END"""
         `mode="shared"`: hold it with other readers (schema.py's `readers`); an exclusive
         lock is then granted only once no other reader holds it."""
         shared = _is_shared(mode)
-        _refuse_directory(filepath)
+        _refuse_glob(filepath)
         agent = validate_agent_id(agent_id)
         return self._take(self.canonicalize(filepath), agent, shared)
 
     def _take(self, key: str, agent: str, shared: bool) -> bool:
-        if not shared and self._take_free(key, agent):
+        if not shared and not is_directory_key(key) and self._take_free(key, agent):
             return True
         token = new_token()
         outcome, fence, _holder = self._call(
@@ -309,9 +328,13 @@ END"""
         """Take the lock if it is free and nobody queues for it (the common case). False
         also when its journal record could not be written: `take` then decides."""
         token = new_token()
+        above = self._directories_above(key)
         try:
             row = self.session.run_direct(
-                self._take_free_statement, self._take_params(key, agent, token)[:-1]
+                self._take_free_statement,
+                (*self._take_params(key, agent, token)[:-1], above),
+                after=None if above == "{}" else self._scope_guard_statement,
+                after_params=(self.namespace,),
             )
         except _RECORD_REFUSED as exc:
             self._warn_record_refused(exc)
@@ -320,6 +343,17 @@ END"""
             return False
         self._remember(key, agent, token, int(row[0] or 0))
         return True
+
+    def _directories_above(self, key: str) -> str:
+        """The directory keys over `key`, as a PostgreSQL array's text (remembered per key:
+        the hot paths pass it on every call)."""
+        text = self._above.get(key)
+        if text is None:
+            text = _array_text(directory_ancestors(key))
+            if len(self._above) >= _ABOVE_REMEMBERED:
+                self._above.clear()
+            self._above[key] = text
+        return text
 
     def _take_params(
         self, key: str, agent: str, token: str, shared: bool = False
@@ -364,7 +398,10 @@ END"""
                 operator, f"SELECT {self._s}.release(%s, %s, %s, %s)", (self.namespace, key, agent)
             )
             return bool(rows and rows[0][0])
-        row = self.session.run_direct(self._release_statement, (self.namespace, key, agent))
+        row = self.session.run_direct(
+            self._release_statement,
+            (self.namespace, key, agent, self._directories_above(key)),
+        )
         if row is not None:
             return True
         # Not the lock's holder: a reader giving its read back (a second round trip, only
@@ -437,7 +474,7 @@ END"""
         shielded, so the event loop serves others meanwhile; a pushed grant needs none.
         """
         shared = _is_shared(mode)
-        _refuse_directory(filepath)
+        _refuse_glob(filepath)
         # In the store's lane: waits begun in one order reach the server's queue in that order.
         wait = await store_call(
             self, self._begin_wait, filepath, agent_id, timeout_seconds, poll_interval_ms, shared
@@ -473,7 +510,7 @@ END"""
     ) -> bool:
         """The blocking twin of `acquire_async`."""
         shared = _is_shared(mode)
-        _refuse_directory(filepath)
+        _refuse_glob(filepath)
         wait = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms, shared)
         if isinstance(wait, bool):
             return wait
@@ -507,7 +544,7 @@ END"""
         key = self.canonicalize(filepath)
         if timeout == 0:
             return self._take(key, agent, shared)
-        if not shared and self._take_free(key, agent):
+        if not shared and not is_directory_key(key) and self._take_free(key, agent):
             return True
         listener = self.listener()
         pushing = listener.listen(self._channel)  # until the wait's close
@@ -1033,14 +1070,15 @@ def _waiter(row: tuple[Any, ...]) -> WaiterRecord:
     )  # fmt: skip
 
 
-def _refuse_directory(filepath: str) -> None:
-    """Directory and glob locks are the lock directory's only (so far): a path written as a
-    directory (a trailing slash) or a glob is refused, never locked as a file of that name."""
-    if isinstance(filepath, str) and filepath.endswith("/"):
-        raise DirectoryLocksUnsupportedError(
-            f"{filepath!r} is a directory lock, not supported on the PostgreSQL backend yet; "
-            "lock the files under it instead, or use the lock directory backend"
-        )
+def _array_text(items: list[str]) -> str:
+    """A PostgreSQL array literal of `items` (each quoted, `"` and `\\` escaped)."""
+    quoted = ('"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"' for item in items)
+    return "{" + ",".join(quoted) + "}"
+
+
+def _refuse_glob(filepath: str) -> None:
+    """Glob locks are the lock directory's only (so far): a glob is refused, never locked as
+    a file of that name."""
     if isinstance(filepath, str) and is_glob_key(filepath):
         raise GlobLocksUnsupportedError(
             f"{filepath!r} is a glob lock, not supported on the PostgreSQL backend yet; "
