@@ -51,7 +51,7 @@ from .hooks.read_note.hook import READ_NOTE_MATCHER, make_read_note_hook
 from .hooks.shell_guard.decide import DEFAULT_POLICY, ShellGuardPolicy
 from .hooks.shell_guard.hook import make_shell_guard_hook
 from .hooks.write_guard.hook import WRITE_TOOLS_MATCHER, make_write_guard_hook
-from .lockstore import LockBackend, LockStore, open_backend
+from .lockstore import LockBackend, LockStore, open_backend, snapshot_of_namespace
 from .seen.stale import forget
 from .tools.lock_tools import LockTools
 from .tools.naming import (
@@ -435,9 +435,11 @@ class LockCoordinator:
     async def resync(self) -> list[DeadlockInfo]:
         """Rebuild the monitor from the store (every hold; the queued waits of the agents it
         knows, so agents of other processes are left to `lockyard monitor`), then report
-        every deadlock found. Returns the reports."""
+        every deadlock found. Returns the reports. Only the store's own namespace: the
+        monitor keys locks by repository-relative key, which other repositories sharing the
+        lock directory use for their own locks."""
         known = {info.agent_id for info in self.monitor.snapshot().agents}
-        truth = self.store.snapshot()
+        truth = snapshot_of_namespace(self.store.snapshot(), self.store.namespace)
         waits = [(agent, lock) for agent, lock in truth.waits if agent in known]
         self.monitor.rebuild(truth.holds, waits)
         return await self.monitor.check_all()

@@ -18,6 +18,7 @@ from lockyard.core.events import LockEvent, LockEventType
 from lockyard.domain.graph import Cycle
 from lockyard.domain.victim import AgentInfo
 from lockyard.infra.agent_runtime import CoordinatorNotOpenError, LockCoordinator
+from lockyard.infra.lockstore import LockStore
 from polling_support import wait_until_async
 
 pytestmark = pytest.mark.anyio
@@ -159,6 +160,24 @@ async def test_a_resync_leaves_waits_of_agents_it_does_not_know_to_lockyard_moni
             }
             assert snapshot.waits == ()
             group.cancel_scope.cancel()
+
+
+async def test_a_resync_reads_only_its_own_repository_of_a_shared_lock_directory(
+    repo: Path, lock_dir: Path, tmp_path: Path
+) -> None:
+    # Another repository's agent holds its own `f1` in the same lock directory (the default
+    # per-user one is shared by every repository): that is another lock, not alice's.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    other_repo = LockStore(elsewhere, lock_dir, namespace="zz-another-repository")
+    async with LockCoordinator(repo, lock_dir, resync_interval=3600) as coordinator:
+        store = coordinator.store
+        coordinator.runtime("alice")
+        assert store.try_lock("f1", "alice")
+        assert other_repo.try_lock("f1", "stranger")
+        assert await coordinator.resync() == []
+        assert dict(coordinator.monitor.snapshot().holds) == {store.canonicalize("f1"): "alice"}
+    other_repo.close()
 
 
 async def test_a_coordinator_with_on_deadlock_must_be_open_to_build_runtimes(

@@ -178,3 +178,37 @@ def test_the_journal_switched_off_writes_nothing(
 def _state(pid: int) -> str | None:
     stat = read_proc_stat(pid)
     return None if stat is None else stat[0]
+
+
+def test_lines_passed_through_are_not_holds_only_the_locks_asked_for_are(
+    repo: Path, lock_dir: Path
+) -> None:
+    (repo / "src").mkdir(exist_ok=True)
+    one, two = LockStore(repo, lock_dir), LockStore(repo, lock_dir)
+    assert one.try_lock("src/", "dir")
+    for _ in range(3):  # refused: the file's line is taken and given back, no grant
+        assert not two.try_lock("src/x.py", "file")
+    waiter = threading.Thread(target=lambda: two.acquire("src/x.py", "file", timeout_seconds=120))
+    waiter.start()
+    wait_until(lambda: [r for r in journalled(lock_dir) if r.kind == "wait-begin"])
+    assert one.release("src/", "dir")
+    waiter.join()
+    assert two.release("src/x.py", "file")
+    # A writer waiting for a reader waits: no grant until the reader has gone.
+    assert one.try_lock("a.py", "reader", mode="shared")
+    writer = threading.Thread(target=lambda: two.acquire("a.py", "writer", timeout_seconds=120))
+    writer.start()
+    wait_until(lambda: len([r for r in journalled(lock_dir) if r.kind == "wait-begin"]) == 2)
+    assert one.release("a.py", "reader")
+    writer.join()
+    records = journalled(lock_dir)
+    assert [(r.kind, r.agent, r.file) for r in records if r.kind != "release"] == [
+        ("grant", "dir", "src/"), ("wait-begin", "file", "src/x.py"),
+        ("hand-over", "file", "src/x.py"), ("wait-end", "file", "src/x.py"),
+        ("grant", "reader", "a.py"), ("wait-begin", "writer", "a.py"),
+        ("hand-over", "writer", "a.py"), ("wait-end", "writer", "a.py"),
+    ]  # fmt: skip
+    stats = FileJournal(lock_dir).stats()
+    assert {name: figures.holds for name, figures in stats.files.items()} == {
+        "src/": 1, "src/x.py": 1, "a.py": 2
+    }  # fmt: skip

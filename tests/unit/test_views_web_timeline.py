@@ -127,3 +127,17 @@ def test_a_chosen_window_gets_the_holds_that_ended_after_it(journal: FileJournal
     assert [(item["s"], item["e"]) for item in items] == [
         (1010.0, 1010.5), (1011.0, 1011.5), (1012.0, 1012.5)
     ]  # fmt: skip
+
+
+def test_a_chosen_window_gets_a_wait_that_began_in_it_and_none_that_began_after(
+    tmp_path: Path,
+) -> None:
+    writer = JournalFiles(journal_dir(tmp_path))
+    writer.append(rec(1030.0, "wait-end", agent="w", waited=15.0, outcome="granted"))
+    writer.append(rec(1035.0, "release", agent="late", held=5.0))  # began after the window
+    writer.append(rec(1038.0, "deadlock", agent="v"))  # a marker after the window
+    writer.close()
+    items, _ = read_window(FileJournal(tmp_path), Window(1000.0, 1020.0, live=False))
+    assert [(item["k"], item["a"], item["s"], item["e"]) for item in items] == [
+        ("wait", "w", 1015.0, 1030.0)
+    ]

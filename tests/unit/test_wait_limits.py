@@ -3,7 +3,7 @@
 import pytest
 
 from lockyard.infra.lockstore import MAX_TIMEOUT_SECONDS, InvalidTimeoutError
-from lockyard.infra.lockstore.limits import validate_timeout
+from lockyard.infra.lockstore.paths import validate_timeout
 from lockyard.infra.tools import tool_inputs
 from lockyard.infra.tools.tool_inputs import ACQUIRE_SCHEMA, AcquireInput
 

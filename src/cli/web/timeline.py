@@ -31,9 +31,12 @@ ENDS_A_HOLD = {"release", "hand-over", "reclaim", "operator-release"}
 MARKERS = {"deadlock", "denied", "reclaim", "pass-over", "operator-release"}
 ITEM_KINDS = frozenset(ENDS_A_HOLD | MARKERS | {"wait-end"})
 """The kinds of record that can make an item (a grant's bar comes with its release)."""
+BAR_KINDS = frozenset(ENDS_A_HOLD | {"wait-end"})
+"""The kinds of record that end a bar: all a look past the window can show in it."""
 LOOKAHEAD_SECONDS = 900.0
 """How far past a chosen window its holds and waits are looked for (their records come at
-their end): a longer look would cost a big journal seconds per request."""
+their end). Only the bars that began in the window are parsed there (the others are told
+by their bytes), so the look costs a search per record; a longer one would cost more."""
 
 
 class TimelineQueryError(ValueError):
@@ -128,7 +131,7 @@ def read_window(
     are parsed), and the window is read backwards from its end, so a busy hour of a big
     journal costs its last `limit` records, not all of them. A chosen window also reads the
     records of the LOOKAHEAD_SECONDS after it: a hold or a wait that began in the window and
-    ended then shows too."""
+    ended then shows too (its records are picked by their bytes: see LOOKAHEAD_SECONDS)."""
     until = None if window.live else window.end
     found = journal.latest(
         JournalQuery.of(since=window.start, until=until, kinds=ITEM_KINDS), limit + 1
@@ -136,7 +139,9 @@ def read_window(
     later: Iterable[JournalRecord] = ()
     if until is not None:
         ahead = until + min(window.end - window.start, LOOKAHEAD_SECONDS)
-        later = journal.records(JournalQuery.of(since=until, until=ahead, kinds=ITEM_KINDS))
+        later = journal.records(
+            JournalQuery.of(since=until, until=ahead, kinds=BAR_KINDS, began_before=until)
+        )
     items, _ = items_between([*found[-limit:], *later], window, limit)
     return items, len(found) > limit
 

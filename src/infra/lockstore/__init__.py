@@ -6,7 +6,7 @@
 - `postgres/`: PostgreSQL, for agents on many hosts: locks owned by live database sessions,
   queues in tables, wake-ups by NOTIFY;
 - beside them, what both share: the seam (`backend.py`), errors, records, liveness, lock keys
-  (`checkout.py`, `paths.py`), the wait limits (`limits.py`) and wakers (`wakeup.py`).
+  and the wait limits (`checkout.py`, `paths.py`) and wakers (`wakeup.py`).
   `choice.py` opens the backend a setting names; `default_store.py` has the module-level
   functions (`try_lock`, ...) on the default lock directory;
 - beside them too, though of the backends only the lock directory uses them, because parts
@@ -79,6 +79,7 @@ if TYPE_CHECKING:
         LockStoreError,
         PathOutsideRepoError,
     )
+    from .holds_graph import snapshot_of_namespace
     from .inotify import (
         CHANGES,
         IN_CLOSE_WRITE,
@@ -116,7 +117,6 @@ if TYPE_CHECKING:
         deadlock_record,
     )
     from .journal.summary import AgentFigures, FileFigures, Stats
-    from .limits import MAX_TIMEOUT_SECONDS, validate_poll_interval, validate_timeout
     from .liveness import (
         Liveness,
         ProcessIdentity,
@@ -142,7 +142,13 @@ if TYPE_CHECKING:
     from .modes import EXCLUSIVE, SHARED, LockMode, validate_mode
     from .off_loop import in_worker, store_call, waits_on_server
     from .own_files import NotOwnFileError, read_own_file
-    from .paths import lock_name, validate_agent_id
+    from .paths import (
+        MAX_TIMEOUT_SECONDS,
+        lock_name,
+        validate_agent_id,
+        validate_poll_interval,
+        validate_timeout,
+    )
     from .records import (
         HolderRecord,
         LockInfo,
@@ -222,6 +228,7 @@ _HOMES = {
     "SHARED": "modes",
     "LockMode": "modes",
     "validate_mode": "modes",
+    "snapshot_of_namespace": "holds_graph",
     "directory_ancestors": "scope_keys",
     "is_directory_key": "scope_keys",
     "is_glob_key": "scope_keys",
@@ -284,9 +291,9 @@ _HOMES = {
     "decode_holder": "records",
     "encode_holder": "records",
     "LockStore": "lockdir.store",
-    "MAX_TIMEOUT_SECONDS": "limits",
-    "validate_poll_interval": "limits",
-    "validate_timeout": "limits",
+    "MAX_TIMEOUT_SECONDS": "paths",
+    "validate_poll_interval": "paths",
+    "validate_timeout": "paths",
     "Waker": "wakeup",
     "process_hub": "lockdir.sleep",
 }
@@ -404,6 +411,7 @@ __all__ = [
     "release_lock",
     "replay_lines",
     "shared_node",
+    "snapshot_of_namespace",
     "stamp_activity",
     "store_call",
     "try_lock",

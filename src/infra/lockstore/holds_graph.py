@@ -8,12 +8,19 @@ through a shared hold or a directory lock looks the same whichever backend it is
 - a lock's holder that waits for its readers to leave (an exclusive grant or an upgrade)
   waits on each other reader's node;
 - a directory or glob lock's holder waits on every other agent's hold below it.
+
+`StoreSnapshot.holds` and `waits` key a lock by its repository-relative key alone: two
+repositories sharing one lock directory (the default per-user one is shared by all of a
+user's repositories) each have their own `src/app.py`, and they would collide there. A
+reader that keys nodes by key alone (the in-process monitor) narrows the snapshot to its own
+namespace first (`snapshot_of_namespace`); one that keys nodes by (namespace, key) reads `locks`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from .liveness import Liveness
 from .records import LockInfo, StoreSnapshot, WaiterRecord, shared_node
 from .scope_keys import is_above, is_scoped
 
@@ -38,6 +45,16 @@ def snapshot_of(
                 waits.append((info.holder.agent_id, node))
     waits.extend(_waits_below(locks, {agent for agent, _node in waits}))
     return StoreSnapshot(holds=holds, waits=tuple(waits), locks=tuple(locks))
+
+
+def snapshot_of_namespace(snapshot: StoreSnapshot, namespace: str) -> StoreSnapshot:
+    """`snapshot` narrowed to the locks and waits of one repository `namespace`, whose keys
+    are then unique. A waiter proven dead is left out, as the lock directory's own snapshot
+    does (the PostgreSQL one lists only live waiters: none is then proven dead)."""
+    return snapshot_of(
+        (info for info in snapshot.locks if info.namespace in (namespace, None)),
+        lambda waiter: waiter.namespace == namespace and waiter.liveness()[0] is not Liveness.DEAD,
+    )
 
 
 def _waits_below(locks: list[LockInfo], queued: set[str]) -> list[tuple[str, str]]:

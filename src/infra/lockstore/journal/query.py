@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _quote
 
-from .record import KINDS, JournalRecord
+from .record import KINDS, RECORD_START, JournalRecord
+from .scan import time_of
 from .summary import SegmentSummary
 
 _WILDCARD = re.compile(r"[*?\[]")
@@ -22,7 +23,9 @@ class BadQueryError(ValueError):
 class JournalQuery:
     """Records that name one of `agents` (any, when empty), a file matching one of `files`
     (shell-style globs on the repository-relative path; `*` crosses `/`, as in git's
-    pathspecs), of one of `kinds`, in one of `namespaces`, with `since <= time < until`."""
+    pathspecs), of one of `kinds`, in one of `namespaces`, with `since <= time < until`;
+    with `began_before`, only the records of a hold or a wait (they say how long it lasted:
+    `held`, `waited`) that began before that time."""
 
     agents: frozenset[str] = frozenset()
     files: tuple[str, ...] = ()
@@ -30,6 +33,7 @@ class JournalQuery:
     namespaces: frozenset[str] = frozenset()
     since: float | None = None
     until: float | None = None
+    began_before: float | None = None
 
     @classmethod
     def of(
@@ -41,6 +45,7 @@ class JournalQuery:
         namespaces: Iterable[str] = (),
         since: float | None = None,
         until: float | None = None,
+        began_before: float | None = None,
     ) -> JournalQuery:
         """A query; BadQueryError for an unknown kind or a window that ends before it starts."""
         wanted = frozenset(kinds)
@@ -51,12 +56,18 @@ class JournalQuery:
             )
         if since is not None and until is not None and until <= since:
             raise BadQueryError("the time window ends before it begins: --until must be later")
-        return cls(frozenset(agents), tuple(files), wanted, frozenset(namespaces), since, until)
+        return cls(
+            frozenset(agents), tuple(files), wanted, frozenset(namespaces), since, until,
+            began_before,
+        )  # fmt: skip
 
     @property
     def narrows_records(self) -> bool:
         """True when it picks records by what they name, not only by time."""
-        return bool(self.agents or self.files or self.kinds or self.namespaces)
+        return bool(
+            self.agents or self.files or self.kinds or self.namespaces
+            or self.began_before is not None
+        )  # fmt: skip
 
     def in_window(self, t: float) -> bool:
         return (self.since is None or t >= self.since) and (self.until is None or t < self.until)
@@ -65,6 +76,8 @@ class JournalQuery:
         if not self.in_window(record.time):
             return False
         if self.kinds and record.kind not in self.kinds:
+            return False
+        if self.began_before is not None and not _began_before(record, self.began_before):
             return False
         if self.namespaces and record.namespace not in self.namespaces:
             return False
@@ -100,22 +113,55 @@ class JournalQuery:
         fail it), to skip parsing; None when there is no cheap test."""
         tests: list[Callable[[bytes], bool]] = []
         if self.kinds:
-            kinds = [f'"kind":{_quote(kind)}'.encode() for kind in self.kinds]
-            tests.append(lambda line: any(k in line for k in kinds))
+            tests.append(_contains_any(f'"kind":{_quote(kind)}' for kind in self.kinds))
         if self.namespaces:
-            spaces = [f'"ns":{_quote(ns)}'.encode() for ns in self.namespaces]
-            tests.append(lambda line: any(n in line for n in spaces))
+            tests.append(_contains_any(f'"ns":{_quote(ns)}' for ns in self.namespaces))
         if self.agents:
-            agents = [_quote(agent).encode() for agent in self.agents]
-            tests.append(lambda line: any(a in line for a in agents))
+            tests.append(_contains_any(_quote(agent) for agent in self.agents))
         if self.files and not any(_WILDCARD.search(pattern) for pattern in self.files):
-            files = [_quote(name).encode() for name in self.files]
-            tests.append(lambda line: any(f in line for f in files))
+            tests.append(_contains_any(_quote(name) for name in self.files))
+        if self.began_before is not None:
+            before = self.began_before
+            tests.append(lambda line: _may_begin_before(line, before))
         if not tests:
             return None
         if len(tests) == 1:
             return tests[0]
         return lambda line: all(test(line) for test in tests)
+
+
+def _contains_any(texts: Iterable[str]) -> Callable[[bytes], bool]:
+    """A test whether a line holds one of `texts` (one search in C for them all)."""
+    wanted = sorted({text.encode() for text in texts})
+    if len(wanted) == 1:
+        only = wanted[0]
+        return lambda line: only in line
+    search = re.compile(b"|".join(re.escape(text) for text in wanted)).search
+    return lambda line: search(line) is not None
+
+
+def _began_before(record: JournalRecord, before: float) -> bool:
+    lasted = record.held if record.held is not None else record.waited
+    return lasted is not None and record.time - lasted < before
+
+
+_FIGURE = re.compile(rb',"(?:held|waited)":([-+.0-9eE]+)')
+
+
+def _may_begin_before(line: bytes, before: float) -> bool:
+    """False when a line's own bytes show a hold or wait that began at `before` or later, or
+    show no figure of how long one lasted (a key's quotes never occur inside a JSON string);
+    True when unsure. A search costs a hundredth of parsing the line."""
+    t = time_of(line)
+    if t is None or line.find(RECORD_START, 1) >= 0:
+        return True  # torn, or a whole record glued to a torn one: the parser decides
+    for figure in _FIGURE.findall(line):
+        try:
+            if t - float(figure) < before:
+                return True
+        except ValueError:
+            return True
+    return False
 
 
 def _may_share(wanted: frozenset[str], present: set[str] | None) -> bool:

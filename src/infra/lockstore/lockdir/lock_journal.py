@@ -3,11 +3,13 @@ triggers do for theirs: grants, waits and how they ended, releases with how long
 held, hand-overs to a waiter, reclaims with their proof of death, pass-overs and operators'
 releases (docs/observability.md says who writes what).
 
-The line (`line.py`) decides; the store tells this journal what came of each decision, where
-the outcome is known: a take that made a new grant, a wait that began and how it ended, a
-release that removed its grant. Reclaims and pass-overs happen inside other recipes, and
-reach it through the line's operations (`operations.py`). One write per record; nothing at
-all when the journal is off.
+It records what happened to the lock asked for, not to the lines a request passes through:
+a file's line taken and given back because a directory over it is held (`scopes.py`), or a
+directory's line held for a moment as a turnstile, is no grant, no hand-over and no release.
+So the store tells it a grant once the grant is made (`Scopes.made`), a wait once the request
+first sleeps and how it ended (`operations.LockWait`), and a release that removed a grant
+made. Reclaims and pass-overs happen inside other recipes, and reach it through the line's
+operations (`operations.py`). One write per record; nothing at all when the journal is off.
 """
 
 from __future__ import annotations
@@ -53,11 +55,18 @@ class LockJournal:
         release (a hint: dropped when it grows past bounds, or the grant is released
         elsewhere, which reads the time from the holder's record)."""
 
-    def granted(self, token: str, agent: str, key: str, mode: str | None = None) -> None:
-        """A take made grant `token` of `key` for `agent` (`mode` "shared": a shared hold,
-        recorded as the grant's outcome)."""
-        self._since_now(token, now := time.time())
-        self._line(GRANT, agent, key, at=now, outcome=mode)
+    def granted(
+        self, token: str | None, agent: str, key: str, mode: str | None = None, *,
+        waited: bool = False,
+    ) -> None:  # fmt: skip
+        """Grant `token` of `key` was made for `agent` (`mode` "shared": a shared hold,
+        recorded as the grant's outcome): at once, or handed over at the end of a wait
+        (`waited`: the lock passed from its holder, or from nobody, to this waiter; the
+        releaser's record is just before)."""
+        now = time.time()
+        if token is not None:
+            self._since_now(token, now)
+        self._line(HAND_OVER if waited else GRANT, agent, key, at=now, outcome=mode)
 
     def wait_began(self, agent: str, key: str) -> float:
         """`agent` begins to wait for `key`; when (for `wait_ended`)."""
@@ -65,17 +74,11 @@ class LockJournal:
         self._line(WAIT_BEGIN, agent, key, at=now)
         return now
 
-    def wait_ended(
-        self, agent: str, key: str, began: float, granted: bool | None, token: str = ""
-    ) -> None:
-        """A wait begun at `began` ended: granted grant `token` (a hand-over: the lock passed
-        from its holder, or from nobody, to this waiter; the releaser's record is just
-        before), timed out (False), or interrupted (None: cancelled, or given way as a
-        deadlock's victim)."""
+    def wait_ended(self, agent: str, key: str, began: float, granted: bool | None) -> None:
+        """A wait begun at `began` ended: granted (its grant is recorded just before),
+        timed out (False), or interrupted (None: cancelled, or given way as a deadlock's
+        victim)."""
         now = time.time()
-        if granted:
-            self._since_now(token, now)
-            self._line(HAND_OVER, agent, key, at=now)
         outcome = (
             abandoned_wait_outcome(agent) if granted is None else GRANTED if granted else TIMED_OUT
         )

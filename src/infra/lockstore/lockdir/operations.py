@@ -24,8 +24,9 @@ so that a grant's record lives in its symlink's inode (`disk.py`).
 
 `Waits`: a store's waits, from their place in line to what they leave behind: each waiter's
 `line.Place` and `Sleeper`, the run of the line's `wait` recipe (blocking or async: only the
-sleeping differs), and at its end the grant kept for its release and the journal's record of
-how it ended (`lock_journal.py`).
+sleeping differs), and at its end the grant kept for its release. `LockWait`: the journal's
+record of one request's wait (`lock_journal.py`), from its first sleep to its end, whatever
+lines it passed through.
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ from collections.abc import Callable
 from typing import Final, TypeVar
 
 from ..errors import CorruptRecordError, LockDirFullError
-from ..limits import validate_poll_interval, validate_timeout
 from ..liveness import Liveness, ProcessIdentity, current_process, is_this_process, new_token
-from ..paths import validate_agent_id
+from ..modes import SHARED
+from ..paths import validate_agent_id, validate_poll_interval, validate_timeout
 from ..records import HolderRecord, Reclamation, WaiterRecord, encode_waiter, holder_card
 from . import line
 from .disk import CARD_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, SHARED_SUFFIX, HolderCards, LockDir
@@ -316,24 +317,34 @@ class Grants:
             return None
         token, new = taken
         self.remember(name, agent, token, key)
-        if new and self._journal is not None:
-            self._journal.granted(token, agent, key)
         return new
 
-    def release(self, filepath: str, agent_id: str) -> bool:
+    def journal_grant(self, name: str, key: str, agent: str, *, waited: bool = False) -> None:
+        """Journal the exclusive grant of lock `name` (`key`) that `agent` was just made
+        (`waited`: at the end of a wait). A take of the line is no grant until then: it may
+        be given back for a directory over it (`scopes.py`)."""
+        if self._journal is not None:
+            with self._guard:
+                token = self._tokens.get((name, agent))
+            self._journal.granted(token, agent, key, waited=waited)
+
+    def release(self, filepath: str, agent_id: str, *, journalled: bool = True) -> bool:
         """Give back `agent_id`'s lock of `filepath`; False, touching nothing, when it does
-        not hold it."""
+        not hold it. Not `journalled`: a line given back before its grant was made (a
+        turnstile, a take backed off), which the journal never heard of."""
         if type(filepath) is str and type(agent_id) is str:
             # A lock this store granted under this very key needs no canonicalising: the
             # grant's token names the lock, and removal by token succeeds only while that
             # grant is current (else the full path below decides, as for any other path).
             granted = self.take_by_key(filepath, agent_id)
-            if granted is not None and self._release(*granted, agent_id, filepath):
+            if granted is not None and self._release(
+                *granted, agent_id, filepath, journalled=journalled
+            ):
                 return True
         agent = validate_agent_id(agent_id)
         key, name = self._keys.locate(filepath)
         token = self.take_token(name, agent)
-        if token is not None and self._release(name, token, agent, key):
+        if token is not None and self._release(name, token, agent, key, journalled=journalled):
             return True
         try:
             holder = self._directory.read_holder(name)
@@ -341,14 +352,17 @@ class Grants:
             return False
         if holder is None or holder.agent_id != agent:
             return False
-        return self._release(name, holder.token, agent, key, holder.acquired_at)
+        return self._release(
+            name, holder.token, agent, key, holder.acquired_at, journalled=journalled
+        )
 
     def _release(
-        self, name: str, token: str, agent: str, key: str, acquired_at: float | None = None
-    ) -> bool:
+        self, name: str, token: str, agent: str, key: str, acquired_at: float | None = None,
+        *, journalled: bool = True,
+    ) -> bool:  # fmt: skip
         # Hands the lock over to the queue's head when it staged its grant (`line.release`).
         hint = self.take_successor(name)
-        if self._journal is None:
+        if self._journal is None or not journalled:
             return run(line.release(self._operations, name, token, hint))
         # Journalled when the grant is dropped, before the hand-over (operations.py).
         releases = self._operations.releases
@@ -422,16 +436,16 @@ class Waits:
 
     def begin(
         self, filepath: str, agent_id: str, timeout_seconds: float, poll_interval_ms: float
-    ) -> bool | tuple[line.Place, Sleeper, float, float]:
+    ) -> bool | tuple[line.Place, Sleeper, float]:
         """What a wait does first: check the arguments and try the lock. True: taken;
-        False: not, and no time to wait; else the place in line, how it sleeps, for how long
-        at most, and when the wait began (journalled)."""
+        False: not, and no time to wait; else the place in line, how it sleeps, and for how
+        long at most."""
         agent = validate_agent_id(agent_id)
         return self.begin_at(self._keys.locate(filepath), agent, timeout_seconds, poll_interval_ms)
 
     def begin_at(
         self, located: tuple[str, str], agent: str, timeout_seconds: float, poll_interval_ms: float
-    ) -> bool | tuple[line.Place, Sleeper, float, float]:
+    ) -> bool | tuple[line.Place, Sleeper, float]:
         """`begin` for the lock `located` ((key, name), `LockKeys.locate`) by a valid `agent`."""
         timeout = validate_timeout(timeout_seconds)
         poll = validate_poll_interval(poll_interval_ms)
@@ -440,8 +454,7 @@ class Waits:
             return True
         if timeout == 0:
             return False
-        began = self.began(agent, key)
-        return (*self.line_up(name, key, agent, poll), timeout, began)
+        return (*self.line_up(name, key, agent, poll), timeout)
 
     def line_up(self, name: str, key: str, agent: str, poll: float) -> tuple[line.Place, Sleeper]:
         """A wait for lock `name` (`key`) by `agent`, not begun: its place in line (the line's
@@ -459,44 +472,63 @@ class Waits:
         )
         return place, sleeper
 
-    def began(self, agent: str, key: str) -> float:
-        """Now, when `agent` begins to wait for `key` (journalled)."""
-        return time.time() if self._journal is None else self._journal.wait_began(agent, key)
+    def lock_wait(self, key: str, name: str, agent: str, *, exclusive: bool) -> LockWait:
+        """The journal's record of `agent`'s request for lock `name` (`key`)."""
+        return LockWait(self._journal, self._grants, key, name, agent, exclusive)
 
-    def run(self, place: line.Place, sleeper: Sleeper, timeout: float, began: float) -> bool:
+    def run(self, place: line.Place, sleeper: Sleeper, timeout: float) -> bool:
         """Wait in line, sleeping with `sleeper` for at most `timeout` seconds: True when the
         lock is ours."""
-        try:
-            got = wait(line.wait(self._operations, place), sleeper, timeout)
-        except BaseException:
-            self._interrupted(place, began)
-            raise
-        return self.record_wait(place, got, began)
+        got = wait(line.wait(self._operations, place), sleeper, timeout)
+        return self.record_wait(place, got)
 
-    async def run_async(
-        self, place: line.Place, sleeper: Sleeper, seconds: float, began: float
-    ) -> bool:
+    async def run_async(self, place: line.Place, sleeper: Sleeper, seconds: float) -> bool:
         """`run` on the event loop (cancel-safe: a cancelled wait leaves nothing behind)."""
-        try:
-            got = await wait_async(line.wait(self._operations, place), sleeper, seconds)
-        except BaseException:
-            self._interrupted(place, began)
-            raise
-        return self.record_wait(place, got, began)
+        got = await wait_async(line.wait(self._operations, place), sleeper, seconds)
+        return self.record_wait(place, got)
 
-    def record_wait(self, place: line.Place, got: bool, began: float | None = None) -> bool:
+    def record_wait(self, place: line.Place, got: bool) -> bool:
         """Keep what a wait that ended with the lock (`got`) leaves for the release: its
-        grant's token, and the waiter that was next; journal how a wait begun at `began`
-        ended. Returns `got`."""
-        if began is not None and self._journal is not None:
-            self._journal.wait_ended(place.agent, place.key, began, got, place.held)
+        grant's token, and the waiter that was next. Returns `got`."""
         if got:
             self._grants.remember(place.name, place.agent, place.held, place.key)
             if place.successor is not None:
                 self._grants.note_successor(place.name, place.successor)
         return got
 
-    def _interrupted(self, place: line.Place, began: float) -> None:
-        """Journal a wait that ended by an interruption (cancelled, given way)."""
-        if self._journal is not None:
-            self._journal.wait_ended(place.agent, place.key, began, None)
+
+class LockWait:
+    """What the journal hears of one request for lock `name` (`key`) by `agent`: a wait that
+    begins when the request first sleeps (in any line it passes through, or outwaiting
+    readers or the holds under a directory) and ends with the request, and the grant it
+    ends with. A request that never sleeps is a grant alone."""
+
+    def __init__(
+        self, journal: LockJournal | None, grants: Grants, key: str, name: str, agent: str,
+        exclusive: bool,
+    ) -> None:  # fmt: skip
+        self._journal, self._grants = journal, grants
+        self._key, self._name, self._agent, self._exclusive = key, name, agent, exclusive
+        self._began: float | None = None
+
+    def sleeping(self) -> None:
+        """The request is about to sleep: its wait begins, if it had not."""
+        if self._began is None and self._journal is not None:
+            self._began = self._journal.wait_began(self._agent, self._key)
+
+    def ended(self, got: bool) -> None:
+        """The request ended: with the lock made its own (`got`), or out of time."""
+        journal, began = self._journal, self._began
+        if journal is None:
+            return
+        if got and self._exclusive:
+            self._grants.journal_grant(self._name, self._key, self._agent, waited=began is not None)
+        elif got:  # a shared hold: its token is the member's (its release says when it began)
+            journal.granted(None, self._agent, self._key, SHARED, waited=began is not None)
+        if began is not None:
+            journal.wait_ended(self._agent, self._key, began, got)
+
+    def interrupted(self) -> None:
+        """The request was interrupted (cancelled, or given way as a deadlock's victim)."""
+        if self._journal is not None and self._began is not None:
+            self._journal.wait_ended(self._agent, self._key, self._began, None)

@@ -34,7 +34,7 @@ from ..paths import lock_name
 from ..scope_keys import is_above, is_glob_key, is_scoped, places_above
 from .disk import LOCK_SUFFIX, SHARED_SUFFIX, LockDir
 from .glob_index import add_glob, any_globs, globs_at
-from .operations import Grants, Waits
+from .operations import Grants, LockWait, Waits
 from .shared_holds import SharedHolds, read_members
 from .sleep import Drain
 
@@ -159,11 +159,11 @@ class Scopes:
                             key, agent, exclusive, deadline, poll
                         )
                 except BaseException:
-                    self._grants.release(key, agent)
+                    self._grants.release(key, agent, journalled=False)
                     raise
                 if cleared and blocker is None:
                     return self.made(name, key, agent, exclusive=exclusive)
-                self._grants.release(key, agent)
+                self._grants.release(key, agent, journalled=False)
                 if blocker is None:
                     return False  # out of time
                 # Lines are waited for in one order, from above down (`is_above`): the
@@ -171,7 +171,7 @@ class Scopes:
                 # holding its line, for the holds below it).
                 for turnstile in [t for t in turnstiles if not is_above(t, blocker[0])]:
                     turnstiles.remove(turnstile)
-                    self._grants.release(turnstile, agent)
+                    self._grants.release(turnstile, agent, journalled=False)
                 if not (yield InLine(blocker, _left(deadline))):
                     return False
                 turnstiles.append(blocker[0])
@@ -181,7 +181,7 @@ class Scopes:
                     return False
         finally:
             for ancestor in turnstiles:
-                self._grants.release(ancestor, agent)
+                self._grants.release(ancestor, agent, journalled=False)
 
     def made(self, name: str, key: str, agent: str, *, exclusive: bool) -> bool:
         """`agent`, holding the line of `name`, is granted it: an exclusive grant absorbs
@@ -247,8 +247,9 @@ Step = InLine | Pause
 Steps = Generator[Step, object, bool]
 
 
-def run_steps(steps: Steps, waits: Waits, agent: str, poll_ms: float) -> bool:
-    """Carry out a wait's steps blocking the thread (`Scopes.acquisition`)."""
+def run_steps(steps: Steps, waits: Waits, journal: LockWait, agent: str, poll_ms: float) -> bool:
+    """Carry out a wait's steps blocking the thread (`Scopes.acquisition`), telling
+    `journal` when the request sleeps and how it ended."""
     drain: Drain | None = None
     try:
         step = next(steps)
@@ -257,23 +258,32 @@ def run_steps(steps: Steps, waits: Waits, agent: str, poll_ms: float) -> bool:
                 if isinstance(step, Pause):
                     drain = drain or waits.drain()
                     if not drain.follow(step.watched):  # newly followed: look again first
+                        journal.sleeping()
                         drain.sleep(step.seconds)
                     outcome: object = None
                 else:
                     begun = waits.begin_at(step.located, agent, step.seconds, poll_ms)
+                    if not isinstance(begun, bool):
+                        journal.sleeping()
                     outcome = begun if isinstance(begun, bool) else waits.run(*begun)
             except BaseException as error:
                 step = steps.throw(error)  # it cleans up and raises again
                 continue
             step = steps.send(outcome)
     except StopIteration as done:
+        journal.ended(bool(done.value))
         return bool(done.value)
+    except BaseException:
+        journal.interrupted()
+        raise
     finally:
         if drain is not None:
             drain.close()
 
 
-async def run_steps_async(steps: Steps, waits: Waits, agent: str, poll_ms: float) -> bool:
+async def run_steps_async(
+    steps: Steps, waits: Waits, journal: LockWait, agent: str, poll_ms: float
+) -> bool:
     """`run_steps` on the event loop (cancel-safe: the cancellation is thrown into the
     steps, which leave nothing behind)."""
     drain: Drain | None = None
@@ -284,17 +294,24 @@ async def run_steps_async(steps: Steps, waits: Waits, agent: str, poll_ms: float
                 if isinstance(step, Pause):
                     drain = drain or waits.drain()
                     if not drain.follow(step.watched):
+                        journal.sleeping()
                         await drain.sleep_async(step.seconds)
                     outcome: object = None
                 else:
                     begun = waits.begin_at(step.located, agent, step.seconds, poll_ms)
+                    if not isinstance(begun, bool):
+                        journal.sleeping()
                     outcome = begun if isinstance(begun, bool) else await waits.run_async(*begun)
             except BaseException as error:
                 step = steps.throw(error)
                 continue
             step = steps.send(outcome)
     except StopIteration as done:
+        journal.ended(bool(done.value))
         return bool(done.value)
+    except BaseException:
+        journal.interrupted()
+        raise
     finally:
         if drain is not None:
             drain.close()

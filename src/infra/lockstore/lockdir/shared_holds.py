@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
 
 from ..errors import CorruptRecordError
 from ..liveness import Liveness, ProcessIdentity, current_process
-from ..modes import SHARED
 from ..records import HolderRecord, decode_holder, encode_holder
 from . import line
 from .disk import (
@@ -179,26 +177,11 @@ class SharedHolds:
 
     def join(self, name: str, key: str, agent: str, token: str) -> None:
         """`agent`, holding lock `name` under grant `token`, becomes a member and releases
-        the lock (handing it to the next in line)."""
+        the lock (handing it to the next in line): the caller journals the shared grant."""
         try:
             self._add(name, key, agent, token)
         finally:
             run(line.release(self._operations, name, token, None))
-        if self._journal is not None:
-            self._journal.granted(token, agent, key, mode=SHARED)
-
-    def try_share(self, name: str, key: str, agent: str, maker: Callable[[], str]) -> bool:
-        """Hold `name` shared now if nobody holds it exclusively nor queues for it (an agent
-        already a member, or the exclusive holder, holds it so already)."""
-        if self.holds_shared(name, agent):
-            return True
-        taken = run(line.take(self._operations, name, agent, maker))
-        if taken is None:
-            return False
-        token, new = taken
-        if new:
-            self.join(name, key, agent, token)
-        return True  # else it holds the lock exclusively: that covers reading
 
     # -- an exclusive grant waits for the members ------------------------------------------
 

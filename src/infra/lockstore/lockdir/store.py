@@ -20,10 +20,9 @@ from ..checkout import Checkout, open_checkout
 from ..errors import CorruptRecordError, LockDirError
 from ..journal.files import JournalFiles, journal_files
 from ..journal.record import JournalRecord, process_session
-from ..limits import validate_poll_interval, validate_timeout
 from ..liveness import ProcessIdentity, current_process
-from ..modes import EXCLUSIVE, LockMode, validate_mode
-from ..paths import validate_agent_id
+from ..modes import EXCLUSIVE, SHARED, LockMode, validate_mode
+from ..paths import validate_agent_id, validate_poll_interval, validate_timeout
 from ..records import (
     HolderRecord,
     LockInfo,
@@ -39,7 +38,7 @@ from .disk import LockDir, default_lock_dir
 from .glob_index import globs_over
 from .keys import LockKeys
 from .lock_journal import LockJournal
-from .operations import DiskOperations, GrantRecords, Grants, OnReclaim, Waits, run
+from .operations import DiskOperations, GrantRecords, Grants, LockWait, OnReclaim, Waits, run
 from .policy import read_idle_limit, write_idle_limit
 from .scopes import Scopes, Steps, run_steps, run_steps_async
 from .shared_holds import SharedHolds
@@ -262,9 +261,11 @@ class LockStore:
         if not new:
             return new is not None  # False: held already
         if self._scope_conflict(key, agent, exclusive=True):
-            self.grants.release(key, agent)
+            self.grants.release(key, agent, journalled=False)
             return False
-        return self.scopes.made(name, key, agent, exclusive=True)
+        self.scopes.made(name, key, agent, exclusive=True)
+        self.grants.journal_grant(name, key, agent)
+        return True
 
     def _take_now(self, name: str, key: str, agent: str) -> bool | None:
         """Take lock `name` exclusively now, once no other live reader holds it: True for a
@@ -276,7 +277,7 @@ class LockStore:
         new = self.grants.take_fresh(name, key, agent)
         # A reader may have joined between the look and the take.
         if new and shared.present(name) and shared.others_alive(name, agent):
-            self.grants.release(key, agent)
+            self.grants.release(key, agent, journalled=False)
             return None
         return new
 
@@ -295,6 +296,8 @@ class LockStore:
             run(line.release(self.operations, name, token, None))
             return False
         self.shared.join(name, key, agent, token)
+        if self._lock_journal is not None:
+            self._lock_journal.granted(token, agent, key, SHARED)
         return True
 
     def _scope_conflict(self, key: str, agent: str, *, exclusive: bool) -> bool:
@@ -336,9 +339,7 @@ class LockStore:
         steps = self._acquisition(filepath, agent_id, timeout_seconds, poll_interval_ms, mode)
         if isinstance(steps, bool):
             return steps
-        return await run_steps_async(
-            steps, self.waits, validate_agent_id(agent_id), poll_interval_ms
-        )
+        return await run_steps_async(*steps, poll_interval_ms)
 
     def acquire(
         self,
@@ -353,7 +354,7 @@ class LockStore:
         steps = self._acquisition(filepath, agent_id, timeout_seconds, poll_interval_ms, mode)
         if isinstance(steps, bool):
             return steps
-        return run_steps(steps, self.waits, validate_agent_id(agent_id), poll_interval_ms)
+        return run_steps(*steps, poll_interval_ms)
 
     def _acquisition(
         self,
@@ -362,9 +363,10 @@ class LockStore:
         timeout_seconds: float,
         poll_interval_ms: float,
         mode: LockMode,
-    ) -> bool | Steps:
+    ) -> bool | tuple[Steps, Waits, LockWait, str]:
         """What an acquire does before it sleeps: the answer at once (held already, or taken
-        without a wait), or the steps of its wait (`Scopes.acquisition`)."""
+        without a wait), or the steps of its wait (`Scopes.acquisition`) with what a runner
+        needs to carry them out: the waits, the journal's record of the request, the agent."""
         deadline = time.monotonic() + validate_timeout(timeout_seconds)
         poll = validate_poll_interval(poll_interval_ms)
         agent, key, name, held = self._before_wait(filepath, agent_id, mode)
@@ -374,7 +376,8 @@ class LockStore:
         quick = self._quick(key, name, agent, exclusive)
         if quick is not None:
             return quick
-        return self.scopes.acquisition(key, name, agent, exclusive, deadline, poll)
+        steps = self.scopes.acquisition(key, name, agent, exclusive, deadline, poll)
+        return steps, self.waits, self.waits.lock_wait(key, name, agent, exclusive=exclusive), agent
 
     def _quick(self, key: str, name: str, agent: str, exclusive: bool) -> bool | None:
         """A file's exclusive lock taken at once (True, also when held already), or None:
@@ -396,9 +399,11 @@ class LockStore:
         if new is None:
             return None
         if self._scope_conflict(key, agent, exclusive=True):
-            self.grants.release(key, agent)
+            self.grants.release(key, agent, journalled=False)
             return None
-        return self.scopes.made(name, key, agent, exclusive=True)
+        self.scopes.made(name, key, agent, exclusive=True)
+        self.grants.journal_grant(name, key, agent)
+        return True
 
     def _before_wait(
         self, filepath: str, agent_id: str, mode: LockMode

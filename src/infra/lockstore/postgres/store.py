@@ -37,11 +37,10 @@ from ..holds_graph import snapshot_of
 from ..journal.causes import abandoned_wait_outcome, operator_cause
 from ..journal.files import journal_enabled
 from ..journal.record import TIMED_OUT, JournalRecord
-from ..limits import validate_poll_interval, validate_timeout
 from ..liveness import current_process, new_token
 from ..modes import EXCLUSIVE, SHARED, LockMode, validate_mode
 from ..off_loop import store_call
-from ..paths import validate_agent_id
+from ..paths import validate_agent_id, validate_poll_interval, validate_timeout
 from ..records import HolderRecord, LockInfo, LostLock, Reclamation, StoreSnapshot, WaiterRecord
 from ..scope_keys import directory_ancestors, is_directory_key, is_glob_key
 from ..wakeup import Waker
