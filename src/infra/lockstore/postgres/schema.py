@@ -853,6 +853,22 @@ END $$;
 
 # A queued waiter: its attempts, and its leaving.
 _WAIT: Final = """
+-- The first live waiter ahead of p_ticket in the line of p_line (NULL: none); the dead ones
+-- met on the way leave the line.
+CREATE FUNCTION {s}.live_ahead(p_ns text, p_line text, p_ticket bigint, p_me integer)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE a {s}.waiters;
+BEGIN
+    FOR a IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_line
+             AND ticket < p_ticket ORDER BY ticket LOOP
+        IF {s}.alive(a.session, p_me) THEN
+            RETURN a.agent_id;
+        END IF;
+        DELETE FROM {s}.waiters WHERE ticket = a.ticket;
+    END LOOP;
+    RETURN NULL;
+END $$;
+
 -- A waiter's attempt: 'granted', 'waiting' (o_agent: who is ahead, holds it, or still reads
 -- it), or 'gone' (its queue entry is no more, or belongs to a session of ours that ended).
 -- A waiter may have been handed the lock already: as a reader, or as the exclusive holder
@@ -860,7 +876,7 @@ _WAIT: Final = """
 CREATE FUNCTION {s}.advance(p_ns text, p_key text, p_ticket bigint,
     p_token text, p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
 LANGUAGE plpgsql AS $$
-DECLARE w {s}.waiters; a {s}.waiters; h {s}.holds; line text;
+DECLARE w {s}.waiters; h {s}.holds; line text;
     scoped boolean := right(p_key, 1) = '/';
 BEGIN
     PERFORM {s}.scope_guard(p_ns, p_key);  -- before any look
@@ -898,14 +914,11 @@ BEGIN
         RETURN;
     END IF;
     IF w.want IS NOT NULL THEN  -- in the line of a directory lock over its key
-        FOR a IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = w.key
-                 AND ticket < p_ticket ORDER BY ticket LOOP
-            IF {s}.alive(a.session, p_me) THEN
-                outcome := 'waiting'; o_agent := a.agent_id;
-                RETURN;
-            END IF;
-            DELETE FROM {s}.waiters WHERE ticket = a.ticket;
-        END LOOP;
+        o_agent := {s}.live_ahead(p_ns, w.key, p_ticket, p_me);
+        IF o_agent IS NOT NULL THEN
+            outcome := 'waiting';
+            RETURN;
+        END IF;
         PERFORM 1 FROM {s}.holds WHERE namespace = p_ns AND key = w.key FOR NO KEY UPDATE;
         o_agent := {s}.dir_blocker(p_ns, w.key, w.agent_id, w.shared, p_me, true);
         IF o_agent IS NOT NULL THEN
@@ -920,14 +933,11 @@ BEGIN
         FROM {s}.advance(p_ns, p_key, p_ticket, p_token, p_me);
         RETURN;
     END IF;
-    FOR a IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
-             AND ticket < p_ticket ORDER BY ticket LOOP
-        IF {s}.alive(a.session, p_me) THEN
-            outcome := 'waiting'; o_agent := a.agent_id;
-            RETURN;
-        END IF;
-        DELETE FROM {s}.waiters WHERE ticket = a.ticket;
-    END LOOP;
+    o_agent := {s}.live_ahead(p_ns, p_key, p_ticket, p_me);
+    IF o_agent IS NOT NULL THEN
+        outcome := 'waiting';
+        RETURN;
+    END IF;
     -- A live holder is the common answer, read without a row lock (every waiter asks this
     -- at each liveness re-check); a free lock, or a dead holder's, is then read locked.
     SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_key;
