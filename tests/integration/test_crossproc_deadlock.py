@@ -103,8 +103,16 @@ async def two_agents(repo: Path, backend: str) -> AsyncIterator[tuple[Client, Cl
         yield alice, bob
 
 
-async def cross(alice: Client, bob: Client, started: anyio.Event | None = None) -> dict[str, Any]:
-    """alice waits for f2.py while bob waits for f1.py: a deadlock; both results."""
+async def cross(
+    alice: Client,
+    bob: Client,
+    started: anyio.Event | None = None,
+    *,
+    alice_wants: str = "f2.py",
+    bob_wants: str = "f1.py",
+) -> dict[str, Any]:
+    """alice waits for f2.py while bob waits for f1.py (or what they are told to want): a
+    deadlock; both results."""
     results: dict[str, dict[str, Any]] = {}
 
     async def blocked(name: str, client: Client, path: str) -> None:
@@ -114,8 +122,8 @@ async def cross(alice: Client, bob: Client, started: anyio.Event | None = None) 
 
     with anyio.fail_after(STARTS):
         async with anyio.create_task_group() as group:
-            group.start_soon(blocked, "alice", alice, "f2.py")
-            group.start_soon(blocked, "bob", bob, "f1.py")
+            group.start_soon(blocked, "alice", alice, alice_wants)
+            group.start_soon(blocked, "bob", bob, bob_wants)
             if started is not None:
                 started.set()
     return results
@@ -227,17 +235,7 @@ async def test_two_serves_deadlock_through_a_directory_lock_on_postgresql_and_on
     async with serve("alice", repo, pg_backend) as alice, serve("bob", repo, pg_backend) as bob:
         assert (await call(alice, "lock_acquire", {"filepaths": ["src/"]}))["all_acquired"]
         assert (await call(bob, "lock_acquire", {"filepaths": ["docs/x.md"]}))["all_acquired"]
-        results: dict[str, dict[str, Any]] = {}
-
-        async def blocked(name: str, client: Client, path: str) -> None:
-            results[name] = await call(
-                client, "lock_acquire", {"filepaths": [path], "timeout_seconds": 240}
-            )
-
-        with anyio.fail_after(STARTS):
-            async with anyio.create_task_group() as group:
-                group.start_soon(blocked, "alice", alice, "docs/x.md")
-                group.start_soon(blocked, "bob", bob, "src/a.py")
+        results = await cross(alice, bob, alice_wants="docs/x.md", bob_wants="src/a.py")
     [victim] = [name for name, result in results.items() if "deadlock" in result]
     [winner] = {"alice", "bob"} - {victim}
     deadlock = results[victim]["deadlock"]
