@@ -175,7 +175,8 @@ WRAPPERS = [
     "env FOO=1 {}",
     "stdbuf -oL {}",
     "command {}",
-    "flock /tmp/lockyard-shell-guard-property.lock {}",
+    # One lock file per level: `flock F flock F cmd` waits for itself until the run's timeout.
+    "flock /tmp/lockyard-shell-guard-property-{level}.lock {}",
     "time {}",
     "prlimit --nofile=256 {}",
     "script -qc {quoted} /dev/null",
@@ -190,14 +191,14 @@ WRAPPERS = [
 def wrapped(draw: st.DrawFn) -> str:
     target = draw(st.sampled_from(TARGETS))
     command = draw(writer(target))
-    for _ in range(draw(st.integers(1, 3))):
+    for level in range(draw(st.integers(1, 3))):
         shape = draw(st.sampled_from(WRAPPERS))
         if "{quoted}" in shape:
-            command = shape.format(quoted=shlex.quote(command))
+            command = shape.format(quoted=shlex.quote(command), level=level)
         elif " > /dev/null" in command or "|" in command:
-            command = shape.format(f"sh -c {shlex.quote(command)}")
+            command = shape.format(f"sh -c {shlex.quote(command)}", level=level)
         else:
-            command = shape.format(command)
+            command = shape.format(command, level=level)
     return command
 
 

@@ -879,20 +879,22 @@ def source(args: list[Arg], place: Place) -> Effects:
 
 
 def flock(args: list[Arg], place: Place) -> Effects:
-    """`flock FILE -c 'text'` or `flock FILE command...` (options may follow the file)."""
-    for index, arg in enumerate(args):
-        if arg in ("-c", "--command"):
-            text = args[index + 1] if index + 1 < len(args) else None
-            if text is None:
-                return _unknown("`flock -c` runs a command only known when it runs")
-            return Effects(scripts=[text])
+    """`flock [options] FILE command...` or `flock [options] FILE -c 'text'`: flock reads its
+    options before the file only, and `-c` only right after it; a `-c` further on belongs to
+    the command (`flock F taskset -c 0 rm x` runs `taskset -c 0 rm x`)."""
     options = read_options(
         args,
         short_values="wE",
-        long_values=frozenset({"--timeout", "--conflict-exit-code"}),
+        long_values=frozenset({"--timeout", "--wait", "--conflict-exit-code"}),
         stop_at_first_operand=True,
     )
-    return _run_rest(options.operands[1:])
+    after_file = options.operands[1:]
+    if after_file[:1] == ["-c"] or after_file[:1] == ["--command"]:
+        text = after_file[1] if len(after_file) > 1 else None
+        if text is None:
+            return _unknown("`flock -c` runs a command only known when it runs")
+        return Effects(scripts=[text])
+    return _run_rest(after_file)
 
 
 _UV_RUN_VALUES: Final = frozenset(
