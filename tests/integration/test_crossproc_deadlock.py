@@ -245,3 +245,25 @@ async def test_two_serves_deadlock_through_a_directory_lock_on_postgresql_and_on
     assert deadlock["released"] == (["src/"] if victim == "alice" else ["docs/x.md"])
     assert results[victim]["all_acquired"] is False
     assert results[winner]["all_acquired"] is True
+
+
+async def test_two_serves_deadlock_through_a_draining_directory_lock_and_one_gives_way(
+    repo: Path, backend: str
+) -> None:
+    """alice holds src/api/a.py, bob holds docs/x.md; alice then waits for docs/x.md while
+    bob takes src/: bob's directory lock holds its line and waits for alice's hold below it
+    (it is draining, with no queue entry). The elected serve sees that wait as an edge, finds
+    the cycle and names it; the victim's call returns the deadlock, the other is granted."""
+    async with serve("alice", repo, backend) as alice, serve("bob", repo, backend) as bob:
+        assert (await call(alice, "lock_acquire", {"filepaths": ["src/api/a.py"]}))["all_acquired"]
+        assert (await call(bob, "lock_acquire", {"filepaths": ["docs/x.md"]}))["all_acquired"]
+        results = await cross(alice, bob, alice_wants="docs/x.md", bob_wants="src/")
+    [victim] = [name for name, result in results.items() if "deadlock" in result]
+    [winner] = {"alice", "bob"} - {victim}
+    deadlock = results[victim]["deadlock"]
+    assert deadlock["victim"] == victim
+    assert sorted(deadlock["agents"]) == ["alice", "bob"]
+    assert sorted(deadlock["files"]) == ["docs/x.md", "src/api/a.py"]
+    assert deadlock["released"] == (["src/api/a.py"] if victim == "alice" else ["docs/x.md"])
+    assert results[victim]["all_acquired"] is False
+    assert results[winner]["all_acquired"] is True

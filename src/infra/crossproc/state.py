@@ -3,7 +3,10 @@ wait-for graph's facts, the same for both backends (a lock directory, or Postgre
 
 Holds are the lock records, waits the queue entries; both name the agent and its process.
 Entries of provably dead processes are left out of the waits: a dead waiter waits for
-nothing, and the store skips and removes its entry anyway.
+nothing, and the store skips and removes its entry anyway. Two waits have no queue entry and
+are named by the waiting grant's token: an exclusive holder's wait for a lock's readers, and
+a directory or glob lock's wait for the holds below it (`lockstore.waits_below`): without
+that one, a deadlock through a directory lock still draining would wait to its timeouts.
 
 Agent ages for the victim policy: an agent's start time is taken to be the grant time of the
 oldest lock it holds now (`acquired_at` in its lock records). Lock counts are the number of
@@ -28,6 +31,7 @@ from ..lockstore import (
     StoreSnapshot,
     default_lock_dir,
     shared_node,
+    waits_below,
 )
 from .deadlock_text import NODE_SEPARATOR
 from .notices import VictimNotice
@@ -72,6 +76,12 @@ class WaitForSnapshot:
             node = node_key(holder.namespace, info.lock_path)
             holds[node] = Hold(node, holder.agent_id, holder.acquired_at)
             waits.extend(_live_waits(info, node))
+        # A directory or glob lock still draining waits on the holds below it, a wait with no
+        # queue entry: its grant's token names it, as a holder waiting for readers.
+        queued = {wait.agent_id for wait in waits}
+        for directory, below in waits_below(list(snapshot.locks), queued):
+            node = node_key(directory.namespace, below)
+            waits.append(Wait(directory.agent_id, node, directory.token, directory.acquired_at))
         return cls(holds=holds, waits=tuple(waits))
 
     def holders(self) -> dict[str, str]:

@@ -79,7 +79,7 @@ if TYPE_CHECKING:
         LockStoreError,
         PathOutsideRepoError,
     )
-    from .holds_graph import snapshot_of_namespace
+    from .holds_graph import snapshot_of_namespace, waits_below
     from .inotify import (
         CHANGES,
         IN_CLOSE_WRITE,
@@ -229,6 +229,7 @@ _HOMES = {
     "LockMode": "modes",
     "validate_mode": "modes",
     "snapshot_of_namespace": "holds_graph",
+    "waits_below": "holds_graph",
     "directory_ancestors": "scope_keys",
     "is_directory_key": "scope_keys",
     "is_glob_key": "scope_keys",
@@ -423,6 +424,7 @@ __all__ = [
     "validate_timeout",
     "wait_for_lock",
     "wait_for_lock_async",
+    "waits_below",
     "waits_on_server",
     "write_atomic",
 ]

@@ -13,7 +13,8 @@ through a shared hold or a directory lock looks the same whichever backend it is
 repositories sharing one lock directory (the default per-user one is shared by all of a
 user's repositories) each have their own `src/app.py`, and they would collide there. A
 reader that keys nodes by key alone (the in-process monitor) narrows the snapshot to its own
-namespace first (`snapshot_of_namespace`); one that keys nodes by (namespace, key) reads `locks`.
+namespace first (`snapshot_of_namespace`); one that keys nodes by (namespace, key) reads `locks`
+(the cross-process monitor, `crossproc/state.py`), with `waits_below` for the directories.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from .liveness import Liveness
-from .records import LockInfo, StoreSnapshot, WaiterRecord, shared_node
+from .records import HolderRecord, LockInfo, StoreSnapshot, WaiterRecord, shared_node
 from .scope_keys import is_above, is_scoped
 
 
@@ -43,7 +44,8 @@ def snapshot_of(
             holds[node] = member.agent_id
             if info.holder is not None and info.holder.agent_id != member.agent_id:
                 waits.append((info.holder.agent_id, node))
-    waits.extend(_waits_below(locks, {agent for agent, _node in waits}))
+    below = waits_below(locks, {agent for agent, _node in waits})
+    waits.extend((directory.agent_id, node) for directory, node in below)
     return StoreSnapshot(holds=holds, waits=tuple(waits), locks=tuple(locks))
 
 
@@ -57,10 +59,12 @@ def snapshot_of_namespace(snapshot: StoreSnapshot, namespace: str) -> StoreSnaps
     )
 
 
-def _waits_below(locks: list[LockInfo], queued: set[str]) -> list[tuple[str, str]]:
-    """A directory or glob lock's holder waits on every other agent's hold below it
-    (`scope_keys.is_above`): it holds its line and waits for them to go. A holder queued
-    elsewhere holds that line only as a turnstile (it waits in that queue)."""
+def waits_below(locks: list[LockInfo], queued: set[str]) -> list[tuple[HolderRecord, str]]:
+    """(holder record of a directory or glob lock, node it waits on): a directory or glob
+    lock's holder waits on every other agent's hold below it (`scope_keys.is_above`) in its
+    namespace, which is the node's too: it holds its line and waits for them to go (it is
+    "draining"). A holder among `queued` (agents waiting elsewhere) holds that line only as a
+    turnstile (it waits in that queue). A node is a hold's key or a reader's `shared_node`."""
     directories = [
         info.holder
         for info in locks
@@ -81,5 +85,5 @@ def _waits_below(locks: list[LockInfo], queued: set[str]) -> list[tuple[str, str
                     and record.namespace == directory.namespace
                     and is_above(directory.lock_path, record.lock_path)
                 ):
-                    waits.append((directory.agent_id, node))
+                    waits.append((directory, node))
     return waits
