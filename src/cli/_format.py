@@ -31,6 +31,18 @@ def format_age(seconds: float) -> str:
     return f"{days}d{hours:02d}h"
 
 
+def format_duration(seconds: float) -> str:
+    """A sum of holds or waits: `0s`, `4.5ms`, `450ms` below a second (where `format_age`
+    would say `0.0s`), else as `format_age`."""
+    if seconds <= 0:
+        return "0s"
+    if seconds < 0.01:
+        return f"{seconds * 1000:.1f}ms"
+    if seconds < 0.9995:
+        return f"{seconds * 1000:.0f}ms"
+    return format_age(seconds)
+
+
 def format_ms(seconds: float | None) -> str:
     """A duration in milliseconds (microseconds below 0.1 ms) with sensible precision, or `-`."""
     if seconds is None:

@@ -10,7 +10,7 @@ import typer
 
 from ..infra.lockstore import JournalQuery, Stats
 from ._errors import EXIT_CODES_HELP, reports_errors
-from ._format import format_age, print_json, quiet_library_logs, table_console
+from ._format import format_duration, print_json, quiet_library_logs, table_console
 from ._journal import (
     JournalNotCreatedError,
     SinceOption,
@@ -34,6 +34,9 @@ waited; every deadlock, and what it cost (the waiting of every agent of its cycl
 
 --since/--until pick a time window; --agent and --file pick the rows shown.
 """
+
+
+LEGEND = "  cont.: the share of its grants that had to wait; t/o: waits that timed out"
 
 
 def register(app: typer.Typer) -> None:
@@ -122,16 +125,21 @@ def stats_payload(figures: Stats, location: str, window: JournalQuery) -> dict[s
 
 
 def render_stats(console: Console, figures: Stats, location: str, top: int) -> None:
+    """The journal's figures for a person: lines and tables that fit the console's width
+    (80 columns included) without a sentence broken across lines."""
     if figures.records == 0:
         console.print(f"No records in the journal {location} for this window.")
         return
     assert figures.first is not None
     assert figures.last is not None
-    span = format_age(figures.last - figures.first)
+    console.print(f"Journal {location}", overflow="fold", highlight=False)
     console.print(
-        f"Journal {location}: {figures.records:,} records, "
-        f"{clock(figures.first, with_date=True)[:-4]} to {clock(figures.last)[:-4]} ({span})"
+        f"  {figures.records:,} records, {clock(figures.first, with_date=True)[:-4]} to "
+        f"{clock(figures.last)[:-4]} ({format_duration(figures.last - figures.first)})",
+        highlight=False,
     )
+    tables: list[Table] = []
+    notes: list[list[str]] = []
     # Files only a deadlock names (no hold, wait or denial) are in the deadlock lines.
     files = {n: f for n, f in figures.files.items() if f.holds or f.waits or f.denied}
     if files:
@@ -143,16 +151,15 @@ def render_stats(console: Console, figures: Stats, location: str, top: int) -> N
             table.add_column(column, justify="right", no_wrap=True)
         for name, row in zip(names, (row for _name, row in hot[:top]), strict=True):
             table.add_row(
-                name, str(row.holds), str(row.waits), format_age(row.waited),
-                format_age(row.longest_wait), f"{row.contention:.0%}", str(row.timeouts),
+                name, str(row.holds), str(row.waits), format_duration(row.waited),
+                format_duration(row.longest_wait), f"{row.contention:.0%}", str(row.timeouts),
                 str(row.denied),
             )  # fmt: skip
-        console.print(table)
-        console.print(
-            "  cont.: the share of its grants that had to wait; t/o: waits that timed out",
-            style="dim",
+        tables.append(table)
+        notes.append(
+            ["  cont.: the share of its grants that had to wait; t/o: waits that timed out"]
         )
-        _more(console, len(hot), top, "files")
+        notes[-1] += _more(len(hot), top, "files")
     if figures.agents:
         busy = sorted(figures.agents.items(), key=lambda kv: (-kv[1].waited, -kv[1].held, kv[0]))
         table = _table("Agents (most waiting first)")
@@ -161,12 +168,20 @@ def render_stats(console: Console, figures: Stats, location: str, top: int) -> N
             table.add_column(column, justify="right", no_wrap=True)
         for name, agent_row in busy[:top]:
             table.add_row(
-                shown(name), str(agent_row.holds), format_age(agent_row.held),
-                str(agent_row.waits), format_age(agent_row.waited),
-                format_age(agent_row.longest_wait), str(agent_row.denied), str(agent_row.victim),
+                shown(name), str(agent_row.holds), format_duration(agent_row.held),
+                str(agent_row.waits), format_duration(agent_row.waited),
+                format_duration(agent_row.longest_wait), str(agent_row.denied),
+                str(agent_row.victim),
             )  # fmt: skip
+        tables.append(table)
+        notes.append(_more(len(busy), top, "agents"))
+    _one_width(console, tables)
+    for table, lines in zip(tables, notes, strict=True):
+        console.print()
         console.print(table)
-        _more(console, len(busy), top, "agents")
+        for line in lines:
+            console.print(line, style="dim" if line == LEGEND else None)
+    console.print()
     _render_deadlocks(console, figures, top)
 
 
@@ -175,32 +190,55 @@ def _table(title: str) -> Table:
     from rich import box
     from rich.table import Table
 
-    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    return Table(
+        title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
+        padding=(0, 1), show_edge=False,
+    )  # fmt: skip
+
+
+def _one_width(console: Console, tables: list[Table]) -> None:
+    """Draw `tables` one width, the widest one's (within the console's): one under the
+    other, they read as one report."""
+    from rich.measure import Measurement
+
+    if not tables:
+        return
+    widest = max(Measurement.get(console, console.options, table).maximum for table in tables)
+    for table in tables:
+        table.width = min(widest, console.width)
 
 
 def _render_deadlocks(console: Console, figures: Stats, top: int) -> None:
     if not figures.deadlocks:
         console.print("Deadlocks: none.")
         return
+    from rich.table import Table
+
     console.print(
-        f"Deadlocks: {len(figures.deadlocks)}, costing {format_age(figures.deadlock_cost)} "
-        "of waiting in all (every agent of each cycle, until it was broken)"
+        f"Deadlocks: {len(figures.deadlocks)}, costing {format_duration(figures.deadlock_cost)}"
+        " of waiting (each cycle's agents, until it broke)",
+        highlight=False,
     )
+    # One deadlock a row: its time, then its cycle and cost, wrapped under themselves.
+    rows = Table.grid(padding=(0, 1))
+    rows.add_column(no_wrap=True)
+    rows.add_column(overflow="fold")
     for record in sorted(figures.deadlocks, key=lambda r: r.time)[-top:]:
         agents = [shown(step.agent) for step in record.cycle]
         cycle = " -> ".join([*agents, agents[0]] if agents else ["?"])
         costs = ", ".join(
-            f"{shown(agent)} {format_age(seconds)}" for agent, seconds in record.costs.items()
+            f"{shown(agent)} {format_duration(seconds)}" for agent, seconds in record.costs.items()
         )
         released = ", ".join(shown(name) for name in record.released) or "nothing"
-        console.print(
-            f"  {clock(record.time)[:-4]} {cycle}: "
-            f"victim {shown(record.victim or record.agent)} released {released}; "
-            f"cost {format_age(sum(record.costs.values()))} ({costs})",
-            highlight=False,
+        rows.add_row(
+            f" {clock(record.time)[:-4]}",
+            f"{cycle}; victim {shown(record.victim or record.agent)}\nreleased {released};"
+            f" cost {format_duration(sum(record.costs.values()))} ({costs})",
         )
+    console.print(rows, highlight=False)
 
 
-def _more(console: Console, count: int, top: int, what: str) -> None:
+def _more(count: int, top: int, what: str) -> list[str]:
     if count > top:
-        console.print(f"  ... and {count - top} more {what} (--top N, or --json for all)")
+        return [f"  ... and {count - top} more {what} (--top N, or --json for all)"]
+    return []

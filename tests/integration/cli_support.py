@@ -36,7 +36,8 @@ def each(spec):
         repo, _, name = item.rpartition("=")
         yield LockStore(repo or default_repo or None, lock_dir), name
 for store, name in each(holds):
-    assert store.try_lock(name, agent), name
+    name, _, mode = name.partition("@")  # "a.py@shared": a read
+    assert store.try_lock(name, agent, mode=mode or "exclusive"), name
 print("holding", flush=True)
 sys.stdin.readline()
 for store, name in each(waits):
@@ -58,7 +59,8 @@ class Agents:
         self.processes: list[subprocess.Popen[str]] = []
 
     def start(self, agent: str, holds: str = "", waits: str = "") -> subprocess.Popen[str]:
-        """An agent holding `holds` (comma-separated); it waits for `waits` after `go`."""
+        """An agent holding `holds` (comma-separated; `a.py@shared` reads a.py); it waits for
+        `waits` after `go`."""
         repo = "" if self.repo is None else str(self.repo)
         process = subprocess.Popen(
             [

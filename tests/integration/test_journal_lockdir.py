@@ -17,6 +17,8 @@ from lockstore_support import dead_pid, expect_line, kill, plant_holder, spawn
 from lockyard.infra.lockstore import FileJournal, JournalQuery, JournalRecord, LockStore
 from lockyard.infra.lockstore.journal.causes import mark_victim, operator_release, unmark_victim
 from lockyard.infra.lockstore.liveness import current_process, read_proc_stat
+from lockyard.infra.lockstore.lockdir.disk import member_entry
+from lockyard.infra.lockstore.lockdir.lock_journal import LockJournal
 from lockyard.infra.lockstore.paths import lock_name
 from polling_support import wait_until
 
@@ -212,3 +214,48 @@ def test_lines_passed_through_are_not_holds_only_the_locks_asked_for_are(
     assert {name: figures.holds for name, figures in stats.files.items()} == {
         "src/": 1, "src/x.py": 1, "a.py": 2
     }  # fmt: skip
+
+
+def test_an_upgrade_is_one_hold_from_its_read_and_a_readers_release_comes_before_its_writer(
+    repo: Path, lock_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, two = LockStore(repo, lock_dir), LockStore(repo, lock_dir)
+    present_at_release: list[tuple[str, bool]] = []
+    journal_release = LockJournal.released
+
+    def released(journal: LockJournal, token: str, agent: str, key: str, *more: object) -> None:
+        member = lock_dir / f"{lock_name(one.namespace, key)}.shared" / member_entry(agent)
+        present_at_release.append((agent, os.path.lexists(member)))
+        journal_release(journal, token, agent, key, *more)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LockJournal, "released", released)
+    assert one.try_lock("alone.py", "ann", mode="shared")
+    assert one.try_lock("alone.py", "ann")  # a lone reader upgrades in place
+    assert one.release("alone.py", "ann")
+    assert one.try_lock("shared.py", "ann", mode="shared")
+    assert two.try_lock("shared.py", "bob", mode="shared")
+    upgrade = threading.Thread(target=lambda: one.acquire("shared.py", "ann", 120, 10))
+    upgrade.start()
+    wait_until(lambda: [r for r in journalled(lock_dir) if r.kind == "wait-begin"])
+    assert two.release("shared.py", "bob")  # its going wakes ann's upgrade
+    upgrade.join()
+    assert one.release("shared.py", "ann")
+    records = journalled(lock_dir)
+    assert [(r.kind, r.agent, r.file, r.outcome) for r in records if r.kind != "wait-end"] == [
+        ("grant", "ann", "alone.py", "shared"), ("grant", "ann", "alone.py", "upgrade"),
+        ("release", "ann", "alone.py", None),
+        ("grant", "ann", "shared.py", "shared"), ("grant", "bob", "shared.py", "shared"),
+        ("wait-begin", "ann", "shared.py", None), ("release", "bob", "shared.py", None),
+        ("hand-over", "ann", "shared.py", "upgrade"), ("release", "ann", "shared.py", None),
+    ]  # fmt: skip
+    # bob's release was journalled while his read still stood: before the writer it woke.
+    assert ("bob", True) in present_at_release
+    stats = FileJournal(lock_dir).stats()
+    assert {name: figures.holds for name, figures in stats.files.items()} == {
+        "alone.py": 1, "shared.py": 2
+    }  # fmt: skip
+    reads = {r.file: r.time for r in records if r.agent == "ann" and r.outcome == "shared"}
+    ends = {r.file: r for r in records if r.agent == "ann" and r.kind == "release"}
+    for name in ("alone.py", "shared.py"):  # held from the read's grant, not the upgrade's
+        assert (ends[name].held or 0) >= ends[name].time - reads[name] - 1e-5
+    assert stats.agents["ann"].holds == 2

@@ -132,7 +132,7 @@ def test_top_shows_holders_queues_and_a_cycle_with_its_victim_then_follows_a_kil
 
 
 @pytest.mark.timeout(900)
-def test_top_waits_for_a_lock_directory_that_does_not_exist_yet(
+def test_top_waits_for_a_lock_directory_that_does_not_exist_yet_then_shows_readers(
     lock_dir: Path, agents: Agents
 ) -> None:
     terminal = top_terminal(lock_dir)
@@ -140,6 +140,16 @@ def test_top_waits_for_a_lock_directory_that_does_not_exist_yet(
         terminal.shows("nothing locked so far")
         agents.start("agent-9", holds="__late__")
         terminal.shows("__late__", "agent-9", "1 held")
+        for reader in ("agent-7", "agent-8"):
+            agents.start(reader, holds="__r__@shared")
+        agents.go(agents.start("agent-6", waits="__r__"))  # a writer, next once they leave
+        screen = terminal.shows(
+            "\n __r__ ", "shared: agent-7, agent-8", "agent-6 next",
+            "for __r__, read by agent-7, agent-8", "2 held",
+        )  # fmt: skip
+        row = next(line for line in screen.splitlines() if line.startswith(" __r__ "))
+        assert row.split()[4] == "-"  # held: the writer holds nothing yet
+        assert all(len(line) <= 80 for line in screen.splitlines())
         terminal.keys("q")
         terminal.shows("TOP-EXITED 0")
     finally:

@@ -1,6 +1,7 @@
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -17,7 +18,7 @@ from lockyard.cli.demo.summary import (
     with_server_order,
 )
 from lockyard.core.deadlock_info import CycleStep, DeadlockInfo
-from lockyard.infra.lockstore import LineGrant, LineReplay
+from lockyard.infra.lockstore import JournalRecord, JournalStep, LineGrant, LineReplay, Stats
 
 REPO = Path("/repo")
 NS = "github.com/acme/app"
@@ -216,3 +217,43 @@ def test_the_act_is_told_in_three_rows_within_80_columns() -> None:
     assert "(pid 4242): waited 21.3 ms in line behind agent-6" in text
     assert "it said: waiting for tests/test_models.py: held by agent-6 for 1 s (tests/)" in text
     assert json.loads(json.dumps(report.to_dict()))["act"]["person_exit"] == 0
+
+
+def test_the_runs_closing_stats_read_whole_at_80_columns() -> None:
+    """Sub-second sums in ms (not `0.0s`), both tables one width, and no sentence broken."""
+    stats = Stats()
+    at = 1764245100.0
+
+    def record(kind: str, agent: str, file: str, **more: Any) -> None:
+        stats.add(JournalRecord(at, kind, NS, agent, file, "1.1", 1, "host", **more))
+
+    for number in range(1, 8):
+        agent, file = f"agent-{number}", f"src/app/module_{number}.py"
+        record("grant", agent, file)
+        record("release", agent, file, held=0.0123 * number)
+        record("wait-end", f"agent-{number + 1}", file, waited=0.0042 * number, outcome="granted")
+    steps = tuple(JournalStep(f"agent-{n}", f"src/app/module_{n}.py", "x") for n in range(1, 4))
+    record(
+        "deadlock", "agent-1", "src/app/module_1.py", cycle=steps, victim="agent-1",
+        released=("src/app/module_1.py",), costs={"agent-1": 0.021, "agent-2": 0.017},
+    )  # fmt: skip
+    scenario = build_scenario()
+    recorder, contents = perfect_run(scenario)
+    report = replace(
+        report_for(scenario, recorder, contents),
+        journal_stats=stats, journal_location="/dev/shm/lockyard-demo-x1y2z3/locks/journal",
+    )  # fmt: skip
+    console = Console(record=True, width=80)
+    render_report(report, console)
+    lines = console.export_text().splitlines()
+    closing = lines[next(n for n, line in enumerate(lines) if "What the journal" in line) :]
+    assert all(len(line) <= 80 for line in lines)
+    assert "0.0s" not in "\n".join(closing)
+    assert closing[0].endswith("(`lockyard stats` shows it any time):")
+    assert "  22 records, " in closing[2]
+    rules = [line for line in closing if line and set(line) == {"─"}]
+    assert len(rules) == 2  # the files' and the agents' tables
+    assert len(set(rules)) == 1
+    assert any(line.startswith("Deadlocks: 1, costing 38ms of waiting (") for line in closing)
+    assert " 49ms " in "\n".join(closing)  # agent-4 held 0.0492 s: ms below a second
+    assert any("cost 38ms (agent-1 21ms, agent-2 17ms)" in line for line in closing)

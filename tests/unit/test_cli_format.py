@@ -5,7 +5,7 @@ import pytest
 import typer
 
 from lockyard.cli._errors import CliError, ExitCode, reports_errors
-from lockyard.cli._format import display_key, format_age, format_ms, print_json
+from lockyard.cli._format import display_key, format_age, format_duration, format_ms, print_json
 
 
 @pytest.mark.parametrize(
@@ -21,6 +21,14 @@ from lockyard.cli._format import display_key, format_age, format_ms, print_json
 )
 def test_format_age(seconds: float, text: str) -> None:
     assert format_age(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.0, "0s"), (0.00042, "0.4ms"), (0.0421, "42ms"), (0.9996, "1.0s"), (75, "1m15s")],
+)
+def test_format_duration_writes_ms_below_a_second(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
 
 
 @pytest.mark.parametrize(

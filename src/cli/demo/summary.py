@@ -306,7 +306,8 @@ def render_report(report: DemoReport, console: Console) -> None:
     console.print(Panel(Group(*parts), title=title, border_style=style, expand=False))
     if report.journal_stats is not None:
         console.print(
-            "\nWhat the journal recorded of this run (`lockyard stats` shows the same, any time):"
+            "\nWhat the journal recorded of this run (`lockyard stats` shows it any time):",
+            highlight=False,
         )
         render_stats(console, report.journal_stats, report.journal_location, top=5)
 

@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -20,6 +21,7 @@ from ..views.board import Board, CycleView, LockRow, WaitEdge
 CYCLE_STYLE = "bold red"
 WAIT_STYLE = "yellow"
 DEAD_STYLE = "red"
+SHARED_STYLE = "cyan"
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ def headline(board: Board, pushing: bool, filters: Filters) -> Text:
     return text
 
 
-def locks_table(board: Board, filters: Filters, now: float) -> Table | Text:
+def locks_table(board: Board, filters: Filters, now: float) -> _LocksTable | Text:
     """Holders (age, fence) and each queue in arrival order; rows of a cycle in red."""
     rows = [row for row in board.locks if filters.keep(row)]
     if not rows:
@@ -73,25 +75,68 @@ def locks_table(board: Board, filters: Filters, now: float) -> Table | Text:
         return Text("Nothing is held or awaited.", style="dim")
     cycle_agents, cycle_locks = board.in_cycle()
     victims = {cycle.victim for cycle in board.cycles}
-    table = Table(expand=True, box=None, pad_edge=False, header_style="bold")
-    table.add_column("file", ratio=3, overflow="ellipsis", no_wrap=True)
-    table.add_column("holder", ratio=2, overflow="ellipsis", no_wrap=True)
-    table.add_column("held", justify="right", no_wrap=True, width=6)
-    table.add_column("fence", justify="right", no_wrap=True, width=5)
-    table.add_column("queue (in order, waiting for)", ratio=4, overflow="ellipsis", no_wrap=True)
-    for row in rows:
-        style = CYCLE_STYLE if row.name in cycle_locks else ""
-        table.add_row(
-            Text(row.name, style=style),
+    cells = [
+        (
+            Text(row.name, style=CYCLE_STYLE if row.name in cycle_locks else ""),
             _holder(row, cycle_agents),
-            "-" if row.held_since is None else format_age(now - row.held_since),
+            # With readers, the holder is the next writer: it holds nothing yet, and waits.
+            "-" if row.readers or row.held_since is None else format_age(now - row.held_since),
             "-" if row.fence is None else str(row.fence),
             _queue(row, now, cycle_agents, victims),
         )
-    return table
+        for row in rows
+    ]
+    return _LocksTable(cells)
+
+
+class _LocksTable:
+    """The locks' table, its columns sized when drawn: the width left beside held and fence
+    goes to file, holder and queue, each up to what its longest text needs, shared out
+    evenly among those that need more (so a long path does not squeeze a list of readers)."""
+
+    def __init__(self, cells: list[tuple[Text, Text, str, str, Text]]) -> None:
+        self._cells = cells
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        needs = [
+            max(len(title), *(len(cell[column]) for cell in self._cells))
+            for column, title in ((0, "file"), (1, "holder"), (4, "queue, in order"))
+        ]
+        free = options.max_width - 6 - 5 - 4 * 2  # held, fence, and the gaps between columns
+        widths = _share(free, needs)
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        table.add_column("file", width=widths[0], overflow="ellipsis", no_wrap=True)
+        table.add_column("holder", width=widths[1], overflow="ellipsis", no_wrap=True)
+        table.add_column("held", justify="right", no_wrap=True, width=6)
+        table.add_column("fence", justify="right", no_wrap=True, width=5)
+        table.add_column("queue, in order", width=widths[2], overflow="ellipsis", no_wrap=True)
+        for cell in self._cells:
+            table.add_row(*cell)
+        yield table
+
+
+def _share(free: int, needs: list[int]) -> list[int]:
+    """`free` columns shared among texts needing `needs`: none gets more than it needs, what
+    one does not need goes evenly to the others (at least 4 each), and what is left over to
+    the last (the queue, which grows)."""
+    widths = [0] * len(needs)
+    left = sorted(range(len(needs)), key=lambda index: needs[index])
+    for count in range(len(left), 0, -1):
+        index = left.pop(0)
+        widths[index] = min(needs[index], max(free // count, 4))
+        free -= widths[index]
+    widths[-1] += max(free, 0)
+    return widths
 
 
 def _holder(row: LockRow, cycle_agents: set[str]) -> Text:
+    if row.readers:  # they hold it together, for reading
+        text = Text("shared: ", style=SHARED_STYLE)
+        for position, reader in enumerate(row.readers):
+            if position:
+                text.append(", ")
+            text.append(reader, style=CYCLE_STYLE if reader in cycle_agents else "")
+        return text
     if row.holder is None:
         return Text("unreadable" if row.problem else "free", style="dim")
     if row.liveness == "dead":
@@ -101,15 +146,23 @@ def _holder(row: LockRow, cycle_agents: set[str]) -> Text:
 
 def _queue(row: LockRow, now: float, cycle_agents: set[str], victims: set[str]) -> Text:
     text = Text()
+    writer = row.holder if row.readers else None
+    if writer is not None:  # first, holding the lock while the readers leave
+        text.append(writer, style=CYCLE_STYLE if writer in cycle_agents else WAIT_STYLE)
+        if writer in victims and writer in cycle_agents:
+            text.append(" victim", style="reverse red")
+        text.append(" next", style="bold")
+        if row.held_since is not None:
+            text.append(f" {format_age(now - row.held_since)}", style="dim")
     for position, entry in enumerate(row.queue):
-        if position:
+        if position or writer is not None:
             text.append(", ")
         style = CYCLE_STYLE if entry.agent_id in cycle_agents else WAIT_STYLE
         text.append(entry.agent_id, style="dim" if entry.dead else style)
         if entry.agent_id in victims and entry.agent_id in cycle_agents:
             text.append(" victim", style="reverse red")
         text.append(f" {format_age(now - entry.since)}", style="dim")
-    return text if row.queue else Text("-", style="dim")
+    return text if row.queue or writer is not None else Text("-", style="dim")
 
 
 def waits_panel(board: Board, filters: Filters, now: float, lines: int) -> Text:
@@ -126,20 +179,22 @@ def waits_panel(board: Board, filters: Filters, now: float, lines: int) -> Text:
         shown += 1
     in_cycle = {(step.agent, step.lock) for cycle in board.cycles for step in cycle.steps}
     kept = {row.name for row in board.locks if filters.keep(row)}
-    edges = sorted(
-        (e for e in board.edges if (e.agent, e.lock) not in in_cycle and e.lock in kept),
-        key=lambda edge: edge.since,
-    )
-    for position, edge in enumerate(edges):
+    # A writer waiting for several readers is one wait: one line naming them all.
+    waits: dict[tuple[str, str], list[WaitEdge]] = {}
+    for edge in sorted(board.edges, key=lambda edge: edge.since):
+        if (edge.agent, edge.lock) not in in_cycle and edge.lock in kept:
+            waits.setdefault((edge.agent, edge.lock), []).append(edge)
+    readers = {row.name: row.readers for row in board.locks if row.readers}
+    for position, edges in enumerate(waits.values()):
         if shown >= lines:
             break
         if shown:
             text.append("\n")
-        left = len(edges) - position
+        left = len(waits) - position
         if shown == lines - 1 and left > 1:
             text.append(f"… and {left} more waits", style="dim")
             break
-        text.append_text(_edge_line(edge, now))
+        text.append_text(_wait_line(edges, readers.get(edges[0].lock, ()), now))
         shown += 1
     if not shown:
         text.append("no one waits", style="dim")
@@ -157,13 +212,18 @@ def _cycle_line(cycle: CycleView) -> Text:
     return text
 
 
-def _edge_line(edge: WaitEdge, now: float) -> Text:
-    text = Text()
-    text.append(edge.agent, style=WAIT_STYLE)
-    text.append(f" waits {format_age(now - edge.since)} for ")
-    text.append(edge.lock)
-    text.append(", held by ")
-    text.append(edge.holder, style="bold")
+def _wait_line(edges: list[WaitEdge], readers: tuple[str, ...], now: float) -> Text:
+    """One agent's wait for one lock: held by its holder, or read by its readers."""
+    first = edges[0]
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(first.agent, style=WAIT_STYLE)
+    text.append(f" waits {format_age(now - first.since)} for ")
+    text.append(first.lock)
+    text.append(", read by " if all(e.holder in readers for e in edges) else ", held by ")
+    for position, edge in enumerate(edges):
+        if position:
+            text.append(", ")
+        text.append(edge.holder, style="bold")
     return text
 
 

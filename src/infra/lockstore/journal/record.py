@@ -56,6 +56,10 @@ CANCELLED: Final = "cancelled"
 VICTIM: Final = "victim"
 OUTCOMES: Final = (GRANTED, TIMED_OUT, CANCELLED, VICTIM)
 
+UPGRADE: Final = "upgrade"
+"""The outcome of a grant or hand-over that turned its agent's read into an exclusive hold:
+the hold goes on (no new hold; its release's `held` counts from the read's grant)."""
+
 
 @dataclass(frozen=True, slots=True)
 class CycleStep:
@@ -82,7 +86,8 @@ class JournalRecord:
     - `waited`: wait-end (the whole wait), deadlock (per agent, in `costs`);
     - `held`: release, hand-over, reclaim, operator-release: how long the lock was held
       (seconds; None when the record of the grant was unreadable);
-    - `outcome`: wait-end: granted, timed-out, cancelled or victim;
+    - `outcome`: wait-end: granted, timed-out, cancelled or victim; grant, hand-over:
+      shared (a read), upgrade (a read made exclusive: the same hold goes on);
     - `other`: hand-over: the agent that released (`agent` is the one it went to); reclaim:
       the agent whose lock was taken back is `agent`, `other` the reclaiming process's agent
       if it has one; operator-release: who asked (`lockyard clean`, an admin sandbox);

@@ -28,6 +28,7 @@ from .record import (
     RECLAIM,
     RELEASE,
     TIMED_OUT,
+    UPGRADE,
     WAIT_END,
     BadRecordError,
     JournalRecord,
@@ -131,6 +132,8 @@ class Stats:
         per_file = self._file(record.file) if record.file else FileFigures()
         per_agent = self._agent(record.agent)
         if kind in (GRANT, HAND_OVER):
+            if record.outcome == UPGRADE:
+                return  # the read's hold goes on, exclusive now: its grant counted it
             per_file.holds += 1
             per_agent.holds += 1
         elif kind in (RELEASE, RECLAIM, OPERATOR_RELEASE):

@@ -28,6 +28,7 @@ from ..journal.record import (
     RECLAIM,
     RELEASE,
     TIMED_OUT,
+    UPGRADE,
     WAIT_BEGIN,
     WAIT_END,
     JournalRecord,
@@ -57,15 +58,18 @@ class LockJournal:
 
     def granted(
         self, token: str | None, agent: str, key: str, mode: str | None = None, *,
-        waited: bool = False,
+        waited: bool = False, read_since: float | None = None,
     ) -> None:  # fmt: skip
         """Grant `token` of `key` was made for `agent` (`mode` "shared": a shared hold,
         recorded as the grant's outcome): at once, or handed over at the end of a wait
         (`waited`: the lock passed from its holder, or from nobody, to this waiter; the
-        releaser's record is just before)."""
+        releaser's record is just before). `read_since`: the grant absorbed the agent's
+        read of `key`, granted then (an upgrade: one hold, held from the read's grant)."""
         now = time.time()
         if token is not None:
-            self._since_now(token, now)
+            self._since_now(token, now if read_since is None else read_since)
+        if read_since is not None:
+            mode = UPGRADE
         self._line(HAND_OVER if waited else GRANT, agent, key, at=now, outcome=mode)
 
     def wait_began(self, agent: str, key: str) -> float:

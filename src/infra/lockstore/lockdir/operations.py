@@ -265,6 +265,9 @@ class Grants:
         self._successors: dict[str, tuple[str, str]] = {}
         """lock name -> (entry, wait token) of the waiter that was next when a wait here took
         the lock from the queue: where its release looks for the first waiter first."""
+        self._reads_absorbed: dict[tuple[str, str], float] = {}
+        """(lock name, agent) -> when the read was granted that an upgrade of it just
+        absorbed, until the upgrade's grant is journalled (`journal_grant`)."""
         self._guard = threading.Lock()
 
     def remember(self, name: str, agent: str, token: str, key: str) -> None:
@@ -319,6 +322,15 @@ class Grants:
         self.remember(name, agent, token, key)
         return new
 
+    def read_absorbed(self, name: str, agent: str, read_since: float) -> None:
+        """The exclusive grant of lock `name` being made to `agent` absorbed its read,
+        granted at `read_since` (an upgrade): what `journal_grant` tells the journal."""
+        if self._journal is not None:
+            with self._guard:
+                if len(self._reads_absorbed) >= _MAX_HINTS:
+                    self._reads_absorbed.clear()
+                self._reads_absorbed[(name, agent)] = read_since
+
     def journal_grant(self, name: str, key: str, agent: str, *, waited: bool = False) -> None:
         """Journal the exclusive grant of lock `name` (`key`) that `agent` was just made
         (`waited`: at the end of a wait). A take of the line is no grant until then: it may
@@ -326,7 +338,8 @@ class Grants:
         if self._journal is not None:
             with self._guard:
                 token = self._tokens.get((name, agent))
-            self._journal.granted(token, agent, key, waited=waited)
+                read_since = self._reads_absorbed.pop((name, agent), None)
+            self._journal.granted(token, agent, key, waited=waited, read_since=read_since)
 
     def release(self, filepath: str, agent_id: str, *, journalled: bool = True) -> bool:
         """Give back `agent_id`'s lock of `filepath`; False, touching nothing, when it does

@@ -190,7 +190,9 @@ class Scopes:
         shared = self._shared
         if exclusive:
             if shared.present(name):
-                shared.settle(name, agent)
+                read = shared.settle(name, agent)
+                if read is not None:
+                    self._grants.read_absorbed(name, agent, read.acquired_at)
             return True
         token = self._grants.take_token(name, agent)
         if token is not None:

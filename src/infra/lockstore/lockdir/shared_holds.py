@@ -111,9 +111,14 @@ class SharedHolds:
                 continue  # the last member left and removed the directory: make it again
         raise CorruptRecordError(f"cannot add a member to {name}{SHARED_SUFFIX}: it keeps going")
 
-    def remove(self, name: str, agent: str, token: str | None = None) -> bool:
+    def remove(
+        self, name: str, agent: str, token: str | None = None, *,
+        release: HolderRecord | None = None,
+    ) -> bool:  # fmt: skip
         """Remove `agent`'s member of lock `name` (only the one of grant `token`, if given);
-        True when it was there."""
+        True when it was there. `release`: the member as read, whose release is journalled
+        before it goes, so that a writer its going wakes (in any process) journals its
+        grant after it (two removers of one member at one moment may both journal it)."""
         entry = f"{name}{SHARED_SUFFIX}/{member_entry(agent)}"
         fd = self._directory.fd
         if token is not None:
@@ -123,6 +128,11 @@ class SharedHolds:
                 return False
             if found.token != token:
                 return False  # a newer member of the same agent: not the one judged
+        if release is not None and self._journal is not None:
+            self._journal.released(
+                release.token, release.agent_id, release.lock_path, release.acquired_at,
+                release.namespace,
+            )  # fmt: skip
         try:
             os.unlink(entry, dir_fd=fd)
         except FileNotFoundError:
@@ -151,11 +161,7 @@ class SharedHolds:
             member = decode_holder(read_record(self._directory.fd, entry), entry)
         except FileNotFoundError:
             return False
-        if not self.remove(name, agent, member.token):
-            return False
-        if self._journal is not None:
-            self._journal.released(member.token, agent, member.lock_path, member.acquired_at)
-        return True
+        return self.remove(name, agent, member.token, release=member)
 
     def others_alive(self, name: str, agent: str) -> bool:
         """Whether lock `name` has a member other than `agent`'s that is not provably dead;
@@ -165,10 +171,7 @@ class SharedHolds:
             if member.agent_id == agent:
                 continue
             if member.liveness()[0] is Liveness.DEAD:
-                if self.remove(name, member.agent_id, member.token) and self._journal:
-                    self._journal.released(
-                        member.token, member.agent_id, member.lock_path, member.acquired_at
-                    )
+                self.remove(name, member.agent_id, member.token, release=member)
                 continue
             alive = True
         return alive
@@ -185,13 +188,20 @@ class SharedHolds:
 
     # -- an exclusive grant waits for the members ------------------------------------------
 
-    def settle(self, name: str, agent: str) -> None:
+    def settle(self, name: str, agent: str) -> HolderRecord | None:
         """`agent` holds lock `name` exclusively and no other member is left: its own shared
-        hold, if any (an upgrade), is now part of the exclusive one."""
-        self.remove(name, agent)
+        hold, if any (an upgrade), is now part of the exclusive one; that read, if it was
+        there and readable (its grant's time goes on in the exclusive hold's journal)."""
+        entry = f"{name}{SHARED_SUFFIX}/{member_entry(agent)}"
+        try:
+            read: HolderRecord | None = decode_holder(read_record(self._directory.fd, entry), entry)
+        except (FileNotFoundError, CorruptRecordError):
+            read = None
+        return read if self.remove(name, agent) else None
 
     def release_all(self, agent: str, namespace: str | None) -> list[HolderRecord]:
-        """Remove every member of `agent` (in `namespace`, or in all: None); those removed."""
+        """Remove every member of `agent` (in `namespace`, or in all: None), each journalled
+        as it goes (`remove`); those removed."""
         removed = []
         for entry in self._directory.names():
             if not entry.endswith(SHARED_SUFFIX):
@@ -203,7 +213,7 @@ class SharedHolds:
                         continue
                     if namespace is not None and member.namespace != namespace:
                         continue
-                    if self.remove(name, agent, member.token):
+                    if self.remove(name, agent, member.token, release=member):
                         removed.append(member)
         return removed
 

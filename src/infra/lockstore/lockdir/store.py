@@ -455,15 +455,15 @@ class LockStore:
         agent = validate_agent_id(agent_id)
         namespace = None if all_namespaces else self.namespace
         released = reclamation.release_all(self.operations, self.directory, agent, namespace)
-        for member in self.shared.release_all(agent, namespace):
-            released[f"{member.token} shared"] = member
         for name, holder in released.items():
             self.grants.forget(name, agent)
             if self._lock_journal is not None:
                 self._lock_journal.released(
                     holder.token, agent, holder.lock_path, holder.acquired_at, holder.namespace
                 )
-        return sorted(holder.lock_path for holder in released.values())
+        reads = self.shared.release_all(agent, namespace)  # journalled as each goes
+        return sorted([holder.lock_path for holder in released.values()]
+                      + [member.lock_path for member in reads])  # fmt: skip
 
     def reclaim_stale(self) -> list[Reclamation]:
         """Reclaim every lock whose holder is provably dead; drop dead waiters and debris."""
