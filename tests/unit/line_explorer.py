@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import gc
 from collections import deque
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from itertools import permutations
 from typing import Any
@@ -333,6 +333,11 @@ class Explorer:
     not the check of every interleaving."""
     progress: Callable[[Explorer], None] | None = None
     """Called every 100,000 states visited (the script prints how far it got)."""
+    start: Sequence[str] = ()
+    """Moves to make before exploring, each named as a trace names it ("a", "b subscribes",
+    "c dies", "tick"; an agent's own step, a fault or the clock: each name is at most one
+    move of a state): every interleaving from the state they reach is explored. A trace
+    replayed so is checked at each of its steps, as a found one was."""
     states: int = 0
     transitions: int = 0
     unexpanded: int = 0
@@ -378,6 +383,7 @@ class Explorer:
         # key (or fingerprint) -> the key it was reached from, and how (or only the former:
         # with fingerprints the moves are found again for a trace)
         seen: dict[Any, Any] = {start: None if self.fingerprints else (None, ("start", ()))}
+        first, start = self._replayed(first, start, seen)
         frontier = deque([(first, start, 0)])  # each state with its key, and its depth
         take = frontier.pop if self.order == "depth" else frontier.popleft
         while frontier:
@@ -402,6 +408,25 @@ class Explorer:
             if not moved:
                 self._check_quiet(state, here, seen)
         return self.states
+
+    def _replayed(self, state: State, here: Any, seen: dict[Any, Any]) -> tuple[State, Any]:
+        """The state `self.start`'s moves reach from `state` (of key `here`), each state on
+        the way checked, and its key."""
+        for step, name in enumerate(self.start, 1):
+            moves = list(self._traced(self._successors(state), here, seen))
+            found = next(((m, after) for m, after in moves if m[0] == name), None)
+            if found is None:
+                raise ValueError(
+                    f"move {step} of the start, {name!r}, cannot be made there: the moves "
+                    f"are {[m[0] for m, _ in moves]}"
+                )
+            move, state = found
+            key = self._id(self._key(state))
+            if key not in seen:
+                seen[key] = here if self.fingerprints else (here, move)
+                self._check(state, key, seen)
+            here = key
+        return state, here
 
     def collision_chance(self) -> float:
         """With fingerprints: the chance that two of the states visited shared one."""

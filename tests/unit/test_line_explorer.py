@@ -111,6 +111,31 @@ def test_a_waiter_whose_predecessor_dies_leaving_is_rung_when_the_lock_goes_free
     assert explorer.states == 20_000
 
 
+def test_a_head_whose_look_spent_the_ring_takes_the_lock_its_release_empties() -> None:
+    # Found by this explorer (three agents with every fault, one lock, depth first: "b
+    # sleeps first in line at L, whose turn has come", after 1,048,538 states) in line.py
+    # as it was before this test. Replayed here up to the release, then every interleaving
+    # from there. b, the head, sleeps on a's holding L. a drops its grant, and b's look
+    # reads the lock empty (30); c, a newcomer that found no queue before b queued,
+    # publishes onto the empty lock (31); a rings b before handing over (34), and b's next
+    # look spends that ring while c holds. c drops its grant and dies before ringing; b
+    # reads the lock empty again and slept, following nobody's exit, while a renamed b's
+    # grant onto the lock with no ring left to tell it. A head now sleeps only on another
+    # live agent's grant: an empty lock it takes (or accepts) itself.
+    start = ["tick", "a", "b", "c", "a", *["b"] * 17, "b subscribes", *["b"] * 5]
+    start += ["a", "b", "c", "a", "a", "a"]  # a drops; b reads L empty; c takes it; a rings b
+    explorer = Explorer(
+        (locks("L"), locks("L"), locks("L")), timeouts=0, order="depth", start=start
+    )
+    explore(explorer, "three agents, one lock, from a release that c barges into")
+
+
+def test_a_start_that_cannot_be_made_says_which_moves_can() -> None:
+    explorer = Explorer((locks("L"), locks("L")), start=["a", "b subscribes"])
+    with pytest.raises(ValueError, match=r"move 2 of the start, 'b subscribes'.*'a dies'"):
+        explorer.run()
+
+
 def test_fingerprints_visit_the_same_states_and_trace_a_broken_invariant_alike(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -585,18 +585,33 @@ def look(ops: Operations, place: Place) -> Recipe[Await | None]:
             if (yield from _accept(ops, place, taken[0])):
                 return None
             continue
-        return (yield from _await_lock(ops, place))
+        awaited = yield from _await_lock(ops, place, full=place.told_full)
+        if awaited is not None:
+            return awaited
+        # The lock is no longer another live agent's: look again, and take it.
 
 
-def _await_lock(ops: Operations, place: Place) -> Recipe[Await]:
+def _await_lock(ops: Operations, place: Place, *, full: bool) -> Recipe[Await | None]:
     """What the head waits for: the lock to change hands (its doorbell rung), or the
-    holder's process to end."""
+    holder's process to end. None when `take`'s look is out of date: the lock is free,
+    empty, this agent's (a grant handed over to us since), or held by a dead process. A head
+    that slept on that would wait for a wake-up that may never come: the release that
+    emptied the lock rang us before it handed over (`release`), and a look of ours may
+    have spent that ring while someone else still held the lock; or that release died half
+    way. Looking again, `take` takes the lock (a rename onto an empty one), accepts the
+    grant or reclaims it. `full`: our grant could not be staged (no space), so there is
+    nothing to take: sleep until a re-check all the same."""
     try:
         holder = yield ops.read_holder, place.name
     except Exception:  # unreadable: it may change all the same
         holder = None
-    alive = holder is not None and (yield ops.liveness, holder) is Liveness.ALIVE
-    return Await(place.entry, None, holder, alive, place.staged or None)
+    else:
+        if not full and (holder is None or holder.agent_id == place.agent):
+            return None
+    liveness = Liveness.UNKNOWN if holder is None else (yield ops.liveness, holder)
+    if liveness is Liveness.DEAD and not full:
+        return None
+    return Await(place.entry, None, holder, liveness is Liveness.ALIVE, place.staged or None)
 
 
 def _in_line(ops: Operations, place: Place) -> Recipe[bool]:
