@@ -17,8 +17,9 @@ Everything else follows from the invariant:
   arrival order. While our entry exists no entry can appear ahead of it, so the entries ahead
   of ours, listed once when we queue, only ever go away: a waiter never lists the queue again.
 - **The head** (nothing ahead of its entry) stages the grant it would publish, then takes the
-  lock when it is free; otherwise it sleeps until the lock changes hands or its holder's
-  process ends (its doorbell is rung, `Await.bell`).
+  lock when it is free or empty; otherwise it sleeps until the lock changes hands or its
+  holder's process ends (its doorbell is rung, `Await.bell`). It sleeps only on another live
+  agent's grant, never on a lock it last saw empty: nothing may be left to wake it then.
 - **Everyone else** watches only its predecessor, the nearest entry ahead: that entry's removal
   and its process's exit. When it goes, the next entry of the list ahead is the predecessor.
   So a release wakes one waiter, and a waiter's look costs O(1) whatever the queue's length.
@@ -352,7 +353,17 @@ def release(
 
     Between the removal of our grant and the hand-over the lock is empty: held by nobody, so
     a head that looks meanwhile finds it free and takes it itself; and not free, so no
-    newcomer takes it and nobody judges the first waiter's turn over before it is stamped."""
+    newcomer that sees the queue takes it, and nobody judges the first waiter's turn over
+    before it is stamped. (A newcomer that found no queue before the head queued may publish
+    onto the empty lock: it came first. Our hand-over then fails, or, once that newcomer has
+    released in turn, succeeds.)
+
+    The head is rung before the hand-over, so that it looks while we stamp and rename. A
+    look before the rename finds the lock empty and takes it itself (the renames race, one
+    wins: `take`); a look after it finds its grant. A look that spends the ring while a
+    newcomer holds the lock sleeps on that holder, whose release rings it or whose exit wakes
+    it; should that release die before ringing, the head finds the lock empty and does not
+    sleep (`_await_lock`). So no second ring after the rename is needed."""
     if not (yield ops.drop_grant, name, token):
         return False
     first = yield from first_waiter(ops, name, hint)
@@ -361,7 +372,7 @@ def release(
         yield ops.free, name
     else:
         entry, head = first
-        yield ops.ring, name, head  # it wakes while we stamp its turn and hand over
+        yield ops.ring, name, head  # it looks while we hand over (see the docstring)
         yield ops.stamp_turn, name, entry
         handed = yield from _hand_over(ops, name, head)
     yield ops.lock_changed, name
