@@ -136,6 +136,28 @@ def test_a_start_that_cannot_be_made_says_which_moves_can() -> None:
         explorer.run()
 
 
+@pytest.mark.xfail(raises=BrokenInvariantError, strict=True, reason="known: issue 34 point 4")
+def test_a_newcomer_that_drops_a_dead_first_entry_drops_only_that_one() -> None:
+    # `reserved` (a newcomer) drops a dead first entry by its name, a ticket. Between its
+    # read and its drop the queue may empty and a new waiter take that ticket again: four
+    # agents show it. a holds L; b queues (ticket 1) and dies; a releases; c, a newcomer,
+    # reads b dead; d, a newcomer too, drops b's entry (the queue is gone) and takes L; a
+    # comes back, finds d holding and queues, at ticket 1 again; c's drop removes a's entry.
+    # Fixing it needs a removal that matches the entry's token, not its name, which the lock
+    # directory does not offer yet (an entry is one file named by its ticket).
+    start = ["a", "a", *["b"] * 7, "b dies", "a", *["c"] * 6, *["d"] * 10]
+    start += [*["a"] * 8, "c", "c"]
+    explorer = Explorer(
+        (locks("L", rounds=2), locks("L"), locks("L"), locks("L")),
+        ticks=0,
+        timeouts=0,
+        order="depth",
+        start=start,
+        limit=2_000,
+    )
+    explorer.run()
+
+
 def test_fingerprints_visit_the_same_states_and_trace_a_broken_invariant_alike(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
