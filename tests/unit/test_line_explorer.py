@@ -93,22 +93,17 @@ def test_a_planted_bug_is_found_among_three_agents_depth_first(
 
 
 def test_a_waiter_whose_predecessor_dies_leaving_is_rung_when_the_lock_goes_free() -> None:
-    # Found by this explorer (depth first, three agents, a death and a timeout), in line.py
-    # as it was before this test: a head that times out stamps its successor's turn and dies
-    # before its entry goes; the successor took every entry ahead for gone and slept as the
-    # head, and the release rang the dead entry and freed the lock: nobody rang the live
-    # waiter ("c sleeps first in line at L, whose turn has come", after 15,412 states).
-    explorer = Explorer(
-        (locks("L"), locks("L"), locks("L")),
-        deaths=1,
-        ticks=0,
-        timeouts=1,
-        order="depth",
-        fingerprints=True,
-        limit=20_000,
-    )
-    explore(explorer, "three agents, one lock, a death and a timeout, depth first")
-    assert explorer.states == 20_000
+    # Found by this explorer (depth first, three agents, a death and a timeout: "c sleeps
+    # first in line at L, whose turn has come", after 15,412 states), in line.py as it was
+    # before this test: b, the head, times out, stamps c's turn and dies before its entry
+    # goes; c took every entry ahead for gone and slept as the head, and a's release rang
+    # the dead entry and freed the lock: nobody rang c. Replayed to b's death, then every
+    # interleaving from there (the old line.py breaks after 25 states).
+    start = ["tick", "a", "b", "c", "a", *["b", "c"] * 6, *["c"] * 7, "c subscribes"]
+    start += [*["c"] * 5, *["b"] * 11, "b subscribes", *["b"] * 7, "b times out"]
+    start += [*["b"] * 5, "b dies"]
+    explorer = Explorer((locks("L"), locks("L"), locks("L")), order="depth", start=start)
+    explore(explorer, "three agents, one lock, from the death of a head leaving")
 
 
 def test_a_head_whose_look_spent_the_ring_takes_the_lock_its_release_empties() -> None:
