@@ -244,15 +244,18 @@ $$;
 -- Take the lock for the caller when it is free (and has no readers, unless `p_pending`: the
 -- caller then waits for them, holding it): its row made (the lock's first grant, whose
 -- number no other grant of it can have drawn after), or its free row filled in under the
--- row's lock with a number drawn there. The fencing number, or NULL when it is held.
+-- row's lock with a number drawn there. The fencing number, or NULL when it is held. One
+-- number drawn per grant: the insert draws only for a row not there yet (an insert's
+-- values are computed before it meets a conflict), the update only once it passes.
 CREATE FUNCTION {s}.claim(p_ns text, p_key text, p_agent text, p_token text,
     p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
     p_me integer, p_queued boolean, p_pending boolean DEFAULT false) RETURNS bigint
 LANGUAGE sql AS $$
     INSERT INTO {s}.holds AS l (namespace, key, agent_id, session, token, fence, pid,
         start_time, host, boot_id, pid_ns, acquired_at, checkout, queued)
-    VALUES (p_ns, p_key, p_agent, p_me, p_token, nextval('{s}.fence_seq'), p_pid, p_start,
-        p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout, p_queued)
+    VALUES (p_ns, p_key, p_agent, p_me, p_token, CASE WHEN EXISTS (SELECT FROM {s}.holds
+            WHERE namespace = p_ns AND key = p_key) THEN 0 ELSE nextval('{s}.fence_seq') END,
+        p_pid, p_start, p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout, p_queued)
     ON CONFLICT (namespace, key) DO UPDATE SET agent_id = EXCLUDED.agent_id,
         session = EXCLUDED.session, token = EXCLUDED.token,
         fence = greatest(nextval('{s}.fence_seq'), l.fence + 1), pid = EXCLUDED.pid,
@@ -548,9 +551,8 @@ BEGIN
     END IF;
     IF w.want IS NULL THEN RETURN; END IF;  -- in its own line already
     UPDATE {s}.waiters SET key = wanted, want = NULL WHERE ticket = w.ticket;
-    INSERT INTO {s}.holds (namespace, key, fence) VALUES (w.namespace, wanted,
-        nextval('{s}.fence_seq'))
-    ON CONFLICT (namespace, key) DO NOTHING;
+    INSERT INTO {s}.holds (namespace, key, fence) VALUES (w.namespace, wanted, 0)
+    ON CONFLICT (namespace, key) DO NOTHING;  -- no grant yet: no number drawn
     UPDATE {s}.holds SET queued = true WHERE namespace = w.namespace AND key = wanted
         AND agent_id IS NOT NULL AND NOT queued;
     PERFORM {s}.hand_off(w.namespace, wanted, p_me);

@@ -168,7 +168,10 @@ class PgLockStore:
             f"INSERT INTO {s}.holds AS l (namespace, key, agent_id, token, pid, "
             "start_time, host, boot_id, pid_ns, checkout, session, fence, acquired_at, "
             "recorded) SELECT $1, $2, $3, $4, $5::integer, $6::bigint, $7, $8, $9, $10, "
-            f"$12::integer, nextval('{s}.fence_seq'), "
+            # One number per grant: drawn here only for a row not there yet (the values
+            # are computed before the insert meets its conflict), else by the update.
+            f"$12::integer, CASE WHEN EXISTS (SELECT FROM {s}.holds WHERE namespace = $1 "
+            f"AND key = $2) THEN 0 ELSE nextval('{s}.fence_seq') END, "
             "date_part('epoch', clock_timestamp()), true "  # a float already: no numeric detour
             # One primary key probe per directory (a LATERAL ... LIMIT is never flattened
             # into a join over the namespace's rows, whatever the statistics say).
