@@ -415,8 +415,8 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
             self._release_statement,
             (self.namespace, key, agent, self._directories_above(key)),
         )
-        if row is not None:
-            return bool(row[0])
+        if row is not None:  # (its text)
+            return row[0] == b"t"
         # Not the lock's holder: a reader giving its read back (a second round trip, only
         # for reads and for releases of what one does not hold).
         (released,) = self._call(
