@@ -113,12 +113,14 @@ def played(repo: Path, spec: str, script: Script) -> tuple[list[Step], dict[str,
     journal = open_journal(one)
     try:
 
+        seen: dict[str, int] = {}
+
         def waits(agent: str) -> None:
+            """Until `agent` has begun one more wait."""
+            query = JournalQuery.of(agents=[agent], kinds=["wait-begin"])
+            seen[agent] = seen.get(agent, 0) + 1
             wait_until(
-                lambda: any(
-                    r.kind == "wait-begin" and r.agent == agent
-                    for r in journal.records(JournalQuery.of())
-                ),
+                lambda: len(list(journal.records(query))) >= seen[agent],
                 f"{agent}'s wait journalled",
             )
 
