@@ -8,16 +8,19 @@ directory's line is journalled for the file it asked for."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from lockyard.infra.lockstore import JournalQuery, open_backend, open_journal
 from lockyard.infra.lockstore.backend import LockBackend
+from lockyard.infra.lockstore.modes import LockMode
 from polling_support import wait_until
 
-Script = Callable[[LockBackend, LockBackend, Callable[[str], None]], None]
+Waits = Callable[[str], None]
+"""Returns once the agent named has begun one more wait (its journal says so)."""
+Script = Callable[[LockBackend, LockBackend, Waits], None]
 Step = tuple[str, str, str, str | None]
 
 
@@ -27,7 +30,7 @@ def in_thread(call: Callable[[], object]) -> threading.Thread:
     return thread
 
 
-def writer_waits_for_a_reader(one: LockBackend, two: LockBackend, waits: Callable[[str], None]) -> None:
+def writer_waits_for_a_reader(one: LockBackend, two: LockBackend, waits: Waits) -> None:
     assert one.try_lock("a.py", "reader", mode="shared")
     writer = in_thread(lambda: two.acquire("a.py", "writer", timeout_seconds=60))
     waits("writer")
@@ -36,9 +39,7 @@ def writer_waits_for_a_reader(one: LockBackend, two: LockBackend, waits: Callabl
     assert two.release("a.py", "writer")
 
 
-def upgrade_waits_for_the_other_reader(
-    one: LockBackend, two: LockBackend, waits: Callable[[str], None]
-) -> None:
+def upgrade_waits_for_the_other_reader(one: LockBackend, two: LockBackend, waits: Waits) -> None:
     assert one.try_lock("a.py", "ann", mode="shared")
     assert two.try_lock("a.py", "bob", mode="shared")
     upgrade = in_thread(lambda: one.acquire("a.py", "ann", timeout_seconds=60))
@@ -48,21 +49,18 @@ def upgrade_waits_for_the_other_reader(
     assert one.release("a.py", "ann")
 
 
-def hand_over_to_a_writer_and_to_a_reader(
-    one: LockBackend, two: LockBackend, waits: Callable[[str], None]
-) -> None:
-    for mode in ("exclusive", "shared"):
+def hand_over_to_a_writer_and_to_a_reader(one: LockBackend, two: LockBackend, waits: Waits) -> None:
+    modes: tuple[LockMode, ...] = ("exclusive", "shared")
+    for mode in modes:
         assert one.try_lock("a.py", "alice")
-        waiter = in_thread(lambda: two.acquire("a.py", "bob", timeout_seconds=60, mode=mode))  # type: ignore[arg-type]  # noqa: B023
+        waiter = in_thread(lambda: two.acquire("a.py", "bob", timeout_seconds=60, mode=mode))  # noqa: B023
         waits("bob")
         assert one.release("a.py", "alice")
         waiter.join()
         assert two.release("a.py", "bob")
 
 
-def a_file_waits_in_a_directorys_line(
-    one: LockBackend, two: LockBackend, waits: Callable[[str], None]
-) -> None:
+def a_file_waits_in_a_directorys_line(one: LockBackend, two: LockBackend, waits: Waits) -> None:
     assert one.try_lock("src/", "alice")
     waiter = in_thread(lambda: two.acquire("src/a.py", "bob", timeout_seconds=60))
     waits("bob")
@@ -72,7 +70,7 @@ def a_file_waits_in_a_directorys_line(
 
 
 def a_directory_waits_for_the_holds_under_it(
-    one: LockBackend, two: LockBackend, waits: Callable[[str], None]
+    one: LockBackend, two: LockBackend, waits: Waits
 ) -> None:
     assert two.try_lock("src/a.py", "bob")
     waiter = in_thread(lambda: one.acquire("src/", "alice", timeout_seconds=60))
@@ -82,9 +80,7 @@ def a_directory_waits_for_the_holds_under_it(
     assert one.release("src/", "alice")
 
 
-def a_writer_waiting_for_readers_gives_up(
-    one: LockBackend, two: LockBackend, waits: Callable[[str], None]
-) -> None:
+def a_writer_waiting_for_readers_gives_up(one: LockBackend, two: LockBackend, waits: Waits) -> None:
     assert one.try_lock("a.py", "reader", mode="shared")
     assert not two.acquire("a.py", "writer", timeout_seconds=0.3)
     assert one.release("a.py", "reader")
@@ -101,9 +97,9 @@ SCRIPTS = [
 
 
 @pytest.fixture
-def backends(repo: Path, lock_dir: Path, pg_backend: str) -> Iterator[list[str]]:
+def backends(repo: Path, lock_dir: Path, pg_backend: str) -> list[str]:
     (repo / "src").mkdir()
-    yield [str(lock_dir), pg_backend]
+    return [str(lock_dir), pg_backend]
 
 
 def played(repo: Path, spec: str, script: Script) -> tuple[list[Step], dict[str, tuple[int, int]]]:
@@ -112,7 +108,6 @@ def played(repo: Path, spec: str, script: Script) -> tuple[list[Step], dict[str,
     one, two = open_backend(repo, spec), open_backend(repo, spec)
     journal = open_journal(one)
     try:
-
         seen: dict[str, int] = {}
 
         def waits(agent: str) -> None:
