@@ -49,6 +49,12 @@ def upgrade_waits_for_the_other_reader(one: LockBackend, two: LockBackend, waits
     assert one.release("a.py", "ann")
 
 
+def upgrade_in_place(one: LockBackend, two: LockBackend, waits: Waits) -> None:
+    assert one.try_lock("a.py", "ann", mode="shared")
+    assert one.try_lock("a.py", "ann")
+    assert one.release("a.py", "ann")
+
+
 def hand_over_to_a_writer_and_to_a_reader(one: LockBackend, two: LockBackend, waits: Waits) -> None:
     modes: tuple[LockMode, ...] = ("exclusive", "shared")
     for mode in modes:
@@ -89,6 +95,7 @@ def a_writer_waiting_for_readers_gives_up(one: LockBackend, two: LockBackend, wa
 SCRIPTS = [
     writer_waits_for_a_reader,
     upgrade_waits_for_the_other_reader,
+    upgrade_in_place,
     hand_over_to_a_writer_and_to_a_reader,
     a_file_waits_in_a_directorys_line,
     a_directory_waits_for_the_holds_under_it,
@@ -151,7 +158,11 @@ EXPECTED: dict[str, list[Step]] = {
     "upgrade_waits_for_the_other_reader": [
         ("grant", "ann", "a.py", "shared"), ("grant", "bob", "a.py", "shared"),
         ("wait-begin", "ann", "a.py", None), ("release", "bob", "a.py", None),
-        ("hand-over", "ann", "a.py", None), ("wait-end", "ann", "a.py", "granted"),
+        ("hand-over", "ann", "a.py", "upgrade"), ("wait-end", "ann", "a.py", "granted"),
+        ("release", "ann", "a.py", None),
+    ],
+    "upgrade_in_place": [
+        ("grant", "ann", "a.py", "shared"), ("grant", "ann", "a.py", "upgrade"),
         ("release", "ann", "a.py", None),
     ],
     "hand_over_to_a_writer_and_to_a_reader": [
@@ -186,3 +197,20 @@ def test_postgres_journals_each_change_in_its_order(
     """A hand-over after the release it follows, a wait's end after its hand-over."""
     (repo / "src").mkdir()
     assert played(repo, pg_backend, script)[0] == EXPECTED[script.__name__]
+
+
+def test_an_upgrade_is_one_hold_held_from_its_read(repo: Path, pg_backend: str) -> None:
+    store = open_backend(repo, pg_backend)
+    journal = open_journal(store)
+    try:
+        upgrade_in_place(store, store, lambda agent: None)
+        records = list(journal.records(JournalQuery.of()))
+        stats = journal.stats()
+    finally:
+        journal.close()
+        store.close()
+    read, release = records[0], records[-1]
+    assert (read.kind, release.kind) == ("grant", "release")
+    assert release.held == pytest.approx(release.time - read.time, abs=0.01)
+    assert stats.files["a.py"].holds == 1
+    assert stats.files["a.py"].held == pytest.approx(release.held)

@@ -177,7 +177,8 @@ LANGUAGE sql STABLE AS $$
     SELECT file, agent, kind, grouping(file, agent, kind), count(*), min(t), max(t),
         count(*) FILTER (WHERE kind IN ('grant', 'hand-over', 'release', 'reclaim',
                                         'operator-release', 'wait-end', 'denied')),
-        count(*) FILTER (WHERE kind IN ('grant', 'hand-over')),
+        count(*) FILTER (WHERE kind IN ('grant', 'hand-over')
+                         AND outcome IS DISTINCT FROM 'upgrade'),
         coalesce(sum(held) FILTER (WHERE kind IN ('release', 'reclaim', 'operator-release')),
                  0),
         count(*) FILTER (WHERE kind = 'wait-end'),
@@ -274,6 +275,7 @@ DECLARE
     n_before bigint;
     waited_old double precision;  -- holds only: since when the old holder waited (`pending`)
     waited_new double precision;  -- and the new one
+    how text;  -- a grant's outcome: shared (a read), upgrade (the holder's read goes into it)
 BEGIN
     IF current_setting('lockyard.journal', true) = 'off'
        OR (TG_OP = 'INSERT' AND NEW.agent_id IS NULL) THEN
@@ -281,7 +283,13 @@ BEGIN
     END IF;
     IF TG_TABLE_NAME = 'holds' THEN  -- (a readers row has no `pending`)
         IF TG_OP <> 'INSERT' THEN waited_old := OLD.pending; END IF;
-        IF TG_OP <> 'DELETE' THEN waited_new := NEW.pending; END IF;
+        IF TG_OP <> 'DELETE' THEN
+            waited_new := NEW.pending;
+            IF NEW.readers > 0 AND EXISTS (SELECT 1 FROM {s}.readers WHERE namespace =
+                   NEW.namespace AND key = NEW.key AND agent_id = NEW.agent_id) THEN
+                how := 'upgrade';  -- one hold with the read (stats count it once)
+            END IF;
+        END IF;
         IF TG_OP = 'UPDATE' AND OLD.token IS NOT DISTINCT FROM NEW.token
            AND (waited_old IS NULL OR waited_new IS NOT NULL) THEN
             RETURN NULL;  -- the same holder, whose wait (if any) goes on
@@ -301,9 +309,9 @@ BEGIN
                     ORDER BY j.id DESC LIMIT 1;
             END IF;
             INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host, fence,
-                other)
+                other, outcome)
             VALUES (now, 'hand-over', NEW.namespace, NEW.agent_id, NEW.key, NEW.session::text,
-                coalesce(NEW.pid, 0), coalesce(NEW.host, ''), NEW.fence, giver)
+                coalesce(NEW.pid, 0), coalesce(NEW.host, ''), NEW.fence, giver, how)
             RETURNING id INTO n_before;
             IF n_before % 1024 = 0 THEN
                 PERFORM {s}.journal_housekeeping(n_before, now);
@@ -370,7 +378,7 @@ BEGIN
                 other, outcome)
             VALUES (now, kind, NEW.namespace, NEW.agent_id, NEW.key, NEW.session::text,
                 coalesce(NEW.pid, 0), coalesce(NEW.host, ''), NEW.fence, giver,
-                CASE TG_TABLE_NAME WHEN 'readers' THEN 'shared' END)
+                CASE TG_TABLE_NAME WHEN 'readers' THEN 'shared' ELSE how END)
             RETURNING id INTO n;
         END IF;
         IF n % 1024 = 0 THEN

@@ -338,10 +338,15 @@ END $$;
 -- had one.
 CREATE FUNCTION {s}.drop_read(p_ns text, p_key text, p_agent text) RETURNS boolean
 LANGUAGE plpgsql AS $$
+DECLARE since double precision;
 BEGIN
-    DELETE FROM {s}.readers WHERE namespace = p_ns AND key = p_key AND agent_id = p_agent;
+    DELETE FROM {s}.readers WHERE namespace = p_ns AND key = p_key AND agent_id = p_agent
+    RETURNING acquired_at INTO since;
     IF NOT FOUND THEN RETURN false; END IF;
-    UPDATE {s}.holds SET readers = readers - 1 WHERE namespace = p_ns AND key = p_key;
+    -- Gone into its own exclusive hold (an upgrade): one hold, held since the read began.
+    UPDATE {s}.holds SET readers = readers - 1, acquired_at = CASE WHEN agent_id = p_agent
+        THEN least(acquired_at, since) ELSE acquired_at END
+    WHERE namespace = p_ns AND key = p_key;
     RETURN true;
 END $$;
 
@@ -368,8 +373,8 @@ BEGIN
        AND {s}.below_blocker(p_ns, p_key, h.agent_id, false, p_me, false) IS NOT NULL THEN
         RETURN;  -- the last hold under it pushes the grant (below_left)
     END IF;
+    PERFORM {s}.wait_over(p_ns, p_key);  -- (first: the journal sees the read)
     PERFORM {s}.drop_read(p_ns, p_key, h.agent_id);
-    PERFORM {s}.wait_over(p_ns, p_key);
     PERFORM pg_notify({s}.channel(p_ns), 'g' || h.token || ':' || h.fence),
         pg_notify('{graph}', '');
 END $$;
@@ -534,8 +539,8 @@ BEGIN
            AND {s}.below_blocker(p_ns, h.key, h.agent_id, false, p_me, false) IS NULL
            AND NOT EXISTS (SELECT 1 FROM {s}.readers WHERE namespace = p_ns AND key = h.key
                            AND agent_id <> h.agent_id) THEN
+            PERFORM {s}.wait_over(p_ns, h.key);  -- (first: the journal sees the read)
             PERFORM {s}.drop_read(p_ns, h.key, h.agent_id);  -- an upgrade's own read
-            PERFORM {s}.wait_over(p_ns, h.key);
             PERFORM pg_notify({s}.channel(p_ns), 'g' || h.token || ':' || h.fence);
         END IF;
         FOR r IN SELECT * FROM {s}.readers WHERE namespace = p_ns AND key = h.key LOOP
@@ -919,8 +924,8 @@ BEGIN
                 outcome := 'waiting';
                 RETURN;
             END IF;
+            PERFORM {s}.wait_over(p_ns, p_key);  -- (first: the journal sees the read)
             PERFORM {s}.drop_read(p_ns, p_key, h.agent_id);
-            PERFORM {s}.wait_over(p_ns, p_key);
             outcome := 'granted'; o_fence := h.fence; o_agent := h.agent_id;
             RETURN;
         END IF;
@@ -1051,8 +1056,8 @@ BEGIN
         IF {s}.other_reader(p_ns, p_key, h.agent_id, p_me) IS NULL AND NOT (scoped
            AND {s}.below_blocker(p_ns, p_key, h.agent_id, false, p_me, false) IS NOT NULL)
         THEN
+            PERFORM {s}.wait_over(p_ns, p_key);  -- (first: the journal sees the read)
             PERFORM {s}.drop_read(p_ns, p_key, h.agent_id);
-            PERFORM {s}.wait_over(p_ns, p_key);
             RETURN 'granted';
         END IF;
         PERFORM {s}.free(p_ns, p_key, p_token);
