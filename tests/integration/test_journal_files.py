@@ -108,6 +108,11 @@ def test_queries_pick_records_by_agent_file_glob_kind_and_window(
     def times(query: JournalQuery) -> list[float]:
         return [r.time - T0 for r in journal.records(query)]
 
+    # A window alone is judged by each segment's own first and last times: no summary is
+    # parsed (nor made), as a picked agent, file, kind or namespace needs one.
+    assert times(JournalQuery.of(since=T0 + 100, until=T0 + 103)) == [100, 101, 102]
+    assert [r.time - T0 for r in journal.latest(JournalQuery.of(until=T0 + 50), 2)] == [48, 49]
+    assert not any(summary_path(p).exists() for p in sealed_segments(journal_dir(lock_dir)))
     assert times(JournalQuery.of(agents=["agent-1"], since=T0 + 100, until=T0 + 110)) == [
         100, 103, 106, 109
     ]  # fmt: skip

@@ -66,6 +66,12 @@ def test_demo_web_serves_the_runs_page_with_holders_queues_and_its_timeline(
             "&& (window.LockyardTimeline.counts().wait || 0) > 0",
             timeout=PAGE_WAIT_MS,
         )
+        # The page opened before the run's store existed: its timeline read the window again
+        # once the store was there (it said "no lock store yet" for good).
+        page.wait_for_function(
+            "!document.getElementById('timeline-note').textContent.includes('no lock store')",
+            timeout=PAGE_WAIT_MS,
+        )
         after = demo.stdout.readline()
         while "stays up" not in after:
             assert after, demo.stderr.read()

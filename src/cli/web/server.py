@@ -160,13 +160,14 @@ def journal_timeline(feed: BoardFeed) -> TimelineReader:
 
     def read(window: Window) -> dict[str, Any]:
         if feed.store is None:
-            return {"items": [], "truncated": False, "note": "no lock store yet"}
+            # `store: false`: the page asks again once a board says the store is there.
+            return {"items": [], "truncated": False, "note": "no lock store yet", "store": False}
         journal = open_journal(feed.store)
         try:
             items, truncated = read_window(journal, window)
         finally:
             journal.close()
-        return {"items": items, "truncated": truncated, "note": ""}
+        return {"items": items, "truncated": truncated, "note": "", "store": True}
 
     return read
 

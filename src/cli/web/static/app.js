@@ -71,7 +71,7 @@
       li.append(entry.live ? "— the monitor asks " : "— ");
       li.append(el("span", entry.cycle.victim, "victim"));
       li.append(entry.live ? " to give way (victim)" : " gave way (victim)");
-      if (!entry.live && entry.at) li.append(el("span", "  at " + new Date(entry.at * 1000).toLocaleTimeString(), "dim"));
+      if (!entry.live && entry.at) li.append(el("span", "  at " + new Date(entry.at * 1000).toLocaleTimeString([], { hour12: false }), "dim"));
       list.append(li);
     }
     $("deadlocks").hidden = state.shownCycles.size === 0;

@@ -194,7 +194,7 @@
 
   // ---- hover ---------------------------------------------------------------------------
   function describe(it) {
-    const when = (t) => new Date(t * 1000).toLocaleTimeString();
+    const when = (t) => new Date(t * 1000).toLocaleTimeString([], { hour12: false });
     const lines = [];
     if (it.k === "hold") lines.push(it.a + " held " + it.f, when(it.s) + (it.open ? " – now" : " – " + when(it.e)) + "  (" + (it.e - it.s).toFixed(2) + " s)");
     else if (it.k === "wait") lines.push(it.a + " waited for " + it.f, when(it.s) + (it.open ? " – now" : " – " + when(it.e)) + "  (" + (it.e - it.s).toFixed(2) + " s)" + (it.o ? ", " + it.o : ""));
@@ -245,6 +245,7 @@
       if (!response.ok) { state.note = body.error || "the timeline could not be read"; draw(); return; }
       state.items = []; state.keys = new Set();
       state.note = body.note || "";
+      state.storeless = body.store === false;
       if (body.truncated) state.note = (state.note ? state.note + " · " : "") + "showing the latest " + body.items.length + " events of this window";
       addItems(body.items || []);
     } catch (error) {
@@ -278,7 +279,12 @@
   });
 
   window.LockyardTimeline = {
-    setBoard(board) { state.board = board; state.skew = board.taken_at - Date.now() / 1000; if (!state.custom) draw(); },
+    setBoard(board) {
+      state.board = board; state.skew = board.taken_at - Date.now() / 1000;
+      // The page opened before the store existed (a demo starting): read the window now.
+      if (state.storeless && !board.note) { state.storeless = false; load(); }
+      if (!state.custom) draw();
+    },
     addItems(items) { if (!state.custom) addItems(items); },
     rows() { return state.rows.map((row) => row.name); },
     counts() {

@@ -17,8 +17,10 @@ from .query import EVERYTHING, JournalQuery
 from .record import JournalRecord
 from .scan import (
     end_of_time,
+    first_time,
     lines_backward,
     lines_forward,
+    misses_window,
     offset_of_time,
     open_segment,
     parse_line,
@@ -69,25 +71,41 @@ class FileJournal:
         except OSError:
             return None  # sealed and deleted since the listing
 
+    def _skips(self, segment: _Segment, fd: int, end: int, query: JournalQuery) -> bool:
+        """Whether no record of `segment` (open on `fd`, whole up to `end`) can match: its
+        own first and last times say when it misses the window; only a query that picks
+        records by what they name asks the summary (a parse of its cache) for more."""
+        if misses_window(fd, end, query.since, query.until):
+            return True
+        if not query.narrows_records:
+            return False
+        summary = self._summary(segment)
+        return summary is not None and not query.could_match(summary)
+
     # -- reading -----------------------------------------------------------------------------
 
     def records(self, query: JournalQuery = EVERYTHING) -> Iterator[JournalRecord]:
         keep = query.prefilter()
         for segment in self._segments():
-            summary = self._summary(segment)
-            if summary is not None and not query.could_match(summary):
-                continue
-            yield from self._read(segment.path, query, keep)
+            yield from self._read(segment, query, keep)
 
     def _read(
-        self, path: Path, query: JournalQuery, keep: Callable[[bytes], bool] | None
+        self,
+        segment: _Segment,
+        query: JournalQuery,
+        keep: Callable[[bytes], bool] | None,
+        *,
+        judged: bool = False,
     ) -> Iterator[JournalRecord]:
+        """The matches of `segment` (`judged`: the caller knows it may hold some)."""
         try:
-            fd = open_segment(path)
+            fd = open_segment(segment.path)
         except OSError:
             return
         try:
             end = whole_end(fd, os.fstat(fd).st_size)
+            if not judged and self._skips(segment, fd, end, query):
+                return
             start = 0 if query.since is None else offset_of_time(fd, end, query.since)
             for _after, line in lines_forward(fd, start, end):
                 if query.until is not None:
@@ -119,9 +137,6 @@ class FileJournal:
         keep = query.prefilter()
         tail_file = None if tail is None else _file_id(os.fstat(tail[0]))
         for segment in reversed(self._segments()):
-            summary = self._summary(segment)
-            if summary is not None and not query.could_match(summary):
-                continue
             try:
                 fd = open_segment(segment.path)
             except OSError:
@@ -135,15 +150,19 @@ class FileJournal:
                     continue  # newer than the follower's start: it reads it
                 else:
                     end = whole_end(fd, os.fstat(fd).st_size)
+                if self._skips(segment, fd, end, query):
+                    if misses_window(fd, end, query.since, None):
+                        break  # older than the window: older segments are older still
+                    continue
                 if query.until is not None:
                     end = end_of_time(fd, end, query.until)
                 for record in _backward(fd, end, query, keep):
                     found.append(record)
                     if len(found) >= limit:
                         return found[::-1]
+                first = first_time(fd, end)
             finally:
                 os.close(fd)
-            first = None if summary is None else summary.stats.first
             if first is not None and query.since is not None and first < query.since - 2.0:
                 break  # older segments are older still
         return found[::-1]
@@ -162,7 +181,7 @@ class FileJournal:
             if whole and summary is not None:
                 total.merge(summary.stats)
                 continue
-            for record in self._read(segment.path, query, None):
+            for record in self._read(segment, query, None, judged=True):
                 total.add(record)
         return total
 

@@ -116,6 +116,34 @@ def whole_end(fd: int, size: int) -> int:
     return 0
 
 
+def misses_window(fd: int, end: int, since: float | None, until: float | None) -> bool:
+    """Whether the records before `end` all fall outside `since <= t < until` (give or take
+    the margin), told from the times of the first and the last (a few reads; a segment's
+    summary would cost a parse of its whole cache)."""
+    if since is not None:
+        last = next((t for line in _last_lines(fd, end) if (t := time_of(line)) is not None), None)
+        if last is not None and last < since - _SEEK_MARGIN:
+            return True
+    if until is not None:
+        first = first_time(fd, end)
+        if first is not None and first >= until + _SEEK_MARGIN:
+            return True
+    return False
+
+
+def first_time(fd: int, end: int) -> float | None:
+    """The time of the first record before `end` (None: none near the start)."""
+    return _record_after(fd, 0, end)[1] if end else None
+
+
+def _last_lines(fd: int, end: int) -> Iterator[bytes]:
+    """The last few lines before `end`, the last first (a torn one or two end no search)."""
+    for count, line in enumerate(lines_backward(fd, end)):
+        if count >= 8:
+            return
+        yield line
+
+
 def offset_of_time(fd: int, end: int, since: float) -> int:
     """A line start before which every record is older than `since` (give or take the
     margin): the offset to read a segment from for records since `since`."""

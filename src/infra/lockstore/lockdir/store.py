@@ -454,14 +454,11 @@ class LockStore:
         """Release every lock `agent_id` holds (in this namespace, or in all); return the keys."""
         agent = validate_agent_id(agent_id)
         namespace = None if all_namespaces else self.namespace
+        # Each release is journalled as it is made, before the lock or read is handed on.
         released = reclamation.release_all(self.operations, self.directory, agent, namespace)
-        for name, holder in released.items():
+        for name in released:
             self.grants.forget(name, agent)
-            if self._lock_journal is not None:
-                self._lock_journal.released(
-                    holder.token, agent, holder.lock_path, holder.acquired_at, holder.namespace
-                )
-        reads = self.shared.release_all(agent, namespace)  # journalled as each goes
+        reads = self.shared.release_all(agent, namespace)
         return sorted([holder.lock_path for holder in released.values()]
                       + [member.lock_path for member in reads])  # fmt: skip
 
