@@ -191,6 +191,16 @@ class LockStore:
         glob was ever locked here."""
         return globs_over(self.directory.fd, self.namespace, key)
 
+    def holder_below(self, key: str, agent_id: str) -> str | None:
+        """An agent other than `agent_id` holding or reading something below the directory
+        or glob `key`, not provably dead: `agent_id`'s lock of it still waits for it. A scan
+        of the held locks (`Scopes.holders_below`), as the draining lock's own look."""
+        scoped, _name = self.keys.locate(key)
+        if not is_scoped(scoped):
+            return None
+        found = self.scopes.holders_below(scoped, agent_id, exclusive=True)
+        return found[0] if found else None
+
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
         """The locks an operator revoked from `agent_id` since it last asked, with why
         (agents.py); one failed `rename` when there are none."""
