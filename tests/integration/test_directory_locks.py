@@ -232,14 +232,19 @@ async def test_a_directory_waiting_for_a_hold_under_it_is_an_edge_of_the_wait_fo
         group.cancel_scope.cancel()
 
 
-def test_the_marker_makes_file_locks_look_only_once_a_directory_was_locked(
+def test_the_marks_make_file_locks_look_only_while_a_directory_is_held_or_wanted(
     tree: Path, lock_dir: Path
 ) -> None:
     store = LockStore(tree, lock_dir)
     assert store.try_lock("src/api/a.py", "ann")
-    assert "scoped" not in os.listdir(lock_dir)
-    assert not store.try_lock("src/", "bob")
-    assert "scoped" in os.listdir(lock_dir)
+    assert "scopes" not in os.listdir(lock_dir)
+    assert not store.try_lock("src/", "bob")  # refused: its mark went with the request
+    assert "scopes" not in os.listdir(lock_dir)
+    assert store.try_lock("docs/", "bob")
+    assert store.try_lock("docs/", "bob", mode="shared")  # held already: still one mark
+    assert len(os.listdir(lock_dir / "scopes")) == 1
+    assert store.release("docs/", "bob")
+    assert "scopes" not in os.listdir(lock_dir)
 
 
 def test_the_write_and_shell_guards_honour_directory_locks_both_ways(
