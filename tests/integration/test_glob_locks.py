@@ -236,14 +236,18 @@ async def test_a_deadlock_through_a_glob_is_found_and_names_the_glob(store: Lock
         group.cancel_scope.cancel()
 
 
-async def test_a_glob_waiting_for_a_file_it_matches_is_an_edge_of_the_wait_for_graph(
-    store: LockStore,
+async def test_a_glob_waiting_for_a_file_it_matches_is_an_edge_and_guards_nothing_yet(
+    store: LockStore, tree: Path
 ) -> None:
     assert store.try_lock("src/api/a.py", "ann")
     async with anyio.create_task_group() as group:
         group.start_soon(store.acquire_async, "src/**/*.py", "bob", 60, 10)
         await wait_until_async(lambda: store.holder("src/**/*.py") == "bob")
         assert ("bob", "src/api/a.py") in store.snapshot().waits
+        # Not granted yet: the files it matches that nobody holds are not bob's to write.
+        reason = judge_write(store, "bob", str(tree / "src" / "new.py"), str(tree), ACQUIRE)[0]
+        assert reason is not None
+        assert "Your lock of src/**/*.py is not granted yet: it waits for ann" in reason
         group.cancel_scope.cancel()
 
 

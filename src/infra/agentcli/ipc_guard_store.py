@@ -107,6 +107,14 @@ class IpcGuardStore:
             return ()
         return tuple(reader for reader in readers if isinstance(reader, str))
 
+    def holder_below(self, key: str, agent_id: str) -> str | None:
+        """Who the host says still holds something below this agent's own directory or glob
+        lock `key` (the lock then still waits); None for another agent's question."""
+        if agent_id != self.agent_id():
+            return None
+        below = self._entry(self.checkout.key(key)).get("below")
+        return below if isinstance(below, str) else None
+
     def globs_over(self, key: str) -> tuple[str, ...]:
         """The glob locks the host says cover `key`, outermost first; their holders came in
         the same answer."""

@@ -12,7 +12,13 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..lockstore import CorruptRecordError, JournalRecord, directory_ancestors
+from ..lockstore import (
+    CorruptRecordError,
+    JournalRecord,
+    directory_ancestors,
+    is_directory_key,
+    is_glob_key,
+)
 from ..seen.stale import note_write, stale_reason, write_change
 from ..tools.holder_text import UNREADABLE_HOLDER
 
@@ -37,6 +43,7 @@ class GuardStore(Protocol):
     def stale_grant(self, filepath: str, agent_id: str) -> str | None: ...
     def readers(self, filepath: str) -> tuple[str, ...]: ...
     def globs_over(self, key: str) -> tuple[str, ...]: ...
+    def holder_below(self, key: str, agent_id: str) -> str | None: ...
     def grant_fence(self, filepath: str, agent_id: str) -> int | None: ...
     def journal_write(self, record: JournalRecord) -> None: ...
 
@@ -126,6 +133,30 @@ def other_readers(store: GuardStore, key: str, agent_id: str) -> tuple[str, ...]
     except CorruptRecordError:
         return ("(an unreadable record)",)
     return tuple(reader for reader in readers if reader != agent_id)
+
+
+def still_draining(store: GuardStore, via: str, agent_id: str) -> str | None:
+    """Who still holds something below the directory or glob `via`, which `agent_id`'s own
+    lock of it waits for (it holds its line, "draining": its acquire call has not returned,
+    and may time out); None once granted, and for a file's lock. Fails closed: an unreadable
+    record counts as a hold."""
+    if not (is_directory_key(via) or is_glob_key(via)):
+        return None
+    try:
+        return store.holder_below(via, agent_id)
+    except CorruptRecordError:
+        return "(an unreadable record)"
+
+
+def draining_reason(store: GuardStore, via: str, agent_id: str, acquire: str) -> str | None:
+    """Why `agent_id` may not write under its own lock of `via` yet (`still_draining`)."""
+    below = still_draining(store, via, agent_id)
+    if below is None:
+        return None
+    return (
+        f"Your lock of {via} is not granted yet: it waits for {below} to release what it "
+        f"holds under {via} (your {acquire} call has not returned yet). Retry after it has."
+    )
 
 
 def readers_reason(key: str, readers: Iterable[str], acquire: str) -> str:

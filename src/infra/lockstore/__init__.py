@@ -162,6 +162,7 @@ if TYPE_CHECKING:
     )
     from .scope_keys import (
         directory_ancestors,
+        is_above,
         is_directory_key,
         is_glob_key,
         overlaps,
@@ -231,6 +232,7 @@ _HOMES = {
     "snapshot_of_namespace": "holds_graph",
     "waits_below": "holds_graph",
     "directory_ancestors": "scope_keys",
+    "is_above": "scope_keys",
     "is_directory_key": "scope_keys",
     "is_glob_key": "scope_keys",
     "globs_over": "lockdir.glob_index",
@@ -385,6 +387,7 @@ __all__ = [
     "globs_over",
     "in_worker",
     "inotify_available",
+    "is_above",
     "is_directory_key",
     "is_glob_key",
     "is_locked",

@@ -105,6 +105,14 @@ class LockBackend(Protocol):
         them), outermost first: () where no glob was ever locked."""
         ...
 
+    def holder_below(self, key: str, agent_id: str) -> str | None:
+        """An agent other than `agent_id` holding (or, exclusive or shared, reading) a lock
+        below the directory or glob `key` (`scope_keys.is_above`), not provably dead; None
+        when none, or for a file's key. While there is one, `agent_id`'s lock of `key` still
+        waits for it ("draining": it holds its line, its acquire has not returned), so the
+        guards do not let it write under `key` yet."""
+        ...
+
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
         """Locks the agent lost without releasing them, each reported once."""
         ...

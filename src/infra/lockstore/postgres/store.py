@@ -42,7 +42,7 @@ from ..modes import EXCLUSIVE, SHARED, LockMode, validate_mode
 from ..off_loop import store_call
 from ..paths import validate_agent_id, validate_poll_interval, validate_timeout
 from ..records import HolderRecord, LockInfo, LostLock, Reclamation, StoreSnapshot, WaiterRecord
-from ..scope_keys import directory_ancestors, is_directory_key, is_glob_key
+from ..scope_keys import directory_ancestors, is_directory_key, is_glob_key, is_scoped
 from ..wakeup import Waker
 from .dsn import KeepaliveBound, PgSpec, parse_spec
 from .journal import insert_params, insert_statement
@@ -714,6 +714,21 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
             ).fetchall()
         )
         return tuple(str(row[0]) for row in rows)
+
+    def holder_below(self, key: str, agent_id: str) -> str | None:
+        """An agent other than `agent_id` holding or reading a lock below the directory or
+        glob `key` (the look of a directory lock's own wait, `below_blocker`), one round
+        trip; None for a file's key."""
+        scoped = self.canonicalize(key)
+        if not is_scoped(scoped):
+            return None
+        rows = self.session.run(
+            lambda conn, me: conn.execute(
+                f"SELECT {self._s}.below_blocker(%s, %s, %s, false, %s, false)",
+                (self.namespace, scoped, agent_id, me),
+            ).fetchall()
+        )
+        return None if not rows or rows[0][0] is None else str(rows[0][0])
 
     def globs_over(self, key: str) -> tuple[str, ...]:
         """None: PostgreSQL refuses glob locks (so far)."""

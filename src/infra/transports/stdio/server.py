@@ -127,6 +127,9 @@ class SessionLedger:
     def globs_over(self, key: str) -> tuple[str, ...]:
         return self.store.globs_over(key)
 
+    def holder_below(self, key: str, agent_id: str) -> str | None:
+        return self.store.holder_below(key, agent_id)
+
     def list_locks(self) -> list[LockInfo]:
         return self.store.list_locks()
 
