@@ -69,7 +69,6 @@ if TYPE_CHECKING:
     from .errors import (
         BackendError,
         CorruptRecordError,
-        GlobLocksUnsupportedError,
         InvalidAgentIdError,
         InvalidNamespaceError,
         InvalidPathError,
@@ -223,7 +222,6 @@ _HOMES = {
     "LockDirFullError": "errors",
     "LockStoreError": "errors",
     "PathOutsideRepoError": "errors",
-    "GlobLocksUnsupportedError": "errors",
     "EXCLUSIVE": "modes",
     "SHARED": "modes",
     "LockMode": "modes",
@@ -331,7 +329,6 @@ __all__ = [
     "CycleStep",
     "FileFigures",
     "FileJournal",
-    "GlobLocksUnsupportedError",
     "HolderRecord",
     "Inotify",
     "InotifyEvent",
