@@ -98,7 +98,7 @@ def test_brackets_are_literal_so_a_route_directory_is_a_file_key_a_glob_matches(
 
 
 def test_a_glob_covers_the_files_it_matches_and_overlaps_by_directory_both_ways(
-    store: LockBackend
+    store: LockBackend,
 ) -> None:
     assert store.try_lock(GLOB, "ann")
     for covered in ("src/api/a.py", "src/api/later/new.py", "api-link/deep/b.py"):
@@ -133,7 +133,7 @@ def test_shared_globs_admit_readers_and_exclude_writers(store: LockBackend) -> N
 
 
 async def test_waits_keep_their_turn_through_a_glob_and_a_glob_waits_for_what_it_matches(
-    store: LockBackend
+    store: LockBackend,
 ) -> None:
     assert store.try_lock(GLOB, "ann")
     order: list[str] = []
@@ -173,9 +173,7 @@ async def test_asking_again_for_a_held_glob_or_directory_keeps_it_whatever_else_
         assert store.release(key, "ann")
 
 
-async def test_a_cancelled_or_timed_out_wait_for_a_glob_leaves_nothing(
-    store: LockBackend
-) -> None:
+async def test_a_cancelled_or_timed_out_wait_for_a_glob_leaves_nothing(store: LockBackend) -> None:
     assert store.try_lock("src/api/a.py", "ann")
     assert not store.acquire(GLOB, "bob", timeout_seconds=0.05, poll_interval_ms=10)
     assert not store.acquire("src/*/*.py", "bob", timeout_seconds=0.05, mode="shared")
