@@ -665,10 +665,11 @@ BEGIN
                 SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = a.k
                 AND (agent_id IS NOT NULL OR readers > 0) LIMIT 1) AS held) OR EXISTS (
             SELECT 1 FROM unnest('{""}'::text[] || {s}.dirs_above(p_key)) AS a(place),
-            LATERAL (SELECT 1 FROM {s}.globs g JOIN {s}.holds gh ON gh.namespace = p_ns
-                AND gh.key = g.key WHERE g.namespace = p_ns AND g.prefix = a.place
-                AND {s}.glob_matches(g.pattern, p_key)
-                AND (gh.agent_id IS NOT NULL OR gh.readers > 0) LIMIT 1) AS held))) THEN
+            LATERAL (SELECT 1 FROM {s}.globs g, LATERAL (SELECT 1 FROM {s}.holds gh
+                    WHERE gh.namespace = p_ns AND gh.key = g.key
+                    AND (gh.agent_id IS NOT NULL OR gh.readers > 0) LIMIT 1) AS gh
+                WHERE g.namespace = p_ns AND g.prefix = a.place
+                AND {s}.glob_matches(g.pattern, p_key) LIMIT 1) AS held))) THEN
     WITH head AS (
         SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
         ORDER BY ticket LIMIT 1 FOR UPDATE

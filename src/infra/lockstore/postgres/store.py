@@ -1110,13 +1110,16 @@ def _array_text(items: list[str]) -> str:
 def _held_glob_over(s: str, namespace: str, key: str, directories: str) -> str:
     """SQL: whether a glob lock that matches the file `key` is held (or read), looked up in
     the glob index entries of the checkout's root and of `directories`, the directories over
-    it (schema.py's glob block): one index probe per directory while none is there."""
+    it (schema.py's glob block): one index probe per directory while none is there, and one
+    primary key probe of `holds` per matching glob (a LATERAL ... LIMIT, never turned into a
+    join over the namespace's holds, whatever the statistics say)."""
     return (
         f"EXISTS (SELECT 1 FROM unnest('{{\"\"}}'::text[] || {directories}::text[]) "
-        f"AS p(place), LATERAL (SELECT 1 FROM {s}.globs g JOIN {s}.holds gh "
-        f"ON gh.namespace = {namespace} AND gh.key = g.key WHERE g.namespace = {namespace} "
-        f"AND g.prefix = p.place AND {s}.glob_matches(g.pattern, {key}) "
-        "AND (gh.agent_id IS NOT NULL OR gh.readers > 0) LIMIT 1) AS held)"
+        f"AS p(place), LATERAL (SELECT 1 FROM {s}.globs g, LATERAL (SELECT 1 FROM {s}.holds gh "
+        f"WHERE gh.namespace = {namespace} AND gh.key = g.key "
+        "AND (gh.agent_id IS NOT NULL OR gh.readers > 0) LIMIT 1) AS gh "
+        f"WHERE g.namespace = {namespace} AND g.prefix = p.place "
+        f"AND {s}.glob_matches(g.pattern, {key}) LIMIT 1) AS held)"
     )
 
 
