@@ -220,14 +220,16 @@ def test_overlapping_globs_taken_at_once_from_threads_never_wait_for_each_other(
     assert failures == []
 
 
-def test_a_sigkilled_holder_of_a_glob_is_taken_back(tree: Path, lock_dir: Path) -> None:
-    store = LockStore(tree, lock_dir)
-    holder = spawn(tree, lock_dir, GLOB, "ann", "hold")
+def test_a_sigkilled_holder_of_a_glob_is_taken_back(
+    tree: Path, store: LockBackend, backend_spec: str
+) -> None:
+    """By proof of its death on the lock directory, with its database session on PostgreSQL."""
+    holder = spawn(tree, backend_spec, GLOB, "ann", "hold")
     expect_line(holder, "locked")
     assert not store.try_lock("src/api/a.py", "bob")
     kill(holder)
     assert store.acquire("src/api/a.py", "bob", timeout_seconds=30)
-    holder = spawn(tree, lock_dir, "src/api/deep/x.py", "ann", "hold")
+    holder = spawn(tree, backend_spec, "src/api/deep/x.py", "ann", "hold")
     expect_line(holder, "locked")
     assert not store.try_lock("src/**/*.py", "cid")
     kill(holder)
