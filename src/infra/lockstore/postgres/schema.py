@@ -514,9 +514,16 @@ END $$;
 CREATE FUNCTION {s}.blocker_above(p_ns text, p_key text, p_agent text, p_shared boolean,
     p_me integer, p_reap boolean, OUT o_line text, OUT o_agent text)
 LANGUAGE plpgsql AS $$
-DECLARE d text;
+DECLARE d text; above text[];
 BEGIN
-    FOR d IN SELECT * FROM {s}.scopes_above(p_ns, p_key) LOOP
+    -- scopes_above costs several times the directories' array: asked only where a glob was
+    -- ever locked in the namespace.
+    IF EXISTS (SELECT 1 FROM {s}.globs WHERE namespace = p_ns) THEN
+        above := ARRAY(SELECT * FROM {s}.scopes_above(p_ns, p_key));
+    ELSE
+        above := {s}.dirs_above(p_key);
+    END IF;
+    FOREACH d IN ARRAY above LOOP
         o_agent := {s}.dir_blocker(p_ns, d, p_agent, p_shared, p_me, p_reap);
         IF o_agent IS NOT NULL THEN
             o_line := d;
@@ -590,7 +597,10 @@ CREATE FUNCTION {s}.below_left(p_ns text, p_key text, p_me integer) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE h {s}.holds; r {s}.readers;
 BEGIN
-    FOR h IN SELECT d.* FROM {s}.scopes_above(p_ns, p_key) AS a(k)
+    FOR h IN SELECT d.* FROM unnest(CASE
+                 WHEN EXISTS (SELECT 1 FROM {s}.globs WHERE namespace = p_ns)
+                 THEN ARRAY(SELECT * FROM {s}.scopes_above(p_ns, p_key))
+                 ELSE {s}.dirs_above(p_key) END) AS a(k)
              JOIN LATERAL (SELECT * FROM {s}.holds WHERE namespace = p_ns AND key = a.k
                            LIMIT 1) AS d
              ON true WHERE d.agent_id IS NOT NULL OR d.readers > 0 ORDER BY d.key LOOP
