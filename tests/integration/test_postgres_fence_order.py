@@ -116,6 +116,34 @@ def test_a_grant_into_a_lock_row_goes_above_its_last_number_whatever_the_sequenc
     assert one.grant_fence("a.py", "alice") == 1001
 
 
+def test_each_grant_draws_one_number_and_a_refused_take_none(stores: list[PgLockStore]) -> None:
+    """A schema's grants are numbered 1, 2, 3...: a take of a free row, of a new row, a read,
+    an upgrade and a hand-off each draw one number; a refused take draws none."""
+    one, two = stores
+    fences: list[int | None] = []
+
+    def granted(store: PgLockStore, agent: str) -> None:
+        fences.append(store.grant_fence("a.py", agent))
+
+    for _ in range(2):  # the row's first grant, then a grant into its free row
+        assert one.try_lock("a.py", "alice")
+        granted(one, "alice")
+        assert not two.try_lock("a.py", "bob")
+        assert not two.acquire("a.py", "bob", timeout_seconds=0.05)
+        assert one.release("a.py", "alice")
+    assert one.try_lock("a.py", "ann", mode="shared")
+    granted(one, "ann")
+    assert one.try_lock("a.py", "ann")  # an upgrade, in place
+    granted(one, "ann")
+    waiting = threading.Thread(target=lambda: two.acquire("a.py", "bob", timeout_seconds=60))
+    waiting.start()
+    wait_until(lambda: bool(one.waiters("a.py")), "bob queued for a.py")
+    assert one.release("a.py", "ann")
+    waiting.join(60)
+    granted(two, "bob")
+    assert fences == [1, 2, 3, 4, 5]
+
+
 def test_a_hand_off_at_release_writes_the_next_holder_into_the_same_row(
     stores: list[PgLockStore], pg_server: PgServer
 ) -> None:

@@ -51,7 +51,7 @@ def release_waits(admin: psycopg.Connection[object], store: PgLockStore) -> bool
     bytes only (track_activity_query_size)."""
     row = admin.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
-        (f'WITH head AS (%DELETE FROM "{store.schema}".waiters WHERE ticket = (%',),
+        (f'WITH head AS (%FROM "{store.schema}".waiters WHERE ticket = (%',),
     ).fetchone()
     return row is not None and row[0] > 0
 

@@ -177,7 +177,8 @@ LANGUAGE sql STABLE AS $$
     SELECT file, agent, kind, grouping(file, agent, kind), count(*), min(t), max(t),
         count(*) FILTER (WHERE kind IN ('grant', 'hand-over', 'release', 'reclaim',
                                         'operator-release', 'wait-end', 'denied')),
-        count(*) FILTER (WHERE kind IN ('grant', 'hand-over')),
+        count(*) FILTER (WHERE kind IN ('grant', 'hand-over')
+                         AND outcome IS DISTINCT FROM 'upgrade'),
         coalesce(sum(held) FILTER (WHERE kind IN ('release', 'reclaim', 'operator-release')),
                  0),
         count(*) FILTER (WHERE kind = 'wait-end'),
@@ -271,20 +272,66 @@ DECLARE
     kind text;
     giver text;
     n bigint;
+    n_before bigint;
+    waited_old double precision;  -- holds only: since when the old holder waited (`pending`)
+    waited_new double precision;  -- and the new one
+    how text;  -- a grant's outcome: shared (a read), upgrade (the holder's read goes into it)
 BEGIN
     IF current_setting('lockyard.journal', true) = 'off'
-       OR (TG_OP = 'UPDATE' AND OLD.token IS NOT DISTINCT FROM NEW.token)
        OR (TG_OP = 'INSERT' AND NEW.agent_id IS NULL) THEN
         RETURN NULL;
     END IF;
-    IF TG_TABLE_NAME = 'readers' AND TG_OP = 'DELETE' THEN
-        IF EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = OLD.namespace AND key = OLD.key
-                   AND agent_id = OLD.agent_id) THEN
-            RETURN NULL;  -- an upgrade's read, gone into its hold: no release (nor reclaim)
+    IF TG_TABLE_NAME = 'holds' THEN  -- (a readers row has no `pending`)
+        IF TG_OP <> 'INSERT' THEN waited_old := OLD.pending; END IF;
+        IF TG_OP <> 'DELETE' THEN
+            waited_new := NEW.pending;
+            IF NEW.readers > 0 AND EXISTS (SELECT 1 FROM {s}.readers WHERE namespace =
+                   NEW.namespace AND key = NEW.key AND agent_id = NEW.agent_id) THEN
+                how := 'upgrade';  -- one hold with the read (stats count it once)
+            END IF;
         END IF;
+        IF TG_OP = 'UPDATE' AND OLD.token IS NOT DISTINCT FROM NEW.token
+           AND (waited_old IS NULL OR waited_new IS NOT NULL) THEN
+            RETURN NULL;  -- the same holder, whose wait (if any) goes on
+        END IF;
+    ELSIF TG_OP = 'DELETE' AND EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = OLD.namespace
+                                       AND key = OLD.key AND agent_id = OLD.agent_id) THEN
+        RETURN NULL;  -- an upgrade's read, gone into its hold: no release (nor reclaim)
     END IF;
     BEGIN
-        IF TG_OP <> 'INSERT' AND OLD.agent_id IS NOT NULL THEN
+        IF TG_OP = 'UPDATE' AND OLD.token = NEW.token THEN
+            -- A holder that waited for readers (or the holds under its directory) is granted,
+            -- as a waiter is at a hand-over: from the last reader to leave (a directory's
+            -- giver is not looked up: many holds under it may have ended).
+            IF right(NEW.key, 1) <> '/' THEN
+                SELECT j.agent INTO giver FROM {s}.journal j WHERE j.namespace = NEW.namespace
+                    AND j.file = NEW.key AND j.kind IN ('release', 'reclaim', 'operator-release')
+                    ORDER BY j.id DESC LIMIT 1;
+            END IF;
+            INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host, fence,
+                other, outcome)
+            VALUES (now, 'hand-over', NEW.namespace, NEW.agent_id, NEW.key, NEW.session::text,
+                coalesce(NEW.pid, 0), coalesce(NEW.host, ''), NEW.fence, giver, how)
+            RETURNING id INTO n_before;
+            IF n_before % 1024 = 0 THEN
+                PERFORM {s}.journal_housekeeping(n_before, now);
+            END IF;
+            INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host, waited,
+                outcome)
+            VALUES (now, 'wait-end', NEW.namespace, NEW.agent_id, NEW.key, NEW.session::text,
+                coalesce(NEW.pid, 0), coalesce(NEW.host, ''), greatest(now - waited_old, 0),
+                'granted')
+            RETURNING id INTO n;
+        ELSIF TG_OP <> 'INSERT' AND OLD.agent_id IS NOT NULL AND waited_old IS NOT NULL THEN
+            -- A holder still waiting gave up (or its session ended): its wait ended, and it
+            -- never held the lock.
+            INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host, waited,
+                outcome)
+            VALUES (now, 'wait-end', OLD.namespace, OLD.agent_id, OLD.key, OLD.session::text,
+                coalesce(OLD.pid, 0), coalesce(OLD.host, ''), greatest(now - waited_old, 0),
+                coalesce(nullif(current_setting('lockyard.why', true), ''), 'cancelled'))
+            RETURNING id INTO n;
+        ELSIF TG_OP <> 'INSERT' AND OLD.agent_id IS NOT NULL THEN
             kind := CASE
                 WHEN current_setting('lockyard.cause', true) = 'operator' THEN 'operator-release'
                 WHEN OLD.session::text IS DISTINCT FROM current_setting('lockyard.session', true)
@@ -299,11 +346,23 @@ BEGIN
                 CASE kind WHEN 'reclaim'
                     THEN 'its database session ' || OLD.session || ' ended' END)
             RETURNING id INTO n;
-            IF n % 1024 = 0 THEN
-                PERFORM {s}.journal_housekeeping(n, now);
-            END IF;
         END IF;
-        IF TG_OP <> 'DELETE' AND NEW.agent_id IS NOT NULL THEN
+        IF n % 1024 = 0 THEN
+            PERFORM {s}.journal_housekeeping(n, now);
+        END IF;
+        n := NULL;
+        IF TG_OP = 'DELETE' OR NEW.agent_id IS NULL OR OLD.token = NEW.token THEN
+            NULL;  -- no new holder
+        ELSIF waited_new IS NOT NULL THEN
+            -- Written in as the holder, it waits for readers (or the holds under its
+            -- directory): a wait begins, unless it began in the queue the lock was handed from.
+            IF current_setting('lockyard.handing', true) IS DISTINCT FROM 'on' THEN
+                INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host)
+                VALUES (now, 'wait-begin', NEW.namespace, NEW.agent_id, NEW.key,
+                    NEW.session::text, coalesce(NEW.pid, 0), coalesce(NEW.host, ''))
+                RETURNING id INTO n;
+            END IF;
+        ELSE
             IF TG_OP = 'UPDATE' AND OLD.agent_id IS NOT NULL THEN
                 kind := 'hand-over';
                 giver := OLD.agent_id;
@@ -319,11 +378,11 @@ BEGIN
                 other, outcome)
             VALUES (now, kind, NEW.namespace, NEW.agent_id, NEW.key, NEW.session::text,
                 coalesce(NEW.pid, 0), coalesce(NEW.host, ''), NEW.fence, giver,
-                CASE TG_TABLE_NAME WHEN 'readers' THEN 'shared' END)
+                CASE TG_TABLE_NAME WHEN 'readers' THEN 'shared' ELSE how END)
             RETURNING id INTO n;
-            IF n % 1024 = 0 THEN
-                PERFORM {s}.journal_housekeeping(n, now);
-            END IF;
+        END IF;
+        IF n % 1024 = 0 THEN
+            PERFORM {s}.journal_housekeeping(n, now);
         END IF;
         IF EXISTS (SELECT 1 FROM {s}.journal_followers) THEN  -- nobody follows: no NOTIFY
             PERFORM pg_notify('{prefix}_journal', '');
@@ -341,21 +400,28 @@ CREATE FUNCTION {s}.journal_waiters() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     now double precision := date_part('epoch', clock_timestamp());
     n bigint;
+    holding double precision;
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host)
-        VALUES (now, 'wait-begin', NEW.namespace, NEW.agent_id, NEW.key, NEW.session::text,
-            NEW.pid, NEW.host)
+        VALUES (now, 'wait-begin', NEW.namespace, NEW.agent_id, coalesce(NEW.want, NEW.key),
+            NEW.session::text, NEW.pid, NEW.host)
         RETURNING id INTO n;
     ELSE
+        SELECT coalesce(pending, 0) INTO holding FROM {s}.holds
+        WHERE namespace = OLD.namespace AND key = coalesce(OLD.want, OLD.key)
+            AND token = OLD.token;
+        IF holding > 0 THEN
+            RETURN NULL;  -- written in as the holder, it waits on (for readers): not over yet
+        END IF;
         INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host, waited,
             outcome)
-        VALUES (now, 'wait-end', OLD.namespace, OLD.agent_id, OLD.key, OLD.session::text,
-            OLD.pid, OLD.host, now - OLD.since,
-            CASE WHEN EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = OLD.namespace
-                              AND key = OLD.key AND token = OLD.token)
+        VALUES (now, 'wait-end', OLD.namespace, OLD.agent_id, coalesce(OLD.want, OLD.key),
+            OLD.session::text, OLD.pid, OLD.host, now - OLD.since,
+            CASE WHEN holding IS NOT NULL
                       OR EXISTS (SELECT 1 FROM {s}.readers WHERE namespace = OLD.namespace
-                              AND key = OLD.key AND token = OLD.token) THEN 'granted'
+                              AND key = coalesce(OLD.want, OLD.key) AND token = OLD.token)
+                 THEN 'granted'
                 ELSE coalesce(nullif(current_setting('lockyard.why', true), ''), 'cancelled')
             END)
         RETURNING id INTO n;

@@ -114,7 +114,9 @@ CREATE SEQUENCE {s}.ticket_seq AS bigint;
 -- `queued`: someone queued behind this hold, so its release must hand the lock on; without
 -- it (the common case) a release is a bare update. Set under the row's lock by whoever
 -- queues. `recorded`: flipped by a change that wrote its own journal record, so that the
--- journal's triggers skip it (journal_schema.py). No index on agent_id: finding an agent's
+-- journal's triggers skip it (journal_schema.py). `pending`: set while the holder written in
+-- still waits for readers (or, for a directory, for the holds under it) to leave: when its
+-- wait began; cleared when it is granted (`wait_over`). No index on agent_id: finding an agent's
 -- locks scans the locks of the one repository set, which is cheap, while every grant would
 -- pay for the index.
 CREATE UNLOGGED TABLE {s}.holds (
@@ -134,6 +136,7 @@ CREATE UNLOGGED TABLE {s}.holds (
     queued boolean NOT NULL DEFAULT false,
     readers integer NOT NULL DEFAULT 0,
     recorded boolean NOT NULL DEFAULT false,
+    pending double precision,
     PRIMARY KEY (namespace, key)
 );
 -- Shared holds. A reader is written in, counted in its lock's `readers` and given a number
@@ -236,7 +239,7 @@ CREATE FUNCTION {s}.free(p_ns text, p_key text, p_token text) RETURNS boolean
 LANGUAGE sql AS $$
     UPDATE {s}.holds SET agent_id = NULL, session = NULL, token = NULL, pid = NULL,
         start_time = NULL, host = NULL, boot_id = NULL, pid_ns = NULL, acquired_at = NULL,
-        checkout = NULL
+        checkout = NULL, pending = NULL
     WHERE namespace = p_ns AND key = p_key AND token = p_token
     RETURNING true
 $$;
@@ -244,22 +247,29 @@ $$;
 -- Take the lock for the caller when it is free (and has no readers, unless `p_pending`: the
 -- caller then waits for them, holding it): its row made (the lock's first grant, whose
 -- number no other grant of it can have drawn after), or its free row filled in under the
--- row's lock with a number drawn there. The fencing number, or NULL when it is held.
+-- row's lock with a number drawn there. The fencing number, or NULL when it is held. One
+-- number drawn per grant: the insert draws only for a row not there yet (an insert's
+-- values are computed before it meets a conflict), the update only once it passes.
+-- `p_since`: the caller must still wait (for readers, or the holds under a directory),
+-- since then (the lock's `pending`).
 CREATE FUNCTION {s}.claim(p_ns text, p_key text, p_agent text, p_token text,
     p_pid integer, p_start bigint, p_host text, p_boot text, p_pidns text, p_checkout text,
-    p_me integer, p_queued boolean, p_pending boolean DEFAULT false) RETURNS bigint
+    p_me integer, p_queued boolean, p_pending boolean DEFAULT false,
+    p_since double precision DEFAULT NULL) RETURNS bigint
 LANGUAGE sql AS $$
     INSERT INTO {s}.holds AS l (namespace, key, agent_id, session, token, fence, pid,
-        start_time, host, boot_id, pid_ns, acquired_at, checkout, queued)
-    VALUES (p_ns, p_key, p_agent, p_me, p_token, nextval('{s}.fence_seq'), p_pid, p_start,
-        p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout, p_queued)
+        start_time, host, boot_id, pid_ns, acquired_at, checkout, queued, pending)
+    VALUES (p_ns, p_key, p_agent, p_me, p_token, CASE WHEN EXISTS (SELECT FROM {s}.holds
+            WHERE namespace = p_ns AND key = p_key) THEN 0 ELSE nextval('{s}.fence_seq') END,
+        p_pid, p_start, p_host, p_boot, p_pidns, {s}.now_epoch(), p_checkout, p_queued,
+        p_since)
     ON CONFLICT (namespace, key) DO UPDATE SET agent_id = EXCLUDED.agent_id,
         session = EXCLUDED.session, token = EXCLUDED.token,
         fence = greatest(nextval('{s}.fence_seq'), l.fence + 1), pid = EXCLUDED.pid,
         start_time = EXCLUDED.start_time, host = EXCLUDED.host,
         boot_id = EXCLUDED.boot_id, pid_ns = EXCLUDED.pid_ns,
         acquired_at = EXCLUDED.acquired_at, checkout = EXCLUDED.checkout,
-        queued = EXCLUDED.queued
+        queued = EXCLUDED.queued, pending = EXCLUDED.pending
     WHERE l.agent_id IS NULL AND (l.readers = 0 OR p_pending)
     RETURNING fence
 $$;
@@ -380,12 +390,24 @@ END $$;
 -- had one.
 CREATE FUNCTION {s}.drop_read(p_ns text, p_key text, p_agent text) RETURNS boolean
 LANGUAGE plpgsql AS $$
+DECLARE since double precision;
 BEGIN
-    DELETE FROM {s}.readers WHERE namespace = p_ns AND key = p_key AND agent_id = p_agent;
+    DELETE FROM {s}.readers WHERE namespace = p_ns AND key = p_key AND agent_id = p_agent
+    RETURNING acquired_at INTO since;
     IF NOT FOUND THEN RETURN false; END IF;
-    UPDATE {s}.holds SET readers = readers - 1 WHERE namespace = p_ns AND key = p_key;
+    -- Gone into its own exclusive hold (an upgrade): one hold, held since the read began.
+    UPDATE {s}.holds SET readers = readers - 1, acquired_at = CASE WHEN agent_id = p_agent
+        THEN least(acquired_at, since) ELSE acquired_at END
+    WHERE namespace = p_ns AND key = p_key;
     RETURN true;
 END $$;
+
+-- The holder of a lock that waited for readers or for the holds under it (`pending`) is
+-- granted now: its wait ends (the journal's hand-over and wait-end), its hold begins.
+CREATE FUNCTION {s}.wait_over(p_ns text, p_key text) RETURNS void LANGUAGE sql AS $$
+    UPDATE {s}.holds SET pending = NULL, acquired_at = {s}.now_epoch()
+    WHERE namespace = p_ns AND key = p_key AND pending IS NOT NULL
+$$;
 
 -- Readers left: an exclusive holder that waited for them and now has none but its own read
 -- is granted, its read absorbed, and told by a push (as a hand-off tells a waiter).
@@ -403,6 +425,7 @@ BEGIN
        AND {s}.below_blocker(p_ns, p_key, h.agent_id, false, p_me, false) IS NOT NULL THEN
         RETURN;  -- the last hold under it pushes the grant (below_left)
     END IF;
+    PERFORM {s}.wait_over(p_ns, p_key);  -- (first: the journal sees the read)
     PERFORM {s}.drop_read(p_ns, p_key, h.agent_id);
     PERFORM pg_notify({s}.channel(p_ns), 'g' || h.token || ':' || h.fence),
         pg_notify('{graph}', '');
@@ -608,6 +631,7 @@ BEGIN
            AND {s}.below_blocker(p_ns, h.key, h.agent_id, false, p_me, false) IS NULL
            AND NOT EXISTS (SELECT 1 FROM {s}.readers WHERE namespace = p_ns AND key = h.key
                            AND agent_id <> h.agent_id) THEN
+            PERFORM {s}.wait_over(p_ns, h.key);  -- (first: the journal sees the read)
             PERFORM {s}.drop_read(p_ns, h.key, h.agent_id);  -- an upgrade's own read
             PERFORM pg_notify({s}.channel(p_ns), 'g' || h.token || ':' || h.fence);
         END IF;
@@ -640,9 +664,8 @@ BEGIN
     END IF;
     IF w.want IS NULL THEN RETURN; END IF;  -- in its own line already
     UPDATE {s}.waiters SET key = wanted, want = NULL WHERE ticket = w.ticket;
-    INSERT INTO {s}.holds (namespace, key, fence) VALUES (w.namespace, wanted,
-        nextval('{s}.fence_seq'))
-    ON CONFLICT (namespace, key) DO NOTHING;
+    INSERT INTO {s}.holds (namespace, key, fence) VALUES (w.namespace, wanted, 0)
+    ON CONFLICT (namespace, key) DO NOTHING;  -- no grant yet: no number drawn
     UPDATE {s}.holds SET queued = true WHERE namespace = w.namespace AND key = wanted
         AND agent_id IS NOT NULL AND NOT queued;
     PERFORM {s}.hand_off(w.namespace, wanted, p_me);
@@ -662,6 +685,7 @@ LANGUAGE plpgsql AS $$
 DECLARE w {s}.waiters; f bigint; more boolean; pushed text; who text; line text;
     nested boolean := cardinality({s}.dirs_above(p_key)) > 0
         OR EXISTS (SELECT 1 FROM {s}.globs WHERE namespace = p_ns);
+    below boolean := false;
 BEGIN
     -- For the journal (journal_schema.py): a holder written in from now on in this
     -- transaction was handed the lock (nothing after a hand-off in a transaction takes one).
@@ -748,17 +772,21 @@ BEGIN
         more := EXISTS (SELECT 1 FROM {s}.waiters
                         WHERE namespace = p_ns AND key = p_key AND ticket <> w.ticket);
         who := {s}.other_reader(p_ns, p_key, w.agent_id, p_me);
+        IF who IS NULL AND {s}.scoped(p_key) THEN
+            who := {s}.below_blocker(p_ns, p_key, w.agent_id, false, p_me, false);
+            below := who IS NOT NULL;
+        END IF;
         UPDATE {s}.holds SET agent_id = w.agent_id, session = w.session, token = w.token,
             fence = greatest(nextval('{s}.fence_seq'), fence + 1), pid = w.pid,
             start_time = w.start_time,
             host = w.host, boot_id = w.boot_id, pid_ns = w.pid_ns,
-            acquired_at = {s}.now_epoch(), checkout = w.checkout, queued = more OR queued
+            acquired_at = {s}.now_epoch(), checkout = w.checkout, queued = more OR queued,
+            pending = CASE WHEN who IS NOT NULL THEN w.since END  -- its wait goes on
         WHERE namespace = p_ns AND key = p_key AND agent_id IS NULL
         RETURNING fence INTO f;
         IF f IS NOT NULL THEN
             DELETE FROM {s}.waiters WHERE ticket = w.ticket;
-            IF who IS NULL AND {s}.scoped(p_key)
-               AND {s}.wait_below(p_ns, p_key, w.agent_id, false, p_me) THEN
+            IF below AND {s}.wait_below(p_ns, p_key, w.agent_id, false, p_me) THEN
                 RETURN;  -- it holds the directory and waits for the holds under it
             END IF;
             IF who IS NULL THEN
@@ -801,6 +829,7 @@ CREATE FUNCTION {s}.take_slow(p_ns text, p_key text, p_agent text, p_token text,
     OUT outcome text, OUT o_fence bigint, OUT o_agent text, OUT o_line text)
 LANGUAGE plpgsql AS $$
 DECLARE h {s}.holds; w {s}.waiters; scoped boolean := {s}.scoped(p_key);
+    below boolean := false;
 BEGIN
     -- Before any look (each later query of this function sees what committed meanwhile).
     PERFORM {s}.scope_guard(p_ns, p_key);
@@ -866,6 +895,7 @@ BEGIN
                 outcome := 'busy';
                 RETURN;
             END IF;
+            below := o_agent IS NOT NULL;
             o_agent := NULL;
         END IF;
         IF p_shared THEN
@@ -882,7 +912,8 @@ BEGIN
             -- Past readers of its own (an upgrade: its read goes into the hold, after the
             -- claim, so that the journal sees it absorbed and not given back).
             o_fence := {s}.claim(p_ns, p_key, p_agent, p_token, p_pid, p_start, p_host,
-                p_boot, p_pidns, p_checkout, p_me, false, h.readers > 0);
+                p_boot, p_pidns, p_checkout, p_me, false, h.readers > 0,
+                CASE WHEN o_agent IS NOT NULL OR below THEN {s}.now_epoch() END);
             IF o_fence IS NOT NULL AND o_agent IS NULL AND h.readers > 0 THEN
                 PERFORM {s}.drop_read(p_ns, p_key, p_agent);  -- an upgrade, in place
             END IF;
@@ -976,7 +1007,7 @@ END $$;
 CREATE FUNCTION {s}.advance(p_ns text, p_key text, p_ticket bigint,
     p_token text, p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
 LANGUAGE plpgsql AS $$
-DECLARE w {s}.waiters; h {s}.holds; line text;
+DECLARE w {s}.waiters; h {s}.holds; line text; below text;
     scoped boolean := {s}.scoped(p_key);
 BEGIN
     PERFORM {s}.scope_guard(p_ns, p_key);  -- before any look
@@ -994,6 +1025,7 @@ BEGIN
                 outcome := 'waiting';
                 RETURN;
             END IF;
+            PERFORM {s}.wait_over(p_ns, p_key);  -- (first: the journal sees the read)
             PERFORM {s}.drop_read(p_ns, p_key, h.agent_id);
             outcome := 'granted'; o_fence := h.fence; o_agent := h.agent_id;
             RETURN;
@@ -1062,8 +1094,8 @@ BEGIN
         outcome := 'waiting';
         RETURN;
     END IF;
-    IF scoped THEN
-        PERFORM {s}.below_blocker(p_ns, p_key, w.agent_id, w.shared, p_me, true);  -- reaped
+    IF scoped THEN  -- the dead holds under it reaped
+        below := {s}.below_blocker(p_ns, p_key, w.agent_id, w.shared, p_me, true);
     END IF;
     IF w.shared THEN
         o_fence := {s}.join_readers(p_ns, p_key, w.agent_id, p_token, p_me, w.pid,
@@ -1086,7 +1118,8 @@ BEGIN
     o_fence := {s}.claim(p_ns, p_key, w.agent_id, p_token, w.pid, w.start_time, w.host,
         w.boot_id, w.pid_ns, w.checkout, p_me,
         EXISTS (SELECT 1 FROM {s}.waiters
-                WHERE namespace = p_ns AND key = p_key AND ticket <> p_ticket), true);
+                WHERE namespace = p_ns AND key = p_key AND ticket <> p_ticket), true,
+        CASE WHEN o_agent IS NOT NULL OR below IS NOT NULL THEN w.since END);
     IF o_fence IS NULL THEN
         outcome := 'waiting';
         RETURN;
@@ -1124,6 +1157,7 @@ BEGIN
         IF {s}.other_reader(p_ns, p_key, h.agent_id, p_me) IS NULL AND NOT (scoped
            AND {s}.below_blocker(p_ns, p_key, h.agent_id, false, p_me, false) IS NOT NULL)
         THEN
+            PERFORM {s}.wait_over(p_ns, p_key);  -- (first: the journal sees the read)
             PERFORM {s}.drop_read(p_ns, p_key, h.agent_id);
             RETURN 'granted';
         END IF;

@@ -177,7 +177,10 @@ class PgLockStore:
             f"INSERT INTO {s}.holds AS l (namespace, key, agent_id, token, pid, "
             "start_time, host, boot_id, pid_ns, checkout, session, fence, acquired_at, "
             "recorded) SELECT $1, $2, $3, $4, $5::integer, $6::bigint, $7, $8, $9, $10, "
-            f"$12::integer, nextval('{s}.fence_seq'), "
+            # One number per grant: drawn here only for a row not there yet (the values
+            # are computed before the insert meets its conflict), else by the update.
+            f"$12::integer, CASE WHEN EXISTS (SELECT FROM {s}.holds WHERE namespace = $1 "
+            f"AND key = $2) THEN 0 ELSE nextval('{s}.fence_seq') END, "
             "date_part('epoch', clock_timestamp()), true "  # a float already: no numeric detour
             # One primary key probe per directory (a LATERAL ... LIMIT is never flattened
             # into a join over the namespace's rows, whatever the statistics say).
@@ -214,9 +217,14 @@ class PgLockStore:
         `queued`, so that its release looks at the queue (someone may have queued while this
         statement ran, unseen by its snapshot). Anything else that was queued for (a first
         waiter whose session ended, or one that queued while the release waited for the row)
-        goes to `hand_off`, run after the update from its RETURNING clause, as does a first
-        waiter that asks to read, or a lock that readers hold too (an exclusive holder
-        giving up its wait for them).
+        goes to the `release` function instead (the update passes that row by), as does a
+        first waiter that asks to read, or a lock that readers hold too (an exclusive holder
+        giving up its wait for them): it frees the lock, then hands it on.
+
+        The journal's records come in the order of the changes: the update's (the release,
+        then the hand-over) before the queue entry's end (its delete runs after the update:
+        a data-modifying CTE that the statement does not read runs once the rest is done),
+        and a `release` function's release before its hand-off's.
 
         The namespace's channel is written into the statement (a store serves one namespace):
         the server does not hash it again at every hand-off. A hand-off always tells the
@@ -224,7 +232,8 @@ class PgLockStore:
         queue whether there are any would cost the hand-off more than the notice does."""
         s = self._s
         return f"""WITH head AS (
-    DELETE FROM {s}.waiters WHERE ticket = (
+    SELECT ticket, agent_id, session, token, pid, start_time, host, boot_id, pid_ns, checkout
+    FROM {s}.waiters WHERE ticket = (
         SELECT ticket FROM {s}.waiters WHERE namespace = $1 AND key = $2
         ORDER BY ticket LIMIT 1)
     AND NOT shared AND want IS NULL AND {s}.alive(session, $5) AND NOT {s}.scoped($2)
@@ -234,25 +243,29 @@ class PgLockStore:
         SELECT 1 FROM {s}.holds d WHERE d.namespace = $1 AND d.key = a.k
         AND (d.agent_id IS NOT NULL OR d.readers > 0) LIMIT 1) AS held)
     AND NOT {_held_glob_over(s, "$1", "$2", "$4")}
-    RETURNING ticket, agent_id, session, token, pid, start_time, host, boot_id, pid_ns,
-        checkout
-)
-UPDATE {s}.holds h SET agent_id = head.agent_id, session = head.session,
-    token = head.token, pid = head.pid, start_time = head.start_time, host = head.host,
-    boot_id = head.boot_id, pid_ns = head.pid_ns, checkout = head.checkout,
-    acquired_at = CASE WHEN head.ticket IS NOT NULL
-        THEN date_part('epoch', clock_timestamp()) END,
-    fence = CASE WHEN head.ticket IS NULL THEN h.fence
-        ELSE greatest(nextval('{s}.fence_seq'), h.fence + 1) END,
-    queued = head.ticket IS NOT NULL OR h.queued
-FROM (SELECT) AS one LEFT JOIN head ON true
-WHERE h.namespace = $1 AND h.key = $2 AND h.agent_id = $3
-RETURNING CASE
-    WHEN head.ticket IS NOT NULL THEN
+    FOR UPDATE
+), moved AS (
+    UPDATE {s}.holds h SET agent_id = head.agent_id, session = head.session,
+        token = head.token, pid = head.pid, start_time = head.start_time, host = head.host,
+        boot_id = head.boot_id, pid_ns = head.pid_ns, checkout = head.checkout,
+        acquired_at = CASE WHEN head.ticket IS NOT NULL
+            THEN date_part('epoch', clock_timestamp()) END,
+        fence = CASE WHEN head.ticket IS NULL THEN h.fence
+            ELSE greatest(nextval('{s}.fence_seq'), h.fence + 1) END,
+        queued = head.ticket IS NOT NULL OR h.queued, pending = NULL
+    FROM (SELECT) AS one LEFT JOIN head ON true
+    WHERE h.namespace = $1 AND h.key = $2 AND h.agent_id = $3
+        AND (head.ticket IS NOT NULL OR NOT (h.queued OR h.readers > 0))
+    RETURNING head.ticket, CASE WHEN head.ticket IS NOT NULL THEN
         pg_notify('{self._channel}', 'g' || head.token || ':' || h.fence)::text
-        || pg_notify('{graph_channel(self.schema)}', '')::text
-    WHEN h.queued OR h.readers > 0 THEN {s}.hand_off($1, $2, $5)::text
-END"""
+        || pg_notify('{graph_channel(self.schema)}', '')::text END AS told
+), served AS (
+    DELETE FROM {s}.waiters WHERE ticket = (SELECT ticket FROM moved)
+)
+SELECT true FROM moved
+UNION ALL
+SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
+    AND EXISTS (SELECT FROM {s}.holds WHERE namespace = $1 AND key = $2 AND agent_id = $3)"""
 
     # -- the checkout ---------------------------------------------------------------------------
 
@@ -428,8 +441,8 @@ END"""
             self._release_statement,
             (self.namespace, key, agent, self._directories_above(key)),
         )
-        if row is not None:
-            return True
+        if row is not None:  # (its text)
+            return row[0] == b"t"
         # Not the lock's holder: a reader giving its read back (a second round trip, only
         # for reads and for releases of what one does not hold).
         (released,) = self._call(
