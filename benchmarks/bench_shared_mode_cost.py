@@ -23,9 +23,9 @@ lock's marks go with it (`lockdir/scope_marks.py`), so the file lock no longer l
 
 Then, in this tree only, the uncontended cycle of a file with DIRECTORIES unrelated directory
 locks held (`--directories`, default 1,000: `other/d7/`) in its lock directory, or in its
-namespace on PostgreSQL, and, on the lock directory only (PostgreSQL has no glob locks yet),
-with GLOBS unrelated glob locks (`--globs`, default 100: `other/g7/**/*.py`), each against
-the same cycle where no directory or glob lock was ever taken, turn by turn.
+namespace on PostgreSQL, and with GLOBS unrelated glob locks (`--globs`, default 100:
+`other/g7/**/*.py`), each against the same cycle where no directory or glob lock was ever
+taken, turn by turn.
 
 Each tree is set up by this file run with `--serve` by that tree's interpreter and answers one
 turn at a time on stdin, so the machine's load hits both trees alike.
@@ -245,21 +245,23 @@ def compare(args: argparse.Namespace, server: str | None) -> None:
             base = statistics.median(figures["base"])
             this = statistics.median(figures["this"])
             print(f"{label:22} base {base:8.1f} µs   this {this:8.1f} µs   {this / base:.2f}x")
-        none, held, globbed = [], [], []
+        none: list[float] = []
+        held: list[float] = []
+        globbed: list[float] = []
         before: dict[str, list[float]] = {name: [] for name in trees}
         after: dict[str, list[float]] = {name: [] for name in trees}
         for _ in range(args.turns):
             none.append(trees["this"].ask("cycle"))
             held.append(trees["this"].ask(f"scoped {args.directories}"))
-            if server is None:  # PostgreSQL takes no glob locks (yet)
-                globbed.append(trees["this"].ask(f"globbed {args.globs}"))
+            globbed.append(trees["this"].ask(f"globbed {args.globs}"))
             for name, tree in trees.items():
                 before[name].append(tree.ask("cycle"))
                 after[name].append(tree.ask("released 1"))
         plain = statistics.median(none)
-        rows = [(f"with {args.directories} dir locks", held)]
-        if globbed:
-            rows.append((f"with {args.globs} glob locks", globbed))
+        rows = [
+            (f"with {args.directories} dir locks", held),
+            (f"with {args.globs} glob locks", globbed),
+        ]
         for title, samples in rows:
             scoped = statistics.median(samples)
             print(

@@ -69,7 +69,6 @@ if TYPE_CHECKING:
     from .errors import (
         BackendError,
         CorruptRecordError,
-        GlobLocksUnsupportedError,
         InvalidAgentIdError,
         InvalidNamespaceError,
         InvalidPathError,
@@ -224,7 +223,6 @@ _HOMES = {
     "LockDirFullError": "errors",
     "LockStoreError": "errors",
     "PathOutsideRepoError": "errors",
-    "GlobLocksUnsupportedError": "errors",
     "EXCLUSIVE": "modes",
     "SHARED": "modes",
     "LockMode": "modes",
@@ -333,7 +331,6 @@ __all__ = [
     "CycleStep",
     "FileFigures",
     "FileJournal",
-    "GlobLocksUnsupportedError",
     "HolderRecord",
     "Inotify",
     "InotifyEvent",
