@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from ..lockstore import CorruptRecordError, JournalRecord, open_checkout
@@ -114,6 +114,10 @@ class IpcGuardStore:
         if not isinstance(globs, list):
             return ()
         return tuple(glob for glob in globs if isinstance(glob, str))
+
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each key's holder and readers, from the host's answers."""
+        return {key: (self.holder(key), self.readers(key)) for key in keys}
 
     def grant_fence(self, filepath: str, agent_id: str) -> int | None:
         """None: the host's answer carries no grant number (only the reason texts use one)."""

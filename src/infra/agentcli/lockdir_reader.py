@@ -12,6 +12,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -131,6 +132,10 @@ class LockDirReader:
         """The globs locked in this lock directory that cover `key`: one `faccessat` when no
         glob was ever locked there."""
         return globs_over(self._dir.fd, self.namespace, key)
+
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each key's holder and readers, looked at one by one (a system call or two each)."""
+        return {key: (self.holder(key), self.readers(key)) for key in keys}
 
     def grant_fence(self, filepath: str, agent_id: str) -> int | None:
         """None: a lock directory numbers no grants."""

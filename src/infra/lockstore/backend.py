@@ -13,6 +13,7 @@ machine's absolute paths: `checkout.key(filepath)` is its `canonicalize`, and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from .journal.record import JournalRecord
@@ -103,6 +104,12 @@ class LockBackend(Protocol):
     def globs_over(self, key: str) -> tuple[str, ...]:
         """The glob locks that cover the file `key` (held or not; the guards ask who holds
         them), outermost first: () where no glob was ever locked."""
+        ...
+
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each of `keys` (lock keys) with its holder and its readers, as `holder` and
+        `readers` answer them, in one look where the backend can (the guards ask it for a
+        file and every directory and glob over it)."""
         ...
 
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -190,6 +191,10 @@ class LockStore:
         """The globs locked here that cover `key` (`glob_index.py`): one `faccessat` when no
         glob was ever locked here."""
         return globs_over(self.directory.fd, self.namespace, key)
+
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each key's holder and readers, looked at one by one (a system call or two each)."""
+        return {key: (self.holder(key), self.readers(key)) for key in keys}
 
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
         """The locks an operator revoked from `agent_id` since it last asked, with why

@@ -26,7 +26,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -126,6 +126,9 @@ class SessionLedger:
 
     def globs_over(self, key: str) -> tuple[str, ...]:
         return self.store.globs_over(key)
+
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        return self.store.holds_of(keys)
 
     def list_locks(self) -> list[LockInfo]:
         return self.store.list_locks()
