@@ -101,6 +101,10 @@ class IpcGuardStore:
         lost = self._entry(self.checkout.key(filepath)).get("lost")
         return lost if isinstance(lost, str) else None
 
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each key's holder and readers, from the host's answers."""
+        return {key: (self.holder(key), self.readers(key)) for key in keys}
+
     def readers(self, filepath: str) -> tuple[str, ...]:
         readers = self._entry(self.checkout.key(filepath)).get("readers")
         if not isinstance(readers, list):
@@ -114,10 +118,6 @@ class IpcGuardStore:
         if not isinstance(globs, list):
             return ()
         return tuple(glob for glob in globs if isinstance(glob, str))
-
-    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
-        """Each key's holder and readers, from the host's answers."""
-        return {key: (self.holder(key), self.readers(key)) for key in keys}
 
     def grant_fence(self, filepath: str, agent_id: str) -> int | None:
         """None: the host's answer carries no grant number (only the reason texts use one)."""

@@ -107,6 +107,10 @@ class LockDirReader:
             return None
         return f"revoked: {reason}"
 
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each key's holder and readers, looked at one by one (a system call or two each)."""
+        return {key: (self.holder(key), self.readers(key)) for key in keys}
+
     def readers(self, filepath: str) -> tuple[str, ...]:
         """The agents holding the file shared, not provably dead (one `faccessat` when none)."""
         key = filepath if filepath is self._last_key else self.canonicalize(filepath)
@@ -132,10 +136,6 @@ class LockDirReader:
         """The globs locked in this lock directory that cover `key`: one `faccessat` when no
         glob was ever locked there."""
         return globs_over(self._dir.fd, self.namespace, key)
-
-    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
-        """Each key's holder and readers, looked at one by one (a system call or two each)."""
-        return {key: (self.holder(key), self.readers(key)) for key in keys}
 
     def grant_fence(self, filepath: str, agent_id: str) -> int | None:
         """None: a lock directory numbers no grants."""

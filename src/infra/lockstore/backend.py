@@ -96,6 +96,12 @@ class LockBackend(Protocol):
         """Why the agent's grant of this lock, as this process knows it, is no longer valid."""
         ...
 
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each of `keys` (lock keys) with its holder and its readers, as `holder` and
+        `readers` answer them, in one look where the backend can (the guards ask it for a
+        file and every directory and glob over it)."""
+        ...
+
     def readers(self, filepath: str) -> tuple[str, ...]:
         """The agents holding this file shared (readers, who may not write it), not provably
         dead. While any other is left, the lock's holder waits for them and may not write."""
@@ -104,12 +110,6 @@ class LockBackend(Protocol):
     def globs_over(self, key: str) -> tuple[str, ...]:
         """The glob locks that cover the file `key` (held or not; the guards ask who holds
         them), outermost first: () where no glob was ever locked."""
-        ...
-
-    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
-        """Each of `keys` (lock keys) with its holder and its readers, as `holder` and
-        `readers` answer them, in one look where the backend can (the guards ask it for a
-        file and every directory and glob over it)."""
         ...
 
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:

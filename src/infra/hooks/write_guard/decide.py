@@ -12,7 +12,8 @@ import os
 from ...tools.holder_text import UNREADABLE_HOLDER
 from ..guard_common import (
     GuardStore,
-    holder_over,
+    directory_holder,
+    holder_or_unreadable,
     lost_grant,
     other_readers,
     readers_reason,
@@ -75,7 +76,9 @@ def judge_write(
 def _held(store: GuardStore, agent_id: str, key: str, acquire: str) -> str | None:
     """Why `agent_id` does not hold the lock of `key` (or holds it by a lost grant), or None."""
     try:
-        holder, via = holder_over(store, key, agent_id)  # or a directory (glob) over it
+        holder, via = holder_or_unreadable(store, key), key
+        if holder is None:  # a directory lock over it may decide
+            holder, via = directory_holder(store, key, agent_id)
     except Exception as exc:  # fail closed: an unreadable lock is not a granted lock
         logger.exception("write guard could not read the lock of %s", key)
         return f"Cannot check the lock of {key} ({exc}); retry the edit shortly."

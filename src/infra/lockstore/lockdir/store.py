@@ -183,6 +183,10 @@ class LockStore:
             return None
         return f"revoked: {reason}"
 
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each key's holder and readers, looked at one by one (a system call or two each)."""
+        return {key: (self.holder(key), self.readers(key)) for key in keys}
+
     def readers(self, filepath: str) -> tuple[str, ...]:
         """The agents holding the file shared, not provably dead (one `faccessat` when none)."""
         return self.shared.readers(self.keys.locate(filepath)[1])
@@ -191,10 +195,6 @@ class LockStore:
         """The globs locked here that cover `key` (`glob_index.py`): one `faccessat` when no
         glob was ever locked here."""
         return globs_over(self.directory.fd, self.namespace, key)
-
-    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
-        """Each key's holder and readers, looked at one by one (a system call or two each)."""
-        return {key: (self.holder(key), self.readers(key)) for key in keys}
 
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
         """The locks an operator revoked from `agent_id` since it last asked, with why

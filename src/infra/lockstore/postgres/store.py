@@ -704,18 +704,6 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
         grant = self._grants.get((self.canonicalize(filepath), agent_id))
         return None if grant is None else grant.fence
 
-    def readers(self, filepath: str) -> tuple[str, ...]:
-        """The agents holding this file shared whose session lives, first come first."""
-        key = self.canonicalize(filepath)
-        rows = self.session.run(
-            lambda conn, me: conn.execute(
-                f"SELECT agent_id FROM {self._s}.readers WHERE namespace = %s AND key = %s "
-                f"AND {self._s}.alive(session, %s) ORDER BY acquired_at",
-                (self.namespace, key, me),
-            ).fetchall()
-        )
-        return tuple(str(row[0]) for row in rows)
-
     def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
         """Each key's live holder and live readers (first come first), in one query: the
         guards ask for a file and every directory over it at once."""
@@ -735,6 +723,18 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
             key: (None if holder is None else str(holder), tuple(str(r) for r in readers))
             for key, (holder, readers) in zip(keys, rows, strict=True)
         }
+
+    def readers(self, filepath: str) -> tuple[str, ...]:
+        """The agents holding this file shared whose session lives, first come first."""
+        key = self.canonicalize(filepath)
+        rows = self.session.run(
+            lambda conn, me: conn.execute(
+                f"SELECT agent_id FROM {self._s}.readers WHERE namespace = %s AND key = %s "
+                f"AND {self._s}.alive(session, %s) ORDER BY acquired_at",
+                (self.namespace, key, me),
+            ).fetchall()
+        )
+        return tuple(str(row[0]) for row in rows)
 
     def globs_over(self, key: str) -> tuple[str, ...]:
         """None: PostgreSQL refuses glob locks (so far)."""

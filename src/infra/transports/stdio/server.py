@@ -121,14 +121,14 @@ class SessionLedger:
     def waiters(self, filepath: str) -> list[WaiterRecord]:
         return self.store.waiters(filepath)
 
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        return self.store.holds_of(keys)
+
     def readers(self, filepath: str) -> tuple[str, ...]:
         return self.store.readers(filepath)
 
     def globs_over(self, key: str) -> tuple[str, ...]:
         return self.store.globs_over(key)
-
-    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
-        return self.store.holds_of(keys)
 
     def list_locks(self) -> list[LockInfo]:
         return self.store.list_locks()
