@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from ..lockstore import CorruptRecordError, JournalRecord, open_checkout
@@ -100,6 +100,10 @@ class IpcGuardStore:
             return None
         lost = self._entry(self.checkout.key(filepath)).get("lost")
         return lost if isinstance(lost, str) else None
+
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each key's holder and readers, from the host's answers."""
+        return {key: (self.holder(key), self.readers(key)) for key in keys}
 
     def readers(self, filepath: str) -> tuple[str, ...]:
         readers = self._entry(self.checkout.key(filepath)).get("readers")

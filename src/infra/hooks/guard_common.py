@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..lockstore import (
@@ -40,6 +40,7 @@ class GuardStore(Protocol):
     def root(self) -> str: ...
     def canonicalize(self, filepath: str) -> str: ...
     def holder(self, filepath: str) -> str | None: ...
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]: ...
     def stale_grant(self, filepath: str, agent_id: str) -> str | None: ...
     def readers(self, filepath: str) -> tuple[str, ...]: ...
     def globs_over(self, key: str) -> tuple[str, ...]: ...
@@ -100,27 +101,58 @@ def holder_over(store: GuardStore, key: str, agent_id: str) -> tuple[str | None,
     """(who decides a write of `key` for `agent_id`, the key whose lock says so): the holder
     of `key` itself, else of the outermost directory (or glob matching it) another agent
     holds or reads, else of one `agent_id` holds (a directory or glob lock covers its files);
-    (None, key)
-    when nothing covers it. `UNREADABLE_HOLDER` for a record that cannot be read. The
-    agent's own lock of `key` answers at once: nobody else holds a directory over a file
-    someone holds (a directory lock waits for the holds under it)."""
-    holder = holder_or_unreadable(store, key)
-    return (holder, key) if holder is not None else directory_holder(store, key, agent_id)
+    (None, key) when nothing covers it. `UNREADABLE_HOLDER` for a record that cannot be read.
+    The agent's own lock of `key` decides: nobody else holds a directory over a file someone
+    holds (a directory lock waits for the holds under it). All these locks are read in one
+    look (`holds_of`: one query on PostgreSQL, where each was two round trips)."""
+    return _first_holder(store, key, agent_id, with_key=True)
 
 
 def directory_holder(store: GuardStore, key: str, agent_id: str) -> tuple[str | None, str]:
-    """`holder_over` for a `key` whose own lock nobody holds: the directories over it, then
-    the globs that match it."""
+    """`holder_over` for a `key` whose own lock nobody holds (read already): the directories
+    over it, then the globs that match it, in one look."""
+    return _first_holder(store, key, agent_id, with_key=False)
+
+
+def _first_holder(
+    store: GuardStore, key: str, agent_id: str, *, with_key: bool
+) -> tuple[str | None, str]:
+    scopes = (*directory_ancestors(key), *store.globs_over(key))
+    try:
+        holds = store.holds_of((key, *scopes) if with_key else scopes)
+    except CorruptRecordError:  # one record unreadable: each lock alone, to name it
+        return _one_by_one(store, key, agent_id, scopes, with_key=with_key)
+    if with_key and holds[key][0] is not None:
+        return holds[key][0], key
     own = None
-    for directory in (*directory_ancestors(key), *store.globs_over(key)):
-        over = holder_or_unreadable(store, directory)
+    for scope in scopes:
+        over, readers = holds[scope]
         if over is not None and over != agent_id:
-            return over, directory
-        readers = other_readers(store, directory, agent_id)
-        if readers:
-            return readers[0], directory
+            return over, scope
+        others = [reader for reader in readers if reader != agent_id]
+        if others:
+            return others[0], scope
         if over == agent_id and own is None:
-            own = directory
+            own = scope
+    return (None, key) if own is None else (agent_id, own)
+
+
+def _one_by_one(
+    store: GuardStore, key: str, agent_id: str, scopes: tuple[str, ...], *, with_key: bool
+) -> tuple[str | None, str]:
+    """`_first_holder`, asking each lock alone (an unreadable one is `UNREADABLE_HOLDER`)."""
+    if with_key and (holder := holder_or_unreadable(store, key)) is not None:
+        return holder, key
+    own = None
+    for scope in scopes:
+        over = holder_or_unreadable(store, scope)
+        if over is not None and over != agent_id:
+            return over, scope
+        readers = other_readers(store, scope, agent_id)
+        if readers:
+            return readers[0], scope
+        if over == agent_id and own is None:
+            own = scope
     return (None, key) if own is None else (agent_id, own)
 
 

@@ -13,6 +13,7 @@ machine's absolute paths: `checkout.key(filepath)` is its `canonicalize`, and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from .journal.record import JournalRecord
@@ -93,6 +94,12 @@ class LockBackend(Protocol):
 
     def stale_grant(self, filepath: str, agent_id: str) -> str | None:
         """Why the agent's grant of this lock, as this process knows it, is no longer valid."""
+        ...
+
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each of `keys` (lock keys) with its holder and its readers, as `holder` and
+        `readers` answer them, in one look where the backend can (the guards ask it for a
+        file and every directory and glob over it)."""
         ...
 
     def readers(self, filepath: str) -> tuple[str, ...]:

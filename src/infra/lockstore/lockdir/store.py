@@ -14,7 +14,7 @@ import contextlib
 import functools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -191,6 +191,10 @@ class LockStore:
         if reason is None or self.holder(key) == agent_id:
             return None
         return f"revoked: {reason}"
+
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each key's holder and readers, looked at one by one (a system call or two each)."""
+        return {key: (self.holder(key), self.readers(key)) for key in keys}
 
     def readers(self, filepath: str) -> tuple[str, ...]:
         """The agents holding the file shared, not provably dead (one `faccessat` when none)."""

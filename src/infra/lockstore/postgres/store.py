@@ -27,6 +27,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
 import psycopg
@@ -727,6 +728,26 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
         """The fencing number of `agent_id`'s grant of this lock in this process, if any."""
         grant = self._grants.get((self.canonicalize(filepath), agent_id))
         return None if grant is None else grant.fence
+
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each key's live holder and live readers (first come first), in one query: the
+        guards ask for a file and every directory over it at once."""
+        s = self._s
+        wanted = [self.canonicalize(key) for key in keys]
+        rows = self.session.run(
+            lambda conn, me: conn.execute(
+                f"SELECT (SELECT h.agent_id FROM {s}.holds h WHERE h.namespace = %(ns)s "
+                f"AND h.key = k.key AND h.agent_id IS NOT NULL AND {s}.alive(h.session, %(me)s)), "
+                f"ARRAY(SELECT r.agent_id FROM {s}.readers r WHERE r.namespace = %(ns)s "
+                f"AND r.key = k.key AND {s}.alive(r.session, %(me)s) ORDER BY r.acquired_at) "
+                "FROM unnest(%(keys)s::text[]) WITH ORDINALITY AS k(key, n) ORDER BY k.n",
+                {"ns": self.namespace, "me": me, "keys": wanted},
+            ).fetchall()
+        )
+        return {
+            key: (None if holder is None else str(holder), tuple(str(r) for r in readers))
+            for key, (holder, readers) in zip(keys, rows, strict=True)
+        }
 
     def readers(self, filepath: str) -> tuple[str, ...]:
         """The agents holding this file shared whose session lives, first come first."""
