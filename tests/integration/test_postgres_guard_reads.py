@@ -1,6 +1,7 @@
-"""The guards read PostgreSQL once per decision, however deep the file: its lock and the locks
-of every directory over it come in one query (`holds_of`), where each directory cost two round
-trips (its holder, its readers)."""
+"""The guards read PostgreSQL a fixed number of times per decision, however deep the file: its
+lock and the locks of every directory over it come in one query (`holds_of`), where each
+directory cost two round trips (its holder, its readers); the globs that match it in one more
+(`globs_over`)."""
 
 from __future__ import annotations
 
@@ -40,16 +41,25 @@ def counted(store: PgLockStore) -> list[int]:
     return calls
 
 
-def test_a_deep_file_nobody_holds_is_judged_in_one_query(stores: list[PgLockStore]) -> None:
+def test_a_deep_file_nobody_holds_costs_no_round_trip_per_directory(
+    stores: list[PgLockStore],
+) -> None:
     guard, _ = stores
     guard.connect()
     trips = counted(guard)
+    assert holder_over(guard, "f.py", "ann") == (None, "f.py")
+    shallow = len(trips)
+    assert shallow == 2  # the file and its directories in one query; the globs matching it
     assert holder_over(guard, DEEP, "ann") == (None, DEEP)
-    assert len(trips) == 1
+    assert len(trips) == 2 * shallow  # five directories deeper, not one trip more
+    del trips[:]
     reason, _ = judge_write(guard, "ann", DEEP, guard.root, ACQUIRE)
     assert reason is not None
     assert "is not locked by you" in reason
-    assert len(trips) == 1 + 3  # its lock, then its directories' in one look; its readers
+    deep_judgement = len(trips)
+    del trips[:]
+    judge_write(guard, "ann", "f.py", guard.root, ACQUIRE)
+    assert deep_judgement == len(trips)
 
 
 def test_one_query_finds_the_directory_reader_or_own_lock_that_decides(
