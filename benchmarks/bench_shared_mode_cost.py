@@ -17,11 +17,15 @@ Two figures per tree, each the median of a turn's samples (µs), and their ratio
 4. Drain under a directory: the last hold under `src/` is released, the task holding the
    directory's line while it waits for the holds under it gets the directory.
 
+Then, in both trees, the uncontended cycle of a file in a lock directory where a directory
+lock was taken and released (`released`) against one where none ever was: a directory
+lock's marks go with it (`lockdir/scope_marks.py`), so the file lock no longer looks above.
+
 Then, in this tree only, the uncontended cycle of a file with DIRECTORIES unrelated directory
 locks held (`--directories`, default 1,000: `other/d7/`) in its lock directory, or in its
-namespace on PostgreSQL, and, on the lock directory only (PostgreSQL has no glob locks yet),
-with GLOBS unrelated glob locks (`--globs`, default 100: `other/g7/**/*.py`), each against
-the same cycle where no directory or glob lock was ever taken, turn by turn.
+namespace on PostgreSQL, and with GLOBS unrelated glob locks (`--globs`, default 100:
+`other/g7/**/*.py`), each against the same cycle where no directory or glob lock was ever
+taken, turn by turn.
 
 Each tree is set up by this file run with `--serve` by that tree's interpreter and answers one
 turn at a time on stdin, so the machine's load hits both trees alike.
@@ -143,8 +147,11 @@ def serve(postgres: str | None) -> None:
                     else open_backend(repo, postgres, namespace=f"bench-{kind}")
                 )
                 for number in range(count):
-                    key = f"other/d{number}/" if kind == "scoped" else f"other/g{number}/**/*.py"
+                    key = f"other/d{number}/" if kind != "globbed" else f"other/g{number}/**/*.py"
                     assert scoped[kind].try_lock(key, "carol")
+                if kind == "released":  # held no more: the lock directory was marked once
+                    for number in range(count):
+                        assert scoped[kind].release(f"other/d{number}/", "carol")
             store = scoped[kind]
             times = []
             for _ in range(TURN_CYCLES):
@@ -158,7 +165,7 @@ def serve(postgres: str | None) -> None:
             what, _, count = line.strip().partition(" ")
             if what == "cycle":
                 figure = cycle()
-            elif what in ("scoped", "globbed"):
+            elif what in ("scoped", "globbed", "released"):
                 figure = scoped_cycle(what, int(count))
             elif what == "drain":
                 figure = anyio.run(drains, count)
@@ -238,20 +245,33 @@ def compare(args: argparse.Namespace, server: str | None) -> None:
             base = statistics.median(figures["base"])
             this = statistics.median(figures["this"])
             print(f"{label:22} base {base:8.1f} µs   this {this:8.1f} µs   {this / base:.2f}x")
-        none, held, globbed = [], [], []
+        none: list[float] = []
+        held: list[float] = []
+        globbed: list[float] = []
+        before: dict[str, list[float]] = {name: [] for name in trees}
+        after: dict[str, list[float]] = {name: [] for name in trees}
         for _ in range(args.turns):
             none.append(trees["this"].ask("cycle"))
             held.append(trees["this"].ask(f"scoped {args.directories}"))
-            if server is None:  # PostgreSQL takes no glob locks (yet)
-                globbed.append(trees["this"].ask(f"globbed {args.globs}"))
+            globbed.append(trees["this"].ask(f"globbed {args.globs}"))
+            for name, tree in trees.items():
+                before[name].append(tree.ask("cycle"))
+                after[name].append(tree.ask("released 1"))
         plain = statistics.median(none)
-        rows = [(f"with {args.directories} dir locks", held)]
-        if globbed:
-            rows.append((f"with {args.globs} glob locks", globbed))
+        rows = [
+            (f"with {args.directories} dir locks", held),
+            (f"with {args.globs} glob locks", globbed),
+        ]
         for title, samples in rows:
             scoped = statistics.median(samples)
             print(
                 f"{title:22} none {plain:8.1f} µs   held {scoped:8.1f} µs   {scoped / plain:.2f}x"
+            )
+        for name in trees:  # the marks go with the locks (scope_marks.py): no look above after
+            never, once = statistics.median(before[name]), statistics.median(after[name])
+            print(
+                f"{name} after a dir lock  never {never:8.1f} µs   released {once:8.1f} µs"
+                f"   {once / never:.2f}x"
             )
     finally:
         for tree in trees.values():

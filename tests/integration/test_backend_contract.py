@@ -228,14 +228,23 @@ def test_readers_and_writers_racing_on_three_stores_never_overlap_a_writer(
     assert stores[0].waiters("hot.py") == []
 
 
-NESTED = ["src/", "src/api/", "src/api/deep/", "src/api/a.py", "src/api/b.py", "src/b.py"]
+NESTED = [
+    "src/",
+    "src/api/",
+    "src/api/deep/",
+    "src/api/a.py",
+    "src/api/b.py",
+    "src/b.py",
+    "src/api/*.py",
+    "src/**/*.py",
+]
 
 
-def test_directory_and_file_requests_racing_on_many_stores_never_overlap_a_writer(
+def test_directory_glob_and_file_requests_racing_on_many_stores_never_overlap_a_writer(
     make_store: MakeStore,
 ) -> None:
     """Eight agents on eight stores (processes, or database sessions) ask for nested
-    directories and the files under them, shared or exclusive, one at a time: no two
+    directories, globs and the files under them, shared or exclusive, one at a time: no two
     overlapping holds are granted together unless both read, and every request is granted in
     the end (no wake-up lost, no waiter starved). Writes the invariant of docs/postgres.md
     ("Directory locks") as the test sees it: a grant is registered after it returns and

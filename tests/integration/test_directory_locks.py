@@ -18,12 +18,15 @@ from lockstore_support import expect_line, kill, spawn, tell
 
 from lock_dir_listing import lock_dir_entries
 from lockyard.domain.monitor import DeadlockMonitor
+from lockyard.infra.agentcli.lockdir_reader import LockDirReader
 from lockyard.infra.crossproc.state import WaitForSnapshot
+from lockyard.infra.hooks.commit_guard.decide import unlocked_files
 from lockyard.infra.hooks.shell_guard.decide import decide_shell_command
 from lockyard.infra.hooks.write_guard.decide import judge_write
 from lockyard.infra.lockstore import InvalidPathError, LockStore, open_backend
 from lockyard.infra.lockstore.backend import LockBackend
 from lockyard.infra.tools.lock_tools import LockTools
+from lockyard.infra.transports.ipc.guard_check import check_locks
 from polling_support import wait_until, wait_until_async
 
 ACQUIRE = "lock_acquire"
@@ -229,14 +232,19 @@ async def test_a_directory_waiting_for_a_hold_under_it_is_an_edge_of_the_wait_fo
         group.cancel_scope.cancel()
 
 
-def test_the_marker_makes_file_locks_look_only_once_a_directory_was_locked(
+def test_the_marks_make_file_locks_look_only_while_a_directory_is_held_or_wanted(
     tree: Path, lock_dir: Path
 ) -> None:
     store = LockStore(tree, lock_dir)
     assert store.try_lock("src/api/a.py", "ann")
-    assert "scoped" not in os.listdir(lock_dir)
-    assert not store.try_lock("src/", "bob")
-    assert "scoped" in os.listdir(lock_dir)
+    assert "scopes" not in os.listdir(lock_dir)
+    assert not store.try_lock("src/", "bob")  # refused: its mark went with the request
+    assert "scopes" not in os.listdir(lock_dir)
+    assert store.try_lock("docs/", "bob")
+    assert store.try_lock("docs/", "bob", mode="shared")  # held already: still one mark
+    assert len(os.listdir(lock_dir / "scopes")) == 1
+    assert store.release("docs/", "bob")
+    assert "scopes" not in os.listdir(lock_dir)
 
 
 def test_the_write_and_shell_guards_honour_directory_locks_both_ways(
@@ -258,6 +266,46 @@ def test_the_write_and_shell_guards_honour_directory_locks_both_ways(
     assert store.try_lock("src/api/", "bob", mode="shared")  # a reader's directory: no writes
     assert store.try_lock("src/api/", "ann", mode="shared")
     assert judge_write(store, "ann", path, str(tree), ACQUIRE)[0] is not None
+
+
+async def test_a_directory_lock_still_draining_lets_its_holder_write_nothing_under_it(
+    store: LockBackend, tree: Path, lock_dir: Path
+) -> None:
+    """bob's lock of src/ holds its line while it waits for ann's src/api/a.py: until it is
+    granted (its acquire may still time out), no guard lets bob write under src/, not even a
+    file nobody holds; the agent CLI hooks' reader and a sandbox host's answer say the same.
+    Once ann has released, bob may."""
+    assert store.try_lock("src/api/a.py", "ann")
+    new, root = str(tree / "src" / "new.py"), str(tree)
+    guards = [store] if not isinstance(store, LockStore) else [store, LockDirReader(tree, lock_dir)]
+    granted = anyio.Event()
+
+    async def take_src() -> None:
+        assert await store.acquire_async("src/", "bob", 60, 10)
+        granted.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(take_src)
+        await wait_until_async(lambda: store.holder("src/") == "bob")
+        for guard in guards:
+            reason = judge_write(guard, "bob", new, root, ACQUIRE)[0]
+            assert reason is not None
+            assert "Your lock of src/ is not granted yet: it waits for ann" in reason
+            for command in ("touch src/new.py", "rm -r src/api/deep", "ruff format src"):
+                refused = decide_shell_command(command, tree, "bob", guard)
+                assert not refused.allowed, command
+                assert "waits for ann" in (refused.reason or ""), command
+            assert unlocked_files(guard, "bob", ["src/new.py"]) == [("src/new.py", "bob")]
+        [answer] = [a for a in check_locks(store, "bob", ["src/"]) if a["path"] == "src/"]
+        assert answer["below"] == "ann"
+        assert store.release("src/api/a.py", "ann")
+        with anyio.fail_after(30):
+            await granted.wait()
+    for guard in guards:
+        assert judge_write(guard, "bob", new, root, ACQUIRE)[0] is None
+        assert decide_shell_command("ruff format src", tree, "bob", guard).allowed
+        assert unlocked_files(guard, "bob", ["src/new.py"]) == []
+    assert store.release("src/", "bob")
 
 
 async def test_lock_acquire_takes_a_directory(store: LockBackend) -> None:

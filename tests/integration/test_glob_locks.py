@@ -1,11 +1,13 @@
-"""Glob locks on a real lock directory: `src/api/**/*.py` covers every file it matches (created
-later too) and overlaps directories and globs by their literal directories, in both
-directions; waits keep their turn, time out and cancel leaving nothing; a SIGKILLed holder is
-taken back; a deadlock through a glob is found and named; the guards honour globs."""
+"""Glob locks on both backends (a real lock directory, a real PostgreSQL server):
+`src/api/**/*.py` covers every file it matches (created later too) and overlaps directories
+and globs by their literal directories, in both directions; waits keep their turn, time out
+and cancel leaving nothing; a SIGKILLed holder is taken back; a deadlock through a glob is
+found and named; the guards honour globs."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -21,7 +23,9 @@ from lockyard.infra.lockstore import (
     InvalidPathError,
     LockStore,
     PathOutsideRepoError,
+    open_backend,
 )
+from lockyard.infra.lockstore.backend import LockBackend
 from lockyard.infra.tools.lock_look import lock_look
 from lockyard.infra.tools.lock_tools import LockTools
 from polling_support import wait_until_async
@@ -41,15 +45,29 @@ def tree(repo: Path) -> Path:
 
 
 @pytest.fixture
-def store(tree: Path, lock_dir: Path) -> LockStore:
+def store(tree: Path, backend_spec: str) -> Iterator[LockBackend]:
+    """A store on each backend in turn."""
+    opened = open_backend(tree, backend_spec)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def dir_store(tree: Path, lock_dir: Path) -> LockStore:
+    """A lock directory's store, for what only it does (the keys are the checkout's, alike)."""
     return LockStore(tree, lock_dir)
 
 
-def leftovers(lock_dir: Path) -> list[str]:
-    return [entry for entry in lock_dir_entries(lock_dir) if not entry.endswith(".card")]
+def leftovers(store: LockBackend) -> list[str]:
+    """What a store keeps after every lock was given back: entries of the lock directory (its
+    holder cards aside), or PostgreSQL's listed locks."""
+    if isinstance(store, LockStore):
+        return [entry for entry in lock_dir_entries(store.lock_dir) if not entry.endswith(".card")]
+    return [info.lock_path for info in store.list_locks()]
 
 
-def test_a_glob_key_resolves_its_directory_and_keeps_its_pattern(store: LockStore) -> None:
+def test_a_glob_key_resolves_its_directory_and_keeps_its_pattern(dir_store: LockStore) -> None:
+    store = dir_store
     for spelling in (GLOB, "./src/../src/api/**/*.py", "api-link/**/*.py", "src//api/**/*.py"):
         assert store.canonicalize(spelling) == GLOB, spelling
     assert store.canonicalize("**/*.md") == "**/*.md"  # from the checkout's root
@@ -69,7 +87,7 @@ def test_a_glob_key_resolves_its_directory_and_keeps_its_pattern(store: LockStor
 
 
 def test_brackets_are_literal_so_a_route_directory_is_a_file_key_a_glob_matches(
-    store: LockStore, tree: Path
+    store: LockBackend, tree: Path
 ) -> None:
     (tree / "app" / "[id]").mkdir(parents=True)
     assert store.canonicalize("app/[id]/page.tsx") == "app/[id]/page.tsx"
@@ -80,7 +98,7 @@ def test_brackets_are_literal_so_a_route_directory_is_a_file_key_a_glob_matches(
 
 
 def test_a_glob_covers_the_files_it_matches_and_overlaps_by_directory_both_ways(
-    store: LockStore, lock_dir: Path
+    store: LockBackend,
 ) -> None:
     assert store.try_lock(GLOB, "ann")
     for covered in ("src/api/a.py", "src/api/later/new.py", "api-link/deep/b.py"):
@@ -100,10 +118,10 @@ def test_a_glob_covers_the_files_it_matches_and_overlaps_by_directory_both_ways(
     assert not store.try_lock("docs/x.md", "bob")
     for agent in ("ann", "bob"):
         store.cleanup_agent_locks(agent)
-    assert leftovers(lock_dir) == []
+    assert leftovers(store) == []
 
 
-def test_shared_globs_admit_readers_and_exclude_writers(store: LockStore) -> None:
+def test_shared_globs_admit_readers_and_exclude_writers(store: LockBackend) -> None:
     assert store.try_lock(GLOB, "ann", mode="shared")
     assert store.try_lock("src/**/*.py", "bob", mode="shared")
     assert store.try_lock("src/api/a.py", "cid", mode="shared")
@@ -115,7 +133,7 @@ def test_shared_globs_admit_readers_and_exclude_writers(store: LockStore) -> Non
 
 
 async def test_waits_keep_their_turn_through_a_glob_and_a_glob_waits_for_what_it_matches(
-    store: LockStore, lock_dir: Path
+    store: LockBackend,
 ) -> None:
     assert store.try_lock(GLOB, "ann")
     order: list[str] = []
@@ -136,11 +154,11 @@ async def test_waits_keep_their_turn_through_a_glob_and_a_glob_waits_for_what_it
         assert store.release("src/api/a.py", "bob")
     assert order == ["bob", "cid"]
     assert store.release("src/api/*.py", "cid")
-    assert leftovers(lock_dir) == []
+    assert leftovers(store) == []
 
 
 async def test_asking_again_for_a_held_glob_or_directory_keeps_it_whatever_else_waits(
-    store: LockStore,
+    store: LockBackend,
 ) -> None:
     """A second acquire of what one holds answers at once (it waited in its own line, and
     its timeout or cancellation gave the first grant back)."""
@@ -155,9 +173,7 @@ async def test_asking_again_for_a_held_glob_or_directory_keeps_it_whatever_else_
         assert store.release(key, "ann")
 
 
-async def test_a_cancelled_or_timed_out_wait_for_a_glob_leaves_nothing(
-    store: LockStore, lock_dir: Path
-) -> None:
+async def test_a_cancelled_or_timed_out_wait_for_a_glob_leaves_nothing(store: LockBackend) -> None:
     assert store.try_lock("src/api/a.py", "ann")
     assert not store.acquire(GLOB, "bob", timeout_seconds=0.05, poll_interval_ms=10)
     assert not store.acquire("src/*/*.py", "bob", timeout_seconds=0.05, mode="shared")
@@ -169,11 +185,11 @@ async def test_a_cancelled_or_timed_out_wait_for_a_glob_leaves_nothing(
     assert store.try_lock("src/api/b.py", "cid")  # nothing of bob's is left in the way
     for agent in ("ann", "cid"):
         store.cleanup_agent_locks(agent)
-    assert leftovers(lock_dir) == []
+    assert leftovers(store) == []
 
 
 def test_overlapping_globs_taken_at_once_from_threads_never_wait_for_each_other(
-    store: LockStore,
+    store: LockBackend,
 ) -> None:
     """Same literal directory, nested ones, a file: one order (`scope_keys.is_above`)."""
     keys = ["src/api/*.py", "src/api/a*", "src/**/*.py", "src/api/a.py", "src/api/"]
@@ -204,14 +220,16 @@ def test_overlapping_globs_taken_at_once_from_threads_never_wait_for_each_other(
     assert failures == []
 
 
-def test_a_sigkilled_holder_of_a_glob_is_taken_back(tree: Path, lock_dir: Path) -> None:
-    store = LockStore(tree, lock_dir)
-    holder = spawn(tree, lock_dir, GLOB, "ann", "hold")
+def test_a_sigkilled_holder_of_a_glob_is_taken_back(
+    tree: Path, store: LockBackend, backend_spec: str
+) -> None:
+    """By proof of its death on the lock directory, with its database session on PostgreSQL."""
+    holder = spawn(tree, backend_spec, GLOB, "ann", "hold")
     expect_line(holder, "locked")
     assert not store.try_lock("src/api/a.py", "bob")
     kill(holder)
     assert store.acquire("src/api/a.py", "bob", timeout_seconds=30)
-    holder = spawn(tree, lock_dir, "src/api/deep/x.py", "ann", "hold")
+    holder = spawn(tree, backend_spec, "src/api/deep/x.py", "ann", "hold")
     expect_line(holder, "locked")
     assert not store.try_lock("src/**/*.py", "cid")
     kill(holder)
@@ -219,7 +237,7 @@ def test_a_sigkilled_holder_of_a_glob_is_taken_back(tree: Path, lock_dir: Path) 
     assert store.acquire("src/**/*.py", "cid", timeout_seconds=30)
 
 
-async def test_a_deadlock_through_a_glob_is_found_and_names_the_glob(store: LockStore) -> None:
+async def test_a_deadlock_through_a_glob_is_found_and_names_the_glob(store: LockBackend) -> None:
     assert store.try_lock(GLOB, "ann")
     assert store.try_lock("docs/guide.md", "bob")
     async with anyio.create_task_group() as group:
@@ -236,18 +254,22 @@ async def test_a_deadlock_through_a_glob_is_found_and_names_the_glob(store: Lock
         group.cancel_scope.cancel()
 
 
-async def test_a_glob_waiting_for_a_file_it_matches_is_an_edge_of_the_wait_for_graph(
-    store: LockStore,
+async def test_a_glob_waiting_for_a_file_it_matches_is_an_edge_and_guards_nothing_yet(
+    store: LockBackend, tree: Path
 ) -> None:
     assert store.try_lock("src/api/a.py", "ann")
     async with anyio.create_task_group() as group:
         group.start_soon(store.acquire_async, "src/**/*.py", "bob", 60, 10)
         await wait_until_async(lambda: store.holder("src/**/*.py") == "bob")
         assert ("bob", "src/api/a.py") in store.snapshot().waits
+        # Not granted yet: the files it matches that nobody holds are not bob's to write.
+        reason = judge_write(store, "bob", str(tree / "src" / "new.py"), str(tree), ACQUIRE)[0]
+        assert reason is not None
+        assert "Your lock of src/**/*.py is not granted yet: it waits for ann" in reason
         group.cancel_scope.cancel()
 
 
-def test_the_guards_honour_globs(store: LockStore, tree: Path) -> None:
+def test_the_guards_honour_globs(store: LockBackend, tree: Path) -> None:
     path = str(tree / "src" / "api" / "deep" / "new.py")
     assert store.try_lock(GLOB, "ann")
     assert judge_write(store, "ann", path, str(tree), ACQUIRE)[0] is None  # created later too
@@ -265,7 +287,7 @@ def test_the_guards_honour_globs(store: LockStore, tree: Path) -> None:
     assert judge_write(store, "ann", path, str(tree), ACQUIRE)[0] is not None
 
 
-async def test_lock_acquire_and_lock_status_take_a_glob(store: LockStore, lock_dir: Path) -> None:
+async def test_lock_acquire_and_lock_status_take_a_glob(store: LockBackend) -> None:
     ann = LockTools(store, "ann")
     outcome = await ann.acquire({"filepaths": [GLOB, "docs/x.md"], "timeout_seconds": 0})
     assert outcome.data is not None, outcome.text
@@ -279,4 +301,4 @@ async def test_lock_acquire_and_lock_status_take_a_glob(store: LockStore, lock_d
     assert [entry["agent"] for entry in looked["held_by"]] == ["ann"]
     assert looked["would_be_granted"] is False
     await ann.release({"all": True})
-    assert leftovers(lock_dir) == []
+    assert leftovers(store) == []

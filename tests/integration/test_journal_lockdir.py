@@ -128,18 +128,36 @@ def test_a_killed_holders_lock_reclaimed_by_its_waiter(repo: Path, lock_dir: Pat
     assert journalled(lock_dir, kinds=["wait-end"])[0].outcome == "granted"
 
 
-def test_an_operators_release_names_the_operator(repo: Path, lock_dir: Path) -> None:
+def test_an_operators_release_names_the_operator_before_the_waiter_it_hands_on_to(
+    repo: Path, lock_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     one, two = LockStore(repo, lock_dir), LockStore(repo, lock_dir)
     assert one.try_lock("a.py", "alice")
     assert one.try_lock("b.py", "alice")
+    waiter = threading.Thread(target=lambda: one.acquire("a.py", "bob", timeout_seconds=120))
+    waiter.start()
+    wait_until(lambda: one.waiters("a.py"))
+    holders_at_release: list[str | None] = []
+    journal_release = LockJournal.released
+
+    def released(journal: LockJournal, token: str, agent: str, key: str, *more: object) -> None:
+        holders_at_release.append(two.holder(key))
+        journal_release(journal, token, agent, key, *more)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LockJournal, "released", released)
     with operator_release("lockyard clean --agent alice"):
         assert two.cleanup_agent_locks("alice", all_namespaces=True) == ["a.py", "b.py"]
+    waiter.join()
     released = journalled(lock_dir, kinds=["operator-release"])
     assert sorted((r.file, r.agent, r.other) for r in released) == [
         ("a.py", "alice", "lockyard clean --agent alice"),
         ("b.py", "alice", "lockyard clean --agent alice"),
     ]
     assert all(r.held is not None for r in released)
+    # Journalled as each grant was dropped, before a.py went on to bob (never bob's yet).
+    assert holders_at_release == [None, None]
+    order = [(r.kind, r.agent) for r in journalled(lock_dir, files=["a.py"])]
+    assert order.index(("operator-release", "alice")) < order.index(("hand-over", "bob"))
 
 
 def test_a_first_waiter_passed_over_is_recorded(repo: Path, lock_dir: Path, tmp_path: Path) -> None:

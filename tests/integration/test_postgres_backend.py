@@ -442,33 +442,3 @@ async def test_the_coordinator_closes_the_database_store_it_opened(
     await LockCoordinator(repo, store=given).aclose()
     assert given.try_lock("a.py", "bob"), "a store passed in stays open: the caller's"
     given.close()
-
-
-@pytest.mark.anyio
-async def test_glob_locks_are_refused_saying_what_to_do_and_lock_nothing(
-    stores: list[PgLockStore],
-) -> None:
-    """Not built on PostgreSQL yet (docs/postgres.md): a request for one is refused whole,
-    never taken as an exclusive lock on a file of that name, and nobody's lock moves."""
-    mine, others = stores
-    assert others.try_lock("b.py", "carol")
-    tools = LockTools(mine, "bob")
-    for request in (
-        {"filepaths": ["a.py", "src/*.py"]},
-        {"filepaths": ["b.py", "src/*.py"], "mode": "shared"},
-    ):
-        refused = await tools.acquire({**request, "timeout_seconds": 0})
-        assert refused.data is None
-        assert "'src/*.py' is a glob lock" in refused.text
-        assert "use the lock directory backend" in refused.text
-        assert "Nothing was locked by this call" in refused.text
-        assert mine.holder("a.py") is None
-        assert others.holder("b.py") == "carol"
-        assert mine.waiters("b.py") == []
-    with pytest.raises(ValueError, match="not supported on the PostgreSQL backend"):
-        mine.acquire("src/**/*.py", "bob", timeout_seconds=0)
-    with pytest.raises(ValueError, match="not supported on the PostgreSQL backend"):
-        mine.try_lock("src/*.py", "bob", mode="shared")
-    assert [(i.lock_path, i.holder and i.holder.agent_id) for i in mine.list_locks()] == [
-        ("b.py", "carol")
-    ]

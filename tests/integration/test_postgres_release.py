@@ -46,10 +46,12 @@ def add_waiter(
 
 
 def release_waits(admin: psycopg.Connection[object], store: PgLockStore) -> bool:
-    """Whether a release of `store`'s schema waits on a lock (a row or a transaction)."""
+    """Whether a release of `store`'s schema waits on a lock (a row or a transaction). The
+    release statement is known by its start: pg_stat_activity keeps a query's first 1,024
+    bytes only (track_activity_query_size)."""
     row = admin.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
-        (f'%UPDATE "{store.schema}".holds h SET agent_id = head.agent_id%',),
+        (f'WITH head AS (%FROM "{store.schema}".waiters WHERE ticket = (%',),
     ).fetchone()
     return row is not None and row[0] > 0
 

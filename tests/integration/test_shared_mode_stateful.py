@@ -315,8 +315,6 @@ class Waiting:
 class ScopedModel(RuleBasedStateMachine):
     backend: str | None = None
     """A PostgreSQL backend spec, or None: a lock directory of the example's own."""
-    keys = frozenset(SCOPED_KEYS)
-    """The keys this backend takes (a step drawing another does nothing)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -374,7 +372,7 @@ class ScopedModel(RuleBasedStateMachine):
         key=st.sampled_from(SCOPED_KEYS),
     )
     def ask_and_wait(self, agent: str, mode: str, key: str) -> None:
-        if agent in self.pending or key not in self.keys:
+        if agent in self.pending:
             return
         request = start_wait(self.portal, self.store, key, agent, mode)
         self.arrivals += 1
@@ -388,7 +386,7 @@ class ScopedModel(RuleBasedStateMachine):
         key=st.sampled_from(SCOPED_KEYS),
     )
     def try_now(self, agent: str, mode: str, key: str) -> None:
-        if agent in self.pending or key not in self.keys:
+        if agent in self.pending:
             return
         free = not self.conflicts(agent, key, mode)
         taken = self.store.try_lock(key, agent, mode=mode)  # type: ignore[arg-type]
@@ -476,15 +474,14 @@ ScopedModel.TestCase.settings = settings(max_examples=15, stateful_step_count=20
 test_directory_glob_and_file_holds_never_conflict_and_no_wait_is_left_behind = ScopedModel.TestCase
 
 
-def test_directory_and_file_holds_never_conflict_and_no_wait_is_left_behind_on_postgres(
+def test_directory_glob_and_file_holds_never_conflict_and_no_wait_is_left_behind_on_postgres(
     pg_server: PgServer, pg_schema: str
 ) -> None:
-    """The same machine on PostgreSQL, without the globs (not on PostgreSQL yet); the examples
-    share one schema, each in a namespace of its own."""
+    """The same machine on PostgreSQL; the examples share one schema, each in a namespace of
+    its own."""
 
     class OnPostgres(ScopedModel):
         backend = pg_server.spec(pg_schema)
-        keys = frozenset(key for key in SCOPED_KEYS if "*" not in key)
 
     run_state_machine_as_test(
         OnPostgres, settings=settings(max_examples=10, stateful_step_count=20, deadline=None)

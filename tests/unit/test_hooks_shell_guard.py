@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,12 @@ async def test_the_hook_fails_closed_when_the_store_cannot_be_read(store: LockSt
         def holder(self, filepath: str) -> str | None:
             raise OSError("lock directory gone")
 
+        def globs_over(self, key: str) -> tuple[str, ...]:
+            return ()
+
+        def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+            return {key: (self.holder(key), ()) for key in keys}
+
     text = reason(await make_shell_guard_hook(Broken(), "alice")(bash("rm src/app.py"), None, {}))
     assert "lock directory gone" in text
 
@@ -138,6 +145,12 @@ def test_an_unreadable_lock_record_denies_with_the_operator_hint(store: LockStor
             from lockyard.infra.lockstore.errors import CorruptRecordError
 
             raise CorruptRecordError("garbled")
+
+        def globs_over(self, key: str) -> tuple[str, ...]:
+            return ()
+
+        def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+            return {key: (self.holder(key), ()) for key in keys}
 
     decision = decide_shell_command("rm src/app.py", None, "alice", Corrupt())
     assert not decision.allowed
@@ -185,6 +198,12 @@ def test_a_lost_grant_denies_even_though_the_agent_is_still_the_recorded_holder(
 
         def stale_grant(self, filepath: str, agent_id: str) -> str | None:
             return "fencing number 3 was superseded by 4"
+
+        def globs_over(self, key: str) -> tuple[str, ...]:
+            return ()
+
+        def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+            return {key: (self.holder(key), ()) for key in keys}
 
     decision = decide_shell_command("rm src/app.py", None, "alice", Fenced())
     assert not decision.allowed

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from ..lockstore import CorruptRecordError, JournalRecord, open_checkout
@@ -101,11 +101,23 @@ class IpcGuardStore:
         lost = self._entry(self.checkout.key(filepath)).get("lost")
         return lost if isinstance(lost, str) else None
 
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each key's holder and readers, from the host's answers."""
+        return {key: (self.holder(key), self.readers(key)) for key in keys}
+
     def readers(self, filepath: str) -> tuple[str, ...]:
         readers = self._entry(self.checkout.key(filepath)).get("readers")
         if not isinstance(readers, list):
             return ()
         return tuple(reader for reader in readers if isinstance(reader, str))
+
+    def holder_below(self, key: str, agent_id: str) -> str | None:
+        """Who the host says still holds something below this agent's own directory or glob
+        lock `key` (the lock then still waits); None for another agent's question."""
+        if agent_id != self.agent_id():
+            return None
+        below = self._entry(self.checkout.key(key)).get("below")
+        return below if isinstance(below, str) else None
 
     def globs_over(self, key: str) -> tuple[str, ...]:
         """The glob locks the host says cover `key`, outermost first; their holders came in

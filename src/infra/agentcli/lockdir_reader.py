@@ -12,10 +12,12 @@ import json
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..lockstore import (
+    LOCK_SUFFIX,
     SHARED_SUFFIX,
     Checkout,
     CorruptRecordError,
@@ -27,6 +29,9 @@ from ..lockstore import (
     append_once,
     current_process,
     globs_over,
+    is_above,
+    is_directory_key,
+    is_glob_key,
     journal_files,
     liveness_of,
     lock_name,
@@ -106,6 +111,10 @@ class LockDirReader:
             return None
         return f"revoked: {reason}"
 
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each key's holder and readers, looked at one by one (a system call or two each)."""
+        return {key: (self.holder(key), self.readers(key)) for key in keys}
+
     def readers(self, filepath: str) -> tuple[str, ...]:
         """The agents holding the file shared, not provably dead (one `faccessat` when none)."""
         key = filepath if filepath is self._last_key else self.canonicalize(filepath)
@@ -131,6 +140,59 @@ class LockDirReader:
         """The globs locked in this lock directory that cover `key`: one `faccessat` when no
         glob was ever locked there."""
         return globs_over(self._dir.fd, self.namespace, key)
+
+    def holder_below(self, key: str, agent_id: str) -> str | None:
+        """An agent other than `agent_id`, not provably dead, holding or reading a lock
+        below the directory or glob `key`: `agent_id`'s lock of it still waits for it. A
+        scan of the lock directory's locks and reads, asked only for a write under the
+        agent's own directory or glob lock. An unreadable record proves nothing either way
+        and is passed over, as the draining lock's own look does."""
+        scoped = self._key(key)
+        if not (is_directory_key(scoped) or is_glob_key(scoped)):
+            return None
+        for entry in self._dir.names():
+            if entry.endswith(LOCK_SUFFIX):
+                try:
+                    found = read_holder(self._dir, entry[: -len(LOCK_SUFFIX)])
+                except (CorruptRecordError, FileNotFoundError):
+                    continue
+                records = [] if found is None else [found.record]
+            elif entry.endswith(SHARED_SUFFIX):
+                records = self._members(entry)
+            else:
+                continue
+            for record in records:
+                if self._below(record, scoped, agent_id):
+                    return str(record["agent_id"])
+        return None
+
+    def _members(self, entry: str) -> list[dict[str, Any]]:
+        """The readable member records of the readers' entry `entry` (`<name>.shared`)."""
+        entry_fd = self._dir.open_own_dir(entry)
+        if entry_fd is None:
+            return []
+        found = []
+        try:
+            for member in os.listdir(entry_fd):
+                try:
+                    found.append(_parse_member(read_record(entry_fd, member)))
+                except (CorruptRecordError, FileNotFoundError):
+                    continue
+        except FileNotFoundError:
+            return []  # the last reader left: the directory went
+        finally:
+            os.close(entry_fd)
+        return found
+
+    def _below(self, record: dict[str, Any], scoped: str, agent_id: str) -> bool:
+        path = record.get("lock_path")
+        return (
+            record["agent_id"] != agent_id
+            and record.get("namespace") == self.namespace
+            and isinstance(path, str)
+            and is_above(scoped, path)
+            and record_liveness(record) is not Liveness.DEAD
+        )
 
     def grant_fence(self, filepath: str, agent_id: str) -> int | None:
         """None: a lock directory numbers no grants."""

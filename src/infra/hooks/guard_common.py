@@ -9,10 +9,16 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..lockstore import CorruptRecordError, JournalRecord, directory_ancestors
+from ..lockstore import (
+    CorruptRecordError,
+    JournalRecord,
+    directory_ancestors,
+    is_directory_key,
+    is_glob_key,
+)
 from ..seen.stale import note_write, stale_reason, write_change
 from ..tools.holder_text import UNREADABLE_HOLDER
 
@@ -34,9 +40,11 @@ class GuardStore(Protocol):
     def root(self) -> str: ...
     def canonicalize(self, filepath: str) -> str: ...
     def holder(self, filepath: str) -> str | None: ...
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]: ...
     def stale_grant(self, filepath: str, agent_id: str) -> str | None: ...
     def readers(self, filepath: str) -> tuple[str, ...]: ...
     def globs_over(self, key: str) -> tuple[str, ...]: ...
+    def holder_below(self, key: str, agent_id: str) -> str | None: ...
     def grant_fence(self, filepath: str, agent_id: str) -> int | None: ...
     def journal_write(self, record: JournalRecord) -> None: ...
 
@@ -93,27 +101,58 @@ def holder_over(store: GuardStore, key: str, agent_id: str) -> tuple[str | None,
     """(who decides a write of `key` for `agent_id`, the key whose lock says so): the holder
     of `key` itself, else of the outermost directory (or glob matching it) another agent
     holds or reads, else of one `agent_id` holds (a directory or glob lock covers its files);
-    (None, key)
-    when nothing covers it. `UNREADABLE_HOLDER` for a record that cannot be read. The
-    agent's own lock of `key` answers at once: nobody else holds a directory over a file
-    someone holds (a directory lock waits for the holds under it)."""
-    holder = holder_or_unreadable(store, key)
-    return (holder, key) if holder is not None else directory_holder(store, key, agent_id)
+    (None, key) when nothing covers it. `UNREADABLE_HOLDER` for a record that cannot be read.
+    The agent's own lock of `key` decides: nobody else holds a directory over a file someone
+    holds (a directory lock waits for the holds under it). All these locks are read in one
+    look (`holds_of`: one query on PostgreSQL, where each was two round trips)."""
+    return _first_holder(store, key, agent_id, with_key=True)
 
 
 def directory_holder(store: GuardStore, key: str, agent_id: str) -> tuple[str | None, str]:
-    """`holder_over` for a `key` whose own lock nobody holds: the directories over it, then
-    the globs that match it."""
+    """`holder_over` for a `key` whose own lock nobody holds (read already): the directories
+    over it, then the globs that match it, in one look."""
+    return _first_holder(store, key, agent_id, with_key=False)
+
+
+def _first_holder(
+    store: GuardStore, key: str, agent_id: str, *, with_key: bool
+) -> tuple[str | None, str]:
+    scopes = (*directory_ancestors(key), *store.globs_over(key))
+    try:
+        holds = store.holds_of((key, *scopes) if with_key else scopes)
+    except CorruptRecordError:  # one record unreadable: each lock alone, to name it
+        return _one_by_one(store, key, agent_id, scopes, with_key=with_key)
+    if with_key and holds[key][0] is not None:
+        return holds[key][0], key
     own = None
-    for directory in (*directory_ancestors(key), *store.globs_over(key)):
-        over = holder_or_unreadable(store, directory)
+    for scope in scopes:
+        over, readers = holds[scope]
         if over is not None and over != agent_id:
-            return over, directory
-        readers = other_readers(store, directory, agent_id)
-        if readers:
-            return readers[0], directory
+            return over, scope
+        others = [reader for reader in readers if reader != agent_id]
+        if others:
+            return others[0], scope
         if over == agent_id and own is None:
-            own = directory
+            own = scope
+    return (None, key) if own is None else (agent_id, own)
+
+
+def _one_by_one(
+    store: GuardStore, key: str, agent_id: str, scopes: tuple[str, ...], *, with_key: bool
+) -> tuple[str | None, str]:
+    """`_first_holder`, asking each lock alone (an unreadable one is `UNREADABLE_HOLDER`)."""
+    if with_key and (holder := holder_or_unreadable(store, key)) is not None:
+        return holder, key
+    own = None
+    for scope in scopes:
+        over = holder_or_unreadable(store, scope)
+        if over is not None and over != agent_id:
+            return over, scope
+        readers = other_readers(store, scope, agent_id)
+        if readers:
+            return readers[0], scope
+        if over == agent_id and own is None:
+            own = scope
     return (None, key) if own is None else (agent_id, own)
 
 
@@ -126,6 +165,30 @@ def other_readers(store: GuardStore, key: str, agent_id: str) -> tuple[str, ...]
     except CorruptRecordError:
         return ("(an unreadable record)",)
     return tuple(reader for reader in readers if reader != agent_id)
+
+
+def still_draining(store: GuardStore, via: str, agent_id: str) -> str | None:
+    """Who still holds something below the directory or glob `via`, which `agent_id`'s own
+    lock of it waits for (it holds its line, "draining": its acquire call has not returned,
+    and may time out); None once granted, and for a file's lock. Fails closed: an unreadable
+    record counts as a hold."""
+    if not (is_directory_key(via) or is_glob_key(via)):
+        return None
+    try:
+        return store.holder_below(via, agent_id)
+    except CorruptRecordError:
+        return "(an unreadable record)"
+
+
+def draining_reason(store: GuardStore, via: str, agent_id: str, acquire: str) -> str | None:
+    """Why `agent_id` may not write under its own lock of `via` yet (`still_draining`)."""
+    below = still_draining(store, via, agent_id)
+    if below is None:
+        return None
+    return (
+        f"Your lock of {via} is not granted yet: it waits for {below} to release what it "
+        f"holds under {via} (your {acquire} call has not returned yet). Retry after it has."
+    )
 
 
 def readers_reason(key: str, readers: Iterable[str], acquire: str) -> str:

@@ -69,7 +69,6 @@ if TYPE_CHECKING:
     from .errors import (
         BackendError,
         CorruptRecordError,
-        GlobLocksUnsupportedError,
         InvalidAgentIdError,
         InvalidNamespaceError,
         InvalidPathError,
@@ -162,6 +161,7 @@ if TYPE_CHECKING:
     )
     from .scope_keys import (
         directory_ancestors,
+        is_above,
         is_directory_key,
         is_glob_key,
         overlaps,
@@ -223,7 +223,6 @@ _HOMES = {
     "LockDirFullError": "errors",
     "LockStoreError": "errors",
     "PathOutsideRepoError": "errors",
-    "GlobLocksUnsupportedError": "errors",
     "EXCLUSIVE": "modes",
     "SHARED": "modes",
     "LockMode": "modes",
@@ -231,6 +230,7 @@ _HOMES = {
     "snapshot_of_namespace": "holds_graph",
     "waits_below": "holds_graph",
     "directory_ancestors": "scope_keys",
+    "is_above": "scope_keys",
     "is_directory_key": "scope_keys",
     "is_glob_key": "scope_keys",
     "globs_over": "lockdir.glob_index",
@@ -331,7 +331,6 @@ __all__ = [
     "CycleStep",
     "FileFigures",
     "FileJournal",
-    "GlobLocksUnsupportedError",
     "HolderRecord",
     "Inotify",
     "InotifyEvent",
@@ -385,6 +384,7 @@ __all__ = [
     "globs_over",
     "in_worker",
     "inotify_available",
+    "is_above",
     "is_directory_key",
     "is_glob_key",
     "is_locked",

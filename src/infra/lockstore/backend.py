@@ -13,6 +13,7 @@ machine's absolute paths: `checkout.key(filepath)` is its `canonicalize`, and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from .journal.record import JournalRecord
@@ -95,6 +96,12 @@ class LockBackend(Protocol):
         """Why the agent's grant of this lock, as this process knows it, is no longer valid."""
         ...
 
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each of `keys` (lock keys) with its holder and its readers, as `holder` and
+        `readers` answer them, in one look where the backend can (the guards ask it for a
+        file and every directory and glob over it)."""
+        ...
+
     def readers(self, filepath: str) -> tuple[str, ...]:
         """The agents holding this file shared (readers, who may not write it), not provably
         dead. While any other is left, the lock's holder waits for them and may not write."""
@@ -103,6 +110,14 @@ class LockBackend(Protocol):
     def globs_over(self, key: str) -> tuple[str, ...]:
         """The glob locks that cover the file `key` (held or not; the guards ask who holds
         them), outermost first: () where no glob was ever locked."""
+        ...
+
+    def holder_below(self, key: str, agent_id: str) -> str | None:
+        """An agent other than `agent_id` holding (or, exclusive or shared, reading) a lock
+        below the directory or glob `key` (`scope_keys.is_above`), not provably dead; None
+        when none, or for a file's key. While there is one, `agent_id`'s lock of `key` still
+        waits for it ("draining": it holds its line, its acquire has not returned), so the
+        guards do not let it write under `key` yet."""
         ...
 
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:

@@ -40,10 +40,6 @@ class InvalidTimeoutError(LockStoreError, ValueError):
     """A timeout or poll interval is not a finite number within the allowed range."""
 
 
-class GlobLocksUnsupportedError(LockStoreError, ValueError):
-    """The backend cannot lock globs (`src/api/**/*.py`) yet."""
-
-
 class LockDirError(LockStoreError):
     """The lock directory is unusable or unsafe (a symlink, owned by someone else, not a
     directory), or an entry inside it is not what the store wrote there."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 GLOB_CHARS: Final = frozenset("*?")
 """The characters that make a path a glob (no escapes: `?` stands for such a character)."""
@@ -98,14 +98,26 @@ def glob_matches(glob_key: str, key: str) -> bool:
     return _matcher(glob_key)(key)
 
 
+def glob_regex(glob_key: str) -> str:
+    """The regular expression (Python's syntax) that `pathspec` matches the glob `glob_key`
+    with, against a key as `pathspec` normalises it (a leading `/` or `./` dropped): the
+    PostgreSQL backend matches with its translation (postgres/glob_pattern.py)."""
+    spec = _spec(glob_key)
+    return str(spec.patterns[0].regex.pattern)
+
+
 @functools.lru_cache(maxsize=1024)
 def _matcher(glob_key: str) -> Callable[[str], bool]:
+    return _spec(glob_key).match_file  # type: ignore[no-any-return]
+
+
+def _spec(glob_key: str) -> Any:
     import pathspec  # only where globs are locked: the guards' start-up stays as it was
 
     # Only * and ? are wildcards here: gitignore's [classes], backslashes and its trailing
     # spaces are made literal.
     literal = glob_key.replace("\\", "\\\\").replace("[", "\\[").replace(" ", "\\ ")
-    return pathspec.PathSpec.from_lines("gitignore", ["/" + literal]).match_file
+    return pathspec.PathSpec.from_lines("gitignore", ["/" + literal])
 
 
 def directory_ancestors(key: str) -> list[str]:

@@ -32,6 +32,7 @@ from ..guard_common import (
     lost_grant,
     other_readers,
     shared_note,
+    still_draining,
 )
 
 logger = logging.getLogger(__name__)
@@ -308,6 +309,7 @@ def unlocked_files(
             or lost_grant(store, via, agent_id) is not None
             or other_readers(store, via, agent_id)
             or (via != key and other_readers(store, key, agent_id))
+            or still_draining(store, via, agent_id) is not None
         ):
             problems.append((key, holder))
     return problems

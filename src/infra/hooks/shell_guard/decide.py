@@ -21,6 +21,7 @@ from ...tools.holder_text import UNREADABLE_HOLDER
 from ..git_query import cached
 from ..guard_common import (
     GuardStore,
+    draining_reason,
     holder_over,
     inside_repo,
     lost_grant,
@@ -177,7 +178,7 @@ def judge(
     lost: dict[str, str | None] = {}
     locked: list[str] = []
     problems: list[str] = []
-    held_by_readers: list[str] = []  # files it holds while readers still hold them
+    still_waiting: list[str] = []  # its own locks that still wait (for readers, holds below)
     refused = list(found.refused)
     unlisted: list[str] = []
     # Resolved once there is a target: a command that writes nothing costs no system call.
@@ -193,7 +194,10 @@ def judge(
         if target.kind == "tree" or (target.kind == "directory" and os.path.isdir(target.path)):
             # Its files are targets of their own; the directory itself is refused only
             # under another agent's directory lock.
-            _judge_directory(store, agent_id, target.path, unlocked, covered, problems)
+            tool = acquire_tool if acquire_tool is not None else _acquire_tool_name(server_key)
+            _judge_directory(
+                store, agent_id, target.path, tool, unlocked, covered, problems, still_waiting
+            )
             continue
         if target.kind == "unlisted":
             said = f"`{_short(target.command)}`: {target.reason} ({target.path})"
@@ -222,10 +226,11 @@ def judge(
                 f"overwrite another agent's; lock it again and re-read it"
             )
         elif holder == agent_id:
-            readers = other_readers(store, via, agent_id)
-            if readers:  # granted, but still waiting for readers to leave
-                tool = acquire_tool if acquire_tool is not None else _acquire_tool_name(server_key)
-                held_by_readers.append(readers_reason(via, readers, tool))
+            tool = acquire_tool if acquire_tool is not None else _acquire_tool_name(server_key)
+            waiting = _own_wait(store, agent_id, via, tool)
+            if waiting is not None:  # its grant still waits: for readers, or holds below
+                if waiting not in still_waiting:
+                    still_waiting.append(waiting)
             elif target.kind == "file":
                 locked.append(key)
         elif target.kind == "file" or holder is not None:
@@ -235,7 +240,7 @@ def judge(
     every_unknown = (*found.undetermined, *unlisted)
     undetermined = every_unknown if policy.undetermined == "deny" else ()
     tool = acquire_tool if acquire_tool is not None else _acquire_tool_name(server_key)
-    if not unlocked and not undetermined and not problems and not refused and not held_by_readers:
+    if not unlocked and not undetermined and not problems and not refused and not still_waiting:
         stale, to_note = stale_refusal(store, agent_id, locked, tool)
         if stale is not None:
             return Decision(False, stale, locked=tuple(dict.fromkeys(locked)))
@@ -247,7 +252,7 @@ def judge(
             viewed=tuple(found.viewed),
         )
     reason = _reason(unlocked, undetermined, problems, tool, refused, covered)
-    reason = " ".join([*held_by_readers, reason]) if reason else " ".join(held_by_readers)
+    reason = " ".join([*still_waiting, reason]) if reason else " ".join(still_waiting)
     reason += shared_note(store, agent_id, unlocked, tool)
     return Decision(
         False,
@@ -259,16 +264,28 @@ def judge(
     )
 
 
+def _own_wait(store: GuardStore, agent_id: str, via: str, acquire: str) -> str | None:
+    """Why `agent_id`'s own lock of `via` does not let it write yet: readers still hold it,
+    or (a directory or glob) other agents still hold something below it; None: granted."""
+    readers = other_readers(store, via, agent_id)
+    if readers:
+        return readers_reason(via, readers, acquire)
+    return draining_reason(store, via, agent_id, acquire)
+
+
 def _judge_directory(
     store: GuardStore,
     agent_id: str,
     path: str,
+    acquire: str,
     unlocked: dict[str, str | None],
     covered: dict[str, str],
     problems: list[str],
+    still_waiting: list[str],
 ) -> None:
     """A whole directory written (removed, formatted, checked out): refused while another
-    agent holds a directory lock on it or over it."""
+    agent holds a directory lock on it or over it, or while the agent's own lock of it
+    still waits."""
     try:
         key = store.canonicalize(path.rstrip("/") + "/")
         holder, via = holder_over(store, key, agent_id)
@@ -282,6 +299,10 @@ def _judge_directory(
         unlocked.setdefault(key, holder)
         if via != key:
             covered[key] = via
+    elif holder == agent_id:
+        waiting = _own_wait(store, agent_id, via, acquire)
+        if waiting is not None and waiting not in still_waiting:
+            still_waiting.append(waiting)
 
 
 def _touches(target: Target, records: str) -> bool:

@@ -13,6 +13,7 @@ from ...tools.holder_text import UNREADABLE_HOLDER
 from ..guard_common import (
     GuardStore,
     directory_holder,
+    draining_reason,
     holder_or_unreadable,
     lost_grant,
     other_readers,
@@ -98,7 +99,9 @@ def _held(store: GuardStore, agent_id: str, key: str, acquire: str) -> str | Non
         readers = other_readers(store, via, agent_id)
         if not readers and via != key:
             readers = other_readers(store, key, agent_id)
-        return readers_reason(via, readers, acquire) if readers else None
+        if readers:
+            return readers_reason(via, readers, acquire)
+        return draining_reason(store, via, agent_id, acquire)
     return not_locked_reason(key, holder, acquire, via) + shared_note(
         store, agent_id, [key], acquire
     )

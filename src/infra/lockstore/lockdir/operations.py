@@ -79,9 +79,10 @@ class DiskOperations:
         self.holds = directory.holds
         self.publish = directory.publish
         self.drop_grant = directory.drop_grant if journal is None else self._drop_and_record
-        self.releases: dict[str, tuple[str, str, float | None]] = {}
-        """grant token -> (agent, lock key, when granted if not here) of a release under way
-        here: journalled the moment its grant is dropped (`_drop_and_record`)."""
+        self.releases: dict[str, tuple[str, str, float | None, str | None]] = {}
+        """grant token -> (agent, lock key, when granted if not here, namespace if not the
+        store's) of a release under way here: journalled the moment its grant is dropped
+        (`_drop_and_record`)."""
         self.free = directory.free
         self.make_staging = directory.stagings.make_staging
         self.write_staging = directory.stagings.write_staging
@@ -379,7 +380,7 @@ class Grants:
             return run(line.release(self._operations, name, token, hint))
         # Journalled when the grant is dropped, before the hand-over (operations.py).
         releases = self._operations.releases
-        releases[token] = (agent, key, acquired_at)
+        releases[token] = (agent, key, acquired_at, None)
         try:
             return run(line.release(self._operations, name, token, hint))
         finally:

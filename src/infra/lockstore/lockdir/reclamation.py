@@ -58,8 +58,9 @@ def reclaim_stale(ops: DiskOperations, directory: LockDir) -> list[Reclamation]:
 def release_all(
     ops: DiskOperations, directory: LockDir, agent: str, namespace: str | None
 ) -> dict[str, HolderRecord]:
-    """Release every lock `agent` holds (in `namespace`, or in all: None); lock name -> the
-    grant released."""
+    """Release every lock `agent` holds (in `namespace`, or in all: None), each journalled
+    the moment its grant is dropped, before it is handed on (`DiskOperations.releases`);
+    lock name -> the grant released."""
     released = {}
     for name in directory.names_with(LOCK_SUFFIX):
         try:
@@ -70,8 +71,13 @@ def release_all(
             continue
         if namespace is not None and holder.namespace != namespace:
             continue
-        if run(line.release(ops, name, holder.token)):
-            released[name] = holder
+        token = holder.token
+        ops.releases[token] = (agent, holder.lock_path, holder.acquired_at, holder.namespace)
+        try:
+            if run(line.release(ops, name, token)):
+                released[name] = holder
+        finally:
+            ops.releases.pop(token, None)
     return released
 
 

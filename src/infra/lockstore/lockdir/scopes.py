@@ -5,75 +5,73 @@ Each directory key has the line of any key (`line.py`: FIFO, hand-over, push wak
 liveness); what a directory adds is a look in two directions, ordered so that of two agents
 taking overlapping keys at once at least one sees the other (Dekker's order):
 
-- a directory lock first leaves the marker `scoped` in the lock directory (it stays: from then
-  on file grants look for directories), then takes its line, then waits holding it until no
-  other agent holds anything below (`Scopes.drain_below`): it never backs off;
-- any grant, once it holds its own line, looks for its ancestors' locks when the marker is
+- a directory lock first leaves its mark in the lock directory (`scope_marks.py`: while one
+  is there, file grants look for directories; it goes with the lock), then takes its line,
+  then waits holding it until no other agent holds anything below (`Scopes.acquisition`): it
+  never backs off;
+- any grant, once it holds its own line, looks for its ancestors' locks when a mark is
   there (`Scopes.blocker`): one held by another agent (a directory lock, or one still
   draining) or, for an exclusive grant, readers of an ancestor, and it backs off: it gives
   its line back and passes through that ancestor's line (the ancestor's turnstile, held until
   the grant is made, so FIFO order holds there) before taking its own again.
 
-Without a directory lock ever taken in the lock directory, a file grant pays one `faccessat`
-(the marker); with it, two per ancestor directory, whatever the number of directory locks.
+While no directory lock is held or wanted in the lock directory, a file grant pays one
+`faccessat` (`scopes/`); while one is, two per ancestor directory, whatever their number.
 A shared directory hold is a member of the directory's key, as any reader (`shared_holds.py`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Final
 
 from ..errors import CorruptRecordError
 from ..liveness import Liveness
 from ..paths import lock_name
-from ..scope_keys import is_above, is_glob_key, is_scoped, places_above
+from ..scope_keys import is_above, is_scoped, places_above
 from .disk import LOCK_SUFFIX, SHARED_SUFFIX, LockDir
-from .glob_index import add_glob, any_globs, globs_at
+from .glob_index import any_globs, globs_at
 from .operations import Grants, LockWait, Waits
+from .scope_marks import ScopeMarks
 from .shared_holds import SharedHolds, read_members
 from .sleep import Drain
 
-MARKER: Final = "scoped"
-"""The lock directory's entry that says a directory or glob lock was taken there (a plain
-file)."""
-
 
 class Scopes:
-    """Directory locks among the locks of `namespace` in `directory`."""
+    """Directory locks among the locks of `namespace` in `directory`; `marks` are theirs."""
 
     def __init__(
-        self, directory: LockDir, shared: SharedHolds, grants: Grants, namespace: str
+        self,
+        directory: LockDir,
+        shared: SharedHolds,
+        grants: Grants,
+        namespace: str,
+        marks: ScopeMarks,
     ) -> None:
         self._directory, self._shared, self._grants = directory, shared, grants
         self._namespace = namespace
+        self.marks = marks
+        """The marks that tell file grants to look above them (`scope_marks.py`)."""
 
-    def mark(self, key: str) -> None:
-        """Say that a directory or glob lock of `key` is taken here, before taking one (see
-        the module doc): the marker, and for a glob its entry in the index of its prefix."""
-        if not self.marked():
-            fd = os.open(
-                MARKER, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600, dir_fd=self._directory.fd
-            )
-            os.close(fd)
-        if is_glob_key(key) and not key.endswith("/"):
-            add_glob(self._directory.fd, self._namespace, key)
-
-    def marked(self) -> bool:
-        """Whether a directory or glob lock was ever taken in this lock directory (one
-        `faccessat`)."""
-        return os.access(MARKER, os.F_OK, dir_fd=self._directory.fd, follow_symlinks=False)
+    def holds(self, name: str, agent: str) -> bool:
+        """Whether `agent` holds lock `name`, exclusively or as a reader (an unreadable record
+        counts as held: a mark stays while in doubt)."""
+        try:
+            holder = self._directory.read_holder(name)
+        except CorruptRecordError:
+            return True
+        return (holder is not None and holder.agent_id == agent) or self._shared.holds_shared(
+            name, agent
+        )
 
     def blocker(self, key: str, agent: str, exclusive: bool) -> tuple[str, str] | None:
         """(key, lock name) of the outermost directory or glob above `key` (`is_above`) whose
         lock another agent holds (or, for an `exclusive` grant, that another agent reads);
-        None when none. One `faccessat` while no directory or glob lock was ever taken here;
-        then two per directory over it, and one more per directory once a glob was."""
-        if not self.marked():
+        None when none. One `faccessat` while no directory or glob lock is held or wanted
+        here; then two per directory over it, and one more per directory while a glob is."""
+        if not self.marks.marked():
             return None
         globbed = any_globs(self._directory.fd)
         for place in places_above(key):

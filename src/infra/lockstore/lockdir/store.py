@@ -11,8 +11,10 @@ breaking; docs/lock-store.md walks through the interleavings.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -22,7 +24,7 @@ from ..journal.files import JournalFiles, journal_files
 from ..journal.record import JournalRecord, process_session
 from ..liveness import ProcessIdentity, current_process
 from ..modes import EXCLUSIVE, SHARED, LockMode, validate_mode
-from ..paths import validate_agent_id, validate_poll_interval, validate_timeout
+from ..paths import lock_name, validate_agent_id, validate_poll_interval, validate_timeout
 from ..records import (
     HolderRecord,
     LockInfo,
@@ -40,6 +42,7 @@ from .keys import LockKeys
 from .lock_journal import LockJournal
 from .operations import DiskOperations, GrantRecords, Grants, LockWait, OnReclaim, Waits, run
 from .policy import read_idle_limit, write_idle_limit
+from .scope_marks import ScopeMarks
 from .scopes import Scopes, Steps, run_steps, run_steps_async
 from .shared_holds import SharedHolds
 
@@ -139,8 +142,15 @@ class LockStore:
             root=self.root,
         )
         """Shared holds, and the exclusive grant's wait for them (`shared_holds.py`)."""
-        self.scopes = Scopes(self.directory, self.shared, self.grants, self.namespace)
-        """Directory locks: who blocks a grant over it or under it (`scopes.py`)."""
+        self.scopes = Scopes(
+            self.directory,
+            self.shared,
+            self.grants,
+            self.namespace,
+            ScopeMarks(self.directory, self.namespace, self.grant_records.card),
+        )
+        """Directory locks: who blocks a grant over it or under it, and their marks
+        (`scopes.py`, `scope_marks.py`)."""
 
     def __repr__(self) -> str:
         return (
@@ -182,6 +192,10 @@ class LockStore:
             return None
         return f"revoked: {reason}"
 
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each key's holder and readers, looked at one by one (a system call or two each)."""
+        return {key: (self.holder(key), self.readers(key)) for key in keys}
+
     def readers(self, filepath: str) -> tuple[str, ...]:
         """The agents holding the file shared, not provably dead (one `faccessat` when none)."""
         return self.shared.readers(self.keys.locate(filepath)[1])
@@ -190,6 +204,16 @@ class LockStore:
         """The globs locked here that cover `key` (`glob_index.py`): one `faccessat` when no
         glob was ever locked here."""
         return globs_over(self.directory.fd, self.namespace, key)
+
+    def holder_below(self, key: str, agent_id: str) -> str | None:
+        """An agent other than `agent_id` holding or reading something below the directory
+        or glob `key`, not provably dead: `agent_id`'s lock of it still waits for it. A scan
+        of the held locks (`Scopes.holders_below`), as the draining lock's own look."""
+        scoped, _name = self.keys.locate(key)
+        if not is_scoped(scoped):
+            return None
+        found = self.scopes.holders_below(scoped, agent_id, exclusive=True)
+        return found[0] if found else None
 
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
         """The locks an operator revoked from `agent_id` since it last asked, with why
@@ -253,8 +277,16 @@ class LockStore:
         agent = validate_agent_id(agent_id)
         key, name = self.keys.locate(filepath)
         exclusive = mode is EXCLUSIVE or validate_mode(mode) == EXCLUSIVE
-        if is_scoped(key):
-            self.scopes.mark(key)  # before taking the line: Dekker's order (scopes.py)
+        if not is_scoped(key):
+            return self._try(name, key, agent, exclusive)
+        self.scopes.marks.want(key, name, agent)  # before taking the line: Dekker's order
+        try:
+            return self._try(name, key, agent, exclusive)
+        finally:
+            self._settle(name, agent, request_ended=True)
+
+    def _try(self, name: str, key: str, agent: str, exclusive: bool) -> bool:
+        """`try_lock` of lock `name` (`key`), a directory's mark made."""
         if not exclusive:
             return self._try_share(name, key, agent)
         new = self._take_now(name, key, agent)
@@ -310,11 +342,26 @@ class LockStore:
 
     def release(self, filepath: str, agent_id: str) -> bool:
         """Give back your lock; False, touching nothing, when `agent_id` does not hold it."""
-        if self.grants.release(filepath, agent_id):
-            return True
-        # Not the lock's holder: a reader giving back its shared hold (`shared_holds.py`).
-        name = self.keys.locate(filepath)[1]
-        return self.shared.present(name) and self.shared.leave(name, validate_agent_id(agent_id))
+        released = self.grants.release(filepath, agent_id)
+        if not released:
+            # Not the lock's holder: a reader giving back its shared hold (`shared_holds.py`).
+            name = self.keys.locate(filepath)[1]
+            released = self.shared.present(name) and self.shared.leave(
+                name, validate_agent_id(agent_id)
+            )
+        if released and self.scopes.marks.any_mine():  # a directory's mark may go now
+            key, name = self.keys.locate(filepath)
+            if is_scoped(key):
+                self._settle(name, validate_agent_id(agent_id), request_ended=False)
+        return released
+
+    def _settle(self, name: str, agent: str, *, request_ended: bool) -> None:
+        """The mark of `agent`'s directory or glob lock `name` goes once no request here
+        wants it and the agent holds it no more (`scope_marks.py`)."""
+        scopes = self.scopes
+        scopes.marks.settle(
+            name, agent, lambda: scopes.holds(name, agent), request_ended=request_ended
+        )
 
     # -- waiting ---------------------------------------------------------------------------
     #
@@ -339,7 +386,12 @@ class LockStore:
         steps = self._acquisition(filepath, agent_id, timeout_seconds, poll_interval_ms, mode)
         if isinstance(steps, bool):
             return steps
-        return await run_steps_async(*steps, poll_interval_ms)
+        run, ended = steps
+        try:
+            return await run_steps_async(*run, poll_interval_ms)
+        finally:
+            if ended is not None:
+                ended()
 
     def acquire(
         self,
@@ -354,7 +406,12 @@ class LockStore:
         steps = self._acquisition(filepath, agent_id, timeout_seconds, poll_interval_ms, mode)
         if isinstance(steps, bool):
             return steps
-        return run_steps(*steps, poll_interval_ms)
+        run, ended = steps
+        try:
+            return run_steps(*run, poll_interval_ms)
+        finally:
+            if ended is not None:
+                ended()
 
     def _acquisition(
         self,
@@ -363,10 +420,11 @@ class LockStore:
         timeout_seconds: float,
         poll_interval_ms: float,
         mode: LockMode,
-    ) -> bool | tuple[Steps, Waits, LockWait, str]:
+    ) -> bool | tuple[tuple[Steps, Waits, LockWait, str], Callable[[], None] | None]:
         """What an acquire does before it sleeps: the answer at once (held already, or taken
         without a wait), or the steps of its wait (`Scopes.acquisition`) with what a runner
-        needs to carry them out: the waits, the journal's record of the request, the agent."""
+        needs to carry them out (the waits, the journal's record of the request, the agent),
+        and what to call once they ended (a directory's mark settled), if anything."""
         deadline = time.monotonic() + validate_timeout(timeout_seconds)
         poll = validate_poll_interval(poll_interval_ms)
         agent, key, name, held = self._before_wait(filepath, agent_id, mode)
@@ -376,19 +434,30 @@ class LockStore:
         quick = self._quick(key, name, agent, exclusive)
         if quick is not None:
             return quick
-        steps = self.scopes.acquisition(key, name, agent, exclusive, deadline, poll)
-        return steps, self.waits, self.waits.lock_wait(key, name, agent, exclusive=exclusive), agent
+        if not is_scoped(key):
+            ended = None
+        else:  # marked by `_quick`: settled when the wait ends, however it ends
+            ended = functools.partial(self._settle, name, agent, request_ended=True)
+        try:
+            steps = self.scopes.acquisition(key, name, agent, exclusive, deadline, poll)
+            wait = self.waits.lock_wait(key, name, agent, exclusive=exclusive)
+        except BaseException:
+            if ended is not None:
+                ended()
+            raise
+        return (steps, self.waits, wait, agent), ended
 
     def _quick(self, key: str, name: str, agent: str, exclusive: bool) -> bool | None:
         """A file's exclusive lock taken at once (True, also when held already), or None:
         the wait decides (`Scopes.acquisition`). A directory marks the lock directory
         first (Dekker's order, `scopes.py`)."""
         if is_scoped(key):
-            self.scopes.mark(key)
+            self.scopes.marks.want(key, name, agent)
             if exclusive:  # held already: never a wait, whose end would give the hold back
                 with contextlib.suppress(CorruptRecordError):
                     holder = self.directory.read_holder(name)
                     if holder is not None and holder.agent_id == agent:
+                        self._settle(name, agent, request_ended=True)
                         return True
             return None
         if not exclusive:
@@ -454,19 +523,22 @@ class LockStore:
         """Release every lock `agent_id` holds (in this namespace, or in all); return the keys."""
         agent = validate_agent_id(agent_id)
         namespace = None if all_namespaces else self.namespace
+        # Each release is journalled as it is made, before the lock or read is handed on.
         released = reclamation.release_all(self.operations, self.directory, agent, namespace)
-        for name, holder in released.items():
+        for name in released:
             self.grants.forget(name, agent)
-            if self._lock_journal is not None:
-                self._lock_journal.released(
-                    holder.token, agent, holder.lock_path, holder.acquired_at, holder.namespace
-                )
-        reads = self.shared.release_all(agent, namespace)  # journalled as each goes
+        reads = self.shared.release_all(agent, namespace)
+        if self.scopes.marks.any_mine():  # the marks of its directory locks may go now
+            for holder in [*released.values(), *reads]:
+                if is_scoped(holder.lock_path):
+                    lock = lock_name(holder.namespace, holder.lock_path)
+                    self._settle(lock, agent, request_ended=False)
         return sorted([holder.lock_path for holder in released.values()]
                       + [member.lock_path for member in reads])  # fmt: skip
 
     def reclaim_stale(self) -> list[Reclamation]:
         """Reclaim every lock whose holder is provably dead; drop dead waiters and debris."""
+        self.scopes.marks.prune()  # before the dead's holder cards go (a mark names one)
         reclaimed = reclamation.reclaim_stale(self.operations, self.directory)
         self.shared.remove_dead()
         return reclaimed

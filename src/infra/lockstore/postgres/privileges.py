@@ -22,8 +22,8 @@ import psycopg
 from ..errors import BackendError
 
 GUIDE: Final = "docs/postgres.md, Least-privilege setup"
-READ_TABLES: Final = ("holds", "readers", "waiters", "notices", "activity", "meta")
-"""The tables a read-only command reads (`lockyard status`: locks, reads, queues, victim
+READ_TABLES: Final = ("holds", "readers", "waiters", "globs", "notices", "activity", "meta")
+"""The tables a read-only command reads (`lockyard status`: locks, reads, queues, globs, victim
 notices, heartbeats, the policy)."""
 
 

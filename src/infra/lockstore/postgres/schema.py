@@ -275,6 +275,58 @@ LANGUAGE sql AS $$
 $$;
 """
 
+# Glob locks (a key holding '*' or '?', docs/postgres.md "Glob locks"): the index of the
+# globs ever asked for, and how a key is matched. A glob's client writes its entry (its
+# literal directory, its pattern) in a transaction of its own before it first asks for the
+# glob, so every decision that may meet the glob's hold sees the entry; a decision finds the
+# globs that may cover a key by looking only at the entries of the directories over it. The
+# pattern is pathspec's own regular expression, translated (postgres/glob_pattern.py): the
+# lock directory's matching, exactly. Entries stay, as the lock directory's do.
+_GLOBS: Final = """
+CREATE UNLOGGED TABLE {s}.globs (
+    namespace text NOT NULL,
+    prefix text COLLATE "C" NOT NULL,
+    key text COLLATE "C" NOT NULL,
+    pattern text NOT NULL,
+    PRIMARY KEY (namespace, prefix, key)
+);
+
+CREATE FUNCTION {s}.is_glob(p_key text) RETURNS boolean LANGUAGE sql IMMUTABLE
+AS $$ SELECT strpos(p_key, '*') > 0 OR strpos(p_key, '?') > 0 $$;
+
+-- Whether a key covers more than itself: a directory or a glob.
+CREATE FUNCTION {s}.scoped(p_key text) RETURNS boolean LANGUAGE sql IMMUTABLE
+AS $$ SELECT right(p_key, 1) = '/' OR strpos(p_key, '*') > 0 OR strpos(p_key, '?') > 0 $$;
+
+-- A glob's literal directory ('src/api/**/*.py' -> 'src/api/'; '' for the checkout's root).
+CREATE FUNCTION {s}.glob_prefix(p_key text) RETURNS text LANGUAGE sql IMMUTABLE
+AS $$ SELECT coalesce(substring(p_key FROM '^[^*?]*/'), '') $$;
+
+-- Whether the file p_key matches a glob's pattern, the key normalised as pathspec does (a
+-- leading '/' or './' dropped).
+CREATE FUNCTION {s}.glob_matches(p_pattern text, p_key text) RETURNS boolean
+LANGUAGE sql IMMUTABLE
+AS $$ SELECT CASE WHEN left(p_key, 1) = '/' THEN substr(p_key, 2)
+    WHEN left(p_key, 2) = './' THEN substr(p_key, 3) ELSE p_key END ~ p_pattern $$;
+
+-- A glob's pattern (NULL for a directory or a file).
+CREATE FUNCTION {s}.glob_pattern(p_ns text, p_key text) RETURNS text LANGUAGE sql STABLE
+AS $$ SELECT pattern FROM {s}.globs
+    WHERE namespace = p_ns AND prefix = {s}.glob_prefix(p_key) AND key = p_key $$;
+
+-- Whether p_key, a key in the range of the scoped key p_scope (below_blocker), is below it
+-- (scope_keys.is_above): under a directory, everything; under a glob (p_pattern, its
+-- pattern), a file it matches, a directory (the range holds those under its prefix only),
+-- a glob of a deeper prefix, or of its own prefix and a greater key.
+CREATE FUNCTION {s}.is_below(p_scope text, p_pattern text, p_key text) RETURNS boolean
+LANGUAGE sql IMMUTABLE
+AS $$ SELECT CASE
+    WHEN p_pattern IS NULL OR right(p_key, 1) = '/' THEN true
+    WHEN {s}.is_glob(p_key) THEN {s}.glob_prefix(p_key) <> {s}.glob_prefix(p_scope)
+        OR p_key COLLATE "C" > p_scope COLLATE "C"
+    ELSE {s}.glob_matches(p_pattern, p_key) END $$;
+"""
+
 # Shared holds (readers): joining, leaving, and the exclusive holder that waits for them.
 # Every function here runs with the lock's row locked by its caller (or makes the row).
 _READERS: Final = """
@@ -369,7 +421,7 @@ BEGIN
        OR h.agent_id IS NULL THEN
         RETURN;
     END IF;
-    IF right(p_key, 1) = '/'
+    IF {s}.scoped(p_key)
        AND {s}.below_blocker(p_ns, p_key, h.agent_id, false, p_me, false) IS NOT NULL THEN
         RETURN;  -- the last hold under it pushes the grant (below_left)
     END IF;
@@ -404,10 +456,12 @@ END $$;
 # the later one sees the earlier one's rows.
 _SCOPES: Final = """
 -- The directory keys over a key, outermost first ('a/b/c.py' -> {a/, a/b/}), as
--- scope_keys.directory_ancestors gives them.
+-- scope_keys.directory_ancestors gives them; a glob's are its literal directory's and that
+-- directory ('a/b/*.py' -> {a/, a/b/}).
 CREATE FUNCTION {s}.dirs_above(p_key text) RETURNS text[] LANGUAGE sql IMMUTABLE
 AS $$ SELECT coalesce(array_agg(left(p_key, i) ORDER BY i), '{}')
-    FROM generate_series(2, length(p_key) - 1) AS i
+    FROM generate_series(2, CASE WHEN {s}.is_glob(p_key)
+        THEN length({s}.glob_prefix(p_key)) ELSE length(p_key) - 1 END) AS i
     WHERE substr(p_key, i, 1) = '/' AND left(p_key, i) <> './' $$;
 
 -- The first key after every key under the directory p_dir ('src/api/' -> 'src/api0', '0'
@@ -416,14 +470,32 @@ AS $$ SELECT coalesce(array_agg(left(p_key, i) ORDER BY i), '{}')
 CREATE FUNCTION {s}.dir_end(p_dir text) RETURNS text LANGUAGE sql IMMUTABLE
 AS $$ SELECT left(p_dir, -1) || '0' $$;
 
--- The scope lock: exclusive for a directory's decision, shared for a file's (a file with no
--- directory over it meets no directory lock and takes none). Transaction-scoped: it ends
--- with the decision's transaction.
+-- The directory and glob keys above p_key (scope_keys.is_above; for a file, the globs that
+-- match it), outermost first: by scope, a directory before the globs of its own scope,
+-- globs in key order. The globs come from the index entries of the directories over it.
+CREATE FUNCTION {s}.scopes_above(p_ns text, p_key text) RETURNS SETOF text
+LANGUAGE sql STABLE
+AS $$ SELECT k FROM (
+    SELECT d AS k, length(d) AS depth, 0 AS kind FROM unnest({s}.dirs_above(p_key)) AS d
+    UNION ALL
+    SELECT g.key, length(g.prefix), 1
+    FROM unnest('{""}'::text[] || {s}.dirs_above(p_key)) AS a(place)
+    JOIN {s}.globs g ON g.namespace = p_ns AND g.prefix = a.place
+    WHERE g.key <> p_key AND CASE
+        WHEN right(p_key, 1) = '/' THEN true
+        WHEN {s}.is_glob(p_key) THEN g.prefix <> {s}.glob_prefix(p_key)
+            OR g.key < p_key COLLATE "C"
+        ELSE {s}.glob_matches(g.pattern, p_key) END
+    ) AS above ORDER BY depth, kind, k COLLATE "C" $$;
+
+-- The scope lock: exclusive for a directory's or a glob's decision, shared for a file's (a
+-- glob of the checkout's root may cover any file). Transaction-scoped: it ends with the
+-- decision's transaction.
 CREATE FUNCTION {s}.scope_guard(p_ns text, p_key text) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    IF right(p_key, 1) = '/' THEN
+    IF {s}.scoped(p_key) THEN
         PERFORM pg_advisory_xact_lock({scls}, hashtext(p_ns));
-    ELSIF cardinality({s}.dirs_above(p_key)) > 0 THEN
+    ELSE
         PERFORM pg_advisory_xact_lock_shared({scls}, hashtext(p_ns));
     END IF;
 END $$;
@@ -460,14 +532,21 @@ BEGIN
     RETURN who;
 END $$;
 
--- The outermost directory over p_key whose holders block p_agent's request (dir_blocker),
--- and who blocks it there; NULLs when none.
+-- The outermost directory or glob above p_key whose holders block p_agent's request
+-- (dir_blocker), and who blocks it there; NULLs when none.
 CREATE FUNCTION {s}.blocker_above(p_ns text, p_key text, p_agent text, p_shared boolean,
     p_me integer, p_reap boolean, OUT o_line text, OUT o_agent text)
 LANGUAGE plpgsql AS $$
-DECLARE d text;
+DECLARE d text; above text[];
 BEGIN
-    FOREACH d IN ARRAY {s}.dirs_above(p_key) LOOP
+    -- scopes_above costs several times the directories' array: asked only where a glob was
+    -- ever locked in the namespace.
+    IF EXISTS (SELECT 1 FROM {s}.globs WHERE namespace = p_ns) THEN
+        above := ARRAY(SELECT * FROM {s}.scopes_above(p_ns, p_key));
+    ELSE
+        above := {s}.dirs_above(p_key);
+    END IF;
+    FOREACH d IN ARRAY above LOOP
         o_agent := {s}.dir_blocker(p_ns, d, p_agent, p_shared, p_me, p_reap);
         IF o_agent IS NOT NULL THEN
             o_line := d;
@@ -476,35 +555,42 @@ BEGIN
     END LOOP;
 END $$;
 
--- Who holds something under the directory p_dir that p_agent's hold of it must wait for:
--- another agent's exclusive hold (of a file or a directory) or, for an exclusive hold of
--- p_dir, another agent's read; NULL when nobody. A hold whose session ended counts until it
--- is freed (so that a hand-off of it to a waiter is never missed), unless p_reap: then it is
--- freed and handed on first, and the dead reads dropped.
+-- Who holds something below the directory or glob p_dir that p_agent's hold of it must
+-- wait for: another agent's exclusive hold (of a file, a directory or a glob) or, for an
+-- exclusive hold of p_dir, another agent's read; NULL when nobody. A hold whose session
+-- ended counts until it is freed (so that a hand-off of it to a waiter is never missed),
+-- unless p_reap: then it is freed and handed on first, and the dead reads dropped. The keys
+-- under a directory are one index range; a glob's are those of its literal directory's range
+-- that it is above (is_below).
 CREATE FUNCTION {s}.below_blocker(p_ns text, p_dir text, p_agent text, p_shared boolean,
     p_me integer, p_reap boolean) RETURNS text
 LANGUAGE plpgsql AS $$
-DECLARE h {s}.holds; who text; k text;
+DECLARE h {s}.holds; who text; k text; pat text := {s}.glob_pattern(p_ns, p_dir);
+    lo text := CASE WHEN {s}.is_glob(p_dir) THEN {s}.glob_prefix(p_dir) ELSE p_dir END;
+    hi text := CASE WHEN lo = '' THEN NULL ELSE {s}.dir_end(lo) END;
 BEGIN
     IF p_reap THEN
-        FOR h IN SELECT * FROM {s}.holds WHERE namespace = p_ns AND key > p_dir
-                 AND key < {s}.dir_end(p_dir) AND agent_id IS NOT NULL
+        FOR h IN SELECT * FROM {s}.holds WHERE namespace = p_ns AND key > lo
+                 AND (hi IS NULL OR key < hi) AND {s}.is_below(p_dir, pat, key)
+                 AND agent_id IS NOT NULL
                  AND NOT {s}.alive(session, p_me) ORDER BY key FOR NO KEY UPDATE LOOP
             PERFORM {s}.free(p_ns, h.key, h.token);
             PERFORM {s}.hand_off(p_ns, h.key, p_me);
         END LOOP;
-        FOR k IN SELECT DISTINCT key FROM {s}.readers WHERE namespace = p_ns AND key > p_dir
-                 AND key < {s}.dir_end(p_dir) AND NOT {s}.alive(session, p_me) ORDER BY key LOOP
+        FOR k IN SELECT DISTINCT key FROM {s}.readers WHERE namespace = p_ns AND key > lo
+                 AND (hi IS NULL OR key < hi) AND {s}.is_below(p_dir, pat, key)
+                 AND NOT {s}.alive(session, p_me) ORDER BY key LOOP
             PERFORM 1 FROM {s}.holds WHERE namespace = p_ns AND key = k FOR NO KEY UPDATE;
             PERFORM {s}.readers_left(p_ns, k, p_me);  -- drops the dead ones
         END LOOP;
     END IF;
-    SELECT agent_id INTO who FROM {s}.holds WHERE namespace = p_ns AND key > p_dir
-        AND key < {s}.dir_end(p_dir) AND agent_id IS NOT NULL AND agent_id <> p_agent
+    SELECT agent_id INTO who FROM {s}.holds WHERE namespace = p_ns AND key > lo
+        AND (hi IS NULL OR key < hi) AND {s}.is_below(p_dir, pat, key)
+        AND agent_id IS NOT NULL AND agent_id <> p_agent
     LIMIT 1;
     IF who IS NOT NULL OR p_shared THEN RETURN who; END IF;
-    SELECT agent_id INTO who FROM {s}.readers WHERE namespace = p_ns AND key > p_dir
-        AND key < {s}.dir_end(p_dir) AND agent_id <> p_agent
+    SELECT agent_id INTO who FROM {s}.readers WHERE namespace = p_ns AND key > lo
+        AND (hi IS NULL OR key < hi) AND {s}.is_below(p_dir, pat, key) AND agent_id <> p_agent
     LIMIT 1;
     RETURN who;
 END $$;
@@ -515,23 +601,29 @@ END $$;
 CREATE FUNCTION {s}.wait_below(p_ns text, p_dir text, p_agent text, p_shared boolean,
     p_me integer) RETURNS boolean
 LANGUAGE plpgsql AS $$
+DECLARE pat text := {s}.glob_pattern(p_ns, p_dir);
+    lo text := CASE WHEN {s}.is_glob(p_dir) THEN {s}.glob_prefix(p_dir) ELSE p_dir END;
 BEGIN
     IF {s}.below_blocker(p_ns, p_dir, p_agent, p_shared, p_me, false) IS NULL THEN
         RETURN false;
     END IF;
-    UPDATE {s}.holds SET queued = true WHERE namespace = p_ns AND key > p_dir
-        AND key < {s}.dir_end(p_dir) AND (agent_id IS NOT NULL OR readers > 0) AND NOT queued;
+    UPDATE {s}.holds SET queued = true WHERE namespace = p_ns AND key > lo
+        AND (lo = '' OR key < {s}.dir_end(lo)) AND {s}.is_below(p_dir, pat, key)
+        AND (agent_id IS NOT NULL OR readers > 0) AND NOT queued;
     PERFORM pg_notify('{graph}', '');  -- a wait began: on the holds under it
     RETURN true;
 END $$;
 
--- A hold of p_key ended: each directory lock over it that waited for the holds under it and
--- waits no more is pushed its grant (its holder's, or each reader's, by token).
+-- A hold of p_key ended: each directory or glob lock above it that waited for the holds
+-- below it and waits no more is pushed its grant (its holder's, or each reader's, by token).
 CREATE FUNCTION {s}.below_left(p_ns text, p_key text, p_me integer) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE h {s}.holds; r {s}.readers;
 BEGIN
-    FOR h IN SELECT d.* FROM unnest({s}.dirs_above(p_key)) AS a(k)
+    FOR h IN SELECT d.* FROM unnest(CASE
+                 WHEN EXISTS (SELECT 1 FROM {s}.globs WHERE namespace = p_ns)
+                 THEN ARRAY(SELECT * FROM {s}.scopes_above(p_ns, p_key))
+                 ELSE {s}.dirs_above(p_key) END) AS a(k)
              JOIN LATERAL (SELECT * FROM {s}.holds WHERE namespace = p_ns AND key = a.k
                            LIMIT 1) AS d
              ON true WHERE d.agent_id IS NOT NULL OR d.readers > 0 ORDER BY d.key LOOP
@@ -591,18 +683,27 @@ _HAND_OFF: Final = """
 CREATE FUNCTION {s}.hand_off(p_ns text, p_key text, p_me integer) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE w {s}.waiters; f bigint; more boolean; pushed text; who text; line text;
-    nested boolean := cardinality({s}.dirs_above(p_key)) > 0; below boolean := false;
+    nested boolean := cardinality({s}.dirs_above(p_key)) > 0
+        OR EXISTS (SELECT 1 FROM {s}.globs WHERE namespace = p_ns);
+    below boolean := false;
 BEGIN
     -- For the journal (journal_schema.py): a holder written in from now on in this
     -- transaction was handed the lock (nothing after a hand-off in a transaction takes one).
     PERFORM set_config('lockyard.handing', 'on', true);
-    -- The common case in one statement: the lock is a file's, no directory lock is held over
-    -- it, it is free, has no readers, and its first waiter is alive and exclusive, so the
-    -- waiter's grant is written into the lock's row, with a number drawn under its row lock.
-    IF right(p_key, 1) <> '/' AND NOT (nested AND EXISTS (
+    -- The common case in one statement: the lock is a file's, no directory or glob lock is
+    -- held over it, it is free, has no readers, and its first waiter is alive and exclusive,
+    -- so the waiter's grant is written into the lock's row, with a number drawn under its row
+    -- lock.
+    IF NOT {s}.scoped(p_key) AND NOT (nested AND (EXISTS (
             SELECT 1 FROM unnest({s}.dirs_above(p_key)) AS a(k), LATERAL (
                 SELECT 1 FROM {s}.holds WHERE namespace = p_ns AND key = a.k
-                AND (agent_id IS NOT NULL OR readers > 0) LIMIT 1) AS held)) THEN
+                AND (agent_id IS NOT NULL OR readers > 0) LIMIT 1) AS held) OR EXISTS (
+            SELECT 1 FROM unnest('{""}'::text[] || {s}.dirs_above(p_key)) AS a(place),
+            LATERAL (SELECT 1 FROM {s}.globs g, LATERAL (SELECT 1 FROM {s}.holds gh
+                    WHERE gh.namespace = p_ns AND gh.key = g.key
+                    AND (gh.agent_id IS NOT NULL OR gh.readers > 0) LIMIT 1) AS gh
+                WHERE g.namespace = p_ns AND g.prefix = a.place
+                AND {s}.glob_matches(g.pattern, p_key) LIMIT 1) AS held))) THEN
     WITH head AS (
         SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
         ORDER BY ticket LIMIT 1 FOR UPDATE
@@ -660,7 +761,7 @@ BEGIN
                 RETURN;  -- held: its release hands on
             END IF;
             DELETE FROM {s}.waiters WHERE ticket = w.ticket;
-            IF right(p_key, 1) = '/'
+            IF {s}.scoped(p_key)
                AND {s}.wait_below(p_ns, p_key, w.agent_id, true, p_me) THEN
                 CONTINUE;  -- a reader that waits for the holds under it (below_left pushes)
             END IF;
@@ -671,7 +772,7 @@ BEGIN
         more := EXISTS (SELECT 1 FROM {s}.waiters
                         WHERE namespace = p_ns AND key = p_key AND ticket <> w.ticket);
         who := {s}.other_reader(p_ns, p_key, w.agent_id, p_me);
-        IF who IS NULL AND right(p_key, 1) = '/' THEN
+        IF who IS NULL AND {s}.scoped(p_key) THEN
             who := {s}.below_blocker(p_ns, p_key, w.agent_id, false, p_me, false);
             below := who IS NOT NULL;
         END IF;
@@ -727,7 +828,7 @@ CREATE FUNCTION {s}.take_slow(p_ns text, p_key text, p_agent text, p_token text,
     p_shared boolean, p_me integer, p_queue boolean,
     OUT outcome text, OUT o_fence bigint, OUT o_agent text, OUT o_line text)
 LANGUAGE plpgsql AS $$
-DECLARE h {s}.holds; w {s}.waiters; scoped boolean := right(p_key, 1) = '/';
+DECLARE h {s}.holds; w {s}.waiters; scoped boolean := {s}.scoped(p_key);
     below boolean := false;
 BEGIN
     -- Before any look (each later query of this function sees what committed meanwhile).
@@ -907,7 +1008,7 @@ CREATE FUNCTION {s}.advance(p_ns text, p_key text, p_ticket bigint,
     p_token text, p_me integer, OUT outcome text, OUT o_fence bigint, OUT o_agent text)
 LANGUAGE plpgsql AS $$
 DECLARE w {s}.waiters; h {s}.holds; line text; below text;
-    scoped boolean := right(p_key, 1) = '/';
+    scoped boolean := {s}.scoped(p_key);
 BEGIN
     PERFORM {s}.scope_guard(p_ns, p_key);  -- before any look
     SELECT * INTO w FROM {s}.waiters WHERE ticket = p_ticket;
@@ -1043,7 +1144,7 @@ END $$;
 -- if it was upgrading one).
 CREATE FUNCTION {s}.leave(p_ns text, p_key text, p_ticket bigint, p_token text, p_me integer)
 RETURNS text LANGUAGE plpgsql AS $$
-DECLARE h {s}.holds; line text; who text; scoped boolean := right(p_key, 1) = '/';
+DECLARE h {s}.holds; line text; who text; scoped boolean := {s}.scoped(p_key);
 BEGIN
     DELETE FROM {s}.waiters WHERE ticket = p_ticket RETURNING key INTO line;
     IF FOUND THEN
@@ -1153,7 +1254,19 @@ END $$;
 
 # Tables first: the SQL functions' bodies are checked against them when they are created.
 _CREATE: Final = "\n".join(
-    (_TABLES, _BASICS, _READERS, _SCOPES, _HAND_OFF, _TAKE, _WAIT, _RELEASE, _NOTICES, JOURNAL_DDL)
+    (
+        _TABLES,
+        _BASICS,
+        _GLOBS,
+        _READERS,
+        _SCOPES,
+        _HAND_OFF,
+        _TAKE,
+        _WAIT,
+        _RELEASE,
+        _NOTICES,
+        JOURNAL_DDL,
+    )
 )
 
 

@@ -27,12 +27,13 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
 import psycopg
 
 from ..checkout import Checkout, open_checkout
-from ..errors import BackendError, GlobLocksUnsupportedError
+from ..errors import BackendError
 from ..holds_graph import snapshot_of
 from ..journal.causes import abandoned_wait_outcome, operator_cause
 from ..journal.files import journal_enabled
@@ -42,9 +43,17 @@ from ..modes import EXCLUSIVE, SHARED, LockMode, validate_mode
 from ..off_loop import store_call
 from ..paths import validate_agent_id, validate_poll_interval, validate_timeout
 from ..records import HolderRecord, LockInfo, LostLock, Reclamation, StoreSnapshot, WaiterRecord
-from ..scope_keys import directory_ancestors, is_directory_key, is_glob_key
+from ..scope_keys import (
+    directory_ancestors,
+    glob_prefix,
+    is_above,
+    is_glob_key,
+    is_scoped,
+    places_above,
+)
 from ..wakeup import Waker
 from .dsn import KeepaliveBound, PgSpec, parse_spec
+from .glob_pattern import pg_glob_pattern
 from .journal import insert_params, insert_statement
 from .journal_schema import grant_record
 from .listener import Listener, process_listener
@@ -122,6 +131,7 @@ class PgLockStore:
         # the path from a pushed grant to the waiter's return.
         self._spare_wakers: list[Waker] = []
         self._above: dict[str, str] = {}  # key -> its directories, as an array's text
+        self._indexed_globs: set[str] = set()  # globs whose index entry is written
         self._channel = namespace_channel(self.schema, self.namespace)
         args = "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s"
         self._sql_take = f"SELECT * FROM {self._s}.take({args})"
@@ -178,6 +188,7 @@ class PgLockStore:
             "WHERE NOT EXISTS (SELECT 1 FROM unnest($11::text[]) AS a(k), LATERAL ("
             f"SELECT 1 FROM {s}.holds d WHERE d.namespace = $1 AND d.key = a.k "
             "AND (d.agent_id IS NOT NULL OR d.readers > 0) LIMIT 1) AS held) "
+            f"AND NOT {_held_glob_over(s, '$1', '$2', '$11')} "
             "ON CONFLICT (namespace, key) DO UPDATE SET agent_id = EXCLUDED.agent_id, "
             "token = EXCLUDED.token, pid = EXCLUDED.pid, start_time = EXCLUDED.start_time, "
             "host = EXCLUDED.host, boot_id = EXCLUDED.boot_id, pid_ns = EXCLUDED.pid_ns, "
@@ -226,12 +237,13 @@ class PgLockStore:
     FROM {s}.waiters WHERE ticket = (
         SELECT ticket FROM {s}.waiters WHERE namespace = $1 AND key = $2
         ORDER BY ticket LIMIT 1)
-    AND NOT shared AND want IS NULL AND {s}.alive(session, $5) AND right($2, 1) <> '/'
+    AND NOT shared AND want IS NULL AND {s}.alive(session, $5) AND NOT {s}.scoped($2)
     AND EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = $1 AND key = $2
                 AND agent_id = $3 AND queued AND readers = 0 FOR UPDATE)
     AND NOT EXISTS (SELECT 1 FROM unnest($4::text[]) AS a(k), LATERAL (
         SELECT 1 FROM {s}.holds d WHERE d.namespace = $1 AND d.key = a.k
         AND (d.agent_id IS NOT NULL OR d.readers > 0) LIMIT 1) AS held)
+    AND NOT {_held_glob_over(s, "$1", "$2", "$4")}
     FOR UPDATE
 ), moved AS (
     UPDATE {s}.holds h SET agent_id = head.agent_id, session = head.session,
@@ -324,13 +336,13 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
         `mode="shared"`: hold it with other readers (schema.py's `readers`); an exclusive
         lock is then granted only once no other reader holds it."""
         shared = _is_shared(mode)
-        _refuse_glob(filepath)
         agent = validate_agent_id(agent_id)
         return self._take(self.canonicalize(filepath), agent, shared)
 
     def _take(self, key: str, agent: str, shared: bool) -> bool:
-        if not shared and not is_directory_key(key) and self._take_free(key, agent):
+        if not shared and not is_scoped(key) and self._take_free(key, agent):
             return True
+        self._index_glob(key)
         token = new_token()
         outcome, fence, _holder = self._call(
             self._sql_take, self._take_params(key, agent, token, shared)
@@ -346,7 +358,7 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
             row = self.session.run_direct(
                 self._take_free_statement,
                 (*self._take_params(key, agent, token)[:-1], above),
-                after=None if above == "{}" else self._scope_guard_statement,
+                after=self._scope_guard_statement,
                 after_params=(self.namespace,),
             )
         except _RECORD_REFUSED as exc:
@@ -356,6 +368,21 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
             return False
         self._remember(key, agent, token, int(row[0] or 0))
         return True
+
+    def _index_glob(self, key: str) -> None:
+        """A glob's entry in the glob index (schema.py's glob block), written and committed
+        before its first take, so that every decision that may meet its hold sees it; once
+        per glob and store (entries stay)."""
+        if not is_glob_key(key) or key in self._indexed_globs:
+            return
+        self.session.run(
+            lambda conn, me: conn.execute(
+                f"INSERT INTO {self._s}.globs (namespace, prefix, key, pattern) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (self.namespace, glob_prefix(key), key, pg_glob_pattern(key)),
+            )
+        )
+        self._indexed_globs.add(key)
 
     def _directories_above(self, key: str) -> str:
         """The directory keys over `key`, as a PostgreSQL array's text (remembered per key:
@@ -487,7 +514,6 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
         shielded, so the event loop serves others meanwhile; a pushed grant needs none.
         """
         shared = _is_shared(mode)
-        _refuse_glob(filepath)
         # In the store's lane: waits begun in one order reach the server's queue in that order.
         wait = await store_call(
             self, self._begin_wait, filepath, agent_id, timeout_seconds, poll_interval_ms, shared
@@ -523,7 +549,6 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
     ) -> bool:
         """The blocking twin of `acquire_async`."""
         shared = _is_shared(mode)
-        _refuse_glob(filepath)
         wait = self._begin_wait(filepath, agent_id, timeout_seconds, poll_interval_ms, shared)
         if isinstance(wait, bool):
             return wait
@@ -557,8 +582,9 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
         key = self.canonicalize(filepath)
         if timeout == 0:
             return self._take(key, agent, shared)
-        if not shared and not is_directory_key(key) and self._take_free(key, agent):
+        if not shared and not is_scoped(key) and self._take_free(key, agent):
             return True
+        self._index_glob(key)
         listener = self.listener()
         pushing = listener.listen(self._channel)  # until the wait's close
         wait = _Wait(self, key, agent, shared, time.monotonic() + timeout, listener, pushing)
@@ -703,6 +729,26 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
         grant = self._grants.get((self.canonicalize(filepath), agent_id))
         return None if grant is None else grant.fence
 
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """Each key's live holder and live readers (first come first), in one query: the
+        guards ask for a file and every directory over it at once."""
+        s = self._s
+        wanted = [self.canonicalize(key) for key in keys]
+        rows = self.session.run(
+            lambda conn, me: conn.execute(
+                f"SELECT (SELECT h.agent_id FROM {s}.holds h WHERE h.namespace = %(ns)s "
+                f"AND h.key = k.key AND h.agent_id IS NOT NULL AND {s}.alive(h.session, %(me)s)), "
+                f"ARRAY(SELECT r.agent_id FROM {s}.readers r WHERE r.namespace = %(ns)s "
+                f"AND r.key = k.key AND {s}.alive(r.session, %(me)s) ORDER BY r.acquired_at) "
+                "FROM unnest(%(keys)s::text[]) WITH ORDINALITY AS k(key, n) ORDER BY k.n",
+                {"ns": self.namespace, "me": me, "keys": wanted},
+            ).fetchall()
+        )
+        return {
+            key: (None if holder is None else str(holder), tuple(str(r) for r in readers))
+            for key, (holder, readers) in zip(keys, rows, strict=True)
+        }
+
     def readers(self, filepath: str) -> tuple[str, ...]:
         """The agents holding this file shared whose session lives, first come first."""
         key = self.canonicalize(filepath)
@@ -715,9 +761,30 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
         )
         return tuple(str(row[0]) for row in rows)
 
+    def holder_below(self, key: str, agent_id: str) -> str | None:
+        """An agent other than `agent_id` holding or reading a lock below the directory or
+        glob `key` (the look of a directory lock's own wait, `below_blocker`), one round
+        trip; None for a file's key."""
+        scoped = self.canonicalize(key)
+        if not is_scoped(scoped):
+            return None
+        rows = self.session.run(
+            lambda conn, me: conn.execute(
+                f"SELECT {self._s}.below_blocker(%s, %s, %s, false, %s, false)",
+                (self.namespace, scoped, agent_id, me),
+            ).fetchall()
+        )
+        return None if not rows or rows[0][0] is None else str(rows[0][0])
+
     def globs_over(self, key: str) -> tuple[str, ...]:
-        """None: PostgreSQL refuses glob locks (so far)."""
-        return ()
+        """The globs ever locked here that are above `key` (`scope_keys.is_above`: for a
+        file, the globs that match it), outermost first, as the lock directory answers."""
+        rows = self._rows(
+            f"SELECT key FROM {self._s}.globs WHERE namespace = %s AND prefix = ANY(%s) "
+            'ORDER BY length(prefix), key COLLATE "C"',
+            (self.namespace, places_above(key)),
+        )
+        return tuple(str(row[0]) for row in rows if is_above(str(row[0]), key))
 
     def stale_grant(self, filepath: str, agent_id: str) -> str | None:
         """Why this process's grant of the lock to `agent_id` is no longer valid, or None
@@ -1089,14 +1156,20 @@ def _array_text(items: list[str]) -> str:
     return "{" + ",".join(quoted) + "}"
 
 
-def _refuse_glob(filepath: str) -> None:
-    """Glob locks are the lock directory's only (so far): a glob is refused, never locked as
-    a file of that name."""
-    if isinstance(filepath, str) and is_glob_key(filepath):
-        raise GlobLocksUnsupportedError(
-            f"{filepath!r} is a glob lock, not supported on the PostgreSQL backend yet; "
-            "lock the files it matches instead, or use the lock directory backend"
-        )
+def _held_glob_over(s: str, namespace: str, key: str, directories: str) -> str:
+    """SQL: whether a glob lock that matches the file `key` is held (or read), looked up in
+    the glob index entries of the checkout's root and of `directories`, the directories over
+    it (schema.py's glob block): one index probe per directory while none is there, and one
+    primary key probe of `holds` per matching glob (a LATERAL ... LIMIT, never turned into a
+    join over the namespace's holds, whatever the statistics say)."""
+    return (
+        f"EXISTS (SELECT 1 FROM unnest('{{\"\"}}'::text[] || {directories}::text[]) "
+        f"AS p(place), LATERAL (SELECT 1 FROM {s}.globs g, LATERAL (SELECT 1 FROM {s}.holds gh "
+        f"WHERE gh.namespace = {namespace} AND gh.key = g.key "
+        "AND (gh.agent_id IS NOT NULL OR gh.readers > 0) LIMIT 1) AS gh "
+        f"WHERE g.namespace = {namespace} AND g.prefix = p.place "
+        f"AND {s}.glob_matches(g.pattern, {key}) LIMIT 1) AS held)"
+    )
 
 
 def _is_shared(mode: LockMode) -> bool:

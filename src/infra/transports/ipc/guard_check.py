@@ -14,7 +14,13 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from ...lockstore import CorruptRecordError, LockBackend, LockStoreError
+from ...lockstore import (
+    CorruptRecordError,
+    LockBackend,
+    LockStoreError,
+    is_directory_key,
+    is_glob_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +28,10 @@ log = logging.getLogger(__name__)
 def check_locks(store: LockBackend, agent: str, paths: Sequence[str]) -> list[dict[str, Any]]:
     """Per path: `path` as asked, then its lock key (`filepath`), `holder` (None: free),
     `unreadable` when the lock's record cannot be read, `lost`: why `agent`'s grant of it
-    is no longer valid (None: valid, or never granted here), `readers`, and `globs`: the glob
-    locks that cover it (`LockBackend.globs_over`). A path the store refuses, or a store that
+    is no longer valid (None: valid, or never granted here), `readers`, `below` for a
+    directory or glob lock `agent` holds: another agent still holding something below it
+    (`LockBackend.holder_below`: the lock still waits), and `globs`: the glob locks that
+    cover it (`LockBackend.globs_over`). A path the store refuses, or a store that
     cannot answer (PostgreSQL unreachable), gets `error` instead: the guard then refuses the
     write. Each glob named is answered too, after the paths (its `path` is its key), so the
     guard learns who holds it in the same round trip. Store calls in place (from an event
@@ -60,4 +68,9 @@ def _lock_state(store: LockBackend, key: str, agent: str) -> dict[str, Any]:
         state["readers"] = list(store.readers(key))
     except CorruptRecordError:  # a reader unknown: the holder may not write
         state["readers"] = ["(unreadable)"]
+    if state["holder"] == agent and (is_directory_key(key) or is_glob_key(key)):
+        try:  # its directory or glob lock may still wait for the holds below it
+            state["below"] = store.holder_below(key, agent)
+        except CorruptRecordError:
+            state["below"] = "(unreadable)"
     return state

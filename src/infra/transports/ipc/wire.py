@@ -140,9 +140,11 @@ RESPONSE_SCHEMA: Final[dict[str, Any]] = {
             "description": (
                 "kind 'check' and ok: this sandbox's agent id (its folder's name) and, per "
                 "file asked about, its lock key and holder, why this agent's own grant is no "
-                "longer valid (`lost`), the agents holding the file shared (`readers`), the "
-                "glob locks that cover it (`globs`, each answered too: its `path` is its "
-                "key), or why the host refused the path (`error`)."
+                "longer valid (`lost`), the agents holding the file shared (`readers`), "
+                "for this agent's own directory or glob lock another agent still holding "
+                "something below it (`below`: the lock still waits), the glob locks that "
+                "cover it (`globs`, each answered too: its `path` is its key), or why the "
+                "host refused the path (`error`)."
             ),
             "properties": {
                 "agent": {"type": "string"},
@@ -157,6 +159,7 @@ RESPONSE_SCHEMA: Final[dict[str, Any]] = {
                             "unreadable": {"type": "boolean"},
                             "lost": {"type": ["string", "null"]},
                             "readers": {"type": "array", "items": {"type": "string"}},
+                            "below": {"type": ["string", "null"]},
                             "globs": {"type": "array", "items": {"type": "string"}},
                             "error": {"type": "string"},
                         },

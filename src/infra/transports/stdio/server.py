@@ -26,7 +26,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -121,11 +121,17 @@ class SessionLedger:
     def waiters(self, filepath: str) -> list[WaiterRecord]:
         return self.store.waiters(filepath)
 
+    def holds_of(self, keys: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        return self.store.holds_of(keys)
+
     def readers(self, filepath: str) -> tuple[str, ...]:
         return self.store.readers(filepath)
 
     def globs_over(self, key: str) -> tuple[str, ...]:
         return self.store.globs_over(key)
+
+    def holder_below(self, key: str, agent_id: str) -> str | None:
+        return self.store.holder_below(key, agent_id)
 
     def list_locks(self) -> list[LockInfo]:
         return self.store.list_locks()
