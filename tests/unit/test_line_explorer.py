@@ -125,6 +125,20 @@ def test_a_head_whose_look_spent_the_ring_takes_the_lock_its_release_empties() -
     explore(explorer, "three agents, one lock, from a release that c barges into")
 
 
+def test_a_waiter_queued_long_ago_is_not_passed_over_as_its_grant_arrives() -> None:
+    # Found by this explorer (three agents with every fault, one lock, depth first: "c
+    # passed b over at L before its turn lasted a turn's length", after 1,869,219 states)
+    # in line.py as it was before this test. b queues behind a's long hold (a tick passes),
+    # so its stamp is old; c, judging b, reads that its turn is over (24, 32), then the lock:
+    # a releases meanwhile, stamps b and hands it b's grant; c saw b's grant on the lock and
+    # passed b over on the stamp read before. `_turn_expired` now reads the turn again after
+    # the lock. Replayed to a's hand-over, then every interleaving from there.
+    start = ["a", "b", "c", "a", *["b", "c"] * 5, "b", "tick", *["c"] * 10, "c subscribes"]
+    start += [*["c"] * 6, *["b"] * 11, "b subscribes", *["b"] * 7, "b times out", *["a"] * 6]
+    explorer = Explorer((locks("L"), locks("L"), locks("L")), order="depth", start=start)
+    explore(explorer, "three agents, one lock, from a hand-over to a waiter queued long ago")
+
+
 def test_a_start_that_cannot_be_made_says_which_moves_can() -> None:
     explorer = Explorer((locks("L"), locks("L")), start=["a", "b subscribes"])
     with pytest.raises(ValueError, match=r"move 2 of the start, 'b subscribes'.*'a dies'"):

@@ -662,12 +662,19 @@ def _stalled(ops: Operations, place: Place, entry: str, waiter: Waiter) -> Recip
 
 def _turn_expired(ops: Operations, name: str, entry: str, token: str | None = None) -> Recipe[bool]:
     """Entry `entry` has had its turn at lock `name` for longer than a turn without taking
-    it: the lock is free, or holds the grant a release handed over to that waiter (`token`)."""
+    it: the lock is free, or holds the grant a release handed over to that waiter (`token`).
+
+    The turn is read again after the lock: a release stamps the turn before it frees the
+    lock or hands it over, so a lock seen free or handed over since the first read comes
+    with a new stamp, which the second read sees. The first read alone may be older than
+    the hand-over it would judge (a waiter queued long ago, behind a long hold: its stamp is
+    old until the release that hands it the lock). The first read is the cheap test that
+    settles the usual case."""
     if not (yield ops.turn_over, name, entry):
         return False
-    if not (yield ops.lock_exists, name):
-        return True
-    return token is not None and bool((yield ops.holds, name, token))
+    if (yield ops.lock_exists, name) and not (token is not None and (yield ops.holds, name, token)):
+        return False
+    return bool((yield ops.turn_over, name, entry))
 
 
 def _accept(ops: Operations, place: Place, token: str) -> Recipe[bool]:
