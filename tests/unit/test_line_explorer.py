@@ -139,6 +139,19 @@ def test_a_waiter_queued_long_ago_is_not_passed_over_as_its_grant_arrives() -> N
     explore(explorer, "three agents, one lock, from a hand-over to a waiter queued long ago")
 
 
+def test_a_head_that_takes_the_lock_itself_is_not_passed_over_before_accepting() -> None:
+    # Found by this explorer once the test above passed (same run, 1,869,252 states): a
+    # drops its grant and dies before stamping b's turn; b, woken by a's exit, renames its
+    # staged grant onto the empty lock; c sees b's grant there and b's stamp still the old
+    # one of its queueing, and passes b over before b accepts. A head now stamps its own
+    # turn before it takes the lock itself, as a release does before handing over.
+    start = ["a", "b", "c", "a", *["b", "c"] * 5, "b", "tick", *["c"] * 10, "c subscribes"]
+    start += [*["c"] * 6, *["b"] * 11, "b subscribes", *["b"] * 7, "a", "a dies"]
+    start += ["b is woken", *["b"] * 4]
+    explorer = Explorer((locks("L"), locks("L"), locks("L")), order="depth", start=start)
+    explore(explorer, "three agents, one lock, from a release that died before stamping")
+
+
 def test_a_start_that_cannot_be_made_says_which_moves_can() -> None:
     explorer = Explorer((locks("L"), locks("L")), start=["a", "b subscribes"])
     with pytest.raises(ValueError, match=r"move 2 of the start, 'b subscribes'.*'a dies'"):

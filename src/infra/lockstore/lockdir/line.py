@@ -252,14 +252,20 @@ whether that grant is new (False: the agent held the lock already and keeps that
 
 
 def take(
-    ops: Operations, name: str, agent: str, grant: Callable[[], str], *, staged: str | None = None
+    ops: Operations,
+    name: str,
+    agent: str,
+    grant: Callable[[], str],
+    *,
+    staged: str | None = None,
+    entry: str = "",
 ) -> Recipe[Taken | None]:
     """One attempt at lock `name` for `agent` (`grant()`: the record of a grant made now):
     the grant it now holds (`Taken`), or None.
 
     A newcomer (`staged` None) takes a free lock only when no live entry has the turn. The
     head of the queue passes `staged`, the token of the grant it staged: a release may have
-    handed it over already, else the head publishes it.
+    handed it over already, else the head publishes it; and its queue `entry`.
     """
     newcomer = staged is None
     if staged is not None and (yield ops.holds, name, staged):
@@ -298,6 +304,11 @@ def take(
         if newcomer and (yield from reserved(ops, name)):
             return None
         if staged is not None:
+            # Our turn's stamp first, as a release stamps before it hands over: until we
+            # accept, the lock holding our grant is still our turn, judged by that stamp
+            # (`_turn_expired`), which must not be the old one of our queueing (a release
+            # that died before stamping leaves that one).
+            yield ops.stamp_turn, name, entry
             published = yield ops.rename_staging, name, staged
             if published is not False and (yield ops.holds, name, staged):
                 return staged, True  # published now, or handed over by a release just before
@@ -582,7 +593,9 @@ def look(ops: Operations, place: Place) -> Recipe[Await | None]:
             if not place.staged:
                 yield from stage(ops, name, place.token, place.grant)
                 place.staged = place.token
-            taken = yield from take(ops, name, place.agent, place.grant, staged=place.staged)
+            taken = yield from take(
+                ops, name, place.agent, place.grant, staged=place.staged, entry=place.entry
+            )
         except LockDirFullError as full:
             # No room for our grant's record: keep our place, and try again when woken or
             # at the next re-check, when space may have been freed (a release needs none).
