@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from lockyard.infra.lockstore import LockStore
+from lockyard.infra.lockstore.backend import LockBackend
 from lockyard.infra.lockstore.journal.files import JOURNAL_DIR
 
 
@@ -11,3 +13,11 @@ def lock_dir_entries(lock_dir: str | os.PathLike[str]) -> list[str]:
     """The lock directory's entries (locks, queues, holder cards, staging, the marks of
     directory and glob locks and the glob index) without the journal."""
     return [name for name in os.listdir(lock_dir) if name != JOURNAL_DIR]
+
+
+def leftovers(store: LockBackend) -> list[str]:
+    """What a store keeps after every lock was given back: entries of the lock directory (its
+    holder cards aside), or PostgreSQL's listed locks."""
+    if isinstance(store, LockStore):
+        return [entry for entry in lock_dir_entries(store.lock_dir) if not entry.endswith(".card")]
+    return [info.lock_path for info in store.list_locks()]

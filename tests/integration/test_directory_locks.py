@@ -16,7 +16,7 @@ import anyio
 import pytest
 from lockstore_support import expect_line, kill, spawn, tell
 
-from lock_dir_listing import lock_dir_entries
+from lock_dir_listing import leftovers
 from lockyard.domain.monitor import DeadlockMonitor
 from lockyard.infra.agentcli.lockdir_reader import LockDirReader
 from lockyard.infra.crossproc.state import WaitForSnapshot
@@ -48,14 +48,6 @@ def store(tree: Path, backend_spec: str) -> Iterator[LockBackend]:
     opened = open_backend(tree, backend_spec)
     yield opened
     opened.close()
-
-
-def leftovers(store: LockBackend) -> list[str]:
-    """What a store keeps after every lock was given back: entries of the lock directory (its
-    holder cards aside), or PostgreSQL's listed locks."""
-    if isinstance(store, LockStore):
-        return [entry for entry in lock_dir_entries(store.lock_dir) if not entry.endswith(".card")]
-    return [info.lock_path for info in store.list_locks()]
 
 
 def test_a_directory_key_ends_with_a_slash_whatever_the_spelling(store: LockBackend) -> None:

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from lockstore_support import expect_line, kill, spawn
 
-from lock_dir_listing import lock_dir_entries
+from lock_dir_listing import leftovers
 from lockyard.domain.monitor import DeadlockMonitor
 from lockyard.infra.crossproc.state import WaitForSnapshot
 from lockyard.infra.hooks.shell_guard.decide import decide_shell_command
@@ -56,14 +56,6 @@ def store(tree: Path, backend_spec: str) -> Iterator[LockBackend]:
 def dir_store(tree: Path, lock_dir: Path) -> LockStore:
     """A lock directory's store, for what only it does (the keys are the checkout's, alike)."""
     return LockStore(tree, lock_dir)
-
-
-def leftovers(store: LockBackend) -> list[str]:
-    """What a store keeps after every lock was given back: entries of the lock directory (its
-    holder cards aside), or PostgreSQL's listed locks."""
-    if isinstance(store, LockStore):
-        return [entry for entry in lock_dir_entries(store.lock_dir) if not entry.endswith(".card")]
-    return [info.lock_path for info in store.list_locks()]
 
 
 def test_a_glob_key_resolves_its_directory_and_keeps_its_pattern(dir_store: LockStore) -> None:
