@@ -6,9 +6,9 @@
 
 1. Cost: the uncontended cycle (`try_lock` + `release` of a free lock) with the journal on
    against the same cycle with it off, on both backends, the two taking turns in
-   batches: on the lock directory by switching the store's writer, on PostgreSQL between
-   two stores of one lock (two sessions of one server) made with the journal on and with
-   `LOCKYARD_JOURNAL=off`, as a user switches it. Target: within 1.3x.
+   batches, between two stores of one lock (on PostgreSQL two sessions of one server) made
+   with the journal on and with `LOCKYARD_JOURNAL=off`, as a user switches it. Target:
+   within 1.3x.
 2. Scale: a journal of N records (default 1,000,000) is built on each backend, then the
    `lockyard log` and `lockyard stats` commands a person would type are timed as whole
    processes (wall and CPU time, medians of three), beside `lockyard --version` (the
@@ -30,6 +30,7 @@ The PostgreSQL server is `LOCKYARD_TEST_PG_DSN` when set, else a throwaway local
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import resource
@@ -39,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -49,6 +50,7 @@ from lockyard.infra.lockstore.journal.files import (
     SWITCH_ENV,
     JournalFiles,
     journal_dir,
+    journal_enabled,
     sealed_segments,
 )
 from lockyard.infra.lockstore.journal.record import CycleStep, JournalRecord, deadlock_record
@@ -104,38 +106,49 @@ def cost_lockdir(rounds: int) -> None:
     with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as d:
         repo = Path(d) / "repo"
         repo.mkdir()
-        store = LockStore(repo, Path(d) / "locks")
-        writer = store._journal
-        assert writer is not None, "the journal is off: unset LOCKYARD_JOURNAL"
+        assert journal_enabled(), "the journal is off: unset LOCKYARD_JOURNAL"
+        with_journal = LockStore(repo, Path(d) / "locks")
+        with journal_switched_off():  # read when a store is made
+            without = LockStore(repo, Path(d) / "locks")
+        store = with_journal
 
-        def on() -> None:
-            store._journal = writer
+        def use(chosen: LockStore) -> Callable[[], None]:
+            def choose() -> None:
+                nonlocal store
+                store = chosen
 
-        def off() -> None:
-            store._journal = None
+            return choose
 
         def cycle() -> None:
             store.try_lock("a.py", "alice")
             store.release("a.py", "alice")
 
-        figures = turns(on, off, cycle, rounds, batch=200)
-        records = len(list(FileJournal(store.lock_dir).records()))
-        store.close()
+        figures = turns(use(with_journal), use(without), cycle, rounds, batch=200)
+        records = len(list(FileJournal(with_journal.lock_dir).records()))
+        with_journal.close()
+        without.close()
     print(f"lock directory, uncontended cycle: {compared(*figures, 1)} ({records} records)")
+
+
+@contextlib.contextmanager
+def journal_switched_off() -> Iterator[None]:
+    """`LOCKYARD_JOURNAL=off` while the stores made inside are made, as a user sets it."""
+    previous = os.environ.get(SWITCH_ENV)
+    os.environ[SWITCH_ENV] = "off"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[SWITCH_ENV]
+        else:
+            os.environ[SWITCH_ENV] = previous
 
 
 def cost_postgres(dsn: str, rounds: int) -> None:
     with tempfile.TemporaryDirectory() as d:
         with_journal = PgLockStore(d, dsn, namespace="bench").connect()
-        previous = os.environ.get(SWITCH_ENV)
-        os.environ[SWITCH_ENV] = "off"  # read when a store is made and when it connects
-        try:
+        with journal_switched_off():  # read when a store is made and when it connects
             without = PgLockStore(d, dsn, namespace="bench").connect()
-        finally:
-            if previous is None:
-                del os.environ[SWITCH_ENV]
-            else:
-                os.environ[SWITCH_ENV] = previous
         store = with_journal
 
         def use(chosen: PgLockStore) -> Callable[[], None]:

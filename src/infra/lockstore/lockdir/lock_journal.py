@@ -126,6 +126,16 @@ class LockJournal:
             reason=f"it left its turn at the free lock untaken for over {self._turn_timeout:g}s",
         )  # fmt: skip
 
+    def append(self, record: JournalRecord) -> None:
+        """Append a record no lock change of the store writes (a deadlock, a denied write),
+        stamped with this process's session when it has none (left to the store by its
+        maker). Never raises (journal/files.py says what happens when it cannot write)."""
+        if not record.session:
+            me = current_process()
+            record.session = process_session(me.pid, me.start_time)
+            record.pid, record.host = me.pid, me.host
+        self._writer.append(record)
+
     def _since_now(self, token: str, now: float) -> None:
         if len(self._since) >= _MAX_GRANT_TIMES:
             self._since.clear()

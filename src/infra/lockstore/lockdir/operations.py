@@ -258,8 +258,9 @@ class Grants:
         records: GrantRecords,
         journal: LockJournal | None,
     ) -> None:
-        self._keys, self._directory, self._operations = keys, directory, operations
-        self._records, self._journal = records, journal
+        self.keys, self.directory, self.operations = keys, directory, operations
+        self.records, self.journal = records, journal
+        """What the store's waits carry out with too (`Waits`)."""
         self._tokens: dict[tuple[str, str], str] = {}  # (lock name, agent) -> grant token
         self._by_key: dict[tuple[str, str], tuple[str, str]] = {}
         """(lock key as the caller spelled it, agent) -> (lock name, agent)."""
@@ -316,17 +317,26 @@ class Grants:
     def take_fresh(self, name: str, key: str, agent: str) -> bool | None:
         """`take`, saying whether the grant is new (True) or `agent` held it already
         (False); None when not taken."""
-        taken = run(line.take(self._operations, name, agent, self._records.maker(agent, key)))
+        taken = self.take_line(name, key, agent)
         if taken is None:
             return None
         token, new = taken
         self.remember(name, agent, token, key)
         return new
 
+    def take_line(self, name: str, key: str, agent: str) -> tuple[str, bool] | None:
+        """Lock `name` (`key`) taken for `agent` now, not remembered (a reader's member
+        keeps its token, `shared_holds.py`): (its token, whether new); None when not taken."""
+        return run(line.take(self.operations, name, agent, self.records.maker(agent, key)))
+
+    def give_line_back(self, name: str, token: str) -> None:
+        """Give back grant `token` of lock `name`, taken by `take_line` and never made."""
+        run(line.release(self.operations, name, token, None))
+
     def read_absorbed(self, name: str, agent: str, read_since: float) -> None:
         """The exclusive grant of lock `name` being made to `agent` absorbed its read,
         granted at `read_since` (an upgrade): what `journal_grant` tells the journal."""
-        if self._journal is not None:
+        if self.journal is not None:
             with self._guard:
                 if len(self._reads_absorbed) >= _MAX_HINTS:
                     self._reads_absorbed.clear()
@@ -336,11 +346,11 @@ class Grants:
         """Journal the exclusive grant of lock `name` (`key`) that `agent` was just made
         (`waited`: at the end of a wait). A take of the line is no grant until then: it may
         be given back for a directory over it (`scopes.py`)."""
-        if self._journal is not None:
+        if self.journal is not None:
             with self._guard:
                 token = self._tokens.get((name, agent))
                 read_since = self._reads_absorbed.pop((name, agent), None)
-            self._journal.granted(token, agent, key, waited=waited, read_since=read_since)
+            self.journal.granted(token, agent, key, waited=waited, read_since=read_since)
 
     def release(self, filepath: str, agent_id: str, *, journalled: bool = True) -> bool:
         """Give back `agent_id`'s lock of `filepath`; False, touching nothing, when it does
@@ -356,12 +366,12 @@ class Grants:
             ):
                 return True
         agent = validate_agent_id(agent_id)
-        key, name = self._keys.locate(filepath)
+        key, name = self.keys.locate(filepath)
         token = self.take_token(name, agent)
         if token is not None and self._release(name, token, agent, key, journalled=journalled):
             return True
         try:
-            holder = self._directory.read_holder(name)
+            holder = self.directory.read_holder(name)
         except CorruptRecordError:
             return False
         if holder is None or holder.agent_id != agent:
@@ -376,13 +386,13 @@ class Grants:
     ) -> bool:  # fmt: skip
         # Hands the lock over to the queue's head when it staged its grant (`line.release`).
         hint = self.take_successor(name)
-        if self._journal is None or not journalled:
-            return run(line.release(self._operations, name, token, hint))
+        if self.journal is None or not journalled:
+            return run(line.release(self.operations, name, token, hint))
         # Journalled when the grant is dropped, before the hand-over (operations.py).
-        releases = self._operations.releases
+        releases = self.operations.releases
         releases[token] = (agent, key, acquired_at, None)
         try:
-            return run(line.release(self._operations, name, token, hint))
+            return run(line.release(self.operations, name, token, hint))
         finally:
             releases.pop(token, None)
 
@@ -398,7 +408,7 @@ class GrantRecords:
         self, cards: HolderCards, owner: ProcessIdentity | None, namespace: str, root: str
     ) -> None:
         self._cards = cards
-        self._owner, self._namespace, self._root = owner, namespace, root
+        self.owner, self.namespace, self.root = owner, namespace, root
         self._known: dict[tuple[str, str], tuple[ProcessIdentity, str]] = {}
         """(agent, key) -> (this process, the holder card its grants name)."""
 
@@ -412,7 +422,7 @@ class GrantRecords:
         known = self._known.get((agent, key))
         if known is not None and known[0] is me:  # a forked child is another writer
             return known[1]
-        text = holder_card(self._owner or me, agent, key, self._namespace, self._root, me)
+        text = holder_card(self.owner or me, agent, key, self.namespace, self.root, me)
         card = self._cards.write(text)
         if len(self._known) >= _MAX_CARDS_KNOWN:
             self._known.clear()
@@ -421,27 +431,17 @@ class GrantRecords:
 
 
 class Waits:
-    """The waits of one store on `directory`, its locks found by `keys` (locks of
-    `namespace`, keyed in the checkout at `root`). `push`: sleep on push wake-ups across
-    processes (else poll); `backstop`: how often a pushed waiter still re-checks on its own."""
+    """The waits of one store, which end in its `grants` (and run on their directory, with
+    their operations, records and journal). `push`: sleep on push wake-ups across processes
+    (else poll); `backstop`: how often a pushed waiter still re-checks on its own."""
 
-    def __init__(
-        self,
-        keys: LockKeys,
-        directory: LockDir,
-        operations: DiskOperations,
-        grants: Grants,
-        grant_records: GrantRecords,
-        journal: LockJournal | None,
-        *,
-        namespace: str,
-        root: str,
-        push: bool,
-        backstop: float,
-    ) -> None:
-        self._keys, self._directory, self._operations = keys, directory, operations
-        self._grants, self._grant_records, self._journal = grants, grant_records, journal
-        self._namespace, self._root = namespace, root
+    def __init__(self, grants: Grants, *, push: bool, backstop: float) -> None:
+        self._keys, self._directory, self._operations = (
+            grants.keys,
+            grants.directory,
+            grants.operations,
+        )
+        self._grants, self._grant_records, self._journal = grants, grants.records, grants.journal
         self._push, self._backstop = push, backstop
 
     def drain(self) -> Drain:
@@ -475,7 +475,7 @@ class Waits:
         `wait` recipe queues it) and how it sleeps (polling every `poll` seconds without
         push wake-ups). The tests drive one look at a time with these."""
         me = current_process()  # the waiting is done here, whoever the store's owner is
-        namespace, root = self._namespace, self._root
+        namespace, root = self._grant_records.namespace, self._grant_records.root
 
         def record_for(ticket: int, token: str) -> str:
             return encode_waiter(me, agent, token, ticket, key, namespace, root)

@@ -23,14 +23,17 @@ A shared directory hold is a member of the directory's key, as any reader (`shar
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from ..errors import CorruptRecordError
 from ..liveness import Liveness
-from ..paths import lock_name
+from ..modes import EXCLUSIVE, SHARED, LockMode, validate_mode
+from ..paths import lock_name, validate_agent_id, validate_poll_interval, validate_timeout
 from ..scope_keys import is_above, is_scoped, places_above
+from . import reclamation
 from .disk import LOCK_SUFFIX, SHARED_SUFFIX, LockDir
 from .glob_index import any_globs, globs_at
 from .operations import Grants, LockWait, Waits
@@ -223,6 +226,241 @@ class Scopes:
                 return False
             yield Pause(min(poll, left), self._directory.path)
         return True
+
+
+class Requests:
+    """A store's requests for locks, whatever their size and mode: the decisions of a take
+    now (`try_lock`) and of a wait (`acquire`, `acquire_async`: the same steps, only the
+    sleeping differs), with the locks they meet: the key's readers (`shared_holds.py`), a
+    directory or glob over the key, and (for a directory or glob) the holds under it.
+
+    A directory or glob request leaves its mark (`scope_marks.py`) before it takes its line
+    (Dekker's order, see the module's docstring); the mark goes once the request ended and the
+    agent holds the lock no more (`settle`)."""
+
+    def __init__(self, grants: Grants, waits: Waits, shared: SharedHolds, scopes: Scopes) -> None:
+        self._keys, self._directory, self._operations = (
+            grants.keys,
+            grants.directory,
+            grants.operations,
+        )
+        self._grants, self._waits, self._journal = grants, waits, grants.journal
+        self._shared, self._scopes, self._marks = shared, scopes, scopes.marks
+
+    # -- taking now and giving back ----------------------------------------------------------
+
+    def try_lock(self, filepath: str, agent_id: str, mode: LockMode) -> bool:
+        """`LockStore.try_lock`."""
+        agent = validate_agent_id(agent_id)
+        key, name = self._keys.locate(filepath)
+        exclusive = mode is EXCLUSIVE or validate_mode(mode) == EXCLUSIVE
+        if not is_scoped(key):
+            return self._try(name, key, agent, exclusive)
+        self._marks.want(key, name, agent)  # before taking the line: Dekker's order
+        try:
+            return self._try(name, key, agent, exclusive)
+        finally:
+            self.settle(name, agent, request_ended=True)
+
+    def _try(self, name: str, key: str, agent: str, exclusive: bool) -> bool:
+        """`try_lock` of lock `name` (`key`), a directory's mark made."""
+        if not exclusive:
+            return self._try_share(name, key, agent)
+        new = self._take_now(name, key, agent)
+        if not new:
+            return new is not None  # False: held already
+        if self._scope_conflict(key, agent, exclusive=True):
+            self._grants.release(key, agent, journalled=False)
+            return False
+        self._scopes.made(name, key, agent, exclusive=True)
+        self._grants.journal_grant(name, key, agent)
+        return True
+
+    def _take_now(self, name: str, key: str, agent: str) -> bool | None:
+        """Take lock `name` exclusively now, once no other live reader holds it: True for a
+        new grant (not made yet: see `Scopes.made`), False when `agent` held it already, None when
+        refused."""
+        shared = self._shared
+        if shared.present(name) and shared.others_alive(name, agent):
+            return None
+        new = self._grants.take_fresh(name, key, agent)
+        # A reader may have joined between the look and the take.
+        if new and shared.present(name) and shared.others_alive(name, agent):
+            self._grants.release(key, agent, journalled=False)
+            return None
+        return new
+
+    def _try_share(self, name: str, key: str, agent: str) -> bool:
+        """`try_lock` in shared mode (a member already, or the exclusive holder: held)."""
+        if self._shared.holds_shared(name, agent):
+            return True
+        taken = self._grants.take_line(name, key, agent)
+        if taken is None:
+            return False
+        token, new = taken
+        if not new:
+            return True  # it holds the lock exclusively: that covers reading
+        if self._scope_conflict(key, agent, exclusive=False):
+            self._grants.give_line_back(name, token)
+            return False
+        self._shared.join(name, key, agent, token)
+        if self._journal is not None:
+            self._journal.granted(token, agent, key, SHARED)
+        return True
+
+    def _scope_conflict(self, key: str, agent: str, *, exclusive: bool) -> bool:
+        """Whether `agent`, holding the line of `key`, must give it back for a directory:
+        one over it held by another, or (a directory itself) holds under it. One
+        `faccessat` while no directory lock was ever taken here."""
+        if self._scopes.blocker(key, agent, exclusive) is not None:
+            return True
+        return is_scoped(key) and bool(self._scopes.holders_below(key, agent, exclusive))
+
+    def release(self, filepath: str, agent_id: str) -> bool:
+        """`LockStore.release`."""
+        released = self._grants.release(filepath, agent_id)
+        if not released:
+            # Not the lock's holder: a reader giving back its shared hold (`shared_holds.py`).
+            name = self._keys.locate(filepath)[1]
+            released = self._shared.present(name) and self._shared.leave(
+                name, validate_agent_id(agent_id)
+            )
+        if released and self._marks.any_mine():  # a directory's mark may go now
+            key, name = self._keys.locate(filepath)
+            if is_scoped(key):
+                self.settle(name, validate_agent_id(agent_id), request_ended=False)
+        return released
+
+    def release_all(self, agent: str, namespace: str | None) -> list[str]:
+        """`LockStore.cleanup_agent_locks` of a valid `agent` (in `namespace`; None: all)."""
+        # Each release is journalled as it is made, before the lock or read is handed on.
+        released = reclamation.release_all(self._operations, self._directory, agent, namespace)
+        for name in released:
+            self._grants.forget(name, agent)
+        reads = self._shared.release_all(agent, namespace)
+        if self._marks.any_mine():  # the marks of its directory locks may go now
+            for holder in [*released.values(), *reads]:
+                if is_scoped(holder.lock_path):
+                    lock = lock_name(holder.namespace, holder.lock_path)
+                    self.settle(lock, agent, request_ended=False)
+        return sorted([holder.lock_path for holder in released.values()]
+                      + [member.lock_path for member in reads])  # fmt: skip
+
+    def holder_below(self, key: str, agent_id: str) -> str | None:
+        """`LockStore.holder_below`."""
+        scoped = self._keys.locate(key)[0]
+        if not is_scoped(scoped):
+            return None
+        found = self._scopes.holders_below(scoped, agent_id, exclusive=True)
+        return found[0] if found else None
+
+    def settle(self, name: str, agent: str, *, request_ended: bool) -> None:
+        """The mark of `agent`'s directory or glob lock `name` goes once no request here
+        wants it and the agent holds it no more (`scope_marks.py`)."""
+        scopes = self._scopes
+        self._marks.settle(
+            name, agent, lambda: scopes.holds(name, agent), request_ended=request_ended
+        )
+
+    # -- waiting: the decisions once, for both ways of sleeping -------------------------------
+
+    async def acquire_async(
+        self, filepath: str, agent_id: str, timeout_seconds: float, poll_ms: float, mode: LockMode
+    ) -> bool:
+        """`LockStore.acquire_async`."""
+        steps = self._begin(filepath, agent_id, timeout_seconds, poll_ms, mode)
+        if isinstance(steps, bool):
+            return steps
+        run, ended = steps
+        try:
+            return await run_steps_async(*run, poll_ms)
+        finally:
+            if ended is not None:
+                ended()
+
+    def acquire(
+        self, filepath: str, agent_id: str, timeout_seconds: float, poll_ms: float, mode: LockMode
+    ) -> bool:
+        """`LockStore.acquire`: `acquire_async`'s steps, sleeping in this thread."""
+        steps = self._begin(filepath, agent_id, timeout_seconds, poll_ms, mode)
+        if isinstance(steps, bool):
+            return steps
+        run, ended = steps
+        try:
+            return run_steps(*run, poll_ms)
+        finally:
+            if ended is not None:
+                ended()
+
+    def _begin(
+        self, filepath: str, agent_id: str, timeout_seconds: float, poll_ms: float, mode: LockMode
+    ) -> bool | tuple[tuple[Steps, Waits, LockWait, str], Callable[[], None] | None]:
+        """What an acquire does before it sleeps: the answer at once (held already, or taken
+        without a wait), or the steps of its wait (`Scopes.acquisition`) with what a runner needs to
+        carry them out (the waits, the journal's record of the request, the agent), and what
+        to call once they ended (a directory's mark settled), if anything."""
+        deadline = time.monotonic() + validate_timeout(timeout_seconds)
+        poll = validate_poll_interval(poll_ms)
+        agent, key, name, held = self._before_wait(filepath, agent_id, mode)
+        if held:
+            return True
+        exclusive = mode == EXCLUSIVE
+        quick = self._quick(key, name, agent, exclusive)
+        if quick is not None:
+            return quick
+        if not is_scoped(key):
+            ended = None
+        else:  # marked by `_quick`: settled when the wait ends, however it ends
+            ended = functools.partial(self.settle, name, agent, request_ended=True)
+        try:
+            steps = self._scopes.acquisition(key, name, agent, exclusive, deadline, poll)
+            wait = self._waits.lock_wait(key, name, agent, exclusive=exclusive)
+        except BaseException:
+            if ended is not None:
+                ended()
+            raise
+        return (steps, self._waits, wait, agent), ended
+
+    def _quick(self, key: str, name: str, agent: str, exclusive: bool) -> bool | None:
+        """A file's exclusive lock taken at once (True, also when held already), or None:
+        the wait decides (`Scopes.acquisition`). A directory marks the lock directory first
+        (Dekker's order)."""
+        if is_scoped(key):
+            self._marks.want(key, name, agent)
+            if exclusive:  # held already: never a wait, whose end would give the hold back
+                with contextlib.suppress(CorruptRecordError):
+                    holder = self._directory.read_holder(name)
+                    if holder is not None and holder.agent_id == agent:
+                        self.settle(name, agent, request_ended=True)
+                        return True
+            return None
+        if not exclusive:
+            return None
+        new = self._take_now(name, key, agent)
+        if new is False:
+            return True
+        if new is None:
+            return None
+        if self._scope_conflict(key, agent, exclusive=True):
+            self._grants.release(key, agent, journalled=False)
+            return None
+        self._scopes.made(name, key, agent, exclusive=True)
+        self._grants.journal_grant(name, key, agent)
+        return True
+
+    def _before_wait(
+        self, filepath: str, agent_id: str, mode: LockMode
+    ) -> tuple[str, str, str, bool]:
+        """(agent, key, lock name, whether `agent` holds the lock in `mode` already: a
+        member, or the exclusive holder asking to read)."""
+        agent = validate_agent_id(agent_id)
+        key, name = self._keys.locate(filepath)
+        if mode is EXCLUSIVE or validate_mode(mode) == EXCLUSIVE:
+            return agent, key, name, False
+        if self._shared.holds_shared(name, agent):
+            return agent, key, name, True
+        holder = self._directory.read_holder(name)
+        return agent, key, name, holder is not None and holder.agent_id == agent
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ import contextlib
 import os
 
 from ..errors import CorruptRecordError
-from ..liveness import Liveness, ProcessIdentity, current_process
+from ..liveness import Liveness, current_process
 from ..records import HolderRecord, decode_holder, encode_holder
 from . import line
 from .disk import (
@@ -38,7 +38,7 @@ from .disk import (
     write_record,
 )
 from .lock_journal import LockJournal
-from .operations import DiskOperations, run
+from .operations import DiskOperations, GrantRecords, run
 
 
 def read_members(directory: LockDir, name: str) -> list[HolderRecord]:
@@ -65,20 +65,17 @@ def read_members(directory: LockDir, name: str) -> list[HolderRecord]:
 
 class SharedHolds:
     """The shared holds of one store's locks in `directory`: members are written naming
-    `owner` (None: this process), of `namespace`, keyed in the checkout at `root`."""
+    whom the store's grants name (`records`: their owner, namespace and checkout)."""
 
     def __init__(
         self,
         directory: LockDir,
         operations: DiskOperations,
         journal: LockJournal | None,
-        *,
-        owner: ProcessIdentity | None,
-        namespace: str,
-        root: str,
+        records: GrantRecords,
     ) -> None:
         self._directory, self._operations, self._journal = directory, operations, journal
-        self._owner, self._namespace, self._root = owner, namespace, root
+        self._owner, self._namespace, self._root = records.owner, records.namespace, records.root
 
     # -- the member records ------------------------------------------------------------------
 

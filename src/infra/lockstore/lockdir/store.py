@@ -10,21 +10,18 @@ breaking; docs/lock-store.md walks through the interleavings.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
 from ..checkout import Checkout, open_checkout
 from ..errors import CorruptRecordError, LockDirError
-from ..journal.files import JournalFiles, journal_files
-from ..journal.record import JournalRecord, process_session
-from ..liveness import ProcessIdentity, current_process
-from ..modes import EXCLUSIVE, SHARED, LockMode, validate_mode
-from ..paths import lock_name, validate_agent_id, validate_poll_interval, validate_timeout
+from ..journal.files import journal_files
+from ..journal.record import JournalRecord
+from ..liveness import ProcessIdentity
+from ..modes import EXCLUSIVE, LockMode
+from ..paths import validate_agent_id
 from ..records import (
     HolderRecord,
     LockInfo,
@@ -33,17 +30,16 @@ from ..records import (
     StoreSnapshot,
     WaiterRecord,
 )
-from ..scope_keys import is_scoped
-from . import line, reclamation, reporting
+from . import reclamation, reporting
 from .agents import last_active, pending_reason, post_revocation, stamp_activity, take_revocations
 from .disk import LockDir, default_lock_dir
 from .glob_index import globs_over
 from .keys import LockKeys
 from .lock_journal import LockJournal
-from .operations import DiskOperations, GrantRecords, Grants, LockWait, OnReclaim, Waits, run
+from .operations import DiskOperations, GrantRecords, Grants, OnReclaim, Waits
 from .policy import read_idle_limit, write_idle_limit
 from .scope_marks import ScopeMarks
-from .scopes import Scopes, Steps, run_steps, run_steps_async
+from .scopes import Requests, Scopes
 from .shared_holds import SharedHolds
 
 TURN_TIMEOUT_SECONDS: Final = 5.0
@@ -88,69 +84,31 @@ class LockStore:
         self._read_only = read_only
         self.checkout: Checkout = open_checkout(repo_namespace, namespace)
         self.namespace: str = self.checkout.namespace
-        self.root: str = self.checkout.root
-        """This checkout's root: lock keys are relative to it."""
-        self.keys = LockKeys(self.checkout, allow_outside_repo=allow_outside_repo)
-        """File paths to their keys and lock names (`keys.py`)."""
-        self.directory = LockDir(
-            lock_dir if lock_dir is not None else default_lock_dir(), read_only=read_only
-        )
-        """The lock directory's atomic operations (`disk.py`)."""
-        self.lock_dir: Path = Path(self.directory.path)
-        self._journal: JournalFiles | None = None if read_only else journal_files(self.lock_dir)
-        """The journal's writer (journal/files.py), shared by the stores of this process;
-        None when it is off (LOCKYARD_JOURNAL=off) or the store only reads."""
+        self.root: str = self.checkout.root  # this checkout's root: keys are relative to it
         self.turn_timeout = turn_timeout
-        self._lock_journal = (
-            None
-            if self._journal is None
-            else LockJournal(self._journal, self.namespace, turn_timeout)
-        )
-        """The records of this store's own lock changes (`lock_journal.py`); None when off."""
+        self.keys = LockKeys(self.checkout, allow_outside_repo=allow_outside_repo)
+        where = default_lock_dir() if lock_dir is None else lock_dir
+        self.directory = LockDir(where, read_only=read_only)
+        self.lock_dir: Path = Path(self.directory.path)
+        # The journal's writer is shared by the stores of this process; None: off
+        # (LOCKYARD_JOURNAL=off), or the store only reads.
+        files = None if read_only else journal_files(self.lock_dir)
+        journal = None if files is None else LockJournal(files, self.namespace, turn_timeout)
+        self._journal = journal
+        # The line carried out on the directory (`operations.py`), the readers
+        # (`shared_holds.py`), the directory and glob locks and every request's decisions
+        # (`scopes.py`).
         self.operations = DiskOperations(
-            self.directory,
-            turn_timeout=turn_timeout,
-            on_reclaim=on_reclaim,
-            journal=self._lock_journal,
+            self.directory, turn_timeout=turn_timeout, on_reclaim=on_reclaim, journal=journal
         )
-        """The line's operations on that directory (`operations.py`)."""
-        self.grant_records = GrantRecords(self.directory.cards, owner, self.namespace, self.root)
-        """The records its grants are published with (`operations.py`)."""
-        self.grants = Grants(
-            self.keys, self.directory, self.operations, self.grant_records, self._lock_journal
-        )
-        """Taking and giving back, and what it granted (`operations.py`)."""
-        self.waits = Waits(
-            self.keys,
-            self.directory,
-            self.operations,
-            self.grants,
-            self.grant_records,
-            self._lock_journal,
-            namespace=self.namespace,
-            root=self.root,
-            push=use_inotify,
-            backstop=liveness_interval,
-        )
-        """How its waits begin and end (`operations.py`)."""
-        self.shared = SharedHolds(
-            self.directory,
-            self.operations,
-            self._lock_journal,
-            owner=owner,
-            namespace=self.namespace,
-            root=self.root,
-        )
-        """Shared holds, and the exclusive grant's wait for them (`shared_holds.py`)."""
-        self.scopes = Scopes(
-            self.directory,
-            self.shared,
-            self.grants,
-            self.namespace,
-            ScopeMarks(self.directory, self.namespace, self.grant_records.card),
-        )
-        """Directory locks: who blocks a grant over it or under it, and their marks
-        (`scopes.py`, `scope_marks.py`)."""
+        records = GrantRecords(self.directory.cards, owner, self.namespace, self.root)
+        self.grant_records = records
+        self.grants = Grants(self.keys, self.directory, self.operations, records, journal)
+        self.waits = Waits(self.grants, push=use_inotify, backstop=liveness_interval)
+        self.shared = SharedHolds(self.directory, self.operations, journal, records)
+        marks = ScopeMarks(self.directory, self.namespace, records.card)
+        self.scopes = Scopes(self.directory, self.shared, self.grants, self.namespace, marks)
+        self.requests = Requests(self.grants, self.waits, self.shared, self.scopes)
 
     def __repr__(self) -> str:
         return (
@@ -167,16 +125,9 @@ class LockStore:
         return str(self.lock_dir)
 
     def journal_write(self, record: JournalRecord) -> None:
-        """Append a record to the lock directory's journal (a deadlock, a denied write); never
-        raises (see journal/files.py for what happens when it cannot be written). A record
-        with no `session` is stamped with this process's."""
-        if self._journal is None:
-            return
-        if not record.session:  # made by a caller that left who-wrote-it to the store
-            me = current_process()
-            record.session = process_session(me.pid, me.start_time)
-            record.pid, record.host = me.pid, me.host
-        self._journal.append(record)
+        """Stamped with this process's session when it has none (`LockJournal.append`)."""
+        if self._journal is not None:
+            self._journal.append(record)
 
     # A lock directory issues no fencing numbers: a grant is lost by release, proof of death
     # (which the holder's own calls see) or revocation, which the guards say until it is told.
@@ -206,14 +157,8 @@ class LockStore:
         return globs_over(self.directory.fd, self.namespace, key)
 
     def holder_below(self, key: str, agent_id: str) -> str | None:
-        """An agent other than `agent_id` holding or reading something below the directory
-        or glob `key`, not provably dead: `agent_id`'s lock of it still waits for it. A scan
-        of the held locks (`Scopes.holders_below`), as the draining lock's own look."""
-        scoped, _name = self.keys.locate(key)
-        if not is_scoped(scoped):
-            return None
-        found = self.scopes.holders_below(scoped, agent_id, exclusive=True)
-        return found[0] if found else None
+        """A scan of the held locks, as the draining lock's own look (`Scopes.holders_below`)."""
+        return self.requests.holder_below(key, agent_id)
 
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
         """The locks an operator revoked from `agent_id` since it last asked, with why
@@ -274,100 +219,13 @@ class LockStore:
         is then granted only once no other reader holds it. A directory (`src/api/`) is
         granted only when nobody else holds anything under it nor a directory over it
         (`scopes.py`)."""
-        agent = validate_agent_id(agent_id)
-        key, name = self.keys.locate(filepath)
-        exclusive = mode is EXCLUSIVE or validate_mode(mode) == EXCLUSIVE
-        if not is_scoped(key):
-            return self._try(name, key, agent, exclusive)
-        self.scopes.marks.want(key, name, agent)  # before taking the line: Dekker's order
-        try:
-            return self._try(name, key, agent, exclusive)
-        finally:
-            self._settle(name, agent, request_ended=True)
-
-    def _try(self, name: str, key: str, agent: str, exclusive: bool) -> bool:
-        """`try_lock` of lock `name` (`key`), a directory's mark made."""
-        if not exclusive:
-            return self._try_share(name, key, agent)
-        new = self._take_now(name, key, agent)
-        if not new:
-            return new is not None  # False: held already
-        if self._scope_conflict(key, agent, exclusive=True):
-            self.grants.release(key, agent, journalled=False)
-            return False
-        self.scopes.made(name, key, agent, exclusive=True)
-        self.grants.journal_grant(name, key, agent)
-        return True
-
-    def _take_now(self, name: str, key: str, agent: str) -> bool | None:
-        """Take lock `name` exclusively now, once no other live reader holds it: True for a
-        new grant (not made yet: see `Scopes.made`), False when `agent` held it already,
-        None when refused."""
-        shared = self.shared
-        if shared.present(name) and shared.others_alive(name, agent):
-            return None
-        new = self.grants.take_fresh(name, key, agent)
-        # A reader may have joined between the look and the take.
-        if new and shared.present(name) and shared.others_alive(name, agent):
-            self.grants.release(key, agent, journalled=False)
-            return None
-        return new
-
-    def _try_share(self, name: str, key: str, agent: str) -> bool:
-        """`try_lock` in shared mode (a member already, or the exclusive holder: held)."""
-        if self.shared.holds_shared(name, agent):
-            return True
-        maker = self.grant_records.maker(agent, key)
-        taken = run(line.take(self.operations, name, agent, maker))
-        if taken is None:
-            return False
-        token, new = taken
-        if not new:
-            return True  # it holds the lock exclusively: that covers reading
-        if self._scope_conflict(key, agent, exclusive=False):
-            run(line.release(self.operations, name, token, None))
-            return False
-        self.shared.join(name, key, agent, token)
-        if self._lock_journal is not None:
-            self._lock_journal.granted(token, agent, key, SHARED)
-        return True
-
-    def _scope_conflict(self, key: str, agent: str, *, exclusive: bool) -> bool:
-        """Whether `agent`, holding the line of `key`, must give it back for a directory:
-        one over it held by another, or (a directory itself) holds under it. One
-        `faccessat` while no directory lock was ever taken here."""
-        if self.scopes.blocker(key, agent, exclusive) is not None:
-            return True
-        return is_scoped(key) and bool(self.scopes.holders_below(key, agent, exclusive))
+        return self.requests.try_lock(filepath, agent_id, mode)
 
     def release(self, filepath: str, agent_id: str) -> bool:
         """Give back your lock; False, touching nothing, when `agent_id` does not hold it."""
-        released = self.grants.release(filepath, agent_id)
-        if not released:
-            # Not the lock's holder: a reader giving back its shared hold (`shared_holds.py`).
-            name = self.keys.locate(filepath)[1]
-            released = self.shared.present(name) and self.shared.leave(
-                name, validate_agent_id(agent_id)
-            )
-        if released and self.scopes.marks.any_mine():  # a directory's mark may go now
-            key, name = self.keys.locate(filepath)
-            if is_scoped(key):
-                self._settle(name, validate_agent_id(agent_id), request_ended=False)
-        return released
+        return self.requests.release(filepath, agent_id)
 
-    def _settle(self, name: str, agent: str, *, request_ended: bool) -> None:
-        """The mark of `agent`'s directory or glob lock `name` goes once no request here
-        wants it and the agent holds it no more (`scope_marks.py`)."""
-        scopes = self.scopes
-        scopes.marks.settle(
-            name, agent, lambda: scopes.holds(name, agent), request_ended=request_ended
-        )
-
-    # -- waiting ---------------------------------------------------------------------------
-    #
-    # A wait's decisions (its turn in the key's line, readers to outwait, a directory over it
-    # to pass through, holds under a directory) are one generator, `Scopes.acquisition`;
-    # `run_steps` and `run_steps_async` only do the sleeping it asks for.
+    # -- waiting: the decisions are `scopes.Requests`'s, the sleeping `sleep.py`'s --------------
 
     async def acquire_async(
         self,
@@ -383,15 +241,9 @@ class LockStore:
 
         Cancel-safe: a cancelled wait leaves no lock and no queue entry behind.
         """
-        steps = self._acquisition(filepath, agent_id, timeout_seconds, poll_interval_ms, mode)
-        if isinstance(steps, bool):
-            return steps
-        run, ended = steps
-        try:
-            return await run_steps_async(*run, poll_interval_ms)
-        finally:
-            if ended is not None:
-                ended()
+        return await self.requests.acquire_async(
+            filepath, agent_id, timeout_seconds, poll_interval_ms, mode
+        )
 
     def acquire(
         self,
@@ -403,90 +255,7 @@ class LockStore:
         mode: LockMode = EXCLUSIVE,
     ) -> bool:
         """The blocking twin of `acquire_async`, for threads and scripts."""
-        steps = self._acquisition(filepath, agent_id, timeout_seconds, poll_interval_ms, mode)
-        if isinstance(steps, bool):
-            return steps
-        run, ended = steps
-        try:
-            return run_steps(*run, poll_interval_ms)
-        finally:
-            if ended is not None:
-                ended()
-
-    def _acquisition(
-        self,
-        filepath: str,
-        agent_id: str,
-        timeout_seconds: float,
-        poll_interval_ms: float,
-        mode: LockMode,
-    ) -> bool | tuple[tuple[Steps, Waits, LockWait, str], Callable[[], None] | None]:
-        """What an acquire does before it sleeps: the answer at once (held already, or taken
-        without a wait), or the steps of its wait (`Scopes.acquisition`) with what a runner
-        needs to carry them out (the waits, the journal's record of the request, the agent),
-        and what to call once they ended (a directory's mark settled), if anything."""
-        deadline = time.monotonic() + validate_timeout(timeout_seconds)
-        poll = validate_poll_interval(poll_interval_ms)
-        agent, key, name, held = self._before_wait(filepath, agent_id, mode)
-        if held:
-            return True
-        exclusive = mode == EXCLUSIVE
-        quick = self._quick(key, name, agent, exclusive)
-        if quick is not None:
-            return quick
-        if not is_scoped(key):
-            ended = None
-        else:  # marked by `_quick`: settled when the wait ends, however it ends
-            ended = functools.partial(self._settle, name, agent, request_ended=True)
-        try:
-            steps = self.scopes.acquisition(key, name, agent, exclusive, deadline, poll)
-            wait = self.waits.lock_wait(key, name, agent, exclusive=exclusive)
-        except BaseException:
-            if ended is not None:
-                ended()
-            raise
-        return (steps, self.waits, wait, agent), ended
-
-    def _quick(self, key: str, name: str, agent: str, exclusive: bool) -> bool | None:
-        """A file's exclusive lock taken at once (True, also when held already), or None:
-        the wait decides (`Scopes.acquisition`). A directory marks the lock directory
-        first (Dekker's order, `scopes.py`)."""
-        if is_scoped(key):
-            self.scopes.marks.want(key, name, agent)
-            if exclusive:  # held already: never a wait, whose end would give the hold back
-                with contextlib.suppress(CorruptRecordError):
-                    holder = self.directory.read_holder(name)
-                    if holder is not None and holder.agent_id == agent:
-                        self._settle(name, agent, request_ended=True)
-                        return True
-            return None
-        if not exclusive:
-            return None
-        new = self._take_now(name, key, agent)
-        if new is False:
-            return True
-        if new is None:
-            return None
-        if self._scope_conflict(key, agent, exclusive=True):
-            self.grants.release(key, agent, journalled=False)
-            return None
-        self.scopes.made(name, key, agent, exclusive=True)
-        self.grants.journal_grant(name, key, agent)
-        return True
-
-    def _before_wait(
-        self, filepath: str, agent_id: str, mode: LockMode
-    ) -> tuple[str, str, str, bool]:
-        """(agent, key, lock name, whether `agent` holds the lock in `mode` already: a
-        member, or the exclusive holder asking to read)."""
-        agent = validate_agent_id(agent_id)
-        key, name = self.keys.locate(filepath)
-        if mode is EXCLUSIVE or validate_mode(mode) == EXCLUSIVE:
-            return agent, key, name, False
-        if self.shared.holds_shared(name, agent):
-            return agent, key, name, True
-        holder = self.directory.read_holder(name)
-        return agent, key, name, holder is not None and holder.agent_id == agent
+        return self.requests.acquire(filepath, agent_id, timeout_seconds, poll_interval_ms, mode)
 
     # -- reading (never writes) ------------------------------------------------------------
 
@@ -521,20 +290,8 @@ class LockStore:
 
     def cleanup_agent_locks(self, agent_id: str, *, all_namespaces: bool = False) -> list[str]:
         """Release every lock `agent_id` holds (in this namespace, or in all); return the keys."""
-        agent = validate_agent_id(agent_id)
         namespace = None if all_namespaces else self.namespace
-        # Each release is journalled as it is made, before the lock or read is handed on.
-        released = reclamation.release_all(self.operations, self.directory, agent, namespace)
-        for name in released:
-            self.grants.forget(name, agent)
-        reads = self.shared.release_all(agent, namespace)
-        if self.scopes.marks.any_mine():  # the marks of its directory locks may go now
-            for holder in [*released.values(), *reads]:
-                if is_scoped(holder.lock_path):
-                    lock = lock_name(holder.namespace, holder.lock_path)
-                    self._settle(lock, agent, request_ended=False)
-        return sorted([holder.lock_path for holder in released.values()]
-                      + [member.lock_path for member in reads])  # fmt: skip
+        return self.requests.release_all(validate_agent_id(agent_id), namespace)
 
     def reclaim_stale(self) -> list[Reclamation]:
         """Reclaim every lock whose holder is provably dead; drop dead waiters and debris."""
