@@ -6,10 +6,12 @@ releases (docs/observability.md says who writes what).
 It records what happened to the lock asked for, not to the lines a request passes through:
 a file's line taken and given back because a directory over it is held (`scopes.py`), or a
 directory's line held for a moment as a turnstile, is no grant, no hand-over and no release.
-So the store tells it a grant once the grant is made (`Scopes.made`), a wait once the request
-first sleeps and how it ended (`operations.LockWait`), and a release that removed a grant
-made. Reclaims and pass-overs happen inside other recipes, and reach it through the line's
-operations (`operations.py`). One write per record; nothing at all when the journal is off.
+So the store tells it a grant once the grant is made (`Grants.journal_grant`), a wait once
+the request first sleeps and how it ended (`operations.LockWait`), and a release that
+removed a grant made. Reclaims and pass-overs happen inside other recipes, and reach it
+through the line's operations (`operations.py`). One write per record; nothing at all when
+the journal is off. Records no lock change writes (a deadlock, a denied write) go through
+`append`.
 """
 
 from __future__ import annotations

@@ -16,8 +16,16 @@ taking overlapping keys at once at least one sees the other (Dekker's order):
   the grant is made, so FIFO order holds there) before taking its own again.
 
 While no directory lock is held or wanted in the lock directory, a file grant pays one
-`faccessat` (`scopes/`); while one is, two per ancestor directory, whatever their number.
-A shared directory hold is a member of the directory's key, as any reader (`shared_holds.py`).
+`faccessat` (`scopes/`, `scope_marks.py`); while one is, two per ancestor directory,
+whatever their number. A shared directory hold is a member of the directory's key, as any
+reader (`shared_holds.py`).
+
+`Scopes` is what directory and glob locks look like (who blocks a grant, over or under)
+and the decisions of a wait among them (`Scopes.acquisition`, one generator of steps);
+`Requests` is every request of a store, a file's too, from its first look to its end: a
+take now (`try_lock`), an acquire (its quick take, then the steps carried out by `run_steps`
+in a thread or `run_steps_async` on the event loop: only the sleeping differs), a release,
+and the directory's mark settled when it ended.
 """
 
 from __future__ import annotations
@@ -264,8 +272,12 @@ class Requests:
 
     def _try(self, name: str, key: str, agent: str, exclusive: bool) -> bool:
         """`try_lock` of lock `name` (`key`), a directory's mark made."""
-        if not exclusive:
-            return self._try_share(name, key, agent)
+        return self._take(name, key, agent) if exclusive else self._try_share(name, key, agent)
+
+    def _take(self, name: str, key: str, agent: str) -> bool:
+        """Lock `name` (`key`) made `agent`'s exclusively now (True, also when it held it
+        already), or left as it was (False: a live reader, or a directory or glob over it
+        held, or holds under it)."""
         new = self._take_now(name, key, agent)
         if not new:
             return new is not None  # False: held already
@@ -396,19 +408,19 @@ class Requests:
         self, filepath: str, agent_id: str, timeout_seconds: float, poll_ms: float, mode: LockMode
     ) -> bool | tuple[tuple[Steps, Waits, LockWait, str], Callable[[], None] | None]:
         """What an acquire does before it sleeps: the answer at once (held already, or taken
-        without a wait), or the steps of its wait (`Scopes.acquisition`) with what a runner needs to
-        carry them out (the waits, the journal's record of the request, the agent), and what
-        to call once they ended (a directory's mark settled), if anything."""
+        without a wait), or the steps of its wait (`Scopes.acquisition`) with what a runner
+        needs to carry them out (the waits, the journal's record of the request, the agent),
+        and what to call once they ended (a directory's mark settled), if anything."""
         deadline = time.monotonic() + validate_timeout(timeout_seconds)
         poll = validate_poll_interval(poll_ms)
         agent, key, name, held = self._before_wait(filepath, agent_id, mode)
         if held:
             return True
-        exclusive = mode == EXCLUSIVE
-        quick = self._quick(key, name, agent, exclusive)
+        exclusive, scoped = mode == EXCLUSIVE, is_scoped(key)
+        quick = self._quick(key, name, agent, exclusive, scoped)
         if quick is not None:
             return quick
-        if not is_scoped(key):
+        if not scoped:
             ended = None
         else:  # marked by `_quick`: settled when the wait ends, however it ends
             ended = functools.partial(self.settle, name, agent, request_ended=True)
@@ -421,11 +433,11 @@ class Requests:
             raise
         return (steps, self._waits, wait, agent), ended
 
-    def _quick(self, key: str, name: str, agent: str, exclusive: bool) -> bool | None:
+    def _quick(self, key: str, name: str, agent: str, exclusive: bool, scoped: bool) -> bool | None:
         """A file's exclusive lock taken at once (True, also when held already), or None:
-        the wait decides (`Scopes.acquisition`). A directory marks the lock directory first
-        (Dekker's order)."""
-        if is_scoped(key):
+        the wait decides (`Scopes.acquisition`). A directory or glob (`scoped`) marks the
+        lock directory first (Dekker's order)."""
+        if scoped:
             self._marks.want(key, name, agent)
             if exclusive:  # held already: never a wait, whose end would give the hold back
                 with contextlib.suppress(CorruptRecordError):
@@ -434,19 +446,7 @@ class Requests:
                         self.settle(name, agent, request_ended=True)
                         return True
             return None
-        if not exclusive:
-            return None
-        new = self._take_now(name, key, agent)
-        if new is False:
-            return True
-        if new is None:
-            return None
-        if self._scope_conflict(key, agent, exclusive=True):
-            self._grants.release(key, agent, journalled=False)
-            return None
-        self._scopes.made(name, key, agent, exclusive=True)
-        self._grants.journal_grant(name, key, agent)
-        return True
+        return True if exclusive and self._take(name, key, agent) else None
 
     def _before_wait(
         self, filepath: str, agent_id: str, mode: LockMode

@@ -1,11 +1,15 @@
 """`LockStore`: file locks in one private lock directory, for one checkout of a repository.
 
-The public face of the lock directory backend. A lock is (namespace, repository-relative key)
-(see `checkout.py`): stores opened on two worktrees of one clone, or on two checkouts given
-one explicit namespace, share their locks. Each operation turns a file path into its lock's
-name here, and runs the line's decision (`line.py`) on the directory (`operations.py`):
-mutual exclusion holds under any interleaving of acquire, release, cleanup and stale-lock
-breaking; docs/lock-store.md walks through the interleavings.
+The public face of the lock directory backend: it builds the parts and hands each call to
+the one that decides it. A lock is (namespace, repository-relative key) (see `checkout.py`):
+stores opened on two worktrees of one clone, or on two checkouts given one explicit
+namespace, share their locks. A request (take, wait, release) is decided by
+`scopes.Requests` (the readers and the directory and glob locks it meets), which runs the
+line's decisions (`line.py`) on the directory (`operations.py`) and sleeps with `sleep.py`;
+what the directory keeps of each agent is `agents.py`'s, the clean-ups `reclamation.py`'s,
+the listings `reporting.py`'s. Mutual exclusion holds under any interleaving of acquire,
+release, cleanup and stale-lock breaking; docs/lock-store.md walks through the
+interleavings.
 """
 
 from __future__ import annotations
