@@ -276,7 +276,7 @@ def test_a_head_whose_holder_cannot_be_followed_re_checks_at_the_plain_backstop(
     wait whose every ending is pushed to it."""
     backstop = PATIENCE_SECONDS / 4
     assert backstop * sleep.DEEP_BACKSTOP_FACTOR > 2 * PATIENCE_SECONDS
-    monkeypatch.setattr(process_hub(), "watch_process", lambda pid: False)
+    monkeypatch.setattr(process_hub().exits, "watch", lambda pid: False)
     with LockStore(repo, lock_dir, liveness_interval=backstop) as store:
         holder = spawn(repo, lock_dir, "a.py", "holder", "hold")
         expect_line(holder, "locked")

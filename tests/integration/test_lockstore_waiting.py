@@ -381,7 +381,7 @@ def test_a_holder_that_dies_wakes_the_head_at_once(repo: Path, lock_dir: Path) -
     )
     thread.start()
     wait_until(lambda: [w.agent_id for w in store.waiters("a.py")] == ["bob"])
-    wait_until(lambda: bool(process_hub()._watch_of_pid))
+    wait_until(lambda: bool(process_hub().exits._watch_of_pid))
     kill(holder)
     thread.join(30)
     assert result == [True]
@@ -402,7 +402,7 @@ def test_a_predecessor_that_dies_wakes_its_successor_at_once(
     )
     thread.start()
     wait_until(lambda: [w.agent_id for w in store.waiters("a.py")] == ["doomed", "bob"])
-    wait_until(lambda: doomed.pid in process_hub()._watch_of_pid)
+    wait_until(lambda: doomed.pid in process_hub().exits._watch_of_pid)
     assert store.release("a.py", "holder")
     kill(doomed)
     thread.join(30)
@@ -415,17 +415,17 @@ def test_a_hub_reports_process_exits() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     waker = Waker()
     hub.subscribe(f"pid:{child.pid}", waker)
-    assert hub.watch_process(child.pid)
-    assert hub.watch_process(child.pid)  # counted: one pidfd
-    hub.unwatch_process(child.pid)
-    assert child.pid in hub._watch_of_pid
+    assert hub.exits.watch(child.pid)
+    assert hub.exits.watch(child.pid)  # counted: one pidfd
+    hub.exits.unwatch(child.pid)
+    assert child.pid in hub.exits._watch_of_pid
     kill(child)
     assert waker.wait(10)
-    wait_until(lambda: child.pid not in hub._watch_of_pid)  # an exited process is forgotten
-    hub.unwatch_process(child.pid)
-    assert not hub.watch_process(child.pid)  # reaped: no such process any more
-    assert not WakeHub(inotify_enabled=False).watch_process(os.getpid())
-    assert hub.watch_process(os.getpid())
+    wait_until(lambda: child.pid not in hub.exits._watch_of_pid)  # an exited process is forgotten
+    hub.exits.unwatch(child.pid)
+    assert not hub.exits.watch(child.pid)  # reaped: no such process any more
+    assert not WakeHub(inotify_enabled=False).exits.watch(os.getpid())
+    assert hub.exits.watch(os.getpid())
     hub.close()
     waker.close()
 
@@ -440,26 +440,26 @@ def test_a_pidfd_nobody_follows_is_kept_for_the_next_wait_until_its_process_exit
     ]
     first, second = children
     try:
-        assert hub.watch_process(first.pid)
-        pidfd = hub._watch_of_pid[first.pid][0]
-        hub.unwatch_process(first.pid)
-        hub.unwatch_process(first.pid)  # once too often: still kept, once
-        assert hub._watch_of_pid[first.pid] == (pidfd, 0)  # nobody follows it; still open
-        assert hub.watch_process(first.pid)
-        assert hub._watch_of_pid[first.pid] == (pidfd, 1)  # the same pidfd, not a new one
-        hub.unwatch_process(first.pid)
+        assert hub.exits.watch(first.pid)
+        pidfd = hub.exits._watch_of_pid[first.pid][0]
+        hub.exits.unwatch(first.pid)
+        hub.exits.unwatch(first.pid)  # once too often: still kept, once
+        assert hub.exits._watch_of_pid[first.pid] == (pidfd, 0)  # nobody follows it; still open
+        assert hub.exits.watch(first.pid)
+        assert hub.exits._watch_of_pid[first.pid] == (pidfd, 1)  # the same pidfd, not a new one
+        hub.exits.unwatch(first.pid)
         waker = Waker()
         hub.subscribe(f"pid:{first.pid}", waker)
         kill(first)
         assert waker.wait(10)  # an idle pidfd still reports the exit ...
-        wait_until(lambda: first.pid not in hub._watch_of_pid)  # ... and is closed then
+        wait_until(lambda: first.pid not in hub.exits._watch_of_pid)  # ... and is closed then
         waker.close()
-        assert hub.watch_process(second.pid)
-        hub.unwatch_process(second.pid)
-        assert hub.watch_process(os.getpid())
-        hub.unwatch_process(os.getpid())  # one idle pidfd at most here: the oldest goes
-        assert second.pid not in hub._watch_of_pid
-        assert hub._watch_of_pid[os.getpid()][1] == 0
+        assert hub.exits.watch(second.pid)
+        hub.exits.unwatch(second.pid)
+        assert hub.exits.watch(os.getpid())
+        hub.exits.unwatch(os.getpid())  # one idle pidfd at most here: the oldest goes
+        assert second.pid not in hub.exits._watch_of_pid
+        assert hub.exits._watch_of_pid[os.getpid()][1] == 0
     finally:
         for child in children:
             kill(child)

@@ -20,9 +20,11 @@ wakes it, cheapest first:
   event, an exit no pidfd follows, a predecessor's turn to judge), rarely when every way its
   wait can end is pushed to it.
 
-One `WakeHub` per process turns inotify events and process exits into topic notifications
-(one reader thread, on epoll). A `Sleeper` is one wait's side of it: it subscribes to what an
-`Await` names, and sleeps (a thread) or parks (an asyncio task) until woken. The victim
+One `WakeHub` per process turns inotify events and process exits (`ProcessExits`, its
+pidfds) into topic notifications (one reader thread, on epoll); its `AsleepHeads` are the
+heads asleep in the process that a release there accepts for. A `Sleeper` is one wait's side
+of it: it subscribes to what an `Await` names, and sleeps (a thread) or parks (an asyncio
+task) until woken; a `Drain` is the sleep of a wait that outwaits others' holds. The victim
 notices of the cross-process monitor are woken through the same hub.
 """
 
@@ -36,6 +38,7 @@ import select
 import stat
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -63,7 +66,7 @@ they use while nobody moves."""
 
 class WakeHub:
     """This process's registry of topic subscribers, fed by the store, by inotify, and by
-    pidfds (a process's exit is the topic `pid:<pid>`).
+    pidfds (a process's exit is the topic `pid:<pid>`, followed through `exits`).
 
     One reader thread waits (epoll) on the inotify fd and the pidfds and turns what they
     report into topic notifications.
@@ -81,10 +84,8 @@ class WakeHub:
         self._path_of_wd: dict[int, str] = {}
         self._watch_of_path: dict[str, tuple[int, int]] = {}  # path -> (wd, reference count)
         self._epoll: select.epoll | None = None
-        self._pid_of_fd: dict[int, int] = {}
-        self._watch_of_pid: dict[int, tuple[int, int]] = {}  # pid -> (pidfd, reference count)
-        self._idle_pids: dict[int, None] = {}
-        """Followed pids whose reference count is 0, oldest first (see _IDLE_PIDFDS)."""
+        self.exits = ProcessExits(self._guard, self._reader_for_exits)
+        """The processes followed to their exit (pidfds on this hub's reader)."""
         self.heads = AsleepHeads()
 
     # -- subscriptions -------------------------------------------------------------------
@@ -135,9 +136,7 @@ class WakeHub:
                 wd = inotify.add_watch(directory, _WATCH_MASK)
             except OSError:  # gone, or out of watches (ENOSPC): this waiter polls instead
                 return False
-            known = self._watch_of_path.get(directory)
-            self._watch_of_path[directory] = (wd, 1 if known is None else known[1] + 1)
-            self._path_of_wd[wd] = directory
+            self._hold_watch(directory, wd)
             return True
 
     def watch_entry(self, path: str) -> bool | None:
@@ -159,10 +158,14 @@ class WakeHub:
                 wd = inotify.add_entry_watch(path)
             except OSError as error:
                 return None if error.errno in (errno.ENOENT, errno.ENOTDIR) else False
-            known = self._watch_of_path.get(path)
-            self._watch_of_path[path] = (wd, 1 if known is None else known[1] + 1)
-            self._path_of_wd[wd] = path
+            self._hold_watch(path, wd)
             return True
+
+    def _hold_watch(self, path: str, wd: int) -> None:
+        """One more hold of the watch `wd` of `path` (under the guard)."""
+        known = self._watch_of_path.get(path)
+        self._watch_of_path[path] = (wd, 1 if known is None else known[1] + 1)
+        self._path_of_wd[wd] = path
 
     def unwatch(self, path: str) -> None:
         """Undo one `watch` or `watch_entry` of `path`."""
@@ -195,50 +198,9 @@ class WakeHub:
         self._inotify = inotify
         return inotify
 
-    # -- process exits -------------------------------------------------------------------
-
-    def watch_process(self, pid: int) -> bool:
-        """Notify `pid:<pid>` when that process exits; False where pidfds are unavailable."""
-        with self._guard:
-            known = self._watch_of_pid.get(pid)
-            if known is not None:
-                self._watch_of_pid[pid] = (known[0], known[1] + 1)
-                self._idle_pids.pop(pid, None)
-                return True
-            epoll = self._ensure_reader() if self._inotify_enabled else None
-            if epoll is None:
-                return False
-            try:
-                pidfd = os.pidfd_open(pid)
-            except (OSError, AttributeError):  # gone already, or no pidfd on this kernel
-                return False
-            epoll.register(pidfd, select.EPOLLIN)
-            self._watch_of_pid[pid] = (pidfd, 1)
-            self._pid_of_fd[pidfd] = pid
-            return True
-
-    def unwatch_process(self, pid: int) -> None:
-        with self._guard:
-            known = self._watch_of_pid.get(pid)
-            if known is None:
-                return
-            pidfd, references = known
-            if references <= 0:
-                return  # idle already
-            self._watch_of_pid[pid] = (pidfd, references - 1)
-            if references > 1:
-                return
-            # Kept for the next wait behind it (its exit still closes it, on the reader).
-            self._idle_pids[pid] = None
-            if len(self._idle_pids) > _IDLE_PIDFDS:
-                oldest = next(iter(self._idle_pids))
-                self._forget_pidfd(self._watch_of_pid[oldest][0])
-
-    def _forget_pidfd(self, pidfd: int) -> None:
-        pid = self._pid_of_fd.pop(pidfd)
-        del self._watch_of_pid[pid]
-        self._idle_pids.pop(pid, None)
-        os.close(pidfd)  # also leaves the epoll set
+    def _reader_for_exits(self) -> select.epoll | None:
+        """The reader's epoll set, for a pidfd (under the guard); None: push is off here."""
+        return self._ensure_reader() if self._inotify_enabled else None
 
     # -- the reader thread ---------------------------------------------------------------
 
@@ -268,9 +230,7 @@ class WakeHub:
             for fd, _events in ready:
                 with self._guard:
                     inotify = self._inotify
-                    exited = self._pid_of_fd.get(fd)
-                    if exited is not None:
-                        self._forget_pidfd(fd)
+                    exited = self.exits.exited(fd)
                 if exited is not None:
                     self.notify(f"pid:{exited}")
                 elif inotify is not None and fd == inotify.fd:
@@ -284,7 +244,7 @@ class WakeHub:
                 epoll = select.epoll()
                 if self._inotify is not None:
                     epoll.register(self._inotify.fd, select.EPOLLIN)
-                for pidfd in self._pid_of_fd:
+                for pidfd in self.exits.pidfds():
                     epoll.register(pidfd, select.EPOLLIN)
             except OSError as again:
                 logger.critical(
@@ -331,7 +291,7 @@ class WakeHub:
     def drop_inherited(self) -> None:  # pragma: no cover - runs in forked children only
         """In a forked child, where the reader thread does not exist: close the inherited
         descriptors, without taking locks another thread may have held at fork time."""
-        inherited = [*self._pid_of_fd]
+        inherited = self.exits.pidfds()
         if self._inotify is not None:
             inherited.append(self._inotify.fd)
         for fd in inherited:
@@ -345,11 +305,83 @@ class WakeHub:
             if self._inotify is not None:
                 self._inotify.close()
                 self._inotify = None
-            for pidfd in list(self._pid_of_fd):
-                self._forget_pidfd(pidfd)
+            self.exits.close()
             if self._epoll is not None:
                 self._epoll.close()
             self._inotify_failed = True
+
+
+class ProcessExits:
+    """The processes this process follows to their exit: a pidfd each, on the hub's reader
+    (`reader`, called under `guard`, the hub's), which notifies `pid:<pid>` when it exits.
+    A pidfd counts its followers, and stays open a while once none is left (`_IDLE_PIDFDS`)."""
+
+    def __init__(self, guard: threading.Lock, reader: Callable[[], select.epoll | None]) -> None:
+        self._guard, self._reader = guard, reader
+        self._pid_of_fd: dict[int, int] = {}
+        self._watch_of_pid: dict[int, tuple[int, int]] = {}  # pid -> (pidfd, reference count)
+        self._idle_pids: dict[int, None] = {}
+        """Followed pids whose reference count is 0, oldest first (see _IDLE_PIDFDS)."""
+
+    def watch(self, pid: int) -> bool:
+        """Notify `pid:<pid>` when that process exits; False where pidfds are unavailable."""
+        with self._guard:
+            known = self._watch_of_pid.get(pid)
+            if known is not None:
+                self._watch_of_pid[pid] = (known[0], known[1] + 1)
+                self._idle_pids.pop(pid, None)
+                return True
+            epoll = self._reader()
+            if epoll is None:
+                return False
+            try:
+                pidfd = os.pidfd_open(pid)
+            except (OSError, AttributeError):  # gone already, or no pidfd on this kernel
+                return False
+            epoll.register(pidfd, select.EPOLLIN)
+            self._watch_of_pid[pid] = (pidfd, 1)
+            self._pid_of_fd[pidfd] = pid
+            return True
+
+    def unwatch(self, pid: int) -> None:
+        """Undo one `watch` of `pid`."""
+        with self._guard:
+            known = self._watch_of_pid.get(pid)
+            if known is None:
+                return
+            pidfd, references = known
+            if references <= 0:
+                return  # idle already
+            self._watch_of_pid[pid] = (pidfd, references - 1)
+            if references > 1:
+                return
+            # Kept for the next wait behind it (its exit still closes it, on the reader).
+            self._idle_pids[pid] = None
+            if len(self._idle_pids) > _IDLE_PIDFDS:
+                oldest = next(iter(self._idle_pids))
+                self._forget(self._watch_of_pid[oldest][0])
+
+    def exited(self, fd: int) -> int | None:
+        """The pid whose pidfd `fd` reported its exit, forgotten (its pidfd closed); None:
+        `fd` is no pidfd of ours. Under the guard."""
+        pid = self._pid_of_fd.get(fd)
+        if pid is not None:
+            self._forget(fd)
+        return pid
+
+    def pidfds(self) -> list[int]:
+        return [*self._pid_of_fd]
+
+    def close(self) -> None:
+        """Close every pidfd (under the guard)."""
+        for pidfd in list(self._pid_of_fd):
+            self._forget(pidfd)
+
+    def _forget(self, pidfd: int) -> None:
+        pid = self._pid_of_fd.pop(pidfd)
+        del self._watch_of_pid[pid]
+        self._idle_pids.pop(pid, None)
+        os.close(pidfd)  # also leaves the epoll set
 
 
 class AsleepHeads:
@@ -589,9 +621,9 @@ class Sleeper:
         self._watches_moved = moved
         hub, waker, held = self._hub, self.waker, self._held
         if held.pid is not None and held.pid != wanted.pid:
-            hub.unwatch_process(held.pid)
+            hub.exits.unwatch(held.pid)
             held.pid = None
-        if wanted.pid is not None and held.pid is None and hub.watch_process(wanted.pid):
+        if wanted.pid is not None and held.pid is None and hub.exits.watch(wanted.pid):
             held.pid = wanted.pid
         topics = set(wanted.topics)
         if held.pid is not None:
@@ -658,7 +690,7 @@ class Sleeper:
         for topic in held.topics:
             hub.unsubscribe(topic, waker)
         if held.pid is not None:
-            hub.unwatch_process(held.pid)
+            hub.exits.unwatch(held.pid)
         for path in held.entries | held.directories:
             hub.unwatch(path)
         self._held = _Held(bell=held.bell)
