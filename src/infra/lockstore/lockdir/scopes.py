@@ -247,13 +247,10 @@ class Requests:
     agent holds the lock no more (`settle`)."""
 
     def __init__(self, grants: Grants, waits: Waits, shared: SharedHolds, scopes: Scopes) -> None:
-        self._keys, self._directory, self._operations = (
-            grants.keys,
-            grants.directory,
-            grants.operations,
-        )
-        self._grants, self._waits, self._journal = grants, waits, grants.journal
-        self._shared, self._scopes, self._marks = shared, scopes, scopes.marks
+        self._keys, self._directory = grants.keys, grants.directory
+        self._operations, self._journal = grants.operations, grants.journal
+        self._grants, self._waits, self._shared = grants, waits, shared
+        self._scopes, self._marks = scopes, scopes.marks
 
     # -- taking now and giving back ----------------------------------------------------------
 
@@ -290,8 +287,8 @@ class Requests:
 
     def _take_now(self, name: str, key: str, agent: str) -> bool | None:
         """Take lock `name` exclusively now, once no other live reader holds it: True for a
-        new grant (not made yet: see `Scopes.made`), False when `agent` held it already, None when
-        refused."""
+        new grant (not made yet: see `Scopes.made`), False when `agent` held it already,
+        None when refused."""
         shared = self._shared
         if shared.present(name) and shared.others_alive(name, agent):
             return None
