@@ -55,8 +55,9 @@ SESSION_SECONDS = 400.0
 # backstop only; the first test of a CLI also pays for the whole play in its set-up).
 pytestmark = pytest.mark.timeout(900)
 
-# The costliest plays first (Kilo's ~110 s, OpenCode's ~55 s; the others 10-16 s on CI): xdist
-# hands these equal-sized groups out in this order, so a long play never starts last.
+# The costliest plays first (in a loaded gate Kilo's ~65 s, OpenCode's ~35 s; the others
+# 8-25 s): xdist hands these equal-sized groups out in this order, so a long play never starts
+# last.
 NAMES = ["kilo", "opencode", *sorted(set(DRIVERS) - {"kilo", "opencode"})]
 
 

@@ -25,20 +25,47 @@ def python(args: list[Arg], place: Place) -> Effects:
     """`python -c CODE` is read; so is a program on the input (`python3 - <<EOF`, `... |
     python3`) or in a process substitution; `python -m TOOL ...` is judged as `TOOL ...` (so
     `python -m black src` is the formatter); a script is an ordinary command."""
-    module_at = next((i for i, arg in enumerate(args) if arg == "-m"), None)
-    if module_at is not None and module_at + 1 < len(args) and "-c" not in args[:module_at]:
-        return Effects(commands=[args[module_at + 1 :]])
-    options = read_options(args, short_values="cmWXQ", stop_at_first_operand=True)
-    codes = options.values("-c")
-    if codes:
-        code = codes[-1]
-        if code is None:
+    mode, value, rest = _python_options(args)
+    if mode == "-m":
+        return Effects(commands=[[value, *rest]])
+    if mode == "-c":
+        if value is None:
             return Effects(unknown=["`python -c` runs code that is only known when it runs"])
-        return read_python(code, ["-c", *options.operands])
-    program = _program(program_input(options.operands, place), "python")
+        return read_python(value, ["-c", *rest])
+    program = _program(program_input(rest, place), "python")
     if isinstance(program, Effects):
         return program
-    return read_python(program, options.operands or [""])
+    return read_python(program, rest or [""])
+
+
+def _python_options(args: list[Arg]) -> tuple[str, Arg, list[Arg]]:
+    """Python's own options end at `-c CODE`, `-m MODULE` or the first operand (the script,
+    `-`): everything after belongs to the program. Returns `-c`, `-m` or `` with the code or
+    module and the program's arguments (for a script: the script first)."""
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        if arg is None or arg == "-" or not arg.startswith("-"):
+            return "", None, args[index - 1 :]
+        if arg == "--":
+            break
+        if arg.startswith("--"):
+            if arg == "--check-hash-based-pycs":
+                index += 1
+            continue
+        for position in range(1, len(arg)):
+            letter, attached = arg[position], arg[position + 1 :]
+            if letter in "cm":
+                if attached:
+                    return "-" + letter, attached, args[index:]
+                if index < len(args):
+                    return "-" + letter, args[index], args[index + 1 :]
+                return "", None, []  # python refuses a -c or -m without its argument
+            if letter in "WX":
+                index += 0 if attached else 1
+                break
+    return "", None, args[index:]
 
 
 _COMPUTED = (
