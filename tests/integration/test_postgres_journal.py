@@ -11,17 +11,15 @@ from pathlib import Path
 import anyio
 import psycopg
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lockyard.infra.lockstore import JournalQuery, JournalRecord, open_journal
 from lockyard.infra.lockstore.journal.causes import mark_victim, operator_release, unmark_victim
+from lockyard.infra.lockstore.journal.file_glob import BadGlobError, FileGlob
 from lockyard.infra.lockstore.journal.record import CycleStep, deadlock_record
 from lockyard.infra.lockstore.postgres import PgLockStore
-from lockyard.infra.lockstore.postgres.journal import (
-    PgJournal,
-    glob_regex,
-    insert_params,
-    insert_statement,
-)
+from lockyard.infra.lockstore.postgres.journal import PgJournal, insert_params, insert_statement
 from lockyard.infra.lockstore.postgres.journal_schema import PRUNE_EVERY, SUM_BLOCK
 from pg_support import PgServer
 from polling_support import wait_until
@@ -291,21 +289,41 @@ def test_the_journal_switched_off_costs_no_record(
             reader.close()
 
 
-@pytest.mark.parametrize(
-    ("glob", "matches", "misses"),
-    [("src/*.py", "src/a/b.py", "lib/a.py"), ("a?.py", "ab.py", "abc.py"),
-     ("f[0-2].py", "f1.py", "f3.py"), ("f[!0-2].py", "f3.py", "f1.py"),
-     ("x.(y)+", "x.(y)+", "x.yy")],
-)  # fmt: skip
+# The characters that mean something to a glob, to a regular expression or to PostgreSQL's
+# bracket expressions ('[:', '[.', '[=', a leading '^'), and a non-ASCII one.
+_GLOB_CHARS = "ab/*?[]!-^\\.:=(+é"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    globs=st.lists(st.text(_GLOB_CHARS, min_size=1, max_size=7), min_size=1, max_size=8),
+    names=st.lists(st.text(_GLOB_CHARS.replace("*", ""), max_size=6), min_size=1, max_size=8),
+)
 def test_globs_mean_the_same_on_the_server(
-    pg_server: PgServer, glob: str, matches: str, misses: str
+    pg_server: PgServer, globs: list[str], names: list[str]
 ) -> None:
+    checked = []
+    for glob in globs:
+        try:
+            checked.append(FileGlob.parse(glob))
+        except BadGlobError:
+            continue
     with psycopg.connect(pg_server.dsn) as conn:
-        pattern = glob_regex(glob)
-        row = conn.execute(
-            "SELECT %s ~ %s, %s ~ %s", (matches, pattern, misses, pattern)
-        ).fetchone()
-    assert row == (True, False)
+        for glob in checked:
+            rows = conn.execute(
+                "SELECT n, n ~ %s FROM unnest(%s::text[]) AS n", (f"^(?:{glob.regex})$", names)
+            ).fetchall()
+            here = glob.compiled()
+            assert dict(rows) == {n: here.fullmatch(n) is not None for n in names}
+
+
+def test_the_last_records_of_a_limit_beyond_any_number_are_all_of_them(
+    stores: list[PgLockStore], journal: PgJournal
+) -> None:
+    one, _ = stores
+    assert one.try_lock("a.py", "alice")
+    assert one.release("a.py", "alice")
+    assert [r.kind for r in journal.latest(JournalQuery.of(), 10**20)] == ["grant", "release"]
 
 
 def test_a_journal_that_cannot_be_written_never_fails_a_grant(
