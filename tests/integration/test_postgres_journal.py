@@ -20,7 +20,13 @@ from lockyard.infra.lockstore.journal.file_glob import BadGlobError, FileGlob
 from lockyard.infra.lockstore.journal.record import CycleStep, deadlock_record
 from lockyard.infra.lockstore.postgres import PgLockStore
 from lockyard.infra.lockstore.postgres.journal import PgJournal, insert_params, insert_statement
-from lockyard.infra.lockstore.postgres.journal_schema import PRUNE_EVERY, SUM_BLOCK
+from lockyard.infra.lockstore.postgres.journal_schema import (
+    PRUNE_EVERY,
+    RETENTION_ENV,
+    SUM_BLOCK,
+    RetentionSettingError,
+    retention_from_env,
+)
 from pg_support import PgServer
 from polling_support import wait_until
 
@@ -401,6 +407,41 @@ def test_pruning_drops_the_sums_of_the_records_it_drops(
         )
     assert summed_blocks(pg_server, pg_schema) == []
     assert journal.stats().records == 0
+
+
+def test_the_retention_setting_bounds_the_journal(
+    repo: Path, pg_backend: str, pg_server: PgServer, pg_schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv(RETENTION_ENV, "90m")
+    with PgLockStore(repo, pg_backend, namespace="app") as store:
+        store.connect()
+        for agent, age in (("old", 2 * 3600), ("recent", 3600)):
+            store.journal_write(JournalRecord(time.time() - age, "denied", "app", agent, "a.py",
+                                              "s", 1, "h", guard="write", reason="x"))  # fmt: skip
+        with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+            admin.execute(
+                f'ALTER TABLE "{pg_schema}".journal ALTER COLUMN id RESTART WITH {PRUNE_EVERY}'
+            )
+        assert store.try_lock("a.py", "alice")  # record PRUNE_EVERY: the housekeeping step
+        reader = open_journal(store)
+        try:
+            assert [r.agent for r in reader.records()] == ["recent", "alice"]
+        finally:
+            reader.close()
+
+
+@pytest.mark.parametrize(
+    ("setting", "seconds"), [("", 14 * 86400), ("36h", 129600), (" 90m ", 5400), ("1.5d", 129600)]
+)
+def test_the_retention_reads_a_duration(setting: str, seconds: int) -> None:
+    assert retention_from_env({RETENTION_ENV: setting}) == seconds
+
+
+@pytest.mark.parametrize("setting", ["forever", "0d", "-1h", "10 weeks"])
+def test_a_retention_that_is_no_duration_says_how_to_write_one(setting: str) -> None:
+    with pytest.raises(RetentionSettingError, match="write it as 14d, 36h, 90m or 600s"):
+        retention_from_env({RETENTION_ENV: setting})
 
 
 def test_the_writers_sum_a_finished_block_without_a_reader(
