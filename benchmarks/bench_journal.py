@@ -259,6 +259,7 @@ QUERIES: list[tuple[str, list[str]]] = [
     ("log --agent agent-7 --until 6h", ["log", "--agent", "agent-7", "--until", "6h"]),
     ("stats", ["stats"]),
     ("stats --since 1h", ["stats", "--since", "1h"]),
+    ("stats --since 5h --until 3h", ["stats", "--since", "5h", "--until", "3h"]),
 ]
 
 

@@ -117,7 +117,7 @@ def build_query(
             until=None if until is None else parse_when(until, "--until", now),
         )
     except BadQueryError as error:
-        raise CliError(str(error), ExitCode.USAGE) from None
+        raise CliError(str(error), ExitCode.USAGE, error.hint) from None
 
 
 def shown(text: str) -> str:

@@ -1,11 +1,13 @@
 """Every guard journals the writes it denies (guard, file, reason), from an orchestrator's
-hooks and from an agent CLI's short hook process alike, and never lets the journal decide."""
+hooks (on both backends) and from an agent CLI's short hook process alike, and never lets the
+journal decide."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,14 @@ import pytest
 
 from lockyard.infra.hooks.shell_guard.hook import make_shell_guard_hook
 from lockyard.infra.hooks.write_guard.hook import make_write_guard_hook
-from lockyard.infra.lockstore import FileJournal, JournalQuery, LockStore
+from lockyard.infra.lockstore import (
+    FileJournal,
+    JournalQuery,
+    LockBackend,
+    LockStore,
+    open_backend,
+    open_journal,
+)
 
 LOCKYARD = str(Path(sys.executable).parent / "lockyard")
 
@@ -27,13 +36,22 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def store(repo: Path, lock_dir: Path) -> LockStore:
-    return LockStore(repo, lock_dir)
+@pytest.fixture(params=["lockdir", "postgres"])
+def store(request: pytest.FixtureRequest, repo: Path, lock_dir: Path) -> Iterator[LockBackend]:
+    if request.param == "lockdir":
+        opened: LockBackend = open_backend(repo, lock_dir=lock_dir)
+    else:
+        opened = open_backend(repo, request.getfixturevalue("pg_backend"))
+    yield opened
+    opened.close()
 
 
-def denials(lock_dir: Path) -> list[tuple[str, str, str, str]]:
-    records = FileJournal(lock_dir).records(JournalQuery.of(kinds=["denied"]))
+def denials(where: Path | LockBackend) -> list[tuple[str, str, str, str]]:
+    journal = FileJournal(where) if isinstance(where, Path) else open_journal(where)
+    try:
+        records = list(journal.records(JournalQuery.of(kinds=["denied"])))
+    finally:
+        journal.close()
     return [(r.agent, r.guard or "", r.file, r.reason or "") for r in records]
 
 
@@ -43,7 +61,7 @@ def tool_call(tool: str, tool_input: dict[str, Any], cwd: Path) -> dict[str, Any
 
 @pytest.mark.anyio
 async def test_an_orchestrators_guards_journal_what_they_deny(
-    store: LockStore, repo: Path, lock_dir: Path
+    store: LockBackend, repo: Path
 ) -> None:
     assert store.try_lock("src/a.py", "bob")
     write = make_write_guard_hook(store, "alice")
@@ -53,13 +71,17 @@ async def test_an_orchestrators_guards_journal_what_they_deny(
     await shell(tool_call("Bash", {"command": "echo x > src/b.py"}, repo), None, {})  # type: ignore[arg-type]
     allowed = await write(tool_call("Write", {"file_path": "/tmp/scratch"}, repo), None, {})  # type: ignore[arg-type]
     assert allowed == {}
-    found = denials(lock_dir)
+    found = denials(store)
     assert [(agent, guard, file) for agent, guard, file, _ in found] == [
         ("alice", "write", "src/a.py"),
         ("alice", "shell", "src/b.py"),
     ]
     assert "bob" in found[0][3]  # the reason the agent was given, as given
-    record = next(iter(FileJournal(lock_dir).records()))
+    journal = open_journal(store)
+    try:
+        record = journal.latest(JournalQuery.of(kinds=["denied"]), 1)[0]
+    finally:
+        journal.close()
     assert record.session
     assert record.pid > 0
     assert record.namespace == store.namespace

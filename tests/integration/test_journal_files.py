@@ -3,6 +3,7 @@ or hostile, filters, figures, and followers woken by the writes themselves."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import threading
@@ -171,6 +172,29 @@ def test_stats_sum_holds_waits_and_deadlock_costs_the_same_from_summaries_or_rec
     # A window: only what falls inside it.
     window = journal.stats(JournalQuery.of(since=T0 + 3000, until=T0 + 3030))
     assert window.records == 30
+
+
+def test_stats_of_a_window_open_the_summaries_of_the_segments_it_takes_whole_only(
+    writer: JournalFiles, lock_dir: Path
+) -> None:
+    for i in range(3000):
+        writer.append(rec(i, kind="release", held=1.0))
+    segments = sealed_segments(journal_dir(lock_dir))
+    assert len(segments) >= 6
+    journal = FileJournal(lock_dir)
+    since, until = T0 + 700, T0 + 2300
+    window = journal.stats(JournalQuery.of(since=since, until=until))
+    assert window.records == 1600
+    assert sum(a.held for a in window.agents.values()) == pytest.approx(1600.0)
+    summarised = [summary_path(p).exists() for p in segments]
+    # Made (a reader caches what it parses) for exactly the segments inside the window:
+    # neither those it misses nor the two it cuts, which are read record by record.
+    inside = []
+    for segment in segments:
+        times = [json.loads(line)["t"] for line in segment.read_bytes().splitlines()]
+        inside.append(since + 2.0 <= min(times) and max(times) < until - 2.0)
+    assert summarised == inside
+    assert 0 < sum(inside) < len(segments) - 2
 
 
 def test_a_sealed_segment_that_grew_after_its_summary_is_summed_whole(

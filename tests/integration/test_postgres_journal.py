@@ -11,18 +11,22 @@ from pathlib import Path
 import anyio
 import psycopg
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lockyard.infra.lockstore import JournalQuery, JournalRecord, open_journal
 from lockyard.infra.lockstore.journal.causes import mark_victim, operator_release, unmark_victim
+from lockyard.infra.lockstore.journal.file_glob import BadGlobError, FileGlob
 from lockyard.infra.lockstore.journal.record import CycleStep, deadlock_record
 from lockyard.infra.lockstore.postgres import PgLockStore
-from lockyard.infra.lockstore.postgres.journal import (
-    PgJournal,
-    glob_regex,
-    insert_params,
-    insert_statement,
+from lockyard.infra.lockstore.postgres.journal import PgJournal, insert_params, insert_statement
+from lockyard.infra.lockstore.postgres.journal_schema import (
+    PRUNE_EVERY,
+    RETENTION_ENV,
+    SUM_BLOCK,
+    RetentionSettingError,
+    retention_from_env,
 )
-from lockyard.infra.lockstore.postgres.journal_schema import PRUNE_EVERY, SUM_BLOCK
 from pg_support import PgServer
 from polling_support import wait_until
 
@@ -291,21 +295,41 @@ def test_the_journal_switched_off_costs_no_record(
             reader.close()
 
 
-@pytest.mark.parametrize(
-    ("glob", "matches", "misses"),
-    [("src/*.py", "src/a/b.py", "lib/a.py"), ("a?.py", "ab.py", "abc.py"),
-     ("f[0-2].py", "f1.py", "f3.py"), ("f[!0-2].py", "f3.py", "f1.py"),
-     ("x.(y)+", "x.(y)+", "x.yy")],
-)  # fmt: skip
+# The characters that mean something to a glob, to a regular expression or to PostgreSQL's
+# bracket expressions ('[:', '[.', '[=', a leading '^'), and a non-ASCII one.
+_GLOB_CHARS = "ab/*?[]!-^\\.:=(+é"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    globs=st.lists(st.text(_GLOB_CHARS, min_size=1, max_size=7), min_size=1, max_size=8),
+    names=st.lists(st.text(_GLOB_CHARS.replace("*", ""), max_size=6), min_size=1, max_size=8),
+)
 def test_globs_mean_the_same_on_the_server(
-    pg_server: PgServer, glob: str, matches: str, misses: str
+    pg_server: PgServer, globs: list[str], names: list[str]
 ) -> None:
+    checked = []
+    for glob in globs:
+        try:
+            checked.append(FileGlob.parse(glob))
+        except BadGlobError:
+            continue
     with psycopg.connect(pg_server.dsn) as conn:
-        pattern = glob_regex(glob)
-        row = conn.execute(
-            "SELECT %s ~ %s, %s ~ %s", (matches, pattern, misses, pattern)
-        ).fetchone()
-    assert row == (True, False)
+        for glob in checked:
+            rows = conn.execute(
+                "SELECT n, n ~ %s FROM unnest(%s::text[]) AS n", (f"^(?:{glob.regex})$", names)
+            ).fetchall()
+            here = glob.compiled()
+            assert dict(rows) == {n: here.fullmatch(n) is not None for n in names}
+
+
+def test_the_last_records_of_a_limit_beyond_any_number_are_all_of_them(
+    stores: list[PgLockStore], journal: PgJournal
+) -> None:
+    one, _ = stores
+    assert one.try_lock("a.py", "alice")
+    assert one.release("a.py", "alice")
+    assert [r.kind for r in journal.latest(JournalQuery.of(), 10**20)] == ["grant", "release"]
 
 
 def test_a_journal_that_cannot_be_written_never_fails_a_grant(
@@ -383,6 +407,41 @@ def test_pruning_drops_the_sums_of_the_records_it_drops(
         )
     assert summed_blocks(pg_server, pg_schema) == []
     assert journal.stats().records == 0
+
+
+def test_the_retention_setting_bounds_the_journal(
+    repo: Path, pg_backend: str, pg_server: PgServer, pg_schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv(RETENTION_ENV, "90m")
+    with PgLockStore(repo, pg_backend, namespace="app") as store:
+        store.connect()
+        for agent, age in (("old", 2 * 3600), ("recent", 3600)):
+            store.journal_write(JournalRecord(time.time() - age, "denied", "app", agent, "a.py",
+                                              "s", 1, "h", guard="write", reason="x"))  # fmt: skip
+        with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+            admin.execute(
+                f'ALTER TABLE "{pg_schema}".journal ALTER COLUMN id RESTART WITH {PRUNE_EVERY}'
+            )
+        assert store.try_lock("a.py", "alice")  # record PRUNE_EVERY: the housekeeping step
+        reader = open_journal(store)
+        try:
+            assert [r.agent for r in reader.records()] == ["recent", "alice"]
+        finally:
+            reader.close()
+
+
+@pytest.mark.parametrize(
+    ("setting", "seconds"), [("", 14 * 86400), ("36h", 129600), (" 90m ", 5400), ("1.5d", 129600)]
+)
+def test_the_retention_reads_a_duration(setting: str, seconds: int) -> None:
+    assert retention_from_env({RETENTION_ENV: setting}) == seconds
+
+
+@pytest.mark.parametrize("setting", ["forever", "0d", "-1h", "10 weeks"])
+def test_a_retention_that_is_no_duration_says_how_to_write_one(setting: str) -> None:
+    with pytest.raises(RetentionSettingError, match="write it as 14d, 36h, 90m or 600s"):
+        retention_from_env({RETENTION_ENV: setting})
 
 
 def test_the_writers_sum_a_finished_block_without_a_reader(

@@ -1,7 +1,7 @@
 """`lockyard demo --web` as a person sees it: the run's page, opened in headless Chromium
 while the demo runs on PostgreSQL (whose journal is written by the server itself), shows the
-holders and queues live, then the run's timeline from the journal; the page stays up after
-the run until the demo is told to stop. A screenshot is saved."""
+holders and queues live, then the run's timeline from the journal, over the run's own time;
+the page stays up after the run until the demo is told to stop. Screenshots are saved."""
 
 from __future__ import annotations
 
@@ -80,6 +80,14 @@ def test_demo_web_serves_the_runs_page_with_holders_queues_and_its_timeline(
             "document.querySelectorAll('#locks tbody tr').length === 0", timeout=PAGE_WAIT_MS
         )
         page.screenshot(path=str(shots / "demo-web-after.png"))
+        # The timeline's window is the run's (`#from=` its start) to its latest event: the run
+        # fills its width after it ended (a fixed last 5 minutes showed it in a tenth).
+        asked = float(found.group(1).rsplit("#from=", 1)[1])
+        start, end = page.evaluate("window.LockyardTimeline.range()")
+        latest = page.evaluate("window.LockyardTimeline.latest()")
+        assert start == asked
+        assert start < latest <= end
+        assert latest - start >= 0.9 * (end - start)
         assert problems == []
         demo.send_signal(signal.SIGINT)
         assert demo.wait(timeout=120) == 0

@@ -1,12 +1,16 @@
 """A query's test on a line's bytes (what lets a reader skip parsing most of a big journal)
-never drops a record the query matches, and drops what it can."""
+never drops a record the query matches, and drops what it can; a filter that can match
+nothing by construction is refused with what to write instead."""
 
 from __future__ import annotations
 
+import fnmatch
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lockyard.infra.lockstore.journal.query import JournalQuery
+from lockyard.infra.lockstore.journal.query import BadQueryError, JournalQuery
 from lockyard.infra.lockstore.journal.record import KINDS, JournalRecord, decode, encode
 
 T0 = 1_764_245_100.0
@@ -87,3 +91,48 @@ def test_the_bytes_of_a_hold_that_began_later_are_dropped_unparsed() -> None:
     assert not keep(line(1.5, file=',"held":9.0', reason='"held":9'))  # quoted: not a key
     torn = b'{"t":1764245112.0,"kind":"release","ns":"n' + line(2.5)
     assert keep(torn)  # a whole record glued to a torn one: left to the parser
+
+
+@given(
+    glob=st.text("ab/*?[]!-\\.^", min_size=1, max_size=8),
+    name=st.text("ab/[]!-\\.^", max_size=6),
+)
+def test_a_file_glob_matches_what_fnmatch_matches_or_is_refused(glob: str, name: str) -> None:
+    try:
+        query = JournalQuery.of(files=[glob])
+    except BadQueryError:
+        return
+    assert query.file_matches(name) == fnmatch.fnmatchcase(name, glob)
+
+
+@pytest.mark.parametrize(
+    ("filters", "says", "hint"),
+    [
+        ({"files": ["["]}, "the '[' at character 1 opens a set that never closes", "[[]"),
+        ({"files": ["src/[!]"]}, "the '[' at character 5 opens a set", "[a-z]"),
+        ({"files": ["f[z-a].py"]}, "the range z-a is backwards", "write a-z"),
+        ({"files": [""]}, "--file '' is empty", "src/*.py"),
+        ({"files": ["./src/a.py"]}, "not a path from the repository's root", "write src/a.py"),
+        ({"files": ["/home/me/app/a.py"]}, "not a path from the repository's root", "not /home"),
+        ({"files": ["src/\udcff.py"]}, "is not UTF-8 text", "lockyard log --json"),
+        ({"agents": [""]}, "--agent '' is empty", "as `lockyard log` shows it"),
+        ({"namespaces": [""]}, "--namespace '' is empty", "as `lockyard log` shows it"),
+        ({"agents": ["\udcff"]}, "--agent '\\udcff' is not UTF-8 text", "--json"),
+        ({"kinds": [""]}, "unknown event kind ''", "grant, wait-begin"),
+        ({"since": T0, "until": T0}, "ends before it begins", None),
+    ],
+)
+def test_a_filter_that_can_match_nothing_says_why_and_what_to_write(
+    filters: dict[str, object], says: str, hint: str | None
+) -> None:
+    with pytest.raises(BadQueryError) as refused:
+        JournalQuery.of(**filters)  # type: ignore[arg-type]
+    assert says in str(refused.value)
+    assert hint is None or (refused.value.hint is not None and hint in refused.value.hint)
+
+
+def test_a_literal_bracket_or_star_is_written_as_a_set() -> None:
+    query = JournalQuery.of(files=["src/[[]x].py", "[*]"])
+    assert query.file_matches("src/[x].py")
+    assert query.file_matches("*")
+    assert not query.file_matches("src/x.py")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -48,7 +49,9 @@ class DemoPage:
 
         feed = BoardFeed(open_read_only)
         self.server = ServerThread(feed, Access(None), bind("127.0.0.1", self.port)).start()
-        self.say(f"lockyard web: {self.server.address}#window=300 (the run's page)")
+        # The timeline's window is the run's: from now to its latest event (the page's
+        # `#from=`), so a run of half a minute fills its width, during the run and after.
+        self.say(f"lockyard web: {self.server.address}#from={int(time.time())} (the run's page)")
         return self.server.address
 
     def linger(self) -> None:

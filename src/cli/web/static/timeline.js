@@ -10,6 +10,7 @@
   const COLORS = { hold: "#3b82c4", wait: "#e59a1c", cycle: "#d62f2f", denied: "#c2410c", grid: "#eef0f3", ink: "#1d2430", dim: "#6b7482" };
   const state = {
     by: "file", seconds: 3600, custom: null,   // custom: [from, to] in seconds since the epoch
+    since: null, asked: null, latest: 0, busy: false,  // since: a run's start (`#from=`): to its latest event
     items: [], keys: new Set(), board: null, note: "",
     rows: [], layoutDirty: true, skew: 0, loading: 0,
   };
@@ -24,6 +25,13 @@
   function windowRange() {
     if (state.custom) return state.custom;
     const t = now();
+    if (state.since !== null) {
+      // A run's window: from its start to its latest event (to now while anything is held
+      // or waited for), so a run of seconds fills the width, and stays so after it ended.
+      const end = Math.min(state.busy ? t : Math.max(state.latest, state.since), t);
+      const span = Math.max(end - state.since, 10);
+      return [state.since, state.since + span * 1.03];
+    }
     return [t - state.seconds, t];
   }
 
@@ -36,6 +44,8 @@
       if (state.keys.has(key)) continue;
       state.keys.add(key);
       state.items.push(it);
+      const end = typeof it.e === "number" ? it.e : it.s;
+      if (end > state.latest) state.latest = end;
     }
     state.layoutDirty = true;
     draw();
@@ -243,7 +253,7 @@
       const body = await response.json();
       if (ticket !== state.loading) return;
       if (!response.ok) { state.note = body.error || "the timeline could not be read"; draw(); return; }
-      state.items = []; state.keys = new Set();
+      state.items = []; state.keys = new Set(); state.latest = 0;
       state.note = body.note || "";
       state.storeless = body.store === false;
       if (body.truncated) state.note = (state.note ? state.note + " · " : "") + "showing the latest " + body.items.length + " events of this window";
@@ -270,7 +280,9 @@
       $("from").value = toInput(from); $("to").value = toInput(to);
       return;
     }
-    state.custom = null; state.seconds = Number(value); load();
+    state.custom = null; state.since = value === "since" ? state.asked : null;
+    if (state.since === null) state.seconds = Number(value);
+    load();
   });
   $("apply").addEventListener("click", () => {
     const from = Date.parse($("from").value) / 1000, to = Date.parse($("to").value) / 1000;
@@ -281,22 +293,35 @@
   window.LockyardTimeline = {
     setBoard(board) {
       state.board = board; state.skew = board.taken_at - Date.now() / 1000;
+      state.busy = (board.locks || []).some((lock) => lock.holder !== null || lock.queue.length > 0);
       // The page opened before the store existed (a demo starting): read the window now.
       if (state.storeless && !board.note) { state.storeless = false; load(); }
       if (!state.custom) draw();
     },
     addItems(items) { if (!state.custom) addItems(items); },
     rows() { return state.rows.map((row) => row.name); },
+    range() { return windowRange(); },
+    latest() { return state.latest; },
     counts() {
       const out = {};
       for (const it of state.items) out[it.k] = (out[it.k] || 0) + 1;
       return out;
     },
   };
-  // `#window=SECONDS` in the address picks the window (`demo --web` asks for 5 minutes).
+  // `#window=SECONDS` in the address picks the last minutes; `#from=T` (seconds since the
+  // epoch) a run's window, from T to its latest event (`demo --web` asks for its own run's).
   const asked = Number((/window=(\d+)/.exec(location.hash) || [])[1]);
   const option = [...$("window").options].find((o) => Number(o.value) === asked);
   if (option) { $("window").value = option.value; state.seconds = asked; }
+  const from = Number((/from=(\d+(?:\.\d+)?)/.exec(location.hash) || [])[1]);
+  if (from > 0) {
+    state.asked = state.since = from;
+    const run = document.createElement("option");
+    run.value = "since";
+    run.textContent = "since " + new Date(from * 1000).toLocaleTimeString([], { hour12: false });
+    $("window").prepend(run);
+    $("window").value = "since";
+  }
   setInterval(() => { if (!state.custom) draw(); }, 1000);
   load();
 })();

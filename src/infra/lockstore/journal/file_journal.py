@@ -18,6 +18,7 @@ from .record import JournalRecord
 from .scan import (
     end_of_time,
     first_time,
+    inside_window,
     lines_backward,
     lines_forward,
     misses_window,
@@ -174,11 +175,20 @@ class FileJournal:
                 total.add(record)
             return total
         for segment in self._segments():
-            summary = self._summary(segment)
-            if summary is not None and not query.could_match(summary):
-                continue
-            whole = summary is not None and _inside(summary.stats, query)
-            if whole and summary is not None:
+            try:
+                fd = open_segment(segment.path)
+            except OSError:
+                continue  # sealed and deleted since the listing
+            try:
+                end = whole_end(fd, os.fstat(fd).st_size)
+                if misses_window(fd, end, query.since, query.until):
+                    continue
+                # A summary (a parse of its cache) only for a segment the window takes whole.
+                whole = segment.sealed and inside_window(fd, end, query.since, query.until)
+            finally:
+                os.close(fd)
+            summary = self._summary(segment) if whole else None
+            if summary is not None and _inside(summary.stats, query):
                 total.merge(summary.stats)
                 continue
             for record in self._read(segment, query, None, judged=True):

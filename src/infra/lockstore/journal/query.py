@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii as _quote
 
+from .file_glob import BadGlobError, FileGlob
 from .record import KINDS, RECORD_START, JournalRecord
 from .scan import time_of
 from .summary import SegmentSummary
@@ -16,16 +16,22 @@ _WILDCARD = re.compile(r"[*?\[]")
 
 
 class BadQueryError(ValueError):
-    """A filter that can match nothing by construction (an unknown kind, an empty window)."""
+    """A filter that can match nothing by construction (an unknown kind, an empty window, a
+    glob that is not one, an empty or undecodable name); the message says what is wrong,
+    the message or the hint what to write instead."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 @dataclass(frozen=True, slots=True)
 class JournalQuery:
     """Records that name one of `agents` (any, when empty), a file matching one of `files`
     (shell-style globs on the repository-relative path; `*` crosses `/`, as in git's
-    pathspecs), of one of `kinds`, in one of `namespaces`, with `since <= time < until`;
-    with `began_before`, only the records of a hold or a wait (they say how long it lasted:
-    `held`, `waited`) that began before that time."""
+    pathspecs; file_glob.py), of one of `kinds`, in one of `namespaces`, with `since <= time
+    < until`; with `began_before`, only the records of a hold or a wait (they say how long it
+    lasted: `held`, `waited`) that began before that time. Made by `of`, which checks it."""
 
     agents: frozenset[str] = frozenset()
     files: tuple[str, ...] = ()
@@ -34,6 +40,9 @@ class JournalQuery:
     since: float | None = None
     until: float | None = None
     began_before: float | None = None
+    globs: tuple[FileGlob, ...] = field(default=(), compare=False, repr=False)
+    """`files`, checked: what `file_matches` and PostgreSQL's reader match with."""
+    _file_match: Callable[[str], object] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(
@@ -47,18 +56,30 @@ class JournalQuery:
         until: float | None = None,
         began_before: float | None = None,
     ) -> JournalQuery:
-        """A query; BadQueryError for an unknown kind or a window that ends before it starts."""
+        """A query; BadQueryError for an unknown kind, a window that ends before it starts,
+        a file glob that is not one (file_glob.py), an empty or undecodable agent or
+        namespace."""
         wanted = frozenset(kinds)
         unknown = sorted(wanted - set(KINDS))
         if unknown:
             raise BadQueryError(
-                f"unknown event kind {', '.join(unknown)}: use one of {', '.join(KINDS)}"
+                f"unknown event kind {', '.join(map(repr, unknown))}",
+                f"use one of {', '.join(KINDS)}",
             )
         if since is not None and until is not None and until <= since:
             raise BadQueryError("the time window ends before it begins: --until must be later")
+        agents, namespaces = _names("--agent", agents), _names("--namespace", namespaces)
+        try:
+            globs = tuple(FileGlob.parse(pattern) for pattern in dict.fromkeys(files))
+        except BadGlobError as error:
+            raise BadQueryError(str(error), error.hint) from None
+        matcher = None
+        if globs:
+            either = "|".join(f"(?:{glob.regex})" for glob in globs)
+            matcher = re.compile(either, re.DOTALL).fullmatch
         return cls(
-            frozenset(agents), tuple(files), wanted, frozenset(namespaces), since, until,
-            began_before,
+            agents, tuple(glob.pattern for glob in globs), wanted, namespaces, since, until,
+            began_before, globs, matcher,
         )  # fmt: skip
 
     @property
@@ -87,7 +108,7 @@ class JournalQuery:
 
     def file_matches(self, name: str) -> bool:
         """True when `name` matches one of the query's globs."""
-        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.files)
+        return self._file_match is not None and self._file_match(name) is not None
 
     def could_match(self, summary: SegmentSummary) -> bool:
         """False when no record a segment's summary describes can match (skip the segment)."""
@@ -128,6 +149,21 @@ class JournalQuery:
         if len(tests) == 1:
             return tests[0]
         return lambda line: all(test(line) for test in tests)
+
+
+def _names(option: str, names: Iterable[str]) -> frozenset[str]:
+    """`names`, each checked: an empty one, or one that is not UTF-8 text (a name the shell
+    passed as bytes), can be in no record."""
+    checked = frozenset(names)
+    for name in checked:
+        if not name:
+            raise BadQueryError(f"{option} '' is empty", "give a name as `lockyard log` shows it")
+        if any("\ud800" <= char <= "\udfff" for char in name):
+            raise BadQueryError(
+                f"{option} {name!r} is not UTF-8 text: no record names it",
+                "write the name as `lockyard log --json` shows it",
+            )
+    return checked
 
 
 def _contains_any(texts: Iterable[str]) -> Callable[[bytes], bool]:

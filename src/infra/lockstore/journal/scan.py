@@ -121,7 +121,7 @@ def misses_window(fd: int, end: int, since: float | None, until: float | None) -
     the margin), told from the times of the first and the last (a few reads; a segment's
     summary would cost a parse of its whole cache)."""
     if since is not None:
-        last = next((t for line in _last_lines(fd, end) if (t := time_of(line)) is not None), None)
+        last = last_time(fd, end)
         if last is not None and last < since - _SEEK_MARGIN:
             return True
     if until is not None:
@@ -131,9 +131,29 @@ def misses_window(fd: int, end: int, since: float | None, until: float | None) -
     return False
 
 
+def inside_window(fd: int, end: int, since: float | None, until: float | None) -> bool:
+    """Whether the records before `end` all fall inside `since <= t < until` (by the margin),
+    told the same way: a sealed segment so judged is summed from its summary, and one the
+    window cuts is read, so `stats --since` opens the summaries of whole segments only."""
+    if since is not None:
+        first = first_time(fd, end)
+        if first is None or first < since + _SEEK_MARGIN:
+            return False
+    if until is not None:
+        last = last_time(fd, end)
+        if last is None or last >= until - _SEEK_MARGIN:
+            return False
+    return True
+
+
 def first_time(fd: int, end: int) -> float | None:
     """The time of the first record before `end` (None: none near the start)."""
     return _record_after(fd, 0, end)[1] if end else None
+
+
+def last_time(fd: int, end: int) -> float | None:
+    """The time of the last record before `end` (None: none near the end)."""
+    return next((t for line in _last_lines(fd, end) if (t := time_of(line)) is not None), None)
 
 
 def _last_lines(fd: int, end: int) -> Iterator[bytes]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Final
@@ -30,6 +29,8 @@ _COLUMNS: Final = (
     "other, reason, guard, detail"
 )
 _BATCH: Final = 5000
+_MOST_ROWS: Final = 50_000
+"""The most rows `latest` asks the server for at once."""
 _NO_ID: Final = 2**63 - 1
 """Above every record id: the end of the last range of ids."""
 _STOP_CHECK: Final = 1.0
@@ -79,31 +80,6 @@ def _record(row: tuple[Any, ...]) -> JournalRecord:
     return record
 
 
-def glob_regex(pattern: str) -> str:
-    """A shell-style glob as a PostgreSQL regular expression matching the whole text (`*`
-    crosses `/`, as `JournalQuery` has it)."""
-    out = ["^"]
-    i = 0
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "*":
-            out.append(".*")
-        elif char == "?":
-            out.append(".")
-        elif char == "[" and "]" in pattern[i + 2 :]:
-            end = pattern.index("]", i + 2)
-            body = pattern[i + 1 : end].replace("\\", "\\\\")
-            if body.startswith("!"):
-                body = "^" + body[1:]
-            out.append(f"[{body}]")
-            i = end
-        else:
-            out.append(re.escape(char))
-        i += 1
-    out.append("$")
-    return "".join(out)
-
-
 def _where(query: JournalQuery, after_id: int | None = None) -> tuple[str, list[Any]]:
     """SQL conditions every record `query.matches` passes (most others fail them); the
     reader checks each row with `query.matches` too (deadlocks name agents in `detail`)."""
@@ -129,7 +105,7 @@ def _where(query: JournalQuery, after_id: int | None = None) -> tuple[str, list[
         params += [sorted(query.agents)] * 2
     if query.files:
         conditions.append("(file ~ ANY(%s) OR kind = 'deadlock')")
-        params.append([glob_regex(pattern) for pattern in query.files])
+        params.append([f"^(?:{glob.regex})$" for glob in query.globs])
     return " AND ".join(conditions), params
 
 
@@ -249,7 +225,7 @@ class PgJournal:
         if limit <= 0:
             return []
         found: list[tuple[int, JournalRecord]] = []
-        batch = max(limit, 100)
+        batch = min(max(limit, 100), _MOST_ROWS)  # `log -n 10**20` asks for no bigint LIMIT
         for low, high in reversed(self._window_ranges(query)):
             before = high - 1 if upto is None else min(upto, high - 1)
             while len(found) < limit and before >= low:

@@ -273,7 +273,7 @@ DECLARE
     giver text;
     n bigint;
     n_before bigint;
-    waited_old double precision;  -- holds only: since when the old holder waited (`pending`)
+    waited_old double precision;  -- since when the old holder or reader waited (`pending`)
     waited_new double precision;  -- and the new one
     how text;  -- a grant's outcome: shared (a read), upgrade (the holder's read goes into it)
 BEGIN
@@ -281,29 +281,29 @@ BEGIN
        OR (TG_OP = 'INSERT' AND NEW.agent_id IS NULL) THEN
         RETURN NULL;
     END IF;
-    IF TG_TABLE_NAME = 'holds' THEN  -- (a readers row has no `pending`)
-        IF TG_OP <> 'INSERT' THEN waited_old := OLD.pending; END IF;
-        IF TG_OP <> 'DELETE' THEN
-            waited_new := NEW.pending;
-            IF NEW.readers > 0 AND EXISTS (SELECT 1 FROM {s}.readers WHERE namespace =
-                   NEW.namespace AND key = NEW.key AND agent_id = NEW.agent_id) THEN
-                how := 'upgrade';  -- one hold with the read (stats count it once)
-            END IF;
+    IF TG_OP <> 'INSERT' THEN waited_old := OLD.pending; END IF;
+    IF TG_OP <> 'DELETE' THEN waited_new := NEW.pending; END IF;
+    IF TG_OP = 'UPDATE' AND OLD.token IS NOT DISTINCT FROM NEW.token
+       AND (waited_old IS NULL OR waited_new IS NOT NULL) THEN
+        RETURN NULL;  -- the same holder or reader, whose wait (if any) goes on
+    END IF;
+    IF TG_TABLE_NAME = 'readers' THEN
+        how := 'shared';
+        IF TG_OP = 'DELETE' AND EXISTS (SELECT 1 FROM {s}.holds WHERE namespace =
+               OLD.namespace AND key = OLD.key AND agent_id = OLD.agent_id) THEN
+            RETURN NULL;  -- an upgrade's read, gone into its hold: no release (nor reclaim)
         END IF;
-        IF TG_OP = 'UPDATE' AND OLD.token IS NOT DISTINCT FROM NEW.token
-           AND (waited_old IS NULL OR waited_new IS NOT NULL) THEN
-            RETURN NULL;  -- the same holder, whose wait (if any) goes on
-        END IF;
-    ELSIF TG_OP = 'DELETE' AND EXISTS (SELECT 1 FROM {s}.holds WHERE namespace = OLD.namespace
-                                       AND key = OLD.key AND agent_id = OLD.agent_id) THEN
-        RETURN NULL;  -- an upgrade's read, gone into its hold: no release (nor reclaim)
+    ELSIF TG_OP <> 'DELETE' AND NEW.readers > 0 AND EXISTS (SELECT 1 FROM {s}.readers
+              WHERE namespace = NEW.namespace AND key = NEW.key AND agent_id = NEW.agent_id) THEN
+        how := 'upgrade';  -- one hold with the read (stats count it once)
     END IF;
     BEGIN
         IF TG_OP = 'UPDATE' AND OLD.token = NEW.token THEN
-            -- A holder that waited for readers (or the holds under its directory) is granted,
-            -- as a waiter is at a hand-over: from the last reader to leave (a directory's
-            -- giver is not looked up: many holds under it may have ended).
-            IF right(NEW.key, 1) <> '/' THEN
+            -- A holder that waited for readers (or a holder or reader of a directory or glob
+            -- for the holds under it) is granted, as a waiter is at a hand-over: from the last
+            -- reader to leave (a directory's giver is not looked up: many holds under it may
+            -- have ended).
+            IF NOT {s}.scoped(NEW.key) THEN
                 SELECT j.agent INTO giver FROM {s}.journal j WHERE j.namespace = NEW.namespace
                     AND j.file = NEW.key AND j.kind IN ('release', 'reclaim', 'operator-release')
                     ORDER BY j.id DESC LIMIT 1;
@@ -354,9 +354,10 @@ BEGIN
         IF TG_OP = 'DELETE' OR NEW.agent_id IS NULL OR OLD.token = NEW.token THEN
             NULL;  -- no new holder
         ELSIF waited_new IS NOT NULL THEN
-            -- Written in as the holder, it waits for readers (or the holds under its
-            -- directory): a wait begins, unless it began in the queue the lock was handed from.
-            IF current_setting('lockyard.handing', true) IS DISTINCT FROM 'on' THEN
+            -- Written in as the holder (or a reader), it waits for readers (or the holds under
+            -- its directory): a wait begins, unless it began in the queue it comes from (whose
+            -- entry goes after this, in the same transaction).
+            IF NOT EXISTS (SELECT 1 FROM {s}.waiters WHERE token = NEW.token) THEN
                 INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host)
                 VALUES (now, 'wait-begin', NEW.namespace, NEW.agent_id, NEW.key,
                     NEW.session::text, coalesce(NEW.pid, 0), coalesce(NEW.host, ''))
@@ -377,8 +378,7 @@ BEGIN
             INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host, fence,
                 other, outcome)
             VALUES (now, kind, NEW.namespace, NEW.agent_id, NEW.key, NEW.session::text,
-                coalesce(NEW.pid, 0), coalesce(NEW.host, ''), NEW.fence, giver,
-                CASE TG_TABLE_NAME WHEN 'readers' THEN 'shared' ELSE how END)
+                coalesce(NEW.pid, 0), coalesce(NEW.host, ''), NEW.fence, giver, how)
             RETURNING id INTO n;
         END IF;
         IF n % 1024 = 0 THEN
@@ -411,17 +411,19 @@ BEGIN
         SELECT coalesce(pending, 0) INTO holding FROM {s}.holds
         WHERE namespace = OLD.namespace AND key = coalesce(OLD.want, OLD.key)
             AND token = OLD.token;
+        IF holding IS NULL THEN
+            SELECT coalesce(pending, 0) INTO holding FROM {s}.readers
+            WHERE namespace = OLD.namespace AND key = coalesce(OLD.want, OLD.key)
+                AND token = OLD.token;
+        END IF;
         IF holding > 0 THEN
-            RETURN NULL;  -- written in as the holder, it waits on (for readers): not over yet
+            RETURN NULL;  -- written in as the holder or a reader, it waits on: not over yet
         END IF;
         INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host, waited,
             outcome)
         VALUES (now, 'wait-end', OLD.namespace, OLD.agent_id, coalesce(OLD.want, OLD.key),
             OLD.session::text, OLD.pid, OLD.host, now - OLD.since,
-            CASE WHEN holding IS NOT NULL
-                      OR EXISTS (SELECT 1 FROM {s}.readers WHERE namespace = OLD.namespace
-                              AND key = coalesce(OLD.want, OLD.key) AND token = OLD.token)
-                 THEN 'granted'
+            CASE WHEN holding IS NOT NULL THEN 'granted'
                 ELSE coalesce(nullif(current_setting('lockyard.why', true), ''), 'cancelled')
             END)
         RETURNING id INTO n;
@@ -450,8 +452,9 @@ CREATE TRIGGER holds_journal_delete AFTER DELETE ON {s}.holds FOR EACH ROW
     WHEN (OLD.agent_id IS NOT NULL
           AND current_setting('lockyard.journal', true) IS DISTINCT FROM 'off')
     EXECUTE FUNCTION {s}.journal_holds();
--- A reader's row: its shared grant (outcome "shared") and its release, as for a holder.
-CREATE TRIGGER readers_journal AFTER INSERT OR DELETE ON {s}.readers FOR EACH ROW
+-- A reader's row: its shared grant (outcome "shared") and its release, as for a holder;
+-- for a reader of a directory or glob that waits for the writes under it, its wait.
+CREATE TRIGGER readers_journal AFTER INSERT OR UPDATE OR DELETE ON {s}.readers FOR EACH ROW
     WHEN (current_setting('lockyard.journal', true) IS DISTINCT FROM 'off')
     EXECUTE FUNCTION {s}.journal_holds();
 CREATE TRIGGER waiters_journal AFTER INSERT OR DELETE ON {s}.waiters FOR EACH ROW

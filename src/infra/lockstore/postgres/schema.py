@@ -144,7 +144,9 @@ CREATE UNLOGGED TABLE {s}.holds (
 -- exclusive holder; so an exclusive grant that finds `readers = 0` under that lock excludes
 -- every reader, and the hot take of a free lock needs no look at this table. An exclusive
 -- holder written in while other readers remain waits for them (it is "pending": the guards
--- see the readers and refuse its writes); the last reader's release pushes it the grant.
+-- see the readers and refuse its writes); the last reader's release pushes it the grant. A
+-- reader of a directory or glob written in while writes under it remain waits for them too:
+-- its `pending` says since when, until `read_over` (the journal's wait, then hand-over).
 CREATE UNLOGGED TABLE {s}.readers (
     namespace text NOT NULL,
     key text COLLATE "C" NOT NULL,
@@ -159,6 +161,7 @@ CREATE UNLOGGED TABLE {s}.readers (
     pid_ns text,
     acquired_at double precision NOT NULL,
     checkout text,
+    pending double precision,
     PRIMARY KEY (namespace, key, agent_id)
 );
 -- `key` is the line a waiter stands in; `want`, when set, the key it asks for, under a
@@ -333,9 +336,11 @@ _READERS: Final = """
 -- A reader joins a lock that has no exclusive holder: its row, the lock's count, and a
 -- number drawn under the lock's row lock (so it is above every earlier grant's, and every
 -- later exclusive grant's is above it). NULL when the lock has an exclusive holder.
+-- `p_since`: the reader, of a directory or glob, must still wait for the writes under it,
+-- since then (its `pending`).
 CREATE FUNCTION {s}.join_readers(p_ns text, p_key text, p_agent text, p_token text,
     p_session integer, p_pid integer, p_start bigint, p_host text, p_boot text,
-    p_pidns text, p_checkout text) RETURNS bigint
+    p_pidns text, p_checkout text, p_since double precision DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE f bigint;
 BEGIN
@@ -362,9 +367,9 @@ BEGIN
     END LOOP;
     IF f IS NULL THEN RETURN NULL; END IF;
     INSERT INTO {s}.readers (namespace, key, agent_id, session, token, fence, pid,
-        start_time, host, boot_id, pid_ns, acquired_at, checkout)
+        start_time, host, boot_id, pid_ns, acquired_at, checkout, pending)
     VALUES (p_ns, p_key, p_agent, p_session, p_token, f, p_pid, p_start, p_host, p_boot,
-        p_pidns, {s}.now_epoch(), p_checkout);
+        p_pidns, {s}.now_epoch(), p_checkout, p_since);
     RETURN f;
 END $$;
 
@@ -407,6 +412,13 @@ END $$;
 CREATE FUNCTION {s}.wait_over(p_ns text, p_key text) RETURNS void LANGUAGE sql AS $$
     UPDATE {s}.holds SET pending = NULL, acquired_at = {s}.now_epoch()
     WHERE namespace = p_ns AND key = p_key AND pending IS NOT NULL
+$$;
+
+-- The same for the reader of p_key whose token is p_token (a directory's or a glob's).
+CREATE FUNCTION {s}.read_over(p_ns text, p_key text, p_token text) RETURNS void
+LANGUAGE sql AS $$
+    UPDATE {s}.readers SET pending = NULL, acquired_at = {s}.now_epoch()
+    WHERE namespace = p_ns AND key = p_key AND token = p_token AND pending IS NOT NULL
 $$;
 
 -- Readers left: an exclusive holder that waited for them and now has none but its own read
@@ -637,6 +649,7 @@ BEGIN
         END IF;
         FOR r IN SELECT * FROM {s}.readers WHERE namespace = p_ns AND key = h.key LOOP
             IF {s}.below_blocker(p_ns, h.key, r.agent_id, true, p_me, false) IS NULL THEN
+                PERFORM {s}.read_over(p_ns, h.key, r.token);
                 PERFORM pg_notify({s}.channel(p_ns), 'g' || r.token || ':' || r.fence);
             END IF;
         END LOOP;
@@ -685,7 +698,7 @@ LANGUAGE plpgsql AS $$
 DECLARE w {s}.waiters; f bigint; more boolean; pushed text; who text; line text;
     nested boolean := cardinality({s}.dirs_above(p_key)) > 0
         OR EXISTS (SELECT 1 FROM {s}.globs WHERE namespace = p_ns);
-    below boolean := false;
+    below boolean := false; read_below boolean;
 BEGIN
     -- For the journal (journal_schema.py): a holder written in from now on in this
     -- transaction was handed the lock (nothing after a hand-off in a transaction takes one).
@@ -755,15 +768,20 @@ BEGIN
             END IF;
         END IF;
         IF w.shared THEN
+            read_below := {s}.scoped(p_key)
+                AND {s}.below_blocker(p_ns, p_key, w.agent_id, true, p_me, false) IS NOT NULL;
             f := {s}.join_readers(p_ns, p_key, w.agent_id, w.token, w.session, w.pid,
-                w.start_time, w.host, w.boot_id, w.pid_ns, w.checkout);
+                w.start_time, w.host, w.boot_id, w.pid_ns, w.checkout,
+                CASE WHEN read_below THEN w.since END);
             IF f IS NULL THEN
                 RETURN;  -- held: its release hands on
             END IF;
             DELETE FROM {s}.waiters WHERE ticket = w.ticket;
-            IF {s}.scoped(p_key)
-               AND {s}.wait_below(p_ns, p_key, w.agent_id, true, p_me) THEN
+            IF read_below AND {s}.wait_below(p_ns, p_key, w.agent_id, true, p_me) THEN
                 CONTINUE;  -- a reader that waits for the holds under it (below_left pushes)
+            END IF;
+            IF read_below THEN
+                PERFORM {s}.read_over(p_ns, p_key, w.token);  -- they went meanwhile
             END IF;
             PERFORM pg_notify({s}.channel(p_ns), 'g' || w.token || ':' || f),
                 pg_notify('{graph}', '');
@@ -900,7 +918,7 @@ BEGIN
         END IF;
         IF p_shared THEN
             o_fence := {s}.join_readers(p_ns, p_key, p_agent, p_token, p_me, p_pid, p_start,
-                p_host, p_boot, p_pidns, p_checkout);
+                p_host, p_boot, p_pidns, p_checkout, CASE WHEN below THEN {s}.now_epoch() END);
         ELSE
             IF h.readers > 0 THEN  -- (NULL when the row was not there)
                 o_agent := {s}.other_reader(p_ns, p_key, p_agent, p_me);
@@ -929,6 +947,11 @@ BEGIN
             RETURN;
         END IF;
         IF o_fence IS NOT NULL THEN
+            IF below AND p_shared THEN  -- the holds under it went meanwhile: its wait is over
+                PERFORM {s}.read_over(p_ns, p_key, p_token);
+            ELSIF below THEN
+                PERFORM {s}.wait_over(p_ns, p_key);
+            END IF;
             outcome := 'granted'; o_agent := p_agent;
             RETURN;
         END IF;
@@ -1038,6 +1061,7 @@ BEGIN
             o_agent := {s}.below_blocker(p_ns, p_key, o_agent, true, p_me, false);
             o_fence := NULL;
         ELSIF FOUND THEN
+            PERFORM {s}.read_over(p_ns, p_key, p_token);
             outcome := 'granted';
         ELSE
             DELETE FROM {s}.waiters WHERE ticket = p_ticket;
@@ -1099,7 +1123,8 @@ BEGIN
     END IF;
     IF w.shared THEN
         o_fence := {s}.join_readers(p_ns, p_key, w.agent_id, p_token, p_me, w.pid,
-            w.start_time, w.host, w.boot_id, w.pid_ns, w.checkout);
+            w.start_time, w.host, w.boot_id, w.pid_ns, w.checkout,
+            CASE WHEN below IS NOT NULL THEN w.since END);
         IF o_fence IS NULL THEN
             outcome := 'waiting';
             RETURN;
@@ -1110,6 +1135,9 @@ BEGIN
             outcome := 'waiting';  -- it reads the directory once the writes under it end
             o_fence := NULL;
             RETURN;
+        END IF;
+        IF below IS NOT NULL THEN
+            PERFORM {s}.read_over(p_ns, p_key, p_token);  -- they went meanwhile
         END IF;
         outcome := 'granted'; o_agent := w.agent_id;
         RETURN;
@@ -1172,6 +1200,7 @@ BEGIN
             PERFORM {s}.release_read(p_ns, p_key, who, p_me);  -- still waiting: given back
             RETURN 'left';
         END IF;
+        PERFORM {s}.read_over(p_ns, p_key, p_token);
         RETURN 'granted';
     END IF;
     RETURN 'left';
