@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+import time_limit
+
 # No per-example deadline anywhere: on a loaded 2-core machine one slow example is no bug,
 # and a deadline turns it into a failure one run in several.
 settings.register_profile("dev", deadline=None)
@@ -13,6 +15,13 @@ settings.register_profile("dev", deadline=None)
 # a developer's runs keep exploring new examples.
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A test past 80% of its timeout fails alone instead of taking its xdist worker down
+    (tests/time_limit.py says why)."""
+    if not config.pluginmanager.has_plugin("time_limit"):
+        config.pluginmanager.register(time_limit, "time_limit")
 
 
 @pytest.fixture
