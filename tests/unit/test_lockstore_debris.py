@@ -77,17 +77,18 @@ def test_reclaim_stale_removes_dead_and_old_empty_staging_and_keeps_live_writers
 def test_corrupt_and_dead_queue_entries_are_ignored_then_dropped(store: LockStore) -> None:
     name = lock_name(store.namespace, store.canonicalize("a.py"))
     queue = store.lock_dir / f"{name}.q"
-    queue.mkdir()
-    os.symlink("{garbage", queue / "00000000000000000001-x")
+    (queue / f"{1:020d}").mkdir(parents=True)
+    os.symlink("{garbage", queue / f"{1:020d}" / "x")
     record = json.loads(_record(store, "a.py", pid=1, start_time=-1))
     record.update(ticket=2, since=0.0)
-    os.symlink(json.dumps(record), queue / "00000000000000000002-y")
+    (queue / f"{2:020d}").mkdir()
+    os.symlink(json.dumps(record), queue / f"{2:020d}" / record["token"])
     assert [w.agent_id for w in store.waiters("a.py")] == ["crashed"]
     assert store.snapshot().waits == ()
     assert store.try_lock("a.py", "alice")  # neither entry is a live waiter
     assert store.release("a.py", "alice")
     store.reclaim_stale()
-    assert [entry.name for entry in queue.iterdir()] == ["00000000000000000001-x"]
+    assert [entry.name for entry in queue.iterdir()] == [f"{1:020d}"]
 
 
 def test_a_planted_queue_symlink_is_skipped_by_scans(store: LockStore, tmp_path: Path) -> None:
