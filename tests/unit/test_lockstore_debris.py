@@ -91,6 +91,29 @@ def test_corrupt_and_dead_queue_entries_are_ignored_then_dropped(store: LockStor
     assert [entry.name for entry in queue.iterdir()] == [f"{1:020d}"]
 
 
+def test_reclaim_stale_removes_the_entries_dead_waiters_left_half_built_or_half_removed(
+    store: LockStore,
+) -> None:
+    # A waiter that died building its entry, and one emptied by a remover that died before
+    # removing it, keep the queue (and every newcomer's slower look at it) until a clean-up.
+    name = lock_name(store.namespace, store.canonicalize("a.py"))
+    queue = store.lock_dir / f"{name}.q"
+    waiter = json.loads(_record(store, "a.py", token="t1", pid=1, start_time=-1))
+    waiter.update(ticket=1, since=0.0)
+    (queue / ".new-t1").mkdir(parents=True)
+    os.symlink(json.dumps(waiter), queue / ".new-t1" / "t1")
+    (queue / f"{1:020d}").mkdir()  # emptied
+    assert store.waiters("a.py") == []
+    store.reclaim_stale()
+    assert not queue.exists()
+    live = json.loads(_record(store, "a.py", token="t2"))
+    live.update(ticket=1, since=0.0)
+    (queue / ".new-t2").mkdir(parents=True)
+    os.symlink(json.dumps(live), queue / ".new-t2" / "t2")
+    store.reclaim_stale()
+    assert os.listdir(queue) == [".new-t2"]  # its waiter is alive: still building it
+
+
 def test_a_planted_queue_symlink_is_skipped_by_scans(store: LockStore, tmp_path: Path) -> None:
     name = lock_name(store.namespace, store.canonicalize("a.py"))
     (tmp_path / "elsewhere").mkdir()

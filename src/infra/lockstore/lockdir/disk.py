@@ -335,6 +335,18 @@ class LockDir:
         except FileNotFoundError:
             raise self.removed() from None
 
+    def names_in(self, entry: str) -> list[str]:
+        """The names in directory `entry` of ours (empty when it is absent)."""
+        entry_fd = self.open_own_dir(entry)
+        if entry_fd is None:
+            return []
+        try:
+            return os.listdir(entry_fd)
+        except FileNotFoundError:
+            return []  # removed after we opened it (FUSE says so)
+        finally:
+            os.close(entry_fd)
+
     def names_with(self, suffix: str) -> list[str]:
         """The lock names that have an entry ending in `suffix` (locks, or queues)."""
         return [entry[: -len(suffix)] for entry in self.names() if entry.endswith(suffix)]
@@ -724,6 +736,36 @@ class QueueEntries:
             if found is not None:  # else that waiter left, or it is not a waiter's record
                 entries.append((entry, *found))
         return entries
+
+    def unfinished(self, name: str) -> list[tuple[str, str]]:
+        """(entry, wait token) of the entries of the queue of `name` still being built
+        (`enqueue`), each entry named relative to the lock directory, as a staging is."""
+        queue = name + QUEUE_SUFFIX
+        try:
+            listed = self._dir.names_in(queue)
+        except LockDirError:
+            return []
+        return [
+            (f"{queue}/{entry}", entry[len(NEW_ENTRY_MARK) :])
+            for entry in listed
+            if entry.startswith(NEW_ENTRY_MARK)
+        ]
+
+    def remove_emptied(self, name: str) -> None:
+        """Remove the entries of the queue of `name` that hold no record (their remover died
+        before removing them: an entry is never empty otherwise, so whatever is renamed onto
+        one meanwhile makes the removal fail), and the queue once it is empty."""
+        queue = name + QUEUE_SUFFIX
+        try:
+            listed = self._dir.names_in(queue)
+        except LockDirError:
+            return
+        for entry in listed:
+            if _is_ticket(entry):
+                with contextlib.suppress(OSError):
+                    os.rmdir(f"{queue}/{entry}", dir_fd=self._dir.fd)
+        with contextlib.suppress(OSError):
+            os.rmdir(queue, dir_fd=self._dir.fd)
 
     def read_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
         """(entry, record) of every waiter of lock `name`, in arrival order."""
