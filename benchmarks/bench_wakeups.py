@@ -114,8 +114,7 @@ def _in_line_without_shortcut(ops: Any, place: Any) -> Any:
     then found gone one read at a time."""
     if not place.entry:
         return False
-    token = yield ops.entry_token, place.name, place.entry
-    return token == place.token
+    return bool((yield ops.bears, place.name, place.entry, place.token))
 
 
 def mp_context() -> multiprocessing.context.ForkServerContext:

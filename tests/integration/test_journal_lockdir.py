@@ -173,7 +173,8 @@ def test_a_first_waiter_passed_over_is_recorded(repo: Path, lock_dir: Path, tmp_
         name = lock_name(store.namespace, "f.py")
         [first] = store.directory.queues.queue_order(name)
         then = time.time() - store.turn_timeout - 60
-        os.utime(f"{lock_dir}/{name}.q/{first}", (then, then), follow_symlinks=False)
+        token = store.directory.queues.entry_token(name, first)
+        os.utime(f"{lock_dir}/{name}.q/{first}/{token}", (then, then), follow_symlinks=False)
         assert store.try_lock("f.py", "C")
     finally:
         waiter.send_signal(signal.SIGCONT)

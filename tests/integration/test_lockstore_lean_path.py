@@ -35,16 +35,21 @@ from lockyard.infra.tools import locking
 from stepped_waits import SteppedWait
 
 
-def _queue_waiter(store: LockStore, filepath: str, agent: str, process: ProcessIdentity) -> str:
-    """Put a waiter of `process` in the queue of `filepath`, as a waiting store would."""
+def _queue_waiter(
+    store: LockStore, filepath: str, agent: str, process: ProcessIdentity
+) -> tuple[str, str]:
+    """Put a waiter of `process` in the queue of `filepath`, as a waiting store would: its
+    (entry, wait token)."""
     key = store.canonicalize(filepath)
     token = new_token()
-    return store.directory.queues.enqueue(
+    entry = store.directory.queues.enqueue(
         lock_name(store.namespace, key),
+        token,
         lambda ticket: encode_waiter(
             process, agent, token, ticket, key, store.namespace, store.root
         ),
     )
+    return entry, token
 
 
 def _lock_entries(store: LockStore) -> list[str]:
@@ -305,7 +310,7 @@ class LeanPathModel(RuleBasedStateMachine):
             for _ in range(2)
         ]
         self.holders: dict[str, str] = {}  # file -> agent (GHOST: a dead process)
-        self.queued: dict[str, str] = {}  # file -> ticket of a live waiter
+        self.queued: dict[str, tuple[str, str]] = {}  # file -> (entry, token) of a live waiter
 
     def teardown(self) -> None:
         for store in self.stores:
@@ -375,7 +380,7 @@ class LeanPathModel(RuleBasedStateMachine):
         ticket = self.queued.pop(filepath, None)
         if ticket is not None:
             store = self.stores[1]
-            run(line.drop(store.operations, lock_name(store.namespace, filepath), ticket))
+            run(line.drop(store.operations, lock_name(store.namespace, filepath), *ticket))
 
     @invariant()
     def holders_match_the_model(self) -> None:

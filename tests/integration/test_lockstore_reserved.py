@@ -114,6 +114,7 @@ def test_a_queue_of_dead_waiters_reserves_nothing(repo: Path, lock_dir: Path) ->
     token = new_token()
     store.directory.queues.enqueue(
         lock_name(store.namespace, key),
+        token,
         lambda ticket: encode_waiter(
             ghost, "ghost", token, ticket, key, store.namespace, store.root
         ),
@@ -152,7 +153,7 @@ def _turn_entry(store: LockStore, filepath: str) -> str:
     """The path (inside the lock dir) of the first queue entry of `filepath`."""
     name = lock_name(store.namespace, store.canonicalize(filepath))
     [first, *_rest] = store.directory.queues.queue_order(name)
-    return f"{store.lock_dir}/{name}.q/{first}"
+    return f"{store.lock_dir}/{name}.q/{first}/{store.directory.queues.entry_token(name, first)}"
 
 
 def _age_turn(store: LockStore, filepath: str, seconds: float) -> None:
@@ -241,28 +242,31 @@ def test_the_next_waiters_turn_starts_when_the_first_leaves(repo: Path, lock_dir
     name = lock_name(store.namespace, key)
     me = current_process()
 
-    def queue(agent: str) -> str:
+    def queue(agent: str) -> tuple[str, str]:
         token = new_token()
-        return store.directory.queues.enqueue(
+        entry = store.directory.queues.enqueue(
             name,
+            token,
             lambda ticket: encode_waiter(
                 me, agent, token, ticket, key, store.namespace, store.root
             ),
         )
+        return entry, token
 
-    def age(entry: str) -> None:
-        os.utime(f"{lock_dir}/{name}.q/{entry}", (long_ago, long_ago), follow_symlinks=False)
+    def age(entry: tuple[str, str]) -> None:
+        ticket, token = entry
+        os.utime(f"{lock_dir}/{name}.q/{ticket}/{token}", (long_ago,) * 2, follow_symlinks=False)
 
     long_ago = time.time() - 3600
     first, second = queue("B"), queue("C")
     age(first)
     age(second)
-    run(line.drop(store.operations, name, second))  # the second leaving starts nobody's turn
-    assert store.directory.queues.turn_started(name, first) == pytest.approx(long_ago)
+    run(line.drop(store.operations, name, *second))  # the second leaving starts nobody's turn
+    assert store.directory.queues.turn_started(name, *first) == pytest.approx(long_ago)
     second = queue("C")
     age(second)
-    run(line.drop(store.operations, name, first))  # the first leaving starts the second's turn
-    started = store.directory.queues.turn_started(name, second)
+    run(line.drop(store.operations, name, *first))  # the first leaving starts the second's turn
+    started = store.directory.queues.turn_started(name, *second)
     assert started is not None
     assert time.time() - started < 600
     assert not store.try_lock("f.py", "D")  # C (this live process) now has a fresh turn
@@ -324,6 +328,7 @@ def test_a_waiter_whose_wait_was_ended_never_takes_a_newcomers_reused_ticket(
         me, token = current_process(), new_token()
         newcomer = holder.directory.queues.enqueue(
             name,
+            token,
             lambda ticket: encode_waiter(
                 me, "X", token, ticket, key, holder.namespace, holder.root
             ),
@@ -333,7 +338,7 @@ def test_a_waiter_whose_wait_was_ended_never_takes_a_newcomers_reused_ticket(
         assert holder.release("f.py", "A")  # wakes W, which must see that entry is not its
         wait_until(lambda: [w.agent_id for w in holder.waiters("f.py")] == ["X", "W"])
         assert holder.holder("f.py") is None  # free, X's turn: W did not take it
-        run(line.drop(holder.operations, name, newcomer))
+        run(line.drop(holder.operations, name, newcomer, token))
         expect_line(waiter, "acquired")
         assert waiter.wait(timeout=60) == 0
 

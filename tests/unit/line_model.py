@@ -357,7 +357,7 @@ class AgentOps:
     def queue_exists(self, name: str) -> bool:
         return name in self.world.queues
 
-    def enqueue(self, name: str, record_for: Callable[[int], Rec]) -> str:
+    def enqueue(self, name: str, token: str, record_for: Callable[[int], Rec]) -> str:
         entries = self.world.queues.setdefault(name, {})
         ticket = max((int(entry) for entry in entries), default=0) + 1
         entry = f"{ticket:0{TICKET_DIGITS}d}"
@@ -374,6 +374,14 @@ class AgentOps:
     def queued(self, name: str, entry: str) -> bool:
         return entry in self.world.queues.get(name, ())
 
+    def bears(self, name: str, entry: str, token: str) -> bool:
+        return self._entry(name, entry, token) is not None
+
+    def _entry(self, name: str, entry: str, token: str) -> Entry | None:
+        """Entry `entry` when it is wait `token`'s (on disk: its record, named by the token)."""
+        found = self.world.queues.get(name, {}).get(entry)
+        return found if found is not None and found.rec.token == token else None
+
     def entry_token(self, name: str, entry: str) -> str | None:
         found = self.world.queues.get(name, {}).get(entry)
         return None if found is None else found.rec.token
@@ -382,9 +390,9 @@ class AgentOps:
         found = self.world.queues.get(name, {}).get(entry)
         return None if found is None else found.rec
 
-    def dequeue(self, name: str, entry: str) -> bool:
+    def dequeue(self, name: str, entry: str, token: str) -> bool:
         entries = self.world.queues.get(name)
-        if entries is None or entry not in entries:
+        if entries is None or self._entry(name, entry, token) is None:
             return False
         self._judge_removal(name, entries[entry].rec)
         del entries[entry]
@@ -409,20 +417,20 @@ class AgentOps:
                 f"a turn's length ({why})"
             )
 
-    def stamp_turn(self, name: str, entry: str) -> bool:
+    def stamp_turn(self, name: str, entry: str, token: str) -> bool:
         entries = self.world.queues.get(name, {})
-        if entry not in entries:
+        if self._entry(name, entry, token) is None:
             return False
         self.world.stamps += 1
         entries[entry] = Entry(entries[entry].rec, self.world.epoch, self.world.stamps, True)
         return True
 
-    def turn_stamp(self, name: str, entry: str) -> int | None:
-        found = self.world.queues.get(name, {}).get(entry)
+    def turn_stamp(self, name: str, entry: str, token: str) -> int | None:
+        found = self._entry(name, entry, token)
         return None if found is None else found.stamp
 
-    def turn_over(self, name: str, entry: str) -> bool:
-        found = self.world.queues.get(name, {}).get(entry)
+    def turn_over(self, name: str, entry: str, token: str) -> bool:
+        found = self._entry(name, entry, token)
         return found is not None and found.epoch < self.world.epoch
 
     # -- processes, wake-ups, reports -------------------------------------------------------

@@ -77,17 +77,41 @@ def test_reclaim_stale_removes_dead_and_old_empty_staging_and_keeps_live_writers
 def test_corrupt_and_dead_queue_entries_are_ignored_then_dropped(store: LockStore) -> None:
     name = lock_name(store.namespace, store.canonicalize("a.py"))
     queue = store.lock_dir / f"{name}.q"
-    queue.mkdir()
-    os.symlink("{garbage", queue / "00000000000000000001-x")
+    (queue / f"{1:020d}").mkdir(parents=True)
+    os.symlink("{garbage", queue / f"{1:020d}" / "x")
     record = json.loads(_record(store, "a.py", pid=1, start_time=-1))
     record.update(ticket=2, since=0.0)
-    os.symlink(json.dumps(record), queue / "00000000000000000002-y")
+    (queue / f"{2:020d}").mkdir()
+    os.symlink(json.dumps(record), queue / f"{2:020d}" / record["token"])
     assert [w.agent_id for w in store.waiters("a.py")] == ["crashed"]
     assert store.snapshot().waits == ()
     assert store.try_lock("a.py", "alice")  # neither entry is a live waiter
     assert store.release("a.py", "alice")
     store.reclaim_stale()
-    assert [entry.name for entry in queue.iterdir()] == ["00000000000000000001-x"]
+    assert [entry.name for entry in queue.iterdir()] == [f"{1:020d}"]
+
+
+def test_reclaim_stale_removes_the_entries_dead_waiters_left_half_built_or_half_removed(
+    store: LockStore,
+) -> None:
+    # A waiter that died building its entry, and one emptied by a remover that died before
+    # removing it, keep the queue (and every newcomer's slower look at it) until a clean-up.
+    name = lock_name(store.namespace, store.canonicalize("a.py"))
+    queue = store.lock_dir / f"{name}.q"
+    waiter = json.loads(_record(store, "a.py", token="t1", pid=1, start_time=-1))
+    waiter.update(ticket=1, since=0.0)
+    (queue / ".new-t1").mkdir(parents=True)
+    os.symlink(json.dumps(waiter), queue / ".new-t1" / "t1")
+    (queue / f"{1:020d}").mkdir()  # emptied
+    assert store.waiters("a.py") == []
+    store.reclaim_stale()
+    assert not queue.exists()
+    live = json.loads(_record(store, "a.py", token="t2"))
+    live.update(ticket=1, since=0.0)
+    (queue / ".new-t2").mkdir(parents=True)
+    os.symlink(json.dumps(live), queue / ".new-t2" / "t2")
+    store.reclaim_stale()
+    assert os.listdir(queue) == [".new-t2"]  # its waiter is alive: still building it
 
 
 def test_a_planted_queue_symlink_is_skipped_by_scans(store: LockStore, tmp_path: Path) -> None:

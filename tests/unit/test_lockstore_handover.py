@@ -8,7 +8,6 @@ stops waiting while the lock is handed over, one that never accepts its grant, a
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -47,7 +46,8 @@ def _age_first_turn(store: LockStore, seconds: float) -> None:
     name = name_of(store)
     [first, *_rest] = store.directory.queues.queue_order(name)
     then = time.time() - seconds
-    os.utime(f"{store.lock_dir}/{name}.q/{first}", (then, then), follow_symlinks=False)
+    token = store.directory.queues.entry_token(name, first)
+    os.utime(f"{store.lock_dir}/{name}.q/{first}/{token}", (then, then), follow_symlinks=False)
 
 
 def test_a_release_hands_the_lock_to_the_head_which_accepts_it_by_leaving_the_queue(
@@ -227,7 +227,8 @@ def test_a_waiter_passed_over_while_taking_does_not_keep_the_lock(
     def dropped_after_take(lock: str, token: str) -> bool:
         taken = holds(lock, token)
         if taken and token == record.token:
-            store.operations.dequeue(name, entry)  # `lockyard clean` ended b's wait just then
+            # `lockyard clean` ended b's wait just then
+            store.operations.dequeue(name, entry, record.token)
         return taken
 
     monkeypatch.setattr(store.operations, "holds", dropped_after_take)
@@ -300,12 +301,12 @@ def test_a_head_that_looks_as_soon_as_it_is_rung_takes_the_emptied_lock_itself(
     looked: list[tuple[bool, bool, str | None]] = []
     releasing = [True]
 
-    def head_looks_first(name: str, entry: str) -> bool:
+    def head_looks_first(name: str, entry: str, token: str) -> bool:
         if releasing:  # the release's stamp (not the head's own, as it looks)
             releasing.clear()
             rung = head.rung()
             looked.append((rung, head.look(), store.holder(FILE)))
-        return stamp(name, entry)
+        return stamp(name, entry, token)
 
     monkeypatch.setattr(store.operations, "stamp_turn", head_looks_first)
     assert store.release(FILE, "holder")
@@ -328,7 +329,8 @@ def test_a_rung_head_whose_wait_was_ended_before_it_accepted_does_not_keep_the_g
     [(entry, record), _c] = store.directory.queues.read_queue(name)
     assert store.release(FILE, "holder")
     assert store.holder(FILE) == "b"
-    assert store.operations.dequeue(name, entry)  # `lockyard clean` ends b's wait just then
+    # `lockyard clean` ends b's wait just then
+    assert store.operations.dequeue(name, entry, record.token)
     # b finds its grant but not its entry: it passes the grant on (c, the first now, has
     # staged nothing yet: the lock is free for c to take), and queues again behind c.
     assert not head.look()
@@ -384,18 +386,26 @@ def test_a_release_skips_a_lowest_ticket_that_is_no_waiters_record(store: LockSt
     assert found[1] == waiter.place.token
 
 
-def test_a_waiters_token_is_read_from_the_one_field_a_release_needs(store: LockStore) -> None:
+def test_a_waiters_token_is_the_name_of_the_one_record_its_entry_holds(
+    store: LockStore,
+) -> None:
+    # A release reads the first waiter's token without its record: the entry's one name.
+    # An entry emptied by a remover that died, one holding two records, a record still
+    # being written, or a plain file where an entry should be: no waiter's token.
     me = current_process()
     name = name_of(store)
     queue = store.lock_dir / f"{name}.q"
     queue.mkdir()
-    record = encode_waiter(me, 'a","token":"forged', "tok1", 3, "k", "ns", "/c")
-    spaced = json.dumps(json.loads(record))  # another spelling: decoded as JSON
-    texts = [record, spaced, "not json", "[1]", '{"token":"a/b"}', '{"token":""}', '{"pid":1}']
-    for ticket, text in enumerate(texts, start=1):
-        os.symlink(text, queue / f"{ticket:020d}")
-    tokens = [store.directory.queues.entry_token(name, f"{n:020d}") for n in range(1, 8)]
-    assert tokens == ["tok1", "tok1", None, None, None, None, None]
+    record = encode_waiter(me, "a", "tok1", 1, "k", "ns", "/c")
+    for ticket, names in enumerate([["tok1"], [], ["x", "y"], ["tok4.part"]], start=1):
+        entry = queue / f"{ticket:020d}"
+        entry.mkdir()
+        for token in names:
+            os.symlink(record, entry / token)
+    (queue / f"{5:020d}").write_text(record)
+    tokens = [store.directory.queues.entry_token(name, f"{n:020d}") for n in range(1, 6)]
+    assert tokens == ["tok1", None, None, None, None]
+    assert [entry for entry, _waiter in store.directory.queues.read_queue(name)] == [f"{1:020d}"]
 
 
 @pytest.mark.usefixtures("apart")
@@ -405,10 +415,10 @@ def test_a_head_that_queued_again_is_rung_at_the_doorbell_of_its_new_wait(
     assert store.try_lock(FILE, "holder")
     head = _head(store, "b")
     name = name_of(store)
-    [(entry, _record)] = store.directory.queues.read_queue(name)
+    [(entry, record)] = store.directory.queues.read_queue(name)
     first_token = head.place.token
     assert _bells(store) == [f"{name}{disk.BELL_MARK}{first_token}"]
-    assert store.operations.dequeue(name, entry)  # `lockyard clean` ends b's wait
+    assert store.operations.dequeue(name, entry, record.token)  # `lockyard clean` ends b's wait
     assert not head.look()  # queues again, first again, with a new token
     assert head.place.token != first_token
     assert _bells(store) == [f"{name}{disk.BELL_MARK}{head.place.token}"]  # the old one went

@@ -196,7 +196,7 @@ def test_a_release_interrupted_after_claiming_a_head_still_wakes_it(store: LockS
     it."""
     dequeue = store.operations.dequeue
 
-    def interrupted(name: str, entry: str) -> bool:
+    def interrupted(name: str, entry: str, token: str) -> bool:
         store.operations.dequeue = dequeue  # type: ignore[method-assign]
         raise _Interrupted
 

@@ -204,7 +204,7 @@ def test_a_lock_dir_removed_while_in_use_is_a_clear_error(repo: Path, tmp_path: 
     with pytest.raises(LockDirError, match="was removed while in use"):
         store.try_lock("a.py", "alice")
     with pytest.raises(LockDirError, match="was removed while in use"):
-        store.directory.queues.enqueue("name", lambda ticket: "{}")
+        store.directory.queues.enqueue("name", "token", lambda ticket: "{}")
     assert store.list_locks() == []
 
 

@@ -47,6 +47,7 @@ def _plant_dead_waiter(store: LockStore, pid: int) -> None:
     token = new_token()
     store.directory.queues.enqueue(
         lock_name(store.namespace, key),
+        token,
         lambda ticket: encode_waiter(dead, DEAD, token, ticket, key, store.namespace, store.root),
     )
 

@@ -8,9 +8,12 @@ Layout (all names relative to one private directory, opened once and used throug
                                grant token, whose content is the holder record
     <name>.tmp-<token>/<token> a grant being published, or staged by a queue's head for a
                                release to hand over (same file system)
-    <name>.q/<ticket>          the wait queue of a lock, entries numbered in arrival order;
-                               exists only while it has entries; an entry's mtime is the
-                               moment its turn began
+    <name>.q/<ticket>/<token>  the wait queue of a lock, entries numbered in arrival order;
+                               exists only while it has entries. An entry is a directory
+                               holding one record, named by the wait's token, as a lock
+                               holds its grant; the record's mtime is the moment its turn
+                               began
+    <name>.q/.new-<token>/     an entry being built, renamed to its ticket whole
     <name>.bell-<token>        the doorbell of a waiting head (a FIFO, `sleep.py`)
     <name>.shared/<agent hash> a shared hold of lock `name`: the member's full holder record
                                (`"mode":"shared"`); the directory exists only while it has
@@ -38,6 +41,13 @@ the head's staged grant onto it). The unlink succeeds for exactly one caller and
 that grant is the current one, so neither a double release nor a release racing a cleanup can
 remove somebody else's fresh lock; the rmdir fails harmlessly if a new holder already renamed
 its lock in.
+
+Queue entries are removed by token the same way: `unlink(<name>.q/<ticket>/<token>)`, then
+`rmdir` of the emptied entry and of the queue. A ticket is taken again once its entry and
+every entry after it are gone, so a waiter dropped by name could be a newcomer queued under
+the ticket since; by token, a dead or stalled waiter's removal never touches another's entry.
+An emptied entry directory (its remover died before the rmdir) reads as no entry, and the
+next entry built under that ticket replaces it.
 
 One class per kind of entry, each reached from `LockDir` (the directory itself and its
 locks): `Stagings` (`LockDir.stagings`), `QueueEntries` (`LockDir.queues`) and `HolderCards`
@@ -70,6 +80,8 @@ LOCK_SUFFIX: Final = ".lock"
 QUEUE_SUFFIX: Final = ".q"
 STAGING_MARK: Final = ".tmp-"
 BELL_MARK: Final = ".bell-"
+NEW_ENTRY_MARK: Final = ".new-"
+"""A queue entry being built (`QueueEntries.enqueue`), before it is renamed to its ticket."""
 PARTIAL_SUFFIX: Final = ".part"
 """A record file being written, before it is linked into place (`write_record`)."""
 CARD_SUFFIX: Final = ".card"
@@ -323,6 +335,18 @@ class LockDir:
         except FileNotFoundError:
             raise self.removed() from None
 
+    def names_in(self, entry: str) -> list[str]:
+        """The names in directory `entry` of ours (empty when it is absent)."""
+        entry_fd = self.open_own_dir(entry)
+        if entry_fd is None:
+            return []
+        try:
+            return os.listdir(entry_fd)
+        except FileNotFoundError:
+            return []  # removed after we opened it (FUSE says so)
+        finally:
+            os.close(entry_fd)
+
     def names_with(self, suffix: str) -> list[str]:
         """The lock names that have an entry ending in `suffix` (locks, or queues)."""
         return [entry[: -len(suffix)] for entry in self.names() if entry.endswith(suffix)]
@@ -536,7 +560,7 @@ class Stagings:
 
 
 class QueueEntries:
-    """The wait queues of a lock directory: `<name>.q/<ticket>`, one entry per waiter."""
+    """The wait queues of a lock directory: `<name>.q/<ticket>/<token>`, one entry per waiter."""
 
     def __init__(self, directory: LockDir) -> None:
         self._dir = directory
@@ -544,13 +568,15 @@ class QueueEntries:
     def queue_exists(self, name: str) -> bool:
         return os.access(name + QUEUE_SUFFIX, os.F_OK, dir_fd=self._dir.fd, follow_symlinks=False)
 
-    def enqueue(self, name: str, record_for: Callable[[int], str]) -> str:
-        """Add an entry to the queue of `name` and return its name (its ticket).
+    def enqueue(self, name: str, token: str, record_for: Callable[[int], str]) -> str:
+        """Add the entry of wait `token` to the queue of `name` and return its name (its
+        ticket).
 
-        The ticket is one more than the highest ticket in the queue, claimed by creating the
-        entry under that name (creation fails if the name exists: then the next one is
-        tried). So entries are numbered in the order they were created, whatever any
-        process's clock says. `record_for(ticket)` gives the record to store.
+        The ticket is one more than the highest ticket in the queue, claimed by renaming the
+        entry, built whole under a name of its own, onto it (the rename fails when an entry
+        is there: then the next one is tried). So entries are numbered in the order they
+        were created, whatever any process's clock says, and an entry appears with its
+        record or not at all. `record_for(ticket)` gives the record to store.
         """
         queue = name + QUEUE_SUFFIX
         while True:
@@ -559,7 +585,7 @@ class QueueEntries:
             if queue_fd is None:
                 continue  # the last waiter removed the empty queue meanwhile: recreate it
             try:
-                entry = _claim_ticket(queue_fd, record_for)
+                entry = _claim_ticket(queue_fd, token, record_for)
             except OSError as error:
                 if error.errno not in NO_SPACE:
                     raise
@@ -572,72 +598,72 @@ class QueueEntries:
             if entry is not None:
                 return entry
 
-    def dequeue(self, name: str, entry: str) -> bool:
-        """Remove one queue entry (by its unique name) and the queue when it became empty."""
+    def dequeue(self, name: str, entry: str, token: str) -> bool:
+        """Remove queue entry `entry` when it is wait `token`'s (False, touching nothing,
+        when it is not), and the queue when it became empty."""
         queue = name + QUEUE_SUFFIX
         try:
-            os.unlink(f"{queue}/{entry}", dir_fd=self._dir.fd)
+            os.unlink(f"{queue}/{entry}/{token}", dir_fd=self._dir.fd)
         except (FileNotFoundError, NotADirectoryError):
             return False
-        try:  # noqa: SIM105 (contextlib.suppress costs more, at every handoff)
+        # (try/except, not contextlib.suppress: this runs at every handoff.)
+        try:
+            os.rmdir(f"{queue}/{entry}", dir_fd=self._dir.fd)
             os.rmdir(queue, dir_fd=self._dir.fd)  # fails while others queue
         except OSError:
             pass
         return True
 
     def queued(self, name: str, entry: str) -> bool:
-        """Whether queue entry `entry` of `name` exists (one `faccessat`)."""
+        """Whether queue entry `entry` of `name` holds a wait (one `faccessat` when it is
+        gone)."""
+        return self.entry_token(name, entry) is not None
+
+    def bears(self, name: str, entry: str, token: str) -> bool:
+        """Whether queue entry `entry` of `name` is wait `token`'s (one `faccessat`)."""
         return os.access(
-            f"{name}{QUEUE_SUFFIX}/{entry}", os.F_OK, dir_fd=self._dir.fd, follow_symlinks=False
+            f"{name}{QUEUE_SUFFIX}/{entry}/{token}",
+            os.F_OK,
+            dir_fd=self._dir.fd,
+            follow_symlinks=False,
         )
 
-    def queue_record(self, name: str, entry: str) -> str | None:
-        """The record of one queue entry, or None when there is no such entry (or what is
-        there is not a record the store wrote)."""
-        try:
-            return read_record(self._dir.fd, f"{name}{QUEUE_SUFFIX}/{entry}")
-        except (FileNotFoundError, NotADirectoryError, CorruptRecordError):
-            return None
-
     def entry_token(self, name: str, entry: str) -> str | None:
-        """The wait token in the record of queue entry `entry`; None when the entry is gone
-        or holds no waiter's record.
+        """The wait token of queue entry `entry` (the name of its record); None when the
+        entry is gone or holds anything but one waiter's record of that token.
 
-        Read from the text as the store writes it (compact JSON) without decoding the whole
-        record: this runs on every handoff. A quote inside a JSON string is escaped, so a
-        `"token":"` found in the text is the key, not part of a value. Other spellings fall
-        back to decoding the JSON. A record that names a token without being a whole
-        waiter's record is harmless: a grant is handed over only to a staging of that token,
-        which only a queued wait makes."""
-        text = self.queue_record(name, entry)
-        if text is None:
+        Checked in the text as the store writes it (compact JSON) without decoding the
+        whole record: this runs on every handoff. Other spellings fall back to decoding the
+        JSON."""
+        path = f"{name}{QUEUE_SUFFIX}/{entry}"
+        # Mostly asked of an entry that is not there (a successor when nobody queues
+        # behind): a look that cannot fail costs less than an open that fails.
+        if not os.access(path, os.F_OK, dir_fd=self._dir.fd, follow_symlinks=False):
             return None
-        at = text.find('"token":"')
-        if at >= 0:
-            at += 9
-            until = text.find('"', at)
-            token: object = text[at:until] if until >= 0 else None
-        else:
-            try:
-                fields = json.loads(text)
-            except ValueError:
-                return None
-            token = fields.get("token") if type(fields) is dict else None
-        if type(token) is not str or not token or "/" in token or "\0" in token or "\\" in token:
-            return None  # it names files of the lock directory (and a plain token has no escapes)
-        return token
+        found = self.queue_record(name, entry)
+        if found is None:
+            return None
+        token, text = found
+        if f'"token":{json.dumps(token)}' in text:
+            return token
+        try:
+            fields = json.loads(text)
+        except ValueError:
+            return None
+        return token if type(fields) is dict and fields.get("token") == token else None
+
+    def queue_record(self, name: str, entry: str) -> tuple[str, str] | None:
+        """(token, record text) of one queue entry, or None when there is no such entry (or
+        what is there is not a record the store wrote)."""
+        try:
+            return self._dir.read_grant_entry(f"{name}{QUEUE_SUFFIX}/{entry}")
+        except (LockDirError, CorruptRecordError):
+            return None
 
     def waiter(self, name: str, entry: str) -> WaiterRecord | None:
         """The record of queue entry `entry`, None when it is gone or no waiter's record."""
-        text = self.queue_record(name, entry)
-        if text is None:
-            return None
-        try:
-            from ..records import decode_waiter  # pydantic: loaded when first needed
-
-            return decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}")
-        except CorruptRecordError:
-            return None  # not a waiter's record: never obeyed
+        found = self.queue_record(name, entry)
+        return None if found is None else _decoded(name, entry, *found)
 
     def queue_order(self, name: str) -> list[str]:
         """The entry names of the queue of `name`, in arrival order (no records read)."""
@@ -653,16 +679,17 @@ class QueueEntries:
         queue_fd = self._dir.open_own_dir(name + QUEUE_SUFFIX)
         return [] if queue_fd is None else _sorted_tickets(queue_fd)
 
-    def stamp_turn(self, name: str, entry: str) -> bool:
-        """Record now as the moment queue entry `entry` got its turn (the entry's mtime);
-        False when there is no such entry (it left meanwhile: it needs no turn)."""
+    def stamp_turn(self, name: str, entry: str, token: str) -> bool:
+        """Record now as the moment the turn of wait `token`, at queue entry `entry`, began
+        (its record's mtime); False when it is not there (it left meanwhile: it needs no
+        turn)."""
         # An explicit time: the kernel's own "now" is only as fine as a clock tick, so a stamp
         # soon after the entry was created could leave its mtime unchanged, and a waiter
         # learns from a changed mtime that it is first (see `line._in_line`).
         now = time.time_ns()
         try:
             os.utime(
-                f"{name}{QUEUE_SUFFIX}/{entry}",
+                f"{name}{QUEUE_SUFFIX}/{entry}/{token}",
                 ns=(now, now),
                 dir_fd=self._dir.fd,
                 follow_symlinks=False,
@@ -671,22 +698,26 @@ class QueueEntries:
             return False
         return True
 
-    def turn_stamp(self, name: str, entry: str) -> int | None:
-        """The mtime of queue entry `entry` in nanoseconds, or None when it is gone."""
+    def turn_stamp(self, name: str, entry: str, token: str) -> int | None:
+        """The mtime of the record of wait `token` at queue entry `entry` in nanoseconds,
+        or None when it is not there."""
         try:
-            return os.lstat(f"{name}{QUEUE_SUFFIX}/{entry}", dir_fd=self._dir.fd).st_mtime_ns
+            path = f"{name}{QUEUE_SUFFIX}/{entry}/{token}"
+            return os.lstat(path, dir_fd=self._dir.fd).st_mtime_ns
         except (FileNotFoundError, NotADirectoryError):
             return None
 
-    def turn_started(self, name: str, entry: str) -> float | None:
-        """When queue entry `entry` got its turn (or was queued), or None when it is gone."""
+    def turn_started(self, name: str, entry: str, token: str) -> float | None:
+        """When wait `token` at queue entry `entry` got its turn (or was queued), or None
+        when it is not there."""
         try:
-            return os.lstat(f"{name}{QUEUE_SUFFIX}/{entry}", dir_fd=self._dir.fd).st_mtime
+            path = f"{name}{QUEUE_SUFFIX}/{entry}/{token}"
+            return os.lstat(path, dir_fd=self._dir.fd).st_mtime
         except (FileNotFoundError, NotADirectoryError):
             return None
 
-    def queue_entries(self, name: str) -> list[tuple[str, str]]:
-        """(entry name, record text) of the queue of `name`, in arrival order."""
+    def queue_entries(self, name: str) -> list[tuple[str, str, str]]:
+        """(entry name, token, record text) of the queue of `name`, in arrival order."""
         queue_fd = self._dir.open_own_dir(name + QUEUE_SUFFIX)
         if queue_fd is None:
             return []
@@ -695,30 +726,54 @@ class QueueEntries:
                 listed = os.listdir(queue_fd)
             except FileNotFoundError:
                 return []  # the last waiter removed the queue after we opened it (FUSE)
-            entries = []
-            for entry in sorted(listed):
-                if not _is_ticket(entry):
-                    continue  # a partial record, or not the store's
-                try:
-                    entries.append((entry, read_record(queue_fd, entry)))
-                except FileNotFoundError:
-                    continue  # that waiter left while we were reading
-                except CorruptRecordError:
-                    continue  # a FIFO or another user's file: no waiter, never obeyed
-            return entries
         finally:
             os.close(queue_fd)
+        entries = []
+        for entry in sorted(listed):
+            if not _is_ticket(entry):
+                continue  # an entry being built, or not the store's
+            found = self.queue_record(name, entry)
+            if found is not None:  # else that waiter left, or it is not a waiter's record
+                entries.append((entry, *found))
+        return entries
+
+    def unfinished(self, name: str) -> list[tuple[str, str]]:
+        """(entry, wait token) of the entries of the queue of `name` still being built
+        (`enqueue`), each entry named relative to the lock directory, as a staging is."""
+        queue = name + QUEUE_SUFFIX
+        try:
+            listed = self._dir.names_in(queue)
+        except LockDirError:
+            return []
+        return [
+            (f"{queue}/{entry}", entry[len(NEW_ENTRY_MARK) :])
+            for entry in listed
+            if entry.startswith(NEW_ENTRY_MARK)
+        ]
+
+    def remove_emptied(self, name: str) -> None:
+        """Remove the entries of the queue of `name` that hold no record (their remover died
+        before removing them: an entry is never empty otherwise, so whatever is renamed onto
+        one meanwhile makes the removal fail), and the queue once it is empty."""
+        queue = name + QUEUE_SUFFIX
+        try:
+            listed = self._dir.names_in(queue)
+        except LockDirError:
+            return
+        for entry in listed:
+            if _is_ticket(entry):
+                with contextlib.suppress(OSError):
+                    os.rmdir(f"{queue}/{entry}", dir_fd=self._dir.fd)
+        with contextlib.suppress(OSError):
+            os.rmdir(queue, dir_fd=self._dir.fd)
 
     def read_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
         """(entry, record) of every waiter of lock `name`, in arrival order."""
-        from ..records import decode_waiter  # pydantic: loaded when first needed
-
         entries = []
-        for entry, text in self.queue_entries(name):
-            try:
-                entries.append((entry, decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}")))
-            except CorruptRecordError:
-                continue  # not written by a store: ignored, never obeyed
+        for entry, token, text in self.queue_entries(name):
+            waiter = _decoded(name, entry, token, text)
+            if waiter is not None:  # not written by a store: ignored, never obeyed
+                entries.append((entry, waiter))
         return entries
 
     def scan_queue(self, name: str) -> list[tuple[str, WaiterRecord]]:
@@ -729,23 +784,52 @@ class QueueEntries:
             return []
 
 
-def _claim_ticket(queue_fd: int, record_for: Callable[[int], str]) -> str | None:
-    """Create the next ticket's entry in the open queue; None when the queue was removed."""
-    while True:
-        try:
+def _decoded(name: str, entry: str, token: str, text: str) -> WaiterRecord | None:
+    """The waiter's record `text` of queue entry `entry`, named `token`; None when it is not
+    a waiter's record of that token (never obeyed)."""
+    from ..records import decode_waiter  # pydantic: loaded when first needed
+
+    try:
+        waiter = decode_waiter(text, f"{name}{QUEUE_SUFFIX}/{entry}/{token}")
+    except CorruptRecordError:
+        return None
+    return waiter if waiter.token == token else None
+
+
+def _claim_ticket(queue_fd: int, token: str, record_for: Callable[[int], str]) -> str | None:
+    """Build the entry of wait `token` and rename it onto the next free ticket of the open
+    queue; None when the queue was removed."""
+    building = f"{NEW_ENTRY_MARK}{token}"
+    try:
+        os.mkdir(building, 0o700, dir_fd=queue_fd)
+    except FileNotFoundError:
+        return None  # removed after we opened it (it was empty): make it again
+    record = f"{building}/{token}"
+    renamed = False
+    try:
+        while True:
             listed = os.listdir(queue_fd)
-        except FileNotFoundError:
-            return None  # removed after we opened it (FUSE says so): make it again
-        tickets = [int(entry[:TICKET_DIGITS]) for entry in listed if _is_ticket(entry)]
-        ticket = max(tickets, default=0) + 1
-        entry = f"{ticket:0{TICKET_DIGITS}d}"
-        try:
-            write_record(queue_fd, entry, record_for(ticket))
-        except FileExistsError:
-            continue  # somebody took that ticket first: read the queue again
-        except FileNotFoundError:
-            return None  # the directory was removed (it was empty): make it again
-        return entry
+            tickets = [int(entry[:TICKET_DIGITS]) for entry in listed if _is_ticket(entry)]
+            ticket = max(tickets, default=0) + 1
+            entry = f"{ticket:0{TICKET_DIGITS}d}"
+            write_record(queue_fd, record, record_for(ticket))
+            try:
+                # Onto nothing, or onto an emptied entry (its remover died before removing
+                # it): a directory holding a record stays.
+                os.rename(building, entry, src_dir_fd=queue_fd, dst_dir_fd=queue_fd)
+            except OSError as error:
+                if error.errno not in (*BUSY, errno.ENOTDIR):
+                    raise
+                os.unlink(record, dir_fd=queue_fd)
+                continue  # somebody took that ticket first: read the queue again
+            renamed = True
+            return entry
+    finally:
+        if not renamed:  # an error: take back what was built
+            with contextlib.suppress(OSError):
+                os.unlink(record, dir_fd=queue_fd)
+            with contextlib.suppress(OSError):
+                os.rmdir(building, dir_fd=queue_fd)
 
 
 def _is_ticket(entry: str) -> bool:

@@ -16,6 +16,9 @@ Everything else follows from the invariant:
   by a ticket one above the highest there, claimed by exclusive creation: entries sort in
   arrival order. While our entry exists no entry can appear ahead of it, so the entries ahead
   of ours, listed once when we queue, only ever go away: a waiter never lists the queue again.
+  A ticket is taken again once its entry and every one after it are gone, so an entry is
+  stamped and removed by its wait's token, never by its ticket alone: whoever read a dead
+  or stalled waiter's entry never removes a later wait's under the same ticket.
 - **The head** (nothing ahead of its entry) stages the grant it would publish, then takes the
   lock when it is free or empty; otherwise it sleeps until the lock changes hands or its
   holder's process ends (its doorbell is rung, `Await.bell`). It sleeps only on another live
@@ -150,10 +153,11 @@ class Operations(Protocol):
     def unstage(self, name: str, token: str) -> bool:
         """Take the staged record back and remove its staging; False when there was none."""
 
-    # -- the queue: entries named by tickets, in arrival order -----------------------------
+    # -- the queue: entries named by tickets, in arrival order, each a wait's ------------
     def queue_exists(self, name: str) -> bool: ...
-    def enqueue(self, name: str, record_for: Callable[[int], str]) -> str:
-        """Add an entry under the next ticket, holding `record_for(ticket)`; its name."""
+    def enqueue(self, name: str, token: str, record_for: Callable[[int], str]) -> str:
+        """Add the entry of wait `token` under the next ticket, holding
+        `record_for(ticket)`; its name."""
 
     def queue_order(self, name: str) -> Sequence[str]:
         """The queue's entries in arrival order (empty when there is no queue)."""
@@ -162,23 +166,29 @@ class Operations(Protocol):
         """`queue_order`, raising LockDirError when the queue is not a directory of ours."""
 
     def queued(self, name: str, entry: str) -> bool: ...
+    def bears(self, name: str, entry: str, token: str) -> bool:
+        """The entry is wait `token`'s."""
+
     def entry_token(self, name: str, entry: str) -> str | None:
-        """The wait token in an entry's record; None when it is gone or no waiter's record."""
+        """The wait token of an entry; None when it is gone."""
 
     def waiter(self, name: str, entry: str) -> Waiter | None:
         """An entry's whole record; None when it is gone or no waiter's record."""
 
-    def dequeue(self, name: str, entry: str) -> bool:
-        """Remove an entry (and the queue once empty); False when it was gone."""
+    def dequeue(self, name: str, entry: str, token: str) -> bool:
+        """Remove the entry when it is wait `token`'s (and the queue once empty); False,
+        touching nothing, when it is not (gone, or a later wait's under the same ticket)."""
 
-    def stamp_turn(self, name: str, entry: str) -> bool:
-        """Record now as the moment the entry's turn began; False when it is gone."""
+    def stamp_turn(self, name: str, entry: str, token: str) -> bool:
+        """Record now as the moment the turn of wait `token` (at `entry`) began; False when
+        that entry is not its."""
 
-    def turn_stamp(self, name: str, entry: str) -> int | None:
-        """The entry's turn stamp (changed by every `stamp_turn`); None when it is gone."""
+    def turn_stamp(self, name: str, entry: str, token: str) -> int | None:
+        """The turn stamp of wait `token` at `entry` (changed by every `stamp_turn`); None
+        when that entry is not its."""
 
-    def turn_over(self, name: str, entry: str) -> bool:
-        """The entry's turn began longer ago than a turn lasts."""
+    def turn_over(self, name: str, entry: str, token: str) -> bool:
+        """The turn of wait `token` at `entry` began longer ago than a turn lasts."""
 
     # -- processes, wake-ups, reports --------------------------------------------------------
     def liveness(self, record: Holder | Waiter) -> Liveness:
@@ -308,7 +318,7 @@ def take(
             # accept, the lock holding our grant is still our turn, judged by that stamp
             # (`_turn_expired`), which must not be the old one of our queueing (a release
             # that died before stamping leaves that one).
-            yield ops.stamp_turn, name, entry
+            yield ops.stamp_turn, name, entry, staged
             published = yield ops.rename_staging, name, staged
             if published is not False and (yield ops.holds, name, staged):
                 return staged, True  # published now, or handed over by a release just before
@@ -335,7 +345,7 @@ def reserved(ops: Operations, name: str) -> Recipe[bool]:
         if (yield ops.liveness, waiter) is Liveness.DEAD:
             yield from _end_wait(ops, name, entry, waiter)
             continue
-        if (yield from _turn_expired(ops, name, entry)):
+        if (yield from _turn_expired(ops, name, entry, waiter.token, handed=False)):
             yield from pass_over(ops, name, entry, waiter)
             continue
         return True
@@ -384,7 +394,7 @@ def release(
     else:
         entry, head = first
         yield ops.ring, name, head  # it looks while we hand over (see the docstring)
-        yield ops.stamp_turn, name, entry
+        yield ops.stamp_turn, name, entry, head
         handed = yield from _hand_over(ops, name, head)
     yield ops.lock_changed, name
     if first is not None and not handed:
@@ -393,7 +403,7 @@ def release(
         # doorbell was open before that look, and the look before our removal. Mostly the
         # head we found is still there, and so still first: one read, not a listing.
         entry, head = first
-        if (yield ops.entry_token, name, entry) != head:
+        if not (yield ops.bears, name, entry, head):
             first = yield from first_waiter(ops, name)
         while first is not None:
             # A first entry leaving (it stamped its successor's turn: that successor may take
@@ -405,8 +415,8 @@ def release(
             if waiter is None:  # gone meanwhile: whoever is first now
                 first = yield from first_waiter(ops, name)
                 continue
-            # Dead: ring the next one too, which may take itself for the head. Not dropped
-            # here: its ticket may be a newcomer's by the time a drop by name would run.
+            # Dead: ring the next one too, which may take itself for the head (its successor
+            # or a newcomer drops it).
             yield ops.ring, name, first[1]
             order: Sequence[str] = yield ops.queue_order, name
             after = [other for other in order if other > first[0]]
@@ -461,7 +471,7 @@ def first_waiter(
     `hint`: an entry that was first, and is still when it holds the same wait (no entry can
     appear ahead of an existing one): one read, not a listing, which would cost every
     handoff O(queue length)."""
-    if hint is not None and (yield ops.entry_token, name, hint[0]) == hint[1]:
+    if hint is not None and (yield ops.bears, name, *hint):
         return hint
     if not (yield ops.queue_exists, name):
         return None
@@ -554,8 +564,13 @@ def _join(ops: Operations, place: Place) -> Recipe[None]:
     """Queue at the back (again, after our entry was ended by someone else): a new wait."""
     token = ops.new_token()
     place.token = token
-    place.entry = yield ops.enqueue, place.name, lambda ticket: place.record_for(ticket, token)
-    place.created = yield ops.turn_stamp, place.name, place.entry
+    place.entry = yield (
+        ops.enqueue,
+        place.name,
+        token,
+        lambda ticket: place.record_for(ticket, token),
+    )
+    place.created = yield ops.turn_stamp, place.name, place.entry, token
     order = yield ops.queue_order, place.name
     place.ahead = deque(entry for entry in order if entry < place.entry)
 
@@ -650,14 +665,15 @@ def _in_line(ops: Operations, place: Place) -> Recipe[bool]:
         return False
     # The stamp read is compared at once, never kept: a local would make each stamp a
     # point of its own for the explorer, where only "changed or not" matters.
-    if place.ahead and (yield ops.turn_stamp, place.name, place.entry) not in (None, place.created):
+    if place.ahead and (
+        (yield ops.turn_stamp, place.name, place.entry, place.token) not in (None, place.created)
+    ):
         if (yield ops.queued, place.name, place.ahead[-1]):
             while len(place.ahead) > 1:
                 place.ahead.popleft()
         else:
             place.ahead.clear()
-    token: str | None = yield ops.entry_token, place.name, place.entry
-    return token == place.token
+    return bool((yield ops.bears, place.name, place.entry, place.token))
 
 
 def _stalled(ops: Operations, place: Place, entry: str, waiter: Waiter) -> Recipe[bool]:
@@ -673,9 +689,12 @@ def _stalled(ops: Operations, place: Place, entry: str, waiter: Waiter) -> Recip
     return len(ahead) == 1
 
 
-def _turn_expired(ops: Operations, name: str, entry: str, token: str | None = None) -> Recipe[bool]:
-    """Entry `entry` has had its turn at lock `name` for longer than a turn without taking
-    it: the lock is free, or holds the grant a release handed over to that waiter (`token`).
+def _turn_expired(
+    ops: Operations, name: str, entry: str, token: str, *, handed: bool = True
+) -> Recipe[bool]:
+    """Wait `token` at entry `entry` has had its turn at lock `name` for longer than a turn
+    without taking it: the lock is free, or (`handed`) holds the grant a release handed
+    over to that waiter (its staged grant bears the wait's token).
 
     The turn is read again after the lock: a release stamps the turn before it frees the
     lock or hands it over, so a lock seen free or handed over since the first read comes
@@ -683,11 +702,11 @@ def _turn_expired(ops: Operations, name: str, entry: str, token: str | None = No
     the hand-over it would judge (a waiter queued long ago, behind a long hold: its stamp is
     old until the release that hands it the lock). The first read is the cheap test that
     settles the usual case."""
-    if not (yield ops.turn_over, name, entry):
+    if not (yield ops.turn_over, name, entry, token):
         return False
-    if (yield ops.lock_exists, name) and not (token is not None and (yield ops.holds, name, token)):
+    if (yield ops.lock_exists, name) and not (handed and (yield ops.holds, name, token)):
         return False
-    return bool((yield ops.turn_over, name, entry))
+    return bool((yield ops.turn_over, name, entry, token))
 
 
 def _accept(ops: Operations, place: Place, token: str) -> Recipe[bool]:
@@ -755,26 +774,23 @@ def _leave_entry(
     """Remove entry `entry` of wait `token` while it is still that wait's (`first`: known
     to be first). (Whether this call removed it, the (entry, wait token) of the successor
     whose turn a leaving `holding` the lock stamped.)"""
-    if (yield ops.entry_token, name, entry) != token:
+    if not (yield ops.bears, name, entry, token):
         return False, None  # ended by someone else; the ticket may be a newcomer's by now
     if not first:
-        return (yield from drop(ops, name, entry)), None  # first or not: the queue tells
-    return (yield from _leave_as_head(ops, name, entry, holding=holding))
+        return (yield from drop(ops, name, entry, token)), None  # first or not: the queue tells
+    return (yield from _leave_as_head(ops, name, entry, token, holding=holding))
 
 
 def _leave_as_head(
-    ops: Operations, name: str, entry: str, *, holding: bool
+    ops: Operations, name: str, entry: str, mine: str, *, holding: bool
 ) -> Recipe[tuple[bool, tuple[str, str] | None]]:
-    """Remove our entry, which is first: stamp our successor's turn first. The successor is
+    """Remove our entry (of wait `mine`), which is first: stamp our successor's turn first.
+    The successor is
     usually the next ticket, found in O(1). A gap (a waiter behind us left) costs a listing,
     except when we leave holding the lock: no turn starts now then (the release stamps the
     first entry), and a successor not told it is first finds out by looking ahead."""
     successor = f"{int(entry) + 1:0{TICKET_DIGITS}d}"
-    # Mostly nobody queues behind us: a look that cannot fail costs less than a read that
-    # fails.
-    token = (
-        (yield ops.entry_token, name, successor) if (yield ops.queued, name, successor) else None
-    )
+    token = yield ops.entry_token, name, successor
     if token is None and not holding:
         order: Sequence[str] = yield ops.queue_order, name
         after = [other for other in order if other > entry]
@@ -782,23 +798,26 @@ def _leave_as_head(
         token = (yield ops.entry_token, name, successor) if successor else None
     told = None
     if token is not None:
-        yield ops.stamp_turn, name, successor
+        yield ops.stamp_turn, name, successor, token
         if holding:
             told = successor, token
-    return (yield from _remove(ops, name, entry)), told
+    return (yield from _remove(ops, name, entry, mine)), told
 
 
-def drop(ops: Operations, name: str, entry: str) -> Recipe[bool]:
-    """Remove a queue entry, stamping its successor's turn when it was first; True when this
-    call removed it."""
+def drop(ops: Operations, name: str, entry: str, token: str) -> Recipe[bool]:
+    """Remove the queue entry of wait `token`, stamping its successor's turn when it was
+    first; True when this call removed it (never another wait's entry under that ticket)."""
     order = yield ops.queue_order, name
     if len(order) > 1 and order[0] == entry:
-        yield ops.stamp_turn, name, order[1]  # the first leaves: its successor's turn
-    return (yield from _remove(ops, name, entry))
+        # The first leaves: its successor's turn.
+        successor = yield ops.entry_token, name, order[1]
+        if successor is not None:
+            yield ops.stamp_turn, name, order[1], successor
+    return (yield from _remove(ops, name, entry, token))
 
 
-def _remove(ops: Operations, name: str, entry: str) -> Recipe[bool]:
-    if not (yield ops.dequeue, name, entry):
+def _remove(ops: Operations, name: str, entry: str, token: str) -> Recipe[bool]:
+    if not (yield ops.dequeue, name, entry, token):
         return False
     yield ops.entry_gone, name, entry
     return True
@@ -811,7 +830,7 @@ def _end_wait(ops: Operations, name: str, entry: str, waiter: Waiter) -> Recipe[
     """Drop the entry of a waiter that will not take its turn (dead, stalled, ended by an
     operator), and release a grant handed over to it that it never accepted (accepting is
     removing that same entry, which this removal forestalls). True when this call dropped it."""
-    if not (yield from drop(ops, name, entry)):
+    if not (yield from drop(ops, name, entry, waiter.token)):
         return False
     if (yield ops.holds, name, waiter.token):
         yield from release(ops, name, waiter.token)

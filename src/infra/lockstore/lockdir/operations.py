@@ -93,6 +93,7 @@ class DiskOperations:
         self.queue_order = queues.queue_order
         self.checked_queue_order = queues.checked_queue_order
         self.queued = queues.queued
+        self.bears = queues.bears
         self.entry_token = queues.entry_token
         self.waiter = queues.waiter
         self.dequeue = queues.dequeue
@@ -100,8 +101,8 @@ class DiskOperations:
         self.turn_stamp = queues.turn_stamp
         self.new_token = new_token
 
-    def turn_over(self, name: str, entry: str) -> bool:
-        started = self._dir.queues.turn_started(name, entry)
+    def turn_over(self, name: str, entry: str, token: str) -> bool:
+        started = self._dir.queues.turn_started(name, entry, token)
         return started is not None and time.time() - started >= self.turn_timeout
 
     def liveness(self, record: Record) -> Liveness:

@@ -24,6 +24,7 @@ from ..records import (
     WaiterRecord,
     card_processes,
     decode_holder,
+    decode_waiter,
 )
 from . import line
 from .disk import BELL_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, STAGING_MARK, LockDir
@@ -50,6 +51,7 @@ def reclaim_stale(ops: DiskOperations, directory: LockDir) -> list[Reclamation]:
         for entry, waiter in directory.queues.scan_queue(name):
             if waiter.liveness()[0] is Liveness.DEAD:
                 run(line.end_wait(ops, name, entry, waiter))
+        remove_queue_debris(directory, name)
     remove_stale_staging(directory)
     remove_dead_cards(directory)
     return reclaimed
@@ -158,6 +160,31 @@ def remove_stale_staging(directory: LockDir) -> None:
         elif age < STALE_STAGING_SECONDS:
             continue
         directory.stagings.discard_staging(entry, token)
+
+
+def remove_queue_debris(directory: LockDir, name: str) -> None:
+    """Remove what dead waiters left in the queue of lock `name`: an entry being built
+    whose waiter is provably dead, or still without a record after STALE_STAGING_SECONDS
+    (as a staging); an entry emptied by a remover that died before removing it; and the
+    queue, once empty. A waiter not provably dead keeps the entry it builds."""
+    now = time.time()
+    for entry, token in directory.queues.unfinished(name):
+        try:
+            found = directory.stagings.staging_record(entry)
+            age = now - os.lstat(entry, dir_fd=directory.fd).st_mtime
+        except (OSError, CorruptRecordError, LockDirError):
+            continue  # not an entry the store builds: a stray, left alone
+        if found is not None:
+            try:
+                waiter = decode_waiter(found[1], entry)
+            except CorruptRecordError:
+                continue
+            if waiter.liveness()[0] is not Liveness.DEAD:
+                continue
+        elif age < STALE_STAGING_SECONDS:
+            continue
+        directory.stagings.discard_staging(entry, token)
+    directory.queues.remove_emptied(name)
 
 
 def remove_dead_cards(directory: LockDir) -> None:

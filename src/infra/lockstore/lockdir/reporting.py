@@ -127,7 +127,7 @@ def _reserved(
         liveness, reason = waiter.liveness()
         if liveness is Liveness.DEAD:
             continue
-        started = directory.queues.turn_started(name, entry)
+        started = directory.queues.turn_started(name, entry, waiter.token)
         turn = None if started is None else max(0.0, now - started)
         text = f"free, reserved for the first waiter {waiter.agent_id}: {reason}"
         if turn is not None and turn >= turn_timeout:

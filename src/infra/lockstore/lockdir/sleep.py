@@ -42,7 +42,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from ..inotify import ENTRIES, IN_IGNORED, IN_MOVE_SELF, IN_Q_OVERFLOW, Inotify, switched_off
+from ..inotify import (
+    ENTRIES,
+    IN_DELETE,
+    IN_IGNORED,
+    IN_MOVE_SELF,
+    IN_Q_OVERFLOW,
+    ITSELF,
+    Inotify,
+    switched_off,
+)
 from ..liveness import is_this_process, pids_are_local
 from ..wakeup import Waker
 from .disk import BELL_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
@@ -140,10 +149,11 @@ class WakeHub:
             return True
 
     def watch_entry(self, path: str) -> bool | None:
-        """Deliver the end of the entry at `path` (its removal or move) to the topic `path`,
-        without the rest of its directory's events: True when watched; None when the entry
-        is gone already (the caller's next look sees that); False when push cannot follow it
-        (no inotify here, out of watches: watch its directory instead).
+        """Deliver the end of the queue entry at `path` (its removal or move) to the topic
+        `path`, and the removal of the record in it to the topic `path/<token>`, without the
+        rest of its directory's events: True when watched; None when the entry is gone
+        already (the caller's next look sees that); False when push cannot follow it (no
+        inotify here, out of watches: watch its directory instead).
 
         A directory watch wakes every process that watches the directory at every change in
         it; a waiter needs only its predecessor's entry and its own. Undo with `unwatch`."""
@@ -155,7 +165,7 @@ class WakeHub:
                 # Asked every time, even when watched already: the same path may name a new
                 # entry (a ticket taken again after its queue emptied), which is a new inode
                 # and gets a new descriptor; the old one ends by itself (IN_IGNORED).
-                wd = inotify.add_entry_watch(path)
+                wd = inotify.add_entry_watch(path, ITSELF | IN_DELETE)
             except OSError as error:
                 return None if error.errno in (errno.ENOENT, errno.ENOTDIR) else False
             self._hold_watch(path, wd)
@@ -591,11 +601,13 @@ class Sleeper:
         mine = f"{self._queue_dir}/{awaited.mine}"
         if awaited.ahead is not None:
             # Our predecessor: its removal here notifies the topic; done by another process,
-            # inotify on that entry alone tells (a removal of an entry of this process by
-            # another process is seen at the next re-check, as is our own entry's).
+            # inotify on that entry alone tells (its removal is the unlink of the record in
+            # it, which names the token; a removal of an entry of this process by another
+            # process is seen at the next re-check, as is our own entry's).
             ahead = f"{self._queue_dir}/{awaited.ahead}"
+            record = ahead if process is None else f"{ahead}/{process.token}"
             return _Subscription(
-                topics=frozenset({ahead, mine}),
+                topics=frozenset({ahead, mine, record}),
                 entries=frozenset() if here else frozenset({ahead}),
                 pid=pid,
                 here=here,
