@@ -5,7 +5,8 @@
                                                          [--other CHECKOUT]
 
 1. Cost: the uncontended cycle (`try_lock` + `release` of a free lock) with the journal on
-   against the same cycle with it off, on both backends, the two taking turns in
+   against the same cycle with it off, on both backends (on PostgreSQL, the server's CPU
+   time per cycle too, from its sessions' schedstat when it runs here), the two taking turns in
    batches, between two stores of one lock (on PostgreSQL two sessions of one server) made
    with the journal on and with `LOCKYARD_JOURNAL=off`, as a user switches it. Target:
    within 1.3x.
@@ -69,25 +70,33 @@ def load() -> str:
 
 
 def turns(on: Callable[[], None], off: Callable[[], None], run: Callable[[], None],
-          rounds: int, batch: int) -> tuple[float, float, float, float]:  # fmt: skip
+          rounds: int, batch: int,
+          server_cpu: Callable[[bool], float] | None = None) -> tuple[float, ...]:  # fmt: skip
     """Median µs per run with `on()` then with `off()` in force, taking turns each round:
     wall time (on, off), then this thread's CPU time (on, off), which a loaded machine
-    disturbs less (the journal's cost is CPU and one write(2) per record)."""
+    disturbs less (the journal's cost is CPU and one write(2) per record); with
+    `server_cpu` (seconds of CPU the server has spent for the store on or off), the
+    server's CPU time (on, off) too."""
     wall: dict[bool, list[float]] = {True: [], False: []}
     cpu: dict[bool, list[float]] = {True: [], False: []}
+    server: dict[bool, list[float]] = {True: [], False: []}
     for warm in range(max(rounds // 10, 3) + rounds):
         for journal in (True, False) if warm % 2 else (False, True):
             (on if journal else off)()
             started, started_cpu = time.perf_counter(), time.thread_time()
+            started_server = server_cpu(journal) if server_cpu else 0.0
             for _ in range(batch):
                 run()
             if warm >= max(rounds // 10, 3):
                 wall[journal].append((time.perf_counter() - started) / batch)
                 cpu[journal].append((time.thread_time() - started_cpu) / batch)
-    return (
-        statistics.median(wall[True]) * 1e6, statistics.median(wall[False]) * 1e6,
-        statistics.median(cpu[True]) * 1e6, statistics.median(cpu[False]) * 1e6,
-    )  # fmt: skip
+                if server_cpu:
+                    server[journal].append((server_cpu(journal) - started_server) / batch)
+    figures = [statistics.median(wall[True]), statistics.median(wall[False]),
+               statistics.median(cpu[True]), statistics.median(cpu[False])]  # fmt: skip
+    if server_cpu:
+        figures += [statistics.median(server[True]), statistics.median(server[False])]
+    return tuple(figure * 1e6 for figure in figures)
 
 
 def compared(ours: float, base: float, cpu_ours: float, cpu_base: float, digits: int) -> str:
@@ -100,6 +109,18 @@ def compared(ours: float, base: float, cpu_ours: float, cpu_base: float, digits:
 
 def verdict(ratio: float) -> str:
     return "MET" if ratio <= TARGET_RATIO else "MISSED"
+
+
+def backend_cpu(store: PgLockStore) -> Callable[[], float] | None:
+    """Seconds of CPU the server process of `store`'s session has run (its schedstat), when
+    the server runs on this machine and lets us read it; None otherwise."""
+    pid = store.session.run(lambda conn, me: conn.execute("SELECT pg_backend_pid()").fetchone())
+    path = Path(f"/proc/{pid[0] if pid else 0}/schedstat")
+    try:
+        path.read_text()
+    except OSError:
+        return None
+    return lambda: int(path.read_text().split()[0]) / 1e9
 
 
 def cost_lockdir(rounds: int) -> None:
@@ -162,8 +183,12 @@ def cost_postgres(dsn: str, rounds: int) -> None:
             store.try_lock("a.py", "alice")
             store.release("a.py", "alice")
 
+        on_clock, off_clock = backend_cpu(with_journal), backend_cpu(without)
+        server = None
+        if on_clock is not None and off_clock is not None:
+            server = lambda journal: on_clock() if journal else off_clock()  # noqa: E731
         try:
-            figures = turns(use(with_journal), use(without), cycle, rounds, batch=20)
+            figures = turns(use(with_journal), use(without), cycle, rounds, 20, server)
             row = with_journal.session.run(
                 lambda c, me: c.execute(f'SELECT count(*) FROM "{store.schema}".journal').fetchone()
             )
@@ -171,7 +196,11 @@ def cost_postgres(dsn: str, rounds: int) -> None:
             with_journal.close()
             without.close()
     written = row[0] if row else 0
-    print(f"PostgreSQL, uncontended cycle: {compared(*figures, 0)} ({written} records)")
+    print(f"PostgreSQL, uncontended cycle: {compared(*figures[:4], 0)} ({written} records)")
+    if len(figures) == 6:  # the server's share, which the client's CPU time does not see
+        on, off = figures[4:]
+        print(f"  server CPU per cycle (the sessions' schedstat): on {on:.0f} µs vs off "
+              f"{off:.0f} µs ({on / off:.2f}x): {verdict(on / off)}")  # fmt: skip
 
 
 # -- scale -------------------------------------------------------------------------------------

@@ -93,7 +93,7 @@ def test_log_shows_the_last_records_and_filters_them(lock_dir: Path) -> None:
     ("args", "says"),
     [
         (["--kind", "grnat"], "unknown event kind 'grnat'"),
-        (["--file", "["], "the '[' at character 1 opens a set that never closes"),
+        (["--file", "["], "the '[' at character 1 is never closed"),
         (["--since", "yesterday-ish"], "is not a time lockyard understands"),
         (["--since", "10m", "--until", "20m"], "ends before it begins"),
     ],

@@ -108,8 +108,8 @@ def test_a_file_glob_matches_what_fnmatch_matches_or_is_refused(glob: str, name:
 @pytest.mark.parametrize(
     ("filters", "says", "hint"),
     [
-        ({"files": ["["]}, "the '[' at character 1 opens a set that never closes", "[[]"),
-        ({"files": ["src/[!]"]}, "the '[' at character 5 opens a set", "[a-z]"),
+        ({"files": ["["]}, "the '[' at character 1 is never closed", "[[]"),
+        ({"files": ["src/[!]"]}, "the '[' at character 5 is never closed", "[a-z]"),
         ({"files": ["f[z-a].py"]}, "the range z-a is backwards", "write a-z"),
         ({"files": [""]}, "--file '' is empty", "src/*.py"),
         ({"files": ["./src/a.py"]}, "not a path from the repository's root", "write src/a.py"),

@@ -158,7 +158,10 @@
       ctx.fillText(row.name, 6, y + ROW / 2);
       ctx.restore();
       ctx.save(); ctx.beginPath(); ctx.rect(LABEL, y, plot, ROW); ctx.clip();
-      for (const it of row.items) drawItem(it, x, y, from, to);
+      // Bars first, then the markers over them (a deadlock's diamond sits where a wait ends
+      // and the next bar begins: drawn before it, it was half hidden).
+      for (const it of row.items) if (it.k === "hold" || it.k === "wait") drawItem(it, x, y, from, to);
+      for (const it of row.items) if (it.k !== "hold" && it.k !== "wait") drawItem(it, x, y, from, to);
       ctx.restore();
     }
     // the time axis, over the rows

@@ -118,9 +118,8 @@ def _set(pattern: str, start: int) -> tuple[str, int]:
         first = False
     if i >= len(pattern):
         raise BadGlobError(
-            f"--file {_shown(pattern)}: the '[' at character {start + 1} opens a set that "
-            "never closes",
-            f"close it ({_SET_SYNTAX}), or write [[] to match a '[' itself",
+            f"--file {_shown(pattern)}: the '[' at character {start + 1} is never closed",
+            f"close the set ({_SET_SYNTAX}), or write [[] to match a '[' itself",
         )
     return f"[{'^' if negated else ''}{''.join(members)}]", i + 1
 

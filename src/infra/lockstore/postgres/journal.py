@@ -19,7 +19,7 @@ import psycopg
 from ..journal.query import EVERYTHING, JournalQuery
 from ..journal.record import CycleStep, JournalRecord
 from ..journal.summary import AgentFigures, FileFigures, Stats
-from .dsn import KeepaliveBound, PgSpec, parse_spec
+from .dsn import KeepaliveBound, PgSpec, parse_spec, redact_conninfo
 from .journal_schema import SUM_BLOCK
 from .schema import journal_channel
 from .session import connect, conninfo
@@ -167,7 +167,9 @@ class PgJournal:
 
     @property
     def location(self) -> str:
-        return f"{self.spec.display} (table {self.spec.schema}.journal)"
+        """`table S.journal on postgresql://user@host:port/db` (the schema said once; a
+        line too narrow for it breaks at a space, not inside a name)."""
+        return f"table {self.spec.schema}.journal on {redact_conninfo(self.spec.conninfo)}"
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:

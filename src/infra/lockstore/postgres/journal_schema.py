@@ -476,6 +476,18 @@ def _after_record(s: str, channel: str) -> str:
     )
 
 
+def release_record(s: str, channel: str, moved: str) -> str:
+    """A CTE's body: the record of the release the CTE `moved` made by itself (its RETURNING:
+    `mine`, and the holder's session, pid, host, acquired_at before it), lock $2 of
+    namespace $1, agent $3, as the update trigger writes it."""
+    return f"""INSERT INTO {s}.journal (t, kind, namespace, agent, file, session, pid, host, held)
+    SELECT c.t, 'release', $1, $3, $2, session::text, coalesce(pid, 0), coalesce(host, ''),
+        c.t - acquired_at
+    FROM {moved}, LATERAL (SELECT date_part('epoch', clock_timestamp()) AS t) AS c
+    WHERE mine AND {_JOURNAL_ON}
+    RETURNING {_after_record(s, channel)}"""
+
+
 def grant_record(s: str, channel: str, taken: str) -> str:
     """A CTE's body: the record of the grant the CTE `taken` made (its RETURNING: fence,
     agent_id, session, pid, host, acquired_at; none when it made none), lock $2 of namespace

@@ -55,7 +55,7 @@ from ..wakeup import Waker
 from .dsn import KeepaliveBound, PgSpec, parse_spec
 from .glob_pattern import pg_glob_pattern
 from .journal import insert_params, insert_statement
-from .journal_schema import grant_record
+from .journal_schema import grant_record, release_record
 from .listener import Listener, process_listener
 from .privileges import PrivilegeError
 from .schema import graph_channel, journal_channel, namespace_channel, scope_class
@@ -164,7 +164,9 @@ class PgLockStore:
         self._take_free_statement = DirectStatement.of(
             "take_free", self._take_free_sql(recorded=recorded)
         )
-        self._release_statement = DirectStatement.of("release", self._release_sql())
+        self._release_statement = DirectStatement.of(
+            "release", self._release_sql(recorded=recorded)
+        )
 
     def _take_free_sql(self, *, recorded: bool) -> str:
         """The take of a free lock: one insert of its row, or one update of its free row,
@@ -205,7 +207,7 @@ class PgLockStore:
             f"noted AS ({noted}) SELECT fence FROM taken"
         )
 
-    def _release_sql(self) -> str:
+    def _release_sql(self, *, recorded: bool) -> str:
         """The release: one update of the lock's row, which also hands the lock on.
 
         With nobody queued, it clears the holder's columns. With a live first waiter, the
@@ -225,13 +227,20 @@ class PgLockStore:
         The journal's records come in the order of the changes: the update's (the release,
         then the hand-over) before the queue entry's end (its delete runs after the update:
         a data-modifying CTE that the statement does not read runs once the rest is done),
-        and a `release` function's release before its hand-off's.
+        and a `release` function's release before its hand-off's. A release with nobody to
+        hand on to, by the session that holds the lock (the common case), writes its own
+        record (`recorded`, as the take does: no trigger call) and flips the row's
+        `recorded`, which the triggers skip; its holder's columns are read in `before`, the
+        update clears them. A hand-over's records stay the triggers'.
 
         The namespace's channel is written into the statement (a store serves one namespace):
         the server does not hash it again at every hand-off. A hand-off always tells the
         monitor: the lock's other waiters, if any, now wait on the new holder. Asking the
         queue whether there are any would cost the hand-off more than the notice does."""
         s = self._s
+        noted = ""
+        if recorded:
+            noted = f", noted AS ({release_record(s, journal_channel(self.schema), 'moved')})"
         return f"""WITH head AS (
     SELECT ticket, agent_id, session, token, pid, start_time, host, boot_id, pid_ns, checkout
     FROM {s}.waiters WHERE ticket = (
@@ -245,6 +254,9 @@ class PgLockStore:
         AND (d.agent_id IS NOT NULL OR d.readers > 0) LIMIT 1) AS held)
     AND NOT {_held_glob_over(s, "$1", "$2", "$4")}
     FOR UPDATE
+), before AS (
+    SELECT session, pid, host, acquired_at FROM {s}.holds
+    WHERE namespace = $1 AND key = $2 AND agent_id = $3
 ), moved AS (
     UPDATE {s}.holds h SET agent_id = head.agent_id, session = head.session,
         token = head.token, pid = head.pid, start_time = head.start_time, host = head.host,
@@ -253,16 +265,19 @@ class PgLockStore:
             THEN date_part('epoch', clock_timestamp()) END,
         fence = CASE WHEN head.ticket IS NULL THEN h.fence
             ELSE greatest(nextval('{s}.fence_seq'), h.fence + 1) END,
-        queued = head.ticket IS NOT NULL OR h.queued, pending = NULL
-    FROM (SELECT) AS one LEFT JOIN head ON true
+        queued = head.ticket IS NOT NULL OR h.queued, pending = NULL,
+        recorded = h.recorded <> ((head.ticket IS NULL AND before.session = $5) IS TRUE)
+    FROM (SELECT) AS one LEFT JOIN head ON true LEFT JOIN before ON true
     WHERE h.namespace = $1 AND h.key = $2 AND h.agent_id = $3
         AND (head.ticket IS NOT NULL OR NOT (h.queued OR h.readers > 0))
     RETURNING head.ticket, CASE WHEN head.ticket IS NOT NULL THEN
         pg_notify('{self._channel}', 'g' || head.token || ':' || h.fence)::text
-        || pg_notify('{graph_channel(self.schema)}', '')::text END AS told
+        || pg_notify('{graph_channel(self.schema)}', '')::text END AS told,
+        (head.ticket IS NULL AND before.session = $5) IS TRUE AS mine, before.session,
+        before.pid, before.host, before.acquired_at
 ), served AS (
     DELETE FROM {s}.waiters WHERE ticket = (SELECT ticket FROM moved)
-)
+){noted}
 SELECT true FROM moved
 UNION ALL
 SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
@@ -438,10 +453,17 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
                 operator, f"SELECT {self._s}.release(%s, %s, %s, %s)", (self.namespace, key, agent)
             )
             return bool(rows and rows[0][0])
-        row = self.session.run_direct(
-            self._release_statement,
-            (self.namespace, key, agent, self._directories_above(key)),
-        )
+        try:
+            row = self.session.run_direct(
+                self._release_statement,
+                (self.namespace, key, agent, self._directories_above(key)),
+            )
+        except _RECORD_REFUSED as exc:  # its record, most likely: the function records it
+            self._warn_record_refused(exc)
+            (released,) = self._call(
+                f"SELECT {self._s}.release(%s, %s, %s, %s)", (self.namespace, key, agent)
+            )
+            return bool(released)
         if row is not None:  # (its text)
             return row[0] == b"t"
         # Not the lock's holder: a reader giving its read back (a second round trip, only
@@ -452,9 +474,10 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
         return bool(released)
 
     def _warn_record_refused(self, error: Exception) -> None:
-        """The take of a free lock failed, most likely on its journal record (a refused
-        constraint, a revoked privilege): `take`, run in its place, records through the
-        triggers, which never fail a change (journal_schema.py). Said once per store."""
+        """The take of a free lock or the release failed, most likely on its journal record
+        (a refused constraint, a revoked privilege): `take` or `release`, run in its place,
+        records through the triggers, which never fail a change (journal_schema.py). Said
+        once per store."""
         if not self._record_refusal_told:
             self._record_refusal_told = True
             log.warning(
