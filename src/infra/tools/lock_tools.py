@@ -1,8 +1,9 @@
 """The lock tools' behaviour, independent of any transport.
 
-`LockTools` is what one agent's `lock_acquire` / `lock_release` do. The in-process SDK server
-(`transports/sdk/server.py`) and the stdio server (`lockyard serve`) both publish `TOOL_SPECS`
-and call `LockTools.call`, so the model sees the same tools, schemas and results through either.
+`LockTools` is what one agent's `lock_acquire`, `lock_release` and `lock_status` do. The
+in-process SDK server (`transports/sdk/server.py`) and the stdio server (`lockyard serve`)
+both publish `TOOL_SPECS` and call `LockTools.call`, so the model sees the same tools,
+schemas and results through either.
 
 What the monitor is told, and when. The monitor's graph must match the lock store at every
 moment: a hold it hears of late hides a cycle closed inside a blocking call until that call
@@ -175,7 +176,7 @@ STORE_ERRORS: Final[tuple[type[Exception], ...]] = (LockStoreError, ValueError)
 
 
 class LockTools:
-    """`lock_acquire` and `lock_release` for one agent on one lock store.
+    """`lock_acquire`, `lock_release` and `lock_status` for one agent on one lock store.
 
     `emit_lock_event` is told every hold and wait as it happens (usually
     `DeadlockMonitor.handle_event`); `victim_notices` tells a waiting call that this agent was

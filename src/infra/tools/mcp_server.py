@@ -29,7 +29,7 @@ def to_call_tool_result(outcome: ToolOutcome) -> types.CallToolResult:
 
 
 def build_lock_tools_server(tools: LockTools, name: str = "lockyard") -> Server[Any]:
-    """An MCP server publishing `lock_acquire` and `lock_release` for `tools.agent_id`."""
+    """An MCP server publishing the lock tools (`TOOL_SPECS`) for `tools.agent_id`."""
 
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return list_tools_result()

@@ -178,6 +178,12 @@ def shared_member_exists(dir_fd: int, name: str, agent: str) -> bool:
     )
 
 
+def shared_entry_exists(dir_fd: int, name: str) -> bool:
+    """Whether lock `name` may have members: its `<name>.shared` entry is there (one
+    `faccessat` in the directory `dir_fd`; none while nobody reads it)."""
+    return os.access(f"{name}{SHARED_SUFFIX}", os.F_OK, dir_fd=dir_fd, follow_symlinks=False)
+
+
 def default_lock_dir() -> Path:
     """The lock directory when nobody names one (`location.default_lock_dir_path`)."""
     try:

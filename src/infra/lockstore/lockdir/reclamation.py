@@ -132,9 +132,10 @@ def end_waits(ops: DiskOperations, directory: LockDir, agent_id: str | None) -> 
 def remove_stale_staging(directory: LockDir) -> None:
     """Remove staging debris: a lock being published whose writer is provably dead, or one
     still without a record after STALE_STAGING_SECONDS (its writer died between `mkdir` and
-    writing the record). A writer that is not provably dead keeps its staging whatever any
-    clock says; removing a staging under a live writer would anyway only make its publish
-    fail and be tried again, never break a lock."""
+    writing the record); and doorbells nobody listens to any more (`sleep.stale_doorbell`).
+    A writer that is not provably dead keeps its staging whatever any clock says; removing a
+    staging under a live writer would anyway only make its publish fail and be tried again,
+    never break a lock."""
     now = time.time()
     for entry in directory.names():
         if BELL_MARK in entry:

@@ -42,7 +42,7 @@ from ..modes import EXCLUSIVE, SHARED, LockMode, validate_mode
 from ..paths import lock_name, validate_agent_id, validate_poll_interval, validate_timeout
 from ..scope_keys import is_above, is_scoped, places_above
 from . import reclamation
-from .disk import LOCK_SUFFIX, SHARED_SUFFIX, LockDir
+from .disk import LOCK_SUFFIX, SHARED_SUFFIX, LockDir, shared_entry_exists
 from .glob_index import any_globs, globs_at
 from .operations import Grants, LockWait, Waits
 from .scope_marks import ScopeMarks
@@ -99,13 +99,13 @@ class Scopes:
     def _blocks(self, name: str, agent: str, exclusive: bool) -> bool:
         """Whether lock `name` is held by another agent, or (for an `exclusive` request)
         read by another live one."""
-        directory, shared = self._directory, self._shared
+        directory = self._directory
         if directory.lock_exists(name):
             with contextlib.suppress(CorruptRecordError):
                 holder = directory.read_holder(name)
                 if holder is not None and holder.agent_id != agent:
                     return True
-        return exclusive and shared.present(name) and shared.others_alive(name, agent)
+        return exclusive and read_by_others(directory, self._shared, name, agent)
 
     def holders_below(self, key: str, agent: str, exclusive: bool) -> list[str]:
         """The other agents, not provably dead, holding something below the directory or
@@ -198,7 +198,7 @@ class Scopes:
         one joins the readers and lets the line go (`shared_holds.py`)."""
         shared = self._shared
         if exclusive:
-            if shared.present(name):
+            if shared_entry_exists(self._directory.fd, name):
                 read = shared.settle(name, agent)
                 if read is not None:
                     self._grants.read_absorbed(name, agent, read.acquired_at)
@@ -213,8 +213,8 @@ class Scopes:
     ) -> Generator[Step, object, bool]:
         """Until lock `name` has no live reader but `agent` (True), or `deadline` (False).
         Woken when a member goes; a re-check every poll interval sees a dead one."""
-        shared, members = self._shared, f"{self._directory.path}/{name}{SHARED_SUFFIX}"
-        while shared.present(name) and shared.others_alive(name, agent):
+        members = f"{self._directory.path}/{name}{SHARED_SUFFIX}"
+        while read_by_others(self._directory, self._shared, name, agent):
             left = _left(deadline)
             if left <= 0:
                 return False
@@ -289,12 +289,12 @@ class Requests:
         """Take lock `name` exclusively now, once no other live reader holds it: True for a
         new grant (not made yet: see `Scopes.made`), False when `agent` held it already,
         None when refused."""
-        shared = self._shared
-        if shared.present(name) and shared.others_alive(name, agent):
+        directory, shared = self._directory, self._shared
+        if read_by_others(directory, shared, name, agent):
             return None
         new = self._grants.take_fresh(name, key, agent)
         # A reader may have joined between the look and the take.
-        if new and shared.present(name) and shared.others_alive(name, agent):
+        if new and read_by_others(directory, shared, name, agent):
             self._grants.release(key, agent, journalled=False)
             return None
         return new
@@ -550,6 +550,13 @@ async def run_steps_async(
     finally:
         if drain is not None:
             drain.close()
+
+
+def read_by_others(directory: LockDir, shared: SharedHolds, name: str, agent: str) -> bool:
+    """Whether an agent other than `agent`, not provably dead, reads lock `name`: one
+    `faccessat` while nobody reads it (`disk.shared_entry_exists`), its members read only
+    then (`shared_holds.py`)."""
+    return shared_entry_exists(directory.fd, name) and shared.others_alive(name, agent)
 
 
 def _left(deadline: float) -> float:

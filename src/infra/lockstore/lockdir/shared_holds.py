@@ -34,6 +34,7 @@ from .disk import (
     LockDir,
     member_entry,
     read_record,
+    shared_entry_exists,
     shared_member_exists,
     write_record,
 )
@@ -81,9 +82,7 @@ class SharedHolds:
 
     def present(self, name: str) -> bool:
         """Lock `name` may have members (one `faccessat`)."""
-        return os.access(
-            name + SHARED_SUFFIX, os.F_OK, dir_fd=self._directory.fd, follow_symlinks=False
-        )
+        return shared_entry_exists(self._directory.fd, name)
 
     def holds_shared(self, name: str, agent: str) -> bool:
         return shared_member_exists(self._directory.fd, name, agent)
