@@ -78,7 +78,7 @@ if TYPE_CHECKING:
         LockStoreError,
         PathOutsideRepoError,
     )
-    from .holds_graph import snapshot_of_namespace, waits_below
+    from .holds_graph import snapshot_of_namespace, waits_below, waits_for_reader
     from .inotify import (
         CHANGES,
         IN_CLOSE_WRITE,
@@ -229,6 +229,7 @@ _HOMES = {
     "validate_mode": "modes",
     "snapshot_of_namespace": "holds_graph",
     "waits_below": "holds_graph",
+    "waits_for_reader": "holds_graph",
     "directory_ancestors": "scope_keys",
     "is_above": "scope_keys",
     "is_directory_key": "scope_keys",
@@ -425,6 +426,7 @@ __all__ = [
     "wait_for_lock",
     "wait_for_lock_async",
     "waits_below",
+    "waits_for_reader",
     "waits_on_server",
     "write_atomic",
 ]

@@ -690,6 +690,7 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
 
     def _read_all(self) -> tuple[list[HolderRecord], list[HolderRecord], list[WaiterRecord]]:
         """Live holds, reads and waits, liveness judged once per session (not per row)."""
+        s = self._s
 
         def read(conn: psycopg.Connection[Any], me: int) -> tuple[list[Any], list[Any], list[Any]]:
             with conn.transaction():
@@ -698,15 +699,20 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
                     UNION SELECT session FROM {self._s}.readers
                     UNION SELECT session FROM {self._s}.waiters
                 ), live AS (SELECT session FROM sessions WHERE {self._s}.alive(session, %s))"""
+                # Draining (a directory or glob lock's grant not made yet): a holder whose
+                # wait goes on (`pending`); a reader of one with a write below it still.
                 holds = conn.execute(
-                    f"{live} SELECT {_HOLD_COLUMNS} FROM {self._s}.holds "
-                    "WHERE session IN (SELECT session FROM live)",
+                    f"{live} SELECT {_HOLD_COLUMNS}, pending IS NOT NULL AND {s}.scoped(key) "
+                    f"FROM {s}.holds WHERE session IN (SELECT session FROM live)",
                     (me,),
                 ).fetchall()
                 reads = conn.execute(
-                    f"{live} SELECT {_HOLD_COLUMNS} FROM {self._s}.readers "
-                    "WHERE session IN (SELECT session FROM live) ORDER BY acquired_at",
-                    (me,),
+                    f"{live} SELECT {_HOLD_COLUMNS}, CASE WHEN {s}.scoped(key) THEN "
+                    f"{s}.below_blocker(namespace, key, agent_id, true, %s, false) IS NOT NULL "
+                    "ELSE false END "
+                    f"FROM {s}.readers WHERE session IN (SELECT session FROM live) "
+                    "ORDER BY acquired_at",
+                    (me, me),
                 ).fetchall()
                 waits = conn.execute(
                     f"{live} SELECT {_WAIT_COLUMNS} FROM {self._s}.waiters "
@@ -717,8 +723,8 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
 
         holds, reads, waits = self.session.run(read)
         return (
-            [_holder(row) for row in holds],
-            [_holder(row, mode=SHARED) for row in reads],
+            [_holder(row[:-1], draining=row[-1]) for row in holds],
+            [_holder(row[:-1], mode=SHARED, draining=row[-1]) for row in reads],
             [_waiter(row) for row in waits],
         )
 
@@ -1132,12 +1138,14 @@ class _Wait:
         self.store._take_back_waker(self.waker)  # a late wake-up of it is only spurious
 
 
-def _holder(row: tuple[Any, ...], mode: LockMode = EXCLUSIVE) -> HolderRecord:
+def _holder(
+    row: tuple[Any, ...], mode: LockMode = EXCLUSIVE, *, draining: bool = False
+) -> HolderRecord:
     namespace, key, agent, token, fence, pid, start, host, boot, pid_ns, acquired, checkout = row
     return HolderRecord(
         agent_id=agent, token=token, pid=pid, start_time=start, host=host, boot_id=boot,
         pid_ns=pid_ns, lock_path=key, namespace=namespace, acquired_at=acquired, fence=fence,
-        checkout=checkout, mode=mode,
+        checkout=checkout, mode=mode, draining=draining,
     )  # fmt: skip
 
 
