@@ -131,7 +131,6 @@ class PgLockStore:
         # the path from a pushed grant to the waiter's return.
         self._spare_wakers: list[Waker] = []
         self._above: dict[str, str] = {}  # key -> its directories, as an array's text
-        self._indexed_globs: set[str] = set()  # globs whose index entry is written
         self._channel = namespace_channel(self.schema, self.namespace)
         args = "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s"
         self._sql_take = f"SELECT * FROM {self._s}.take({args})"
@@ -342,12 +341,15 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
     def _take(self, key: str, agent: str, shared: bool) -> bool:
         if not shared and not is_scoped(key) and self._take_free(key, agent):
             return True
-        self._index_glob(key)
-        token = new_token()
-        outcome, fence, _holder = self._call(
-            self._sql_take, self._take_params(key, agent, token, shared)
-        )
-        return self._note_take(key, agent, token, outcome, fence)
+        for _attempt in range(_INDEX_ATTEMPTS):
+            self._index_glob(key)
+            token = new_token()
+            outcome, fence, _holder = self._call(
+                self._sql_take, self._take_params(key, agent, token, shared)
+            )
+            if outcome != "unindexed":
+                return self._note_take(key, agent, token, outcome, fence)
+        raise _index_lost(key)
 
     def _take_free(self, key: str, agent: str) -> bool:
         """Take the lock if it is free and nobody queues for it (the common case). False
@@ -371,9 +373,10 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
 
     def _index_glob(self, key: str) -> None:
         """A glob's entry in the glob index (schema.py's glob block), written and committed
-        before its first take, so that every decision that may meet its hold sees it; once
-        per glob and store (entries stay)."""
-        if not is_glob_key(key) or key in self._indexed_globs:
+        before a take of it, so that every decision that may meet its hold sees it. Entries
+        go with the glob's last hold, read or wait: a take that finds its entry gone says
+        'unindexed', and is asked again once the entry is written again."""
+        if not is_glob_key(key):
             return
         self.session.run(
             lambda conn, me: conn.execute(
@@ -382,7 +385,6 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
                 (self.namespace, glob_prefix(key), key, pg_glob_pattern(key)),
             )
         )
-        self._indexed_globs.add(key)
 
     def _directories_above(self, key: str) -> str:
         """The directory keys over `key`, as a PostgreSQL array's text (remembered per key:
@@ -433,11 +435,20 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
         key = self.canonicalize(filepath)
         self._forget(key, agent)
         operator = operator_cause()
+        # A glob's release also lets its index entry go (schema.py's release_glob).
+        function = "release_glob" if is_glob_key(key) else "release"
         if operator is not None:
             rows = self._as_operator(
-                operator, f"SELECT {self._s}.release(%s, %s, %s, %s)", (self.namespace, key, agent)
+                operator,
+                f"SELECT {self._s}.{function}(%s, %s, %s, %s)",
+                (self.namespace, key, agent),
             )
             return bool(rows and rows[0][0])
+        if function == "release_glob":
+            (released,) = self._call(
+                f"SELECT {self._s}.release_glob(%s, %s, %s, %s)", (self.namespace, key, agent)
+            )
+            return bool(released)
         row = self.session.run_direct(
             self._release_statement,
             (self.namespace, key, agent, self._directories_above(key)),
@@ -494,7 +505,17 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
             )
         for key in self._grants_of(agent):
             self._forget(key, agent)
-        return sorted(str(row[0]) for row in rows)
+        released = sorted(str(row[0]) for row in rows)
+        if any(is_glob_key(key) for key in released):
+            self._prune_globs(namespace)
+        return released
+
+    def _prune_globs(self, namespace: str | None) -> None:
+        """The glob index's entries that nothing holds, reads or waits for any more go (of
+        `namespace`, or all): after a cleanup or a reclaim."""
+        self.session.run(
+            lambda conn, me: conn.execute(f"SELECT {self._s}.prune_globs(%s)", (namespace,))
+        )
 
     # -- waiting ------------------------------------------------------------------------------
 
@@ -1002,6 +1023,7 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
                 f"SELECT {_HOLD_COLUMNS} FROM {self._s}.reclaim(%s)", (me,)
             ).fetchall()
         )
+        self._prune_globs(None)  # the globs of the dead's holds, reads and waits
         return [
             Reclamation(
                 lock_path=record.lock_path,
@@ -1049,10 +1071,16 @@ class _Wait:
         token = new_token()
         # Subscribed before the queue entry exists: its grant may be pushed before the reply.
         self._subscribe(token)
-        outcome, fence, _who, ticket = store._call(
-            store._sql_take_or_enqueue,
-            store._take_params(self.key, self.agent, token, self.shared),
-        )
+        for _attempt in range(_INDEX_ATTEMPTS):
+            outcome, fence, _who, ticket = store._call(
+                store._sql_take_or_enqueue,
+                store._take_params(self.key, self.agent, token, self.shared),
+            )
+            if outcome != "unindexed":
+                break
+            store._index_glob(self.key)  # its entry went since: written again
+        else:
+            raise _index_lost(self.key)
         if store._note_take(self.key, self.agent, token, outcome, fence):
             return True
         # 'pending': no queue entry, the lock's row is ours while we wait for its readers.
@@ -1124,9 +1152,10 @@ class _Wait:
         """Leave the queue; `why` is how the wait ended, for the journal, unless it turns
         out granted (set first: a CTE that is MATERIALIZED runs before the query reads it)."""
         store = self.store
+        leave = "leave_glob" if is_glob_key(self.key) else "leave"  # its index entry may go
         (outcome,) = store._call(
             "WITH why AS MATERIALIZED (SELECT set_config('lockyard.why', %s, true)) "
-            f"SELECT {store._s}.leave(%s, %s, %s, %s, %s) FROM why",
+            f"SELECT {store._s}.{leave}(%s, %s, %s, %s, %s) FROM why",
             (why, store.namespace, self.key, self.ticket, self.token),
         )
         return str(outcome)
@@ -1177,6 +1206,18 @@ def _held_glob_over(s: str, namespace: str, key: str, directories: str) -> str:
         "AND (gh.agent_id IS NOT NULL OR gh.readers > 0) LIMIT 1) AS gh "
         f"WHERE g.namespace = {namespace} AND g.prefix = p.place "
         f"AND {s}.glob_matches(g.pattern, {key}) LIMIT 1) AS held)"
+    )
+
+
+_INDEX_ATTEMPTS: Final = 8
+"""How often a glob's take is asked again after its index entry went meanwhile (each time,
+the glob's last holder let it go between our write of the entry and our take)."""
+
+
+def _index_lost(key: str) -> BackendError:
+    return BackendError(
+        f"the glob {key} lost its index entry {_INDEX_ATTEMPTS} times in a row, each time to "
+        "a release of it between the entry's write and the take; try again"
     )
 
 
