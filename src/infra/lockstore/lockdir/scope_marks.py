@@ -207,8 +207,12 @@ def _make_entry(dir_fd: int, folders: tuple[str, ...], entry: str, target: str) 
             return
         except FileNotFoundError:
             for depth in range(1, len(folders) + 1):
-                with contextlib.suppress(FileExistsError):
+                try:
                     os.mkdir("/".join(folders[:depth]), 0o700, dir_fd=dir_fd)
+                except FileExistsError:
+                    continue
+                except FileNotFoundError:
+                    break  # an outer folder went meanwhile (a leaver's rmdir): again
     raise OSError(f"could not mark {path} in the lock directory: its folder kept going")
 
 
