@@ -136,6 +136,7 @@ if TYPE_CHECKING:
     )
     from .lockdir.glob_index import globs_over
     from .lockdir.location import default_lock_dir_path
+    from .lockdir.pending_scopes import any_pending, pending_requests
     from .lockdir.sleep import process_hub
     from .lockdir.store import LockStore
     from .modes import EXCLUSIVE, SHARED, LockMode, validate_mode
@@ -235,6 +236,8 @@ _HOMES = {
     "is_directory_key": "scope_keys",
     "is_glob_key": "scope_keys",
     "globs_over": "lockdir.glob_index",
+    "any_pending": "lockdir.pending_scopes",
+    "pending_requests": "lockdir.pending_scopes",
     "places_above": "scope_keys",
     "overlaps": "scope_keys",
     "shared_node": "records",
@@ -365,6 +368,7 @@ __all__ = [
     "StoreSnapshot",
     "WaiterRecord",
     "Waker",
+    "any_pending",
     "append_once",
     "boottime_offset_ticks",
     "canonical_repo_path",
@@ -406,6 +410,7 @@ __all__ = [
     "operator_release",
     "overlaps",
     "pending_reason",
+    "pending_requests",
     "places_above",
     "process_hub",
     "read_own_file",

@@ -284,9 +284,11 @@ class Requests:
         if not is_scoped(key):
             return self._try(name, key, agent, exclusive)
         self._marks.want(key, name, agent)  # before taking the line: Dekker's order
+        request = self._marks.request(key, name, agent, exclusive=exclusive)  # (pending_scopes)
         try:
             return self._try(name, key, agent, exclusive)
         finally:
+            self._marks.request_ended(request)  # granted, or its line given back
             self.settle(name, agent, request_ended=True)
 
     def _try(self, name: str, key: str, agent: str, exclusive: bool) -> bool:
@@ -379,11 +381,21 @@ class Requests:
 
     def holder_below(self, key: str, agent_id: str) -> str | None:
         """`LockStore.holder_below`."""
-        scoped = self._keys.locate(key)[0]
+        scoped, name = self._keys.locate(key)
         if not is_scoped(scoped):
             return None
-        found = self._scopes.holders_below(scoped, agent_id, exclusive=True)
-        return found[0] if found else None
+        return self._scopes.waiting_below(scoped, name, validate_agent_id(agent_id))
+
+    def revoked(self, key: str, agent: str) -> None:
+        """`agent`'s lock of `key` was revoked (released by another process) and it is told
+        so here: the mark this process left for it, if any, goes now, as at a release."""
+        if not (is_scoped(key) and self._marks.any_mine()):
+            return
+        try:
+            name = self._keys.locate(key)[1]
+        except ValueError:  # a key of another checkout's (a revocation of all namespaces)
+            return
+        self.settle(name, agent, request_ended=False)
 
     def settle(self, name: str, agent: str, *, request_ended: bool) -> None:
         """The mark of `agent`'s directory or glob lock `name` goes once no request here
