@@ -434,21 +434,15 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
         agent = validate_agent_id(agent_id)
         key = self.canonicalize(filepath)
         self._forget(key, agent)
+        if is_glob_key(key):
+            return self._release_glob(key, agent)
+
         operator = operator_cause()
-        # A glob's release also lets its index entry go (schema.py's release_glob).
-        function = "release_glob" if is_glob_key(key) else "release"
         if operator is not None:
             rows = self._as_operator(
-                operator,
-                f"SELECT {self._s}.{function}(%s, %s, %s, %s)",
-                (self.namespace, key, agent),
+                operator, f"SELECT {self._s}.release(%s, %s, %s, %s)", (self.namespace, key, agent)
             )
             return bool(rows and rows[0][0])
-        if function == "release_glob":
-            (released,) = self._call(
-                f"SELECT {self._s}.release_glob(%s, %s, %s, %s)", (self.namespace, key, agent)
-            )
-            return bool(released)
         row = self.session.run_direct(
             self._release_statement,
             (self.namespace, key, agent, self._directories_above(key)),
@@ -461,6 +455,16 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
             f"SELECT {self._s}.release_read(%s, %s, %s, %s)", (self.namespace, key, agent)
         )
         return bool(released)
+
+    def _release_glob(self, key: str, agent: str) -> bool:
+        """A glob's release (or its reader's), which also lets the glob's index entry go
+        when nothing else wants the glob (schema.py's release_glob)."""
+        sql, params = f"SELECT {self._s}.release_glob(%s, %s, %s, %s)", (self.namespace, key, agent)
+        operator = operator_cause()
+        rows = self._as_operator(operator, sql, params) if operator is not None else None
+        if rows is None:
+            rows = [self._call(sql, params)]
+        return bool(rows and rows[0][0])
 
     def _warn_record_refused(self, error: Exception) -> None:
         """The take of a free lock failed, most likely on its journal record (a refused
