@@ -7,6 +7,7 @@ two processes (for PostgreSQL: two database sessions).
 from __future__ import annotations
 
 import random
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -272,19 +273,94 @@ def test_directory_glob_and_file_requests_racing_on_many_stores_never_overlap_a_
                         )
                 inside[agent] = (key, mode)
                 granted.append(agent)
+            # Inside for a look at the store (a round trip on PostgreSQL): a hold as long as
+            # a take, so that a grant made wrongly beside it is seen here.
+            assert agent in (store.readers(key) if mode == "shared" else (store.holder(key),))
             with guard:
                 del inside[agent]
             assert store.release(key, agent)
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
+    run_threads(worker, 8)
     assert overlaps == []
-    assert not any(thread.is_alive() for thread in threads)
     assert len(granted) > 8 * 10 // 2
     assert [info.lock_path for info in stores[0].list_locks()] == []
+
+
+def test_glob_and_file_writers_racing_on_many_stores_never_hold_together(
+    make_store: MakeStore,
+) -> None:
+    """Two agents write through globs, four write files that the globs match (no directory
+    over them is ever held, so only the glob look keeps them apart), the files' writers for
+    as long as the globs' are at work: each holds its lock for a look at the store, and no
+    file is granted while a glob over it is held. Sharp where the racing test above is
+    broad: it fails at once without the glob look of a file's grant."""
+    globs, files = ["src/api/*.py", "src/**/*.py"], ["src/api/a.py", "src/api/b.py", "src/c.py"]
+    keys = globs + files + files[:1]
+    stores = [make_store() for _ in keys]
+    inside: dict[str, str] = {}
+    overlaps: list[str] = []
+    guard = threading.Lock()
+    globs_done: list[str] = []  # the glob writers that finished
+
+    def hold(agent: str, key: str, store: LockBackend) -> None:
+        with guard:
+            overlaps.extend(
+                f"{agent} {key} with {other} {theirs}"
+                for other, theirs in inside.items()
+                if overlaps_key(key, theirs)
+            )
+            inside[agent] = key
+        # Held for a look at the whole store (a scan of the lock directory, a query).
+        held = {info.lock_path: info.holder for info in store.list_locks() if info.holder}
+        assert held[key].agent_id == agent
+        with guard:
+            del inside[agent]
+        assert store.release(key, agent)
+
+    def worker(n: int) -> None:
+        agent, key, store = f"agent-{n}", keys[n], stores[n]
+        if key in globs:
+            for _round in range(25):
+                assert store.acquire(key, agent, 60)
+                hold(agent, key, store)
+            globs_done.append(agent)
+            return
+        round_ = 0
+        while len(globs_done) < len(globs):
+            round_ += 1
+            if store.try_lock(key, agent) if round_ % 2 else store.acquire(key, agent, 60):
+                hold(agent, key, store)
+
+    run_threads(worker, len(keys))
+    assert overlaps == []
+
+
+def run_threads(worker: Callable[[int], None], count: int) -> None:
+    """`worker(0)` ... `worker(count - 1)` in threads at once, all ended (the first failure
+    of one raised here). Threads of one
+    process (the lock directory's stores) take turns every few microseconds rather than
+    every 5 ms meanwhile: a wrong grant can then land inside another thread's hold."""
+    failures: list[BaseException] = []
+
+    def run(n: int) -> None:
+        try:
+            worker(n)
+        except BaseException as error:  # a worker's failure is the test's
+            failures.append(error)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(count)]
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    finally:
+        sys.setswitchinterval(switching)
+    assert not any(thread.is_alive() for thread in threads)
+    if failures:
+        raise failures[0]
 
 
 FILES = ["a.py", "src/b.py", "__schema__"]

@@ -224,6 +224,47 @@ async def test_a_directory_waiting_for_a_hold_under_it_is_an_edge_of_the_wait_fo
         group.cancel_scope.cancel()
 
 
+async def test_a_draining_shared_directory_waits_only_for_the_writes_below_it_and_keeps_its_edges(
+    store: LockBackend,
+) -> None:
+    """cid asks to read src/ while ann writes src/api/a.py and rob reads src/b.py: cid waits
+    for ann alone (a read waits for no read), even while it also waits for dan elsewhere.
+    So rob, waiting for cid, closes no cycle; ann, waiting for cid, closes a real one."""
+    assert store.try_lock("src/api/a.py", "ann")
+    assert store.try_lock("src/b.py", "rob", mode="shared")
+    assert store.try_lock("docs/x.md", "cid")
+    assert store.try_lock("docs/y.md", "dan")
+
+    async def deadlocks() -> list[set[str]]:
+        snapshot = WaitForSnapshot.from_store_snapshot(store.snapshot())
+        monitor = DeadlockMonitor(verify_cycle=snapshot.has_cycle)
+        monitor.rebuild(snapshot.holders(), snapshot.wait_pairs())
+        found = await monitor.check_all()
+        return [{step.lock_path.rpartition("::")[2] for step in info.cycle} for info in found]
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(
+            functools.partial(store.acquire_async, "src/", "cid", 60, 10, mode="shared")
+        )
+        group.start_soon(store.acquire_async, "docs/y.md", "cid", 60, 10)
+        group.start_soon(store.acquire_async, "docs/x.md", "rob", 60, 10)
+        await wait_until_async(
+            lambda: (
+                ("cid", "src/api/a.py") in store.snapshot().waits
+                and len(store.waiters("docs/y.md")) == 1
+                and len(store.waiters("docs/x.md")) == 1
+            )
+        )
+        waits = store.snapshot().waits
+        assert ("cid", "src/b.py (shared by rob)") not in waits
+        assert ("cid", "docs/y.md") in waits
+        assert await deadlocks() == []
+        group.start_soon(store.acquire_async, "docs/x.md", "ann", 60, 10)
+        await wait_until_async(lambda: len(store.waiters("docs/x.md")) == 2)
+        assert await deadlocks() == [{"src/api/a.py", "docs/x.md"}]
+        group.cancel_scope.cancel()
+
+
 def test_the_marks_make_file_locks_look_only_while_a_directory_is_held_or_wanted(
     tree: Path, lock_dir: Path
 ) -> None:

@@ -116,3 +116,41 @@ def test_the_keys_above_and_below_are_scope_keys_own_in_its_order(
                 f'SELECT "{SCHEMA}".is_below(%s, %s, %s)', (glob, pg_glob_pattern(glob), key)
             ).fetchone() or (None,)
             assert below == is_above(glob, key), (glob, key)
+
+
+def test_a_glob_whose_index_entry_went_is_taken_only_once_it_is_written_again(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    """A glob's index entry goes with its last hold (release_glob); a take of the glob that
+    finds it gone (its client wrote it, then the glob's last holder let it go) takes nothing
+    and says 'unindexed', so no glob is ever held that file takes cannot find."""
+    s, glob = f'"{SCHEMA}"', "lib/*.py"
+    (me,) = conn.execute(f"SELECT {s}.open_session()").fetchone() or (0,)
+
+    def take(key: str, agent: str) -> str:
+        params = (NS, key, agent, f"t-{agent}", 1, None, "h", None, None, "/r", False, me)
+        (outcome,) = conn.execute(
+            f"SELECT outcome FROM {s}.take({', '.join(['%s'] * 12)})", params
+        ).fetchone() or (None,)
+        return str(outcome)
+
+    def indexed() -> bool:
+        return (
+            conn.execute(f"SELECT 1 FROM {s}.globs WHERE key = %s", (glob,)).fetchone() is not None
+        )
+
+    assert take(glob, "ann") == "unindexed"
+    assert conn.execute(f"SELECT 1 FROM {s}.holds WHERE key = %s", (glob,)).fetchone() is None
+    index = f"INSERT INTO {s}.globs VALUES (%s, %s, %s, %s)"
+    conn.execute(index, (NS, glob_prefix(glob), glob, pg_glob_pattern(glob)))
+    assert take(glob, "ann") == "granted"
+    assert take("lib/a.py", "bob") == "busy"  # the file take finds the glob by its entry
+    assert conn.execute(
+        f"SELECT {s}.release_glob(%s, %s, 'bob', %s)", (NS, glob, me)
+    ).fetchone() == (False,)
+    assert indexed()  # not bob's to release: ann still holds it
+    assert conn.execute(
+        f"SELECT {s}.release_glob(%s, %s, 'ann', %s)", (NS, glob, me)
+    ).fetchone() == (True,)
+    assert not indexed()
+    assert take("lib/a.py", "bob") == "granted"

@@ -96,3 +96,17 @@ def test_a_sigkilled_holders_marks_are_pruned_with_its_locks(tree: Path, lock_di
     assert "globs" not in left, left
     assert store.try_lock("src/a.py", "bob")
     assert store.try_lock("docs/x.md", "bob")
+
+
+def test_a_revoked_directory_locks_mark_goes_when_its_holder_is_told(
+    tree: Path, lock_dir: Path
+) -> None:
+    """An operator's store revokes ann's src/ (its process released it); the mark ann's store
+    left goes when ann's store hears of it, so file grants stop looking above at once."""
+    mine, operators = LockStore(tree, lock_dir), LockStore(tree, lock_dir)
+    assert mine.try_lock("src/", "ann")
+    assert operators.revoke("ann", "stalled") == ["src/"]
+    assert "scopes" in os.listdir(lock_dir)  # another process's mark: not the operator's
+    [lost] = mine.take_lost_locks("ann")
+    assert (lost.filepath, lost.reason) == ("src/", "stalled")
+    assert "scopes" not in os.listdir(lock_dir)

@@ -26,6 +26,7 @@ from ..lockstore import (
     JournalSettingError,
     Liveness,
     LockDir,
+    any_pending,
     append_once,
     current_process,
     globs_over,
@@ -37,6 +38,7 @@ from ..lockstore import (
     lock_name,
     open_checkout,
     pending_reason,
+    pending_requests,
     read_record,
 )
 
@@ -149,6 +151,13 @@ class LockDirReader:
         and is passed over, as the draining lock's own look does."""
         scoped = self._key(key)
         if not (is_directory_key(scoped) or is_glob_key(scoped)):
+            return None
+        # Only while a request of the agent for it is under way is its lock not granted yet
+        # (`pending_scopes.py`): one `faccessat` when none is.
+        name = lock_name(self.namespace, scoped)
+        if not any_pending(self._dir.fd) or agent_id not in pending_requests(self._dir, name).get(
+            name, {}
+        ):
             return None
         for entry in self._dir.names():
             if entry.endswith(LOCK_SUFFIX):

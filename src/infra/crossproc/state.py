@@ -32,6 +32,7 @@ from ..lockstore import (
     default_lock_dir,
     shared_node,
     waits_below,
+    waits_for_reader,
 )
 from .deadlock_text import NODE_SEPARATOR
 from .notices import VictimNotice
@@ -69,7 +70,7 @@ class WaitForSnapshot:
             for member in info.shared_holders:  # a reader's hold, waited on by the holder
                 shared = node_key(member.namespace, shared_node(info.lock_path, member.agent_id))
                 holds[shared] = Hold(shared, member.agent_id, member.acquired_at)
-                if holder is not None and holder.agent_id != member.agent_id:
+                if holder is not None and waits_for_reader(holder, member):
                     waits.append(Wait(holder.agent_id, shared, holder.token, holder.acquired_at))
             if holder is None:
                 continue  # unreadable or free: no hold, and waits on it are no edges
@@ -78,8 +79,7 @@ class WaitForSnapshot:
             waits.extend(_live_waits(info, node))
         # A directory or glob lock still draining waits on the holds below it, a wait with no
         # queue entry: its grant's token names it, as a holder waiting for readers.
-        queued = {wait.agent_id for wait in waits}
-        for directory, below in waits_below(list(snapshot.locks), queued):
+        for directory, below in waits_below(list(snapshot.locks)):
             node = node_key(directory.namespace, below)
             waits.append(Wait(directory.agent_id, node, directory.token, directory.acquired_at))
         return cls(holds=holds, waits=tuple(waits))

@@ -78,7 +78,7 @@ if TYPE_CHECKING:
         LockStoreError,
         PathOutsideRepoError,
     )
-    from .holds_graph import snapshot_of_namespace, waits_below
+    from .holds_graph import snapshot_of_namespace, waits_below, waits_for_reader
     from .inotify import (
         CHANGES,
         IN_CLOSE_WRITE,
@@ -136,6 +136,7 @@ if TYPE_CHECKING:
     )
     from .lockdir.glob_index import globs_over
     from .lockdir.location import default_lock_dir_path
+    from .lockdir.pending_scopes import any_pending, pending_requests
     from .lockdir.sleep import process_hub
     from .lockdir.store import LockStore
     from .modes import EXCLUSIVE, SHARED, LockMode, validate_mode
@@ -229,11 +230,14 @@ _HOMES = {
     "validate_mode": "modes",
     "snapshot_of_namespace": "holds_graph",
     "waits_below": "holds_graph",
+    "waits_for_reader": "holds_graph",
     "directory_ancestors": "scope_keys",
     "is_above": "scope_keys",
     "is_directory_key": "scope_keys",
     "is_glob_key": "scope_keys",
     "globs_over": "lockdir.glob_index",
+    "any_pending": "lockdir.pending_scopes",
+    "pending_requests": "lockdir.pending_scopes",
     "places_above": "scope_keys",
     "overlaps": "scope_keys",
     "shared_node": "records",
@@ -364,6 +368,7 @@ __all__ = [
     "StoreSnapshot",
     "WaiterRecord",
     "Waker",
+    "any_pending",
     "append_once",
     "boottime_offset_ticks",
     "canonical_repo_path",
@@ -405,6 +410,7 @@ __all__ = [
     "operator_release",
     "overlaps",
     "pending_reason",
+    "pending_requests",
     "places_above",
     "process_hub",
     "read_own_file",
@@ -425,6 +431,7 @@ __all__ = [
     "wait_for_lock",
     "wait_for_lock_async",
     "waits_below",
+    "waits_for_reader",
     "waits_on_server",
     "write_atomic",
 ]

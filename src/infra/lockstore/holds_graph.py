@@ -7,7 +7,10 @@ through a shared hold or a directory lock looks the same whichever backend it is
 - a reader's shared hold is a node of its own (`shared_node`), held by the reader;
 - a lock's holder that waits for its readers to leave (an exclusive grant or an upgrade)
   waits on each other reader's node;
-- a directory or glob lock's holder waits on every other agent's hold below it.
+- a directory or glob lock still draining (`HolderRecord.draining`: its grant not made yet)
+  waits on every other agent's hold below it, and, for an exclusive request, on their reads
+  there too; a granted one waits for nothing (a hold seen below it then is a request passing
+  through on its way to its line, which it gives back at once).
 
 `StoreSnapshot.holds` and `waits` key a lock by its repository-relative key alone: two
 repositories sharing one lock directory (the default per-user one is shared by all of a
@@ -23,7 +26,7 @@ from collections.abc import Callable, Iterable
 
 from .liveness import Liveness
 from .records import HolderRecord, LockInfo, StoreSnapshot, WaiterRecord, shared_node
-from .scope_keys import is_above, is_scoped
+from .scope_keys import is_above
 
 
 def snapshot_of(
@@ -42,10 +45,9 @@ def snapshot_of(
         for member in info.shared_holders:
             node = shared_node(member.lock_path, member.agent_id)
             holds[node] = member.agent_id
-            if info.holder is not None and info.holder.agent_id != member.agent_id:
+            if info.holder is not None and waits_for_reader(info.holder, member):
                 waits.append((info.holder.agent_id, node))
-    below = waits_below(locks, {agent for agent, _node in waits})
-    waits.extend((directory.agent_id, node) for directory, node in below)
+    waits.extend((directory.agent_id, node) for directory, node in waits_below(locks))
     return StoreSnapshot(holds=holds, waits=tuple(waits), locks=tuple(locks))
 
 
@@ -59,29 +61,34 @@ def snapshot_of_namespace(snapshot: StoreSnapshot, namespace: str) -> StoreSnaps
     )
 
 
-def waits_below(locks: list[LockInfo], queued: set[str]) -> list[tuple[HolderRecord, str]]:
-    """(holder record of a directory or glob lock, node it waits on): a directory or glob
-    lock's holder waits on every other agent's hold below it (`scope_keys.is_above`) in its
-    namespace, which is the node's too: it holds its line and waits for them to go (it is
-    "draining"). A holder among `queued` (agents waiting elsewhere) holds that line only as a
-    turnstile (it waits in that queue). A node is a hold's key or a reader's `shared_node`."""
-    directories = [
-        info.holder
+def waits_for_reader(holder: HolderRecord, reader: HolderRecord) -> bool:
+    """Whether the lock's `holder` waits for `reader` to leave: an exclusive request does
+    (a shared one, holding the line only on its way to joining the readers, never does)."""
+    return holder.mode != "shared" and holder.agent_id != reader.agent_id
+
+
+def waits_below(locks: list[LockInfo]) -> list[tuple[HolderRecord, str]]:
+    """(holder record of a directory or glob lock still draining, node it waits on): every
+    other agent's hold below it (`scope_keys.is_above`) in its namespace, and, unless its
+    request is shared, every other agent's read there. A node is a hold's key or a reader's
+    `shared_node`; the draining one is a lock's holder or (PostgreSQL) one of its readers."""
+    draining = [
+        record
         for info in locks
-        if info.holder is not None
-        and is_scoped(info.holder.lock_path)
-        and info.holder.agent_id not in queued
+        for record in (info.holder, *info.shared_holders)
+        if record is not None and record.draining
     ]
-    if not directories:
+    if not draining:
         return []
     waits = []
     for info in locks:
-        held = [] if info.holder is None else [(info.holder, info.holder.lock_path)]
-        held += [(m, shared_node(m.lock_path, m.agent_id)) for m in info.shared_holders]
-        for record, node in held:
-            for directory in directories:
+        held = [] if info.holder is None else [(info.holder, info.holder.lock_path, True)]
+        held += [(m, shared_node(m.lock_path, m.agent_id), False) for m in info.shared_holders]
+        for record, node, exclusive in held:
+            for directory in draining:
                 if (
                     record.agent_id != directory.agent_id
+                    and (exclusive or directory.mode != "shared")
                     and record.namespace == directory.namespace
                     and is_above(directory.lock_path, record.lock_path)
                 ):

@@ -46,7 +46,11 @@ class HolderRecord(_ProcessRecord):
     acquired_at: float
     """Wall-clock time of the grant (seconds since the epoch)."""
     mode: Literal["exclusive", "shared"] = "exclusive"
-    """"shared": one of the readers holding the file together (lockdir/shared_holds.py)."""
+    """"shared": one of the readers holding the file together (lockdir/shared_holds.py), or
+    a shared request holding a directory's line while it waits for the writes below it."""
+    draining: bool = False
+    """A directory or glob lock not granted yet: its holder (or reader) waits for the holds
+    below it to go (`holds_graph.waits_below`). Set by the store's listing, never written."""
     fence: int | None = None
     """The grant's fencing number, where the backend issues them (PostgreSQL): it only grows
     per lock, so a write stamped with an older number is from a grant that was lost."""

@@ -14,6 +14,7 @@ from ..holds_graph import snapshot_of
 from ..liveness import Liveness
 from ..records import HolderRecord, LockInfo, StoreSnapshot, WaiterRecord
 from .disk import LOCK_SUFFIX, QUEUE_SUFFIX, SHARED_SUFFIX, LockDir
+from .pending_scopes import any_pending, pending_requests
 from .shared_holds import read_members
 
 
@@ -29,6 +30,7 @@ def list_locks(directory: LockDir, turn_timeout: float) -> list[LockInfo]:
     names = dict.fromkeys(directory.names_with(LOCK_SUFFIX))
     names.update(dict.fromkeys(directory.names_with(QUEUE_SUFFIX)))
     names.update(dict.fromkeys(directory.names_with(SHARED_SUFFIX)))
+    requests = pending_requests(directory) if any_pending(directory.fd) else {}
     for name in names:
         queue = directory.queues.scan_queue(name)
         waiters = tuple(record for _entry, record in queue)
@@ -56,6 +58,8 @@ def list_locks(directory: LockDir, turn_timeout: float) -> list[LockInfo]:
             elif members:
                 locks.append(_shared_only(members, waiters, now))
             continue
+        if name in requests and holder.agent_id in requests[name]:
+            holder = _draining(holder, exclusive=requests[name][holder.agent_id])
         liveness, reason = holder.liveness()
         locks.append(
             LockInfo(
@@ -82,6 +86,13 @@ def snapshot(directory: LockDir, turn_timeout: float) -> StoreSnapshot:
         list_locks(directory, turn_timeout),
         lambda waiter: waiter.liveness()[0] is not Liveness.DEAD,
     )
+
+
+def _draining(holder: HolderRecord, *, exclusive: bool) -> HolderRecord:
+    """The holder of a directory or glob lock's line whose request is still under way: it
+    waits for the holds below it (only for the exclusive ones, a shared request)."""
+    mode = "exclusive" if exclusive else "shared"
+    return holder.model_copy(update={"draining": True, "mode": mode})
 
 
 def _shared_only(

@@ -14,6 +14,11 @@ only by its own process at that point, or once its processes are provably dead (
 
     scopes/<lock name>.<mark id>                 -> <card>   one per (lock, agent, process)
     globs/<prefix's lock name>/<lock name>.<mark id> -> <glob key>   the same mark, for a glob
+    pending/<lock name>.<x|s><token>             -> <card>   one per request under way
+
+The third says that a request is under way (`pending_scopes.py`): made before the request
+first takes its line and removed once it is granted or gives up, so that a line its agent
+holds meanwhile is known to be no grant yet.
 
 An entry is a symlink to the holder card of the agent's grants of that key (`disk.py`): the
 card names the processes whose death ends the mark (the holder, and the process writing its
@@ -39,6 +44,7 @@ from ..records import CardProcess, card_processes
 from ..scope_keys import glob_prefix, is_glob_key
 from .disk import DIR_FLAGS, LockDir
 from .glob_index import GLOBS, glob_folder
+from .pending_scopes import PENDING, request_entry
 
 SCOPES: Final = "scopes"
 """The marks' folder in the lock directory: present while any directory or glob lock is
@@ -107,31 +113,42 @@ class ScopeMarks:
         if self.marked():  # others' marks are left: those of the dead go too
             self.prune()
 
+    def request(self, key: str, name: str, agent: str, *, exclusive: bool) -> str:
+        """Before a request of `agent` for the directory or glob `key` (lock `name`) first
+        takes its line: its entry saying it is under way (`pending_scopes.py`), returned
+        for `request_ended`."""
+        entry = request_entry(name, exclusive, new_token())
+        _make_entry(self._dir.fd, (PENDING,), entry, self._card(agent, key))
+        return entry
+
+    def request_ended(self, entry: str) -> None:
+        """The request of `entry` is granted or gave up, its line given back then."""
+        _remove_entry(self._dir.fd, (PENDING,), entry)
+
     def prune(self) -> list[str]:
-        """Remove the marks whose processes are all provably dead (the processes their card
-        names); return their keys. A mark that cannot be judged (no card, a stray) stays."""
-        try:
-            folder_fd = os.open(SCOPES, DIR_FLAGS, dir_fd=self._dir.fd)
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        try:
-            entries = os.listdir(folder_fd)
-        finally:
-            os.close(folder_fd)
+        """Remove the marks and requests whose processes are all provably dead (the
+        processes their card names); return the marks' keys. An entry that cannot be judged
+        (no card, a stray) stays."""
         judged: dict[CardProcess, Liveness] = {}
         pruned = []
-        for entry in entries:
-            found = self._dead(entry, judged)
+        for entry in _entries(self._dir.fd, SCOPES):
+            found = self._dead(SCOPES, entry, judged)
             if found is not None:
                 key, namespace = found
                 _remove_mark(self._dir.fd, namespace, key, entry)
                 pruned.append(key)
+        for entry in _entries(self._dir.fd, PENDING):
+            if self._dead(PENDING, entry, judged) is not None:
+                _remove_entry(self._dir.fd, (PENDING,), entry)
         return pruned
 
-    def _dead(self, entry: str, judged: dict[CardProcess, Liveness]) -> tuple[str, str] | None:
-        """(key, namespace) of mark `entry` when its processes are all provably dead."""
+    def _dead(
+        self, folder: str, entry: str, judged: dict[CardProcess, Liveness]
+    ) -> tuple[str, str] | None:
+        """(key, namespace) of `folder`'s entry `entry` when its processes are all provably
+        dead."""
         try:
-            card = os.readlink(f"{SCOPES}/{entry}", dir_fd=self._dir.fd)
+            card = os.readlink(f"{folder}/{entry}", dir_fd=self._dir.fd)
             text = self._dir.cards.read(card)
         except (OSError, CorruptRecordError):
             return None
@@ -160,6 +177,17 @@ class ScopeMarks:
             _make_entry(self._dir.fd, (GLOBS, folder), entry, mark.key)
 
 
+def _entries(dir_fd: int, folder: str) -> list[str]:
+    try:
+        folder_fd = os.open(folder, DIR_FLAGS, dir_fd=dir_fd)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    try:
+        return os.listdir(folder_fd)
+    finally:
+        os.close(folder_fd)
+
+
 def _remove_mark(dir_fd: int, namespace: str, key: str, entry: str) -> None:
     """The mark `entry` of `key` goes: its glob index entry first, the marker last."""
     if is_glob_key(key) and not key.endswith("/"):
@@ -179,8 +207,12 @@ def _make_entry(dir_fd: int, folders: tuple[str, ...], entry: str, target: str) 
             return
         except FileNotFoundError:
             for depth in range(1, len(folders) + 1):
-                with contextlib.suppress(FileExistsError):
+                try:
                     os.mkdir("/".join(folders[:depth]), 0o700, dir_fd=dir_fd)
+                except FileExistsError:
+                    continue
+                except FileNotFoundError:
+                    break  # an outer folder went meanwhile (a leaver's rmdir): again
     raise OSError(f"could not mark {path} in the lock directory: its folder kept going")
 
 

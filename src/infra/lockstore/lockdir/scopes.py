@@ -45,6 +45,7 @@ from . import reclamation
 from .disk import LOCK_SUFFIX, SHARED_SUFFIX, LockDir, shared_entry_exists
 from .glob_index import any_globs, globs_at
 from .operations import Grants, LockWait, Waits
+from .pending_scopes import any_pending, pending_requests
 from .scope_marks import ScopeMarks
 from .shared_holds import SharedHolds, read_members
 from .sleep import Drain
@@ -138,6 +139,20 @@ class Scopes:
                             found.append(member.agent_id)
         return found
 
+    def waiting_below(self, key: str, name: str, agent: str) -> str | None:
+        """Another agent, not provably dead, holding or reading something below the
+        directory or glob `key` (lock `name`) that `agent`'s lock of it still waits for; None
+        once that lock is granted. The guards ask it for a write under the agent's own lock:
+        one `faccessat` while no directory or glob request is under way here, and a scan of
+        the held locks only while one of `agent` for `name` is (`pending_scopes.py`)."""
+        directory = self._directory
+        if not any_pending(directory.fd) or agent not in pending_requests(directory, name).get(
+            name, {}
+        ):
+            return None
+        found = self.holders_below(key, agent, exclusive=True)
+        return found[0] if found else None
+
     # -- a wait's decisions, once for both ways of sleeping ----------------------------------
 
     def acquisition(
@@ -151,6 +166,11 @@ class Scopes:
         it gone. Returns whether the lock is `agent`'s; a timeout or an exception (a
         cancellation thrown in) leaves nothing of the wait behind."""
         turnstiles: list[str] = []
+        # A directory or glob request says it is under way before it first takes its line,
+        # until its grant is made or it gives up (`pending_scopes.py`).
+        request = (
+            self.marks.request(key, name, agent, exclusive=exclusive) if is_scoped(key) else None
+        )
         try:
             while True:
                 if not (yield InLine((key, name), _left(deadline))):
@@ -191,6 +211,8 @@ class Scopes:
         finally:
             for ancestor in turnstiles:
                 self._grants.release(ancestor, agent, journalled=False)
+            if request is not None:  # its line is given back or granted by now
+                self.marks.request_ended(request)
 
     def made(self, name: str, key: str, agent: str, *, exclusive: bool) -> bool:
         """`agent`, holding the line of `name`, is granted it: an exclusive grant absorbs
@@ -262,9 +284,11 @@ class Requests:
         if not is_scoped(key):
             return self._try(name, key, agent, exclusive)
         self._marks.want(key, name, agent)  # before taking the line: Dekker's order
+        request = self._marks.request(key, name, agent, exclusive=exclusive)  # (pending_scopes)
         try:
             return self._try(name, key, agent, exclusive)
         finally:
+            self._marks.request_ended(request)  # granted, or its line given back
             self.settle(name, agent, request_ended=True)
 
     def _try(self, name: str, key: str, agent: str, exclusive: bool) -> bool:
@@ -357,11 +381,21 @@ class Requests:
 
     def holder_below(self, key: str, agent_id: str) -> str | None:
         """`LockStore.holder_below`."""
-        scoped = self._keys.locate(key)[0]
+        scoped, name = self._keys.locate(key)
         if not is_scoped(scoped):
             return None
-        found = self._scopes.holders_below(scoped, agent_id, exclusive=True)
-        return found[0] if found else None
+        return self._scopes.waiting_below(scoped, name, validate_agent_id(agent_id))
+
+    def revoked(self, key: str, agent: str) -> None:
+        """`agent`'s lock of `key` was revoked (released by another process) and it is told
+        so here: the mark this process left for it, if any, goes now, as at a release."""
+        if not (is_scoped(key) and self._marks.any_mine()):
+            return
+        try:
+            name = self._keys.locate(key)[1]
+        except ValueError:  # a key of another checkout's (a revocation of all namespaces)
+            return
+        self.settle(name, agent, request_ended=False)
 
     def settle(self, name: str, agent: str, *, request_ended: bool) -> None:
         """The mark of `agent`'s directory or glob lock `name` goes once no request here

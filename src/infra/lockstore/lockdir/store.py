@@ -161,7 +161,9 @@ class LockStore:
         return globs_over(self.directory.fd, self.namespace, key)
 
     def holder_below(self, key: str, agent_id: str) -> str | None:
-        """A scan of the held locks, as the draining lock's own look (`Scopes.holders_below`)."""
+        """Who `agent_id`'s lock of the directory or glob `key` still waits for: one
+        `faccessat` while no directory or glob request is under way, a scan of the held locks
+        only while one of it is (`Scopes.waiting_below`)."""
         return self.requests.holder_below(key, agent_id)
 
     def take_lost_locks(self, agent_id: str) -> list[LostLock]:
@@ -169,10 +171,13 @@ class LockStore:
         (agents.py); one failed `rename` when there are none."""
         if self._read_only:
             return []
-        return [
+        lost = [
             LostLock(filepath=str(notice["filepath"]), fence=None, reason=str(notice["reason"]))
             for notice in take_revocations(self.lock_dir, agent_id)
         ]
+        for item in lost:  # a revoked directory's or glob's mark left here goes now
+            self.requests.revoked(item.filepath, agent_id)
+        return lost
 
     def revoke(self, agent_id: str, reason: str) -> list[str]:
         """Release every lock `agent_id` holds (all namespaces; its waiters get them in

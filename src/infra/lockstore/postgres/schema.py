@@ -279,12 +279,15 @@ $$;
 """
 
 # Glob locks (a key holding '*' or '?', docs/postgres.md "Glob locks"): the index of the
-# globs ever asked for, and how a key is matched. A glob's client writes its entry (its
-# literal directory, its pattern) in a transaction of its own before it first asks for the
+# globs held, read or waited for, and how a key is matched. A glob's client writes its entry
+# (its literal directory, its pattern) in a transaction of its own before it asks for the
 # glob, so every decision that may meet the glob's hold sees the entry; a decision finds the
 # globs that may cover a key by looking only at the entries of the directories over it. The
 # pattern is pathspec's own regular expression, translated (postgres/glob_pattern.py): the
-# lock directory's matching, exactly. Entries stay, as the lock directory's do.
+# lock directory's matching, exactly. An entry goes once nothing holds, reads or waits for
+# its glob (forget_globs), under the namespace's scope lock held exclusively, as a glob's
+# take decides: a take that finds its entry gone meanwhile says 'unindexed', and its client
+# writes the entry again and asks again.
 _GLOBS: Final = """
 CREATE UNLOGGED TABLE {s}.globs (
     namespace text NOT NULL,
@@ -851,6 +854,11 @@ DECLARE h {s}.holds; w {s}.waiters; scoped boolean := {s}.scoped(p_key);
 BEGIN
     -- Before any look (each later query of this function sees what committed meanwhile).
     PERFORM {s}.scope_guard(p_ns, p_key);
+    IF {s}.is_glob(p_key) AND NOT EXISTS (SELECT 1 FROM {s}.globs WHERE namespace = p_ns
+            AND prefix = {s}.glob_prefix(p_key) AND key = p_key) THEN
+        outcome := 'unindexed';  -- its entry went since its client wrote it: written again
+        RETURN;
+    END IF;
     IF p_shared THEN
         SELECT fence INTO o_fence FROM {s}.readers
         WHERE namespace = p_ns AND key = p_key AND agent_id = p_agent;
@@ -987,7 +995,7 @@ BEGIN
     IF outcome = 'pending' THEN
         PERFORM pg_notify('{graph}', '');  -- a wait began: on the readers
     END IF;
-    IF outcome IN ('granted', 'held', 'pending') THEN
+    IF outcome IN ('granted', 'held', 'pending', 'unindexed') THEN
         RETURN;
     END IF;
     -- In its own line, or ('via') in the line of the directory lock over it that blocks it.
@@ -1240,6 +1248,53 @@ BEGIN
         IF {s}.release_read(r.namespace, r.key, p_agent, p_me) THEN
             RETURN NEXT r.key;
         END IF;
+    END LOOP;
+END $$;
+
+-- The glob index's entries of namespace p_ns (of the glob p_key only, when given) that no
+-- hold, read or queue entry names any more (one of a dead session still counts, until it is
+-- reclaimed). The caller holds the namespace's scope lock exclusively: see _GLOBS.
+CREATE FUNCTION {s}.forget_globs(p_ns text, p_key text) RETURNS void LANGUAGE sql AS $$
+    DELETE FROM {s}.globs g WHERE g.namespace = p_ns
+        AND (p_key IS NULL OR (g.prefix = {s}.glob_prefix(p_key) AND g.key = p_key))
+        AND NOT EXISTS (SELECT 1 FROM {s}.holds h WHERE h.namespace = p_ns AND h.key = g.key
+                        AND (h.agent_id IS NOT NULL OR h.readers > 0))
+        AND NOT EXISTS (SELECT 1 FROM {s}.waiters w WHERE w.namespace = p_ns
+                        AND (w.key = g.key OR w.want = g.key))
+$$;
+
+-- A glob's release (or a reader's), then its index entry, if nothing else wants it. The
+-- scope lock first, before any row lock, in the order every take takes them.
+CREATE FUNCTION {s}.release_glob(p_ns text, p_key text, p_agent text, p_me integer)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE released boolean;
+BEGIN
+    PERFORM {s}.scope_guard(p_ns, p_key);
+    released := {s}.release(p_ns, p_key, p_agent, p_me);
+    PERFORM {s}.forget_globs(p_ns, p_key);
+    RETURN released;
+END $$;
+
+-- A glob's waiter gives up (leave), then the glob's index entry, if nothing else wants it.
+CREATE FUNCTION {s}.leave_glob(p_ns text, p_key text, p_ticket bigint, p_token text,
+    p_me integer) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE outcome text;
+BEGIN
+    PERFORM {s}.scope_guard(p_ns, p_key);
+    outcome := {s}.leave(p_ns, p_key, p_ticket, p_token, p_me);
+    PERFORM {s}.forget_globs(p_ns, p_key);
+    RETURN outcome;
+END $$;
+
+-- Every entry of the glob index that nothing wants any more (of one namespace, or all),
+-- after a cleanup or a reclaim, each namespace under its scope lock.
+CREATE FUNCTION {s}.prune_globs(p_ns text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE n text;
+BEGIN
+    FOR n IN SELECT DISTINCT namespace FROM {s}.globs WHERE p_ns IS NULL OR namespace = p_ns
+             ORDER BY namespace LOOP
+        PERFORM pg_advisory_xact_lock({scls}, hashtext(n));
+        PERFORM {s}.forget_globs(n, NULL);
     END LOOP;
 END $$;
 

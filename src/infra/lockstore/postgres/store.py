@@ -131,7 +131,6 @@ class PgLockStore:
         # the path from a pushed grant to the waiter's return.
         self._spare_wakers: list[Waker] = []
         self._above: dict[str, str] = {}  # key -> its directories, as an array's text
-        self._indexed_globs: set[str] = set()  # globs whose index entry is written
         self._channel = namespace_channel(self.schema, self.namespace)
         args = "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s"
         self._sql_take = f"SELECT * FROM {self._s}.take({args})"
@@ -357,12 +356,15 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
     def _take(self, key: str, agent: str, shared: bool) -> bool:
         if not shared and not is_scoped(key) and self._take_free(key, agent):
             return True
-        self._index_glob(key)
-        token = new_token()
-        outcome, fence, _holder = self._call(
-            self._sql_take, self._take_params(key, agent, token, shared)
-        )
-        return self._note_take(key, agent, token, outcome, fence)
+        for _attempt in range(_INDEX_ATTEMPTS):
+            self._index_glob(key)
+            token = new_token()
+            outcome, fence, _holder = self._call(
+                self._sql_take, self._take_params(key, agent, token, shared)
+            )
+            if outcome != "unindexed":
+                return self._note_take(key, agent, token, outcome, fence)
+        raise _index_lost(key)
 
     def _take_free(self, key: str, agent: str) -> bool:
         """Take the lock if it is free and nobody queues for it (the common case). False
@@ -386,9 +388,10 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
 
     def _index_glob(self, key: str) -> None:
         """A glob's entry in the glob index (schema.py's glob block), written and committed
-        before its first take, so that every decision that may meet its hold sees it; once
-        per glob and store (entries stay)."""
-        if not is_glob_key(key) or key in self._indexed_globs:
+        before a take of it, so that every decision that may meet its hold sees it. Entries
+        go with the glob's last hold, read or wait: a take that finds its entry gone says
+        'unindexed', and is asked again once the entry is written again."""
+        if not is_glob_key(key):
             return
         self.session.run(
             lambda conn, me: conn.execute(
@@ -397,7 +400,6 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
                 (self.namespace, glob_prefix(key), key, pg_glob_pattern(key)),
             )
         )
-        self._indexed_globs.add(key)
 
     def _directories_above(self, key: str) -> str:
         """The directory keys over `key`, as a PostgreSQL array's text (remembered per key:
@@ -447,6 +449,9 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
         agent = validate_agent_id(agent_id)
         key = self.canonicalize(filepath)
         self._forget(key, agent)
+        if is_glob_key(key):
+            return self._release_glob(key, agent)
+
         operator = operator_cause()
         if operator is not None:
             rows = self._as_operator(
@@ -472,6 +477,16 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
             f"SELECT {self._s}.release_read(%s, %s, %s, %s)", (self.namespace, key, agent)
         )
         return bool(released)
+
+    def _release_glob(self, key: str, agent: str) -> bool:
+        """A glob's release (or its reader's), which also lets the glob's index entry go
+        when nothing else wants the glob (schema.py's release_glob)."""
+        sql, params = f"SELECT {self._s}.release_glob(%s, %s, %s, %s)", (self.namespace, key, agent)
+        operator = operator_cause()
+        rows = self._as_operator(operator, sql, params) if operator is not None else None
+        if rows is None:
+            rows = [self._call(sql, params)]
+        return bool(rows and rows[0][0])
 
     def _warn_record_refused(self, error: Exception) -> None:
         """The take of a free lock or the release failed, most likely on its journal record
@@ -517,7 +532,17 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
             )
         for key in self._grants_of(agent):
             self._forget(key, agent)
-        return sorted(str(row[0]) for row in rows)
+        released = sorted(str(row[0]) for row in rows)
+        if any(is_glob_key(key) for key in released):
+            self._prune_globs(namespace)
+        return released
+
+    def _prune_globs(self, namespace: str | None) -> None:
+        """The glob index's entries that nothing holds, reads or waits for any more go (of
+        `namespace`, or all): after a cleanup or a reclaim."""
+        self.session.run(
+            lambda conn, me: conn.execute(f"SELECT {self._s}.prune_globs(%s)", (namespace,))
+        )
 
     # -- waiting ------------------------------------------------------------------------------
 
@@ -713,6 +738,7 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
 
     def _read_all(self) -> tuple[list[HolderRecord], list[HolderRecord], list[WaiterRecord]]:
         """Live holds, reads and waits, liveness judged once per session (not per row)."""
+        s = self._s
 
         def read(conn: psycopg.Connection[Any], me: int) -> tuple[list[Any], list[Any], list[Any]]:
             with conn.transaction():
@@ -721,15 +747,20 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
                     UNION SELECT session FROM {self._s}.readers
                     UNION SELECT session FROM {self._s}.waiters
                 ), live AS (SELECT session FROM sessions WHERE {self._s}.alive(session, %s))"""
+                # Draining (a directory or glob lock's grant not made yet): a holder whose
+                # wait goes on (`pending`); a reader of one with a write below it still.
                 holds = conn.execute(
-                    f"{live} SELECT {_HOLD_COLUMNS} FROM {self._s}.holds "
-                    "WHERE session IN (SELECT session FROM live)",
+                    f"{live} SELECT {_HOLD_COLUMNS}, pending IS NOT NULL AND {s}.scoped(key) "
+                    f"FROM {s}.holds WHERE session IN (SELECT session FROM live)",
                     (me,),
                 ).fetchall()
                 reads = conn.execute(
-                    f"{live} SELECT {_HOLD_COLUMNS} FROM {self._s}.readers "
-                    "WHERE session IN (SELECT session FROM live) ORDER BY acquired_at",
-                    (me,),
+                    f"{live} SELECT {_HOLD_COLUMNS}, CASE WHEN {s}.scoped(key) THEN "
+                    f"{s}.below_blocker(namespace, key, agent_id, true, %s, false) IS NOT NULL "
+                    "ELSE false END "
+                    f"FROM {s}.readers WHERE session IN (SELECT session FROM live) "
+                    "ORDER BY acquired_at",
+                    (me, me),
                 ).fetchall()
                 waits = conn.execute(
                     f"{live} SELECT {_WAIT_COLUMNS} FROM {self._s}.waiters "
@@ -740,8 +771,8 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
 
         holds, reads, waits = self.session.run(read)
         return (
-            [_holder(row) for row in holds],
-            [_holder(row, mode=SHARED) for row in reads],
+            [_holder(row[:-1], draining=row[-1]) for row in holds],
+            [_holder(row[:-1], mode=SHARED, draining=row[-1]) for row in reads],
             [_waiter(row) for row in waits],
         )
 
@@ -1019,6 +1050,7 @@ SELECT {s}.release($1, $2, $3, $5) WHERE NOT EXISTS (SELECT FROM moved)
                 f"SELECT {_HOLD_COLUMNS} FROM {self._s}.reclaim(%s)", (me,)
             ).fetchall()
         )
+        self._prune_globs(None)  # the globs of the dead's holds, reads and waits
         return [
             Reclamation(
                 lock_path=record.lock_path,
@@ -1066,10 +1098,16 @@ class _Wait:
         token = new_token()
         # Subscribed before the queue entry exists: its grant may be pushed before the reply.
         self._subscribe(token)
-        outcome, fence, _who, ticket = store._call(
-            store._sql_take_or_enqueue,
-            store._take_params(self.key, self.agent, token, self.shared),
-        )
+        for _attempt in range(_INDEX_ATTEMPTS):
+            outcome, fence, _who, ticket = store._call(
+                store._sql_take_or_enqueue,
+                store._take_params(self.key, self.agent, token, self.shared),
+            )
+            if outcome != "unindexed":
+                break
+            store._index_glob(self.key)  # its entry went since: written again
+        else:
+            raise _index_lost(self.key)
         if store._note_take(self.key, self.agent, token, outcome, fence):
             return True
         # 'pending': no queue entry, the lock's row is ours while we wait for its readers.
@@ -1141,9 +1179,10 @@ class _Wait:
         """Leave the queue; `why` is how the wait ended, for the journal, unless it turns
         out granted (set first: a CTE that is MATERIALIZED runs before the query reads it)."""
         store = self.store
+        leave = "leave_glob" if is_glob_key(self.key) else "leave"  # its index entry may go
         (outcome,) = store._call(
             "WITH why AS MATERIALIZED (SELECT set_config('lockyard.why', %s, true)) "
-            f"SELECT {store._s}.leave(%s, %s, %s, %s, %s) FROM why",
+            f"SELECT {store._s}.{leave}(%s, %s, %s, %s, %s) FROM why",
             (why, store.namespace, self.key, self.ticket, self.token),
         )
         return str(outcome)
@@ -1155,12 +1194,14 @@ class _Wait:
         self.store._take_back_waker(self.waker)  # a late wake-up of it is only spurious
 
 
-def _holder(row: tuple[Any, ...], mode: LockMode = EXCLUSIVE) -> HolderRecord:
+def _holder(
+    row: tuple[Any, ...], mode: LockMode = EXCLUSIVE, *, draining: bool = False
+) -> HolderRecord:
     namespace, key, agent, token, fence, pid, start, host, boot, pid_ns, acquired, checkout = row
     return HolderRecord(
         agent_id=agent, token=token, pid=pid, start_time=start, host=host, boot_id=boot,
         pid_ns=pid_ns, lock_path=key, namespace=namespace, acquired_at=acquired, fence=fence,
-        checkout=checkout, mode=mode,
+        checkout=checkout, mode=mode, draining=draining,
     )  # fmt: skip
 
 
@@ -1192,6 +1233,18 @@ def _held_glob_over(s: str, namespace: str, key: str, directories: str) -> str:
         "AND (gh.agent_id IS NOT NULL OR gh.readers > 0) LIMIT 1) AS gh "
         f"WHERE g.namespace = {namespace} AND g.prefix = p.place "
         f"AND {s}.glob_matches(g.pattern, {key}) LIMIT 1) AS held)"
+    )
+
+
+_INDEX_ATTEMPTS: Final = 8
+"""How often a glob's take is asked again after its index entry went meanwhile (each time,
+the glob's last holder let it go between our write of the entry and our take)."""
+
+
+def _index_lost(key: str) -> BackendError:
+    return BackendError(
+        f"the glob {key} lost its index entry {_INDEX_ATTEMPTS} times in a row, each time to "
+        "a release of it between the entry's write and the take; try again"
     )
 
 
