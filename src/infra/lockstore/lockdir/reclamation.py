@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from typing import Final
 
 from ..errors import CorruptRecordError, LockDirError
@@ -146,21 +147,8 @@ def remove_stale_staging(directory: LockDir) -> None:
         _base, mark, token = entry.partition(STAGING_MARK)
         if not mark:
             continue
-        try:
-            found = directory.stagings.staging_record(entry)
-            age = now - os.lstat(entry, dir_fd=directory.fd).st_mtime
-        except (OSError, CorruptRecordError, LockDirError):
-            continue  # not a staging directory the store wrote: a stray, left alone
-        if found is not None:
-            try:
-                record = decode_holder(found[1], entry)
-            except CorruptRecordError:
-                continue
-            if record.liveness()[0] is not Liveness.DEAD:
-                continue
-        elif age < STALE_STAGING_SECONDS:
-            continue
-        directory.stagings.discard_staging(entry, token)
+        if _abandoned(directory, entry, decode_holder, now):
+            directory.stagings.discard_staging(entry, token)
 
 
 def remove_queue_debris(directory: LockDir, name: str) -> None:
@@ -170,22 +158,29 @@ def remove_queue_debris(directory: LockDir, name: str) -> None:
     queue, once empty. A waiter not provably dead keeps the entry it builds."""
     now = time.time()
     for entry, token in directory.queues.unfinished(name):
-        try:
-            found = directory.stagings.staging_record(entry)
-            age = now - os.lstat(entry, dir_fd=directory.fd).st_mtime
-        except (OSError, CorruptRecordError, LockDirError):
-            continue  # not an entry the store builds: a stray, left alone
-        if found is not None:
-            try:
-                waiter = decode_waiter(found[1], entry)
-            except CorruptRecordError:
-                continue
-            if waiter.liveness()[0] is not Liveness.DEAD:
-                continue
-        elif age < STALE_STAGING_SECONDS:
-            continue
-        directory.stagings.discard_staging(entry, token)
+        if _abandoned(directory, entry, decode_waiter, now):
+            directory.stagings.discard_staging(entry, token)
     directory.queues.remove_emptied(name)
+
+
+Decode = Callable[[str | bytes, str], HolderRecord | WaiterRecord]
+
+
+def _abandoned(directory: LockDir, entry: str, decode: Decode, now: float) -> bool:
+    """Whether a directory being built (a staging, a queue entry) was left by its writer:
+    its record names a provably dead process, or it has none after STALE_STAGING_SECONDS.
+    One the store did not write, or whose record does not read, is a stray: left alone."""
+    try:
+        found = directory.stagings.staging_record(entry)
+        age = now - os.lstat(entry, dir_fd=directory.fd).st_mtime
+    except (OSError, CorruptRecordError, LockDirError):
+        return False
+    if found is None:
+        return age >= STALE_STAGING_SECONDS
+    try:
+        return decode(found[1], entry).liveness()[0] is Liveness.DEAD
+    except CorruptRecordError:
+        return False
 
 
 def remove_dead_cards(directory: LockDir) -> None:
