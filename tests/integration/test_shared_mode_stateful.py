@@ -422,9 +422,11 @@ class ScopedModel(RuleBasedStateMachine):
             self._settle_one(agent)
 
     def _store_holds(self, agent: str, key: str, mode: str) -> bool:
-        if self.store.holder(key) == agent:
+        # The read first: an upgrade in flight moves a read into the hold between the two
+        # looks, never the other way, so in this order one of them sees it.
+        if mode == "shared" and agent in self.store.readers(key):
             return True
-        return mode == "shared" and agent in self.store.readers(key)
+        return self.store.holder(key) == agent
 
     @rule()
     def clear_the_way(self) -> None:
