@@ -63,7 +63,7 @@ from __future__ import annotations
 import gc
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, field, fields, is_dataclass
 from itertools import permutations
 from typing import Any
 
@@ -281,6 +281,24 @@ class Agent:
     before_me: frozenset[tuple[str, str]] = frozenset()
     """(lock, wait token) of the entries there were when it asked for the lock (or queued)."""
 
+    def but(
+        self,
+        *,
+        waiting_on: str | None = None,
+        holds: frozenset[tuple[str, str]] | None = None,
+        before_me: frozenset[tuple[str, str]] | None = None,
+    ) -> Agent:
+        """This agent with what is given changed (`dataclasses.replace` without its
+        introspection: the explorer makes one at nearly every move)."""
+        return Agent(
+            self.node,
+            self.place,
+            self.dead,
+            self.waiting_on if waiting_on is None else waiting_on,
+            self.holds if holds is None else holds,
+            self.before_me if before_me is None else before_me,
+        )
+
 
 @dataclass(slots=True)
 class State:
@@ -373,7 +391,12 @@ class Explorer:
         self._groups = [group for group in self._groups if len(group) > 1]
         self._place_ids: dict[tuple[Any, ...], int] = {}
         self._wheres: dict[int, tuple[tuple[str, int], ...]] = {}
-        self._renamed_ids: dict[tuple[int, tuple[int, ...] | None], int] = {}
+        # A place's code positions as a small number (what shapes are sorted and looked up
+        # by: any order of them serves, if it is the same for an agent and its renaming).
+        self._where_ids: dict[int, int] = {}
+        self._where_interned: dict[tuple[tuple[str, int], ...], int] = {}
+        self._place_ids_by_id: dict[int, int] = {}
+        self._renamed_ids: dict[tuple[int, tuple[int, ...]], int] = {}
         self._renamings_of: dict[tuple[Any, ...], list[Renaming | None]] = {}
         self._renaming_of: dict[tuple[int, ...], Renaming] = {}
         agents = tuple(Agent(0, places.fingerprint[0]) for places in self._places)
@@ -477,14 +500,23 @@ class Explorer:
         held locks...); where that order leaves a tie, the key of least hash among the
         tied orders. Any renaming gives a key of an equivalent state (so the choice is never
         unsound); choosing alike for a state and its renamings is what merges them."""
-        unchanged = tuple(
-            self._stamp_unchanged(n, agent, state.world) for n, agent in enumerate(state.agents)
-        )
-        # Of the entries there were when an agent asked, only those still queued can matter
-        # (at its grant): an entry that goes never comes back, each wait having its token.
-        queued = _queued(state.world)
-        before = tuple(agent.before_me & queued for agent in state.agents)
-        renamings = self._canonical_renamings(state.agents, unchanged)
+        world, agents, places = state.world, state.agents, self._places
+        unchanged = []
+        before = []
+        queued = None
+        for n, agent in enumerate(agents):
+            read = None if agent.dead else places[n].stamp_read[agent.node]
+            unchanged.append(read is None or world.bears_stamp(*read))
+            # Of the entries there were when an agent asked, only those still queued can
+            # matter (at its grant): an entry that goes never comes back, each wait having
+            # its token.
+            if agent.before_me:
+                if queued is None:
+                    queued = _queued(world)
+                before.append(agent.before_me & queued)
+            else:
+                before.append(agent.before_me)
+        renamings = self._canonical_renamings(agents, tuple(unchanged))
         if len(renamings) == 1:
             return self._renamed_key(state, renamings[0], unchanged, before)
         return min((self._renamed_key(state, r, unchanged, before) for r in renamings), key=hash)
@@ -500,9 +532,7 @@ class Explorer:
     ) -> list[Renaming | None]:
         if not self._groups:
             return [None]
-        shapes = tuple(
-            self._shape(agent, same) for agent, same in zip(agents, unchanged, strict=True)
-        )
+        shapes = tuple(map(self._shape, agents, unchanged))
         known = self._renamings_of.get(shapes)
         if known is None:
             known = self._renamings_of[shapes] = self._orders(shapes)
@@ -542,7 +572,11 @@ class Explorer:
     def _shape(self, agent: Agent, unchanged: bool) -> tuple[Any, ...]:
         """What an agent does, without who it is: the same for an agent and its renaming
         (its code positions, whether it lives, what it waits for and holds)."""
-        where = self._where(agent.place)
+        where = self._where_ids.get(id(agent.place))
+        if where is None:  # places live as long as their agent's trie
+            where = self._where_ids[id(agent.place)] = self._where_interned.setdefault(
+                self._where(agent.place), len(self._where_interned)
+            )
         held = tuple(sorted(name for name, _ in agent.holds)) if agent.holds else ()
         return (where, agent.dead, agent.waiting_on, held, unchanged)
 
@@ -564,48 +598,57 @@ class Explorer:
         self,
         state: State,
         renaming: Renaming | None,
-        unchanged: tuple[bool, ...],
-        before: tuple[frozenset[tuple[str, str]], ...],
+        unchanged: list[bool],
+        before: list[frozenset[tuple[str, str]]],
     ) -> tuple[Any, ...]:
-        agents: list[Any] = [None] * len(state.agents)
-        for n, agent in enumerate(state.agents):
-            if renaming is None:
-                agents[n] = (
-                    self._place_id(agent.place),
+        if renaming is None:
+            ids = self._place_ids_by_id
+            agents = tuple(
+                (
+                    ids.get(id(agent.place)) or self._place_id(agent.place),
                     agent.dead,
                     agent.waiting_on,
                     agent.holds,
                     before[n],
                     unchanged[n],
                 )
-            else:
-                text = renaming.text
-                agents[renaming.to[n]] = (
+                for n, agent in enumerate(state.agents)
+            )
+        else:
+            keyed: list[Any] = [None] * len(state.agents)
+            texts = renaming.texts
+            for n, agent in enumerate(state.agents):
+                keyed[renaming.to[n]] = (
                     self._renamed_place_id(agent.place, renaming),
                     agent.dead,
                     agent.waiting_on,
-                    frozenset((name, text(token)) for name, token in agent.holds),
-                    frozenset((name, text(token)) for name, token in before[n]),
+                    frozenset([(name, texts[token]) for name, token in agent.holds])
+                    if agent.holds
+                    else agent.holds,
+                    frozenset([(name, texts[token]) for name, token in before[n]])
+                    if before[n]
+                    else before[n],
                     unchanged[n],
                 )
+            agents = tuple(keyed)
         return (
             state.world.key(renaming),
-            tuple(agents),
+            agents,
             state.deaths,
             state.ticks,
             state.timeouts,
         )
 
     def _place_id(self, place: tuple[Any, ...]) -> int:
-        """A small number for each distinct place (hashed once, not at every key)."""
-        cached = (id(place), None)  # places live as long as their agent's trie
-        known = self._renamed_ids.get(cached)
+        """A small number for each distinct place (hashed once, not at every key; ids from
+        1, so that `ids.get(...) or ...` finds every known one)."""
+        known = self._place_ids_by_id.get(id(place))  # places live as long as their trie
         if known is None:
-            known = self._renamed_ids[cached] = self._interned(place)
+            known = self._place_ids_by_id[id(place)] = self._interned(place)
         return known
 
     def _interned(self, place: tuple[Any, ...]) -> int:
-        return self._place_ids.setdefault(place, len(self._place_ids))
+        return self._place_ids.setdefault(place, len(self._place_ids) + 1)
 
     def _renamed_place_id(self, place: tuple[Any, ...], renaming: Renaming) -> int:
         cached = (id(place), renaming.to)  # places live as long as their agent's trie
@@ -668,7 +711,7 @@ class Explorer:
                 ops = op[0].__self__
                 ops.world = world
                 if kind == "enqueue":
-                    agent = replace(agent, before_me=_entries(world, op[1]))
+                    agent = agent.but(before_me=_entries(world, op[1]))
                 result = op[0](*op[1:])
             agent = self._moved(n, agent, result)
             done.append((op, result))
@@ -733,25 +776,32 @@ class Explorer:
         node = places.after(agent.node, result)
         if places.op[node] is _DONE:  # nothing it noted matters any more
             return Agent(node, places.fingerprint[node])
-        return replace(agent, node=node, place=places.fingerprint[node])
+        return Agent(
+            node,
+            places.fingerprint[node],
+            agent.dead,
+            agent.waiting_on,
+            agent.holds,
+            agent.before_me,
+        )
 
     def _note(
         self, world: World, n: int, agent: Agent, op: tuple[Any, ...], agents: tuple[Agent, ...]
     ) -> Agent:
         """The explorer's own marks in an agent's script."""
         if op[0] == "ask":
-            return replace(agent, before_me=_entries(world, op[1]))
+            return agent.but(before_me=_entries(world, op[1]))
         if op[0] == "wait":
-            return replace(agent, waiting_on=op[1])
+            return agent.but(waiting_on=op[1])
         if op[0] == "woke":  # the wait returned: its sleeper closes
             world.subscribe(n + 1, None)
             world.woken.discard(n + 1)
-            return replace(agent, waiting_on="")
+            return agent.but(waiting_on="")
         if op[0] == "held":
             self._granted(world, n, agent, op[1], agents)
-            return replace(agent, holds=agent.holds | {(op[1], op[2])})
+            return agent.but(holds=agent.holds | {(op[1], op[2])})
         assert op[0] == "releases"
-        return replace(agent, holds=frozenset(h for h in agent.holds if h[0] != op[1]))
+        return agent.but(holds=frozenset(h for h in agent.holds if h[0] != op[1]))
 
     # -- invariants ---------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from lockyard.infra.lockstore.liveness import Liveness
 from lockyard.infra.lockstore.lockdir.line import TICKET_DIGITS, Await
@@ -29,9 +29,9 @@ AGENT_NAMES = "abcdefgh"
 """Agent n's name, and the letter its tokens start with."""
 
 
-@dataclass(frozen=True, slots=True)
-class Rec:
-    """A holder's or a waiter's record: who, under which token, in which process."""
+class Rec(NamedTuple):
+    """A holder's or a waiter's record: who, under which token, in which process. (A named
+    tuple, not a dataclass: states' keys hash many of them, and a tuple hashes in C.)"""
 
     agent_id: str
     token: str
@@ -42,8 +42,7 @@ class Rec:
         raise AssertionError("the line asks `Operations.liveness`, never a record itself")
 
 
-@dataclass(frozen=True, slots=True)
-class Sub:
+class Sub(NamedTuple):
     """What a sleeping agent is subscribed to, as `sleep.Sleeper` derives it from the line's
     `Await`: the entry ahead (watched by itself), the process whose exit it follows (when
     seen alive), its doorbell."""
@@ -121,35 +120,63 @@ class World:
     def key(self, as_: Renaming | None = None) -> tuple[Any, ...]:
         """Everything that makes two worlds the same world (not the turn stamps' serials: see
         the module's docstring), with the agents renamed `as_` (see `Renaming`). A lock's
-        grant and its holder's record are one item."""
-        text = _same if as_ is None else as_.text
-        pid = _same if as_ is None else as_.pid
-        rec = _same if as_ is None else as_.rec
+        grant and its holder's record are one item. Computed at every move the explorer
+        makes: written for speed (lists into frozensets, the renamings' memos indexed)."""
         holders = self.holders
+        if as_ is None:
+            return (
+                frozenset(
+                    [
+                        (name, None if token is None else holders[token])
+                        for name, token in self.locks.items()
+                    ]
+                ),
+                frozenset(
+                    [(name, token, record) for (name, token), record in self.stagings.items()]
+                ),
+                frozenset(
+                    [
+                        (name, ticket, entry.rec, entry.epoch, entry.turned)
+                        for name, queue in self.queues.items()
+                        for ticket, entry in queue.items()
+                    ]
+                ),
+                frozenset(self.bells.items()),
+                self.dead,
+                self.epoch,
+                frozenset(self.woken),
+                frozenset(self.watchers.items()),
+                frozenset([(name, token, epoch) for name, (token, epoch) in self.turns.items()]),
+                frozenset(self.overdue),
+            )
+        text, pid, rec, sub = as_.texts, as_.pids, as_.recs, as_.subs
         return (
             frozenset(
-                (name, None if token is None else rec(holders[token]))
-                for name, token in self.locks.items()
+                [
+                    (name, None if token is None else rec[holders[token]])
+                    for name, token in self.locks.items()
+                ]
             ),
             frozenset(
-                (name, text(token), None if record is None else rec(record))
-                for (name, token), record in self.stagings.items()
+                [
+                    (name, text[token], None if record is None else rec[record])
+                    for (name, token), record in self.stagings.items()
+                ]
             ),
             frozenset(
-                (name, ticket, rec(entry.rec), entry.epoch, entry.turned)
-                for name, queue in self.queues.items()
-                for ticket, entry in queue.items()
+                [
+                    (name, ticket, rec[entry.rec], entry.epoch, entry.turned)
+                    for name, queue in self.queues.items()
+                    for ticket, entry in queue.items()
+                ]
             ),
-            frozenset((text(token), pid(agent)) for token, agent in self.bells.items()),
-            self.dead if as_ is None else frozenset(map(pid, self.dead)),
+            frozenset([(text[token], pid[agent]) for token, agent in self.bells.items()]),
+            frozenset([pid[agent] for agent in self.dead]),
             self.epoch,
-            frozenset(map(pid, self.woken)),
-            frozenset(
-                (pid(agent), sub if as_ is None else as_.sub(sub))
-                for agent, sub in self.watchers.items()
-            ),
-            frozenset((name, text(token), epoch) for name, (token, epoch) in self.turns.items()),
-            frozenset(map(pid, self.overdue)),
+            frozenset([pid[agent] for agent in self.woken]),
+            frozenset([(pid[agent], sub[s]) for agent, s in self.watchers.items()]),
+            frozenset([(name, text[token], epoch) for name, (token, epoch) in self.turns.items()]),
+            frozenset([pid[agent] for agent in self.overdue]),
         )
 
     def wake_watchers(self, wanted: Callable[[Sub], bool]) -> None:
@@ -201,72 +228,79 @@ class World:
         return found is not None and found.stamp == stamp
 
 
-def _same(value: Any) -> Any:
-    return value
+class _Memo(dict[Any, Any]):
+    """A dict that computes (once) what it lacks: `memo[x]` is a lookup in C once known."""
+
+    def __init__(self, compute: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self._compute = compute
+
+    def __missing__(self, key: Any) -> Any:
+        value = self[key] = self._compute(key)
+        return value
 
 
 class Renaming:
     """Agents of the same script exchanged: agent `n` (pid n + 1, name and token letter
     "abc..."[n]) becomes agent `to[n]`. Identical agents are interchangeable, so a state and
     its renaming are one state (the explorer's symmetry reduction). One renaming serves
-    every state, so what it renamed once is remembered."""
+    every state, so what it renamed once is remembered (`texts`, `pids`, `recs`, `subs`:
+    index them with what to rename)."""
 
     def __init__(self, to: tuple[int, ...]) -> None:
         self.to = to
-        self._pids = {n + 1: m + 1 for n, m in enumerate(to)}
         self._letters = {AGENT_NAMES[n]: AGENT_NAMES[m] for n, m in enumerate(to)}
-        self._texts: dict[str, str] = {}
-        self._recs: dict[Rec, Rec] = {}
-        self._subs: dict[Sub, Sub] = {}
+        self.pids = _Memo(lambda pid: pid)
+        self.pids.update({n + 1: m + 1 for n, m in enumerate(to)})
+        self.texts = _Memo(self._text)
+        self.recs = _Memo(self._rec)
+        self.subs = _Memo(self._sub)
 
     def pid(self, pid: int) -> int:
-        return self._pids.get(pid, pid)
+        return self.pids[pid]  # type: ignore[no-any-return]
 
     def text(self, text: str) -> str:
         """An agent's name or one of its tokens (its letter and a count), renamed; any
         other text (a lock's name, a ticket) as it is."""
-        known = self._texts.get(text)
-        if known is None:
-            letter = self._letters.get(text[:1])
-            if letter is None or not (len(text) == 1 or text[1:].isdigit()):
-                known = text
-            else:
-                known = letter + text[1:]
-            self._texts[text] = known
-        return known
+        return self.texts[text]  # type: ignore[no-any-return]
 
     def rec(self, rec: Rec) -> Rec:
-        known = self._recs.get(rec)
-        if known is None:
-            known = self._recs[rec] = Rec(
-                self.text(rec.agent_id), self.text(rec.token), self.pid(rec.pid), rec.start_time
-            )
-        return known
+        return self.recs[rec]  # type: ignore[no-any-return]
 
     def sub(self, sub: Sub) -> Sub:
-        known = self._subs.get(sub)
-        if known is None:
-            pid = None if sub.pid is None else self.pid(sub.pid)
-            bell = None if sub.bell is None else self.text(sub.bell)
-            known = self._subs[sub] = Sub(sub.name, sub.ahead, pid, bell)
-        return known
+        return self.subs[sub]  # type: ignore[no-any-return]
+
+    def _text(self, text: str) -> str:
+        letter = self._letters.get(text[:1])
+        if letter is None or not (len(text) == 1 or text[1:].isdigit()):
+            return text
+        return letter + text[1:]
+
+    def _rec(self, rec: Rec) -> Rec:
+        texts = self.texts
+        return Rec(texts[rec.agent_id], texts[rec.token], self.pids[rec.pid], rec.start_time)
+
+    def _sub(self, sub: Sub) -> Sub:
+        pid = None if sub.pid is None else self.pids[sub.pid]
+        bell = None if sub.bell is None else self.texts[sub.bell]
+        return Sub(sub.name, sub.ahead, pid, bell)
 
     def value(self, value: Any) -> Any:
         """Anything a recipe keeps in its local variables (as the explorer freezes them)."""
         if isinstance(value, str):
-            return self.text(value)
+            return self.texts[value]
+        if isinstance(value, Rec):  # before tuples: a record is a named tuple
+            return self.recs[value]
         if isinstance(value, tuple):
             return tuple(self.value(item) for item in value)
-        if isinstance(value, Rec):
-            return self.rec(value)
         if isinstance(value, Await):
             process = value.process
             return Await(
                 value.mine,
                 value.ahead,
-                None if process is None else self.rec(process),
+                None if process is None else self.recs[process],
                 value.alive,
-                None if value.bell is None else self.text(value.bell),
+                None if value.bell is None else self.texts[value.bell],
             )
         return value
 
