@@ -24,11 +24,14 @@ own marks a move of its own; --plants plants every swap of two statements of a r
 turn and explores with and without them, one line each, and says whether the verdicts agree.
 --fingerprints remembers each state by a 64-bit hash of its key (as TLC does), for runs
 whose keys do not fit in memory, and prints the chance that two states shared one.
+A line every 100,000 states says how far it got (breadth first: within how many moves every
+interleaving is checked so far); stopped (Ctrl-C, SIGTERM), it prints the same and exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
@@ -85,7 +88,8 @@ def main() -> int:
         order=args.order,
         fingerprints=args.fingerprints,
         progress=lambda explorer: print(
-            f"  {explorer.states:,} states, {time.process_time() - started:.0f} s CPU",
+            f"  {explorer.states:,} states, {time.process_time() - started:.0f} s CPU"
+            + _bound(explorer),
             file=sys.stderr,
             flush=True,
         ),
@@ -97,8 +101,16 @@ def main() -> int:
         f"{f', depth {args.depth}' if args.depth is not None else ''}"
     )
     started = time.process_time()
+    # Stopped (Ctrl-C, `kill`): say how far it got, and breadth first, what is checked.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         states = explorer.run()
+    except KeyboardInterrupt:
+        cpu = time.process_time() - started
+        print(
+            f"{what}: STOPPED after {explorer.states:,} states ({cpu:.1f} s CPU){_bound(explorer)}"
+        )
+        return 2
     except BrokenInvariantError as broken:
         cpu = time.process_time() - started
         print(f"{what}: BROKEN after {explorer.states} states ({cpu:.1f} s CPU):\n{broken}")
@@ -115,6 +127,13 @@ def main() -> int:
         )
     )
     return 1 if args.plant else 0
+
+
+def _bound(explorer: Explorer) -> str:
+    """Breadth first: the moves from the start within which every interleaving is checked."""
+    if explorer.order != "breadth" or explorer.deepest < 2:
+        return ""
+    return f", every interleaving of up to {explorer.deepest - 1} moves checked"
 
 
 def compare_plants(scripts: tuple[Locks, ...], args: argparse.Namespace) -> int:

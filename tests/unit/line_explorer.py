@@ -359,6 +359,10 @@ class Explorer:
     states: int = 0
     transitions: int = 0
     unexpanded: int = 0
+    deepest: int = 0
+    """The most moves from the start of a state taken up so far. Breadth first, every state
+    at most `deepest - 1` moves away has been explored (its moves made, each state they
+    reach checked) when the run stops, ended or not: a run cut short is a depth-bounded one."""
 
     def run(self) -> int:
         """Explore; the number of states visited (BrokenInvariantError at the first invariant
@@ -412,6 +416,7 @@ class Explorer:
         while frontier:
             state, here, depth = take()
             self.states += 1
+            self.deepest = max(self.deepest, depth)
             if self.states == self.limit:
                 break
             if self.progress is not None and not self.states % 100_000:
