@@ -48,7 +48,8 @@ from .pending_scopes import PENDING, request_entry
 
 SCOPES: Final = "scopes"
 """The marks' folder in the lock directory: present while any directory or glob lock is
-held or wanted there."""
+held or wanted there. A file grant asks whether it is there itself (`LockDir.exists`, one
+`faccessat`), so that a plain file's request never enters this module."""
 
 _ATTEMPTS: Final = 64
 """How often a mark is tried again when its folder went meanwhile (each time a leaver removed
@@ -74,10 +75,6 @@ class ScopeMarks:
         self._mutex = threading.Lock()
         self._mine: dict[tuple[str, str], _Mark] = {}
         """(lock name, agent) -> this process's mark."""
-
-    def marked(self) -> bool:
-        """Whether a directory or glob lock is held or wanted here (one `faccessat`)."""
-        return os.access(SCOPES, os.F_OK, dir_fd=self._dir.fd, follow_symlinks=False)
 
     def any_mine(self) -> bool:
         """Whether this process keeps any mark (a release needs to look only then)."""

@@ -46,7 +46,7 @@ from .disk import LOCK_SUFFIX, SHARED_SUFFIX, LockDir, shared_entry_exists
 from .glob_index import any_globs, globs_at
 from .operations import Grants, LockWait, Waits
 from .pending_scopes import any_pending, pending_requests
-from .scope_marks import ScopeMarks
+from .scope_marks import SCOPES, ScopeMarks
 from .shared_holds import SharedHolds, read_members
 from .sleep import Drain
 
@@ -83,7 +83,7 @@ class Scopes:
         lock another agent holds (or, for an `exclusive` grant, that another agent reads);
         None when none. One `faccessat` while no directory or glob lock is held or wanted
         here; then two per directory over it, and one more per directory while a glob is."""
-        if not self.marks.marked():
+        if not self._directory.exists(SCOPES):  # `scope_marks.py`'s invariant: no mark, no lock
             return None
         globbed = any_globs(self._directory.fd)
         for place in places_above(key):
