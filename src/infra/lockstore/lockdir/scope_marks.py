@@ -107,7 +107,7 @@ class ScopeMarks:
                 return
             del self._mine[(name, agent)]
             _remove_mark(self._dir.fd, self._namespace, mark.key, f"{name}.{mark.mark_id}")
-        if self.marked():  # others' marks are left: those of the dead go too
+        if self._dir.exists(SCOPES):  # others' marks are left: those of the dead go too
             self.prune()
 
     def request(self, key: str, name: str, agent: str, *, exclusive: bool) -> str:
