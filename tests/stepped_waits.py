@@ -13,6 +13,7 @@ from typing import Any
 from lockyard.infra.lockstore import LockStore
 from lockyard.infra.lockstore.lockdir import disk, line
 from lockyard.infra.lockstore.lockdir.line import SLEEP
+from lockyard.infra.lockstore.lockdir.sleep import sleep_through
 from lockyard.infra.lockstore.paths import lock_name
 
 FILE = "f.py"
@@ -70,7 +71,7 @@ class SteppedWait:
             self._step(True)  # woken, or a re-check is due
         while self.got is None:
             if self._op[0] is SLEEP:
-                if self.sleeper.sleep(self._op[1], time.monotonic()):
+                if sleep_through(self.sleeper.sleep(self._op[1], time.monotonic())):
                     self._step(True)  # a new subscription looks again at once
                     continue
                 self.asleep = self._op[1]

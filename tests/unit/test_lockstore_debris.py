@@ -102,6 +102,7 @@ def test_reclaim_stale_removes_the_entries_dead_waiters_left_half_built_or_half_
     waiter.update(ticket=1, since=0.0)
     (queue / ".new-t1").mkdir(parents=True)
     os.symlink(json.dumps(waiter), queue / ".new-t1" / "t1")
+    os.symlink(json.dumps(waiter), queue / ".new-t1" / lockdir.RECORD_COPY)  # built whole
     (queue / f"{1:020d}").mkdir()  # emptied
     assert store.waiters("a.py") == []
     store.reclaim_stale()

@@ -224,3 +224,51 @@ def test_a_dropped_store_does_not_leak_its_directory_handle(repo: Path, tmp_path
     with LockStore(repo, tmp_path / "locks") as store:
         assert store.holder("a.py") == "alice"
     assert store.directory.fd == -1
+
+
+def _queue_two(tmp_path: Path, record: str = "") -> tuple[LockDir, list[str]]:
+    """A lock directory whose queue `n` holds the waits t1 and t2 (records naming their
+    tokens, padded with `record`)."""
+    directory = LockDir(tmp_path / "locks")
+    queues = directory.queues
+    entries = [
+        queues.enqueue("n", token, lambda ticket, t=token: f'{{"token":"{t}","pad":"{record}"}}')
+        for token in ("t1", "t2")
+    ]
+    return directory, entries
+
+
+def test_a_waiters_token_is_read_by_ticket_without_listing_its_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory, (first, second) = _queue_two(tmp_path)
+    listed: list[object] = []
+    real_listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda *a: listed.append(a) or real_listdir(*a))
+    assert directory.queues.entry_token("n", first) == "t1"
+    assert directory.queues.entry_token("n", second) == "t2"
+    assert directory.queues.entry_token("n", "00000000000000000009") is None
+    assert listed == []
+
+
+def test_a_removal_by_another_waits_token_leaves_that_wait_in_line_and_readable(
+    tmp_path: Path,
+) -> None:
+    # A remover that read a wait since gone (its ticket taken again) unlinks the entry's copy
+    # of its record before it finds the record is not its wait's: the wait stays, read by
+    # listing its entry; its own removal later leaves nothing behind.
+    directory, (first, _second) = _queue_two(tmp_path)
+    queues = directory.queues
+    assert not queues.dequeue("n", first, "gone")
+    assert queues.entry_token("n", first) == "t1"
+    assert queues.bears("n", first, "t1")
+    assert queues.dequeue("n", first, "t1")
+    assert not (tmp_path / "locks" / "n.q" / first).exists()
+
+
+def test_an_entry_with_a_record_file_has_no_copy_and_reads_whole(tmp_path: Path) -> None:
+    directory, (first, _second) = _queue_two(tmp_path, "x" * 5000)  # too long for a symlink
+    assert sorted(os.listdir(tmp_path / "locks" / "n.q" / first)) == ["t1"]
+    assert directory.queues.entry_token("n", first) == "t1"
+    assert directory.queues.dequeue("n", first, "t1")
+    assert not (tmp_path / "locks" / "n.q" / first).exists()

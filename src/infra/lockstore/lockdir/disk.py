@@ -13,6 +13,8 @@ Layout (all names relative to one private directory, opened once and used throug
                                holding one record, named by the wait's token, as a lock
                                holds its grant; the record's mtime is the moment its turn
                                began
+    <name>.q/<ticket>/@        a copy of the entry's record (when the record is a symlink),
+                               read in one call by whoever knows only the ticket
     <name>.q/.new-<token>/     an entry being built, renamed to its ticket whole
     <name>.bell-<token>        the doorbell of a waiting head (a FIFO, `sleep.py`)
     <name>.shared/<agent hash> a shared hold of lock `name`: the member's full holder record
@@ -49,6 +51,14 @@ the ticket since; by token, a dead or stalled waiter's removal never touches ano
 An emptied entry directory (its remover died before the rmdir) reads as no entry, and the
 next entry built under that ticket replaces it.
 
+Whoever knows only an entry's ticket (a release looking for the first waiter, a waiter
+reading its predecessor) would have to list the entry to learn its token. The entry's copy
+of its record, `<ticket>/@`, spares that: one `readlink`. It is built with the entry and is
+the first thing a removal unlinks, before the record: so while the copy exists, the record
+it copies is the entry's (an entry is never built again under its ticket while it holds
+anything). A removal that finds the entry is not its wait's has unlinked that wait's copy
+all the same: harmless, readers then list the entry as they do when there is no copy.
+
 One class per kind of entry, each reached from `LockDir` (the directory itself and its
 locks): `Stagings` (`LockDir.stagings`), `QueueEntries` (`LockDir.queues`) and `HolderCards`
 (`LockDir.cards`).
@@ -82,6 +92,9 @@ STAGING_MARK: Final = ".tmp-"
 BELL_MARK: Final = ".bell-"
 NEW_ENTRY_MARK: Final = ".new-"
 """A queue entry being built (`QueueEntries.enqueue`), before it is renamed to its ticket."""
+RECORD_COPY: Final = "@"
+"""A queue entry's copy of its record, under a name known without listing the entry (a
+token is never this name)."""
 PARTIAL_SUFFIX: Final = ".part"
 """A record file being written, before it is linked into place (`write_record`)."""
 CARD_SUFFIX: Final = ".card"
@@ -449,7 +462,9 @@ class LockDir:
 
     def read_grant_entry(self, entry: str) -> tuple[str, str] | None:
         """(token, record text) of the one grant in directory `entry` (a lock, or a staging),
-        spelled out in full; None when there is none."""
+        spelled out in full; None when there is none. (Also a queue entry's record, or the
+        record of one being built: beside its copy, `RECORD_COPY`.)"""
+        copy = RECORD_COPY if f"{QUEUE_SUFFIX}/" in entry else None
         missing: str | None = None
         for _attempt in range(3):
             missing = None
@@ -463,7 +478,7 @@ class LockDir:
                     # Removed after we opened it (a release). Local file systems list a
                     # removed directory as empty; FUSE ones report it gone: same thing.
                     return None
-                tokens = [t for t in listed if not t.endswith(PARTIAL_SUFFIX)]
+                tokens = [t for t in listed if not t.endswith(PARTIAL_SUFFIX) and t != copy]
                 if not tokens:
                     return None
                 if len(tokens) > 1:
@@ -552,10 +567,12 @@ class Stagings:
         return True
 
     def discard_staging(self, staging: str, token: str) -> None:
+        """Remove a staging, or a queue entry being built (and its record's copy)."""
         record = f"{staging}/{token}"
         for remove, entry in (
             (os.unlink, record),
             (os.unlink, record + PARTIAL_SUFFIX),
+            (os.unlink, f"{staging}/{RECORD_COPY}"),
             (os.rmdir, staging),
         ):
             with contextlib.suppress(OSError):
@@ -605,9 +622,15 @@ class QueueEntries:
                 return entry
 
     def dequeue(self, name: str, entry: str, token: str) -> bool:
-        """Remove queue entry `entry` when it is wait `token`'s (False, touching nothing,
-        when it is not), and the queue when it became empty."""
+        """Remove queue entry `entry` when it is wait `token`'s (False, removing nothing but
+        the copy of its record, when it is not), and the queue when it became empty."""
         queue = name + QUEUE_SUFFIX
+        # The copy first: while it exists, the record it copies is there (see the module's
+        # docstring). When the entry is not this wait's, that wait loses its copy: harmless.
+        try:  # noqa: SIM105 (try/except, not contextlib.suppress: this runs at every handoff)
+            os.unlink(f"{queue}/{entry}/{RECORD_COPY}", dir_fd=self._dir.fd)
+        except OSError:
+            pass
         try:
             os.unlink(f"{queue}/{entry}/{token}", dir_fd=self._dir.fd)
         except (FileNotFoundError, NotADirectoryError):
@@ -638,17 +661,14 @@ class QueueEntries:
         """The wait token of queue entry `entry` (the name of its record); None when the
         entry is gone or holds anything but one waiter's record of that token.
 
-        Checked in the text as the store writes it (compact JSON) without decoding the
-        whole record: this runs on every handoff. Other spellings fall back to decoding the
-        JSON."""
-        path = f"{name}{QUEUE_SUFFIX}/{entry}"
-        # Mostly asked of an entry that is not there (a successor when nobody queues
-        # behind): a look that cannot fail costs less than an open that fails.
-        if not os.access(path, os.F_OK, dir_fd=self._dir.fd, follow_symlinks=False):
-            return None
-        found = self.queue_record(name, entry)
+        Read from the entry's copy of its record (one `readlink`), in the text as the store
+        writes it (compact JSON) without decoding the whole record: this runs on every
+        handoff. Without a copy, the entry is listed (`queue_record`)."""
+        found = self._copied_record(name, entry)
         if found is None:
-            return None
+            found = self.queue_record(name, entry)
+            if found is None:
+                return None
         token, text = found
         if f'"token":{json.dumps(token)}' in text:
             return token
@@ -657,6 +677,23 @@ class QueueEntries:
         except ValueError:
             return None
         return token if type(fields) is dict and fields.get("token") == token else None
+
+    def _copied_record(self, name: str, entry: str) -> tuple[str, str] | None:
+        """(token, record text) of queue entry `entry` as its copy of its record tells; None
+        when it has no copy (gone, or listed then: see `entry_token`)."""
+        try:
+            text = os.readlink(f"{name}{QUEUE_SUFFIX}/{entry}/{RECORD_COPY}", dir_fd=self._dir.fd)
+        except OSError:
+            return None
+        at = text.find('"token":"')
+        if at < 0:
+            return None
+        at += 9
+        until = text.find('"', at)
+        token = text[at:until]
+        if until < 0 or not token or "/" in token or "\\" in token or token == RECORD_COPY:
+            return None  # it names files of the lock directory (and a plain token has no escapes)
+        return token, text
 
     def queue_record(self, name: str, entry: str) -> tuple[str, str] | None:
         """(token, record text) of one queue entry, or None when there is no such entry (or
@@ -668,7 +705,7 @@ class QueueEntries:
 
     def waiter(self, name: str, entry: str) -> WaiterRecord | None:
         """The record of queue entry `entry`, None when it is gone or no waiter's record."""
-        found = self.queue_record(name, entry)
+        found = self._copied_record(name, entry) or self.queue_record(name, entry)
         return None if found is None else _decoded(name, entry, *found)
 
     def queue_order(self, name: str) -> list[str]:
@@ -811,6 +848,7 @@ def _claim_ticket(queue_fd: int, token: str, record_for: Callable[[int], str]) -
     except FileNotFoundError:
         return None  # removed after we opened it (it was empty): make it again
     record = f"{building}/{token}"
+    copy = f"{building}/{RECORD_COPY}"
     renamed = False
     try:
         while True:
@@ -818,7 +856,10 @@ def _claim_ticket(queue_fd: int, token: str, record_for: Callable[[int], str]) -
             tickets = [int(entry[:TICKET_DIGITS]) for entry in listed if _is_ticket(entry)]
             ticket = max(tickets, default=0) + 1
             entry = f"{ticket:0{TICKET_DIGITS}d}"
-            write_record(queue_fd, record, record_for(ticket))
+            text = record_for(ticket)
+            write_record(queue_fd, record, text)
+            if len(text) <= _SYMLINK_RECORD_MAX:  # a record file has no copy: it is listed
+                os.symlink(text, copy, dir_fd=queue_fd)
             try:
                 # Onto nothing, or onto an emptied entry (its remover died before removing
                 # it): a directory holding a record stays.
@@ -827,15 +868,16 @@ def _claim_ticket(queue_fd: int, token: str, record_for: Callable[[int], str]) -
                 if error.errno not in (*BUSY, errno.ENOTDIR):
                     raise
                 os.unlink(record, dir_fd=queue_fd)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(copy, dir_fd=queue_fd)
                 continue  # somebody took that ticket first: read the queue again
             renamed = True
             return entry
     finally:
         if not renamed:  # an error: take back what was built
-            with contextlib.suppress(OSError):
-                os.unlink(record, dir_fd=queue_fd)
-            with contextlib.suppress(OSError):
-                os.rmdir(building, dir_fd=queue_fd)
+            for remove, path in ((os.unlink, record), (os.unlink, copy), (os.rmdir, building)):
+                with contextlib.suppress(OSError):
+                    remove(path, dir_fd=queue_fd)
 
 
 def _is_ticket(entry: str) -> bool:

@@ -48,7 +48,7 @@ from .disk import CARD_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, SHARED_SUFFIX, HolderCar
 from .keys import LockKeys
 from .line import SLEEP, Accepted, Recipe, Record
 from .lock_journal import LockJournal
-from .sleep import Drain, Sleeper, process_hub, ring
+from .sleep import Drain, Naps, Sleeper, process_hub, ring
 
 log = logging.getLogger(__name__)
 
@@ -200,36 +200,17 @@ def run(recipe: Recipe[T]) -> T:
         return value
 
 
-def wait(recipe: Recipe[bool], sleeper: Sleeper, seconds: float) -> bool:
-    """Carry out a waiting recipe in this thread, sleeping where it says, for at most
-    `seconds` of waiting."""
-    deadline = time.monotonic() + seconds
-    try:
-        op = next(recipe)
-        while True:
-            try:
-                result = sleeper.sleep(op[1], deadline) if op[0] is SLEEP else op[0](*op[1:])
-            except BaseException as error:
-                op = recipe.throw(error)
-            else:
-                op = recipe.send(result)
-    except StopIteration as done:
-        got: bool = done.value
-        return got
-    finally:
-        sleeper.close()
-
-
-async def wait_async(recipe: Recipe[bool], sleeper: Sleeper, seconds: float) -> bool:
-    """`wait` for anyio tasks: the task awaits where the recipe sleeps; cancel-safe (the
-    recipe leaves the line before the cancellation goes on)."""
+def wait(recipe: Recipe[bool], sleeper: Sleeper, seconds: float) -> Naps[bool]:
+    """Carry out a waiting recipe for at most `seconds` of waiting, its sleeps yielded where
+    it says (`sleep.Naps`). Every exception goes into the recipe, a cancellation included:
+    it leaves the line before the exception goes on."""
     deadline = time.monotonic() + seconds
     try:
         op = next(recipe)
         while True:
             try:
                 if op[0] is SLEEP:
-                    result = await sleeper.sleep_async(op[1], deadline)
+                    result = yield from sleeper.sleep(op[1], deadline)
                 else:
                     result = op[0](*op[1:])
             except BaseException as error:
@@ -491,15 +472,10 @@ class Waits:
         """The journal's record of `agent`'s request for lock `name` (`key`)."""
         return LockWait(self._journal, self._grants, key, name, agent, exclusive)
 
-    def run(self, place: line.Place, sleeper: Sleeper, timeout: float) -> bool:
+    def run(self, place: line.Place, sleeper: Sleeper, timeout: float) -> Naps[bool]:
         """Wait in line, sleeping with `sleeper` for at most `timeout` seconds: True when the
-        lock is ours."""
-        got = wait(line.wait(self._operations, place), sleeper, timeout)
-        return self.record_wait(place, got)
-
-    async def run_async(self, place: line.Place, sleeper: Sleeper, seconds: float) -> bool:
-        """`run` on the event loop (cancel-safe: a cancelled wait leaves nothing behind)."""
-        got = await wait_async(line.wait(self._operations, place), sleeper, seconds)
+        lock is ours (a cancelled wait leaves nothing behind)."""
+        got = yield from wait(line.wait(self._operations, place), sleeper, timeout)
         return self.record_wait(place, got)
 
     def record_wait(self, place: line.Place, got: bool) -> bool:

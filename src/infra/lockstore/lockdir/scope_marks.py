@@ -48,7 +48,8 @@ from .pending_scopes import PENDING, request_entry
 
 SCOPES: Final = "scopes"
 """The marks' folder in the lock directory: present while any directory or glob lock is
-held or wanted there."""
+held or wanted there. A file grant asks whether it is there itself (`LockDir.exists`, one
+`faccessat`), so that a plain file's request never enters this module."""
 
 _ATTEMPTS: Final = 64
 """How often a mark is tried again when its folder went meanwhile (each time a leaver removed
@@ -74,10 +75,6 @@ class ScopeMarks:
         self._mutex = threading.Lock()
         self._mine: dict[tuple[str, str], _Mark] = {}
         """(lock name, agent) -> this process's mark."""
-
-    def marked(self) -> bool:
-        """Whether a directory or glob lock is held or wanted here (one `faccessat`)."""
-        return os.access(SCOPES, os.F_OK, dir_fd=self._dir.fd, follow_symlinks=False)
 
     def any_mine(self) -> bool:
         """Whether this process keeps any mark (a release needs to look only then)."""
@@ -110,7 +107,7 @@ class ScopeMarks:
                 return
             del self._mine[(name, agent)]
             _remove_mark(self._dir.fd, self._namespace, mark.key, f"{name}.{mark.mark_id}")
-        if self.marked():  # others' marks are left: those of the dead go too
+        if self._dir.exists(SCOPES):  # others' marks are left: those of the dead go too
             self.prune()
 
     def request(self, key: str, name: str, agent: str, *, exclusive: bool) -> str:

@@ -23,9 +23,9 @@ reader (`shared_holds.py`).
 `Scopes` is what directory and glob locks look like (who blocks a grant, over or under)
 and the decisions of a wait among them (`Scopes.acquisition`, one generator of steps);
 `Requests` is every request of a store, a file's too, from its first look to its end: a
-take now (`try_lock`), an acquire (its quick take, then the steps carried out by `run_steps`
-in a thread or `run_steps_async` on the event loop: only the sleeping differs), a release,
-and the directory's mark settled when it ended.
+take now (`try_lock`), an acquire (its quick take, then the steps carried out by `run_steps`,
+whose sleeps `sleep.sleep_through` sleeps in a thread and `sleep_through_async` on the event
+loop: only the sleeping differs), a release, and the directory's mark settled when it ended.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from .disk import LOCK_SUFFIX, SHARED_SUFFIX, LockDir, shared_entry_exists
 from .glob_index import any_globs, globs_at
 from .operations import Grants, LockWait, Waits
 from .pending_scopes import any_pending, pending_requests
-from .scope_marks import ScopeMarks
+from .scope_marks import SCOPES, ScopeMarks
 from .shared_holds import SharedHolds, read_members
-from .sleep import Drain
+from .sleep import Drain, Naps, sleep_through, sleep_through_async
 
 
 class Scopes:
@@ -83,7 +83,7 @@ class Scopes:
         lock another agent holds (or, for an `exclusive` grant, that another agent reads);
         None when none. One `faccessat` while no directory or glob lock is held or wanted
         here; then two per directory over it, and one more per directory while a glob is."""
-        if not self.marks.marked():
+        if not self._directory.exists(SCOPES):  # `scope_marks.py`'s invariant: no mark, no lock
             return None
         globbed = any_globs(self._directory.fd)
         for place in places_above(key):
@@ -159,7 +159,7 @@ class Scopes:
         self, key: str, name: str, agent: str, exclusive: bool, deadline: float, poll: float
     ) -> Steps:
         """The decisions of `agent`'s wait for lock `name` (`key`) until `deadline`
-        (time.monotonic), as steps a runner carries out (`run_steps`, `run_steps_async`):
+        (time.monotonic), as steps a runner carries out (`run_steps`):
         its turn in the key's line; for an exclusive grant, the key's other readers gone;
         with a directory over it held by another, back off and pass through that
         directory's line (held until the grant is made); for a directory, the holds under
@@ -416,7 +416,7 @@ class Requests:
             return steps
         run, ended = steps
         try:
-            return await run_steps_async(*run, poll_ms)
+            return await sleep_through_async(run_steps(*run, poll_ms))
         finally:
             if ended is not None:
                 ended()
@@ -430,7 +430,7 @@ class Requests:
             return steps
         run, ended = steps
         try:
-            return run_steps(*run, poll_ms)
+            return sleep_through(run_steps(*run, poll_ms))
         finally:
             if ended is not None:
                 ended()
@@ -516,9 +516,13 @@ Step = InLine | Pause
 Steps = Generator[Step, object, bool]
 
 
-def run_steps(steps: Steps, waits: Waits, journal: LockWait, agent: str, poll_ms: float) -> bool:
-    """Carry out a wait's steps blocking the thread (`Scopes.acquisition`), telling
-    `journal` when the request sleeps and how it ended."""
+def run_steps(
+    steps: Steps, waits: Waits, journal: LockWait, agent: str, poll_ms: float
+) -> Naps[bool]:
+    """Carry out a wait's steps (`Scopes.acquisition`), telling `journal` when the request
+    sleeps and how it ended; the sleeps are yielded (`sleep.Naps`: `sleep_through` in a
+    thread, `sleep_through_async` on the event loop). An exception (a cancellation) is
+    thrown into the steps, which leave nothing behind."""
     drain: Drain | None = None
     try:
         step = next(steps)
@@ -528,51 +532,15 @@ def run_steps(steps: Steps, waits: Waits, journal: LockWait, agent: str, poll_ms
                     drain = drain or waits.drain()
                     if not drain.follow(step.watched):  # newly followed: look again first
                         journal.sleeping()
-                        drain.sleep(step.seconds)
+                        yield from drain.sleep(step.seconds)
                     outcome: object = None
                 else:
                     begun = waits.begin_at(step.located, agent, step.seconds, poll_ms)
                     if not isinstance(begun, bool):
                         journal.sleeping()
-                    outcome = begun if isinstance(begun, bool) else waits.run(*begun)
+                    outcome = begun if isinstance(begun, bool) else (yield from waits.run(*begun))
             except BaseException as error:
                 step = steps.throw(error)  # it cleans up and raises again
-                continue
-            step = steps.send(outcome)
-    except StopIteration as done:
-        journal.ended(bool(done.value))
-        return bool(done.value)
-    except BaseException:
-        journal.interrupted()
-        raise
-    finally:
-        if drain is not None:
-            drain.close()
-
-
-async def run_steps_async(
-    steps: Steps, waits: Waits, journal: LockWait, agent: str, poll_ms: float
-) -> bool:
-    """`run_steps` on the event loop (cancel-safe: the cancellation is thrown into the
-    steps, which leave nothing behind)."""
-    drain: Drain | None = None
-    try:
-        step = next(steps)
-        while True:
-            try:
-                if isinstance(step, Pause):
-                    drain = drain or waits.drain()
-                    if not drain.follow(step.watched):
-                        journal.sleeping()
-                        await drain.sleep_async(step.seconds)
-                    outcome: object = None
-                else:
-                    begun = waits.begin_at(step.located, agent, step.seconds, poll_ms)
-                    if not isinstance(begun, bool):
-                        journal.sleeping()
-                    outcome = begun if isinstance(begun, bool) else await waits.run_async(*begun)
-            except BaseException as error:
-                step = steps.throw(error)
                 continue
             step = steps.send(outcome)
     except StopIteration as done:

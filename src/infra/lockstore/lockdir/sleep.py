@@ -26,6 +26,11 @@ heads asleep in the process that a release there accepts for. A `Sleeper` is one
 of it: it subscribes to what an `Await` names, and sleeps (a thread) or parks (an asyncio
 task) until woken; a `Drain` is the sleep of a wait that outwaits others' holds. The victim
 notices of the cross-process monitor are woken through the same hub.
+
+Sync and async waits share every decision: the loops that drive a wait (the request's steps
+in `scopes.run_steps`, the line's recipe in `operations.wait`, the subscription here in
+`Sleeper.sleep`) are generators that yield each sleep as a `Nap`, and only the two drivers,
+`sleep_through` (a thread blocks) and `sleep_through_async` (a task awaits), differ.
 """
 
 from __future__ import annotations
@@ -38,9 +43,9 @@ import select
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
 
 from ..inotify import (
     ENTRIES,
@@ -58,6 +63,8 @@ from .disk import BELL_MARK, LOCK_SUFFIX, QUEUE_SUFFIX, LockDir
 from .line import Accepted, Await
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _WATCH_MASK: Final = ENTRIES | IN_MOVE_SELF
 _IDLE_PIDFDS: Final = 64
@@ -491,6 +498,54 @@ class _Held:
     bell: tuple[str, int] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Nap:
+    """One sleep a wait asks for: on `waker`, until it is woken or `seconds` have passed."""
+
+    waker: Waker
+    seconds: float
+
+
+Naps = Generator[Nap, None, T]
+"""A wait whose decisions run here and whose sleeps are yielded, as `Nap`s, to whoever
+carries it out: `sleep_through` in a thread, `sleep_through_async` on the event loop. So the
+decisions are written once; only the sleeping differs."""
+
+
+def sleep_through(naps: Naps[T]) -> T:
+    """Carry out `naps`, each nap a blocking wait of this thread. An exception (an interrupt)
+    goes into `naps`, which leave nothing behind before it goes on."""
+    try:
+        nap = next(naps)
+        while True:
+            try:
+                nap.waker.wait(nap.seconds)
+            except BaseException as error:
+                nap = naps.throw(error)
+            else:
+                nap = naps.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+
+
+async def sleep_through_async(naps: Naps[T]) -> T:
+    """`sleep_through` for anyio tasks: each nap an await (cancel-safe: the cancellation goes
+    into `naps`, which leave nothing behind before it goes on)."""
+    try:
+        nap = next(naps)
+        while True:
+            try:
+                await nap.waker.wait_async(nap.seconds)
+            except BaseException as error:
+                nap = naps.throw(error)
+            else:
+                nap = naps.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+
+
 class Sleeper:
     """How one wait for lock `name` sleeps: subscribed to what the line's `Await` names, woken
     by the cheapest way there is, re-checking at `backstop` seconds (`poll_interval` without
@@ -525,7 +580,7 @@ class Sleeper:
         self.accepted: Accepted | None = None
         """The verdict: the grant accepted for us; None: look again."""
 
-    def sleep(self, awaited: Await, deadline: float) -> bool | Accepted:
+    def sleep(self, awaited: Await, deadline: float) -> Naps[bool | Accepted]:
         """Sleep until woken or a re-check is due (True: look again), or tell that
         `deadline` passed (False), or that a release here accepted our grant (`Accepted`).
         A subscription that changed looks again at once: a change in between woke the
@@ -538,23 +593,7 @@ class Sleeper:
             return False
         head = self._fall_asleep(awaited)
         try:
-            self.waker.wait(seconds)
-        finally:
-            accepted = self._wake_up(head)
-        self.waker.clear()
-        return accepted or True
-
-    async def sleep_async(self, awaited: Await, deadline: float) -> bool | Accepted:
-        """`sleep` for anyio tasks: only the sleeping itself differs."""
-        if self._subscribe(self._wanted_for(awaited)):
-            self.waker.clear()
-            return True
-        seconds = self._seconds(deadline)
-        if seconds <= 0:
-            return False
-        head = self._fall_asleep(awaited)
-        try:
-            await self.waker.wait_async(seconds)
+            yield Nap(self.waker, seconds)
         finally:
             accepted = self._wake_up(head)
         self.waker.clear()
@@ -737,12 +776,8 @@ class Drain:
         self._watched = self._push and self._hub.watch(directory)
         return True
 
-    def sleep(self, seconds: float) -> None:
-        self._waker.wait(seconds)
-        self._waker.clear()
-
-    async def sleep_async(self, seconds: float) -> None:
-        await self._waker.wait_async(seconds)
+    def sleep(self, seconds: float) -> Naps[None]:
+        yield Nap(self._waker, seconds)
         self._waker.clear()
 
     def _drop(self) -> None:

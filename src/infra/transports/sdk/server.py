@@ -1,4 +1,5 @@
-"""`lock_acquire` / `lock_release` as an in-process SDK MCP server (a thin adapter).
+"""The lock tools (`lock_acquire`, `lock_release`, `lock_status`) as an in-process SDK MCP
+server (a thin adapter).
 
 The behaviour lives in `lock_tools.LockTools`; this module only wraps the shared MCP server
 in the `McpSdkServerConfig` that `ClaudeAgentOptions.mcp_servers` takes. The model sees the
