@@ -479,6 +479,14 @@ AS $$ SELECT coalesce(array_agg(left(p_key, i) ORDER BY i), '{}')
         THEN length({s}.glob_prefix(p_key)) ELSE length(p_key) - 1 END) AS i
     WHERE substr(p_key, i, 1) = '/' AND left(p_key, i) <> './' $$;
 
+-- Whether a glob is indexed at one of the places a key above p_key can live (the checkout's
+-- root, the directories over it: the places scopes_above joins), one index probe each: only
+-- then is scopes_above asked, the directories' array being enough otherwise.
+CREATE FUNCTION {s}.globs_at(p_ns text, p_key text) RETURNS boolean LANGUAGE sql STABLE
+AS $$ SELECT EXISTS (SELECT 1 FROM unnest('{""}'::text[] || {s}.dirs_above(p_key)) AS a(place),
+    LATERAL (SELECT 1 FROM {s}.globs g WHERE g.namespace = p_ns AND g.prefix = a.place
+             LIMIT 1) AS indexed) $$;
+
 -- The first key after every key under the directory p_dir ('src/api/' -> 'src/api0', '0'
 -- being the character after '/'): the keys under it are (p_dir, dir_end(p_dir)) in the "C"
 -- collation of the key columns, one index range.
@@ -554,9 +562,9 @@ CREATE FUNCTION {s}.blocker_above(p_ns text, p_key text, p_agent text, p_shared 
 LANGUAGE plpgsql AS $$
 DECLARE d text; above text[];
 BEGIN
-    -- scopes_above costs several times the directories' array: asked only where a glob was
-    -- ever locked in the namespace.
-    IF EXISTS (SELECT 1 FROM {s}.globs WHERE namespace = p_ns) THEN
+    -- scopes_above costs several times the directories' array: asked only where a glob is
+    -- indexed at a place above the key (globs elsewhere in the checkout cost nothing here).
+    IF {s}.globs_at(p_ns, p_key) THEN
         above := ARRAY(SELECT * FROM {s}.scopes_above(p_ns, p_key));
     ELSE
         above := {s}.dirs_above(p_key);
@@ -636,7 +644,7 @@ LANGUAGE plpgsql AS $$
 DECLARE h {s}.holds; r {s}.readers;
 BEGIN
     FOR h IN SELECT d.* FROM unnest(CASE
-                 WHEN EXISTS (SELECT 1 FROM {s}.globs WHERE namespace = p_ns)
+                 WHEN {s}.globs_at(p_ns, p_key)
                  THEN ARRAY(SELECT * FROM {s}.scopes_above(p_ns, p_key))
                  ELSE {s}.dirs_above(p_key) END) AS a(k)
              JOIN LATERAL (SELECT * FROM {s}.holds WHERE namespace = p_ns AND key = a.k
@@ -700,7 +708,7 @@ CREATE FUNCTION {s}.hand_off(p_ns text, p_key text, p_me integer) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE w {s}.waiters; f bigint; more boolean; pushed text; who text; line text;
     nested boolean := cardinality({s}.dirs_above(p_key)) > 0
-        OR EXISTS (SELECT 1 FROM {s}.globs WHERE namespace = p_ns);
+        OR {s}.globs_at(p_ns, p_key);
     below boolean := false; read_below boolean;
 BEGIN
     -- For the journal (journal_schema.py): a holder written in from now on in this
