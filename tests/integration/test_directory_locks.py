@@ -351,5 +351,7 @@ async def test_lock_acquire_takes_a_directory(store: LockBackend) -> None:
     )
     assert refused.data is not None
     assert refused.data["all_acquired"] is False
+    [entry] = refused.data["results"]  # the file's own lock is free: the result says who blocks
+    assert (entry["holder"], entry["blocked_by"]) == (None, ["src/api/ held by ann"])
     await ann.release({"all": True})
     assert leftovers(store) == []

@@ -201,6 +201,7 @@ async def test_lock_acquire_takes_mode_shared_and_status_shows_the_readers(
     outcome = await bob.acquire({"filepaths": ["a.py"], "timeout_seconds": 0})
     assert outcome.data is not None
     assert outcome.data["all_acquired"] is False
+    assert outcome.data["results"][0]["blocked_by"] == ["a.py shared by ann"]  # not bob
     [info] = store.list_locks()
     assert sorted(m.agent_id for m in info.shared_holders) == ["ann", "bob"]
     assert {m.mode for m in info.shared_holders} == {"shared"}
