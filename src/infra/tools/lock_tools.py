@@ -202,8 +202,10 @@ class LockTools:
         """The `lock_acquire` calls running now (their waits, for progress reports)."""
 
     def waiting_for(self) -> list[str]:
-        """The lock keys this agent's running `lock_acquire` calls wait for now, sorted."""
-        return sorted({key for call in self._calls for key in call.waiting})
+        """The keys this agent's running `lock_acquire` calls asked for and wait for now,
+        sorted (not the directory or glob locks they also wait on for the monitor: the agent
+        named none of those)."""
+        return sorted({key for call in self._calls for key in call.waiting if key in call.keys})
 
     async def call(self, tool_name: str, arguments: object) -> ToolOutcome:
         """Run the tool named `tool_name`. Never raises (but for cancellation): an unknown name
