@@ -235,8 +235,8 @@ STATUS_DESCRIPTION: Final = (
     "Look at files' locks without taking them: for each file, who holds it and for how long "
     '("held_by"), who waits in line ("waiting", first come first served), whether you hold or '
     'wait for it, "overlapping" (directory and glob locks over it; for a directory or glob, '
-    'the locks it covers), and "would_be_granted" (a lock_acquire now would get it at once). It never '
-    "waits, queues or changes anything. Use it to plan which files to work on first; to "
+    'the locks it covers), and "would_be_granted" (a lock_acquire now would get it at once). '
+    "It never waits, queues or changes anything. Use it to plan which files to work on first; to "
     "edit a file you still need lock_acquire."
 )
 
