@@ -293,6 +293,8 @@ def test_the_write_and_shell_guards_honour_directory_locks_both_ways(
         assert decide_shell_command(command, tree, "ann", store).allowed, command
         refused = decide_shell_command(command, tree, "bob", store)
         assert not refused.allowed, command
+    # A removed tree is asked for as the directory, not as it and each of its files.
+    assert '{"filepaths": ["src/api/deep/"]}' in str(refused.reason)
     (tree / "src" / "other.py").write_text("")
     assert not decide_shell_command("ruff format src", tree, "ann", store).allowed  # src/ is more
     assert store.release("src/api/", "ann")

@@ -326,6 +326,15 @@ def _acquire_tool_name(server_key: str | None) -> str:
     return acquire_tool_name(server_key if server_key is not None else DEFAULT_SERVER_KEY)
 
 
+def _lockable(keys: list[str]) -> list[str]:
+    """The keys to ask for: a directory's lock covers the files under it (`rm -r src/x`
+    asks for `src/x/`, not for it and each of its files too)."""
+    directories = [key for key in keys if key.endswith("/")]
+    return [
+        key for key in keys if not any(key != top and key.startswith(top) for top in directories)
+    ]
+
+
 def _reason(
     unlocked: dict[str, str | None],
     undetermined: tuple[str, ...],
@@ -348,7 +357,7 @@ def _reason(
             f"{key} ({_under(covered.get(key))}{_holder_text(holder, unreadable)})"
             for key, holder in unlocked.items()
         )
-        keys = json.dumps(list(unlocked))
+        keys = json.dumps(_lockable(list(unlocked)))
         others = sorted({h for h in unlocked.values() if h is not None and h != unreadable})
         wait = f" (it waits for {', '.join(others)} to release them)" if others else ""
         parts.append(
