@@ -303,6 +303,26 @@ def test_the_write_and_shell_guards_honour_directory_locks_both_ways(
     assert judge_write(store, "ann", path, str(tree), ACQUIRE)[0] is not None
 
 
+def test_a_write_under_a_revoked_directory_lock_is_refused_with_the_revocations_reason(
+    store: LockBackend, tree: Path, backend_spec: str
+) -> None:
+    assert store.try_lock("src/api/", "ann")
+    operator = open_backend(tree, backend_spec)
+    try:
+        assert operator.revoke("ann", "stalled for 50 min") == ["src/api/"]
+    finally:
+        operator.close()
+    path = str(tree / "src" / "api" / "new.py")  # nobody's lock covers it now
+    reason = judge_write(store, "ann", path, str(tree), ACQUIRE)[0]
+    assert reason is not None and reason.startswith("revoked: "), reason
+    assert "stalled for 50 min" in reason and '{"filepaths": ["src/api/"]}' in reason
+    refused = decide_shell_command("touch src/api/new.py", tree, "ann", store)
+    assert not refused.allowed and "stalled for 50 min" in str(refused.reason)
+    [lost] = store.take_lost_locks("ann")  # told: from now on, simply not locked
+    assert lost.filepath == "src/api/"
+    assert "not locked by you" in str(judge_write(store, "ann", path, str(tree), ACQUIRE)[0])
+
+
 async def test_a_directory_lock_still_draining_lets_its_holder_write_nothing_under_it(
     store: LockBackend, tree: Path, lock_dir: Path
 ) -> None:

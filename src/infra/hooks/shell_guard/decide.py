@@ -27,6 +27,7 @@ from ..guard_common import (
     lost_grant,
     other_readers,
     readers_reason,
+    revoked_over,
     shared_note,
     stale_refusal,
 )
@@ -212,6 +213,8 @@ def judge(
             # A file it does not hold may have been taken from it (revoked): say why.
             mine = holder == agent_id or (target.kind == "file" and holder != UNREADABLE_HOLDER)
             stale = lost_grant(store, via, agent_id) if mine else None
+            if stale is None and holder is None and target.kind == "file":
+                stale, via = revoked_over(store, key, agent_id)  # under a lock it lost
         except ValueError as exc:
             problems.append(f"{target.path}: {exc}")
             continue
