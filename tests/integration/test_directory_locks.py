@@ -314,10 +314,11 @@ def test_a_write_under_a_revoked_directory_lock_is_refused_with_the_revocations_
         operator.close()
     path = str(tree / "src" / "api" / "new.py")  # nobody's lock covers it now
     reason = judge_write(store, "ann", path, str(tree), ACQUIRE)[0]
-    assert reason is not None and reason.startswith("revoked: "), reason
-    assert "stalled for 50 min" in reason and '{"filepaths": ["src/api/"]}' in reason
+    assert str(reason).startswith("revoked: stalled for 50 min"), reason
+    assert '{"filepaths": ["src/api/"]}' in str(reason)
     refused = decide_shell_command("touch src/api/new.py", tree, "ann", store)
-    assert not refused.allowed and "stalled for 50 min" in str(refused.reason)
+    assert not refused.allowed
+    assert "stalled for 50 min" in str(refused.reason)
     [lost] = store.take_lost_locks("ann")  # told: from now on, simply not locked
     assert lost.filepath == "src/api/"
     assert "not locked by you" in str(judge_write(store, "ann", path, str(tree), ACQUIRE)[0])
