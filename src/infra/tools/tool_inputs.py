@@ -201,15 +201,14 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
 ACQUIRE_DESCRIPTION: Final = (
     "Lock files before you edit them. Pass EVERY file you will edit in ONE call. "
     "Files are locked in sorted order; the result lists each file by its canonical path with "
-    '"acquired" (you hold it) and "holder" (who holds it; "blocked_by" names a directory, '
-    'glob or readers in the way), and "all_acquired". '
-    "Files you already hold stay yours. If other agents hold some files, the call waits up to "
-    "timeout_seconds until at least one of them is granted, then returns: call again for the "
-    "files still missing. timeout_seconds=0 never waits. On timeout you keep what you got. "
-    'If the result has a "deadlock" object, all your locks were released for you: follow its '
-    '"instruction". Lock a directory ("src/api/", trailing slash) instead of listing its '
-    "files when you change many files under it, create files there, or run a command over "
-    'the whole tree (a formatter, a rename). A glob ("src/**/*.py") locks the files it '
+    '"acquired" (you hold it), "holder" (who holds it) or "blocked_by" (a directory, glob or '
+    'readers in the way), and "all_acquired". Files you already hold stay yours. If others '
+    "hold some files, the call waits up to timeout_seconds until one of them is granted, then "
+    "returns: call again for the rest. timeout_seconds=0 never waits. On timeout you keep "
+    'what you got. If the result has a "deadlock" object, all your locks were released for '
+    'you: follow its "instruction". Lock a directory ("src/api/", trailing slash) instead of '
+    "listing its files when you change many files under it, create files there, or run a "
+    'command over the tree (a formatter, a rename). A glob ("src/**/*.py") locks the files it '
     'matches, later ones too. mode "shared" keeps files from changing while you read or test '
     "them, alongside other readers; it allows no edits."
 )
