@@ -27,6 +27,10 @@ namespace on PostgreSQL, and with GLOBS unrelated glob locks (`--globs`, default
 `other/g7/**/*.py`), each against the same cycle where no directory or glob lock was ever
 taken, turn by turn.
 
+With `--plain`, the base is a checkout from before issue 28's work (no shared, directory or
+glob locks: 989d5b7, say), and only the plain file lock's figures compare (1 and 2, the
+issue's 1.3x bound); the rows that need the new locks run in this tree only.
+
 Each tree is set up by this file run with `--serve` by that tree's interpreter and answers one
 turn at a time on stdin, so the machine's load hits both trees alike.
 """
@@ -177,6 +181,11 @@ def serve(postgres: str | None) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--base", help="a checkout before shared holds, synced (required)")
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="the base has no shared, directory or glob locks: compare the file lock only",
+    )
     parser.add_argument("--turns", type=int, default=7)
     parser.add_argument("--serve", action="store_true")
     parser.add_argument("--directories", type=int, default=1000)
@@ -235,8 +244,8 @@ def compare(args: argparse.Namespace, server: str | None) -> None:
             "drain readers": "reader drain",
             "drain below": "drain under a dir",
         }
-        if server is not None:
-            del labels["drain below"]  # PostgreSQL takes no directory locks (yet)
+        if args.plain:  # the base knows exclusive file locks only
+            del labels["drain readers"], labels["drain below"]
         for what, label in labels.items():
             figures: dict[str, list[float]] = {name: [] for name in trees}
             for _ in range(args.turns):
@@ -255,8 +264,9 @@ def compare(args: argparse.Namespace, server: str | None) -> None:
             held.append(trees["this"].ask(f"scoped {args.directories}"))
             globbed.append(trees["this"].ask(f"globbed {args.globs}"))
             for name, tree in trees.items():
-                before[name].append(tree.ask("cycle"))
-                after[name].append(tree.ask("released 1"))
+                if name == "this" or not args.plain:
+                    before[name].append(tree.ask("cycle"))
+                    after[name].append(tree.ask("released 1"))
         plain = statistics.median(none)
         rows = [
             (f"with {args.directories} dir locks", held),
@@ -267,7 +277,9 @@ def compare(args: argparse.Namespace, server: str | None) -> None:
             print(
                 f"{title:22} none {plain:8.1f} µs   held {scoped:8.1f} µs   {scoped / plain:.2f}x"
             )
-        for name in trees:  # the marks go with the locks (scope_marks.py): no look above after
+        for name in before:  # the marks go with the locks (scope_marks.py): no look above after
+            if not before[name]:
+                continue
             never, once = statistics.median(before[name]), statistics.median(after[name])
             print(
                 f"{name} after a dir lock  never {never:8.1f} µs   released {once:8.1f} µs"

@@ -41,8 +41,10 @@ LOCK_HELP = (
     "in the same first-come queues, run COMMAND while holding every lock, release them when it "
     "exits (however it exits) and exit with its status. Without `-- COMMAND`, hold the locks "
     "until Ctrl-C.\n\n"
-    "Example: lockyard lock src/db/schema.py src/db/models.py -- alembic upgrade head\n\n"
-    "While waiting it says on stderr who holds each file and how many wait before it. The "
+    "Example: lockyard lock src/db/ -- alembic upgrade head\n\n"
+    "A PATH is a file, a directory written with a trailing slash (src/db/: everything under "
+    "it, files created later too) or a quoted glob ('src/**/*.py'). While waiting it says on "
+    "stderr who holds each path and how many wait before it. The "
     "deadlock monitor (`lockyard monitor`) sees its holds and waits like an agent's; when it "
     "is chosen to break a deadlock it releases its locks and queues again. Exit status: "
     "COMMAND's (128+N when a signal N ended it), 9 when --timeout passed first, 126/127 when "
@@ -73,8 +75,8 @@ def lock_command(
         list[str] | None,
         typer.Argument(
             metavar="PATH... [-- COMMAND [ARG...]]",
-            help="Files to lock (relative to the working directory), then `--` and the command "
-            "to run while holding them.",
+            help="Files, directories (src/db/) or globs ('src/**/*.py') to lock (relative to "
+            "the working directory), then `--` and the command to run while holding them.",
             show_default=False,
         ),
     ] = None,
@@ -355,5 +357,5 @@ def register(app: typer.Typer) -> None:
         "lock",
         cls=LockCommand,
         help=LOCK_HELP,
-        short_help="Hold the agents' locks on files while a command runs (like flock).",
+        short_help="Hold the agents' locks on paths while a command runs (like flock).",
     )(lock_command)

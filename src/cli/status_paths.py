@@ -150,7 +150,8 @@ def describe(found: Look, now: float) -> Iterator[str]:
         waited = format_age(now - waiter.since)
         yield f"    {place}. {waiter.agent_id} for {waited} ({_who(waiter)})"
     for overlap in found.overlapping:
-        where = "covered by directory lock" if overlap.above else "below it:"
+        kind = "directory" if overlap.key.endswith("/") else "glob"
+        where = f"covered by {kind} lock" if overlap.above else "below it:"
         yield f"  {where} {_overlap_text(overlap, now)}"
     yield f"  taking it now: {_verdict(found)}"
 

@@ -293,12 +293,35 @@ def test_the_write_and_shell_guards_honour_directory_locks_both_ways(
         assert decide_shell_command(command, tree, "ann", store).allowed, command
         refused = decide_shell_command(command, tree, "bob", store)
         assert not refused.allowed, command
+    # A removed tree is asked for as the directory, not as it and each of its files.
+    assert '{"filepaths": ["src/api/deep/"]}' in str(refused.reason)
     (tree / "src" / "other.py").write_text("")
     assert not decide_shell_command("ruff format src", tree, "ann", store).allowed  # src/ is more
     assert store.release("src/api/", "ann")
     assert store.try_lock("src/api/", "bob", mode="shared")  # a reader's directory: no writes
     assert store.try_lock("src/api/", "ann", mode="shared")
     assert judge_write(store, "ann", path, str(tree), ACQUIRE)[0] is not None
+
+
+def test_a_write_under_a_revoked_directory_lock_is_refused_with_the_revocations_reason(
+    store: LockBackend, tree: Path, backend_spec: str
+) -> None:
+    assert store.try_lock("src/api/", "ann")
+    operator = open_backend(tree, backend_spec)
+    try:
+        assert operator.revoke("ann", "stalled for 50 min") == ["src/api/"]
+    finally:
+        operator.close()
+    path = str(tree / "src" / "api" / "new.py")  # nobody's lock covers it now
+    reason = judge_write(store, "ann", path, str(tree), ACQUIRE)[0]
+    assert str(reason).startswith("revoked: stalled for 50 min"), reason
+    assert '{"filepaths": ["src/api/"]}' in str(reason)
+    refused = decide_shell_command("touch src/api/new.py", tree, "ann", store)
+    assert not refused.allowed
+    assert "stalled for 50 min" in str(refused.reason)
+    [lost] = store.take_lost_locks("ann")  # told: from now on, simply not locked
+    assert lost.filepath == "src/api/"
+    assert "not locked by you" in str(judge_write(store, "ann", path, str(tree), ACQUIRE)[0])
 
 
 async def test_a_directory_lock_still_draining_lets_its_holder_write_nothing_under_it(
@@ -351,5 +374,7 @@ async def test_lock_acquire_takes_a_directory(store: LockBackend) -> None:
     )
     assert refused.data is not None
     assert refused.data["all_acquired"] is False
+    [entry] = refused.data["results"]  # the file's own lock is free: the result says who blocks
+    assert (entry["holder"], entry["blocked_by"]) == (None, ["src/api/ held by ann"])
     await ann.release({"all": True})
     assert leftovers(store) == []

@@ -292,8 +292,17 @@ async def test_lock_acquire_and_lock_status_take_a_glob(store: LockBackend) -> N
     )
     assert refused.data is not None
     assert refused.data["all_acquired"] is False
+    assert refused.data["results"][0]["blocked_by"] == [f"{GLOB} held by ann"]
     looked = lock_look(store, "bob", store.canonicalize("api-link/**/*.py"))
     assert [entry["agent"] for entry in looked["held_by"]] == ["ann"]
     assert looked["would_be_granted"] is False
+    # A file the glob matches, and a directory over it: the glob is what overlaps them.
+    locks = store.list_locks()
+    under = lock_look(store, "bob", "src/api/v1/a.py", locks=locks)
+    assert [(o["filepath"], o["where"]) for o in under["overlapping"]] == [(GLOB, "above")]
+    assert under["would_be_granted"] is False
+    over = lock_look(store, "bob", "src/", locks=locks)
+    assert [(o["filepath"], o["where"]) for o in over["overlapping"]] == [(GLOB, "below")]
+    assert lock_look(store, "bob", "src/api/a.md", locks=locks)["would_be_granted"] is True
     await ann.release({"all": True})
     assert leftovers(store) == []

@@ -22,6 +22,7 @@ from lockyard.infra.hooks.write_guard.decide import judge_write
 from lockyard.infra.lockstore import JournalQuery, LockStore, open_backend, open_journal
 from lockyard.infra.lockstore.backend import LockBackend
 from lockyard.infra.tools.lock_tools import LockTools
+from lockyard.infra.tools.wait_view import line_view
 from polling_support import wait_until, wait_until_async
 
 ACQUIRE = "lock_acquire"
@@ -183,6 +184,9 @@ async def test_a_holder_still_waiting_for_readers_may_not_write(
         reason, _notes = judge_write(store, "ann", path, str(repo), ACQUIRE)
         assert reason is not None
         assert "still held shared by bob" in reason
+        # Its progress names the reader it waits for, and not itself as a holder.
+        waiting = line_view(store, "ann", "a.py").describe()
+        assert waiting == "a.py: held by bob (shared), you are next", waiting
         group.cancel_scope.cancel()
     assert store.holder("a.py") is None  # the cancelled wait gave the lock back
     assert store.readers("a.py") == ("bob",)
@@ -201,6 +205,7 @@ async def test_lock_acquire_takes_mode_shared_and_status_shows_the_readers(
     outcome = await bob.acquire({"filepaths": ["a.py"], "timeout_seconds": 0})
     assert outcome.data is not None
     assert outcome.data["all_acquired"] is False
+    assert outcome.data["results"][0]["blocked_by"] == ["a.py shared by ann"]  # not bob
     [info] = store.list_locks()
     assert sorted(m.agent_id for m in info.shared_holders) == ["ann", "bob"]
     assert {m.mode for m in info.shared_holders} == {"shared"}

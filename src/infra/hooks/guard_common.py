@@ -58,6 +58,18 @@ def lost_grant(store: GuardStore, key: str, agent_id: str) -> str | None:
         return None
 
 
+def revoked_over(store: GuardStore, key: str, agent_id: str) -> tuple[str | None, str]:
+    """A directory or glob lock over `key` that `agent_id` was granted and lost (revoked,
+    not yet told): (`revoked: REASON`, that lock's key); (None, key) when none. Asked only
+    for a write of a file nobody's lock covers, so the agent writing under a lock it lost
+    hears why, not "not locked by you"."""
+    for scope in (*directory_ancestors(key), *store.globs_over(key)):
+        stale = lost_grant(store, scope, agent_id)
+        if stale is not None:
+            return stale, scope
+    return None, key
+
+
 def stale_refusal(
     store: GuardStore, agent_id: str, keys: Iterable[str], acquire: str
 ) -> tuple[str | None, tuple[str, ...]]:

@@ -8,8 +8,9 @@ no event, no journal record. `lockyard status PATH...` shows a person the same `
 Holders are a list, never one name. Readers (agents holding the file in mode "shared") are
 listed apart, by name: an exclusive `lock_acquire` waits for every one of them to leave.
 
-A lock's scope may meet others' (issue 28): a directory lock covers every lock below it, and a
-file is covered by the directory locks above it. Given the store's locks (one `list_locks`
+A lock's scope may meet others' (issue 28): a directory or glob lock covers the locks below
+it, and a file is covered by the directory and glob locks above it (`scope_keys.overlaps`,
+`is_above`: the order every request passes in). Given the store's locks (one `list_locks`
 read for a whole look), each look also lists those overlapping locks, with their holders,
 readers and waiters, and counts them in `would_be_granted`.
 """
@@ -21,7 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..lockstore import HolderRecord, Liveness, LockInfo, WaiterRecord, is_directory_key
+from ..lockstore import HolderRecord, Liveness, LockInfo, WaiterRecord, is_above
+from ..lockstore import overlaps as scopes_overlap
 from .wait_view import LineReader
 
 
@@ -34,12 +36,12 @@ class LookReader(LineReader, Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Overlap:
-    """Another lock whose scope meets the looked-at one: a directory lock above it, or (for a
-    directory) any lock below it."""
+    """Another lock whose scope meets the looked-at one: a directory or glob lock above it, or
+    (for a directory or glob) a lock below it."""
 
     key: str
     above: bool
-    """True: a directory lock covering the looked-at key; False: a lock under the directory."""
+    """True: a directory or glob lock over the looked-at key; False: a lock below it."""
     holders: tuple[HolderRecord, ...]
     readers: tuple[HolderRecord, ...]
     queue: tuple[WaiterRecord, ...]
@@ -69,12 +71,9 @@ def overlaps(key: str, namespace: str, locks: Iterable[LockInfo]) -> tuple[Overl
     found = []
     for info in locks:
         other = info.lock_path
-        if info.namespace != namespace or other == key:
+        if info.namespace != namespace or other == key or not scopes_overlap(key, other):
             continue
-        above = is_directory_key(other) and key.startswith(other)
-        below = is_directory_key(key) and other.startswith(key)
-        if not (above or below):
-            continue
+        above = is_above(other, key)
         holders = () if info.holder is None else (info.holder,)
         found.append(Overlap(other, above, holders, info.shared_holders, info.waiters))
     return tuple(sorted(found, key=lambda overlap: overlap.key))
@@ -92,7 +91,8 @@ class Look:
     readers: tuple[str, ...] = ()
     """The agents holding the file shared, not provably dead."""
     overlapping: tuple[Overlap, ...] = ()
-    """Directory locks above the key and, for a directory, every lock below it."""
+    """Directory and glob locks above the key and, for a directory or glob, the locks below
+    it."""
 
     def idle_seconds(self, holder: HolderRecord, now: float) -> float | None:
         """How long since `holder` last did anything (None: the store keeps no heartbeats)."""

@@ -53,7 +53,7 @@ from ..lockstore import (
 from ..seen.stale import seen_state
 from .holder_text import UNREADABLE_HOLDER
 from .lock_look import lock_look
-from .scope_waits import scope_blockers
+from .scope_waits import blocked_by, scope_blockers
 from .tool_inputs import (
     ACQUIRE_SPEC,
     ACQUIRE_TOOL,
@@ -202,8 +202,10 @@ class LockTools:
         """The `lock_acquire` calls running now (their waits, for progress reports)."""
 
     def waiting_for(self) -> list[str]:
-        """The lock keys this agent's running `lock_acquire` calls wait for now, sorted."""
-        return sorted({key for call in self._calls for key in call.waiting})
+        """The keys this agent's running `lock_acquire` calls asked for and wait for now,
+        sorted (not the directory or glob locks they also wait on for the monitor: the agent
+        named none of those)."""
+        return sorted({key for call in self._calls for key in call.waiting if key in call.keys})
 
     async def call(self, tool_name: str, arguments: object) -> ToolOutcome:
         """Run the tool named `tool_name`. Never raises (but for cancellation): an unknown name
@@ -623,6 +625,18 @@ class _AcquireCall:
             self.unreadable.add(key)
             logger.warning("agent %s: lock record of %s: %s", self.agent_id, key, error)
 
+    async def _blocked_by(self, key: str) -> dict[str, Any]:
+        """`blocked_by` for a key refused with no holder of its own to name: the directory or
+        glob lock over it (or the holds below it) and the readers that keep it from the agent.
+        Nothing when it became free meanwhile, or the store cannot say (the result stands)."""
+        store = self.tools.store
+        try:
+            blockers = await store_call(store, blocked_by, store, self.agent_id, key, self.mode)
+        except STORE_ERRORS as exc:
+            logger.warning("agent %s: could not read who blocks %s: %s", self.agent_id, key, exc)
+            return {}
+        return {"blocked_by": blockers} if blockers else {}
+
     async def result(self) -> dict[str, Any]:
         store = self.tools.store
         results: list[dict[str, Any]] = []
@@ -632,6 +646,8 @@ class _AcquireCall:
                 "acquired": key in self.held,
                 "holder": self.agent_id if key in self.held else await self.holder_of(key),
             }
+            if key not in self.held and entry["holder"] is None:
+                entry.update(await self._blocked_by(key))
             fence = store.grant_fence(key, self.agent_id) if key in self.held else None
             if fence is not None:
                 entry["fence"] = fence  # the backend's fencing number of this grant

@@ -6,6 +6,10 @@ edge the monitor needs at once, or a cycle through it shows only at the next res
 store. The edges name the blocking lock's own key (`src/api/` above a file, `src/api/a.py`
 below a directory), held by its holder, so the monitor's cycle reads like any other and the
 coordinator confirms it against the store's holds. Read-only: it changes nothing.
+
+The same reads name, in a refused request's result, who keeps a key from the agent when the
+key's own lock has no holder to name (`blocked_by`): `src/api/ held by ann` over a file,
+`docs/x.md shared by cid` for an exclusive request of a file being read.
 """
 
 from __future__ import annotations
@@ -57,6 +61,23 @@ def scope_blockers(store: ScopeReader, agent_id: str, keys: list[str], mode: Loc
             ):
                 found.add(info.lock_path)
     return sorted(found - set(keys))
+
+
+def blocked_by(store: ScopeReader, agent_id: str, key: str, mode: LockMode) -> list[str]:
+    """Who keeps `key` from `agent_id`'s request in `mode`, besides the holder of its own lock:
+    its readers (for an exclusive request), and the holder or readers of each lock over or
+    below it that blocks it (`scope_blockers`), as `<lock> held by <agent>` or `<lock>
+    shared by <agents>`."""
+    found = []
+    for other in (key, *scope_blockers(store, agent_id, [key], mode)):
+        holder = store.holder_record(other) if other != key else None
+        if holder is not None and holder.agent_id != agent_id:
+            found.append(f"{other} held by {holder.agent_id}")
+            continue
+        readers = [reader for reader in store.readers(other) if reader != agent_id]
+        if mode == EXCLUSIVE and readers:
+            found.append(f"{other} shared by {', '.join(readers)}")
+    return found
 
 
 def _blocks(

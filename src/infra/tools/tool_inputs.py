@@ -138,7 +138,8 @@ ACQUIRE_SCHEMA: Final[dict[str, Any]] = {
                 "Every file you are about to edit, all in this one call: paths relative to "
                 f"the repository root, or absolute inside it. 1 to {MAX_FILES_PER_CALL}. "
                 "A directory written with a trailing slash (src/api/) locks everything "
-                "under it, files created later included."
+                "under it, a glob (src/**/*.py) the files it matches: files created later "
+                "included."
             ),
         },
         "timeout_seconds": {
@@ -188,8 +189,8 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
         "filepaths": {
             **_FILEPATHS_SCHEMA,
             "description": (
-                "The files or directories (src/api/) to look at: repository-relative, or "
-                "absolute inside it."
+                "The files, directories (src/api/) or globs (src/**/*.py) to look at: "
+                "repository-relative, or absolute inside it."
             ),
         },
     },
@@ -200,14 +201,14 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
 ACQUIRE_DESCRIPTION: Final = (
     "Lock files before you edit them. Pass EVERY file you will edit in ONE call. "
     "Files are locked in sorted order; the result lists each file by its canonical path with "
-    '"acquired" (you hold it) and "holder" (who holds it), and "all_acquired". '
-    "Files you already hold stay yours. If other agents hold some files, the call waits up to "
-    "timeout_seconds until at least one of them is granted, then returns: call again for the "
-    "files still missing. timeout_seconds=0 never waits. On timeout you keep what you got. "
-    'If the result has a "deadlock" object, all your locks were released for you: follow its '
-    '"instruction". Lock a directory ("src/api/", trailing slash) instead of listing its '
-    "files when you change many files under it, create files there, or run a command over "
-    'the whole tree (a formatter, a rename). A glob ("src/**/*.py") locks the files it '
+    '"acquired" (you hold it), "holder" (who holds it) or "blocked_by" (a directory, glob or '
+    'readers in the way), and "all_acquired". Files you already hold stay yours. If others '
+    "hold some files, the call waits up to timeout_seconds until one of them is granted, then "
+    "returns: call again for the rest. timeout_seconds=0 never waits. On timeout you keep "
+    'what you got. If the result has a "deadlock" object, all your locks were released for '
+    'you: follow its "instruction". Lock a directory ("src/api/", trailing slash) instead of '
+    "listing its files when you change many files under it, create files there, or run a "
+    'command over the tree (a formatter, a rename). A glob ("src/**/*.py") locks the files it '
     'matches, later ones too. mode "shared" keeps files from changing while you read or test '
     "them, alongside other readers; it allows no edits."
 )
@@ -232,9 +233,9 @@ class ToolSpec:
 STATUS_DESCRIPTION: Final = (
     "Look at files' locks without taking them: for each file, who holds it and for how long "
     '("held_by"), who waits in line ("waiting", first come first served), whether you hold or '
-    'wait for it, "overlapping" (directory locks above a file; for a directory, the locks '
-    'below it), and "would_be_granted" (a lock_acquire now would get it at once). It never '
-    "waits, queues or changes anything. Use it to plan which files to work on first; to "
+    'wait for it, "overlapping" (directory and glob locks over it; for a directory or glob, '
+    'the locks it covers), and "would_be_granted" (a lock_acquire now would get it at once). '
+    "It never waits, queues or changes anything. Use it to plan which files to work on first; to "
     "edit a file you still need lock_acquire."
 )
 

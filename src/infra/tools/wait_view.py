@@ -98,30 +98,36 @@ def line_view(store: LineReader, agent_id: str, key: str) -> LineView:
     over a file; a record that vanished between them is simply not shown). Its readers
     (shared holds) are holders too: an exclusive request waits for them, and the line's own
     holder may be waiting for them as well."""
-    holders = _holders(store, agent_id, key)
+    holders, own = _holders(store, agent_id, key)
     queue = store.waiters(key)
     mine = [index for index, waiter in enumerate(queue) if waiter.agent_id == agent_id]
     ahead = mine[0] if mine else len(queue)
-    if holders or mine:
-        return LineView(key, holders, ahead, bool(mine))
+    if holders or mine or own:
+        return LineView(key, holders, ahead, bool(mine) or own)
     # Free itself: a file under a directory or glob lock waits in that lock's line.
     for scope in _scopes_over(store, key):
-        held = tuple(replace(h, through=scope) for h in _holders(store, agent_id, scope))
+        others, own = _holders(store, agent_id, scope)
+        held = tuple(replace(h, through=scope) for h in others)
         line = store.waiters(scope)
         places = [index for index, waiter in enumerate(line) if waiter.agent_id == agent_id]
-        if held or places:
-            return LineView(key, held, places[0] if places else len(line), bool(places))
+        if held or places or own:
+            return LineView(key, held, places[0] if places else len(line), bool(places) or own)
     return LineView(key, holders, ahead, False)
 
 
-def _holders(store: LineReader, agent_id: str, key: str) -> tuple[Holding, ...]:
+def _holders(store: LineReader, agent_id: str, key: str) -> tuple[tuple[Holding, ...], bool]:
+    """The others holding `key` (its holder, its readers), and whether `agent_id` holds its
+    line itself: a request waiting, with the line, for readers to leave, or for the holds
+    below a directory, is first in line, not one of those it waits for."""
     record = store.holder_record(key)
+    own = record is not None and record.agent_id == agent_id
     holders: tuple[Holding, ...] = ()
-    if record is not None:
+    if record is not None and not own:
         holders = (Holding(record.agent_id, record.acquired_at),)
-    return holders + tuple(
+    readers = tuple(
         Holding(reader, None, shared=True) for reader in store.readers(key) if reader != agent_id
     )
+    return holders + readers, own
 
 
 def _scopes_over(store: LineReader, key: str) -> list[str]:

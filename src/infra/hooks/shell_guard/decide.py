@@ -27,6 +27,7 @@ from ..guard_common import (
     lost_grant,
     other_readers,
     readers_reason,
+    revoked_over,
     shared_note,
     stale_refusal,
 )
@@ -212,6 +213,8 @@ def judge(
             # A file it does not hold may have been taken from it (revoked): say why.
             mine = holder == agent_id or (target.kind == "file" and holder != UNREADABLE_HOLDER)
             stale = lost_grant(store, via, agent_id) if mine else None
+            if stale is None and holder is None and target.kind == "file":
+                stale, via = revoked_over(store, key, agent_id)  # under a lock it lost
         except ValueError as exc:
             problems.append(f"{target.path}: {exc}")
             continue
@@ -326,6 +329,15 @@ def _acquire_tool_name(server_key: str | None) -> str:
     return acquire_tool_name(server_key if server_key is not None else DEFAULT_SERVER_KEY)
 
 
+def _lockable(keys: list[str]) -> list[str]:
+    """The keys to ask for: a directory's lock covers the files under it (`rm -r src/x`
+    asks for `src/x/`, not for it and each of its files too)."""
+    directories = [key for key in keys if key.endswith("/")]
+    return [
+        key for key in keys if not any(key != top and key.startswith(top) for top in directories)
+    ]
+
+
 def _reason(
     unlocked: dict[str, str | None],
     undetermined: tuple[str, ...],
@@ -348,7 +360,7 @@ def _reason(
             f"{key} ({_under(covered.get(key))}{_holder_text(holder, unreadable)})"
             for key, holder in unlocked.items()
         )
-        keys = json.dumps(list(unlocked))
+        keys = json.dumps(_lockable(list(unlocked)))
         others = sorted({h for h in unlocked.values() if h is not None and h != unreadable})
         wait = f" (it waits for {', '.join(others)} to release them)" if others else ""
         parts.append(

@@ -19,6 +19,7 @@ from ..guard_common import (
     other_readers,
     readers_reason,
     repo_key,
+    revoked_over,
     shared_note,
     stale_refusal,
 )
@@ -89,6 +90,8 @@ def _held(store: GuardStore, agent_id: str, key: str, acquire: str) -> str | Non
             "run `lockyard status`, and work on other files meanwhile."
         )
     stale = lost_grant(store, via, agent_id)
+    if stale is None and holder is None:  # a directory or glob lock it lost may cover it
+        stale, via = revoked_over(store, key, agent_id)
     if stale is not None:
         return (
             f"{stale}: the lock you were granted was lost, so your edit could overwrite "
