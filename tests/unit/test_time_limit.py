@@ -39,9 +39,13 @@ def test_a_test_past_its_time_fails_alone_and_the_workers_run_the_rest(tmp_path:
     # (not this run's own xdist or coverage settings)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE"))}
     env["PYTHONPATH"] = str(TESTS)
+    # Only the plugins the failure needs, in both processes (the controller and its worker):
+    # the others (coverage, anyio, hypothesis's reporting) cost seconds of imports, and every
+    # second of them where no bytecode was compiled.
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "time_limit", "-n", "1", "--dist", "loadgroup",
-         "-p", "no:cacheprovider", "-q"],
+        [sys.executable, "-m", "pytest", "-p", "xdist.plugin", "-p", "pytest_timeout",
+         "-p", "time_limit", "-n", "1", "--dist", "loadgroup", "-p", "no:cacheprovider", "-q"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env,
     )  # fmt: skip
     out = run.stdout + run.stderr
