@@ -1129,6 +1129,10 @@ BEGIN
     IF scoped THEN  -- the dead holds under it reaped
         below := {s}.below_blocker(p_ns, p_key, w.agent_id, w.shared, p_me, true);
     END IF;
+    -- For the journal: a waiter that takes the lock at its turn (its holder's dead session
+    -- reclaimed, or nobody handed it on) ends its wait with a hand-over, as on the lock
+    -- directory, never a grant as if it had just come.
+    PERFORM set_config('lockyard.handing', 'on', true);
     IF w.shared THEN
         o_fence := {s}.join_readers(p_ns, p_key, w.agent_id, p_token, p_me, w.pid,
             w.start_time, w.host, w.boot_id, w.pid_ns, w.checkout,
