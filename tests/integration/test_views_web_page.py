@@ -18,6 +18,7 @@ import pytest
 from browser_support import WebServer, browser, screenshot_dir  # noqa: F401
 from cli_support import Agents
 
+from lockyard.cli._format import format_duration
 from lockyard.infra.lockstore import JournalRecord, LockStore
 from lockyard.infra.lockstore.journal.files import ACTIVE, JournalFiles, journal_dir
 from lockyard.infra.lockstore.journal.record import CycleStep, encode
@@ -136,6 +137,19 @@ def test_readers_of_a_shared_lock_show_in_the_table_and_the_graph(page: Any) -> 
     ]
     assert sorted(shared) == ["h|__shared__|reader-1", "h|__shared__|reader-2"]
     assert page.problems == []
+
+
+DURATION_SCALES = [
+    0.0, 0.00000049, 0.0000421, 0.0000995, 0.000099, 0.00042, 0.00995, 0.0421, 0.42, 0.9994,
+    0.9996, 4.5, 9.94, 9.96, 12.9, 59.99, 75, 303, 3599.9, 7620, 86399, 3 * 86400 + 14405,
+]  # fmt: skip
+"""Durations around every boundary of `format_duration`."""
+
+
+def test_the_page_writes_durations_as_log_stats_and_top_do(page: Any) -> None:
+    page.wait_for_function("window.LockyardFormat !== undefined", timeout=PAGE_WAIT_MS)
+    written = page.evaluate("(all) => all.map(window.LockyardFormat.duration)", DURATION_SCALES)
+    assert written == [format_duration(seconds) for seconds in DURATION_SCALES]
 
 
 def test_names_that_hold_html_or_script_are_shown_as_text_and_never_run(

@@ -18,17 +18,7 @@
     return node;
   }
 
-  function age(seconds) {
-    if (seconds < 0) seconds = 0;
-    if (seconds < 10) return seconds.toFixed(1) + "s";
-    let s = Math.floor(seconds);
-    if (s < 60) return s + "s";
-    let m = Math.floor(s / 60); s %= 60;
-    if (m < 60) return m + "m" + String(s).padStart(2, "0") + "s";
-    let h = Math.floor(m / 60); m %= 60;
-    if (h < 24) return h + "h" + String(m).padStart(2, "0") + "m";
-    return Math.floor(h / 24) + "d" + String(h % 24).padStart(2, "0") + "h";
-  }
+  const age = (seconds) => window.LockyardFormat.duration(seconds);
   // The server's clock and this browser's may differ: ages are measured on the server's.
   let skew = 0;
   const now = () => Date.now() / 1000 + skew;

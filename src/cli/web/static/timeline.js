@@ -209,8 +209,9 @@
   function describe(it) {
     const when = (t) => new Date(t * 1000).toLocaleTimeString([], { hour12: false });
     const lines = [];
-    if (it.k === "hold") lines.push(it.a + " held " + it.f, when(it.s) + (it.open ? " – now" : " – " + when(it.e)) + "  (" + (it.e - it.s).toFixed(2) + " s)");
-    else if (it.k === "wait") lines.push(it.a + " waited for " + it.f, when(it.s) + (it.open ? " – now" : " – " + when(it.e)) + "  (" + (it.e - it.s).toFixed(2) + " s)" + (it.o ? ", " + it.o : ""));
+    const span = () => when(it.s) + (it.open ? " – now" : " – " + when(it.e)) + "  (" + window.LockyardFormat.duration(it.e - it.s) + ")";
+    if (it.k === "hold") lines.push(it.a + " held " + it.f, span());
+    else if (it.k === "wait") lines.push(it.a + " waited for " + it.f, span() + (it.o ? ", " + it.o : ""));
     else if (it.k === "deadlock") {
       lines.push("deadlock at " + when(it.s));
       for (const step of it.cycle || []) lines.push("  " + step[0] + " waited for " + step[1] + " (held by " + step[2] + ")");
