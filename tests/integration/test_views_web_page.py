@@ -123,11 +123,30 @@ def test_the_page_shows_holders_a_queue_and_a_cycle_with_its_victim_and_follows_
     assert page.problems == []
 
 
-def test_readers_of_a_shared_lock_show_in_the_table_and_the_graph(page: Any) -> None:
+# Each holder cell's text: how many lines it takes, and whether any of it is cut off.
+HOLDER_CELLS = """[...document.querySelectorAll('#locks td.holder')].map((cell) => {
+    const range = document.createRange();
+    range.selectNodeContents(cell);
+    const lines = new Set([...range.getClientRects()].map((box) => Math.round(box.top)));
+    return [cell.textContent, lines.size, cell.scrollWidth > cell.clientWidth];
+})"""
+
+
+def test_readers_of_a_shared_lock_show_in_the_table_and_the_graph(
+    page: Any, tmp_path: Path
+) -> None:
     page.wait_for_function(
         "[...document.querySelectorAll('#locks td.shared')].length > 0", timeout=PAGE_WAIT_MS
     )
     assert "shared: reader-1, reader-2" in text_of(page, "#locks")
+    # No holder is cut, at 1280 px or 1024; the readers' names fit one line at 1280 (a holder
+    # named like a script wraps: the file and queue columns need room too).
+    cells = page.evaluate(HOLDER_CELLS)
+    assert [text for text, lines, cut in cells if cut] == [], cells
+    assert ["shared: reader-1, reader-2", 1, False] in cells
+    page.set_viewport_size({"width": 1024, "height": 768})
+    page.wait_for_function(f"{HOLDER_CELLS}.every(([text, lines, cut]) => !cut)")
+    page.screenshot(path=str(screenshot_dir(tmp_path) / "web-1024.png"))
     page.wait_for_function(
         "window.lockyardView.graph().some(e => e.classes.includes('shared'))",
         timeout=PAGE_WAIT_MS,
