@@ -24,6 +24,7 @@ from lockyard.infra.lockstore.modes import LockMode
 from polling_support import wait_until
 
 Step = tuple[str, str, str, str | None]
+"""A record's kind, agent, file and outcome (a reclaim's: the agent that took the lock back)."""
 
 # A process that takes a lock on the backend named, says so, and stays until it is killed.
 HOLDER = """
@@ -214,7 +215,10 @@ def played(repo: Path, spec: str, script: Script) -> tuple[list[Step], dict[str,
             )
 
         script(one, two, Play(repo, spec, waits))
-        steps = [(r.kind, r.agent, r.file, r.outcome) for r in journal.records(JournalQuery.of())]
+        steps = [
+            (r.kind, r.agent, r.file, r.other if r.kind == "reclaim" else r.outcome)
+            for r in journal.records(JournalQuery.of())
+        ]
         stats = {name: (f.holds, f.waits) for name, f in journal.stats().files.items()}
     finally:
         journal.close()
@@ -285,12 +289,12 @@ EXPECTED: dict[str, list[Step]] = {
     ],
     "a_writer_takes_the_lock_of_a_holder_that_died": [
         ("grant", "ghost", "a.py", None), ("wait-begin", "bob", "a.py", None),
-        ("reclaim", "ghost", "a.py", None), ("hand-over", "bob", "a.py", None),
+        ("reclaim", "ghost", "a.py", "bob"), ("hand-over", "bob", "a.py", None),
         ("wait-end", "bob", "a.py", "granted"), ("release", "bob", "a.py", None),
     ],
     "a_reader_takes_the_lock_of_a_holder_that_died": [
         ("grant", "ghost", "a.py", None), ("wait-begin", "bob", "a.py", None),
-        ("reclaim", "ghost", "a.py", None), ("hand-over", "bob", "a.py", "shared"),
+        ("reclaim", "ghost", "a.py", "bob"), ("hand-over", "bob", "a.py", "shared"),
         ("wait-end", "bob", "a.py", "granted"), ("release", "bob", "a.py", None),
     ],
 }  # fmt: skip
