@@ -143,17 +143,22 @@ def line_of(record: JournalRecord) -> str:
 
 def detail(record: JournalRecord) -> str:
     kind = record.kind
-    if kind == "grant":
-        return "" if record.fence is None else f"fence {record.fence}"
+    if kind in ("grant", "hand-over"):
+        # A read (`shared`) or a read made exclusive (`upgrade`); the releaser it came from,
+        # where the backend knows it (PostgreSQL's records name it, the lock directory's
+        # waiter never learns it); the fencing number, where the backend has them.
+        parts = [shown(record.outcome)] if record.outcome else []
+        if kind == "hand-over" and record.other:
+            parts.append(f"from {shown(record.other)}")
+        if record.fence is not None:
+            parts.append(f"fence {record.fence}")
+        return ", ".join(parts)
     if kind == "wait-begin":
         return "queued"
     if kind == "wait-end":
         return f"{shown(record.outcome or '?')} after {_duration(record.waited)}"
     if kind == "release":
         return f"held {_duration(record.held)}"
-    if kind == "hand-over":
-        fence = "" if record.fence is None else f", fence {record.fence}"
-        return f"from {shown(record.other or '?')}{fence}"
     if kind == "reclaim":
         return f"held {_duration(record.held)}; {shown(record.reason or 'its holder is dead')}"
     if kind == "pass-over":

@@ -51,6 +51,27 @@ def test_log_writes_a_sub_second_hold_or_wait_in_ms(record: JournalRecord, says:
     assert line_of(record).endswith(says)
 
 
+def held(kind: str, **more: object) -> JournalRecord:
+    return JournalRecord(0, kind, "ns", "bob", "a.py", "s", 1, "h", **more)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("record", "says"),
+    [
+        (held("grant"), "bob a.py"),
+        (held("grant", outcome="shared", fence=7), "bob a.py: shared, fence 7"),
+        (held("hand-over"), "bob a.py"),  # the lock directory's: no giver known
+        (held("hand-over", other="alice", fence=8), "bob a.py: from alice, fence 8"),
+        (held("hand-over", outcome="upgrade"), "bob a.py: upgrade"),
+    ],
+)
+def test_log_says_a_read_and_whom_a_hand_over_came_from_when_known(
+    record: JournalRecord, says: str
+) -> None:
+    assert line_of(record).endswith(says)
+    assert "?" not in line_of(record)
+
+
 @pytest.mark.parametrize(
     ("seconds", "text"),
     [

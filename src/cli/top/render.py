@@ -257,6 +257,8 @@ def _event_words(record: JournalRecord) -> str:
         words += f" (fence {record.fence})"
     if record.waited is not None:
         words += f" after {format_duration(record.waited)}"
+    if record.held is not None:
+        words += f", held {format_duration(record.held)}"
     if record.outcome and record.outcome != "granted":
         words += f", {record.outcome}"
     if record.kind == "denied" and record.reason:

@@ -323,7 +323,7 @@
       new ResizeObserver(() => {
         if (fitPending) return;
         fitPending = true;
-        requestAnimationFrame(() => { fitPending = false; cy.resize(); cy.fit(undefined, 24); });
+        requestAnimationFrame(() => { fitPending = false; cy.resize(); fitGraph(); });
       }).observe($("graph"));
     }
     const { nodes, edges, all, files, hidden } = graphElements(board);
@@ -364,6 +364,12 @@
     else note.textContent = files + " files, " + (nodes.length - files) + " agents" + (hidden ? " · " + hidden + " held files no one waits for are hidden (tick “every held file”)" : "");
   }
 
+  // The whole graph in view, never blown up past 1.5x (two nodes filled the panel at 3x).
+  function fitGraph() {
+    cy.fit(undefined, 24);
+    if (cy.zoom() > 1.5) { cy.zoom(1.5); cy.center(); }
+  }
+
   function scheduleLayout() {
     if (layoutPending) return;
     layoutPending = true;
@@ -376,7 +382,7 @@
         ? { name: "concentric", animate: false, minNodeSpacing: 6, concentric: (n) => n.degree(), levelWidth: () => 2 }
         : { name: "cose", animate: false, randomize: false, nodeRepulsion: () => 9000, idealEdgeLength: () => 50, numIter: 400, padding: 20 };
       cy.layout(options).run();
-      cy.fit(undefined, 24);
+      fitGraph();
     }, wait);
   }
 
