@@ -2,7 +2,8 @@
 
     python3 scripts/uv run python benchmarks/bench_page.py [--files 500] [--agents 100]
                                                 [--seconds 20] [--small-files 10]
-                                                [--small-agents 4]
+                                                [--small-agents 4] [--other CHECKOUT]
+                                                [--screenshots DIR]
 
 Two live lock directories are made in this process: a big one (`--files` held by
 `--agents`, a fifth of the agents each waiting for a file another holds) and a small one
@@ -20,6 +21,9 @@ Playwright, as the page's tests do) opens the page and records, for `--seconds`:
 
 The big page's figures are printed beside the small one's with their ratio: what the size
 costs, whatever the machine's load (both run in the same run, one after the other).
+`--other CHECKOUT` also watches the big page served by that checkout's `lockyard web` (its
+own page and server, on a scene alike) and prints this page's figures against it: a change's
+cost in one run. `--screenshots DIR` saves each page as it looked at the end.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from lockyard.infra.lockstore import LockStore
-from processes import WebProcess
+from processes import LOCKYARD, WebProcess
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHURN_PER_SECOND = 5.0
@@ -125,8 +129,9 @@ def _metrics(session: Any) -> dict[str, float]:
     return {entry["name"]: float(entry["value"]) for entry in answer["metrics"]}
 
 
-def watch(browser: Any, address: str, seconds: float) -> Figures:
-    """The page at `address`, watched for `seconds` once its first board is drawn."""
+def watch(browser: Any, address: str, seconds: float, shot: Path | None) -> Figures:
+    """The page at `address`, watched for `seconds` once its first board is drawn (then saved
+    as the picture `shot`, if given)."""
     # bypass_csp: the page forbids eval, which Playwright's polling uses.
     context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
     try:
@@ -144,6 +149,8 @@ def watch(browser: Any, address: str, seconds: float) -> Figures:
         after = _metrics(session)
         frames, long_tasks = page.evaluate("[window.__bench.frames, window.__bench.long]")
         boards = page.evaluate("window.lockyardView.boards()") - boards
+        if shot is not None:
+            page.screenshot(path=str(shot))
     finally:
         context.close()
     stamps = frames[start[0] :]
@@ -168,16 +175,22 @@ def watch(browser: Any, address: str, seconds: float) -> Figures:
     )
 
 
-def measure(root: Path, browser: Any, files: int, agents: int, seconds: float) -> Figures:
+def measure(
+    root: Path, browser: Any, files: int, agents: int, seconds: float,
+    lockyard: str = LOCKYARD, shots: Path | None = None, label: str = "",
+) -> Figures:  # fmt: skip
     print(
-        f"{files} files, {agents} agents: watching the page for {seconds:.0f} s ({load()})",
+        f"{files} files, {agents} agents{label}: watching the page for {seconds:.0f} s ({load()})",
         flush=True,
     )
-    scene = Scene(root / f"locks-{files}", files, agents)
+    name = f"{files}-files{label.replace(' ', '-')}"
+    lock_dir = root / f"locks-{name}"
+    scene = Scene(lock_dir, files, agents)
     try:
-        web = WebProcess(root / f"locks-{files}")
+        web = WebProcess(lock_dir, lockyard)
         try:
-            return watch(browser, web.address, seconds)
+            shot = None if shots is None else shots / f"page-{name}.png"
+            return watch(browser, web.address, seconds, shot)
         finally:
             web.close()
     finally:
@@ -191,7 +204,11 @@ def main() -> int:
     parser.add_argument("--small-files", type=int, default=10)
     parser.add_argument("--small-agents", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--other", type=Path, help="also watch this checkout's big page")
+    parser.add_argument("--screenshots", type=Path, help="save each page's picture here")
     args = parser.parse_args()
+    if args.screenshots is not None:
+        args.screenshots.mkdir(parents=True, exist_ok=True)
     if not CHROMIUM.exists():
         print("no /usr/bin/chromium: apt-get install chromium")
         return 2
@@ -204,15 +221,24 @@ def main() -> int:
         browser = driver.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         try:
             print(f"load {load()}")
-            small = measure(Path(temp), browser, args.small_files, args.small_agents, args.seconds)
-            big = measure(Path(temp), browser, args.files, args.agents, args.seconds)
+            root, shots = Path(temp), args.screenshots
+            small = measure(root, browser, args.small_files, args.small_agents, args.seconds,
+                            shots=shots)  # fmt: skip
+            big = measure(root, browser, args.files, args.agents, args.seconds, shots=shots)
+            other = None
+            if args.other is not None:
+                other = measure(
+                    root, browser, args.files, args.agents, args.seconds,
+                    str(args.other / ".venv" / "bin" / "lockyard"), shots, " other",
+                )  # fmt: skip
             print(f"load {load()}")
         finally:
             browser.close()
     small_name = f"{args.small_files} files/{args.small_agents} agents"
     big_name = f"{args.files} files/{args.agents} agents"
     print(f"{args.seconds:.0f} s of each page, churned {CHURN_PER_SECOND:.0f} times a second")
-    print(f"{'':34} {small_name:>18} {big_name:>18} {'ratio':>7}")
+    print(f"{'':34} {small_name:>18} {big_name:>18} {'ratio':>7}", end="")
+    print("" if other is None else f" {'other, ' + big_name:>24} {'this/other':>10}")
     for field, label in [
         ("frames", "frames drawn"),
         ("frame_median_ms", "frame spacing, median (ms)"),
@@ -227,7 +253,13 @@ def main() -> int:
     ]:
         before, after = getattr(small, field), getattr(big, field)
         ratio = f"{after / before:6.1f}x" if before else ""
-        print(f"{label:34} {before:18.1f} {after:18.1f} {ratio:>7}")
+        print(f"{label:34} {before:18.1f} {after:18.1f} {ratio:>7}", end="")
+        if other is None:
+            print()
+            continue
+        theirs = getattr(other, field)
+        versus = f"{after / theirs:9.2f}x" if theirs else ""
+        print(f" {theirs:24.1f} {versus:>10}")
     return 0
 
 

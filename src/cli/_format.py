@@ -12,13 +12,21 @@ if TYPE_CHECKING:  # rich loads in ~0.1 s: imported when there is something to r
     from rich.console import Console
 
 
-def format_age(seconds: float) -> str:
-    """`0.4s`, `12s`, `5m03s`, `2h07m`, `3d04h`: short, and precise where it matters."""
-    if seconds < 0:
-        seconds = 0.0
-    if seconds < 10:
+def format_duration(seconds: float) -> str:
+    """A duration a person reads at any scale, alike in every command and on the page
+    (`static/format.js` is its twin): `42µs`, `4.2ms`, `450ms`, `4.5s`, `12s`, `5m03s`,
+    `2h07m`, `3d04h`; `0s` for none (a sub-second hold is never `0.0s`)."""
+    if seconds <= 0:
+        return "0s"
+    if seconds < 0.0000995:
+        return f"{seconds * 1_000_000:.0f}µs"
+    if seconds < 0.00995:
+        return f"{seconds * 1000:.1f}ms"
+    if seconds < 0.9995:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 9.95:
         return f"{seconds:.1f}s"
-    whole = int(seconds)
+    whole = max(int(seconds), 10)
     if whole < 60:
         return f"{whole}s"
     minutes, secs = divmod(whole, 60)
@@ -29,18 +37,6 @@ def format_age(seconds: float) -> str:
         return f"{hours}h{minutes:02d}m"
     days, hours = divmod(hours, 24)
     return f"{days}d{hours:02d}h"
-
-
-def format_duration(seconds: float) -> str:
-    """A sum of holds or waits: `0s`, `4.5ms`, `450ms` below a second (where `format_age`
-    would say `0.0s`), else as `format_age`."""
-    if seconds <= 0:
-        return "0s"
-    if seconds < 0.01:
-        return f"{seconds * 1000:.1f}ms"
-    if seconds < 0.9995:
-        return f"{seconds * 1000:.0f}ms"
-    return format_age(seconds)
 
 
 def format_ms(seconds: float | None) -> str:

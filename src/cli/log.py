@@ -12,7 +12,7 @@ import typer
 
 from ..infra.lockstore import JournalRecord
 from ._errors import EXIT_CODES_HELP, reports_errors
-from ._format import format_age, quiet_library_logs
+from ._format import format_duration, quiet_library_logs
 from ._journal import (
     KIND_HELP,
     JournalNotCreatedError,
@@ -143,23 +143,28 @@ def line_of(record: JournalRecord) -> str:
 
 def detail(record: JournalRecord) -> str:
     kind = record.kind
-    if kind == "grant":
-        return "" if record.fence is None else f"fence {record.fence}"
+    if kind in ("grant", "hand-over"):
+        # A read (`shared`) or a read made exclusive (`upgrade`); the releaser it came from,
+        # where the backend knows it (PostgreSQL's records name it, the lock directory's
+        # waiter never learns it); the fencing number, where the backend has them.
+        parts = [shown(record.outcome)] if record.outcome else []
+        if kind == "hand-over" and record.other:
+            parts.append(f"from {shown(record.other)}")
+        if record.fence is not None:
+            parts.append(f"fence {record.fence}")
+        return ", ".join(parts)
     if kind == "wait-begin":
         return "queued"
     if kind == "wait-end":
-        return f"{shown(record.outcome or '?')} after {_age(record.waited)}"
+        return f"{shown(record.outcome or '?')} after {_duration(record.waited)}"
     if kind == "release":
-        return f"held {_age(record.held)}"
-    if kind == "hand-over":
-        fence = "" if record.fence is None else f", fence {record.fence}"
-        return f"from {shown(record.other or '?')}{fence}"
+        return f"held {_duration(record.held)}"
     if kind == "reclaim":
-        return f"held {_age(record.held)}; {shown(record.reason or 'its holder is dead')}"
+        return f"held {_duration(record.held)}; {shown(record.reason or 'its holder is dead')}"
     if kind == "pass-over":
         return shown(record.reason or "passed over")
     if kind == "operator-release":
-        return f"held {_age(record.held)}; by {shown(record.other or 'an operator')}"
+        return f"held {_duration(record.held)}; by {shown(record.other or 'an operator')}"
     if kind == "denied":
         return f"{shown(record.guard or '?')} guard: {shown(record.reason or '')}"
     if kind == "deadlock":
@@ -176,9 +181,9 @@ def deadlock_text(record: JournalRecord) -> str:
     cost = sum(record.costs.values())
     return (
         f"cycle {steps}; victim {shown(record.victim or record.agent)} released {released}; "
-        f"cost {_age(cost)} of waiting"
+        f"cost {_duration(cost)} of waiting"
     )
 
 
-def _age(seconds: float | None) -> str:
-    return "?" if seconds is None else format_age(seconds)
+def _duration(seconds: float | None) -> str:
+    return "?" if seconds is None else format_duration(seconds)

@@ -27,7 +27,7 @@ from ..infra.session.registry import SessionRecord, SessionRegistry
 from ._errors import EXIT_CODES_HELP, ExitCode, reports_errors
 from ._format import (
     display_key,
-    format_age,
+    format_duration,
     print_json,
     quiet_library_logs,
     table_console,
@@ -312,7 +312,7 @@ def render_sessions(
     for record, alive in sessions:
         held = _held_by(record.agent_id, snapshot)
         state = (
-            Text(f"yes ({format_age(now - record.started_at)})", style="green")
+            Text(f"yes ({format_duration(now - record.started_at)})", style="green")
             if alive
             else Text("closed", style="red")
         )
@@ -337,7 +337,8 @@ def render_status(
     for notice in notices:  # posted by `lockyard monitor`, not yet taken by the victim
         console.print(
             f"victim notice: {notice.agent_id} is asked to give way "
-            f"({format_age(time.time() - notice.posted_at)} ago): {notice.deadlock.describe()}",
+            f"({format_duration(time.time() - notice.posted_at)} ago): "
+            f"{notice.deadlock.describe()}",
             style="magenta",
         )
     if not snapshot.locks:
@@ -409,13 +410,13 @@ def _row(
         if holder is None or member.agent_id != holder.agent_id
     )
     if holder is None and readers:  # held by readers only
-        held_for = "-" if info.age_seconds is None else format_age(info.age_seconds)
+        held_for = "-" if info.age_seconds is None else format_duration(info.age_seconds)
         shown = Text(info.liveness, style=LIVENESS_STYLES.get(info.liveness, ""))
         return (name, f"shared by {readers}", "-", "-", held_for, shown, waiters or "-")
     if holder is None and info.problem is None:  # free, but a live waiter has the next turn
         live = [w.agent_id for w in info.waiters if w.liveness()[0].value != "dead"]
         agent = Text(f"free, reserved for {live[0] if live else 'its first waiter'}", style="cyan")
-        turn = "-" if info.age_seconds is None else format_age(info.age_seconds)
+        turn = "-" if info.age_seconds is None else format_duration(info.age_seconds)
         return (name, agent, "-", "-", turn, "-", waiters or "-")
     if holder is None:  # an unreadable record: its problem is printed below the table
         return (name, "-", "-", "-", "-", Text("unreadable", style="yellow"), waiters or "-")
@@ -425,10 +426,10 @@ def _row(
     who = holder.agent_id if holder.fence is None else f"{holder.agent_id} (fence {holder.fence})"
     last = active.get(holder.agent_id)
     if last is not None:  # how long since the holder last did anything
-        who += f", idle {format_age(now - last)}"
+        who += f", idle {format_duration(now - last)}"
     if readers:  # granted, it waits for the readers to leave before it may write
         who += f", waits for readers {readers}"
-    return (name, who, process, _checkout(info), format_age(age), liveness, waiters or "-")
+    return (name, who, process, _checkout(info), format_duration(age), liveness, waiters or "-")
 
 
 def _checkout(info: LockInfo) -> str:
@@ -447,4 +448,5 @@ def _name(info: LockInfo, namespace: str | None) -> str:
 
 def _waiter(waiter: WaiterRecord, now: float) -> str:
     dead = waiter.liveness()[0].value == "dead"
-    return f"{waiter.agent_id} ({'dead, ' if dead else ''}waiting {format_age(now - waiter.since)})"
+    waited = format_duration(now - waiter.since)
+    return f"{waiter.agent_id} ({'dead, ' if dead else ''}waiting {waited})"

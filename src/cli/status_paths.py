@@ -27,7 +27,7 @@ from ..infra.tools.lock_look import (
     waiting_entry,
 )
 from ._errors import CliError, ExitCode
-from ._format import format_age, print_json
+from ._format import format_duration, print_json
 from ._keys import lock_keys
 from ._lockdir import LockDirNotCreatedError, open_store, store_errors
 
@@ -133,12 +133,12 @@ def describe(found: Look, now: float) -> Iterator[str]:
     for holder in found.holders:
         fence = "" if holder.fence is None else f", fence {holder.fence}"
         yield (
-            f"  held by {holder.agent_id} for {format_age(now - holder.acquired_at)} "
+            f"  held by {holder.agent_id} for {format_duration(now - holder.acquired_at)} "
             f"(since {_clock(holder.acquired_at, now)}; {_who(holder)}{fence})"
         )
         idle = found.idle_seconds(holder, now)
         if idle is not None:
-            yield f"  {holder.agent_id} last did anything {format_age(idle)} ago"
+            yield f"  {holder.agent_id} last did anything {format_duration(idle)} ago"
     if found.readers:
         waiting = " (the holder waits for them to leave)" if found.holders else ""
         yield f"  held shared by {', '.join(found.readers)}{waiting}"
@@ -147,7 +147,7 @@ def describe(found: Look, now: float) -> Iterator[str]:
     if found.queue:
         yield "  waiting, first come first served:"
     for place, waiter in enumerate(found.queue, start=1):
-        waited = format_age(now - waiter.since)
+        waited = format_duration(now - waiter.since)
         yield f"    {place}. {waiter.agent_id} for {waited} ({_who(waiter)})"
     for overlap in found.overlapping:
         kind = "directory" if overlap.key.endswith("/") else "glob"
@@ -158,7 +158,9 @@ def describe(found: Look, now: float) -> Iterator[str]:
 
 def _overlap_text(overlap: Overlap, now: float) -> str:
     """`src/api/x.py held by bob for 3 s; shared by carol; 2 waiting`."""
-    parts = [f"held by {h.agent_id} for {format_age(now - h.acquired_at)}" for h in overlap.holders]
+    parts = [
+        f"held by {h.agent_id} for {format_duration(now - h.acquired_at)}" for h in overlap.holders
+    ]
     if overlap.readers:
         parts.append("shared by " + ", ".join(r.agent_id for r in overlap.readers))
     if overlap.queue:

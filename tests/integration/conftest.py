@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from cli_support import Agents
 
+from lockyard.infra.lockstore import LockBackend, open_backend
+
 
 @pytest.fixture(params=["file", "postgres"])
 def backend_spec(request: pytest.FixtureRequest, lock_dir: Path) -> str:
@@ -17,6 +19,14 @@ def backend_spec(request: pytest.FixtureRequest, lock_dir: Path) -> str:
     if request.param == "file":
         return str(lock_dir)
     return str(request.getfixturevalue("pg_backend"))
+
+
+@pytest.fixture
+def backend_store(repo: Path, backend_spec: str) -> Iterator[LockBackend]:
+    """A store of each backend in turn on `repo` (`backend_spec`), closed afterwards."""
+    opened = open_backend(repo, backend_spec)
+    yield opened
+    opened.close()
 
 
 @pytest.fixture

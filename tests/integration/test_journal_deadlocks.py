@@ -4,7 +4,6 @@ end as `victim`. On both backends."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -12,25 +11,15 @@ import pytest
 from lockstore_support import until_waiting
 
 from lockyard.domain.monitor import DeadlockMonitor
-from lockyard.infra.lockstore import JournalQuery, LockBackend, open_backend, open_journal
+from lockyard.infra.lockstore import JournalQuery, LockBackend, open_journal
 from lockyard.infra.tools.lock_tools import LockTools
 
 
-@pytest.fixture(params=["lockdir", "postgres"])
-def store(request: pytest.FixtureRequest, repo: Path, lock_dir: Path) -> Any:
-    if request.param == "lockdir":
-        opened: LockBackend = open_backend(repo, lock_dir=lock_dir)
-    else:
-        opened = open_backend(repo, request.getfixturevalue("pg_backend"))
-    yield opened
-    opened.close()
-
-
 @pytest.mark.anyio
-async def test_the_victim_journals_the_deadlock_it_broke(store: LockBackend) -> None:
+async def test_the_victim_journals_the_deadlock_it_broke(backend_store: LockBackend) -> None:
     monitor = DeadlockMonitor()
     tools = {
-        name: LockTools(store, name, monitor.handle_event, victim_notices=monitor)
+        name: LockTools(backend_store, name, monitor.handle_event, victim_notices=monitor)
         for name in ("alice", "bob")
     }
     for name in tools:
@@ -47,11 +36,11 @@ async def test_the_victim_journals_the_deadlock_it_broke(store: LockBackend) -> 
     with anyio.fail_after(60):
         async with anyio.create_task_group() as group:
             group.start_soon(wants, "alice", "f2")
-            await until_waiting(store, "f2", "alice")
+            await until_waiting(backend_store, "f2", "alice")
             await anyio.sleep(0.2)  # alice's wait has a measurable length
             group.start_soon(wants, "bob", "f1")
     victim = next(name for name, result in results.items() if "deadlock" in result)
-    journal = open_journal(store)
+    journal = open_journal(backend_store)
     try:
         deadlocks = journal.latest(JournalQuery.of(kinds=["deadlock"]))
         ended = journal.latest(JournalQuery.of(kinds=["wait-end"], agents=[victim]))
@@ -64,7 +53,7 @@ async def test_the_victim_journals_the_deadlock_it_broke(store: LockBackend) -> 
     assert list(record.released) == results[victim]["deadlock"]["released"]
     assert set(record.costs) == {"alice", "bob"}
     assert record.costs["alice"] >= 0.2
-    assert record.namespace == store.namespace
+    assert record.namespace == backend_store.namespace
     assert record.session
     assert record.pid > 0
     if ended:  # a victim chosen as it asked never began a wait: nothing to end

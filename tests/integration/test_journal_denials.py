@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ from lockyard.infra.lockstore import (
     JournalQuery,
     LockBackend,
     LockStore,
-    open_backend,
     open_journal,
 )
 
@@ -34,16 +32,6 @@ def repo(tmp_path: Path) -> Path:
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     (root / "src" / "a.py").write_text("a\n")
     return root
-
-
-@pytest.fixture(params=["lockdir", "postgres"])
-def store(request: pytest.FixtureRequest, repo: Path, lock_dir: Path) -> Iterator[LockBackend]:
-    if request.param == "lockdir":
-        opened: LockBackend = open_backend(repo, lock_dir=lock_dir)
-    else:
-        opened = open_backend(repo, request.getfixturevalue("pg_backend"))
-    yield opened
-    opened.close()
 
 
 def denials(where: Path | LockBackend) -> list[tuple[str, str, str, str]]:
@@ -61,30 +49,30 @@ def tool_call(tool: str, tool_input: dict[str, Any], cwd: Path) -> dict[str, Any
 
 @pytest.mark.anyio
 async def test_an_orchestrators_guards_journal_what_they_deny(
-    store: LockBackend, repo: Path
+    backend_store: LockBackend, repo: Path
 ) -> None:
-    assert store.try_lock("src/a.py", "bob")
-    write = make_write_guard_hook(store, "alice")
-    shell = make_shell_guard_hook(store, "alice")
+    assert backend_store.try_lock("src/a.py", "bob")
+    write = make_write_guard_hook(backend_store, "alice")
+    shell = make_shell_guard_hook(backend_store, "alice")
     denied = await write(tool_call("Write", {"file_path": "src/a.py"}, repo), None, {})  # type: ignore[arg-type]
     assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
     await shell(tool_call("Bash", {"command": "echo x > src/b.py"}, repo), None, {})  # type: ignore[arg-type]
     allowed = await write(tool_call("Write", {"file_path": "/tmp/scratch"}, repo), None, {})  # type: ignore[arg-type]
     assert allowed == {}
-    found = denials(store)
+    found = denials(backend_store)
     assert [(agent, guard, file) for agent, guard, file, _ in found] == [
         ("alice", "write", "src/a.py"),
         ("alice", "shell", "src/b.py"),
     ]
     assert "bob" in found[0][3]  # the reason the agent was given, as given
-    journal = open_journal(store)
+    journal = open_journal(backend_store)
     try:
         record = journal.latest(JournalQuery.of(kinds=["denied"]), 1)[0]
     finally:
         journal.close()
     assert record.session
     assert record.pid > 0
-    assert record.namespace == store.namespace
+    assert record.namespace == backend_store.namespace
 
 
 def test_an_agent_cli_hook_process_journals_its_denial(repo: Path, lock_dir: Path) -> None:

@@ -144,7 +144,7 @@ def test_a_dead_sessions_lock_taken_back_is_a_reclaim_with_its_proof(
         )
     wait_until(lambda: two.try_lock("a.py", "bob"))
     reclaim = journal.latest(JournalQuery.of(kinds=["reclaim"]), 1)
-    assert [(r.agent, r.file) for r in reclaim] == [("alice", "a.py")]
+    assert [(r.agent, r.file, r.other) for r in reclaim] == [("alice", "a.py", "bob")]
     assert reclaim[0].reason is not None
     assert "session" in reclaim[0].reason
 

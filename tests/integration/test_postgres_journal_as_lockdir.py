@@ -3,10 +3,15 @@ calls, run on each backend, leaves the same records in the same order and the sa
 (holds and waits per file). A writer that waits for readers, an upgrade that waits for the
 other readers and a directory that waits for the holds under it (to read it or to write it)
 are waits, then hand-overs, never grants at once; a hand-over comes after the release it
-follows; a request waiting in a directory's line is journalled for the file it asked for."""
+follows; a request waiting in a directory's line is journalled for the file it asked for; a
+waiter that takes the lock of a holder that died ends its wait with a hand-over too, whether
+the lock is read or written (a grant is a request that never waited)."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -18,10 +23,48 @@ from lockyard.infra.lockstore.backend import LockBackend
 from lockyard.infra.lockstore.modes import LockMode
 from polling_support import wait_until
 
-Waits = Callable[[str], None]
-"""Returns once the agent named has begun one more wait (its journal says so)."""
-Script = Callable[[LockBackend, LockBackend, Waits], None]
 Step = tuple[str, str, str, str | None]
+"""A record's kind, agent, file and outcome (a reclaim's: the agent that took the lock back)."""
+
+# A process that takes a lock on the backend named, says so, and stays until it is killed.
+HOLDER = """
+import sys, time
+from pathlib import Path
+from lockyard.infra.lockstore import open_backend
+repo, spec, key, agent = sys.argv[1:5]
+store = open_backend(Path(repo), spec)  # kept: a store let go closes, and releases
+assert store.try_lock(key, agent)
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+class Play:
+    """What a script may ask for besides its two stores: `waits(agent)` returns once `agent`
+    has begun one more wait (its journal says so); `holder_that_dies`."""
+
+    def __init__(self, repo: Path, spec: str, waits: Callable[[str], None]) -> None:
+        self.repo, self.spec, self.waits = repo, spec, waits
+
+    def holder_that_dies(self, key: str, agent: str) -> Callable[[], None]:
+        """`agent` holds `key` in a process of its own; the call returned SIGKILLs it."""
+        process = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(self.repo), self.spec, key, agent],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "holding"
+        process.stdout.close()
+
+        def kill() -> None:
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=60)
+
+        return kill
+
+
+Script = Callable[[LockBackend, LockBackend, Play], None]
 
 
 def in_thread(call: Callable[[], object]) -> threading.Thread:
@@ -30,85 +73,107 @@ def in_thread(call: Callable[[], object]) -> threading.Thread:
     return thread
 
 
-def writer_waits_for_a_reader(one: LockBackend, two: LockBackend, waits: Waits) -> None:
+def writer_waits_for_a_reader(one: LockBackend, two: LockBackend, play: Play) -> None:
     assert one.try_lock("a.py", "reader", mode="shared")
     writer = in_thread(lambda: two.acquire("a.py", "writer", timeout_seconds=60))
-    waits("writer")
+    play.waits("writer")
     assert one.release("a.py", "reader")
     writer.join()
     assert two.release("a.py", "writer")
 
 
-def upgrade_waits_for_the_other_reader(one: LockBackend, two: LockBackend, waits: Waits) -> None:
+def upgrade_waits_for_the_other_reader(one: LockBackend, two: LockBackend, play: Play) -> None:
     assert one.try_lock("a.py", "ann", mode="shared")
     assert two.try_lock("a.py", "bob", mode="shared")
     upgrade = in_thread(lambda: one.acquire("a.py", "ann", timeout_seconds=60))
-    waits("ann")
+    play.waits("ann")
     assert two.release("a.py", "bob")
     upgrade.join()
     assert one.release("a.py", "ann")
 
 
-def upgrade_in_place(one: LockBackend, two: LockBackend, waits: Waits) -> None:
+def upgrade_in_place(one: LockBackend, two: LockBackend, play: Play) -> None:
     assert one.try_lock("a.py", "ann", mode="shared")
     assert one.try_lock("a.py", "ann")
     assert one.release("a.py", "ann")
 
 
-def hand_over_to_a_writer_and_to_a_reader(one: LockBackend, two: LockBackend, waits: Waits) -> None:
+def hand_over_to_a_writer_and_to_a_reader(one: LockBackend, two: LockBackend, play: Play) -> None:
     modes: tuple[LockMode, ...] = ("exclusive", "shared")
     for mode in modes:
         assert one.try_lock("a.py", "alice")
         waiter = in_thread(lambda: two.acquire("a.py", "bob", timeout_seconds=60, mode=mode))  # noqa: B023
-        waits("bob")
+        play.waits("bob")
         assert one.release("a.py", "alice")
         waiter.join()
         assert two.release("a.py", "bob")
 
 
-def a_file_waits_in_a_directorys_line(one: LockBackend, two: LockBackend, waits: Waits) -> None:
+def a_file_waits_in_a_directorys_line(one: LockBackend, two: LockBackend, play: Play) -> None:
     assert one.try_lock("src/", "alice")
     waiter = in_thread(lambda: two.acquire("src/a.py", "bob", timeout_seconds=60))
-    waits("bob")
+    play.waits("bob")
     assert one.release("src/", "alice")
     waiter.join()
     assert two.release("src/a.py", "bob")
 
 
 def a_directory_waits_for_the_holds_under_it(
-    one: LockBackend, two: LockBackend, waits: Waits
+    one: LockBackend, two: LockBackend, play: Play
 ) -> None:
     assert two.try_lock("src/a.py", "bob")
     waiter = in_thread(lambda: one.acquire("src/", "alice", timeout_seconds=60))
-    waits("alice")
+    play.waits("alice")
     assert two.release("src/a.py", "bob")
     waiter.join()
     assert one.release("src/", "alice")
 
 
 def a_reader_of_a_directory_waits_for_the_writes_under_it(
-    one: LockBackend, two: LockBackend, waits: Waits
+    one: LockBackend, two: LockBackend, play: Play
 ) -> None:
     assert two.try_lock("src/a.py", "bob")
     waiter = in_thread(lambda: one.acquire("src/", "alice", timeout_seconds=60, mode="shared"))
-    waits("alice")
+    play.waits("alice")
     assert two.release("src/a.py", "bob")
     waiter.join()
     assert one.release("src/", "alice")
 
 
 def a_reader_of_a_directory_waiting_for_a_write_under_it_gives_up(
-    one: LockBackend, two: LockBackend, waits: Waits
+    one: LockBackend, two: LockBackend, play: Play
 ) -> None:
     assert two.try_lock("src/a.py", "bob")
     assert not one.acquire("src/", "alice", timeout_seconds=0.3, mode="shared")
     assert two.release("src/a.py", "bob")
 
 
-def a_writer_waiting_for_readers_gives_up(one: LockBackend, two: LockBackend, waits: Waits) -> None:
+def a_writer_waiting_for_readers_gives_up(one: LockBackend, two: LockBackend, play: Play) -> None:
     assert one.try_lock("a.py", "reader", mode="shared")
     assert not two.acquire("a.py", "writer", timeout_seconds=0.3)
     assert one.release("a.py", "reader")
+
+
+def a_writer_takes_the_lock_of_a_holder_that_died(
+    one: LockBackend, two: LockBackend, play: Play
+) -> None:
+    kill = play.holder_that_dies("a.py", "ghost")
+    writer = in_thread(lambda: two.acquire("a.py", "bob", timeout_seconds=60))
+    play.waits("bob")
+    kill()
+    writer.join()
+    assert two.release("a.py", "bob")
+
+
+def a_reader_takes_the_lock_of_a_holder_that_died(
+    one: LockBackend, two: LockBackend, play: Play
+) -> None:
+    kill = play.holder_that_dies("a.py", "ghost")
+    reader = in_thread(lambda: two.acquire("a.py", "bob", timeout_seconds=60, mode="shared"))
+    play.waits("bob")
+    kill()
+    reader.join()
+    assert two.release("a.py", "bob")
 
 
 SCRIPTS = [
@@ -121,6 +186,8 @@ SCRIPTS = [
     a_reader_of_a_directory_waits_for_the_writes_under_it,
     a_reader_of_a_directory_waiting_for_a_write_under_it_gives_up,
     a_writer_waiting_for_readers_gives_up,
+    a_writer_takes_the_lock_of_a_holder_that_died,
+    a_reader_takes_the_lock_of_a_holder_that_died,
 ]
 
 
@@ -147,8 +214,11 @@ def played(repo: Path, spec: str, script: Script) -> tuple[list[Step], dict[str,
                 f"{agent}'s wait journalled",
             )
 
-        script(one, two, waits)
-        steps = [(r.kind, r.agent, r.file, r.outcome) for r in journal.records(JournalQuery.of())]
+        script(one, two, Play(repo, spec, waits))
+        steps = [
+            (r.kind, r.agent, r.file, r.other if r.kind == "reclaim" else r.outcome)
+            for r in journal.records(JournalQuery.of())
+        ]
         stats = {name: (f.holds, f.waits) for name, f in journal.stats().files.items()}
     finally:
         journal.close()
@@ -217,6 +287,16 @@ EXPECTED: dict[str, list[Step]] = {
         ("grant", "reader", "a.py", "shared"), ("wait-begin", "writer", "a.py", None),
         ("wait-end", "writer", "a.py", "timed-out"), ("release", "reader", "a.py", None),
     ],
+    "a_writer_takes_the_lock_of_a_holder_that_died": [
+        ("grant", "ghost", "a.py", None), ("wait-begin", "bob", "a.py", None),
+        ("reclaim", "ghost", "a.py", "bob"), ("hand-over", "bob", "a.py", None),
+        ("wait-end", "bob", "a.py", "granted"), ("release", "bob", "a.py", None),
+    ],
+    "a_reader_takes_the_lock_of_a_holder_that_died": [
+        ("grant", "ghost", "a.py", None), ("wait-begin", "bob", "a.py", None),
+        ("reclaim", "ghost", "a.py", "bob"), ("hand-over", "bob", "a.py", "shared"),
+        ("wait-end", "bob", "a.py", "granted"), ("release", "bob", "a.py", None),
+    ],
 }  # fmt: skip
 
 
@@ -233,7 +313,7 @@ def test_an_upgrade_is_one_hold_held_from_its_read(repo: Path, pg_backend: str) 
     store = open_backend(repo, pg_backend)
     journal = open_journal(store)
     try:
-        upgrade_in_place(store, store, lambda agent: None)
+        upgrade_in_place(store, store, Play(repo, pg_backend, lambda agent: None))
         records = list(journal.records(JournalQuery.of()))
         stats = journal.stats()
     finally:

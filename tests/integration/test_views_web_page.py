@@ -18,6 +18,7 @@ import pytest
 from browser_support import WebServer, browser, screenshot_dir  # noqa: F401
 from cli_support import Agents
 
+from lockyard.cli._format import format_duration
 from lockyard.infra.lockstore import JournalRecord, LockStore
 from lockyard.infra.lockstore.journal.files import ACTIVE, JournalFiles, journal_dir
 from lockyard.infra.lockstore.journal.record import CycleStep, encode
@@ -122,11 +123,30 @@ def test_the_page_shows_holders_a_queue_and_a_cycle_with_its_victim_and_follows_
     assert page.problems == []
 
 
-def test_readers_of_a_shared_lock_show_in_the_table_and_the_graph(page: Any) -> None:
+# Each holder cell's text: how many lines it takes, and whether any of it is cut off.
+HOLDER_CELLS = """[...document.querySelectorAll('#locks td.holder')].map((cell) => {
+    const range = document.createRange();
+    range.selectNodeContents(cell);
+    const lines = new Set([...range.getClientRects()].map((box) => Math.round(box.top)));
+    return [cell.textContent, lines.size, cell.scrollWidth > cell.clientWidth];
+})"""
+
+
+def test_readers_of_a_shared_lock_show_in_the_table_and_the_graph(
+    page: Any, tmp_path: Path
+) -> None:
     page.wait_for_function(
         "[...document.querySelectorAll('#locks td.shared')].length > 0", timeout=PAGE_WAIT_MS
     )
     assert "shared: reader-1, reader-2" in text_of(page, "#locks")
+    # No holder is cut, at 1280 px or 1024; the readers' names fit one line at 1280 (a holder
+    # named like a script wraps: the file and queue columns need room too).
+    cells = page.evaluate(HOLDER_CELLS)
+    assert [text for text, lines, cut in cells if cut] == [], cells
+    assert ["shared: reader-1, reader-2", 1, False] in cells
+    page.set_viewport_size({"width": 1024, "height": 768})
+    page.wait_for_function(f"{HOLDER_CELLS}.every(([text, lines, cut]) => !cut)")
+    page.screenshot(path=str(screenshot_dir(tmp_path) / "web-1024.png"))
     page.wait_for_function(
         "window.lockyardView.graph().some(e => e.classes.includes('shared'))",
         timeout=PAGE_WAIT_MS,
@@ -136,6 +156,19 @@ def test_readers_of_a_shared_lock_show_in_the_table_and_the_graph(page: Any) -> 
     ]
     assert sorted(shared) == ["h|__shared__|reader-1", "h|__shared__|reader-2"]
     assert page.problems == []
+
+
+DURATION_SCALES = [
+    0.0, 0.00000049, 0.0000421, 0.0000995, 0.000099, 0.00042, 0.00995, 0.0421, 0.42, 0.9994,
+    0.9996, 4.5, 9.94, 9.96, 12.9, 59.99, 75, 303, 3599.9, 7620, 86399, 3 * 86400 + 14405,
+]  # fmt: skip
+"""Durations around every boundary of `format_duration`."""
+
+
+def test_the_page_writes_durations_as_log_stats_and_top_do(page: Any) -> None:
+    page.wait_for_function("window.LockyardFormat !== undefined", timeout=PAGE_WAIT_MS)
+    written = page.evaluate("(all) => all.map(window.LockyardFormat.duration)", DURATION_SCALES)
+    assert written == [format_duration(seconds) for seconds in DURATION_SCALES]
 
 
 def test_names_that_hold_html_or_script_are_shown_as_text_and_never_run(

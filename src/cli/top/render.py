@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ...infra.lockstore import JournalRecord
-from .._format import format_age
+from .._format import format_duration
 from ..views.board import Board, CycleView, LockRow, WaitEdge
 
 CYCLE_STYLE = "bold red"
@@ -80,7 +80,7 @@ def locks_table(board: Board, filters: Filters, now: float) -> _LocksTable | Tex
             Text(row.name, style=CYCLE_STYLE if row.name in cycle_locks else ""),
             _holder(row, cycle_agents),
             # With readers, the holder is the next writer: it holds nothing yet, and waits.
-            "-" if row.readers or row.held_since is None else format_age(now - row.held_since),
+            "-" if row.readers or row.held_since is None else format_duration(now - row.held_since),
             "-" if row.fence is None else str(row.fence),
             _queue(row, now, cycle_agents, victims),
         )
@@ -153,7 +153,7 @@ def _queue(row: LockRow, now: float, cycle_agents: set[str], victims: set[str]) 
             text.append(" victim", style="reverse red")
         text.append(" next", style="bold")
         if row.held_since is not None:
-            text.append(f" {format_age(now - row.held_since)}", style="dim")
+            text.append(f" {format_duration(now - row.held_since)}", style="dim")
     for position, entry in enumerate(row.queue):
         if position or writer is not None:
             text.append(", ")
@@ -161,7 +161,7 @@ def _queue(row: LockRow, now: float, cycle_agents: set[str], victims: set[str]) 
         text.append(entry.agent_id, style="dim" if entry.dead else style)
         if entry.agent_id in victims and entry.agent_id in cycle_agents:
             text.append(" victim", style="reverse red")
-        text.append(f" {format_age(now - entry.since)}", style="dim")
+        text.append(f" {format_duration(now - entry.since)}", style="dim")
     return text if row.queue or writer is not None else Text("-", style="dim")
 
 
@@ -217,7 +217,7 @@ def _wait_line(edges: list[WaitEdge], readers: tuple[str, ...], now: float) -> T
     first = edges[0]
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(first.agent, style=WAIT_STYLE)
-    text.append(f" waits {format_age(now - first.since)} for ")
+    text.append(f" waits {format_duration(now - first.since)} for ")
     text.append(first.lock)
     text.append(", read by " if all(e.holder in readers for e in edges) else ", held by ")
     for position, edge in enumerate(edges):
@@ -256,7 +256,9 @@ def _event_words(record: JournalRecord) -> str:
     if record.fence is not None:
         words += f" (fence {record.fence})"
     if record.waited is not None:
-        words += f" after {format_age(record.waited)}"
+        words += f" after {format_duration(record.waited)}"
+    if record.held is not None:
+        words += f", held {format_duration(record.held)}"
     if record.outcome and record.outcome != "granted":
         words += f", {record.outcome}"
     if record.kind == "denied" and record.reason:

@@ -18,17 +18,7 @@
     return node;
   }
 
-  function age(seconds) {
-    if (seconds < 0) seconds = 0;
-    if (seconds < 10) return seconds.toFixed(1) + "s";
-    let s = Math.floor(seconds);
-    if (s < 60) return s + "s";
-    let m = Math.floor(s / 60); s %= 60;
-    if (m < 60) return m + "m" + String(s).padStart(2, "0") + "s";
-    let h = Math.floor(m / 60); m %= 60;
-    if (h < 24) return h + "h" + String(m).padStart(2, "0") + "m";
-    return Math.floor(h / 24) + "d" + String(h % 24).padStart(2, "0") + "h";
-  }
+  const age = (seconds) => window.LockyardFormat.duration(seconds);
   // The server's clock and this browser's may differ: ages are measured on the server's.
   let skew = 0;
   const now = () => Date.now() / 1000 + skew;
@@ -105,7 +95,7 @@
   // style and layout, and the ages' tick would touch every one of them each second.
   const ROW_MARGIN = 15;
   const tableScroll = $("locks").parentElement;
-  const tableView = { top: 0, height: 600, rowHeight: 0 };
+  const tableView = { top: 0, height: 600, width: 500, rowHeight: 0 };
   let rowsPending = false;
   function scheduleRows() {
     if (rowsPending) return;
@@ -114,7 +104,68 @@
   }
   tableScroll.addEventListener("scroll", () => { tableView.top = tableScroll.scrollTop; scheduleRows(); });
   // Sizes come from the observer (after the browser's own layout), never read while drawing.
-  new ResizeObserver(() => { tableView.height = tableScroll.clientHeight; scheduleRows(); }).observe(tableScroll);
+  new ResizeObserver(() => {
+    tableView.height = tableScroll.clientHeight; tableView.width = tableScroll.clientWidth; scheduleRows();
+  }).observe(tableScroll);
+
+  // Column widths from what the rows' texts need (measured once per text on a canvas, not in
+  // the page's layout), over every row kept, not only those in view, so that scrolling
+  // never moves the columns. The holder comes first: up to nearly half the room is its, more
+  // when the file and queue columns need less; a holder wider still wraps (never cut). The
+  // file and the queue share the rest (each shows whole on hover).
+  const measure = document.createElement("canvas").getContext("2d");
+  const widths = new Map();
+  const CELL_PAD = 19, MIN_COLUMN = 72, WAITER_EXTRA = 45;  // padding; a waiter's age and gap
+  const BOLD = 1.08;  // a holder in a cycle and the headers are bold: wider than measured
+  function textWidth(text) {
+    let width = widths.get(text);
+    if (width === undefined) {
+      if (widths.size > 20000) widths.clear();
+      if (!widths.size) { const style = getComputedStyle($("locks")); measure.font = style.fontSize + " " + style.fontFamily; }
+      width = measure.measureText(text).width;
+      widths.set(text, width);
+    }
+    return width;
+  }
+  function holderText(lock) {
+    const readers = lock.readers || [];
+    if (readers.length) return "shared: " + readers.join(", ");
+    return lock.holder === null ? (lock.problem ? "unreadable" : "free") : lock.holder;
+  }
+  function queueWidth(lock) {
+    let width = 0;
+    if ((lock.readers || []).length && lock.holder !== null) width += textWidth(lock.holder) + WAITER_EXTRA;
+    for (const w of lock.queue) width += textWidth(w.agent) + WAITER_EXTRA;
+    return width;
+  }
+  const shownColumns = { key: "" };
+  function setColumns(kept) {
+    const need = (text) => Math.ceil(textWidth(text) * BOLD) + CELL_PAD;
+    let file = need("file"), holder = need("holder"), queue = need("queue, in order"), fence = need("fence");
+    for (const lock of kept) {
+      file = Math.max(file, Math.ceil(textWidth(lock.name)) + CELL_PAD);
+      holder = Math.max(holder, need(holderText(lock)));
+      queue = Math.max(queue, Math.ceil(queueWidth(lock)) + CELL_PAD);
+      if (lock.fence !== null) fence = Math.max(fence, need(String(lock.fence)));
+    }
+    const held = need("00m00s");
+    const room = Math.max(tableView.width - held - fence, 3 * MIN_COLUMN);
+    let holderWidth = Math.min(holder, Math.max(MIN_COLUMN, Math.floor(room * 0.45)));
+    let rest = room - holderWidth, fileWidth;
+    if (file + queue <= rest) {
+      holderWidth += Math.min(rest - file - queue, holder - holderWidth);
+      rest = room - holderWidth;
+      fileWidth = file;
+    } else if (file <= rest / 2) fileWidth = file;
+    else if (queue <= rest / 2) fileWidth = rest - queue;
+    else fileWidth = Math.floor(rest / 2);
+    fileWidth = Math.max(MIN_COLUMN, fileWidth);
+    const columns = [fileWidth, holderWidth, held, fence, Math.max(MIN_COLUMN, rest - fileWidth)];
+    const key = columns.join(" ");
+    if (key === shownColumns.key) return;
+    shownColumns.key = key;
+    [...$("locks").querySelectorAll("col")].forEach((col, i) => { col.style.width = columns[i] + "px"; });
+  }
 
   function renderLocks(board) {
     const t = now();
@@ -125,6 +176,7 @@
     }
     const body = document.createElement("tbody");
     const kept = board.locks.filter(keep), shown = kept.length;
+    setColumns(kept);
     const height = tableView.rowHeight || 24;
     const first = Math.max(0, Math.floor(tableView.top / height) - ROW_MARGIN);
     const last = Math.min(shown, first + Math.ceil(tableView.height / height) + 2 * ROW_MARGIN);
@@ -137,13 +189,14 @@
       const readers = lock.readers || [];
       if (readers.length) {
         // Readers hold it together; a holder beside them is the next writer, waiting for them.
-        holder = el("td", "shared: " + readers.join(", "), "shared");
+        holder = el("td", holderText(lock), "shared");
         holder.title = readers.join(", ") + " hold it shared" + (lock.holder ? "; " + lock.holder + " waits for them to leave" : "");
       } else if (lock.holder === null) holder = el("td", lock.problem ? "unreadable" : "free", "free");
       else {
         holder = el("td", lock.holder, lock.liveness === "dead" ? "deadholder" : (cycleAgents.has(lock.holder) ? "in-cycle" : ""));
         holder.title = lock.holder + (lock.pid ? "  pid " + lock.pid + "@" + lock.host : "") + (lock.liveness === "dead" ? " (dead)" : "");
       }
+      holder.classList.add("holder");
       const since = readers.length ? null : lock.held_since;  // a writer waiting for readers holds nothing yet
       const held = el("td", since === null ? "-" : age(t - since), "num");
       held.dataset.since = since === null ? "" : since;
@@ -170,7 +223,8 @@
     $("locks-above").style.height = first * height + "px";
     $("locks-below").style.height = (shown - last) * height + "px";
     if (!tableView.rowHeight && body.rows.length) {
-      tableView.rowHeight = body.rows[0].getBoundingClientRect().height;  // once: one layout
+      // Once: one layout. The lowest row (a holder that wraps makes its row taller).
+      tableView.rowHeight = Math.min(...[...body.rows].map((row) => row.getBoundingClientRect().height));
       if (shown > last) scheduleRows();
     }
     const empty = $("locks-empty");
@@ -190,7 +244,8 @@
 
   function graphStyle() {
     return [
-      { selector: "node", style: { "label": "data(label)", "font-size": 10, "text-valign": "bottom", "text-margin-y": 3, "color": "#1d2430", "text-max-width": 140, "text-wrap": "ellipsis", "min-zoomed-font-size": 7 } },
+      { selector: "node", style: { "label": "data(label)", "font-size": 10, "text-valign": "bottom", "text-margin-y": 3, "color": "#1d2430", "text-max-width": 140, "text-wrap": "ellipsis", "min-zoomed-font-size": 7,
+        "text-background-color": "#ffffff", "text-background-opacity": 0.8, "text-background-padding": 1 } },
       { selector: "node.agent", style: { "shape": "ellipse", "width": 22, "height": 22, "background-color": "#6a4fb3" } },
       { selector: "node.file", style: { "shape": "round-rectangle", "width": 16, "height": 12, "background-color": "#dfe7ef", "border-width": 1, "border-color": "#4f6b86" } },
       { selector: "edge", style: { "width": 1.6, "curve-style": "bezier", "target-arrow-shape": "triangle", "arrow-scale": 0.8 } },
@@ -260,11 +315,32 @@
     if (!window.cytoscape) return;
     if (!cy) {
       cy = window.cytoscape({ container: $("graph"), style: graphStyle(), minZoom: 0.1, maxZoom: 3, boxSelectionEnabled: false });
+      // A name too small to draw when zoomed out (many nodes) is shown on hover, as text.
+      cy.on("mouseover", "node", (event) => { $("graph").title = event.target.data("label"); });
+      cy.on("mouseout", "node", () => { $("graph").title = ""; });
+      // A window made smaller or larger: the graph is fitted to its new box (it was left cut).
+      let fitPending = false;
+      new ResizeObserver(() => {
+        if (fitPending) return;
+        fitPending = true;
+        requestAnimationFrame(() => { fitPending = false; cy.resize(); fitGraph(); });
+      }).observe($("graph"));
     }
     const { nodes, edges, all, files, hidden } = graphElements(board);
     $("all-files").checked = all;
     const wanted = new Set([...nodes, ...edges].map((e) => e.data.id));
     let added = 0;
+    // A new node appears beside a neighbour already drawn (else amid the view), not at random
+    // off screen: the next layout (at most LAYOUT_GAP_MS away) then places it for good.
+    const view = cy.extent(), middle = { x: (view.x1 + view.x2) / 2, y: (view.y1 + view.y2) / 2 };
+    const near = (id) => {
+      for (const edge of edges) {
+        const other = edge.data.source === id ? edge.data.target : edge.data.target === id ? edge.data.source : null;
+        const drawn = other === null ? null : cy.getElementById(other);
+        if (drawn && drawn.nonempty()) return drawn.position();
+      }
+      return middle;
+    };
     cy.batch(() => {
       cy.elements().forEach((e) => { if (!wanted.has(e.id())) { e.remove(); added++; } });
       for (const item of [...nodes, ...edges]) {
@@ -274,7 +350,8 @@
           if (item.group === "nodes") existing.data("label", item.data.label);
         } else {
           if (item.group === "nodes") {
-            item.position = { x: (Math.random() - 0.5) * 300, y: (Math.random() - 0.5) * 300 };
+            const at = near(item.data.id);
+            item.position = { x: at.x + (Math.random() - 0.5) * 60, y: at.y + (Math.random() - 0.5) * 60 };
           }
           cy.add(item);
           added++;
@@ -285,6 +362,12 @@
     const note = $("graph-note");
     if (!nodes.length) note.textContent = board.locks.length ? "No one waits for a lock." + (hidden ? "" : "") : "Nothing is held or awaited.";
     else note.textContent = files + " files, " + (nodes.length - files) + " agents" + (hidden ? " · " + hidden + " held files no one waits for are hidden (tick “every held file”)" : "");
+  }
+
+  // The whole graph in view, never blown up past 1.5x (two nodes filled the panel at 3x).
+  function fitGraph() {
+    cy.fit(undefined, 24);
+    if (cy.zoom() > 1.5) { cy.zoom(1.5); cy.center(); }
   }
 
   function scheduleLayout() {
@@ -299,7 +382,7 @@
         ? { name: "concentric", animate: false, minNodeSpacing: 6, concentric: (n) => n.degree(), levelWidth: () => 2 }
         : { name: "cose", animate: false, randomize: false, nodeRepulsion: () => 9000, idealEdgeLength: () => 50, numIter: 400, padding: 20 };
       cy.layout(options).run();
-      cy.fit(undefined, 24);
+      fitGraph();
     }, wait);
   }
 

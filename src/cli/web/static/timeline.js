@@ -154,9 +154,7 @@
       if (y + ROW < AXIS) continue;
       if (i % 2) { ctx.fillStyle = "#fafbfc"; ctx.fillRect(0, y, width, ROW); }
       ctx.fillStyle = COLORS.ink;
-      ctx.save(); ctx.beginPath(); ctx.rect(0, y, LABEL - 8, ROW); ctx.clip();
-      ctx.fillText(row.name, 6, y + ROW / 2);
-      ctx.restore();
+      ctx.fillText(fitted(row.name), 6, y + ROW / 2);
       ctx.save(); ctx.beginPath(); ctx.rect(LABEL, y, plot, ROW); ctx.clip();
       // Bars first, then the markers over them (a deadlock's diamond sits where a wait ends
       // and the next bar begins: drawn before it, it was half hidden).
@@ -175,6 +173,26 @@
     ctx.strokeStyle = "#dde1e7"; ctx.beginPath(); ctx.moveTo(0, AXIS - 0.5); ctx.lineTo(width, AXIS - 0.5); ctx.stroke();
     ctx.fillStyle = COLORS.dim;
     ctx.fillText(state.by === "file" ? "file" : "agent", 6, AXIS / 2);
+  }
+
+  // A row's name in its label's width, cut with an ellipsis (hovering it shows it whole).
+  const fits = new Map();
+  function fitted(name) {
+    let shown = fits.get(name);
+    if (shown !== undefined) return shown;
+    if (fits.size > 5000) fits.clear();
+    const room = LABEL - 14;
+    shown = name;
+    if (ctx.measureText(name).width > room) {
+      let low = 0, high = name.length;  // the longest start that fits with the ellipsis
+      while (low < high) {
+        const mid = Math.ceil((low + high) / 2);
+        if (ctx.measureText(name.slice(0, mid) + "…").width <= room) low = mid; else high = mid - 1;
+      }
+      shown = name.slice(0, low) + "…";
+    }
+    fits.set(name, shown);
+    return shown;
   }
 
   function drawItem(it, x, y, from, to) {
@@ -209,8 +227,9 @@
   function describe(it) {
     const when = (t) => new Date(t * 1000).toLocaleTimeString([], { hour12: false });
     const lines = [];
-    if (it.k === "hold") lines.push(it.a + " held " + it.f, when(it.s) + (it.open ? " – now" : " – " + when(it.e)) + "  (" + (it.e - it.s).toFixed(2) + " s)");
-    else if (it.k === "wait") lines.push(it.a + " waited for " + it.f, when(it.s) + (it.open ? " – now" : " – " + when(it.e)) + "  (" + (it.e - it.s).toFixed(2) + " s)" + (it.o ? ", " + it.o : ""));
+    const span = () => when(it.s) + (it.open ? " – now" : " – " + when(it.e)) + "  (" + window.LockyardFormat.duration(it.e - it.s) + ")";
+    if (it.k === "hold") lines.push(it.a + " held " + it.f, span());
+    else if (it.k === "wait") lines.push(it.a + " waited for " + it.f, span() + (it.o ? ", " + it.o : ""));
     else if (it.k === "deadlock") {
       lines.push("deadlock at " + when(it.s));
       for (const step of it.cycle || []) lines.push("  " + step[0] + " waited for " + step[1] + " (held by " + step[2] + ")");
@@ -228,6 +247,13 @@
     const [from, to] = windowRange();
     const plot = rect.width - LABEL - 8, t = from + ((mx - LABEL) / plot) * (to - from), slack = 5 * (to - from) / plot;
     let hit = null;
+    if (row && mx < LABEL && fitted(row.name) !== row.name) {
+      tip.textContent = row.name;  // a name cut in its label, whole
+      tip.hidden = false;
+      tip.style.left = Math.min(event.clientX + 12, window.innerWidth - 430) + "px";
+      tip.style.top = (event.clientY + 14) + "px";
+      return;
+    }
     if (row && mx > LABEL) {
       for (const it of row.items) {
         const end = it.e === undefined || it.e === null ? it.s : it.e;

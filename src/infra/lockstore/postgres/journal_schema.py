@@ -21,6 +21,8 @@ settings the triggers read:
   ended: timed-out, cancelled or victim;
 - `lockyard.cause` = `operator` (set by `lockyard clean` and the admin tools): a lock freed
   now is an operator release, not a reclaim.
+- `lockyard.by` (set by `reclaim_by` where a request takes back a dead session's lock): the
+  agent a `reclaim` record names as the one that took it back (`other`).
 
 And per session: `lockyard.session` (the session number, set when the session opens: a
 lock freed by a session that is not its holder's is a reclaim of a dead session's lock, as
@@ -342,7 +344,8 @@ BEGIN
             VALUES (now, kind, OLD.namespace, OLD.agent_id, OLD.key, OLD.session::text,
                 coalesce(OLD.pid, 0), coalesce(OLD.host, ''), now - OLD.acquired_at,
                 CASE kind WHEN 'operator-release'
-                    THEN nullif(current_setting('lockyard.operator', true), '') END,
+                    THEN nullif(current_setting('lockyard.operator', true), '')
+                    WHEN 'reclaim' THEN nullif(current_setting('lockyard.by', true), '') END,
                 CASE kind WHEN 'reclaim'
                     THEN 'its database session ' || OLD.session || ' ended' END)
             RETURNING id INTO n;

@@ -238,6 +238,12 @@ BEGIN
 END $$;
 
 -- The holder's columns cleared: the lock is free, its row and last number stay.
+-- For the journal: the agent whose request takes back the dead sessions' locks freed next in
+-- this transaction (their `reclaim` records name it, as the lock directory's do).
+CREATE FUNCTION {s}.reclaim_by(p_agent text) RETURNS void LANGUAGE sql AS $$
+    SELECT set_config('lockyard.by', p_agent, true)
+$$;
+
 CREATE FUNCTION {s}.free(p_ns text, p_key text, p_token text) RETURNS boolean
 LANGUAGE sql AS $$
     UPDATE {s}.holds SET agent_id = NULL, session = NULL, token = NULL, pid = NULL,
@@ -555,6 +561,7 @@ BEGIN
         SELECT * INTO h FROM {s}.holds WHERE namespace = p_ns AND key = p_dir
         FOR NO KEY UPDATE;
         IF h.agent_id IS NOT NULL AND NOT {s}.alive(h.session, p_me) THEN
+            PERFORM {s}.reclaim_by(p_agent);
             PERFORM {s}.free(p_ns, p_dir, h.token);
             PERFORM {s}.hand_off(p_ns, p_dir, p_me);
         END IF;
@@ -612,6 +619,7 @@ BEGIN
                  AND (hi IS NULL OR key < hi) AND {s}.is_below(p_dir, pat, key)
                  AND agent_id IS NOT NULL
                  AND NOT {s}.alive(session, p_me) ORDER BY key FOR NO KEY UPDATE LOOP
+            PERFORM {s}.reclaim_by(p_agent);
             PERFORM {s}.free(p_ns, h.key, h.token);
             PERFORM {s}.hand_off(p_ns, h.key, p_me);
         END LOOP;
@@ -907,6 +915,7 @@ BEGIN
                 outcome := CASE WHEN h.agent_id = p_agent THEN 'held' ELSE 'busy' END;
                 RETURN;
             END IF;
+            PERFORM {s}.reclaim_by(p_agent);
             PERFORM {s}.free(p_ns, p_key, h.token);
         END IF;
         FOR w IN SELECT * FROM {s}.waiters WHERE namespace = p_ns AND key = p_key
@@ -1138,6 +1147,7 @@ BEGIN
             outcome := 'waiting'; o_agent := h.agent_id;
             RETURN;
         END IF;
+        PERFORM {s}.reclaim_by(w.agent_id);
         PERFORM {s}.free(p_ns, p_key, h.token);
     END IF;
     -- Its turn in its own line: a directory lock over it that blocks it sends it through
@@ -1152,6 +1162,10 @@ BEGIN
     IF scoped THEN  -- the dead holds under it reaped
         below := {s}.below_blocker(p_ns, p_key, w.agent_id, w.shared, p_me, true);
     END IF;
+    -- For the journal: a waiter that takes the lock at its turn (its holder's dead session
+    -- reclaimed, or nobody handed it on) ends its wait with a hand-over, as on the lock
+    -- directory, never a grant as if it had just come.
+    PERFORM set_config('lockyard.handing', 'on', true);
     IF w.shared THEN
         o_fence := {s}.join_readers(p_ns, p_key, w.agent_id, p_token, p_me, w.pid,
             w.start_time, w.host, w.boot_id, w.pid_ns, w.checkout,
